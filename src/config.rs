@@ -1,0 +1,484 @@
+//! The job configuration: one TOML file, validated strictly before any data is read.
+//!
+//! Relative paths in the file are resolved against the file's own folder, so a config works
+//! from any working directory. `RECON_DATABASE_URL` overrides `database_url`.
+
+use crate::exit::{Failure, fail};
+use anyhow::Result;
+use chrono::NaiveDate;
+use chrono_tz::Tz;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The file as written (`#[serde(deny_unknown_fields)]`: a misspelt key is an error).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    /// IANA time zone in which run dates (`--date`) are interpreted, e.g. `Europe/Berlin`.
+    timezone: String,
+    /// `sqlite://path/to/file.db` (relative to this file). Overridden by `RECON_DATABASE_URL`.
+    database_url: String,
+    /// Folder that receives one sub-folder per run (relative to this file).
+    output_dir: PathBuf,
+    /// Folder of `*.toml` rule files; the bundled default rules when absent.
+    rules_dir: Option<PathBuf>,
+    /// A SUBMITTING payment older than this (at the run's as-of) is treated like UNKNOWN.
+    #[serde(default = "default_stale_minutes")]
+    stale_submitting_minutes: i64,
+    /// How long after a payment's match window closes before "no line" can mean "not paid".
+    #[serde(default = "default_lag_hours")]
+    settlement_lag_hours: i64,
+    /// How many days back unresolved payments are carried into a run.
+    #[serde(default = "default_carry_days")]
+    carry_over_days: i64,
+    /// Provider statements.
+    #[serde(default, rename = "source")]
+    sources: Vec<RawSource>,
+}
+
+fn default_stale_minutes() -> i64 {
+    30
+}
+fn default_lag_hours() -> i64 {
+    24
+}
+fn default_carry_days() -> i64 {
+    14
+}
+
+/// One statement source as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    /// Unique name, used in results and ticket keys.
+    name: String,
+    /// File format; `csv` in this version.
+    format: String,
+    /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
+    /// one file per day, each complete for its day when present.
+    path: String,
+    /// Time zone of timestamps without an offset; defaults to the job's.
+    timezone: Option<String>,
+    /// `rfc3339`, or a chrono strftime format such as `%d.%m.%Y %H:%M`.
+    timestamp_format: String,
+    /// `.` (default) or `,`.
+    #[serde(default = "default_decimal")]
+    decimal_separator: String,
+    /// Optional thousands separator to strip (`,`, `.`, `'` or ` `).
+    thousands_separator: Option<String>,
+    /// Field delimiter, `,` by default.
+    #[serde(default = "default_delimiter")]
+    delimiter: String,
+    /// Lines to skip before the header (bank preambles).
+    #[serde(default)]
+    skip_lines: usize,
+    /// Negate amounts (statements that book payouts as negative numbers).
+    #[serde(default)]
+    negate_amounts: bool,
+    /// First day (in the source time zone) the file covers completely (fixed paths only).
+    complete_from: Option<NaiveDate>,
+    /// Last day (inclusive) the file covers completely (fixed paths only).
+    complete_to: Option<NaiveDate>,
+    /// Which header names hold the canonical fields.
+    columns: RawColumns,
+    /// Value of the `kind` column → `PAYMENT` or `REFUND` (case-insensitive keys).
+    #[serde(default)]
+    kinds: BTreeMap<String, String>,
+}
+
+fn default_decimal() -> String {
+    ".".into()
+}
+fn default_delimiter() -> String {
+    ",".into()
+}
+
+/// Column mapping as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawColumns {
+    provider_txn_id: Option<String>,
+    reference: Option<String>,
+    recipient: String,
+    amount: String,
+    currency: String,
+    booked_at: String,
+    kind: Option<String>,
+}
+
+/// A validated job configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the file was read from.
+    pub path: PathBuf,
+    /// Run dates are days in this zone.
+    pub timezone: Tz,
+    /// Database URL with relative SQLite paths resolved.
+    pub database_url: String,
+    /// Output root.
+    pub output_dir: PathBuf,
+    /// Rule folder, or `None` for the bundled rules.
+    pub rules_dir: Option<PathBuf>,
+    /// Stale SUBMITTING age in minutes.
+    pub stale_submitting_minutes: i64,
+    /// Settlement lag in hours.
+    pub settlement_lag_hours: i64,
+    /// Carry-over horizon in days.
+    pub carry_over_days: i64,
+    /// Statement sources.
+    pub sources: Vec<SourceConfig>,
+}
+
+/// Kind of a statement line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineKind {
+    /// Money sent to a recipient.
+    Payment,
+    /// Money returned.
+    Refund,
+}
+
+impl LineKind {
+    /// Canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineKind::Payment => "PAYMENT",
+            LineKind::Refund => "REFUND",
+        }
+    }
+}
+
+/// Where a source's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourcePath {
+    /// One file; complete for `complete` (inclusive days) if declared.
+    Fixed {
+        /// The file.
+        path: PathBuf,
+        /// Inclusive days covered completely.
+        complete: Option<(NaiveDate, NaiveDate)>,
+    },
+    /// One file per day: the template with `{date}`.
+    Daily(String),
+}
+
+/// How a timestamp column is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimestampFormat {
+    /// RFC 3339 / ISO 8601 with an offset (or `Z`).
+    Rfc3339,
+    /// A chrono strftime pattern; with `%z`/`%:z` it carries its own offset.
+    Pattern(String),
+}
+
+/// A validated CSV statement source.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Unique name.
+    pub name: String,
+    /// File location.
+    pub path: SourcePath,
+    /// Zone for timestamps without an offset.
+    pub timezone: Tz,
+    /// Timestamp format.
+    pub timestamp_format: TimestampFormat,
+    /// Number format.
+    pub number_format: crate::money::NumberFormat,
+    /// Field delimiter byte.
+    pub delimiter: u8,
+    /// Preamble lines to skip.
+    pub skip_lines: usize,
+    /// Negate amounts when reading.
+    pub negate_amounts: bool,
+    /// Header names.
+    pub columns: Columns,
+    /// Upper-cased kind value → kind.
+    pub kinds: BTreeMap<String, LineKind>,
+}
+
+/// Header names of the canonical fields.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    /// Provider transaction id column.
+    pub provider_txn_id: Option<String>,
+    /// Reference column.
+    pub reference: Option<String>,
+    /// Recipient account column.
+    pub recipient: String,
+    /// Amount column.
+    pub amount: String,
+    /// Currency column.
+    pub currency: String,
+    /// Booking timestamp column.
+    pub booked_at: String,
+    /// Kind column (all lines are payments when absent).
+    pub kind: Option<String>,
+}
+
+fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
+    fail(Failure::Config, format!("{}: {msg}", path.display()))
+}
+
+fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
+    value.parse::<Tz>().map_err(|_| {
+        config_error(
+            path,
+            format!("key `{key}`: unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)"),
+        )
+    })
+}
+
+fn single_char(path: &Path, key: &str, value: &str, allowed: &[char]) -> Result<char> {
+    let mut chars = value.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if allowed.contains(&c) => Ok(c),
+        _ => Err(config_error(
+            path,
+            format!("key `{key}`: {value:?} is not one of {allowed:?}"),
+        )),
+    }
+}
+
+impl Config {
+    /// Reads and validates a job configuration file.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
+        Self::parse(&text, path)
+    }
+
+    /// Validates configuration text; `path` names it in errors and anchors relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| config_error(path, e))?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let timezone = parse_tz(path, "timezone", &raw.timezone)?;
+        let url = std::env::var("RECON_DATABASE_URL").unwrap_or(raw.database_url);
+        let database_url = resolve_sqlite_url(&url, &base)
+            .ok_or_else(|| config_error(path, format!("key `database_url`: unsupported URL {:?} (hint: this version supports sqlite://FILE)", crate::mask::url(&url))))?;
+        for (key, v) in [
+            ("stale_submitting_minutes", raw.stale_submitting_minutes),
+            ("settlement_lag_hours", raw.settlement_lag_hours),
+            ("carry_over_days", raw.carry_over_days),
+        ] {
+            if v < 0 {
+                return Err(config_error(path, format!("key `{key}`: must not be negative")));
+            }
+        }
+        let mut sources = Vec::with_capacity(raw.sources.len());
+        for (i, s) in raw.sources.into_iter().enumerate() {
+            let src = Self::source(path, &base, i, s, timezone)?;
+            if sources.iter().any(|o: &SourceConfig| o.name == src.name) {
+                return Err(config_error(
+                    path,
+                    format!("source[{i}]: duplicate source name {:?}", src.name),
+                ));
+            }
+            sources.push(src);
+        }
+        Ok(Config {
+            path: path.to_path_buf(),
+            timezone,
+            database_url,
+            output_dir: base.join(raw.output_dir),
+            rules_dir: raw.rules_dir.map(|d| base.join(d)),
+            stale_submitting_minutes: raw.stale_submitting_minutes,
+            settlement_lag_hours: raw.settlement_lag_hours,
+            carry_over_days: raw.carry_over_days,
+            sources,
+        })
+    }
+
+    fn source(
+        path: &Path,
+        base: &Path,
+        i: usize,
+        s: RawSource,
+        job_tz: Tz,
+    ) -> Result<SourceConfig> {
+        let key = |k: &str| format!("source[{i}].{k}");
+        if s.name.trim().is_empty() || s.name.contains(['|', ';', '#']) {
+            return Err(config_error(
+                path,
+                format!("key `{}`: must be non-empty without | ; #", key("name")),
+            ));
+        }
+        if s.format != "csv" {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: unsupported format {:?} (hint: this version reads csv)",
+                    key("format"),
+                    s.format
+                ),
+            ));
+        }
+        let complete = match (s.complete_from, s.complete_to) {
+            (Some(a), Some(b)) if a <= b => Some((a, b)),
+            (None, None) => None,
+            _ => {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "keys `{}`/`{}`: give both, with from <= to",
+                        key("complete_from"),
+                        key("complete_to")
+                    ),
+                ));
+            }
+        };
+        let source_path = if s.path.contains("{date}") {
+            if complete.is_some() {
+                return Err(config_error(path, format!("key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to", key("path"))));
+            }
+            SourcePath::Daily(base.join(&s.path).to_string_lossy().into_owned())
+        } else {
+            SourcePath::Fixed {
+                path: base.join(&s.path),
+                complete,
+            }
+        };
+        let timezone = match &s.timezone {
+            Some(t) => parse_tz(path, &key("timezone"), t)?,
+            None => job_tz,
+        };
+        let timestamp_format = if s.timestamp_format.eq_ignore_ascii_case("rfc3339") {
+            TimestampFormat::Rfc3339
+        } else if s.timestamp_format.contains('%') {
+            TimestampFormat::Pattern(s.timestamp_format.clone())
+        } else {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: {:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
+                    key("timestamp_format"),
+                    s.timestamp_format
+                ),
+            ));
+        };
+        let decimal = single_char(path, &key("decimal_separator"), &s.decimal_separator, &['.', ','])?;
+        let thousands = s
+            .thousands_separator
+            .as_deref()
+            .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
+            .transpose()?;
+        if thousands == Some(decimal) {
+            return Err(config_error(
+                path,
+                format!("key `{}`: same as the decimal separator", key("thousands_separator")),
+            ));
+        }
+        let delimiter = single_char(path, &key("delimiter"), &s.delimiter, &[',', ';', '\t', '|'])?;
+        let mut kinds = BTreeMap::new();
+        if s.kinds.is_empty() {
+            kinds.insert("PAYMENT".to_string(), LineKind::Payment);
+            kinds.insert("REFUND".to_string(), LineKind::Refund);
+        }
+        for (value, kind) in &s.kinds {
+            let k = match kind.to_ascii_uppercase().as_str() {
+                "PAYMENT" => LineKind::Payment,
+                "REFUND" => LineKind::Refund,
+                other => {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "key `{}.{value}`: {other:?} is not PAYMENT or REFUND",
+                            key("kinds")
+                        ),
+                    ));
+                }
+            };
+            kinds.insert(value.trim().to_uppercase(), k);
+        }
+        let c = s.columns;
+        Ok(SourceConfig {
+            name: s.name,
+            path: source_path,
+            timezone,
+            timestamp_format,
+            number_format: crate::money::NumberFormat { decimal, thousands },
+            delimiter: delimiter as u8,
+            skip_lines: s.skip_lines,
+            negate_amounts: s.negate_amounts,
+            columns: Columns {
+                provider_txn_id: c.provider_txn_id,
+                reference: c.reference,
+                recipient: c.recipient,
+                amount: c.amount,
+                currency: c.currency,
+                booked_at: c.booked_at,
+                kind: c.kind,
+            },
+            kinds,
+        })
+    }
+}
+
+/// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
+fn resolve_sqlite_url(url: &str, base: &Path) -> Option<String> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    if rest == ":memory:" || rest.starts_with('/') {
+        return Some(format!("sqlite://{rest}"));
+    }
+    Some(format!("sqlite://{}", base.join(rest).display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+timezone = "Europe/Berlin"
+database_url = "sqlite://var/recon.db"
+output_dir = "out"
+
+[[source]]
+name = "psp"
+format = "csv"
+path = "st.csv"
+timestamp_format = "rfc3339"
+[source.columns]
+recipient = "iban"
+amount = "amount"
+currency = "ccy"
+booked_at = "at"
+"#;
+
+    #[test]
+    fn relative_paths_are_anchored_at_the_config_file() {
+        let c = Config::parse(MINIMAL, Path::new("/etc/recon/job.toml")).unwrap();
+        assert_eq!(c.database_url, "sqlite:///etc/recon/var/recon.db");
+        assert_eq!(c.output_dir, PathBuf::from("/etc/recon/out"));
+        assert_eq!(c.sources[0].timezone, chrono_tz::Europe::Berlin);
+        assert_eq!(c.stale_submitting_minutes, 30);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_file_and_key() {
+        let text = MINIMAL.replace("output_dir", "outptu_dir = \"x\"\noutput_dir");
+        let err = Config::parse(&text, Path::new("job.toml")).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("job.toml"), "{msg}");
+        assert!(msg.contains("outptu_dir"), "{msg}");
+        assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+    }
+
+    #[test]
+    fn bad_time_zone_names_the_key() {
+        let text = MINIMAL.replace("Europe/Berlin", "Europe/Berlim");
+        let msg = format!("{:#}", Config::parse(&text, Path::new("job.toml")).unwrap_err());
+        assert!(msg.contains("`timezone`") && msg.contains("Berlim"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_column_key_is_rejected() {
+        let text = MINIMAL.replace("ccy\"", "ccy\"\nbeneficiary = \"x\"");
+        let msg = format!("{:#}", Config::parse(&text, Path::new("job.toml")).unwrap_err());
+        assert!(msg.contains("beneficiary"), "{msg}");
+    }
+}

@@ -1,0 +1,76 @@
+//! Documented process exit codes (also listed in README.md).
+//!
+//! A run that completed exits 0 even when it found exceptions: those are reported through
+//! tickets and the report, so a scheduler must not retry the job for them.
+
+/// The run completed; exceptions (if any) are in the report and the review queue.
+pub const OK: i32 = 0;
+/// Unexpected internal error (a bug): nothing was committed.
+pub const INTERNAL: i32 = 1;
+/// Invalid command line (clap's own code).
+pub const USAGE: i32 = 2;
+/// The job configuration or a rule file is invalid; no data was read.
+pub const CONFIG: i32 = 3;
+/// An input (statement file, ledger import file) could not be read or was rejected whole.
+pub const INPUT: i32 = 4;
+/// The database could not be reached, migrated, read or written.
+pub const DATABASE: i32 = 5;
+/// Another run holds the lock for this database.
+pub const LOCKED: i32 = 6;
+/// Writing the run's output files failed.
+pub const OUTPUT: i32 = 7;
+
+/// What kind of failure stopped a command; decides the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// See [`CONFIG`].
+    Config,
+    /// See [`INPUT`].
+    Input,
+    /// See [`DATABASE`].
+    Database,
+    /// See [`LOCKED`].
+    Locked,
+    /// See [`OUTPUT`].
+    Output,
+}
+
+impl Failure {
+    /// The process exit code for this failure.
+    pub fn code(self) -> i32 {
+        match self {
+            Failure::Config => CONFIG,
+            Failure::Input => INPUT,
+            Failure::Database => DATABASE,
+            Failure::Locked => LOCKED,
+            Failure::Output => OUTPUT,
+        }
+    }
+}
+
+/// An error that knows which exit code it maps to. Wrap with `anyhow::Context` freely: the
+/// outermost `Failure` found in the chain decides.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Classified {
+    /// The kind of failure.
+    pub failure: Failure,
+    /// What happened, with file/line/key where known.
+    pub message: String,
+}
+
+/// Shorthand to build a classified `anyhow::Error`.
+pub fn fail(failure: Failure, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(Classified {
+        failure,
+        message: message.into(),
+    })
+}
+
+/// Maps an error chain to an exit code.
+pub fn code_for(err: &anyhow::Error) -> i32 {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<Classified>())
+        .map(|c| c.failure.code())
+        .unwrap_or(INTERNAL)
+}

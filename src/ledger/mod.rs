@@ -1,0 +1,94 @@
+//! The internal ledger: payments and their attempts, as the payment service keeps them.
+//! recon imports them (demos, tests, benchmarks), loads them for a run and applies guarded
+//! status transitions.
+
+pub mod import;
+pub mod load;
+pub mod transitions;
+
+use crate::timeparse::Micros;
+
+/// A payment's status in the ledger's state machine:
+/// `PENDING → SUBMITTING → SUCCEEDED | FAILED | UNKNOWN`, `UNKNOWN → SUCCEEDED | FAILED | REVIEW`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// Not sent yet.
+    Pending,
+    /// A worker is sending it.
+    Submitting,
+    /// The provider confirmed it.
+    Succeeded,
+    /// The provider refused it.
+    Failed,
+    /// Sent, outcome not known (timeout, crash, ambiguous 5xx).
+    Unknown,
+    /// A human owns it.
+    Review,
+}
+
+impl Status {
+    /// Every status, in declaration order.
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::Submitting,
+        Status::Succeeded,
+        Status::Failed,
+        Status::Unknown,
+        Status::Review,
+    ];
+
+    /// Canonical name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Submitting => "SUBMITTING",
+            Status::Succeeded => "SUCCEEDED",
+            Status::Failed => "FAILED",
+            Status::Unknown => "UNKNOWN",
+            Status::Review => "REVIEW",
+        }
+    }
+
+    /// Parses a stored or imported name (case-insensitive, trimmed).
+    pub fn parse(s: &str) -> Option<Status> {
+        let s = s.trim();
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// One payment as a run sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// Ledger id (also the reference the provider should echo).
+    pub payment_id: String,
+    /// Canonical recipient account.
+    pub recipient: String,
+    /// Minor units.
+    pub amount_minor: i64,
+    /// ISO 4217 code.
+    pub currency: String,
+    /// Status in the ledger now.
+    pub current_status: Status,
+    /// Status recon classifies on: the status before recon's own transition when the latest
+    /// change was recon's, so re-runs reproduce their results.
+    pub status: Status,
+    /// Current attempt.
+    pub attempt_id: Option<String>,
+    /// Provider id recorded on the payment.
+    pub provider_payment_id: Option<String>,
+    /// When the current attempt started (None for PENDING).
+    pub started_at: Option<Micros>,
+    /// When the payment was created.
+    pub created_at: Micros,
+    /// Follow-up bookkeeping: (opened_on, closed_on) as YYYY-MM-DD.
+    pub followup: Option<(String, Option<String>)>,
+}
+
+impl Payment {
+    /// The instant that places the payment in a day: started_at, or created_at if never sent.
+    pub fn anchor(&self) -> Micros {
+        self.started_at.unwrap_or(self.created_at)
+    }
+}

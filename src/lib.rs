@@ -1,0 +1,23 @@
+//! recon: reconciles an internal payment ledger against provider statements.
+//!
+//! Data flows one way: [`sources`] + [`ledger`] → canonical frames → [`matching`] →
+//! [`outcome`]s → [`outputs`]. [`run`] ties one reconciliation together; `main.rs` only parses
+//! the command line and maps errors to exit codes.
+
+pub mod config;
+pub mod db;
+pub mod demo;
+pub mod exit;
+pub mod generate;
+pub mod ledger;
+pub mod matching;
+pub mod mask;
+pub mod money;
+pub mod normalize;
+pub mod outcome;
+pub mod outputs;
+pub mod rules;
+pub mod run;
+pub mod sources;
+pub mod tickets;
+pub mod timeparse;

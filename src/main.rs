@@ -1,0 +1,299 @@
+//! The `recon` command line: parses arguments, sets up logging, calls the library and maps
+//! errors to the documented exit codes (see `recon::exit`).
+
+use anyhow::Result;
+use chrono::{DateTime, NaiveDate, Utc};
+use clap::{Parser, Subcommand};
+use recon::config::Config;
+use recon::exit;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "recon", version, about = "Payment reconciliation: ledger vs provider statements")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Reconcile one day or a range of days.
+    Run {
+        /// Job configuration (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// One day (default: yesterday in the configured time zone).
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        date: Option<NaiveDate>,
+        /// First day of a range.
+        #[arg(long, requires = "to")]
+        from: Option<NaiveDate>,
+        /// Last day of a range (inclusive).
+        #[arg(long, requires = "from")]
+        to: Option<NaiveDate>,
+        /// Cut-off: RFC 3339 timestamp or a day (its start in the configured zone). Default now.
+        #[arg(long)]
+        as_of: Option<String>,
+        /// Write results, change nothing in the database.
+        #[arg(long)]
+        dry_run: bool,
+        /// Fixed run id (default: timestamp + random suffix).
+        #[arg(long)]
+        run_id: Option<String>,
+    },
+    /// Ledger maintenance.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+    /// The review queue.
+    Tickets {
+        #[command(subcommand)]
+        command: TicketsCommand,
+    },
+    /// Print the canonical statement lines recon reads from files, as CSV.
+    Parse {
+        /// Job configuration whose source mapping to use.
+        #[arg(long)]
+        config: PathBuf,
+        /// Format (csv).
+        #[arg(long, default_value = "csv")]
+        format: String,
+        /// Source name in the config (default: the first source).
+        #[arg(long)]
+        source: Option<String>,
+        /// Files to read.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Write a seeded synthetic ledger + statement with injected faults and expected outcomes.
+    Generate {
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of payments.
+        #[arg(long, default_value_t = 10_000)]
+        payments: usize,
+        /// Seed.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Day the payments are started on.
+        #[arg(long, default_value = "2026-11-27")]
+        date: NaiveDate,
+    },
+    /// Compare a run's results.csv with a generated expected.csv.
+    Score {
+        /// expected.csv from `recon generate`.
+        #[arg(long)]
+        expected: PathBuf,
+        /// results.csv from `recon run`.
+        #[arg(long)]
+        results: PathBuf,
+    },
+    /// Reconcile the bundled sample-data with a fresh SQLite database.
+    Demo {
+        /// Folder with the sample (recon.toml, payments.csv, attempts.csv, statement.csv).
+        #[arg(long, default_value = "sample-data")]
+        sample: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Load payments (and attempts) from CSV; any bad row rejects the whole import.
+    Import {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// payments.csv
+        #[arg(long)]
+        payments: PathBuf,
+        /// attempts.csv
+        #[arg(long)]
+        attempts: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TicketsCommand {
+    /// List tickets, most severe first.
+    List {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Only open tickets.
+        #[arg(long)]
+        open: bool,
+    },
+    /// Resolve a ticket.
+    Resolve {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Ticket id.
+        id: i64,
+        /// Who resolves it.
+        #[arg(long)]
+        actor: String,
+        /// Resolution note.
+        #[arg(long)]
+        note: String,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::io::stderr().is_terminal() {
+        builder.init();
+    } else {
+        builder.json().init();
+    }
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(rt) => match rt.block_on(dispatch(cli.command)) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                exit::code_for(&e)
+            }
+        },
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            exit::INTERNAL
+        }
+    };
+    std::process::exit(code);
+}
+
+fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(value) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let day: NaiveDate = value.parse().map_err(|_| {
+        exit::fail(
+            exit::Failure::Config,
+            format!("--as-of {value:?}: expected RFC 3339 (2026-11-30T06:00:00Z) or a day"),
+        )
+    })?;
+    let micros = recon::timeparse::day_start(day, cfg.timezone);
+    DateTime::from_timestamp_micros(micros)
+        .ok_or_else(|| exit::fail(exit::Failure::Config, format!("--as-of {value:?} out of range")))
+}
+
+async fn dispatch(command: Command) -> Result<i32> {
+    match command {
+        Command::Run {
+            config,
+            date,
+            from,
+            to,
+            as_of,
+            dry_run,
+            run_id,
+        } => {
+            let cfg = Config::load(&config)?;
+            let (from, to) = match (date, from, to) {
+                (Some(d), _, _) => (d, d),
+                (None, Some(f), Some(t)) => (f, t),
+                _ => {
+                    let today = Utc::now().with_timezone(&cfg.timezone).date_naive();
+                    let y = today.pred_opt().unwrap_or(today);
+                    (y, y)
+                }
+            };
+            let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
+            let report = recon::run::run(
+                &cfg,
+                &recon::run::RunOptions {
+                    from,
+                    to,
+                    as_of,
+                    dry_run,
+                    run_id,
+                },
+            )
+            .await?;
+            print!("{}", report.summary.text(&report.out_dir.display().to_string()));
+            Ok(exit::OK)
+        }
+        Command::Ledger {
+            command:
+                LedgerCommand::Import {
+                    config,
+                    payments,
+                    attempts,
+                },
+        } => {
+            let cfg = Config::load(&config)?;
+            let db = recon::db::Db::open(&cfg.database_url).await?;
+            let r = recon::ledger::import::import(&db.pool, &payments, attempts.as_deref()).await?;
+            db.pool.close().await;
+            println!("imported {} payments, {} attempts", r.payments, r.attempts);
+            Ok(exit::OK)
+        }
+        Command::Tickets { command } => {
+            match command {
+                TicketsCommand::List { config, open } => {
+                    let cfg = Config::load(&config)?;
+                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let list = recon::tickets::list(&db.pool, open).await?;
+                    db.pool.close().await;
+                    print!("{}", recon::tickets::render(&list));
+                }
+                TicketsCommand::Resolve {
+                    config,
+                    id,
+                    actor,
+                    note,
+                } => {
+                    let cfg = Config::load(&config)?;
+                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    recon::tickets::resolve(&db.pool, id, &actor, &note).await?;
+                    db.pool.close().await;
+                    println!("ticket {id} resolved");
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Parse {
+            config,
+            format,
+            source,
+            files,
+        } => {
+            let cfg = Config::load(&config)?;
+            recon::sources::print_canonical(&cfg, &format, source.as_deref(), &files, std::io::stdout().lock())?;
+            Ok(exit::OK)
+        }
+        Command::Generate {
+            out,
+            payments,
+            seed,
+            date,
+        } => {
+            let report = recon::generate::generate(&recon::generate::GenerateOptions {
+                out_dir: out,
+                payments,
+                seed,
+                date,
+            })?;
+            println!("{report:?}");
+            Ok(exit::OK)
+        }
+        Command::Score { expected, results } => {
+            let score = recon::generate::score(&expected, &results)?;
+            print!("{score}");
+            Ok(exit::OK)
+        }
+        Command::Demo { sample } => {
+            let report = recon::demo::run(&sample).await?;
+            print!("{}", report.summary.text(&report.out_dir.display().to_string()));
+            Ok(exit::OK)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Masking of account numbers and secrets before anything is logged, reported or mailed.
+
+/// Masks an account number, keeping only its last 4 characters: `DE89…3000` → `****3000`.
+/// Values of 4 characters or fewer are fully masked.
+pub fn account(value: &str) -> String {
+    let chars: Vec<char> = value.chars().filter(|c| !c.is_whitespace()).collect();
+    if chars.len() <= 4 {
+        return "****".to_string();
+    }
+    let tail: String = chars[chars.len() - 4..].iter().collect();
+    format!("****{tail}")
+}
+
+/// Hides the password of a URL like `postgres://user:secret@host/db`.
+pub fn url(value: &str) -> String {
+    match (value.find("://"), value.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &value[scheme_end + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &value[..scheme_end + 3],
+                    &userinfo[..colon],
+                    &value[at..]
+                ),
+                None => value.to_string(),
+            }
+        }
+        _ => value.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_keep_only_the_last_four() {
+        assert_eq!(account("DE89 3704 0044 0532 0130 00"), "****3000");
+        assert_eq!(account("123"), "****");
+        assert!(!account("DE89370400440532013000").contains("8937"));
+    }
+
+    #[test]
+    fn url_passwords_are_hidden() {
+        assert_eq!(url("postgres://bob:s3cret@db/x"), "postgres://bob:***@db/x");
+        assert_eq!(url("sqlite://a.db"), "sqlite://a.db");
+    }
+}

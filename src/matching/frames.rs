@@ -1,0 +1,175 @@
+//! Canonical frames for one pass and the Polars joins that produce candidate pairs.
+
+use super::pairs_of;
+use crate::ledger::Payment;
+use crate::normalize::{self, Step};
+use crate::rules::Identifiers;
+use crate::sources::StatementLine;
+use crate::timeparse::Micros;
+use anyhow::Result;
+use polars::prelude::*;
+
+fn key_frame(idx_name: &str, idx: Vec<u32>, keys: Vec<String>) -> PolarsResult<LazyFrame> {
+    let n = idx.len();
+    Ok(DataFrame::new(
+        n,
+        vec![
+            Column::new(idx_name.into(), idx),
+            Column::new("k".into(), keys),
+        ],
+    )?
+    .lazy())
+}
+
+/// Identifier pass: line reference = payment_id, line provider id = a recorded provider id.
+pub(super) fn identifier_pairs(
+    payments: &[Payment],
+    provider_ids: &[(u32, String)],
+    lines: &[StatementLine],
+    line_free: &[bool],
+    pay_free: &[bool],
+    ids: Identifiers,
+    steps: &[Step],
+) -> Result<Vec<(u32, u32)>> {
+    let mut frames = Vec::new();
+    let norm = |s: &str| normalize::apply(steps, s);
+    let free_lines = || {
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| line_free[*i])
+    };
+    if ids.reference {
+        let (li, lk): (Vec<u32>, Vec<String>) = free_lines()
+            .filter_map(|(i, l)| l.reference.as_deref().map(|r| (i as u32, norm(r))))
+            .filter(|(_, k)| !k.is_empty())
+            .unzip();
+        let (pi, pk): (Vec<u32>, Vec<String>) = payments
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| pay_free[*i])
+            .map(|(i, p)| (i as u32, norm(&p.payment_id)))
+            .unzip();
+        frames.push(key_frame("s_idx", li, lk)?.join(
+            key_frame("p_idx", pi, pk)?,
+            [col("k")],
+            [col("k")],
+            JoinArgs::new(JoinType::Inner),
+        ));
+    }
+    if ids.provider_txn_id {
+        let (li, lk): (Vec<u32>, Vec<String>) = free_lines()
+            .filter_map(|(i, l)| l.provider_txn_id.as_deref().map(|r| (i as u32, norm(r))))
+            .filter(|(_, k)| !k.is_empty())
+            .unzip();
+        let (pi, pk): (Vec<u32>, Vec<String>) = provider_ids
+            .iter()
+            .filter(|(i, _)| pay_free[*i as usize])
+            .map(|(i, id)| (*i, norm(id)))
+            .filter(|(_, k)| !k.is_empty())
+            .unzip();
+        frames.push(key_frame("s_idx", li, lk)?.join(
+            key_frame("p_idx", pi, pk)?,
+            [col("k")],
+            [col("k")],
+            JoinArgs::new(JoinType::Inner),
+        ));
+    }
+    let mut out = Vec::new();
+    for lf in frames {
+        let df = lf.select([col("s_idx"), col("p_idx")]).collect()?;
+        out.extend(pairs_of(&df)?);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Fuzzy pass: equal recipient and currency, amount equal (or within `tolerance`), booked in
+/// `[started_at - before, started_at + after]`. `tolerance = None` ignores the amount (the
+/// near-miss gate).
+pub(super) fn fuzzy_pairs(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    line_free: &[bool],
+    pay_free: &[bool],
+    steps: &[Step],
+    (before, after): (Micros, Micros),
+    tolerance: Option<i64>,
+) -> Result<Vec<(u32, u32)>> {
+    let norm = |s: &str| normalize::apply(steps, s);
+    let mut s_idx = Vec::new();
+    let mut s_rcpt = Vec::new();
+    let mut s_cur = Vec::new();
+    let mut s_amt = Vec::new();
+    let mut s_at = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if line_free[i] {
+            s_idx.push(i as u32);
+            s_rcpt.push(norm(&l.recipient));
+            s_cur.push(l.currency);
+            s_amt.push(l.amount_minor);
+            s_at.push(l.booked_at);
+        }
+    }
+    let mut p_idx = Vec::new();
+    let mut p_rcpt = Vec::new();
+    let mut p_cur = Vec::new();
+    let mut p_amt = Vec::new();
+    let mut p_start = Vec::new();
+    for (i, p) in payments.iter().enumerate() {
+        if let (true, Some(start)) = (pay_free[i], p.started_at) {
+            p_idx.push(i as u32);
+            p_rcpt.push(norm(&p.recipient));
+            p_cur.push(p.currency.as_str());
+            p_amt.push(p.amount_minor);
+            p_start.push(start);
+        }
+    }
+    if s_idx.is_empty() || p_idx.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ls = DataFrame::new(
+        s_idx.len(),
+        vec![
+            Column::new("s_idx".into(), s_idx),
+            Column::new("s_rcpt".into(), s_rcpt),
+            Column::new("s_cur".into(), s_cur),
+            Column::new("s_amt".into(), s_amt),
+            Column::new("s_at".into(), s_at),
+        ],
+    )?
+    .lazy();
+    let ps = DataFrame::new(
+        p_idx.len(),
+        vec![
+            Column::new("p_idx".into(), p_idx),
+            Column::new("p_rcpt".into(), p_rcpt),
+            Column::new("p_cur".into(), p_cur),
+            Column::new("p_amt".into(), p_amt),
+            Column::new("p_start".into(), p_start),
+        ],
+    )?
+    .lazy();
+    let mut preds = vec![
+        col("s_rcpt").eq(col("p_rcpt")),
+        col("s_cur").eq(col("p_cur")),
+    ];
+    match tolerance {
+        Some(0) => preds.push(col("s_amt").eq(col("p_amt"))),
+        Some(t) => {
+            preds.push(col("s_amt").gt_eq(col("p_amt") - lit(t)));
+            preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
+        }
+        None => {}
+    }
+    preds.push(col("s_at").gt_eq(col("p_start") - lit(before)));
+    preds.push(col("s_at").lt_eq(col("p_start") + lit(after)));
+    let df = ls
+        .join_builder()
+        .with(ps)
+        .join_where(preds)
+        .select([col("s_idx"), col("p_idx")])
+        .collect()?;
+    pairs_of(&df)
+}

@@ -1,0 +1,190 @@
+//! Matching: the rule passes, run as Polars joins over canonical frames.
+//!
+//! Every pass sees only what earlier passes left. Joins produce candidate pairs; counting them
+//! per side decides: identifier links are kept (several lines for one payment are duplicates;
+//! one line for several payments is a conflict), fuzzy pairs are accepted only when each side is
+//! the other's only candidate (DESIGN.md rule 1). Nothing here loops over pairs of rows.
+
+mod frames;
+
+use crate::config::LineKind;
+use crate::ledger::Payment;
+use crate::normalize;
+use crate::rules::{PassKind, RuleSet};
+use crate::sources::StatementLine;
+use anyhow::{Context, Result};
+use polars::prelude::DataFrame;
+
+/// A line linked to a payment by a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pair {
+    /// Index into the statement lines.
+    pub line: u32,
+    /// Index into the payments.
+    pub payment: u32,
+    /// Index of the pass in the rule set.
+    pub pass: usize,
+}
+
+/// Everything the passes found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MatchResult {
+    /// Accepted links: identifier links (possibly several lines per payment) and unique fuzzy
+    /// pairs. Sorted.
+    pub links: Vec<Pair>,
+    /// Candidate pairs that could not be decided: fuzzy pairs where a side had more than one
+    /// candidate, identifier links where one line named several payments. Sorted.
+    pub ambiguous: Vec<Pair>,
+    /// Near misses of unresolved payments left without evidence: an unclaimed line with the
+    /// same recipient and currency inside the widest window, any amount. `pass` is unused (0).
+    pub near_misses: Vec<Pair>,
+}
+
+/// Which payments may take part in what.
+#[derive(Debug, Clone)]
+pub struct Eligibility {
+    /// May be linked at all (everything but PENDING).
+    pub linkable: Vec<bool>,
+    /// Unresolved (UNKNOWN, stale SUBMITTING, REVIEW): subject to the near-miss gate.
+    pub near_miss: Vec<bool>,
+}
+
+/// Runs every pass of `rules` and the near-miss gate.
+pub fn run(
+    payments: &[Payment],
+    provider_ids: &[(u32, String)],
+    lines: &[StatementLine],
+    rules: &RuleSet,
+    elig: &Eligibility,
+) -> Result<MatchResult> {
+    let mut line_free: Vec<bool> = lines.iter().map(|l| l.kind == LineKind::Payment).collect();
+    let mut pay_free: Vec<bool> = elig.linkable.clone();
+    let mut result = MatchResult::default();
+    for (pass_idx, pass) in rules.passes.iter().enumerate() {
+        let stage = || format!("matching pass {:?}", pass.id);
+        let pairs = match &pass.kind {
+            PassKind::Identifier(ids) => frames::identifier_pairs(
+                payments,
+                provider_ids,
+                lines,
+                &line_free,
+                &pay_free,
+                *ids,
+                &pass.normalize,
+            )
+            .with_context(stage)?,
+            PassKind::Fuzzy {
+                before,
+                after,
+                tolerance_minor,
+            } => frames::fuzzy_pairs(
+                payments,
+                lines,
+                &line_free,
+                &pay_free,
+                &pass.normalize,
+                (*before, *after),
+                Some(*tolerance_minor),
+            )
+            .with_context(stage)?,
+        };
+        let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
+        let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
+        for &(l, p) in &pairs {
+            let (l_us, p_us) = (l as usize, p as usize);
+            let pair = Pair {
+                line: l,
+                payment: p,
+                pass: pass_idx,
+            };
+            let unique_line = per_line[l_us] == 1;
+            let accept = if fuzzy {
+                unique_line && per_pay[p_us] == 1
+            } else {
+                unique_line
+            };
+            if accept {
+                result.links.push(pair);
+            } else {
+                result.ambiguous.push(pair);
+            }
+        }
+        for &(l, p) in &pairs {
+            line_free[l as usize] = false;
+            pay_free[p as usize] = false;
+        }
+    }
+    // Near-miss gate: unresolved payments that are still without any evidence.
+    let near_pay: Vec<bool> = (0..payments.len())
+        .map(|i| pay_free[i] && elig.near_miss[i])
+        .collect();
+    let claimed: Vec<bool> = {
+        let mut c = vec![false; lines.len()];
+        for p in &result.links {
+            c[p.line as usize] = true;
+        }
+        c
+    };
+    let near_lines: Vec<bool> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| l.kind == LineKind::Payment && !claimed[i])
+        .collect();
+    let window = rules.widest_window();
+    if near_pay.iter().any(|&b| b) && near_lines.iter().any(|&b| b) {
+        let pairs = frames::fuzzy_pairs(
+            payments,
+            lines,
+            &near_lines,
+            &near_pay,
+            &[normalize::Step::NoSpaces, normalize::Step::Upper],
+            window,
+            None,
+        )
+        .context("near-miss gate")?;
+        result
+            .near_misses
+            .extend(pairs.into_iter().map(|(line, payment)| Pair {
+                line,
+                payment,
+                pass: 0,
+            }));
+    }
+    result.links.sort_unstable();
+    result.ambiguous.sort_unstable();
+    result.near_misses.sort_unstable();
+    Ok(result)
+}
+
+/// Candidate counts per line and per payment.
+fn count(pairs: &[(u32, u32)], n_lines: usize, n_pays: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut per_line = vec![0u32; n_lines];
+    let mut per_pay = vec![0u32; n_pays];
+    for &(l, p) in pairs {
+        per_line[l as usize] += 1;
+        per_pay[p as usize] += 1;
+    }
+    (per_line, per_pay)
+}
+
+/// Reads a u32 column of a collected frame.
+fn u32s(df: &DataFrame, name: &str) -> Result<Vec<u32>> {
+    let s = df
+        .column(name)
+        .with_context(|| format!("column {name}"))?
+        .as_materialized_series()
+        .u32()
+        .with_context(|| format!("column {name} is not u32"))?
+        .clone();
+    Ok(s.into_no_null_iter().collect())
+}
+
+/// Pairs of (line, payment) from a frame with `s_idx` and `p_idx`, sorted and unique.
+fn pairs_of(df: &DataFrame) -> Result<Vec<(u32, u32)>> {
+    let l = u32s(df, "s_idx")?;
+    let p = u32s(df, "p_idx")?;
+    let mut v: Vec<(u32, u32)> = l.into_iter().zip(p).collect();
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}

@@ -1,0 +1,217 @@
+//! Exact money: ISO 4217 currencies, decimal parsing and integer minor units.
+//!
+//! Amounts enter recon as text (CSV) and leave it as text (reports). Inside, an amount is an
+//! `i64` count of the currency's minor unit (cents for EUR, yen for JPY, fils for KWD), so
+//! equality joins are exact and cheap. `f64` never touches money.
+
+use rust_decimal::Decimal;
+use std::str::FromStr;
+
+/// ISO 4217 alphabetic codes with their minor-unit exponent (active codes, 2024 list).
+/// Codes not listed here are rejected: a typo in a currency must not create a new currency.
+const CURRENCIES: &[(&str, u32)] = &[
+    ("AED", 2), ("AFN", 2), ("ALL", 2), ("AMD", 2), ("ANG", 2), ("AOA", 2), ("ARS", 2),
+    ("AUD", 2), ("AWG", 2), ("AZN", 2), ("BAM", 2), ("BBD", 2), ("BDT", 2), ("BGN", 2),
+    ("BHD", 3), ("BIF", 0), ("BMD", 2), ("BND", 2), ("BOB", 2), ("BRL", 2), ("BSD", 2),
+    ("BTN", 2), ("BWP", 2), ("BYN", 2), ("BZD", 2), ("CAD", 2), ("CDF", 2), ("CHF", 2),
+    ("CLF", 4), ("CLP", 0), ("CNY", 2), ("COP", 2), ("CRC", 2), ("CUP", 2), ("CVE", 2),
+    ("CZK", 2), ("DJF", 0), ("DKK", 2), ("DOP", 2), ("DZD", 2), ("EGP", 2), ("ERN", 2),
+    ("ETB", 2), ("EUR", 2), ("FJD", 2), ("FKP", 2), ("GBP", 2), ("GEL", 2), ("GHS", 2),
+    ("GIP", 2), ("GMD", 2), ("GNF", 0), ("GTQ", 2), ("GYD", 2), ("HKD", 2), ("HNL", 2),
+    ("HTG", 2), ("HUF", 2), ("IDR", 2), ("ILS", 2), ("INR", 2), ("IQD", 3), ("IRR", 2),
+    ("ISK", 0), ("JMD", 2), ("JOD", 3), ("JPY", 0), ("KES", 2), ("KGS", 2), ("KHR", 2),
+    ("KMF", 0), ("KPW", 2), ("KRW", 0), ("KWD", 3), ("KYD", 2), ("KZT", 2), ("LAK", 2),
+    ("LBP", 2), ("LKR", 2), ("LRD", 2), ("LSL", 2), ("LYD", 3), ("MAD", 2), ("MDL", 2),
+    ("MGA", 2), ("MKD", 2), ("MMK", 2), ("MNT", 2), ("MOP", 2), ("MRU", 2), ("MUR", 2),
+    ("MVR", 2), ("MWK", 2), ("MXN", 2), ("MYR", 2), ("MZN", 2), ("NAD", 2), ("NGN", 2),
+    ("NIO", 2), ("NOK", 2), ("NPR", 2), ("NZD", 2), ("OMR", 3), ("PAB", 2), ("PEN", 2),
+    ("PGK", 2), ("PHP", 2), ("PKR", 2), ("PLN", 2), ("PYG", 0), ("QAR", 2), ("RON", 2),
+    ("RSD", 2), ("RUB", 2), ("RWF", 0), ("SAR", 2), ("SBD", 2), ("SCR", 2), ("SDG", 2),
+    ("SEK", 2), ("SGD", 2), ("SHP", 2), ("SLE", 2), ("SOS", 2), ("SRD", 2), ("SSP", 2),
+    ("STN", 2), ("SVC", 2), ("SYP", 2), ("SZL", 2), ("THB", 2), ("TJS", 2), ("TMT", 2),
+    ("TND", 3), ("TOP", 2), ("TRY", 2), ("TTD", 2), ("TWD", 2), ("TZS", 2), ("UAH", 2),
+    ("UGX", 0), ("USD", 2), ("UYI", 0), ("UYU", 2), ("UYW", 4), ("UZS", 2), ("VES", 2),
+    ("VND", 0), ("VUV", 0), ("WST", 2), ("XAF", 0), ("XCD", 2), ("XOF", 0), ("XPF", 0),
+    ("YER", 2), ("ZAR", 2), ("ZMW", 2), ("ZWG", 2),
+];
+
+/// Why a currency or an amount was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoneyError {
+    /// Not an active ISO 4217 code.
+    #[error("unknown currency {0:?} (expected an ISO 4217 code such as EUR)")]
+    UnknownCurrency(String),
+    /// Text that is not a decimal number.
+    #[error("amount {0:?} is not a decimal number")]
+    NotANumber(String),
+    /// More decimals than the currency has (e.g. `12.345` EUR, `10.5` JPY).
+    #[error("amount {amount:?} has more decimals than {currency} allows ({exponent})")]
+    TooPrecise {
+        /// The amount as written.
+        amount: String,
+        /// The currency code.
+        currency: String,
+        /// The currency's minor-unit exponent.
+        exponent: u32,
+    },
+    /// Does not fit in i64 minor units.
+    #[error("amount {0:?} is out of range")]
+    OutOfRange(String),
+}
+
+/// Normalises a currency code (trim, upper case) and returns it with its exponent.
+pub fn currency(code: &str) -> Result<(&'static str, u32), MoneyError> {
+    let upper = code.trim().to_ascii_uppercase();
+    CURRENCIES
+        .binary_search_by(|(c, _)| (*c).cmp(upper.as_str()))
+        .map(|i| CURRENCIES[i])
+        .map_err(|_| MoneyError::UnknownCurrency(code.to_string()))
+}
+
+/// How a decimal amount is written in a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NumberFormat {
+    /// The decimal separator, `.` or `,`.
+    pub decimal: char,
+    /// An optional thousands separator that is removed (`,`, `.`, `'` or a space).
+    pub thousands: Option<char>,
+}
+
+impl NumberFormat {
+    /// `1234.56`
+    pub const DOT: NumberFormat = NumberFormat {
+        decimal: '.',
+        thousands: None,
+    };
+}
+
+/// Parses a decimal amount written in `fmt` into a `Decimal`. Accepts a leading sign and
+/// surrounding spaces; rejects anything else (currency symbols, exponents, empty text).
+pub fn parse_decimal(text: &str, fmt: NumberFormat) -> Result<Decimal, MoneyError> {
+    let t = text.trim();
+    let mut cleaned = String::with_capacity(t.len());
+    for ch in t.chars() {
+        if Some(ch) == fmt.thousands {
+            continue;
+        }
+        if ch == fmt.decimal {
+            cleaned.push('.');
+        } else if ch.is_ascii_digit() || ch == '-' || ch == '+' {
+            cleaned.push(ch);
+        } else {
+            return Err(MoneyError::NotANumber(text.to_string()));
+        }
+    }
+    let body = cleaned.trim_start_matches(['+', '-']);
+    let signs = cleaned.len() - body.len();
+    if signs > 1
+        || body.is_empty()
+        || body.contains(['+', '-'])
+        || body.starts_with('.')
+        || body.ends_with('.')
+    {
+        return Err(MoneyError::NotANumber(text.to_string()));
+    }
+    Decimal::from_str(&cleaned).map_err(|_| MoneyError::NotANumber(text.to_string()))
+}
+
+/// Converts an exact decimal to minor units of a currency with `exponent` decimals.
+/// `12.3` and `12.30` EUR are both 1230; `12.345` EUR is rejected, never rounded.
+pub fn to_minor(amount: Decimal, currency: &str, exponent: u32) -> Result<i64, MoneyError> {
+    let normalized = amount.normalize();
+    if normalized.scale() > exponent {
+        return Err(MoneyError::TooPrecise {
+            amount: amount.to_string(),
+            currency: currency.to_string(),
+            exponent,
+        });
+    }
+    let mut scaled = normalized;
+    scaled.rescale(exponent);
+    i64::try_from(scaled.mantissa()).map_err(|_| MoneyError::OutOfRange(amount.to_string()))
+}
+
+/// Parses text in `fmt` straight to minor units of `currency` (already normalised).
+pub fn parse_minor(text: &str, fmt: NumberFormat, currency: &str) -> Result<i64, MoneyError> {
+    let (code, exponent) = self::currency(currency)?;
+    to_minor(parse_decimal(text, fmt)?, code, exponent)
+}
+
+/// Formats minor units as a plain decimal string with the currency's exponent (`1230` EUR →
+/// `12.30`, `1500` JPY → `1500`). Unknown currencies are formatted with 2 decimals.
+pub fn format_minor(amount_minor: i64, currency: &str) -> String {
+    let exponent = self::currency(currency).map(|(_, e)| e).unwrap_or(2);
+    Decimal::from_i128_with_scale(i128::from(amount_minor), exponent).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn currency_table_is_sorted_for_binary_search() {
+        assert!(CURRENCIES.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn exponents_follow_iso_4217() {
+        assert_eq!(currency(" eur ").unwrap(), ("EUR", 2));
+        assert_eq!(currency("JPY").unwrap(), ("JPY", 0));
+        assert_eq!(currency("KWD").unwrap(), ("KWD", 3));
+        assert!(matches!(currency("EUX"), Err(MoneyError::UnknownCurrency(_))));
+    }
+
+    #[test]
+    fn trailing_zeros_do_not_change_the_amount() {
+        assert_eq!(parse_minor("12.3", NumberFormat::DOT, "EUR").unwrap(), 1230);
+        assert_eq!(parse_minor("12.30", NumberFormat::DOT, "EUR").unwrap(), 1230);
+        assert_eq!(parse_minor("12.300", NumberFormat::DOT, "EUR").unwrap(), 1230);
+        assert_eq!(parse_minor("1500", NumberFormat::DOT, "JPY").unwrap(), 1500);
+        assert_eq!(parse_minor("1500.0", NumberFormat::DOT, "JPY").unwrap(), 1500);
+        assert_eq!(parse_minor("-0.01", NumberFormat::DOT, "EUR").unwrap(), -1);
+    }
+
+    #[test]
+    fn more_decimals_than_the_currency_has_is_rejected_not_rounded() {
+        assert!(matches!(
+            parse_minor("12.345", NumberFormat::DOT, "EUR"),
+            Err(MoneyError::TooPrecise { .. })
+        ));
+        assert!(matches!(
+            parse_minor("10.5", NumberFormat::DOT, "JPY"),
+            Err(MoneyError::TooPrecise { .. })
+        ));
+    }
+
+    #[test]
+    fn decimal_comma_and_thousands_separators() {
+        let de = NumberFormat {
+            decimal: ',',
+            thousands: Some('.'),
+        };
+        assert_eq!(parse_minor("1.234,50", de, "EUR").unwrap(), 123450);
+        let en = NumberFormat {
+            decimal: '.',
+            thousands: Some(','),
+        };
+        assert_eq!(parse_minor("1,234.50", en, "EUR").unwrap(), 123450);
+    }
+
+    #[test]
+    fn garbage_is_not_a_number() {
+        for bad in ["", " ", "abc", "1e5", "€12", "1.2.3", "--1", "1-", ".5", "5.", "+-3"] {
+            assert!(
+                parse_decimal(bad, NumberFormat::DOT).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn formatting_uses_the_currency_exponent() {
+        assert_eq!(format_minor(1230, "EUR"), "12.30");
+        assert_eq!(format_minor(-5, "EUR"), "-0.05");
+        assert_eq!(format_minor(1500, "JPY"), "1500");
+        assert_eq!(format_minor(1, "KWD"), "0.001");
+    }
+}

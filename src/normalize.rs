@@ -1,0 +1,83 @@
+//! Text normalisation for matching keys, applied once per value before frames are built.
+
+/// One normalisation step a rule can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Strip leading/trailing white space.
+    Trim,
+    /// Upper-case (Unicode).
+    Upper,
+    /// Remove all white space inside the value (`DE89 3704` → `DE893704`).
+    NoSpaces,
+    /// Fold full-width forms (`ＡＢＣ１２３`) to ASCII and the ideographic space to a space.
+    FoldWidth,
+}
+
+/// Folds full-width ASCII variants (U+FF01..U+FF5E) and U+3000 to their ASCII forms.
+fn fold_char(c: char) -> char {
+    match c as u32 {
+        0xFF01..=0xFF5E => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        0x3000 => ' ',
+        _ => c,
+    }
+}
+
+/// Applies `steps` in order.
+pub fn apply(steps: &[Step], value: &str) -> String {
+    let mut s = value.to_string();
+    for step in steps {
+        s = match step {
+            Step::Trim => s.trim().to_string(),
+            Step::Upper => {
+                if s.is_ascii() {
+                    s.to_ascii_uppercase()
+                } else {
+                    s.to_uppercase()
+                }
+            }
+            Step::NoSpaces => s.chars().filter(|c| !c.is_whitespace()).collect(),
+            Step::FoldWidth => {
+                if s.is_ascii() {
+                    s
+                } else {
+                    s.chars().map(fold_char).collect()
+                }
+            }
+        };
+    }
+    s
+}
+
+/// The canonical form every source applies to free text: width folded, trimmed.
+pub fn text(value: &str) -> String {
+    apply(&[Step::FoldWidth, Step::Trim], value)
+}
+
+/// The canonical form of an account identifier (IBAN or account number): width folded,
+/// no white space, upper case.
+pub fn account(value: &str) -> String {
+    apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iban_spaces_and_case_do_not_matter() {
+        assert_eq!(account(" de89 3704 0044 0532 0130 00 "), "DE89370400440532013000");
+    }
+
+    #[test]
+    fn full_width_forms_fold_to_ascii() {
+        assert_eq!(account("ＤＥ８９\u{3000}３７０４"), "DE893704");
+        assert_eq!(text("\u{3000}ＰＡＹ－１\u{3000}"), "PAY-1");
+    }
+
+    #[test]
+    fn references_with_spaces_and_lower_case_normalise_equal() {
+        let steps = [Step::FoldWidth, Step::NoSpaces, Step::Upper];
+        assert_eq!(apply(&steps, " pay-000 0012 "), apply(&steps, "PAY-0000012"));
+    }
+}

@@ -1,0 +1,543 @@
+//! Classification: every payment in scope and every statement line not claimed by exactly one
+//! payment gets exactly one [`Outcome`] (DESIGN.md's vocabulary), with the action it implies.
+
+use crate::config::LineKind;
+use crate::ledger::{Payment, Status};
+use crate::matching::{MatchResult, Pair};
+use crate::rules::RuleSet;
+use crate::sources::{StatementLine, covers};
+use crate::timeparse::Micros;
+use std::collections::BTreeSet;
+
+/// The outcome vocabulary (contract: reports, tickets, tests and benchmarks use these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// Ledger SUCCEEDED, exactly one provider line.
+    Matched,
+    /// Ledger UNKNOWN / stale SUBMITTING, exactly one provider line: → SUCCEEDED.
+    ResolvedSucceeded,
+    /// Ledger UNKNOWN, no line, every source complete for the window and lag passed: → FAILED.
+    ResolvedFailed,
+    /// No line yet and the window is not closed (or not completely covered).
+    AwaitingEvidence,
+    /// Ledger SUCCEEDED, no provider line although the window is closed.
+    MissingAtProvider,
+    /// Provider line, no ledger payment.
+    OrphanAtProvider,
+    /// Two or more provider lines for one payment.
+    DuplicateAtProvider,
+    /// Linked by identifier, amount differs.
+    AmountMismatch,
+    /// Linked by identifier, currency differs.
+    CurrencyMismatch,
+    /// Ledger FAILED, provider line exists.
+    FailedButPaid,
+    /// More than one candidate on either side, or an unresolved payment with a near miss.
+    Ambiguous,
+    /// A unique match from a pass that may only propose (or a payment in REVIEW).
+    ProposedMatch,
+    /// Ledger PENDING.
+    NotSubmitted,
+    /// SUBMITTING, younger than the stale age.
+    InFlight,
+    /// Ledger FAILED, no provider line.
+    FailedOk,
+    /// A refund line (reported, not matched yet).
+    Refund,
+}
+
+/// How urgent a ticket is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Money may have left twice or against a failure.
+    Critical,
+    /// Money differs or is unaccounted for.
+    High,
+    /// Needs a human decision.
+    Medium,
+    /// A proposal to confirm.
+    Low,
+}
+
+impl Severity {
+    /// Name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "CRITICAL",
+            Severity::High => "HIGH",
+            Severity::Medium => "MEDIUM",
+            Severity::Low => "LOW",
+        }
+    }
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 16] = [
+        Outcome::Matched,
+        Outcome::ResolvedSucceeded,
+        Outcome::ResolvedFailed,
+        Outcome::AwaitingEvidence,
+        Outcome::MissingAtProvider,
+        Outcome::OrphanAtProvider,
+        Outcome::DuplicateAtProvider,
+        Outcome::AmountMismatch,
+        Outcome::CurrencyMismatch,
+        Outcome::FailedButPaid,
+        Outcome::Ambiguous,
+        Outcome::ProposedMatch,
+        Outcome::NotSubmitted,
+        Outcome::InFlight,
+        Outcome::FailedOk,
+        Outcome::Refund,
+    ];
+
+    /// Contract name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Matched => "MATCHED",
+            Outcome::ResolvedSucceeded => "RESOLVED_SUCCEEDED",
+            Outcome::ResolvedFailed => "RESOLVED_FAILED",
+            Outcome::AwaitingEvidence => "AWAITING_EVIDENCE",
+            Outcome::MissingAtProvider => "MISSING_AT_PROVIDER",
+            Outcome::OrphanAtProvider => "ORPHAN_AT_PROVIDER",
+            Outcome::DuplicateAtProvider => "DUPLICATE_AT_PROVIDER",
+            Outcome::AmountMismatch => "AMOUNT_MISMATCH",
+            Outcome::CurrencyMismatch => "CURRENCY_MISMATCH",
+            Outcome::FailedButPaid => "FAILED_BUT_PAID",
+            Outcome::Ambiguous => "AMBIGUOUS",
+            Outcome::ProposedMatch => "PROPOSED_MATCH",
+            Outcome::NotSubmitted => "NOT_SUBMITTED",
+            Outcome::InFlight => "IN_FLIGHT",
+            Outcome::FailedOk => "FAILED_OK",
+            Outcome::Refund => "REFUND",
+        }
+    }
+
+    /// Parses a contract name.
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// The severity of the REVIEW ticket this outcome raises, if it raises one.
+    pub fn ticket_severity(self) -> Option<Severity> {
+        match self {
+            Outcome::FailedButPaid | Outcome::DuplicateAtProvider => Some(Severity::Critical),
+            Outcome::AmountMismatch | Outcome::CurrencyMismatch | Outcome::MissingAtProvider => {
+                Some(Severity::High)
+            }
+            Outcome::Ambiguous | Outcome::OrphanAtProvider => Some(Severity::Medium),
+            Outcome::ProposedMatch => Some(Severity::Low),
+            _ => None,
+        }
+    }
+}
+
+/// What a result row asks recon to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing.
+    None,
+    /// A guarded transition of the payment to this status.
+    Transition(Status),
+    /// A REVIEW ticket.
+    Ticket,
+    /// The transition was refused: someone else moved the payment since it was loaded.
+    Conflict(Status),
+}
+
+impl Action {
+    /// Name in results.csv.
+    pub fn label(self) -> String {
+        match self {
+            Action::None => "none".into(),
+            Action::Transition(s) => format!("transition:{}", s.as_str()),
+            Action::Ticket => "ticket".into(),
+            Action::Conflict(s) => format!("conflict:{}", s.as_str()),
+        }
+    }
+}
+
+/// One row of `results.csv`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultRow {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Payment index (None for line rows).
+    pub payment: Option<u32>,
+    /// Lines involved (linked or candidate), sorted by uid.
+    pub lines: Vec<u32>,
+    /// Rule (pass id) that decided, or a gate name.
+    pub rule: String,
+    /// What recon does about it.
+    pub action: Action,
+    /// Human explanation.
+    pub detail: String,
+}
+
+/// The inputs of classification besides the match result.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// The run's cut-off.
+    pub as_of: Micros,
+    /// Stale SUBMITTING age.
+    pub stale_after: Micros,
+    /// Settlement lag after the window closes.
+    pub settlement_lag: Micros,
+    /// Merged coverage per source; a window is closed only if every source covers it.
+    pub coverage: &'a [Vec<(Micros, Micros)>],
+    /// Payments in scope (reported).
+    pub in_scope: &'a [bool],
+    /// Lines booked in `[from, to)` are reported when unclaimed.
+    pub report_range: (Micros, Micros),
+}
+
+impl Context<'_> {
+    /// Whether `p` is unresolved: UNKNOWN, REVIEW, or SUBMITTING older than the stale age.
+    pub fn unresolved(&self, p: &Payment) -> bool {
+        match p.status {
+            Status::Unknown | Status::Review => true,
+            Status::Submitting => p
+                .started_at
+                .is_none_or(|s| self.as_of - s >= self.stale_after),
+            _ => false,
+        }
+    }
+
+    /// Whether no more evidence can arrive for a payment started at `start`: every source
+    /// covers its whole window, and the window closed at least the settlement lag ago.
+    fn window_closed(&self, start: Micros, window: (Micros, Micros)) -> bool {
+        let (a, b) = (start - window.0, start + window.1);
+        !self.coverage.is_empty()
+            && b + self.settlement_lag <= self.as_of
+            && self.coverage.iter().all(|c| covers(c, a, b))
+    }
+}
+
+/// Per-payment and per-line views of a match result.
+struct Index {
+    links_by_pay: Vec<Vec<Pair>>,
+    amb_by_pay: Vec<Vec<Pair>>,
+    near_by_pay: Vec<Vec<u32>>,
+    links_by_line: Vec<u32>,
+    amb_lines: Vec<Vec<u32>>,
+    near_lines: Vec<Vec<u32>>,
+}
+
+impl Index {
+    fn new(m: &MatchResult, n_pay: usize, n_lines: usize) -> Index {
+        let mut ix = Index {
+            links_by_pay: vec![Vec::new(); n_pay],
+            amb_by_pay: vec![Vec::new(); n_pay],
+            near_by_pay: vec![Vec::new(); n_pay],
+            links_by_line: vec![0; n_lines],
+            amb_lines: vec![Vec::new(); n_lines],
+            near_lines: vec![Vec::new(); n_lines],
+        };
+        for p in &m.links {
+            ix.links_by_pay[p.payment as usize].push(*p);
+            ix.links_by_line[p.line as usize] += 1;
+        }
+        for p in &m.ambiguous {
+            ix.amb_by_pay[p.payment as usize].push(*p);
+            ix.amb_lines[p.line as usize].push(p.payment);
+        }
+        for p in &m.near_misses {
+            ix.near_by_pay[p.payment as usize].push(p.line);
+            ix.near_lines[p.line as usize].push(p.payment);
+        }
+        ix
+    }
+}
+
+fn sorted_lines(lines: &[StatementLine], mut v: Vec<u32>) -> Vec<u32> {
+    v.sort_by(|a, b| {
+        let (la, lb) = (&lines[*a as usize], &lines[*b as usize]);
+        (la.uid(), &la.source, la.line_no).cmp(&(lb.uid(), &lb.source, lb.line_no))
+    });
+    v.dedup();
+    v
+}
+
+/// Classifies every in-scope payment and every unclaimed line in the report range.
+/// Rows come out in a deterministic order: payments by payment_id, then lines by uid.
+pub fn classify(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    m: &MatchResult,
+    rules: &RuleSet,
+    ctx: &Context<'_>,
+) -> Vec<ResultRow> {
+    let ix = Index::new(m, payments.len(), lines.len());
+    let window = rules.widest_window();
+    let mut rows = Vec::new();
+    let mut ambiguous_payments = vec![false; payments.len()];
+    for (i, p) in payments.iter().enumerate() {
+        if !ctx.in_scope[i] {
+            continue;
+        }
+        let row = classify_payment(i, p, lines, &ix, rules, ctx, window);
+        ambiguous_payments[i] = row.outcome == Outcome::Ambiguous;
+        rows.push(row);
+    }
+    // Lines: every line not claimed by exactly one payment, if booked in the report range or a
+    // candidate of an in-scope payment that went to review.
+    let mut line_rows: Vec<ResultRow> = Vec::new();
+    for (li, l) in lines.iter().enumerate() {
+        let in_range = l.booked_at >= ctx.report_range.0 && l.booked_at < ctx.report_range.1;
+        if l.kind == LineKind::Refund {
+            if in_range {
+                line_rows.push(ResultRow {
+                    outcome: Outcome::Refund,
+                    payment: None,
+                    lines: vec![li as u32],
+                    rule: String::new(),
+                    action: Action::None,
+                    detail: "refund line (reported; refunds are not matched yet)".into(),
+                });
+            }
+            continue;
+        }
+        if ix.links_by_line[li] == 1 && ix.amb_lines[li].is_empty() {
+            continue;
+        }
+        let candidates: BTreeSet<u32> = ix.amb_lines[li]
+            .iter()
+            .chain(ix.near_lines[li].iter())
+            .copied()
+            .collect();
+        let of_scope_review = candidates.iter().any(|&p| ambiguous_payments[p as usize]);
+        if !(in_range || of_scope_review) {
+            continue;
+        }
+        let names: Vec<&str> = candidates
+            .iter()
+            .map(|&p| payments[p as usize].payment_id.as_str())
+            .collect();
+        let row = if !ix.amb_lines[li].is_empty() {
+            ResultRow {
+                outcome: Outcome::Ambiguous,
+                payment: None,
+                lines: vec![li as u32],
+                rule: String::new(),
+                action: Action::Ticket,
+                detail: format!("candidate of several payments: {}", names.join(";")),
+            }
+        } else if of_scope_review {
+            ResultRow {
+                outcome: Outcome::Ambiguous,
+                payment: None,
+                lines: vec![li as u32],
+                rule: "near_miss".into(),
+                action: Action::Ticket,
+                detail: format!(
+                    "same recipient and currency as unresolved payment(s) {}, other amount",
+                    names.join(";")
+                ),
+            }
+        } else {
+            ResultRow {
+                outcome: Outcome::OrphanAtProvider,
+                payment: None,
+                lines: vec![li as u32],
+                rule: String::new(),
+                action: Action::Ticket,
+                detail: "no ledger payment for this line".into(),
+            }
+        };
+        line_rows.push(row);
+    }
+    line_rows.sort_by(|a, b| {
+        let (la, lb) = (&lines[a.lines[0] as usize], &lines[b.lines[0] as usize]);
+        (la.uid(), &la.source, la.line_no).cmp(&(lb.uid(), &lb.source, lb.line_no))
+    });
+    rows.extend(line_rows);
+    rows
+}
+
+fn classify_payment(
+    i: usize,
+    p: &Payment,
+    lines: &[StatementLine],
+    ix: &Index,
+    rules: &RuleSet,
+    ctx: &Context<'_>,
+    window: (Micros, Micros),
+) -> ResultRow {
+    let links = &ix.links_by_pay[i];
+    let amb = &ix.amb_by_pay[i];
+    let linked: Vec<u32> = sorted_lines(lines, links.iter().map(|l| l.line).collect());
+    let row = |outcome, lines: Vec<u32>, rule: &str, action, detail: String| ResultRow {
+        outcome,
+        payment: Some(i as u32),
+        lines,
+        rule: rule.to_string(),
+        action,
+        detail,
+    };
+    let pass_id = |pair: &Pair| rules.passes[pair.pass].id.as_str();
+    if p.status == Status::Pending {
+        if links.is_empty() && amb.is_empty() {
+            return row(Outcome::NotSubmitted, vec![], "", Action::None, "not sent yet".into());
+        }
+        let all = sorted_lines(
+            lines,
+            links.iter().chain(amb.iter()).map(|l| l.line).collect(),
+        );
+        return row(
+            Outcome::Ambiguous,
+            all,
+            links.first().or(amb.first()).map(pass_id).unwrap_or(""),
+            Action::Ticket,
+            "provider line(s) for a payment the ledger never submitted".into(),
+        );
+    }
+    let unresolved = ctx.unresolved(p);
+    if p.status == Status::Submitting && !unresolved {
+        return row(
+            Outcome::InFlight,
+            linked,
+            links.first().map(pass_id).unwrap_or(""),
+            Action::None,
+            "SUBMITTING, younger than the stale age".into(),
+        );
+    }
+    if !amb.is_empty() {
+        let all = sorted_lines(
+            lines,
+            links.iter().chain(amb.iter()).map(|l| l.line).collect(),
+        );
+        return row(
+            Outcome::Ambiguous,
+            all,
+            pass_id(&amb[0]),
+            Action::Ticket,
+            "more than one candidate: a human decides".into(),
+        );
+    }
+    if links.len() >= 2 {
+        let outcome = if p.status == Status::Failed {
+            Outcome::FailedButPaid
+        } else {
+            Outcome::DuplicateAtProvider
+        };
+        return row(
+            outcome,
+            linked,
+            pass_id(&links[0]),
+            Action::Ticket,
+            format!("{} provider lines for one payment (refund candidate)", links.len()),
+        );
+    }
+    if let Some(link) = links.first() {
+        let l = &lines[link.line as usize];
+        let pass = &rules.passes[link.pass];
+        if p.status == Status::Failed {
+            return row(
+                Outcome::FailedButPaid,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                "ledger says FAILED but the provider paid".into(),
+            );
+        }
+        if l.currency != p.currency {
+            return row(
+                Outcome::CurrencyMismatch,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                format!("ledger {} vs provider {}", p.currency, l.currency),
+            );
+        }
+        if l.amount_minor != p.amount_minor {
+            return row(
+                Outcome::AmountMismatch,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                format!(
+                    "ledger {} vs provider {} {}",
+                    crate::money::format_minor(p.amount_minor, &p.currency),
+                    crate::money::format_minor(l.amount_minor, l.currency),
+                    l.currency
+                ),
+            );
+        }
+        if p.status == Status::Succeeded {
+            return if pass.auto_succeeded {
+                row(Outcome::Matched, linked, &pass.id, Action::None, String::new())
+            } else {
+                row(
+                    Outcome::ProposedMatch,
+                    linked,
+                    &pass.id,
+                    Action::Ticket,
+                    "unique match from a pass that only proposes".into(),
+                )
+            };
+        }
+        // Unresolved with exactly one line and equal money.
+        return if pass.auto_unknown && p.status != Status::Review {
+            row(
+                Outcome::ResolvedSucceeded,
+                linked,
+                &pass.id,
+                Action::Transition(Status::Succeeded),
+                format!("{} with exactly one provider line", p.status.as_str()),
+            )
+        } else {
+            row(
+                Outcome::ProposedMatch,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                if p.status == Status::Review {
+                    "payment is in REVIEW: proposed, not applied".into()
+                } else {
+                    "unique match from a pass that only proposes".into()
+                },
+            )
+        };
+    }
+    // No line at all.
+    if p.status == Status::Failed {
+        return row(Outcome::FailedOk, vec![], "", Action::None, String::new());
+    }
+    let near = &ix.near_by_pay[i];
+    if unresolved && !near.is_empty() {
+        return row(
+            Outcome::Ambiguous,
+            sorted_lines(lines, near.clone()),
+            "near_miss",
+            Action::Ticket,
+            "a line with the same recipient and currency but another amount is in the window (fee netted?)".into(),
+        );
+    }
+    let closed = p
+        .started_at
+        .is_some_and(|s| ctx.window_closed(s, window));
+    match (p.status, closed) {
+        (Status::Succeeded, true) => row(
+            Outcome::MissingAtProvider,
+            vec![],
+            "",
+            Action::Ticket,
+            "no provider line although every source covers the window".into(),
+        ),
+        (Status::Unknown | Status::Submitting, true) => row(
+            Outcome::ResolvedFailed,
+            vec![],
+            "",
+            Action::Transition(Status::Failed),
+            "no provider line; every source complete for the window and the settlement lag passed".into(),
+        ),
+        _ => row(
+            Outcome::AwaitingEvidence,
+            vec![],
+            "",
+            Action::None,
+            "no line yet; the window is not closed or not completely covered".into(),
+        ),
+    }
+}

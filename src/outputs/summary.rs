@@ -1,0 +1,162 @@
+//! `summary.json`: counts and amounts per outcome and currency, inputs with sha256, the rules
+//! hash, transitions, tickets, completeness warnings and timings.
+
+use crate::ledger::Payment;
+use crate::money;
+use crate::outcome::{Outcome, ResultRow};
+use crate::sources::{InputFile, StatementLine};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Counts and money for one outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OutcomeStats {
+    /// Rows with this outcome.
+    pub count: usize,
+    /// Currency → total amount (decimal text): the payment's amount for payment rows, the
+    /// line's amount for line rows.
+    pub amounts: BTreeMap<String, String>,
+}
+
+/// What happened to the planned transitions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TransitionStats {
+    /// Transitions the classification asked for.
+    pub planned: usize,
+    /// Applied by this run.
+    pub applied: usize,
+    /// Already applied by an earlier run (re-run).
+    pub already_applied: usize,
+    /// Refused: the payment was moved by someone else.
+    pub conflicts: usize,
+}
+
+/// Ticket counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TicketStats {
+    /// New tickets.
+    pub created: usize,
+    /// Tickets that already existed (open or resolved).
+    pub existing: usize,
+}
+
+/// The whole summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// Run id.
+    pub run_id: String,
+    /// First day.
+    pub range_from: String,
+    /// Last day (inclusive).
+    pub range_to: String,
+    /// Cut-off.
+    pub as_of: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// sha256 of the rule files.
+    pub rules_hash: String,
+    /// Statement files read.
+    pub inputs: Vec<InputFile>,
+    /// Payments loaded (candidates).
+    pub payments_loaded: usize,
+    /// Payments reported.
+    pub payments_in_scope: usize,
+    /// Statement lines accepted.
+    pub statement_lines: usize,
+    /// Statement lines rejected (see rejected.csv).
+    pub rejected_lines: usize,
+    /// Outcome → stats (every outcome listed, zeros included).
+    pub outcomes: BTreeMap<String, OutcomeStats>,
+    /// Transitions.
+    pub transitions: TransitionStats,
+    /// Tickets.
+    pub tickets: TicketStats,
+    /// Completeness warnings: why some windows cannot be closed.
+    pub warnings: Vec<String>,
+    /// Stage → milliseconds.
+    pub timings_ms: BTreeMap<String, u64>,
+}
+
+/// Counts and sums rows per outcome and currency.
+pub fn outcome_stats(
+    rows: &[ResultRow],
+    payments: &[Payment],
+    lines: &[StatementLine],
+) -> BTreeMap<String, OutcomeStats> {
+    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<String, i128>)> =
+        Outcome::ALL.iter().map(|o| (*o, Default::default())).collect();
+    for r in rows {
+        let e = sums.entry(r.outcome).or_default();
+        e.0 += 1;
+        let (amount, currency) = match r.payment {
+            Some(p) => {
+                let p = &payments[p as usize];
+                (p.amount_minor, p.currency.clone())
+            }
+            None => {
+                let l = &lines[r.lines[0] as usize];
+                (l.amount_minor, l.currency.to_string())
+            }
+        };
+        *e.1.entry(currency).or_default() += i128::from(amount);
+    }
+    sums.into_iter()
+        .map(|(o, (count, by_cur))| {
+            let amounts = by_cur
+                .into_iter()
+                .map(|(c, v)| {
+                    let text = i64::try_from(v)
+                        .map(|v| money::format_minor(v, &c))
+                        .unwrap_or_else(|_| format!("{v} (minor units)"));
+                    (c, text)
+                })
+                .collect();
+            (o.as_str().to_string(), OutcomeStats { count, amounts })
+        })
+        .collect()
+}
+
+impl Summary {
+    /// A short human summary for the terminal (and the log).
+    pub fn text(&self, out_dir: &str) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "recon run {}: {} .. {} (as of {}){}",
+            self.run_id,
+            self.range_from,
+            self.range_to,
+            self.as_of,
+            if self.dry_run { " [dry run: nothing changed]" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "  {} payments in scope ({} loaded), {} statement lines, {} rejected",
+            self.payments_in_scope, self.payments_loaded, self.statement_lines, self.rejected_lines
+        );
+        for (name, st) in &self.outcomes {
+            if st.count > 0 {
+                let money: Vec<String> =
+                    st.amounts.iter().map(|(c, a)| format!("{a} {c}")).collect();
+                let _ = writeln!(s, "  {name:<22} {:>8}   {}", st.count, money.join(", "));
+            }
+        }
+        let t = &self.transitions;
+        let _ = writeln!(
+            s,
+            "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
+            t.planned, t.applied, t.already_applied, t.conflicts
+        );
+        let _ = writeln!(
+            s,
+            "  tickets: {} new, {} already known",
+            self.tickets.created, self.tickets.existing
+        );
+        for w in &self.warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+        let _ = writeln!(s, "  results: {out_dir}");
+        s
+    }
+}

@@ -1,0 +1,320 @@
+//! Declarative matching rules (`rules/*.toml`): the file model, strict validation and the
+//! compiled plan the matcher runs.
+
+use crate::exit::{Failure, fail};
+use crate::normalize::Step;
+use crate::timeparse::{DAY, HOUR, MINUTE, Micros};
+use anyhow::Result;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The rules shipped with recon, used when the config names no `rules_dir`.
+pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(rename = "pass")]
+    passes: Vec<RawPass>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPass {
+    /// Unique id, written into results as `rule`.
+    id: String,
+    /// `identifier` or `fuzzy`.
+    kind: String,
+    /// Free text for humans.
+    #[allow(dead_code)]
+    description: Option<String>,
+    /// identifier passes: `reference` and/or `provider_txn_id`.
+    identifiers: Option<Vec<String>>,
+    /// Normalisation steps applied to the keys on both sides.
+    #[serde(default)]
+    normalize: Vec<Step>,
+    /// fuzzy passes: how long before `started_at` a booking may be, e.g. `10m`.
+    window_before: Option<String>,
+    /// fuzzy passes: how long after `started_at` a booking may be, e.g. `72h`.
+    window_after: Option<String>,
+    /// fuzzy passes: allowed absolute difference in minor units (0 = exact).
+    amount_tolerance_minor: Option<i64>,
+    /// Apply matches of SUCCEEDED payments automatically (MATCHED) or only propose them.
+    auto_apply_succeeded: bool,
+    /// Apply matches of UNKNOWN payments automatically (RESOLVED_SUCCEEDED) or only propose.
+    auto_apply_unknown: bool,
+}
+
+/// Which identifiers an identifier pass compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identifiers {
+    /// Line reference == payment_id.
+    pub reference: bool,
+    /// Line provider_txn_id == a recorded provider_payment_id.
+    pub provider_txn_id: bool,
+}
+
+/// What a pass does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassKind {
+    /// Identity by identifier, no window.
+    Identifier(Identifiers),
+    /// Recipient + currency + amount within a window, unique on both sides.
+    Fuzzy {
+        /// Window start before `started_at`.
+        before: Micros,
+        /// Window end after `started_at`.
+        after: Micros,
+        /// Allowed |amount difference| in minor units.
+        tolerance_minor: i64,
+    },
+}
+
+/// One compiled pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pass {
+    /// Rule id.
+    pub id: String,
+    /// Kind and parameters.
+    pub kind: PassKind,
+    /// Key normalisation.
+    pub normalize: Vec<Step>,
+    /// Auto-apply for SUCCEEDED payments.
+    pub auto_succeeded: bool,
+    /// Auto-apply for UNKNOWN payments.
+    pub auto_unknown: bool,
+}
+
+/// The compiled plan: passes in order plus a hash of the rule text for the run record.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    /// Passes in order.
+    pub passes: Vec<Pass>,
+    /// sha256 over every rule file's name and bytes.
+    pub hash: String,
+}
+
+impl RuleSet {
+    /// The widest fuzzy window (before, after); the near-miss gate and ledger loading use it.
+    pub fn widest_window(&self) -> (Micros, Micros) {
+        self.passes
+            .iter()
+            .filter_map(|p| match p.kind {
+                PassKind::Fuzzy { before, after, .. } => Some((before, after)),
+                PassKind::Identifier(_) => None,
+            })
+            .fold((0, 0), |(b, a), (pb, pa)| (b.max(pb), a.max(pa)))
+    }
+
+    /// Loads every `*.toml` in `dir` (sorted by file name), or the bundled default.
+    pub fn load(dir: Option<&Path>) -> Result<RuleSet> {
+        let files: Vec<(String, String)> = match dir {
+            None => vec![("default.toml".to_string(), DEFAULT_RULES.to_string())],
+            Some(d) => {
+                let entries = std::fs::read_dir(d).map_err(|e| {
+                    fail(Failure::Config, format!("{}: cannot read rules folder: {e}", d.display()))
+                })?;
+                let mut paths: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                    .collect();
+                paths.sort();
+                if paths.is_empty() {
+                    return Err(fail(
+                        Failure::Config,
+                        format!("{}: no *.toml rule files", d.display()),
+                    ));
+                }
+                let mut out = Vec::new();
+                for p in paths {
+                    let text = std::fs::read_to_string(&p).map_err(|e| {
+                        fail(Failure::Config, format!("{}: cannot read: {e}", p.display()))
+                    })?;
+                    out.push((p.display().to_string(), text));
+                }
+                out
+            }
+        };
+        Self::compile(&files)
+    }
+
+    /// Validates and compiles rule files given as (name, text).
+    pub fn compile(files: &[(String, String)]) -> Result<RuleSet> {
+        let mut hasher = Sha256::new();
+        let mut passes: Vec<Pass> = Vec::new();
+        for (name, text) in files {
+            let file_name = Path::new(name)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| name.clone());
+            hasher.update(file_name.as_bytes());
+            hasher.update([0]);
+            hasher.update(text.as_bytes());
+            hasher.update([0]);
+            let raw: RawFile = toml::from_str(text)
+                .map_err(|e| fail(Failure::Config, format!("{name}: {e}")))?;
+            for (i, p) in raw.passes.into_iter().enumerate() {
+                let pass = compile_pass(name, i, p)?;
+                if passes.iter().any(|q| q.id == pass.id) {
+                    return Err(fail(
+                        Failure::Config,
+                        format!("{name}: pass[{i}].id {:?} is used twice", pass.id),
+                    ));
+                }
+                passes.push(pass);
+            }
+        }
+        if passes.is_empty() {
+            return Err(fail(Failure::Config, "rules: no [[pass]] defined"));
+        }
+        Ok(RuleSet {
+            passes,
+            hash: hex::encode(hasher.finalize()),
+        })
+    }
+}
+
+fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
+    let err = |key: &str, msg: String| fail(Failure::Config, format!("{file}: pass[{i}].{key}: {msg}"));
+    if p.id.trim().is_empty() || p.id.contains(['|', ';', ',']) {
+        return Err(err("id", "must be non-empty, without | ; ,".into()));
+    }
+    let kind = match p.kind.as_str() {
+        "identifier" => {
+            for (key, present) in [
+                ("window_before", p.window_before.is_some()),
+                ("window_after", p.window_after.is_some()),
+                ("amount_tolerance_minor", p.amount_tolerance_minor.is_some()),
+            ] {
+                if present {
+                    return Err(err(key, "not allowed in an identifier pass".into()));
+                }
+            }
+            let ids = p
+                .identifiers
+                .ok_or_else(|| err("identifiers", "missing (reference and/or provider_txn_id)".into()))?;
+            let mut set = Identifiers {
+                reference: false,
+                provider_txn_id: false,
+            };
+            for id in &ids {
+                match id.as_str() {
+                    "reference" => set.reference = true,
+                    "provider_txn_id" => set.provider_txn_id = true,
+                    other => {
+                        return Err(err(
+                            "identifiers",
+                            format!("unknown identifier {other:?} (reference, provider_txn_id)"),
+                        ));
+                    }
+                }
+            }
+            if ids.is_empty() {
+                return Err(err("identifiers", "must not be empty".into()));
+            }
+            PassKind::Identifier(set)
+        }
+        "fuzzy" => {
+            if p.identifiers.is_some() {
+                return Err(err("identifiers", "not allowed in a fuzzy pass".into()));
+            }
+            let before = parse_duration(
+                p.window_before
+                    .as_deref()
+                    .ok_or_else(|| err("window_before", "missing (e.g. \"10m\")".into()))?,
+            )
+            .map_err(|m| err("window_before", m))?;
+            let after = parse_duration(
+                p.window_after
+                    .as_deref()
+                    .ok_or_else(|| err("window_after", "missing (e.g. \"72h\")".into()))?,
+            )
+            .map_err(|m| err("window_after", m))?;
+            let tolerance_minor = p.amount_tolerance_minor.unwrap_or(0);
+            if tolerance_minor < 0 {
+                return Err(err("amount_tolerance_minor", "must not be negative".into()));
+            }
+            PassKind::Fuzzy {
+                before,
+                after,
+                tolerance_minor,
+            }
+        }
+        other => {
+            return Err(err(
+                "kind",
+                format!("unknown kind {other:?} (identifier, fuzzy)"),
+            ));
+        }
+    };
+    Ok(Pass {
+        id: p.id,
+        kind,
+        normalize: p.normalize,
+        auto_succeeded: p.auto_apply_succeeded,
+        auto_unknown: p.auto_apply_unknown,
+    })
+}
+
+/// Parses `30s`, `10m`, `72h`, `3d` into microseconds.
+pub fn parse_duration(text: &str) -> std::result::Result<Micros, String> {
+    let t = text.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: i64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration like 10m, 72h, 3d"))?;
+    let unit_us = match unit {
+        "s" => 1_000_000,
+        "m" => MINUTE,
+        "h" => HOUR,
+        "d" => DAY,
+        _ => return Err(format!("{text:?}: unit must be s, m, h or d")),
+    };
+    n.checked_mul(unit_us)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_rules_compile_to_identifier_then_fuzzy() {
+        let r = RuleSet::load(None).unwrap();
+        assert_eq!(r.passes.len(), 2);
+        assert!(matches!(r.passes[0].kind, PassKind::Identifier(_)));
+        assert_eq!(r.widest_window(), (10 * MINUTE, 72 * HOUR));
+        assert_eq!(r.hash.len(), 64);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let text = DEFAULT_RULES.replace("window_after", "window_afterr");
+        let err = RuleSet::compile(&[("rules/x.toml".into(), text)]).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("rules/x.toml") && msg.contains("window_afterr"), "{msg}");
+        assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+    }
+
+    #[test]
+    fn bad_duration_names_the_pass_and_key() {
+        let text = DEFAULT_RULES.replace("\"72h\"", "\"72 hours\"");
+        let msg = format!("{:#}", RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err());
+        assert!(msg.contains("pass[1].window_after"), "{msg}");
+    }
+
+    #[test]
+    fn duplicate_pass_ids_are_rejected() {
+        let text = DEFAULT_RULES.replace("recipient_amount_window", "identifier");
+        assert!(RuleSet::compile(&[("r.toml".into(), text)]).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10m").unwrap(), 10 * MINUTE);
+        assert_eq!(parse_duration("3d").unwrap(), 3 * DAY);
+        assert!(parse_duration("-3d").is_err());
+        assert!(parse_duration("3w").is_err());
+    }
+}

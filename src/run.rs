@@ -1,0 +1,500 @@
+//! One reconciliation run: lock, record, load, match, classify, write, apply.
+//!
+//! Order of effects, so that a crash at any point leaves nothing half-done:
+//! 1. rules and config are validated before any data is read;
+//! 2. the run record is inserted as RUNNING (not in a dry run);
+//! 3. outputs are written into `<run>.tmp/`;
+//! 4. transitions, tickets, follow-ups and the run record's completion are committed in ONE
+//!    database transaction;
+//! 5. the output folder is renamed into place.
+//!
+//! A re-run of the same range reproduces the same `results.csv`: classification uses the
+//! status before recon's own transitions, and follow-ups keep carried-over payments in the
+//! scope of the range that closed them.
+
+use crate::config::Config;
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::ledger::load::{LoadRange, LoadedLedger};
+use crate::ledger::transitions::{self, Applied, Transition};
+use crate::ledger::{Payment, Status};
+use crate::matching::{self, Eligibility};
+use crate::outcome::{self, Action, Context, Outcome, ResultRow};
+use crate::outputs::summary::{self, Summary};
+use crate::outputs::{csv_safe, results};
+use crate::rules::RuleSet;
+use crate::sources::{self, StatementLine};
+use crate::tickets::{self, NewTicket, Upserted};
+use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
+use crate::{mask, money};
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// What to reconcile.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// First day (in the job's time zone).
+    pub from: NaiveDate,
+    /// Last day, inclusive.
+    pub to: NaiveDate,
+    /// Cut-off; `None` = now.
+    pub as_of: Option<DateTime<Utc>>,
+    /// Write results, change nothing.
+    pub dry_run: bool,
+    /// Fixed run id (tests); generated when `None`.
+    pub run_id: Option<String>,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Run id.
+    pub run_id: String,
+    /// The run's output folder.
+    pub out_dir: PathBuf,
+    /// The summary written to summary.json.
+    pub summary: Summary,
+}
+
+/// Everything classification produced, before any effect.
+struct Plan {
+    payments: Vec<Payment>,
+    lines: Vec<StatementLine>,
+    rows: Vec<ResultRow>,
+    summary: Summary,
+    rejected: Vec<sources::Rejected>,
+    /// Start of the first day of the range (UTC micros).
+    t0: Micros,
+}
+
+/// Runs one reconciliation.
+pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
+    if opts.from > opts.to {
+        return Err(fail(
+            Failure::Config,
+            format!("--from {} is after --to {}", opts.from, opts.to),
+        ));
+    }
+    let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
+    let run_id = opts.run_id.clone().unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            Utc::now().format("%Y%m%dT%H%M%SZ"),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        )
+    });
+    let db = Db::open(&cfg.database_url).await?;
+    let _lock = db.lock()?;
+    let now = || timeparse::to_db(Utc::now().timestamp_micros());
+    if !opts.dry_run {
+        sqlx::query(
+            "INSERT INTO recon_runs (run_id, range_from, range_to, as_of, dry_run, rules_hash, status, started_at)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, 'RUNNING', ?6)",
+        )
+        .bind(&run_id)
+        .bind(opts.from.to_string())
+        .bind(opts.to.to_string())
+        .bind(timeparse::format_utc(as_of))
+        .bind(&rules.hash)
+        .bind(now())
+        .execute(&db.pool)
+        .await
+        .map_err(|e| fail(Failure::Database, format!("recording run {run_id}: {e}")))?;
+    }
+    let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
+    if let Err(e) = &result {
+        if !opts.dry_run {
+            // Best effort: the run record says why it failed; nothing else was committed.
+            let _ = sqlx::query(
+                "UPDATE recon_runs SET status = 'FAILED', error = ?1, finished_at = ?2 WHERE run_id = ?3",
+            )
+            .bind(format!("{e:#}"))
+            .bind(now())
+            .bind(&run_id)
+            .execute(&db.pool)
+            .await;
+        }
+    }
+    db.pool.close().await;
+    result
+}
+
+async fn plan_and_apply(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+) -> Result<RunReport> {
+    let mut plan = plan(cfg, opts, rules, db, run_id, as_of).await?;
+    let out_dir = cfg.output_dir.join(run_id);
+    let tmp_dir = cfg.output_dir.join(format!("{run_id}.tmp"));
+    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+        fail(Failure::Output, format!("{}: {what}: {e}", tmp_dir.display()))
+    };
+    let started = Instant::now();
+    let mut tx = db
+        .pool
+        .begin()
+        .await
+        .map_err(|e| fail(Failure::Database, format!("starting the write transaction: {e}")))?;
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    if !opts.dry_run {
+        apply_effects(&mut tx, &mut plan, run_id, opts, &now).await?;
+    } else {
+        plan.summary.transitions.planned = plan
+            .rows
+            .iter()
+            .filter(|r| matches!(r.action, Action::Transition(_)))
+            .count();
+    }
+    plan.summary
+        .timings_ms
+        .insert("apply".into(), started.elapsed().as_millis() as u64);
+    // Outputs into the temporary folder.
+    let started = Instant::now();
+    if tmp_dir.exists() {
+        std::fs::remove_dir_all(&tmp_dir).map_err(|e| out_err("cannot clear", &e))?;
+    }
+    std::fs::create_dir_all(&tmp_dir).map_err(|e| out_err("cannot create", &e))?;
+    let f = std::fs::File::create(tmp_dir.join("results.csv"))
+        .map_err(|e| out_err("results.csv", &e))?;
+    results::write(
+        std::io::BufWriter::new(f),
+        &plan.rows,
+        &plan.payments,
+        &plan.lines,
+    )
+    .map_err(|e| out_err("results.csv", &e))?;
+    results::write_rejected(&tmp_dir.join("rejected.csv"), &plan.rejected)
+        .map_err(|e| out_err("rejected.csv", &e))?;
+    plan.summary
+        .timings_ms
+        .insert("write".into(), started.elapsed().as_millis() as u64);
+    let json = serde_json::to_string_pretty(&plan.summary).context("summary.json")?;
+    std::fs::write(tmp_dir.join("summary.json"), json + "\n")
+        .map_err(|e| out_err("summary.json", &e))?;
+    if !opts.dry_run {
+        let counts: BTreeMap<&str, usize> = plan
+            .summary
+            .outcomes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.count))
+            .collect();
+        sqlx::query(
+            "UPDATE recon_runs SET status = 'COMPLETED', inputs = ?1, counts = ?2, finished_at = ?3 WHERE run_id = ?4",
+        )
+        .bind(serde_json::to_string(&plan.summary.inputs)?)
+        .bind(serde_json::to_string(&counts)?)
+        .bind(&now)
+        .bind(run_id)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| fail(Failure::Database, format!("completing run {run_id}: {e}")))?;
+        tx.commit()
+            .await
+            .map_err(|e| fail(Failure::Database, format!("committing run {run_id}: {e}")))?;
+    } else {
+        tx.rollback()
+            .await
+            .map_err(|e| fail(Failure::Database, format!("dry run rollback: {e}")))?;
+    }
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
+    }
+    std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    Ok(RunReport {
+        run_id: run_id.to_string(),
+        out_dir,
+        summary: plan.summary,
+    })
+}
+
+async fn plan(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+) -> Result<Plan> {
+    let mut timings = BTreeMap::new();
+    let tz = cfg.timezone;
+    let t0 = timeparse::day_start(opts.from, tz);
+    let t1 = timeparse::day_start(opts.to.succ_opt().unwrap_or(opts.to), tz);
+    let (before, after) = rules.widest_window();
+    let carry = cfg.carry_over_days * DAY;
+
+    // Statements. Daily files: every day whose lines could belong to a payment in scope.
+    let started = Instant::now();
+    let first_day = timeparse::local_date(t0 - carry - before - after, tz);
+    let last_day = timeparse::local_date(t1 + after + before, tz);
+    let mut lines: Vec<StatementLine> = Vec::new();
+    let mut coverage = Vec::new();
+    let mut inputs = Vec::new();
+    let mut rejected = Vec::new();
+    let mut warnings = Vec::new();
+    for src in &cfg.sources {
+        let load = sources::load(src, (first_day, last_day))?;
+        lines.extend(load.lines);
+        coverage.push(load.coverage);
+        inputs.extend(load.files);
+        warnings.extend(load.warnings);
+        rejected.extend(load.rejected);
+    }
+    if cfg.sources.is_empty() {
+        warnings.push("no statement source configured: no payment can be resolved".into());
+    }
+    // Lines booked after the cut-off are not yet known at that time.
+    let known_lines = lines.len();
+    lines.retain(|l| l.booked_at <= as_of);
+    if lines.len() < known_lines {
+        warnings.push(format!(
+            "{} statement line(s) booked after the as-of time were ignored",
+            known_lines - lines.len()
+        ));
+    }
+    for w in &warnings {
+        tracing::warn!(run_id, warning = %w, "Completeness warning.");
+    }
+    timings.insert("load_statements".to_string(), started.elapsed().as_millis() as u64);
+
+    // Ledger: every payment any loaded line could belong to, plus the carry-over horizon.
+    let started = Instant::now();
+    let min_b = lines.iter().map(|l| l.booked_at).min().unwrap_or(t0);
+    let max_b = lines.iter().map(|l| l.booked_at).max().unwrap_or(t1);
+    let range = LoadRange {
+        lo: (t0 - carry).min(min_b - after),
+        hi: t1.max(max_b + before + 1),
+        carry_lo: t0 - carry,
+        from_day: opts.from.to_string(),
+    };
+    let LoadedLedger {
+        payments,
+        provider_ids,
+    } = crate::ledger::load::load(&db.pool, &range).await?;
+    timings.insert("load_ledger".to_string(), started.elapsed().as_millis() as u64);
+
+    // Scope and eligibility.
+    let stale_after = cfg.stale_submitting_minutes * MINUTE;
+    let in_scope: Vec<bool> = payments
+        .iter()
+        .map(|p| {
+            let a = p.anchor();
+            if a >= t0 && a < t1 {
+                return true;
+            }
+            a >= t0 - carry
+                && a < t0
+                && (matches!(
+                    p.current_status,
+                    Status::Unknown | Status::Submitting | Status::Review
+                ) || p
+                    .followup
+                    .as_ref()
+                    .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= range.from_day)))
+        })
+        .collect();
+    let ctx = Context {
+        as_of,
+        stale_after,
+        settlement_lag: cfg.settlement_lag_hours * HOUR,
+        coverage: &coverage,
+        in_scope: &in_scope,
+        report_range: (t0, t1),
+    };
+    let elig = Eligibility {
+        linkable: payments.iter().map(|p| p.status != Status::Pending).collect(),
+        near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
+    };
+    let started = Instant::now();
+    let m = matching::run(&payments, &provider_ids, &lines, rules, &elig)?;
+    timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
+    let started = Instant::now();
+    let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
+    timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
+
+    let summary = Summary {
+        run_id: run_id.to_string(),
+        range_from: opts.from.to_string(),
+        range_to: opts.to.to_string(),
+        as_of: timeparse::format_utc(as_of),
+        dry_run: opts.dry_run,
+        rules_hash: rules.hash.clone(),
+        inputs,
+        payments_loaded: payments.len(),
+        payments_in_scope: in_scope.iter().filter(|&&b| b).count(),
+        statement_lines: lines.len(),
+        rejected_lines: rejected.len(),
+        outcomes: summary::outcome_stats(&rows, &payments, &lines),
+        transitions: Default::default(),
+        tickets: Default::default(),
+        warnings,
+        timings_ms: timings,
+    };
+    Ok(Plan {
+        payments,
+        lines,
+        rows,
+        summary,
+        rejected,
+        t0,
+    })
+}
+
+/// Evidence for a ticket: what a reviewer needs, with account numbers masked.
+fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> String {
+    let payment = row.payment.map(|i| {
+        let p = &payments[i as usize];
+        serde_json::json!({
+            "payment_id": p.payment_id,
+            "status": p.status.as_str(),
+            "amount": money::format_minor(p.amount_minor, &p.currency),
+            "currency": p.currency,
+            "recipient": mask::account(&p.recipient),
+            "started_at": p.started_at.map(timeparse::format_utc),
+            "attempt_id": p.attempt_id,
+        })
+    });
+    let ls: Vec<serde_json::Value> = row
+        .lines
+        .iter()
+        .map(|&i| {
+            let l = &lines[i as usize];
+            serde_json::json!({
+                "line_id": l.uid(),
+                "source": l.source,
+                "file": l.file,
+                "line": l.line_no,
+                "reference": l.reference.as_deref().map(csv_safe),
+                "amount": money::format_minor(l.amount_minor, l.currency),
+                "currency": l.currency,
+                "recipient": mask::account(&l.recipient),
+                "booked_at": timeparse::format_utc(l.booked_at),
+                "kind": l.kind.as_str(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "outcome": row.outcome.as_str(),
+        "rule": row.rule,
+        "detail": row.detail,
+        "payment": payment,
+        "lines": ls,
+    })
+    .to_string()
+}
+
+async fn apply_effects(
+    tx: &mut sqlx::SqliteConnection,
+    plan: &mut Plan,
+    run_id: &str,
+    opts: &RunOptions,
+    now: &str,
+) -> Result<()> {
+    let to_day = opts.to.to_string();
+    for row in plan.rows.iter_mut() {
+        let Some(pi) = row.payment else {
+            continue;
+        };
+        let p = &plan.payments[pi as usize];
+        if let Action::Transition(to) = row.action {
+            plan.summary.transitions.planned += 1;
+            let t = Transition {
+                payment_id: p.payment_id.clone(),
+                from: p.status,
+                to,
+                attempt_id: p.attempt_id.clone(),
+                provider_payment_id: row
+                    .lines
+                    .first()
+                    .and_then(|&l| plan.lines[l as usize].provider_txn_id.clone()),
+                reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+            };
+            match transitions::apply(tx, &t, run_id, now).await? {
+                Applied::Applied => plan.summary.transitions.applied += 1,
+                Applied::AlreadyApplied => plan.summary.transitions.already_applied += 1,
+                Applied::Conflict => {
+                    plan.summary.transitions.conflicts += 1;
+                    tracing::warn!(run_id, payment_id = %p.payment_id, "Transition refused: the payment was moved by someone else.");
+                    row.action = Action::Conflict(to);
+                }
+            }
+        }
+        // Follow-ups: awaiting payments stay in later runs' scope; carried-over ones are
+        // remembered as closed by this range so its re-runs reproduce them.
+        let carried = p.anchor() < plan.t0 || p.followup.is_some();
+        if row.outcome == Outcome::AwaitingEvidence {
+            sqlx::query(
+                "INSERT INTO recon_followups (payment_id, opened_on, closed_on) VALUES (?1, ?2, NULL)
+                 ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL
+                 WHERE recon_followups.closed_on IS NOT NULL AND recon_followups.closed_on <= ?2",
+            )
+            .bind(&p.payment_id)
+            .bind(&to_day)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| fail(Failure::Database, format!("follow-ups: {e}")))?;
+        } else if carried {
+            sqlx::query(
+                "INSERT INTO recon_followups (payment_id, opened_on, closed_on) VALUES (?1, ?2, ?2)
+                 ON CONFLICT (payment_id) DO UPDATE SET closed_on = coalesce(recon_followups.closed_on, ?2)",
+            )
+            .bind(&p.payment_id)
+            .bind(&to_day)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| fail(Failure::Database, format!("follow-ups: {e}")))?;
+        }
+    }
+    for row in &plan.rows {
+        let Some(sev) = row.outcome.ticket_severity() else {
+            continue;
+        };
+        let p = row.payment.map(|i| &plan.payments[i as usize]);
+        let line_ids: Vec<String> = row
+            .lines
+            .iter()
+            .map(|&l| {
+                let l = &plan.lines[l as usize];
+                format!("{}:{}", l.source, l.uid())
+            })
+            .collect();
+        let line_ids = line_ids.join(";");
+        let (amount, currency) = match p {
+            Some(p) => (Some(p.amount_minor), Some(p.currency.clone())),
+            None => row
+                .lines
+                .first()
+                .map(|&l| {
+                    let l = &plan.lines[l as usize];
+                    (Some(l.amount_minor), Some(l.currency.to_string()))
+                })
+                .unwrap_or((None, None)),
+        };
+        let t = NewTicket {
+            dedupe_key: tickets::dedupe_key(
+                row.outcome.as_str(),
+                p.map(|p| p.payment_id.as_str()),
+                &line_ids,
+            ),
+            kind: row.outcome.as_str().to_string(),
+            severity: sev.as_str().to_string(),
+            payment_id: p.map(|p| p.payment_id.clone()),
+            line_ids,
+            amount_minor: amount,
+            currency,
+            evidence: evidence(row, &plan.payments, &plan.lines),
+        };
+        match tickets::upsert(tx, &t, run_id, now).await? {
+            Upserted::Created => plan.summary.tickets.created += 1,
+            Upserted::Existing => plan.summary.tickets.existing += 1,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,175 @@
+//! Timestamps: parsing with a declared format and zone, and the one internal form,
+//! `i64` microseconds since the Unix epoch in UTC.
+
+use crate::config::TimestampFormat;
+use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono_tz::Tz;
+
+/// Microseconds since 1970-01-01T00:00:00Z.
+pub type Micros = i64;
+
+/// Microseconds in one minute.
+pub const MINUTE: Micros = 60_000_000;
+/// Microseconds in one hour.
+pub const HOUR: Micros = 60 * MINUTE;
+/// Microseconds in one day.
+pub const DAY: Micros = 24 * HOUR;
+
+/// Interprets a local wall-clock time in `tz`. A time that does not exist (spring-forward gap)
+/// or exists twice (autumn fold) is an error: guessing would move a payment between windows.
+pub fn local_to_utc(naive: NaiveDateTime, tz: Tz) -> Result<Micros, String> {
+    match tz.from_local_datetime(&naive) {
+        LocalResult::Single(dt) => Ok(dt.with_timezone(&Utc).timestamp_micros()),
+        LocalResult::Ambiguous(..) => Err(format!(
+            "local time {naive} is ambiguous in {tz} (daylight-saving fold); write it with an offset"
+        )),
+        LocalResult::None => Err(format!(
+            "local time {naive} does not exist in {tz} (daylight-saving gap)"
+        )),
+    }
+}
+
+/// Parses a statement timestamp written in `format`; values without an offset are in `tz`.
+pub fn parse(value: &str, format: &TimestampFormat, tz: Tz) -> Result<Micros, String> {
+    let v = value.trim();
+    match format {
+        TimestampFormat::Rfc3339 => DateTime::parse_from_rfc3339(v)
+            .map(|d| d.with_timezone(&Utc).timestamp_micros())
+            .map_err(|e| format!("timestamp {v:?} is not RFC 3339 ({e})")),
+        TimestampFormat::Pattern(p) => {
+            if p.contains("%z") || p.contains("%:z") || p.contains("%#z") {
+                return DateTime::parse_from_str(v, p)
+                    .map(|d| d.with_timezone(&Utc).timestamp_micros())
+                    .map_err(|e| format!("timestamp {v:?} does not match {p:?} ({e})"));
+            }
+            let naive = NaiveDateTime::parse_from_str(v, p)
+                .or_else(|_| {
+                    NaiveDate::parse_from_str(v, p).map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
+                })
+                .map_err(|e| format!("timestamp {v:?} does not match {p:?} ({e})"))?;
+            local_to_utc(naive, tz)
+        }
+    }
+}
+
+/// Parses a ledger timestamp: RFC 3339 with an offset, or `YYYY-MM-DD HH:MM:SS[.ffffff]`
+/// (also with `T`) taken as UTC.
+pub fn parse_ledger(value: &str) -> Result<Micros, String> {
+    let v = value.trim();
+    if let Ok(d) = DateTime::parse_from_rfc3339(v) {
+        return Ok(d.with_timezone(&Utc).timestamp_micros());
+    }
+    for p in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+        if let Ok(n) = NaiveDateTime::parse_from_str(v, p) {
+            return Ok(n.and_utc().timestamp_micros());
+        }
+    }
+    Err(format!(
+        "timestamp {v:?} is neither RFC 3339 nor YYYY-MM-DD HH:MM:SS (UTC)"
+    ))
+}
+
+/// The database form: `YYYY-MM-DD HH:MM:SS.ffffff` in UTC, fixed width so it sorts as text.
+pub fn to_db(t: Micros) -> String {
+    DateTime::<Utc>::from_timestamp_micros(t)
+        .map(|d| d.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+        .unwrap_or_default()
+}
+
+/// Reads the database form back.
+pub fn from_db(s: &str) -> Result<Micros, String> {
+    NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
+        .map(|n| n.and_utc().timestamp_micros())
+        .map_err(|e| format!("stored timestamp {s:?} is malformed ({e})"))
+}
+
+/// Report form: `2026-11-28T10:15:00Z` (fraction only when non-zero).
+pub fn format_utc(t: Micros) -> String {
+    DateTime::<Utc>::from_timestamp_micros(t)
+        .map(|d| {
+            if t % 1_000_000 == 0 {
+                d.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+            } else {
+                d.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+            }
+        })
+        .unwrap_or_default()
+}
+
+/// The first instant of `date` in `tz` (midnight, or the first valid time after a gap).
+pub fn day_start(date: NaiveDate, tz: Tz) -> Micros {
+    let mut naive = date.and_hms_opt(0, 0, 0).unwrap_or_default();
+    for _ in 0..4 {
+        match tz.from_local_datetime(&naive) {
+            LocalResult::Single(dt) | LocalResult::Ambiguous(dt, _) => {
+                return dt.with_timezone(&Utc).timestamp_micros();
+            }
+            LocalResult::None => naive += chrono::Duration::minutes(30),
+        }
+    }
+    naive.and_utc().timestamp_micros()
+}
+
+/// The local date of instant `t` in `tz`.
+pub fn local_date(t: Micros, tz: Tz) -> NaiveDate {
+    DateTime::<Utc>::from_timestamp_micros(t)
+        .map(|d| d.with_timezone(&tz).date_naive())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_crossing_midnight_land_on_the_right_utc_instant() {
+        let a = parse(
+            "2026-11-29T00:30:00+01:00",
+            &TimestampFormat::Rfc3339,
+            chrono_tz::UTC,
+        )
+        .unwrap();
+        assert_eq!(format_utc(a), "2026-11-28T23:30:00Z");
+        let berlin = parse(
+            "29.11.2026 00:30",
+            &TimestampFormat::Pattern("%d.%m.%Y %H:%M".into()),
+            chrono_tz::Europe::Berlin,
+        )
+        .unwrap();
+        assert_eq!(berlin, a);
+        assert_eq!(local_date(a, chrono_tz::Europe::Berlin).to_string(), "2026-11-29");
+        assert_eq!(local_date(a, chrono_tz::UTC).to_string(), "2026-11-28");
+    }
+
+    #[test]
+    fn daylight_saving_fold_is_an_error_not_a_guess() {
+        let p = TimestampFormat::Pattern("%Y-%m-%d %H:%M".into());
+        let err = parse("2026-10-25 02:30", &p, chrono_tz::Europe::Berlin).unwrap_err();
+        assert!(err.contains("ambiguous"), "{err}");
+        let err = parse("2026-03-29 02:30", &p, chrono_tz::Europe::Berlin).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn db_form_round_trips_and_sorts() {
+        let t = parse_ledger("2026-11-28T10:15:00.5Z").unwrap();
+        assert_eq!(to_db(t), "2026-11-28 10:15:00.500000");
+        assert_eq!(from_db(&to_db(t)).unwrap(), t);
+        assert!(to_db(t) < to_db(t + 1));
+    }
+
+    #[test]
+    fn naive_ledger_times_are_utc() {
+        assert_eq!(
+            parse_ledger("2026-11-28 10:15:00").unwrap(),
+            parse_ledger("2026-11-28T11:15:00+01:00").unwrap()
+        );
+        assert!(parse_ledger("28/11/2026").is_err());
+    }
+
+    #[test]
+    fn day_start_in_zone() {
+        let d = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
+        assert_eq!(format_utc(day_start(d, chrono_tz::Europe::Berlin)), "2026-11-28T23:00:00Z");
+    }
+}

@@ -6,6 +6,10 @@
 //! matching contract (identifier pass, then the one-to-one fuzzy pass on recipient + currency +
 //! amount inside `[started_at − 10 min, started_at + 72 h]`): recipients of fuzzy and "no line"
 //! cases are unique in the whole data set unless the case needs a twin or a near miss.
+//! Lines booked for payments fall in `[started_at + 1 min, started_at + 48 h]`; lines no
+//! payment claims on its own (orphans, refunds) are booked on the business date itself, because
+//! a run reports such lines only for the days it covers. Run recon for that one date with
+//! [`GenerateReport::as_of`] (`date + 5 days`), when every window is covered and closed.
 //!
 //! [`score`] compares recon's `results.csv` with `expected.csv`.
 //!
@@ -800,6 +804,9 @@ impl Data {
             });
         }
 
+        // Lines no payment claims are reported by the run whose day they are booked on, so
+        // orphans and refunds are booked on `date` itself.
+
         // Orphans: unknown reference, recipient nobody in the ledger has.
         let orphans = if n == 0 {
             0
@@ -809,7 +816,6 @@ impl Data {
         for k in 0..orphans {
             let cur = pick_currency(rng);
             let amount = pick_amount(rng, cur);
-            let base = rng.between(0, DAY - 1);
             lines.push(Line {
                 pay: NONE,
                 role: Role::Orphan,
@@ -818,13 +824,14 @@ impl Data {
                 beneficiary_noise: 0,
                 cur,
                 amount,
-                booked: booked_after(rng, base),
+                booked: rng.between(0, DAY - 1),
             });
         }
 
-        // Refunds of distinct MATCHED payments, to a recipient nobody else has.
+        // Refunds of distinct MATCHED payments (started early enough to be refunded the same
+        // day), to a recipient nobody else has.
         let mut bulk: Vec<u32> = (0..n)
-            .filter(|&i| kinds[i] == Kind::MatchedRef)
+            .filter(|&i| kinds[i] == Kind::MatchedRef && pays[i].started < DAY - HOUR)
             .map(|i| i as u32)
             .collect();
         let refunds = if bulk.is_empty() {
@@ -845,7 +852,7 @@ impl Data {
                 beneficiary_noise: 0,
                 cur: p.cur,
                 amount: rng.between(1, p.amount),
-                booked: rng.between(started + DAY, started + 2 * DAY),
+                booked: rng.between(started + MINUTE, DAY - 1),
             });
         }
 

@@ -313,7 +313,15 @@ async fn plan(
         near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
     };
     let started = Instant::now();
-    let m = matching::run(&payments, &provider_ids, &lines, rules, &elig)?;
+    // Polars is CPU-bound and blocks: run it off the async workers.
+    let rules_owned = rules.clone();
+    let (payments, lines, m) = tokio::task::spawn_blocking(move || {
+        let m = matching::run(&payments, &provider_ids, &lines, &rules_owned, &elig);
+        (payments, lines, m)
+    })
+    .await
+    .context("matching task")?;
+    let m = m?;
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);

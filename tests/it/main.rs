@@ -1,0 +1,5 @@
+//! The one integration-test binary (each extra binary would link Polars again).
+
+mod generate;
+mod golden;
+mod support;

@@ -1,0 +1,200 @@
+//! A small test environment: a temporary folder with a job config, a fresh SQLite database and
+//! the recon library called directly.
+
+use recon::config::Config;
+use recon::run::{RunOptions, RunReport};
+use std::path::{Path, PathBuf};
+
+/// Statement header every scenario uses.
+pub const STATEMENT_HEADER: &str = "id,reference,recipient,amount,currency,booked_at,type";
+/// Payments header (the import contract).
+pub const PAYMENTS_HEADER: &str =
+    "payment_id,recipient_account,amount,currency,status,created_at,started_at,attempt_id,provider_payment_id";
+/// Attempts header (the import contract).
+pub const ATTEMPTS_HEADER: &str =
+    "attempt_id,payment_id,started_at,finished_at,outcome,provider_payment_id,error_detail";
+
+/// Settings a scenario can vary.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Job time zone.
+    pub timezone: String,
+    /// Statement completeness (inclusive days) or None.
+    pub complete: Option<(String, String)>,
+    /// Extra top-level TOML lines (e.g. `stale_submitting_minutes = 60`).
+    pub extra: String,
+    /// Rules TOML replacing the bundled default, if any.
+    pub rules: Option<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            timezone: "UTC".into(),
+            complete: Some(("2026-11-01".into(), "2026-11-30".into())),
+            extra: String::new(),
+            rules: None,
+        }
+    }
+}
+
+/// A temporary job.
+pub struct TestEnv {
+    /// Keeps the folder alive.
+    pub dir: tempfile::TempDir,
+    /// The job config file.
+    pub config_path: PathBuf,
+}
+
+impl TestEnv {
+    /// A job with the default settings.
+    pub fn new() -> TestEnv {
+        TestEnv::with(Settings::default())
+    }
+
+    /// A job with `settings`.
+    pub fn with(settings: Settings) -> TestEnv {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let complete = settings
+            .complete
+            .as_ref()
+            .map(|(a, b)| format!("complete_from = \"{a}\"\ncomplete_to = \"{b}\"\n"))
+            .unwrap_or_default();
+        let rules = match &settings.rules {
+            Some(text) => {
+                std::fs::create_dir_all(dir.path().join("rules")).expect("rules dir");
+                std::fs::write(dir.path().join("rules/rules.toml"), text).expect("rules");
+                "rules_dir = \"rules\"\n"
+            }
+            None => "",
+        };
+        let config = format!(
+            r#"timezone = "{tz}"
+database_url = "sqlite://recon.db"
+output_dir = "out"
+{rules}{extra}
+
+[[source]]
+name = "psp"
+format = "csv"
+path = "statement.csv"
+timestamp_format = "rfc3339"
+{complete}
+[source.columns]
+provider_txn_id = "id"
+reference = "reference"
+recipient = "recipient"
+amount = "amount"
+currency = "currency"
+booked_at = "booked_at"
+kind = "type"
+"#,
+            tz = settings.timezone,
+            extra = settings.extra,
+        );
+        let config_path = dir.path().join("recon.toml");
+        std::fs::write(&config_path, config).expect("config");
+        let env = TestEnv { dir, config_path };
+        env.write("statement.csv", &format!("{STATEMENT_HEADER}\n"));
+        env
+    }
+
+    /// Path inside the job folder.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes a file into the job folder.
+    pub fn write(&self, name: &str, content: &str) {
+        std::fs::write(self.path(name), content).expect("write");
+    }
+
+    /// Loaded config.
+    pub fn config(&self) -> Config {
+        Config::load(&self.config_path).expect("config loads")
+    }
+
+    /// Imports payment rows (without header) and attempt rows (without header).
+    pub async fn import(&self, payments: &str, attempts: &str) {
+        self.write("payments.csv", &format!("{PAYMENTS_HEADER}\n{payments}"));
+        self.write("attempts.csv", &format!("{ATTEMPTS_HEADER}\n{attempts}"));
+        let db = recon::db::Db::open(&self.config().database_url).await.expect("db");
+        recon::ledger::import::import(
+            &db.pool,
+            &self.path("payments.csv"),
+            Some(&self.path("attempts.csv")),
+        )
+        .await
+        .expect("import");
+        db.pool.close().await;
+    }
+
+    /// Writes the statement rows (without header).
+    pub fn statement(&self, rows: &str) {
+        self.write("statement.csv", &format!("{STATEMENT_HEADER}\n{rows}"));
+    }
+
+    /// Runs `date` with `as_of`.
+    pub async fn run(&self, date: &str, as_of: &str, dry_run: bool, run_id: &str) -> RunReport {
+        self.try_run(date, date, as_of, dry_run, run_id)
+            .await
+            .expect("run succeeds")
+    }
+
+    /// Runs a range; returns the error.
+    pub async fn try_run(
+        &self,
+        from: &str,
+        to: &str,
+        as_of: &str,
+        dry_run: bool,
+        run_id: &str,
+    ) -> anyhow::Result<RunReport> {
+        recon::run::run(
+            &self.config(),
+            &RunOptions {
+                from: from.parse().expect("date"),
+                to: to.parse().expect("date"),
+                as_of: Some(as_of.parse().expect("as_of")),
+                dry_run,
+                run_id: Some(run_id.to_string()),
+            },
+        )
+        .await
+    }
+
+    /// Open pool on the job's database.
+    pub async fn pool(&self) -> sqlx::SqlitePool {
+        recon::db::Db::open(&self.config().database_url)
+            .await
+            .expect("db")
+            .pool
+    }
+}
+
+/// Reads a CSV file as rows of the named columns (header excluded).
+pub fn read_columns(path: &Path, columns: &[&str]) -> Vec<Vec<String>> {
+    let mut rdr = csv::Reader::from_path(path).expect("open csv");
+    let header: Vec<String> = rdr.headers().expect("header").iter().map(String::from).collect();
+    let idx: Vec<usize> = columns
+        .iter()
+        .map(|c| header.iter().position(|h| h == c).unwrap_or_else(|| panic!("no column {c}")))
+        .collect();
+    rdr.records()
+        .map(|r| {
+            let r = r.expect("record");
+            idx.iter().map(|&i| r[i].to_string()).collect()
+        })
+        .collect()
+}
+
+/// (outcome, payment_id, provider_txn_id) of a run's results.csv.
+pub fn outcomes(report: &RunReport) -> Vec<(String, String, String)> {
+    read_columns(
+        &report.out_dir.join("results.csv"),
+        &["outcome", "payment_id", "provider_txn_id"],
+    )
+    .into_iter()
+    .map(|r| (r[0].clone(), r[1].clone(), r[2].clone()))
+    .collect()
+}

@@ -265,7 +265,10 @@ impl Config {
             ("carry_over_days", raw.carry_over_days),
         ] {
             if v < 0 {
-                return Err(config_error(path, format!("key `{key}`: must not be negative")));
+                return Err(config_error(
+                    path,
+                    format!("key `{key}`: must not be negative"),
+                ));
             }
         }
         let mut sources = Vec::with_capacity(raw.sources.len());
@@ -332,7 +335,13 @@ impl Config {
         };
         let source_path = if s.path.contains("{date}") {
             if complete.is_some() {
-                return Err(config_error(path, format!("key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to", key("path"))));
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to",
+                        key("path")
+                    ),
+                ));
             }
             SourcePath::Daily(base.join(&s.path).to_string_lossy().into_owned())
         } else {
@@ -359,7 +368,12 @@ impl Config {
                 ),
             ));
         };
-        let decimal = single_char(path, &key("decimal_separator"), &s.decimal_separator, &['.', ','])?;
+        let decimal = single_char(
+            path,
+            &key("decimal_separator"),
+            &s.decimal_separator,
+            &['.', ','],
+        )?;
         let thousands = s
             .thousands_separator
             .as_deref()
@@ -368,10 +382,18 @@ impl Config {
         if thousands == Some(decimal) {
             return Err(config_error(
                 path,
-                format!("key `{}`: same as the decimal separator", key("thousands_separator")),
+                format!(
+                    "key `{}`: same as the decimal separator",
+                    key("thousands_separator")
+                ),
             ));
         }
-        let delimiter = single_char(path, &key("delimiter"), &s.delimiter, &[',', ';', '\t', '|'])?;
+        let delimiter = single_char(
+            path,
+            &key("delimiter"),
+            &s.delimiter,
+            &[',', ';', '\t', '|'],
+        )?;
         let mut kinds = BTreeMap::new();
         if s.kinds.is_empty() {
             kinds.insert("PAYMENT".to_string(), LineKind::Payment);
@@ -471,14 +493,23 @@ booked_at = "at"
     #[test]
     fn bad_time_zone_names_the_key() {
         let text = MINIMAL.replace("Europe/Berlin", "Europe/Berlim");
-        let msg = format!("{:#}", Config::parse(&text, Path::new("job.toml")).unwrap_err());
-        assert!(msg.contains("`timezone`") && msg.contains("Berlim"), "{msg}");
+        let msg = format!(
+            "{:#}",
+            Config::parse(&text, Path::new("job.toml")).unwrap_err()
+        );
+        assert!(
+            msg.contains("`timezone`") && msg.contains("Berlim"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn unknown_column_key_is_rejected() {
         let text = MINIMAL.replace("ccy\"", "ccy\"\nbeneficiary = \"x\"");
-        let msg = format!("{:#}", Config::parse(&text, Path::new("job.toml")).unwrap_err());
+        let msg = format!(
+            "{:#}",
+            Config::parse(&text, Path::new("job.toml")).unwrap_err()
+        );
         assert!(msg.contains("beneficiary"), "{msg}");
     }
 }

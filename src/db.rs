@@ -42,11 +42,11 @@ impl Db {
             let p = opts.get_filename();
             (p.as_os_str() != ":memory:").then(|| p.to_path_buf())
         };
-        if let Some(parent) = file.as_ref().and_then(|f| f.parent()) {
-            if !parent.as_os_str().is_empty() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| db_error(url, "cannot create its folder", e))?;
-            }
+        if let Some(parent) = file.as_ref().and_then(|f| f.parent())
+            && !parent.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| db_error(url, "cannot create its folder", e))?;
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(4)

@@ -20,7 +20,8 @@ pub async fn run(sample_dir: &Path) -> Result<RunReport> {
         for suffix in ["", "-wal", "-shm"] {
             let p = format!("{file}{suffix}");
             if Path::new(&p).exists() {
-                std::fs::remove_file(&p).with_context(|| format!("removing old demo database {p}"))?;
+                std::fs::remove_file(&p)
+                    .with_context(|| format!("removing old demo database {p}"))?;
             }
         }
     }

@@ -10,7 +10,11 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "recon", version, about = "Payment reconciliation: ledger vs provider statements")]
+#[command(
+    name = "recon",
+    version,
+    about = "Payment reconciliation: ledger vs provider statements"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -181,8 +185,12 @@ fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
         )
     })?;
     let micros = recon::timeparse::day_start(day, cfg.timezone);
-    DateTime::from_timestamp_micros(micros)
-        .ok_or_else(|| exit::fail(exit::Failure::Config, format!("--as-of {value:?} out of range")))
+    DateTime::from_timestamp_micros(micros).ok_or_else(|| {
+        exit::fail(
+            exit::Failure::Config,
+            format!("--as-of {value:?} out of range"),
+        )
+    })
 }
 
 async fn dispatch(command: Command) -> Result<i32> {
@@ -218,7 +226,10 @@ async fn dispatch(command: Command) -> Result<i32> {
                 },
             )
             .await?;
-            print!("{}", report.summary.text(&report.out_dir.display().to_string()));
+            print!(
+                "{}",
+                report.summary.text(&report.out_dir.display().to_string())
+            );
             Ok(exit::OK)
         }
         Command::Ledger {
@@ -267,7 +278,13 @@ async fn dispatch(command: Command) -> Result<i32> {
             files,
         } => {
             let cfg = Config::load(&config)?;
-            recon::sources::print_canonical(&cfg, &format, source.as_deref(), &files, std::io::stdout().lock())?;
+            recon::sources::print_canonical(
+                &cfg,
+                &format,
+                source.as_deref(),
+                &files,
+                std::io::stdout().lock(),
+            )?;
             Ok(exit::OK)
         }
         Command::Generate {
@@ -282,7 +299,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 seed,
                 date,
             })?;
-            println!("{report:?}");
+            print!("{report}");
             Ok(exit::OK)
         }
         Command::Score { expected, results } => {
@@ -292,7 +309,10 @@ async fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Demo { sample } => {
             let report = recon::demo::run(&sample).await?;
-            print!("{}", report.summary.text(&report.out_dir.display().to_string()));
+            print!(
+                "{}",
+                report.summary.text(&report.out_dir.display().to_string())
+            );
             Ok(exit::OK)
         }
     }

@@ -66,7 +66,10 @@ mod tests {
 
     #[test]
     fn iban_spaces_and_case_do_not_matter() {
-        assert_eq!(account(" de89 3704 0044 0532 0130 00 "), "DE89370400440532013000");
+        assert_eq!(
+            account(" de89 3704 0044 0532 0130 00 "),
+            "DE89370400440532013000"
+        );
     }
 
     #[test]
@@ -78,6 +81,9 @@ mod tests {
     #[test]
     fn references_with_spaces_and_lower_case_normalise_equal() {
         let steps = [Step::FoldWidth, Step::NoSpaces, Step::Upper];
-        assert_eq!(apply(&steps, " pay-000 0012 "), apply(&steps, "PAY-0000012"));
+        assert_eq!(
+            apply(&steps, " pay-000 0012 "),
+            apply(&steps, "PAY-0000012")
+        );
     }
 }

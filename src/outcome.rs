@@ -298,7 +298,8 @@ pub fn classify(
             }
             continue;
         }
-        if ix.links_by_line[li] == 1 && ix.amb_lines[li].is_empty() {
+        if ix.links_by_line[li] == 1 && ix.amb_lines[li].is_empty() && ix.near_lines[li].is_empty()
+        {
             continue;
         }
         let candidates: BTreeSet<u32> = ix.amb_lines[li]
@@ -378,7 +379,13 @@ fn classify_payment(
     let pass_id = |pair: &Pair| rules.passes[pair.pass].id.as_str();
     if p.status == Status::Pending {
         if links.is_empty() && amb.is_empty() {
-            return row(Outcome::NotSubmitted, vec![], "", Action::None, "not sent yet".into());
+            return row(
+                Outcome::NotSubmitted,
+                vec![],
+                "",
+                Action::None,
+                "not sent yet".into(),
+            );
         }
         let all = sorted_lines(
             lines,
@@ -407,10 +414,11 @@ fn classify_payment(
             lines,
             links.iter().chain(amb.iter()).map(|l| l.line).collect(),
         );
+        let first = amb.iter().min_by_key(|a| a.pass).unwrap_or(&amb[0]);
         return row(
             Outcome::Ambiguous,
             all,
-            pass_id(&amb[0]),
+            pass_id(first),
             Action::Ticket,
             "more than one candidate: a human decides".into(),
         );
@@ -426,7 +434,10 @@ fn classify_payment(
             linked,
             pass_id(&links[0]),
             Action::Ticket,
-            format!("{} provider lines for one payment (refund candidate)", links.len()),
+            format!(
+                "{} provider lines for one payment (refund candidate)",
+                links.len()
+            ),
         );
     }
     if let Some(link) = links.first() {
@@ -466,7 +477,13 @@ fn classify_payment(
         }
         if p.status == Status::Succeeded {
             return if pass.auto_succeeded {
-                row(Outcome::Matched, linked, &pass.id, Action::None, String::new())
+                row(
+                    Outcome::Matched,
+                    linked,
+                    &pass.id,
+                    Action::None,
+                    String::new(),
+                )
             } else {
                 row(
                     Outcome::ProposedMatch,
@@ -514,9 +531,7 @@ fn classify_payment(
             "a line with the same recipient and currency but another amount is in the window (fee netted?)".into(),
         );
     }
-    let closed = p
-        .started_at
-        .is_some_and(|s| ctx.window_closed(s, window));
+    let closed = p.started_at.is_some_and(|s| ctx.window_closed(s, window));
     match (p.status, closed) {
         (Status::Succeeded, true) => row(
             Outcome::MissingAtProvider,
@@ -530,7 +545,8 @@ fn classify_payment(
             vec![],
             "",
             Action::Transition(Status::Failed),
-            "no provider line; every source complete for the window and the settlement lag passed".into(),
+            "no provider line; every source complete for the window and the settlement lag passed"
+                .into(),
         ),
         _ => row(
             Outcome::AwaitingEvidence,

@@ -113,7 +113,10 @@ impl RuleSet {
             None => vec![("default.toml".to_string(), DEFAULT_RULES.to_string())],
             Some(d) => {
                 let entries = std::fs::read_dir(d).map_err(|e| {
-                    fail(Failure::Config, format!("{}: cannot read rules folder: {e}", d.display()))
+                    fail(
+                        Failure::Config,
+                        format!("{}: cannot read rules folder: {e}", d.display()),
+                    )
                 })?;
                 let mut paths: Vec<PathBuf> = entries
                     .filter_map(|e| e.ok().map(|e| e.path()))
@@ -129,7 +132,10 @@ impl RuleSet {
                 let mut out = Vec::new();
                 for p in paths {
                     let text = std::fs::read_to_string(&p).map_err(|e| {
-                        fail(Failure::Config, format!("{}: cannot read: {e}", p.display()))
+                        fail(
+                            Failure::Config,
+                            format!("{}: cannot read: {e}", p.display()),
+                        )
                     })?;
                     out.push((p.display().to_string(), text));
                 }
@@ -152,8 +158,8 @@ impl RuleSet {
             hasher.update([0]);
             hasher.update(text.as_bytes());
             hasher.update([0]);
-            let raw: RawFile = toml::from_str(text)
-                .map_err(|e| fail(Failure::Config, format!("{name}: {e}")))?;
+            let raw: RawFile =
+                toml::from_str(text).map_err(|e| fail(Failure::Config, format!("{name}: {e}")))?;
             for (i, p) in raw.passes.into_iter().enumerate() {
                 let pass = compile_pass(name, i, p)?;
                 if passes.iter().any(|q| q.id == pass.id) {
@@ -176,7 +182,8 @@ impl RuleSet {
 }
 
 fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
-    let err = |key: &str, msg: String| fail(Failure::Config, format!("{file}: pass[{i}].{key}: {msg}"));
+    let err =
+        |key: &str, msg: String| fail(Failure::Config, format!("{file}: pass[{i}].{key}: {msg}"));
     if p.id.trim().is_empty() || p.id.contains(['|', ';', ',']) {
         return Err(err("id", "must be non-empty, without | ; ,".into()));
     }
@@ -191,9 +198,12 @@ fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
                     return Err(err(key, "not allowed in an identifier pass".into()));
                 }
             }
-            let ids = p
-                .identifiers
-                .ok_or_else(|| err("identifiers", "missing (reference and/or provider_txn_id)".into()))?;
+            let ids = p.identifiers.ok_or_else(|| {
+                err(
+                    "identifiers",
+                    "missing (reference and/or provider_txn_id)".into(),
+                )
+            })?;
             let mut set = Identifiers {
                 reference: false,
                 provider_txn_id: false,
@@ -293,14 +303,20 @@ mod tests {
         let text = DEFAULT_RULES.replace("window_after", "window_afterr");
         let err = RuleSet::compile(&[("rules/x.toml".into(), text)]).unwrap_err();
         let msg = format!("{err:#}");
-        assert!(msg.contains("rules/x.toml") && msg.contains("window_afterr"), "{msg}");
+        assert!(
+            msg.contains("rules/x.toml") && msg.contains("window_afterr"),
+            "{msg}"
+        );
         assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
     }
 
     #[test]
     fn bad_duration_names_the_pass_and_key() {
         let text = DEFAULT_RULES.replace("\"72h\"", "\"72 hours\"");
-        let msg = format!("{:#}", RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err());
+        let msg = format!(
+            "{:#}",
+            RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err()
+        );
         assert!(msg.contains("pass[1].window_after"), "{msg}");
     }
 

@@ -106,10 +106,11 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         .map_err(|e| fail(Failure::Database, format!("recording run {run_id}: {e}")))?;
     }
     let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
-    if let Err(e) = &result {
-        if !opts.dry_run {
-            // Best effort: the run record says why it failed; nothing else was committed.
-            let _ = sqlx::query(
+    if let Err(e) = &result
+        && !opts.dry_run
+    {
+        // Best effort: the run record says why it failed; nothing else was committed.
+        let _ = sqlx::query(
                 "UPDATE recon_runs SET status = 'FAILED', error = ?1, finished_at = ?2 WHERE run_id = ?3",
             )
             .bind(format!("{e:#}"))
@@ -117,7 +118,6 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             .bind(&run_id)
             .execute(&db.pool)
             .await;
-        }
     }
     db.pool.close().await;
     result
@@ -135,14 +135,18 @@ async fn plan_and_apply(
     let out_dir = cfg.output_dir.join(run_id);
     let tmp_dir = cfg.output_dir.join(format!("{run_id}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
-        fail(Failure::Output, format!("{}: {what}: {e}", tmp_dir.display()))
+        fail(
+            Failure::Output,
+            format!("{}: {what}: {e}", tmp_dir.display()),
+        )
     };
     let started = Instant::now();
-    let mut tx = db
-        .pool
-        .begin()
-        .await
-        .map_err(|e| fail(Failure::Database, format!("starting the write transaction: {e}")))?;
+    let mut tx = db.pool.begin().await.map_err(|e| {
+        fail(
+            Failure::Database,
+            format!("starting the write transaction: {e}"),
+        )
+    })?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     if !opts.dry_run {
         apply_effects(&mut tx, &mut plan, run_id, opts, &now).await?;
@@ -262,7 +266,10 @@ async fn plan(
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
-    timings.insert("load_statements".to_string(), started.elapsed().as_millis() as u64);
+    timings.insert(
+        "load_statements".to_string(),
+        started.elapsed().as_millis() as u64,
+    );
 
     // Ledger: every payment any loaded line could belong to, plus the carry-over horizon.
     let started = Instant::now();
@@ -278,7 +285,10 @@ async fn plan(
         payments,
         provider_ids,
     } = crate::ledger::load::load(&db.pool, &range).await?;
-    timings.insert("load_ledger".to_string(), started.elapsed().as_millis() as u64);
+    timings.insert(
+        "load_ledger".to_string(),
+        started.elapsed().as_millis() as u64,
+    );
 
     // Scope and eligibility.
     let stale_after = cfg.stale_submitting_minutes * MINUTE;
@@ -294,10 +304,9 @@ async fn plan(
                 && (matches!(
                     p.current_status,
                     Status::Unknown | Status::Submitting | Status::Review
-                ) || p
-                    .followup
-                    .as_ref()
-                    .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= range.from_day)))
+                ) || p.followup.as_ref().is_some_and(|(_, closed)| {
+                    closed.as_ref().is_none_or(|c| *c >= range.from_day)
+                }))
         })
         .collect();
     let ctx = Context {
@@ -309,7 +318,10 @@ async fn plan(
         report_range: (t0, t1),
     };
     let elig = Eligibility {
-        linkable: payments.iter().map(|p| p.status != Status::Pending).collect(),
+        linkable: payments
+            .iter()
+            .map(|p| p.status != Status::Pending)
+            .collect(),
         near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
     };
     let started = Instant::now();

@@ -44,7 +44,8 @@ pub fn parse(value: &str, format: &TimestampFormat, tz: Tz) -> Result<Micros, St
             }
             let naive = NaiveDateTime::parse_from_str(v, p)
                 .or_else(|_| {
-                    NaiveDate::parse_from_str(v, p).map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
+                    NaiveDate::parse_from_str(v, p)
+                        .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
                 })
                 .map_err(|e| format!("timestamp {v:?} does not match {p:?} ({e})"))?;
             local_to_utc(naive, tz)
@@ -137,7 +138,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(berlin, a);
-        assert_eq!(local_date(a, chrono_tz::Europe::Berlin).to_string(), "2026-11-29");
+        assert_eq!(
+            local_date(a, chrono_tz::Europe::Berlin).to_string(),
+            "2026-11-29"
+        );
         assert_eq!(local_date(a, chrono_tz::UTC).to_string(), "2026-11-28");
     }
 
@@ -170,6 +174,9 @@ mod tests {
     #[test]
     fn day_start_in_zone() {
         let d = NaiveDate::from_ymd_opt(2026, 11, 29).unwrap();
-        assert_eq!(format_utc(day_start(d, chrono_tz::Europe::Berlin)), "2026-11-28T23:00:00Z");
+        assert_eq!(
+            format_utc(day_start(d, chrono_tz::Europe::Berlin)),
+            "2026-11-28T23:00:00Z"
+        );
     }
 }

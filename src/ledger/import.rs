@@ -79,7 +79,12 @@ fn read_csv(path: &Path, columns: &[&str]) -> Result<Vec<(u64, Vec<String>)>> {
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
     let header: Vec<String> = rdr
         .headers()
-        .map_err(|e| fail(Failure::Input, format!("{file}: cannot read the header: {e}")))?
+        .map_err(|e| {
+            fail(
+                Failure::Input,
+                format!("{file}: cannot read the header: {e}"),
+            )
+        })?
         .iter()
         .map(|h| h.trim().trim_start_matches('\u{feff}').to_string())
         .collect();

@@ -33,12 +33,7 @@ pub(super) fn identifier_pairs(
 ) -> Result<Vec<(u32, u32)>> {
     let mut frames = Vec::new();
     let norm = |s: &str| normalize::apply(steps, s);
-    let free_lines = || {
-        lines
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| line_free[*i])
-    };
+    let free_lines = || lines.iter().enumerate().filter(|(i, _)| line_free[*i]);
     if ids.reference {
         let (li, lk): (Vec<u32>, Vec<String>) = free_lines()
             .filter_map(|(i, l)| l.reference.as_deref().map(|r| (i as u32, norm(r))))

@@ -35,7 +35,7 @@ pub struct MatchResult {
     /// Candidate pairs that could not be decided: fuzzy pairs where a side had more than one
     /// candidate, identifier links where one line named several payments. Sorted.
     pub ambiguous: Vec<Pair>,
-    /// Near misses of unresolved payments left without evidence: an unclaimed line with the
+    /// Near misses of unresolved payments left without evidence: a line not cleanly claimed, with the
     /// same recipient and currency inside the widest window, any amount. `pass` is unused (0).
     pub near_misses: Vec<Pair>,
 }
@@ -59,9 +59,19 @@ pub fn run(
 ) -> Result<MatchResult> {
     let mut line_free: Vec<bool> = lines.iter().map(|l| l.kind == LineKind::Payment).collect();
     let mut pay_free: Vec<bool> = elig.linkable.clone();
+    // A clean link (equal money) takes both sides out of later passes. Anything else — a link
+    // whose money differs, a side left undecided — is still counted as a candidate by later
+    // fuzzy passes (never accepted), so a payment is never auto-matched while a look-alike
+    // sits on disputed evidence.
+    let mut line_contested = vec![false; lines.len()];
+    let mut line_clean = vec![false; lines.len()];
+    // A payment is cleanly claimed with exactly one link, equal money and no open candidate.
+    let mut pay_links = vec![0u32; payments.len()];
+    let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
     for (pass_idx, pass) in rules.passes.iter().enumerate() {
         let stage = || format!("matching pass {:?}", pass.id);
+        let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
         let pairs = match &pass.kind {
             PassKind::Identifier(ids) => frames::identifier_pairs(
                 payments,
@@ -77,19 +87,33 @@ pub fn run(
                 before,
                 after,
                 tolerance_minor,
-            } => frames::fuzzy_pairs(
-                payments,
-                lines,
-                &line_free,
-                &pay_free,
-                &pass.normalize,
-                (*before, *after),
-                Some(*tolerance_minor),
-            )
-            .with_context(stage)?,
+            } => {
+                // Count candidates over everything not cleanly claimed: free sides, contested
+                // links and sides left undecided by earlier passes. Only free sides can pair.
+                let line_mask: Vec<bool> = lines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| l.kind == LineKind::Payment && !line_clean[i])
+                    .collect();
+                let pay_mask: Vec<bool> = (0..payments.len())
+                    .map(|i| {
+                        let clean = pay_links[i] == 1 && !pay_disputed[i];
+                        elig.linkable[i] && !clean
+                    })
+                    .collect();
+                frames::fuzzy_pairs(
+                    payments,
+                    lines,
+                    &line_mask,
+                    &pay_mask,
+                    &pass.normalize,
+                    (*before, *after),
+                    Some(*tolerance_minor),
+                )
+                .with_context(stage)?
+            }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
-        let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
         for &(l, p) in &pairs {
             let (l_us, p_us) = (l as usize, p as usize);
             let pair = Pair {
@@ -99,13 +123,22 @@ pub fn run(
             };
             let unique_line = per_line[l_us] == 1;
             let accept = if fuzzy {
-                unique_line && per_pay[p_us] == 1
+                unique_line && per_pay[p_us] == 1 && line_free[l_us] && pay_free[p_us]
             } else {
                 unique_line
             };
             if accept {
+                let (line, pay) = (&lines[l_us], &payments[p_us]);
+                pay_links[p_us] += 1;
+                if line.amount_minor != pay.amount_minor || line.currency != pay.currency {
+                    line_contested[l_us] = true;
+                    pay_disputed[p_us] = true;
+                } else {
+                    line_clean[l_us] = true;
+                }
                 result.links.push(pair);
             } else {
+                pay_disputed[p_us] = true;
                 result.ambiguous.push(pair);
             }
         }
@@ -118,10 +151,15 @@ pub fn run(
     let near_pay: Vec<bool> = (0..payments.len())
         .map(|i| pay_free[i] && elig.near_miss[i])
         .collect();
+    // A line is only out of reach when a link claims it cleanly: equal money, not contested,
+    // not a candidate of an undecided pair.
     let claimed: Vec<bool> = {
         let mut c = vec![false; lines.len()];
         for p in &result.links {
-            c[p.line as usize] = true;
+            c[p.line as usize] = !line_contested[p.line as usize];
+        }
+        for p in &result.ambiguous {
+            c[p.line as usize] = false;
         }
         c
     };

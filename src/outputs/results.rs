@@ -60,14 +60,20 @@ pub fn write<W: Write>(
             p.map(|p| money::format_minor(p.amount_minor, &p.currency))
                 .unwrap_or_default(),
             p.map(|p| p.currency.clone()).unwrap_or_default(),
-            join(ls.iter().map(|l| money::format_minor(l.amount_minor, l.currency))),
+            join(
+                ls.iter()
+                    .map(|l| money::format_minor(l.amount_minor, l.currency)),
+            ),
             join(ls.iter().map(|l| l.currency.to_string())),
             recipient,
             p.and_then(|p| p.started_at)
                 .map(timeparse::format_utc)
                 .unwrap_or_default(),
             join(ls.iter().map(|l| timeparse::format_utc(l.booked_at))),
-            csv_safe(&join(ls.iter().map(|l| format!("{}:{}", l.source, l.line_no)))).into_owned(),
+            csv_safe(&join(
+                ls.iter().map(|l| format!("{}:{}", l.source, l.line_no)),
+            ))
+            .into_owned(),
             csv_safe(&r.detail).into_owned(),
         ];
         out.write_record(&record)?;

@@ -84,8 +84,10 @@ pub fn outcome_stats(
     payments: &[Payment],
     lines: &[StatementLine],
 ) -> BTreeMap<String, OutcomeStats> {
-    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<String, i128>)> =
-        Outcome::ALL.iter().map(|o| (*o, Default::default())).collect();
+    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<String, i128>)> = Outcome::ALL
+        .iter()
+        .map(|o| (*o, Default::default()))
+        .collect();
     for r in rows {
         let e = sums.entry(r.outcome).or_default();
         e.0 += 1;
@@ -128,7 +130,11 @@ impl Summary {
             self.range_from,
             self.range_to,
             self.as_of,
-            if self.dry_run { " [dry run: nothing changed]" } else { "" }
+            if self.dry_run {
+                " [dry run: nothing changed]"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             s,

@@ -78,7 +78,12 @@ pub fn parse_bytes(
         .from_reader(body);
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| fail(Failure::Input, format!("{file}: cannot read the header: {e}")))?
+        .map_err(|e| {
+            fail(
+                Failure::Input,
+                format!("{file}: cannot read the header: {e}"),
+            )
+        })?
         .iter()
         .map(|h| h.trim().to_string())
         .collect();

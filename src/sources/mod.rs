@@ -175,20 +175,6 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
     Ok(load)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn intervals_merge_and_cover() {
-        let m = merge_intervals(vec![(10, 20), (0, 10), (30, 40)]);
-        assert_eq!(m, vec![(0, 20), (30, 40)]);
-        assert!(covers(&m, 0, 19));
-        assert!(!covers(&m, 0, 20));
-        assert!(!covers(&m, 15, 35));
-    }
-}
-
 /// Header of `recon parse` output.
 pub const CANONICAL_HEADER: [&str; 9] = [
     "source",
@@ -226,7 +212,11 @@ pub fn print_canonical<W: std::io::Write>(
     .ok_or_else(|| {
         fail(
             Failure::Config,
-            format!("{}: no such source {:?}", cfg.path.display(), source.unwrap_or("(first)")),
+            format!(
+                "{}: no such source {:?}",
+                cfg.path.display(),
+                source.unwrap_or("(first)")
+            ),
         )
     })?;
     let mut w = ::csv::Writer::from_writer(out);
@@ -262,4 +252,18 @@ pub fn print_canonical<W: std::io::Write>(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_merge_and_cover() {
+        let m = merge_intervals(vec![(10, 20), (0, 10), (30, 40)]);
+        assert_eq!(m, vec![(0, 20), (30, 40)]);
+        assert!(covers(&m, 0, 19));
+        assert!(!covers(&m, 0, 20));
+        assert!(!covers(&m, 15, 35));
+    }
 }

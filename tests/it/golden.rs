@@ -33,7 +33,9 @@ async fn run_scenario(name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>, TestEn
     }
     if scenario.propose_only_fuzzy {
         let rules = recon::rules::DEFAULT_RULES;
-        let at = rules.find("id = \"recipient_amount_window\"").expect("fuzzy pass");
+        let at = rules
+            .find("id = \"recipient_amount_window\"")
+            .expect("fuzzy pass");
         let (head, tail) = rules.split_at(at);
         settings.rules = Some(format!(
             "{head}{}",
@@ -121,21 +123,32 @@ fn golden_scenarios_cover_every_outcome() {
         }
     }
     for o in recon::outcome::Outcome::ALL {
-        assert!(seen.contains(o.as_str()), "no golden scenario for {}", o.as_str());
+        assert!(
+            seen.contains(o.as_str()),
+            "no golden scenario for {}",
+            o.as_str()
+        );
     }
 }
 
 /// Re-running every scenario gives byte-identical results and changes nothing more.
 #[tokio::test]
 async fn golden_reruns_are_byte_identical() {
-    for name in ["resolved_succeeded", "resolved_failed", "ambiguous_twins", "duplicate_at_provider"] {
+    for name in [
+        "resolved_succeeded",
+        "resolved_failed",
+        "ambiguous_twins",
+        "duplicate_at_provider",
+    ] {
         let (_, _, env) = run_scenario(name).await;
         let scenario: Scenario = toml::from_str(
             &std::fs::read_to_string(golden_dir().join(name).join("scenario.toml")).expect("read"),
         )
         .expect("toml");
         let first = std::fs::read(env.path("out/golden/results.csv")).expect("first");
-        let again = env.run(&scenario.date, &scenario.as_of, false, "again").await;
+        let again = env
+            .run(&scenario.date, &scenario.as_of, false, "again")
+            .await;
         let second = std::fs::read(again.out_dir.join("results.csv")).expect("second");
         assert_eq!(first, second, "{name}: re-run changed results.csv");
         assert_eq!(again.summary.transitions.applied, 0, "{name}");

@@ -2,4 +2,6 @@
 
 mod generate;
 mod golden;
+mod properties;
+mod runs;
 mod support;

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 /// Statement header every scenario uses.
 pub const STATEMENT_HEADER: &str = "id,reference,recipient,amount,currency,booked_at,type";
 /// Payments header (the import contract).
-pub const PAYMENTS_HEADER: &str =
-    "payment_id,recipient_account,amount,currency,status,created_at,started_at,attempt_id,provider_payment_id";
+pub const PAYMENTS_HEADER: &str = "payment_id,recipient_account,amount,currency,status,created_at,started_at,attempt_id,provider_payment_id";
 /// Attempts header (the import contract).
 pub const ATTEMPTS_HEADER: &str =
     "attempt_id,payment_id,started_at,finished_at,outcome,provider_payment_id,error_detail";
@@ -118,7 +117,9 @@ kind = "type"
     pub async fn import(&self, payments: &str, attempts: &str) {
         self.write("payments.csv", &format!("{PAYMENTS_HEADER}\n{payments}"));
         self.write("attempts.csv", &format!("{ATTEMPTS_HEADER}\n{attempts}"));
-        let db = recon::db::Db::open(&self.config().database_url).await.expect("db");
+        let db = recon::db::Db::open(&self.config().database_url)
+            .await
+            .expect("db");
         recon::ledger::import::import(
             &db.pool,
             &self.path("payments.csv"),
@@ -175,10 +176,20 @@ kind = "type"
 /// Reads a CSV file as rows of the named columns (header excluded).
 pub fn read_columns(path: &Path, columns: &[&str]) -> Vec<Vec<String>> {
     let mut rdr = csv::Reader::from_path(path).expect("open csv");
-    let header: Vec<String> = rdr.headers().expect("header").iter().map(String::from).collect();
+    let header: Vec<String> = rdr
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
     let idx: Vec<usize> = columns
         .iter()
-        .map(|c| header.iter().position(|h| h == c).unwrap_or_else(|| panic!("no column {c}")))
+        .map(|c| {
+            header
+                .iter()
+                .position(|h| h == c)
+                .unwrap_or_else(|| panic!("no column {c}"))
+        })
         .collect();
     rdr.records()
         .map(|r| {

@@ -1,0 +1,287 @@
+//! Property tests of the matcher and classifier (DESIGN.md rule 1 and 6): generated small
+//! ledgers and statements with many collisions (3 recipients, 3 amounts, 2 currencies).
+
+use proptest::prelude::*;
+use recon::config::LineKind;
+use recon::ledger::{Payment, Status};
+use recon::matching::{self, Eligibility};
+use recon::outcome::{self, Context, Outcome, ResultRow};
+use recon::rules::RuleSet;
+use recon::sources::StatementLine;
+use recon::timeparse::{DAY, HOUR, MINUTE};
+use std::collections::BTreeSet;
+
+const BASE: i64 = 1_794_268_800_000_000; // 2026-11-10T00:00:00Z
+const RECIPIENTS: [&str; 3] = ["DE01AAA", "DE02BBB", "FR03CCC"];
+const AMOUNTS: [i64; 3] = [10_000, 20_000, 25_000];
+const CURRENCIES: [&str; 2] = ["EUR", "JPY"];
+
+/// (recipient, amount, currency, status, start minute, provider id) indices.
+type PaymentSpec = (usize, usize, usize, Status, i64, Option<u32>);
+/// (recipient, amount, currency, booked minute, reference, is refund) indices.
+type LineSpec = (usize, usize, usize, i64, Option<u32>, bool);
+
+fn status() -> impl Strategy<Value = Status> {
+    prop::sample::select(Status::ALL.to_vec())
+}
+
+prop_compose! {
+    fn payment()(rcpt in 0..3usize, amt in 0..3usize, cur in 0..2usize, st in status(),
+                 start_min in 0..(3 * 24 * 60i64), ppid in prop::option::weighted(0.3, 0..20u32))
+                 -> (usize, usize, usize, Status, i64, Option<u32>) {
+        (rcpt, amt, cur, st, start_min, ppid)
+    }
+}
+
+prop_compose! {
+    fn line()(rcpt in 0..3usize, amt in 0..3usize, cur in 0..2usize,
+              booked_min in 0..(5 * 24 * 60i64), reference in prop::option::weighted(0.4, 0..14u32),
+              refund in prop::bool::weighted(0.1))
+              -> (usize, usize, usize, i64, Option<u32>, bool) {
+        (rcpt, amt, cur, booked_min, reference, refund)
+    }
+}
+
+fn build(
+    ps: &[PaymentSpec],
+    ls: &[LineSpec],
+) -> (Vec<Payment>, Vec<(u32, String)>, Vec<StatementLine>) {
+    let payments: Vec<Payment> = ps
+        .iter()
+        .enumerate()
+        .map(|(i, &(r, a, c, st, m, ppid))| Payment {
+            payment_id: format!("P{i:02}"),
+            recipient: RECIPIENTS[r].into(),
+            amount_minor: AMOUNTS[a],
+            currency: CURRENCIES[c].into(),
+            current_status: st,
+            status: st,
+            attempt_id: (st != Status::Pending).then(|| format!("A{i}")),
+            provider_payment_id: ppid.map(|p| format!("T{p:02}")),
+            started_at: (st != Status::Pending).then_some(BASE + m * MINUTE),
+            created_at: BASE + m * MINUTE,
+            followup: None,
+        })
+        .collect();
+    let provider_ids = payments
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id)))
+        .collect();
+    let lines = ls
+        .iter()
+        .enumerate()
+        .map(|(j, &(r, a, c, m, reference, refund))| StatementLine {
+            source: "psp".into(),
+            file: "st.csv".into(),
+            line_no: j as u64 + 2,
+            provider_txn_id: Some(format!("T{j:02}")),
+            reference: reference.map(|p| format!("p{p:02}")),
+            recipient: RECIPIENTS[r].into(),
+            amount_minor: AMOUNTS[a],
+            currency: CURRENCIES[c],
+            booked_at: BASE + m * MINUTE,
+            kind: if refund {
+                LineKind::Refund
+            } else {
+                LineKind::Payment
+            },
+        })
+        .collect();
+    (payments, provider_ids, lines)
+}
+
+fn classify(
+    payments: &[Payment],
+    provider_ids: &[(u32, String)],
+    lines: &[StatementLine],
+    complete: bool,
+) -> Vec<ResultRow> {
+    let rules = RuleSet::load(None).expect("rules");
+    let coverage = if complete {
+        vec![vec![(BASE - DAY, BASE + 10 * DAY)]]
+    } else {
+        vec![vec![(BASE - DAY, BASE + DAY)]]
+    };
+    let in_scope = vec![true; payments.len()];
+    let ctx = Context {
+        as_of: BASE + 10 * DAY,
+        stale_after: 30 * MINUTE,
+        settlement_lag: 24 * HOUR,
+        coverage: &coverage,
+        in_scope: &in_scope,
+        report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
+    };
+    let elig = Eligibility {
+        linkable: payments
+            .iter()
+            .map(|p| p.status != Status::Pending)
+            .collect(),
+        near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
+    };
+    let m = matching::run(payments, provider_ids, lines, &rules, &elig).expect("matching");
+    outcome::classify(payments, lines, &m, &rules, &ctx)
+}
+
+/// Rows as comparable text, independent of input order.
+fn canonical(
+    rows: &[ResultRow],
+    payments: &[Payment],
+    lines: &[StatementLine],
+) -> BTreeSet<String> {
+    rows.iter()
+        .map(|r| {
+            let mut ids: Vec<String> = r.lines.iter().map(|&l| lines[l as usize].uid()).collect();
+            ids.sort();
+            format!(
+                "{}|{}|{}|{}",
+                r.outcome.as_str(),
+                r.payment
+                    .map(|p| payments[p as usize].payment_id.as_str())
+                    .unwrap_or(""),
+                ids.join(";"),
+                r.rule
+            )
+        })
+        .collect()
+}
+
+/// Brute force (a test may loop): lines a fuzzy pass could pair with payment `p`.
+fn window_candidates(p: &Payment, lines: &[StatementLine]) -> usize {
+    let Some(s) = p.started_at else { return 0 };
+    lines
+        .iter()
+        .filter(|l| {
+            l.kind == LineKind::Payment
+                && l.recipient == p.recipient
+                && l.currency == p.currency
+                && l.amount_minor == p.amount_minor
+                && l.booked_at >= s - 10 * MINUTE
+                && l.booked_at <= s + 72 * HOUR
+        })
+        .count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// Every payment lands in exactly one row; every line has at most one row of its own, and a
+    /// line without one belongs to exactly one payment's row.
+    #[test]
+    fn every_input_lands_in_exactly_one_outcome(
+        ps in prop::collection::vec(payment(), 0..12),
+        ls in prop::collection::vec(line(), 0..12),
+        complete in any::<bool>(),
+    ) {
+        let (payments, ids, lines) = build(&ps, &ls);
+        let rows = classify(&payments, &ids, &lines, complete);
+        for i in 0..payments.len() {
+            let n = rows.iter().filter(|r| r.payment == Some(i as u32)).count();
+            prop_assert_eq!(n, 1, "payment {} has {} rows", i, n);
+        }
+        for j in 0..lines.len() {
+            let own = rows.iter().filter(|r| r.payment.is_none() && r.lines.contains(&(j as u32))).count();
+            let in_payment_rows = rows.iter().filter(|r| r.payment.is_some() && r.lines.contains(&(j as u32))).count();
+            prop_assert!(own <= 1, "line {} has {} own rows", j, own);
+            if own == 0 {
+                prop_assert_eq!(in_payment_rows, 1, "line {} without own row must belong to exactly one payment row", j);
+            }
+        }
+    }
+
+    /// Shuffling the input rows never changes the outcomes.
+    #[test]
+    fn input_order_never_changes_the_result(
+        ps in prop::collection::vec(payment(), 0..10),
+        ls in prop::collection::vec(line(), 0..10),
+        seed in any::<u64>(),
+    ) {
+        let (payments, ids, lines) = build(&ps, &ls);
+        let expected = canonical(&classify(&payments, &ids, &lines, true), &payments, &lines);
+        // A deterministic permutation from the seed (rotate + reverse).
+        let mut p2 = payments.clone();
+        let mut l2 = lines.clone();
+        let (np, nl) = (p2.len(), l2.len());
+        if np > 0 { p2.rotate_left(seed as usize % np); }
+        if nl > 0 { l2.rotate_left((seed >> 8) as usize % nl); }
+        if seed & 1 == 1 { p2.reverse(); l2.reverse(); }
+        let ids2: Vec<(u32, String)> = p2.iter().enumerate()
+            .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id))).collect();
+        let got = canonical(&classify(&p2, &ids2, &l2, true), &p2, &l2);
+        prop_assert_eq!(got, expected);
+    }
+
+    /// Safety: an automatic decision is only ever taken on unique evidence.
+    #[test]
+    fn automatic_decisions_only_on_unique_evidence(
+        ps in prop::collection::vec(payment(), 0..12),
+        ls in prop::collection::vec(line(), 0..12),
+    ) {
+        let (payments, ids, lines) = build(&ps, &ls);
+        let rows = classify(&payments, &ids, &lines, true);
+        for r in &rows {
+            let Some(pi) = r.payment else { continue };
+            let p = &payments[pi as usize];
+            match r.outcome {
+                Outcome::Matched | Outcome::ResolvedSucceeded => {
+                    prop_assert_eq!(r.lines.len(), 1);
+                    let l = &lines[r.lines[0] as usize];
+                    prop_assert_eq!(l.amount_minor, p.amount_minor);
+                    prop_assert_eq!(l.currency, p.currency.as_str());
+                    if r.rule == "recipient_amount_window" {
+                        // Lines an identifier cleanly gave to another payment are not candidates.
+                        let clean_elsewhere = |j: usize| rows.iter().any(|q| {
+                            q.payment.is_some_and(|qi| qi != pi) && q.rule == "identifier"
+                                && q.lines.contains(&(j as u32))
+                                && { let qp = &payments[q.payment.unwrap_or(0) as usize];
+                                     lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency.as_str() }
+                        });
+                        let open_lines: Vec<StatementLine> = lines.iter().enumerate()
+                            .filter(|(j, _)| !clean_elsewhere(*j)).map(|(_, l)| l.clone()).collect();
+                        prop_assert_eq!(window_candidates(p, &open_lines), 1);
+                        // ... and the line fits no other payment that an identifier left open.
+                        let clean_payment = |qi: usize| rows.iter().any(|q| q.payment == Some(qi as u32)
+                            && q.rule == "identifier"
+                            && q.lines.iter().all(|&j| lines[j as usize].amount_minor == payments[qi].amount_minor
+                                && lines[j as usize].currency == payments[qi].currency.as_str()));
+                        let others = payments.iter().enumerate().filter(|(qi, q)| *qi != pi as usize
+                            && q.status != Status::Pending && !clean_payment(*qi)
+                            && window_candidates(q, std::slice::from_ref(l)) == 1).count();
+                        prop_assert_eq!(others, 0, "line also fits another payment");
+                    }
+                }
+                Outcome::ResolvedFailed => {
+                    // No line at all for this recipient+currency in the window, any amount.
+                    let s = p.started_at.expect("started");
+                    // Lines claimed by exactly one payment are that payment's evidence.
+                    let claimed = |j: usize| {
+                        !rows.iter().any(|r| r.payment.is_none() && r.lines.contains(&(j as u32)))
+                            && rows.iter().filter(|r| r.payment.is_some() && r.lines.contains(&(j as u32))).count() == 1
+                    };
+                    let near = lines.iter().enumerate().filter(|(j, _)| !claimed(*j)).map(|(_, l)| l).any(|l| l.kind == LineKind::Payment
+                        && l.recipient == p.recipient && l.currency == p.currency
+                        && l.booked_at >= s - 10 * MINUTE && l.booked_at <= s + 72 * HOUR);
+                    prop_assert!(!near, "RESOLVED_FAILED with a line in the window");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Two identical twins without reference are never auto-matched, whatever the lines.
+    #[test]
+    fn identical_twins_are_never_auto_matched(
+        rcpt in 0..3usize, amt in 0..3usize, st in prop::sample::select(vec![Status::Succeeded, Status::Unknown]),
+        start_min in 0..600i64, ls in prop::collection::vec(line(), 0..6),
+    ) {
+        let ps = vec![(rcpt, amt, 0, st, start_min, None), (rcpt, amt, 0, st, start_min, None)];
+        // Lines never carry the twins' references.
+        let ls: Vec<_> = ls.into_iter().map(|(r, a, c, m, _, refund)| (r, a, c, m, None, refund)).collect();
+        let (payments, ids, lines) = build(&ps, &ls);
+        let rows = classify(&payments, &ids, &lines, true);
+        for r in rows.iter().filter(|r| r.payment.is_some()) {
+            prop_assert!(!matches!(r.outcome, Outcome::Matched | Outcome::ResolvedSucceeded),
+                "twin auto-matched: {:?}", r);
+        }
+    }
+}

@@ -275,10 +275,11 @@ async fn plan(
     let started = Instant::now();
     let min_b = lines.iter().map(|l| l.booked_at).min().unwrap_or(t0);
     let max_b = lines.iter().map(|l| l.booked_at).max().unwrap_or(t1);
+    let lo = (t0 - carry).min(min_b - after);
     let range = LoadRange {
-        lo: (t0 - carry).min(min_b - after),
+        lo,
         hi: t1.max(max_b + before + 1),
-        carry_lo: t0 - carry,
+        attempts_lo: lo - carry,
         from_day: opts.from.to_string(),
     };
     let LoadedLedger {

@@ -2,7 +2,7 @@
 //! `i64` microseconds since the Unix epoch in UTC.
 
 use crate::config::TimestampFormat;
-use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 
 /// Microseconds since 1970-01-01T00:00:00Z.
@@ -77,11 +77,42 @@ pub fn to_db(t: Micros) -> String {
         .unwrap_or_default()
 }
 
-/// Reads the database form back.
+/// Reads the database form back. The fixed-width form written by [`to_db`] takes a fast path
+/// (ledger loads parse millions of these); anything else goes through chrono.
 pub fn from_db(s: &str) -> Result<Micros, String> {
+    if let Some(t) = parse_fixed(s.as_bytes()) {
+        return Ok(t);
+    }
     NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f")
         .map(|n| n.and_utc().timestamp_micros())
         .map_err(|e| format!("stored timestamp {s:?} is malformed ({e})"))
+}
+
+/// `YYYY-MM-DD HH:MM:SS.ffffff` exactly (26 bytes), validated field by field.
+fn parse_fixed(b: &[u8]) -> Option<Micros> {
+    if b.len() != 26
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[19] != b'.'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b[r].iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+        })
+    };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec, frac) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?);
+    let date = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo as u32, d as u32)?;
+    if h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    let days = i64::from(date.num_days_from_ce()) - 719_163; // days since 1970-01-01
+    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + frac)
 }
 
 /// Report form: `2026-11-28T10:15:00Z` (fraction only when non-zero).
@@ -156,6 +187,17 @@ mod tests {
 
     #[test]
     fn db_form_round_trips_and_sorts() {
+        for text in [
+            "1970-01-01T00:00:00Z",
+            "1969-12-31T23:59:59.999999Z",
+            "2024-02-29T23:59:59.000001Z",
+            "2026-11-28T10:15:00.5Z",
+        ] {
+            let t = parse_ledger(text).unwrap();
+            assert_eq!(parse_fixed(to_db(t).as_bytes()), Some(t), "{text}");
+        }
+        assert_eq!(parse_fixed(b"2026-02-30 00:00:00.000000"), None);
+        assert_eq!(parse_fixed(b"2026-01-01 24:00:00.000000"), None);
         let t = parse_ledger("2026-11-28T10:15:00.5Z").unwrap();
         assert_eq!(to_db(t), "2026-11-28 10:15:00.500000");
         assert_eq!(from_db(&to_db(t)).unwrap(), t);

@@ -16,7 +16,7 @@ CREATE TABLE payments (
     updated_at          TEXT NOT NULL
 );
 CREATE INDEX payments_started_at ON payments (started_at);
-CREATE INDEX payments_status ON payments (status);
+CREATE INDEX payments_created_at ON payments (created_at);
 
 -- Append-only: one row per attempt to send a payment.
 CREATE TABLE payment_attempts (
@@ -29,6 +29,7 @@ CREATE TABLE payment_attempts (
     error_detail        TEXT
 );
 CREATE INDEX payment_attempts_payment ON payment_attempts (payment_id);
+CREATE INDEX payment_attempts_started_at ON payment_attempts (started_at);
 
 -- Append-only: every status change recon makes (and others may record).
 CREATE TABLE payment_status_history (
@@ -44,6 +45,7 @@ CREATE TABLE payment_status_history (
     changed_at          TEXT NOT NULL
 );
 CREATE INDEX payment_status_history_payment ON payment_status_history (payment_id, id);
+CREATE INDEX payment_status_history_changed_at ON payment_status_history (changed_at);
 
 -- One row per run (also killed and failed ones: status stays RUNNING or becomes FAILED).
 CREATE TABLE recon_runs (

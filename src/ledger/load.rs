@@ -1,12 +1,16 @@
-//! Loads the payments a run needs: those anchored in the candidate time range, plus the
-//! unresolved and followed-up payments of the carry-over horizon.
+//! Loads the payments a run needs: every payment anchored (started, or created if never sent)
+//! in the candidate range, with recon's own latest transition, follow-up bookkeeping and every
+//! provider id recorded on the payment or its attempts.
+//!
+//! Bulk rows are read through [`super::sqlite_raw`]; each query is a range scan on an index.
 
+use super::sqlite_raw::{self, Row};
 use super::{Payment, Status};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
-use futures_util::TryStreamExt;
 use sqlx::SqlitePool;
+use std::collections::HashMap;
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -15,63 +19,39 @@ pub struct LoadRange {
     pub lo: Micros,
     /// End of the candidate range.
     pub hi: Micros,
-    /// Carry-over horizon start: unresolved payments anchored in `[carry_lo, hi)`.
-    pub carry_lo: Micros,
-    /// First day of the run (YYYY-MM-DD): followups closed on or after it are loaded.
+    /// Attempts started from here on are searched for provider ids (retries can be older
+    /// than the payment's current attempt).
+    pub attempts_lo: Micros,
+    /// First day of the run (YYYY-MM-DD): follow-ups still open or closed on or after it.
     pub from_day: String,
 }
 
-/// Provider ids recorded on a payment or on any of its attempts.
+/// The loaded ledger.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedLedger {
     /// Payments, sorted by payment_id.
     pub payments: Vec<Payment>,
-    /// (index into `payments`, provider id), from the payment row and all attempts.
+    /// (index into `payments`, provider id), from the payment row and all attempts; sorted.
     pub provider_ids: Vec<(u32, String)>,
 }
 
-type Row = (
-    String,
-    String,
-    i64,
-    String,
-    String,
-    String,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+const COLUMNS: &str = "payment_id, recipient_account, amount_minor, currency, status, created_at, \
+                       started_at, attempt_id, provider_payment_id";
 
-const PAYMENTS_SQL: &str = "
-SELECT p.payment_id, p.recipient_account, p.amount_minor, p.currency, p.status, p.created_at,
-       p.started_at, p.attempt_id, p.provider_payment_id,
-       h.actor, h.from_status, h.to_status,
-       f.opened_on, f.closed_on
-FROM payments p
-LEFT JOIN payment_status_history h
-       ON h.id = (SELECT max(id) FROM payment_status_history x WHERE x.payment_id = p.payment_id)
-LEFT JOIN recon_followups f ON f.payment_id = p.payment_id
-WHERE (coalesce(p.started_at, p.created_at) >= ?1 AND coalesce(p.started_at, p.created_at) < ?2)
-   OR (coalesce(p.started_at, p.created_at) >= ?3 AND coalesce(p.started_at, p.created_at) < ?2
-       AND (p.status IN ('UNKNOWN', 'SUBMITTING', 'REVIEW')
-            OR (f.payment_id IS NOT NULL AND (f.closed_on IS NULL OR f.closed_on >= ?4))))
-ORDER BY p.payment_id";
-
-const PROVIDER_IDS_SQL: &str = "
-SELECT a.payment_id, a.provider_payment_id
-FROM payment_attempts a
-JOIN payments p ON p.payment_id = a.payment_id
-WHERE a.provider_payment_id IS NOT NULL
-  AND coalesce(p.started_at, p.created_at) >= ?1 AND coalesce(p.started_at, p.created_at) < ?2";
-
-fn db_err(e: sqlx::Error) -> anyhow::Error {
-    fail(Failure::Database, format!("loading the ledger: {e}"))
+fn payments_sql() -> String {
+    format!(
+        "SELECT {COLUMNS} FROM payments WHERE started_at >= ?1 AND started_at < ?2
+         UNION ALL
+         SELECT {COLUMNS} FROM payments WHERE started_at IS NULL AND created_at >= ?1 AND created_at < ?2"
+    )
 }
+
+const HISTORY_SQL: &str = "SELECT id, payment_id, actor, from_status, to_status
+                           FROM payment_status_history WHERE changed_at >= ?1";
+const FOLLOWUPS_SQL: &str = "SELECT payment_id, opened_on, closed_on FROM recon_followups
+                             WHERE closed_on IS NULL OR closed_on >= ?1";
+const ATTEMPT_IDS_SQL: &str = "SELECT payment_id, provider_payment_id FROM payment_attempts
+                               WHERE provider_payment_id IS NOT NULL AND started_at >= ?1 AND started_at < ?2";
 
 fn bad_row(id: &str, what: String) -> anyhow::Error {
     fail(
@@ -80,74 +60,116 @@ fn bad_row(id: &str, what: String) -> anyhow::Error {
     )
 }
 
+fn required(row: &Row, i: i32, id: &str, col: &str) -> Result<String> {
+    row.text(i)
+        .ok_or_else(|| bad_row(id, format!("{col} is NULL")))
+}
+
+fn payment(row: &Row) -> Result<Payment> {
+    let id = row
+        .text(0)
+        .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
+    let status_text = required(row, 4, &id, "status")?;
+    let status = Status::parse(&status_text)
+        .ok_or_else(|| bad_row(&id, format!("unknown status {status_text:?}")))?;
+    let created_at = row
+        .with_text(5, timeparse::from_db)
+        .ok_or_else(|| bad_row(&id, "created_at is NULL".into()))?
+        .map_err(|e| bad_row(&id, e))?;
+    let started_at = row
+        .with_text(6, timeparse::from_db)
+        .transpose()
+        .map_err(|e| bad_row(&id, e))?;
+    Ok(Payment {
+        recipient: required(row, 1, &id, "recipient_account")?,
+        amount_minor: row.int(2),
+        currency: required(row, 3, &id, "currency")?,
+        current_status: status,
+        status,
+        attempt_id: row.text(7),
+        provider_payment_id: row.text(8),
+        started_at,
+        created_at,
+        followup: None,
+        payment_id: id,
+    })
+}
+
 /// Loads payments and provider ids for a run.
 pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> {
     let lo = timeparse::to_db(range.lo);
     let hi = timeparse::to_db(range.hi);
-    let carry_lo = timeparse::to_db(range.carry_lo.min(range.lo));
+    let attempts_lo = timeparse::to_db(range.attempts_lo.min(range.lo));
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?;
+
     let mut payments = Vec::new();
-    let mut rows = sqlx::query_as::<_, Row>(PAYMENTS_SQL)
-        .bind(&lo)
-        .bind(&hi)
-        .bind(&carry_lo)
-        .bind(&range.from_day)
-        .fetch(pool);
-    while let Some(r) = rows.try_next().await.map_err(db_err)? {
-        let (id, recipient, amount_minor, currency, status, created, started, attempt, ppid) =
-            (r.0, r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8);
-        let current_status = Status::parse(&status)
-            .ok_or_else(|| bad_row(&id, format!("unknown status {status:?}")))?;
-        // Classify on the status before recon's own latest transition, so that re-running a
-        // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
-        let status = match (r.9.as_deref(), r.10.as_deref(), r.11.as_deref()) {
-            (Some("recon"), Some(from), Some(to)) if to == current_status.as_str() => {
-                Status::parse(from).unwrap_or(current_status)
-            }
-            _ => current_status,
-        };
-        let created_at = timeparse::from_db(&created).map_err(|e| bad_row(&id, e))?;
-        let started_at = started
-            .as_deref()
-            .map(timeparse::from_db)
-            .transpose()
-            .map_err(|e| bad_row(&id, e))?;
-        payments.push(Payment {
-            payment_id: id,
-            recipient,
-            amount_minor,
-            currency,
-            current_status,
-            status,
-            attempt_id: attempt,
-            provider_payment_id: ppid,
-            started_at,
-            created_at,
-            followup: r.12.map(|o| (o, r.13)),
-        });
-    }
-    drop(rows);
-    let mut provider_ids: Vec<(u32, String)> = Vec::new();
-    let index = |id: &str| {
+    sqlite_raw::query(&mut conn, &payments_sql(), &[&lo, &hi], |row| {
+        payments.push(payment(row)?);
+        Ok(())
+    })
+    .await?;
+    payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
+    let index = |payments: &[Payment], id: &str| {
         payments
-            .binary_search_by(|p: &Payment| p.payment_id.as_str().cmp(id))
+            .binary_search_by(|p| p.payment_id.as_str().cmp(id))
             .ok()
-            .map(|i| i as u32)
     };
-    for (i, p) in payments.iter().enumerate() {
-        if let Some(ppid) = &p.provider_payment_id {
-            provider_ids.push((i as u32, ppid.clone()));
+
+    // recon's own latest transition: classify on the status before it, so that re-running a
+    // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
+    let mut latest: HashMap<String, (i64, String, String, String)> = HashMap::new();
+    sqlite_raw::query(&mut conn, HISTORY_SQL, &[&lo], |row| {
+        let (Some(pid), Some(actor), Some(from), Some(to)) =
+            (row.text(1), row.text(2), row.text(3), row.text(4))
+        else {
+            return Ok(());
+        };
+        let id = row.int(0);
+        match latest.get(&pid) {
+            Some((seen, ..)) if *seen > id => {}
+            _ => {
+                latest.insert(pid, (id, actor, from, to));
+            }
+        }
+        Ok(())
+    })
+    .await?;
+    for (pid, (_, actor, from, to)) in latest {
+        if let Some(i) = index(&payments, &pid) {
+            let p = &mut payments[i];
+            if actor == "recon" && to == p.current_status.as_str() {
+                p.status = Status::parse(&from).unwrap_or(p.current_status);
+            }
         }
     }
-    let mut rows = sqlx::query_as::<_, (String, String)>(PROVIDER_IDS_SQL)
-        .bind(&carry_lo)
-        .bind(&hi)
-        .fetch(pool);
-    while let Some((pid, ppid)) = rows.try_next().await.map_err(db_err)? {
-        if let Some(i) = index(&pid) {
-            provider_ids.push((i, ppid));
+
+    sqlite_raw::query(&mut conn, FOLLOWUPS_SQL, &[&range.from_day], |row| {
+        if let (Some(pid), Some(opened)) = (row.text(0), row.text(1))
+            && let Some(i) = index(&payments, &pid)
+        {
+            payments[i].followup = Some((opened, row.text(2)));
         }
-    }
-    drop(rows);
+        Ok(())
+    })
+    .await?;
+
+    let mut provider_ids: Vec<(u32, String)> = payments
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id)))
+        .collect();
+    sqlite_raw::query(&mut conn, ATTEMPT_IDS_SQL, &[&attempts_lo, &hi], |row| {
+        if let (Some(pid), Some(ppid)) = (row.text(0), row.text(1))
+            && let Some(i) = index(&payments, &pid)
+        {
+            provider_ids.push((i as u32, ppid));
+        }
+        Ok(())
+    })
+    .await?;
     provider_ids.sort_unstable();
     provider_ids.dedup();
     Ok(LoadedLedger {

@@ -4,6 +4,7 @@
 
 pub mod import;
 pub mod load;
+pub mod sqlite_raw;
 pub mod transitions;
 
 use crate::timeparse::Micros;

@@ -3,11 +3,17 @@
 /// Masks an account number, keeping only its last 4 characters: `DE89…3000` → `****3000`.
 /// Values of 4 characters or fewer are fully masked.
 pub fn account(value: &str) -> String {
-    let chars: Vec<char> = value.chars().filter(|c| !c.is_whitespace()).collect();
-    if chars.len() <= 4 {
+    let mut tail: Vec<char> = value
+        .chars()
+        .rev()
+        .filter(|c| !c.is_whitespace())
+        .take(5)
+        .collect();
+    if tail.len() <= 4 {
         return "****".to_string();
     }
-    let tail: String = chars[chars.len() - 4..].iter().collect();
+    tail.truncate(4);
+    let tail: String = tail.into_iter().rev().collect();
     format!("****{tail}")
 }
 

@@ -276,7 +276,15 @@ pub fn parse_minor(text: &str, fmt: NumberFormat, currency: &str) -> Result<i64,
 /// `12.30`, `1500` JPY → `1500`). Unknown currencies are formatted with 2 decimals.
 pub fn format_minor(amount_minor: i64, currency: &str) -> String {
     let exponent = self::currency(currency).map(|(_, e)| e).unwrap_or(2);
-    Decimal::from_i128_with_scale(i128::from(amount_minor), exponent).to_string()
+    let digits = amount_minor.unsigned_abs().to_string();
+    let sign = if amount_minor < 0 { "-" } else { "" };
+    let e = exponent as usize;
+    if e == 0 {
+        return format!("{sign}{digits}");
+    }
+    let padded = format!("{digits:0>width$}", width = e + 1);
+    let (int, frac) = padded.split_at(padded.len() - e);
+    format!("{sign}{int}.{frac}")
 }
 
 #[cfg(test)]
@@ -362,5 +370,11 @@ mod tests {
         assert_eq!(format_minor(-5, "EUR"), "-0.05");
         assert_eq!(format_minor(1500, "JPY"), "1500");
         assert_eq!(format_minor(1, "KWD"), "0.001");
+        assert_eq!(format_minor(0, "EUR"), "0.00");
+        assert_eq!(format_minor(i64::MIN, "EUR"), "-92233720368547758.08");
+        assert_eq!(format_minor(-1500, "JPY"), "-1500");
+        for v in [-100_001i64, -1, 0, 7, 123_456_789] {
+            assert_eq!(format_minor(v, "EUR"), Decimal::new(v, 2).to_string());
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! Text normalisation for matching keys, applied once per value before frames are built.
 
+use std::borrow::Cow;
+
 /// One normalisation step a rule can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -23,41 +25,51 @@ fn fold_char(c: char) -> char {
     }
 }
 
-/// Applies `steps` in order.
-pub fn apply(steps: &[Step], value: &str) -> String {
-    let mut s = value.to_string();
-    for step in steps {
-        s = match step {
-            Step::Trim => s.trim().to_string(),
-            Step::Upper => {
-                if s.is_ascii() {
-                    s.to_ascii_uppercase()
-                } else {
-                    s.to_uppercase()
-                }
+/// Whether `step` would leave `s` unchanged (cheap checks, so hot paths can borrow).
+fn is_fixed_point(step: Step, s: &str) -> bool {
+    match step {
+        Step::Trim => s.trim().len() == s.len(),
+        Step::Upper => s.is_ascii() && !s.bytes().any(|b| b.is_ascii_lowercase()),
+        Step::NoSpaces => !s.chars().any(char::is_whitespace),
+        Step::FoldWidth => s.is_ascii(),
+    }
+}
+
+fn apply_step(step: Step, s: &str) -> String {
+    match step {
+        Step::Trim => s.trim().to_string(),
+        Step::Upper => {
+            if s.is_ascii() {
+                s.to_ascii_uppercase()
+            } else {
+                s.to_uppercase()
             }
-            Step::NoSpaces => s.chars().filter(|c| !c.is_whitespace()).collect(),
-            Step::FoldWidth => {
-                if s.is_ascii() {
-                    s
-                } else {
-                    s.chars().map(fold_char).collect()
-                }
-            }
-        };
+        }
+        Step::NoSpaces => s.chars().filter(|c| !c.is_whitespace()).collect(),
+        Step::FoldWidth => s.chars().map(fold_char).collect(),
+    }
+}
+
+/// Applies `steps` in order; borrows when the value is already in normal form.
+pub fn apply<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
+    let mut s = Cow::Borrowed(value);
+    for &step in steps {
+        if !is_fixed_point(step, &s) {
+            s = Cow::Owned(apply_step(step, &s));
+        }
     }
     s
 }
 
 /// The canonical form every source applies to free text: width folded, trimmed.
 pub fn text(value: &str) -> String {
-    apply(&[Step::FoldWidth, Step::Trim], value)
+    apply(&[Step::FoldWidth, Step::Trim], value).into_owned()
 }
 
 /// The canonical form of an account identifier (IBAN or account number): width folded,
 /// no white space, upper case.
 pub fn account(value: &str) -> String {
-    apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value)
+    apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value).into_owned()
 }
 
 #[cfg(test)]

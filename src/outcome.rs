@@ -469,7 +469,7 @@ fn classify_payment(
                 Action::Ticket,
                 format!(
                     "ledger {} vs provider {} {}",
-                    crate::money::format_minor(p.amount_minor, &p.currency),
+                    crate::money::format_minor(p.amount_minor, p.currency),
                     crate::money::format_minor(l.amount_minor, l.currency),
                     l.currency
                 ),

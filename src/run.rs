@@ -375,7 +375,7 @@ fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> S
         serde_json::json!({
             "payment_id": p.payment_id,
             "status": p.status.as_str(),
-            "amount": money::format_minor(p.amount_minor, &p.currency),
+            "amount": money::format_minor(p.amount_minor, p.currency),
             "currency": p.currency,
             "recipient": mask::account(&p.recipient),
             "started_at": p.started_at.map(timeparse::format_utc),
@@ -419,60 +419,81 @@ async fn apply_effects(
     now: &str,
 ) -> Result<()> {
     let to_day = opts.to.to_string();
-    for row in plan.rows.iter_mut() {
-        let Some(pi) = row.payment else {
-            continue;
-        };
-        let p = &plan.payments[pi as usize];
-        if let Action::Transition(to) = row.action {
-            plan.summary.transitions.planned += 1;
-            let t = Transition {
-                payment_id: p.payment_id.clone(),
-                from: p.status,
-                to,
-                attempt_id: p.attempt_id.clone(),
-                provider_payment_id: row
-                    .lines
-                    .first()
-                    .and_then(|&l| plan.lines[l as usize].provider_txn_id.clone()),
-                reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
-            };
-            match transitions::apply(tx, &t, run_id, now).await? {
-                Applied::Applied => plan.summary.transitions.applied += 1,
-                Applied::AlreadyApplied => plan.summary.transitions.already_applied += 1,
-                Applied::Conflict => {
-                    plan.summary.transitions.conflicts += 1;
-                    tracing::warn!(run_id, payment_id = %p.payment_id, "Transition refused: the payment was moved by someone else.");
-                    row.action = Action::Conflict(to);
-                }
-            }
-        }
-        // Follow-ups: awaiting payments stay in later runs' scope; carried-over ones are
-        // remembered as closed by this range so its re-runs reproduce them.
-        let carried = p.anchor() < plan.t0 || p.followup.is_some();
-        if row.outcome == Outcome::AwaitingEvidence {
-            sqlx::query(
-                "INSERT INTO recon_followups (payment_id, opened_on, closed_on) VALUES (?1, ?2, NULL)
-                 ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL
-                 WHERE recon_followups.closed_on IS NOT NULL AND recon_followups.closed_on <= ?2",
-            )
-            .bind(&p.payment_id)
-            .bind(&to_day)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| fail(Failure::Database, format!("follow-ups: {e}")))?;
-        } else if carried {
-            sqlx::query(
-                "INSERT INTO recon_followups (payment_id, opened_on, closed_on) VALUES (?1, ?2, ?2)
-                 ON CONFLICT (payment_id) DO UPDATE SET closed_on = coalesce(recon_followups.closed_on, ?2)",
-            )
-            .bind(&p.payment_id)
-            .bind(&to_day)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| fail(Failure::Database, format!("follow-ups: {e}")))?;
+    // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
+    let mut wanted: Vec<(usize, Transition)> = Vec::new();
+    for (ri, row) in plan.rows.iter().enumerate() {
+        if let (Some(pi), Action::Transition(to)) = (row.payment, row.action) {
+            let p = &plan.payments[pi as usize];
+            wanted.push((
+                ri,
+                Transition {
+                    payment_id: p.payment_id.clone(),
+                    from: p.status,
+                    to,
+                    attempt_id: p.attempt_id.clone(),
+                    provider_payment_id: row
+                        .lines
+                        .first()
+                        .and_then(|&l| plan.lines[l as usize].provider_txn_id.clone()),
+                    reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+                },
+            ));
         }
     }
+    let list: Vec<Transition> = wanted.iter().map(|(_, t)| t.clone()).collect();
+    let results = transitions::apply_batch(tx, &list, run_id, now).await?;
+    let stats = &mut plan.summary.transitions;
+    stats.planned = list.len();
+    for ((ri, t), applied) in wanted.iter().zip(results) {
+        match applied {
+            Applied::Applied => stats.applied += 1,
+            Applied::AlreadyApplied => stats.already_applied += 1,
+            Applied::Conflict => {
+                stats.conflicts += 1;
+                tracing::warn!(run_id, payment_id = %t.payment_id, "Transition refused: the payment was moved by someone else.");
+                plan.rows[*ri].action = Action::Conflict(t.to);
+            }
+        }
+    }
+    // Follow-ups: awaiting payments stay in later runs' scope; carried-over ones are
+    // remembered as closed by this range so its re-runs reproduce them.
+    let mut open = Vec::new();
+    let mut closed = Vec::new();
+    for row in &plan.rows {
+        let Some(pi) = row.payment else { continue };
+        let p = &plan.payments[pi as usize];
+        if row.outcome == Outcome::AwaitingEvidence {
+            open.push(p.payment_id.as_str());
+        } else if p.anchor() < plan.t0 || p.followup.is_some() {
+            closed.push(p.payment_id.as_str());
+        }
+    }
+    let fu_err = |e: sqlx::Error| fail(Failure::Database, format!("follow-ups: {e}"));
+    for chunk in open.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
+        );
+        q.push_values(chunk, |mut b, id| {
+            b.push_bind(*id)
+                .push_bind(&to_day)
+                .push_bind(None::<String>);
+        });
+        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL WHERE recon_followups.closed_on IS NOT NULL AND recon_followups.closed_on <= ");
+        q.push_bind(&to_day);
+        q.build().execute(&mut *tx).await.map_err(fu_err)?;
+    }
+    for chunk in closed.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
+        );
+        q.push_values(chunk, |mut b, id| {
+            b.push_bind(*id).push_bind(&to_day).push_bind(&to_day);
+        });
+        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = coalesce(recon_followups.closed_on, excluded.closed_on)");
+        q.build().execute(&mut *tx).await.map_err(fu_err)?;
+    }
+    // Tickets, batched, keyed by a stable dedupe key.
+    let mut new_tickets = Vec::new();
     for row in &plan.rows {
         let Some(sev) = row.outcome.ticket_severity() else {
             continue;
@@ -488,7 +509,7 @@ async fn apply_effects(
             .collect();
         let line_ids = line_ids.join(";");
         let (amount, currency) = match p {
-            Some(p) => (Some(p.amount_minor), Some(p.currency.clone())),
+            Some(p) => (Some(p.amount_minor), Some(p.currency.to_string())),
             None => row
                 .lines
                 .first()
@@ -498,7 +519,7 @@ async fn apply_effects(
                 })
                 .unwrap_or((None, None)),
         };
-        let t = NewTicket {
+        new_tickets.push(NewTicket {
             dedupe_key: tickets::dedupe_key(
                 row.outcome.as_str(),
                 p.map(|p| p.payment_id.as_str()),
@@ -511,8 +532,10 @@ async fn apply_effects(
             amount_minor: amount,
             currency,
             evidence: evidence(row, &plan.payments, &plan.lines),
-        };
-        match tickets::upsert(tx, &t, run_id, now).await? {
+        });
+    }
+    for u in tickets::upsert_batch(tx, &new_tickets, run_id, now).await? {
+        match u {
             Upserted::Created => plan.summary.tickets.created += 1,
             Upserted::Existing => plan.summary.tickets.existing += 1,
         }

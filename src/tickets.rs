@@ -51,37 +51,8 @@ pub async fn upsert(
     run_id: &str,
     now: &str,
 ) -> Result<Upserted> {
-    let inserted = sqlx::query(
-        "INSERT INTO review_tickets
-           (dedupe_key, kind, severity, payment_id, line_ids, amount_minor, currency, evidence,
-            status, created_run_id, last_seen_run_id, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'OPEN', ?9, ?9, ?10)
-         ON CONFLICT (dedupe_key) DO NOTHING",
-    )
-    .bind(&t.dedupe_key)
-    .bind(&t.kind)
-    .bind(&t.severity)
-    .bind(&t.payment_id)
-    .bind(&t.line_ids)
-    .bind(t.amount_minor)
-    .bind(&t.currency)
-    .bind(&t.evidence)
-    .bind(run_id)
-    .bind(now)
-    .execute(&mut *conn)
-    .await
-    .map_err(db_err)?
-    .rows_affected();
-    if inserted == 1 {
-        return Ok(Upserted::Created);
-    }
-    sqlx::query("UPDATE review_tickets SET last_seen_run_id = ?1 WHERE dedupe_key = ?2")
-        .bind(run_id)
-        .bind(&t.dedupe_key)
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err)?;
-    Ok(Upserted::Existing)
+    let r = upsert_batch(conn, std::slice::from_ref(t), run_id, now).await?;
+    Ok(r.first().copied().unwrap_or(Upserted::Existing))
 }
 
 /// A ticket as listed.
@@ -185,4 +156,68 @@ pub fn render(tickets: &[Ticket]) -> String {
         );
     }
     s
+}
+
+/// [`upsert`] for many tickets with one multi-row insert and one update per batch. Returns
+/// one result per input, in order. Keys must be unique within `tickets`.
+pub async fn upsert_batch(
+    conn: &mut SqliteConnection,
+    tickets: &[NewTicket],
+    run_id: &str,
+    now: &str,
+) -> Result<Vec<Upserted>> {
+    use sqlx::{QueryBuilder, Sqlite};
+    use std::collections::HashSet;
+    let mut out = Vec::with_capacity(tickets.len());
+    for chunk in tickets.chunks(500) {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO review_tickets (dedupe_key, kind, severity, payment_id, line_ids, amount_minor, \
+             currency, evidence, status, created_run_id, last_seen_run_id, created_at) ",
+        );
+        q.push_values(chunk, |mut b, t| {
+            b.push_bind(&t.dedupe_key)
+                .push_bind(&t.kind)
+                .push_bind(&t.severity)
+                .push_bind(&t.payment_id)
+                .push_bind(&t.line_ids)
+                .push_bind(t.amount_minor)
+                .push_bind(&t.currency)
+                .push_bind(&t.evidence)
+                .push_bind("OPEN")
+                .push_bind(run_id)
+                .push_bind(run_id)
+                .push_bind(now);
+        });
+        q.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key");
+        let created: Vec<(String,)> = q
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
+        let created: HashSet<String> = created.into_iter().map(|(k,)| k).collect();
+        let existing: Vec<&NewTicket> = chunk
+            .iter()
+            .filter(|t| !created.contains(&t.dedupe_key))
+            .collect();
+        if !existing.is_empty() {
+            let mut u: QueryBuilder<Sqlite> =
+                QueryBuilder::new("UPDATE review_tickets SET last_seen_run_id = ");
+            u.push_bind(run_id);
+            u.push(" WHERE dedupe_key IN (");
+            let mut sep = u.separated(", ");
+            for t in &existing {
+                sep.push_bind(&t.dedupe_key);
+            }
+            u.push(")");
+            u.build().execute(&mut *conn).await.map_err(db_err)?;
+        }
+        out.extend(chunk.iter().map(|t| {
+            if created.contains(&t.dedupe_key) {
+                Upserted::Created
+            } else {
+                Upserted::Existing
+            }
+        }));
+    }
+    Ok(out)
 }

@@ -70,10 +70,28 @@ pub fn parse_ledger(value: &str) -> Result<Micros, String> {
     ))
 }
 
+/// Civil fields of an instant: (year, month, day, hour, minute, second, microsecond).
+fn fields(t: Micros) -> Option<(i32, u32, u32, u32, u32, u32, u32)> {
+    let d = DateTime::<Utc>::from_timestamp_micros(t)?;
+    let (date, time) = (d.date_naive(), d.time());
+    use chrono::Timelike;
+    Some((
+        date.year(),
+        date.month(),
+        date.day(),
+        time.hour(),
+        time.minute(),
+        time.second(),
+        time.nanosecond() / 1000,
+    ))
+}
+
 /// The database form: `YYYY-MM-DD HH:MM:SS.ffffff` in UTC, fixed width so it sorts as text.
 pub fn to_db(t: Micros) -> String {
-    DateTime::<Utc>::from_timestamp_micros(t)
-        .map(|d| d.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+    fields(t)
+        .map(|(y, mo, d, h, mi, s, us)| {
+            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")
+        })
         .unwrap_or_default()
 }
 
@@ -117,12 +135,12 @@ fn parse_fixed(b: &[u8]) -> Option<Micros> {
 
 /// Report form: `2026-11-28T10:15:00Z` (fraction only when non-zero).
 pub fn format_utc(t: Micros) -> String {
-    DateTime::<Utc>::from_timestamp_micros(t)
-        .map(|d| {
-            if t % 1_000_000 == 0 {
-                d.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    fields(t)
+        .map(|(y, mo, d, h, mi, s, us)| {
+            if us == 0 {
+                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
             } else {
-                d.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
             }
         })
         .unwrap_or_default()

@@ -83,7 +83,12 @@ fn payment(row: &Row) -> Result<Payment> {
     Ok(Payment {
         recipient: required(row, 1, &id, "recipient_account")?,
         amount_minor: row.int(2),
-        currency: required(row, 3, &id, "currency")?,
+        currency: {
+            let c = required(row, 3, &id, "currency")?;
+            crate::money::currency(&c)
+                .map_err(|e| bad_row(&id, e.to_string()))?
+                .0
+        },
         current_status: status,
         status,
         attempt_id: row.text(7),

@@ -69,7 +69,7 @@ pub struct Payment {
     /// Minor units.
     pub amount_minor: i64,
     /// ISO 4217 code.
-    pub currency: String,
+    pub currency: &'static str,
     /// Status in the ledger now.
     pub current_status: Status,
     /// Status recon classifies on: the status before recon's own transition when the latest

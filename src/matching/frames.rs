@@ -8,8 +8,9 @@ use crate::sources::StatementLine;
 use crate::timeparse::Micros;
 use anyhow::Result;
 use polars::prelude::*;
+use std::borrow::Cow;
 
-fn key_frame(idx_name: &str, idx: Vec<u32>, keys: Vec<String>) -> PolarsResult<LazyFrame> {
+fn key_frame(idx_name: &str, idx: Vec<u32>, keys: Vec<Cow<'_, str>>) -> PolarsResult<LazyFrame> {
     let n = idx.len();
     Ok(DataFrame::new(
         n,
@@ -32,14 +33,14 @@ pub(super) fn identifier_pairs(
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
     let mut frames = Vec::new();
-    let norm = |s: &str| normalize::apply(steps, s);
+    let norm = |s| normalize::apply(steps, s);
     let free_lines = || lines.iter().enumerate().filter(|(i, _)| line_free[*i]);
     if ids.reference {
-        let (li, lk): (Vec<u32>, Vec<String>) = free_lines()
+        let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
             .filter_map(|(i, l)| l.reference.as_deref().map(|r| (i as u32, norm(r))))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
-        let (pi, pk): (Vec<u32>, Vec<String>) = payments
+        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = payments
             .iter()
             .enumerate()
             .filter(|(i, _)| pay_free[*i])
@@ -53,11 +54,11 @@ pub(super) fn identifier_pairs(
         ));
     }
     if ids.provider_txn_id {
-        let (li, lk): (Vec<u32>, Vec<String>) = free_lines()
+        let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
             .filter_map(|(i, l)| l.provider_txn_id.as_deref().map(|r| (i as u32, norm(r))))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
-        let (pi, pk): (Vec<u32>, Vec<String>) = provider_ids
+        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = provider_ids
             .iter()
             .filter(|(i, _)| pay_free[*i as usize])
             .map(|(i, id)| (*i, norm(id)))
@@ -92,7 +93,7 @@ pub(super) fn fuzzy_pairs(
     (before, after): (Micros, Micros),
     tolerance: Option<i64>,
 ) -> Result<Vec<(u32, u32)>> {
-    let norm = |s: &str| normalize::apply(steps, s);
+    let norm = |s| normalize::apply(steps, s);
     let mut s_idx = Vec::new();
     let mut s_rcpt = Vec::new();
     let mut s_cur = Vec::new();
@@ -116,7 +117,7 @@ pub(super) fn fuzzy_pairs(
         if let (true, Some(start)) = (pay_free[i], p.started_at) {
             p_idx.push(i as u32);
             p_rcpt.push(norm(&p.recipient));
-            p_cur.push(p.currency.as_str());
+            p_cur.push(p.currency);
             p_amt.push(p.amount_minor);
             p_start.push(start);
         }

@@ -57,9 +57,9 @@ pub fn write<W: Write>(
             r.rule.clone(),
             r.action.label(),
             p.map(|p| p.status.as_str()).unwrap_or("").to_string(),
-            p.map(|p| money::format_minor(p.amount_minor, &p.currency))
+            p.map(|p| money::format_minor(p.amount_minor, p.currency))
                 .unwrap_or_default(),
-            p.map(|p| p.currency.clone()).unwrap_or_default(),
+            p.map(|p| p.currency.to_string()).unwrap_or_default(),
             join(
                 ls.iter()
                     .map(|l| money::format_minor(l.amount_minor, l.currency)),

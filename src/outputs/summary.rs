@@ -94,7 +94,7 @@ pub fn outcome_stats(
         let (amount, currency) = match r.payment {
             Some(p) => {
                 let p = &payments[p as usize];
-                (p.amount_minor, p.currency.clone())
+                (p.amount_minor, p.currency.to_string())
             }
             None => {
                 let l = &lines[r.lines[0] as usize];

@@ -7,6 +7,7 @@ use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Column positions resolved from the header.
 struct Positions {
@@ -115,6 +116,7 @@ pub fn parse_bytes(
     let mut duplicates = 0usize;
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut record = ::csv::StringRecord::new();
+    let names = (Arc::<str>::from(cfg.name.as_str()), Arc::<str>::from(file));
     loop {
         let line_no = line_base + reader.position().line();
         match reader.read_record(&mut record) {
@@ -141,7 +143,7 @@ pub fn parse_bytes(
         if record.iter().all(|f| f.trim().is_empty()) {
             continue;
         }
-        match parse_record(cfg, &pos, &record, file, line_no) {
+        match parse_record(cfg, &pos, &record, &names, line_no) {
             Ok(line) => {
                 if let Some(id) = &line.provider_txn_id {
                     if let Some(&i) = seen.get(id) {
@@ -198,7 +200,7 @@ fn parse_record(
     cfg: &SourceConfig,
     pos: &Positions,
     record: &::csv::StringRecord,
-    file: &str,
+    (source, file): &(Arc<str>, Arc<str>),
     line_no: u64,
 ) -> Result<StatementLine, String> {
     let c = &cfg.columns;
@@ -231,8 +233,8 @@ fn parse_record(
         }
     };
     Ok(StatementLine {
-        source: cfg.name.clone(),
-        file: file.to_string(),
+        source: source.clone(),
+        file: file.clone(),
         line_no,
         provider_txn_id: optional(record, pos.txn),
         reference: optional(record, pos.reference),

@@ -12,14 +12,15 @@ use anyhow::Result;
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 use std::path::Path;
+use std::sync::Arc;
 
 /// One canonical statement line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatementLine {
-    /// Source name from the config.
-    pub source: String,
-    /// File the line came from.
-    pub file: String,
+    /// Source name from the config (shared by all lines of a source).
+    pub source: Arc<str>,
+    /// File the line came from (shared by all lines of a file).
+    pub file: Arc<str>,
     /// 1-based physical line number in that file.
     pub line_no: u64,
     /// The provider's transaction id, if the format has one.

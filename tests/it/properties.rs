@@ -53,7 +53,7 @@ fn build(
             payment_id: format!("P{i:02}"),
             recipient: RECIPIENTS[r].into(),
             amount_minor: AMOUNTS[a],
-            currency: CURRENCIES[c].into(),
+            currency: CURRENCIES[c],
             current_status: st,
             status: st,
             attempt_id: (st != Status::Pending).then(|| format!("A{i}")),
@@ -227,14 +227,14 @@ proptest! {
                     prop_assert_eq!(r.lines.len(), 1);
                     let l = &lines[r.lines[0] as usize];
                     prop_assert_eq!(l.amount_minor, p.amount_minor);
-                    prop_assert_eq!(l.currency, p.currency.as_str());
+                    prop_assert_eq!(l.currency, p.currency);
                     if r.rule == "recipient_amount_window" {
                         // Lines an identifier cleanly gave to another payment are not candidates.
                         let clean_elsewhere = |j: usize| rows.iter().any(|q| {
                             q.payment.is_some_and(|qi| qi != pi) && q.rule == "identifier"
                                 && q.lines.contains(&(j as u32))
                                 && { let qp = &payments[q.payment.unwrap_or(0) as usize];
-                                     lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency.as_str() }
+                                     lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency }
                         });
                         let open_lines: Vec<StatementLine> = lines.iter().enumerate()
                             .filter(|(j, _)| !clean_elsewhere(*j)).map(|(_, l)| l.clone()).collect();
@@ -243,7 +243,7 @@ proptest! {
                         let clean_payment = |qi: usize| rows.iter().any(|q| q.payment == Some(qi as u32)
                             && q.rule == "identifier"
                             && q.lines.iter().all(|&j| lines[j as usize].amount_minor == payments[qi].amount_minor
-                                && lines[j as usize].currency == payments[qi].currency.as_str()));
+                                && lines[j as usize].currency == payments[qi].currency));
                         let others = payments.iter().enumerate().filter(|(qi, q)| *qi != pi as usize
                             && q.status != Status::Pending && !clean_payment(*qi)
                             && window_candidates(q, std::slice::from_ref(l)) == 1).count();

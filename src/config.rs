@@ -286,8 +286,8 @@ impl Config {
             path: path.to_path_buf(),
             timezone,
             database_url,
-            output_dir: base.join(raw.output_dir),
-            rules_dir: raw.rules_dir.map(|d| base.join(d)),
+            output_dir: join_clean(&base, raw.output_dir),
+            rules_dir: raw.rules_dir.map(|d| join_clean(&base, d)),
             stale_submitting_minutes: raw.stale_submitting_minutes,
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,
@@ -343,10 +343,10 @@ impl Config {
                     ),
                 ));
             }
-            SourcePath::Daily(base.join(&s.path).to_string_lossy().into_owned())
+            SourcePath::Daily(join_clean(base, &s.path).to_string_lossy().into_owned())
         } else {
             SourcePath::Fixed {
-                path: base.join(&s.path),
+                path: join_clean(base, &s.path),
                 complete,
             }
         };
@@ -439,6 +439,28 @@ impl Config {
     }
 }
 
+/// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show
+/// `var/demo/out` rather than `sample-data/../var/demo/out`.
+pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in base.join(rel).components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
 /// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
 fn resolve_sqlite_url(url: &str, base: &Path) -> Option<String> {
     let rest = url
@@ -447,7 +469,7 @@ fn resolve_sqlite_url(url: &str, base: &Path) -> Option<String> {
     if rest == ":memory:" || rest.starts_with('/') {
         return Some(format!("sqlite://{rest}"));
     }
-    Some(format!("sqlite://{}", base.join(rest).display()))
+    Some(format!("sqlite://{}", join_clean(base, rest).display()))
 }
 
 #[cfg(test)]
@@ -478,6 +500,16 @@ booked_at = "at"
         assert_eq!(c.output_dir, PathBuf::from("/etc/recon/out"));
         assert_eq!(c.sources[0].timezone, chrono_tz::Europe::Berlin);
         assert_eq!(c.stale_submitting_minutes, 30);
+    }
+
+    #[test]
+    fn parent_components_are_folded() {
+        assert_eq!(
+            join_clean(Path::new("sample-data"), "../var/out"),
+            PathBuf::from("var/out")
+        );
+        assert_eq!(join_clean(Path::new("a"), "./b/../c"), PathBuf::from("a/c"));
+        assert_eq!(join_clean(Path::new(""), "../x"), PathBuf::from("../x"));
     }
 
     #[test]

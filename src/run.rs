@@ -105,7 +105,14 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         .await
         .map_err(|e| fail(Failure::Database, format!("recording run {run_id}: {e}")))?;
     }
+    tracing::info!(run_id, from = %opts.from, to = %opts.to, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
     let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
+    match &result {
+        Ok(r) => {
+            tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
+        }
+        Err(e) => tracing::error!(run_id, error = %format!("{e:#}"), "Run failed."),
+    }
     if let Err(e) = &result
         && !opts.dry_run
     {

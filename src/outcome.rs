@@ -7,7 +7,16 @@ use crate::matching::{MatchResult, Pair};
 use crate::rules::RuleSet;
 use crate::sources::{StatementLine, covers};
 use crate::timeparse::Micros;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// Shared per-run values: rule names of rows no pass decided, the widest window.
+struct Names {
+    none: Arc<str>,
+    near_miss: Arc<str>,
+    window: (Micros, Micros),
+}
 
 /// The outcome vocabulary (contract: reports, tickets, tests and benchmarks use these names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -167,12 +176,12 @@ pub struct ResultRow {
     pub payment: Option<u32>,
     /// Lines involved (linked or candidate), sorted by uid.
     pub lines: Vec<u32>,
-    /// Rule (pass id) that decided, or a gate name.
-    pub rule: String,
+    /// Rule (pass id) that decided, a gate name (`near_miss`), or empty.
+    pub rule: Arc<str>,
     /// What recon does about it.
     pub action: Action,
     /// Human explanation.
-    pub detail: String,
+    pub detail: Cow<'static, str>,
 }
 
 /// The inputs of classification besides the match result.
@@ -270,13 +279,18 @@ pub fn classify(
 ) -> Vec<ResultRow> {
     let ix = Index::new(m, payments.len(), lines.len());
     let window = rules.widest_window();
+    let names = Names {
+        none: Arc::from(""),
+        near_miss: Arc::from("near_miss"),
+        window,
+    };
     let mut rows = Vec::new();
     let mut ambiguous_payments = vec![false; payments.len()];
     for (i, p) in payments.iter().enumerate() {
         if !ctx.in_scope[i] {
             continue;
         }
-        let row = classify_payment(i, p, lines, &ix, rules, ctx, window);
+        let row = classify_payment(i, p, lines, &ix, rules, ctx, &names);
         ambiguous_payments[i] = row.outcome == Outcome::Ambiguous;
         rows.push(row);
     }
@@ -291,7 +305,7 @@ pub fn classify(
                     outcome: Outcome::Refund,
                     payment: None,
                     lines: vec![li as u32],
-                    rule: String::new(),
+                    rule: names.none.clone(),
                     action: Action::None,
                     detail: "refund line (reported; refunds are not matched yet)".into(),
                 });
@@ -311,7 +325,7 @@ pub fn classify(
         if !(in_range || of_scope_review) {
             continue;
         }
-        let names: Vec<&str> = candidates
+        let ids: Vec<&str> = candidates
             .iter()
             .map(|&p| payments[p as usize].payment_id.as_str())
             .collect();
@@ -320,28 +334,29 @@ pub fn classify(
                 outcome: Outcome::Ambiguous,
                 payment: None,
                 lines: vec![li as u32],
-                rule: String::new(),
+                rule: names.none.clone(),
                 action: Action::Ticket,
-                detail: format!("candidate of several payments: {}", names.join(";")),
+                detail: format!("candidate of several payments: {}", ids.join(";")).into(),
             }
         } else if of_scope_review {
             ResultRow {
                 outcome: Outcome::Ambiguous,
                 payment: None,
                 lines: vec![li as u32],
-                rule: "near_miss".into(),
+                rule: names.near_miss.clone(),
                 action: Action::Ticket,
                 detail: format!(
                     "same recipient and currency as unresolved payment(s) {}, other amount",
-                    names.join(";")
-                ),
+                    ids.join(";")
+                )
+                .into(),
             }
         } else {
             ResultRow {
                 outcome: Outcome::OrphanAtProvider,
                 payment: None,
                 lines: vec![li as u32],
-                rule: String::new(),
+                rule: names.none.clone(),
                 action: Action::Ticket,
                 detail: "no ledger payment for this line".into(),
             }
@@ -363,26 +378,28 @@ fn classify_payment(
     ix: &Index,
     rules: &RuleSet,
     ctx: &Context<'_>,
-    window: (Micros, Micros),
+    names: &Names,
 ) -> ResultRow {
     let links = &ix.links_by_pay[i];
     let amb = &ix.amb_by_pay[i];
     let linked: Vec<u32> = sorted_lines(lines, links.iter().map(|l| l.line).collect());
-    let row = |outcome, lines: Vec<u32>, rule: &str, action, detail: String| ResultRow {
-        outcome,
-        payment: Some(i as u32),
-        lines,
-        rule: rule.to_string(),
-        action,
-        detail,
-    };
-    let pass_id = |pair: &Pair| rules.passes[pair.pass].id.as_str();
+    let row =
+        |outcome, lines: Vec<u32>, rule: &Arc<str>, action, detail: Cow<'static, str>| ResultRow {
+            outcome,
+            payment: Some(i as u32),
+            lines,
+            rule: rule.clone(),
+            action,
+            detail,
+        };
+    let pass_id = |pair: &Pair| &rules.passes[pair.pass].id;
+    let none = &names.none;
     if p.status == Status::Pending {
         if links.is_empty() && amb.is_empty() {
             return row(
                 Outcome::NotSubmitted,
                 vec![],
-                "",
+                none,
                 Action::None,
                 "not sent yet".into(),
             );
@@ -394,7 +411,7 @@ fn classify_payment(
         return row(
             Outcome::Ambiguous,
             all,
-            links.first().or(amb.first()).map(pass_id).unwrap_or(""),
+            links.first().or(amb.first()).map(pass_id).unwrap_or(none),
             Action::Ticket,
             "provider line(s) for a payment the ledger never submitted".into(),
         );
@@ -404,7 +421,7 @@ fn classify_payment(
         return row(
             Outcome::InFlight,
             linked,
-            links.first().map(pass_id).unwrap_or(""),
+            links.first().map(pass_id).unwrap_or(none),
             Action::None,
             "SUBMITTING, younger than the stale age".into(),
         );
@@ -437,7 +454,8 @@ fn classify_payment(
             format!(
                 "{} provider lines for one payment (refund candidate)",
                 links.len()
-            ),
+            )
+            .into(),
         );
     }
     if let Some(link) = links.first() {
@@ -458,7 +476,7 @@ fn classify_payment(
                 linked,
                 &pass.id,
                 Action::Ticket,
-                format!("ledger {} vs provider {}", p.currency, l.currency),
+                format!("ledger {} vs provider {}", p.currency, l.currency).into(),
             );
         }
         if l.amount_minor != p.amount_minor {
@@ -472,7 +490,8 @@ fn classify_payment(
                     crate::money::format_minor(p.amount_minor, p.currency),
                     crate::money::format_minor(l.amount_minor, l.currency),
                     l.currency
-                ),
+                )
+                .into(),
             );
         }
         if p.status == Status::Succeeded {
@@ -482,7 +501,7 @@ fn classify_payment(
                     linked,
                     &pass.id,
                     Action::None,
-                    String::new(),
+                    Cow::Borrowed(""),
                 )
             } else {
                 row(
@@ -501,7 +520,7 @@ fn classify_payment(
                 linked,
                 &pass.id,
                 Action::Transition(Status::Succeeded),
-                format!("{} with exactly one provider line", p.status.as_str()),
+                format!("{} with exactly one provider line", p.status.as_str()).into(),
             )
         } else {
             row(
@@ -519,31 +538,39 @@ fn classify_payment(
     }
     // No line at all.
     if p.status == Status::Failed {
-        return row(Outcome::FailedOk, vec![], "", Action::None, String::new());
+        return row(
+            Outcome::FailedOk,
+            vec![],
+            none,
+            Action::None,
+            Cow::Borrowed(""),
+        );
     }
     let near = &ix.near_by_pay[i];
     if unresolved && !near.is_empty() {
         return row(
             Outcome::Ambiguous,
             sorted_lines(lines, near.clone()),
-            "near_miss",
+            &names.near_miss,
             Action::Ticket,
             "a line with the same recipient and currency but another amount is in the window (fee netted?)".into(),
         );
     }
-    let closed = p.started_at.is_some_and(|s| ctx.window_closed(s, window));
+    let closed = p
+        .started_at
+        .is_some_and(|s| ctx.window_closed(s, names.window));
     match (p.status, closed) {
         (Status::Succeeded, true) => row(
             Outcome::MissingAtProvider,
             vec![],
-            "",
+            none,
             Action::Ticket,
             "no provider line although every source covers the window".into(),
         ),
         (Status::Unknown | Status::Submitting, true) => row(
             Outcome::ResolvedFailed,
             vec![],
-            "",
+            none,
             Action::Transition(Status::Failed),
             "no provider line; every source complete for the window and the settlement lag passed"
                 .into(),
@@ -551,7 +578,7 @@ fn classify_payment(
         _ => row(
             Outcome::AwaitingEvidence,
             vec![],
-            "",
+            none,
             Action::None,
             "no line yet; the window is not closed or not completely covered".into(),
         ),

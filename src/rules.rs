@@ -74,8 +74,8 @@ pub enum PassKind {
 /// One compiled pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pass {
-    /// Rule id.
-    pub id: String,
+    /// Rule id (shared into every result row it decides).
+    pub id: std::sync::Arc<str>,
     /// Kind and parameters.
     pub kind: PassKind,
     /// Key normalisation.
@@ -259,7 +259,7 @@ fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
         }
     };
     Ok(Pass {
-        id: p.id,
+        id: p.id.as_str().into(),
         kind,
         normalize: p.normalize,
         auto_succeeded: p.auto_apply_succeeded,

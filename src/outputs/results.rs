@@ -54,7 +54,7 @@ pub fn write<W: Write>(
             r.outcome.as_str().to_string(),
             csv_safe(p.map(|p| p.payment_id.as_str()).unwrap_or("")).into_owned(),
             csv_safe(&join(ls.iter().map(|l| l.uid()))).into_owned(),
-            r.rule.clone(),
+            r.rule.to_string(),
             r.action.label(),
             p.map(|p| p.status.as_str()).unwrap_or("").to_string(),
             p.map(|p| money::format_minor(p.amount_minor, p.currency))

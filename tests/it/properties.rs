@@ -228,10 +228,10 @@ proptest! {
                     let l = &lines[r.lines[0] as usize];
                     prop_assert_eq!(l.amount_minor, p.amount_minor);
                     prop_assert_eq!(l.currency, p.currency);
-                    if r.rule == "recipient_amount_window" {
+                    if &*r.rule == "recipient_amount_window" {
                         // Lines an identifier cleanly gave to another payment are not candidates.
                         let clean_elsewhere = |j: usize| rows.iter().any(|q| {
-                            q.payment.is_some_and(|qi| qi != pi) && q.rule == "identifier"
+                            q.payment.is_some_and(|qi| qi != pi) && &*q.rule == "identifier"
                                 && q.lines.contains(&(j as u32))
                                 && { let qp = &payments[q.payment.unwrap_or(0) as usize];
                                      lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency }
@@ -241,7 +241,7 @@ proptest! {
                         prop_assert_eq!(window_candidates(p, &open_lines), 1);
                         // ... and the line fits no other payment that an identifier left open.
                         let clean_payment = |qi: usize| rows.iter().any(|q| q.payment == Some(qi as u32)
-                            && q.rule == "identifier"
+                            && &*q.rule == "identifier"
                             && q.lines.iter().all(|&j| lines[j as usize].amount_minor == payments[qi].amount_minor
                                 && lines[j as usize].currency == payments[qi].currency));
                         let others = payments.iter().enumerate().filter(|(qi, q)| *qi != pi as usize

@@ -63,27 +63,9 @@ const NOT_SUBMITTED: &str = "NOT_SUBMITTED";
 const REFUND: &str = "REFUND";
 
 /// Header of `payments.csv`.
-pub const PAYMENTS_HEADER: [&str; 9] = [
-    "payment_id",
-    "recipient_account",
-    "amount",
-    "currency",
-    "status",
-    "created_at",
-    "started_at",
-    "attempt_id",
-    "provider_payment_id",
-];
+pub const PAYMENTS_HEADER: [&str; 9] = crate::ledger::import::PAYMENT_COLUMNS;
 /// Header of `attempts.csv`.
-pub const ATTEMPTS_HEADER: [&str; 7] = [
-    "attempt_id",
-    "payment_id",
-    "started_at",
-    "finished_at",
-    "outcome",
-    "provider_payment_id",
-    "error_detail",
-];
+pub const ATTEMPTS_HEADER: [&str; 7] = crate::ledger::import::ATTEMPT_COLUMNS;
 /// Header of `statement.csv`.
 pub const STATEMENT_HEADER: [&str; 7] = [
     "txn_id",

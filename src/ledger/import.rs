@@ -77,17 +77,7 @@ fn read_csv(path: &Path, columns: &[&str]) -> Result<Vec<(u64, Vec<String>)>> {
         .flexible(true)
         .from_path(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
-    let header: Vec<String> = rdr
-        .headers()
-        .map_err(|e| {
-            fail(
-                Failure::Input,
-                format!("{file}: cannot read the header: {e}"),
-            )
-        })?
-        .iter()
-        .map(|h| h.trim().trim_start_matches('\u{feff}').to_string())
-        .collect();
+    let header = crate::sources::csv::header_of(&mut rdr, &file.to_string())?;
     let idx: Vec<usize> = columns
         .iter()
         .map(|c| {

@@ -20,6 +20,24 @@ struct Positions {
     kind: Option<usize>,
 }
 
+/// The trimmed header names of a CSV reader (a leading byte-order mark removed).
+pub fn header_of<R: std::io::Read>(
+    reader: &mut ::csv::Reader<R>,
+    file: &str,
+) -> Result<Vec<String>> {
+    Ok(reader
+        .headers()
+        .map_err(|e| {
+            fail(
+                Failure::Input,
+                format!("{file}: cannot read the header: {e}"),
+            )
+        })?
+        .iter()
+        .map(|h| h.trim_start_matches('\u{feff}').trim().to_string())
+        .collect())
+}
+
 fn find(header: &[String], name: &str, key: &str, file: &str) -> Result<usize> {
     header
         .iter()
@@ -77,17 +95,7 @@ pub fn parse_bytes(
         .has_headers(true)
         .flexible(true)
         .from_reader(body);
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| {
-            fail(
-                Failure::Input,
-                format!("{file}: cannot read the header: {e}"),
-            )
-        })?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
+    let header = header_of(&mut reader, file)?;
     let c = &cfg.columns;
     let pos = Positions {
         txn: c

@@ -3,18 +3,26 @@
 /// Masks an account number, keeping only its last 4 characters: `DE89…3000` → `****3000`.
 /// Values of 4 characters or fewer are fully masked.
 pub fn account(value: &str) -> String {
-    let mut tail: Vec<char> = value
-        .chars()
-        .rev()
-        .filter(|c| !c.is_whitespace())
-        .take(5)
-        .collect();
-    if tail.len() <= 4 {
-        return "****".to_string();
+    let mut s = String::with_capacity(8);
+    write_account(&mut s, value);
+    s
+}
+
+/// Appends the masked form of `value` (see [`account`]) to `buf`.
+pub fn write_account(buf: &mut String, value: &str) {
+    let mut tail = ['\0'; 4];
+    let mut more = false;
+    for (n, c) in value.chars().rev().filter(|c| !c.is_whitespace()).enumerate() {
+        if n == 4 {
+            more = true;
+            break;
+        }
+        tail[3 - n] = c;
     }
-    tail.truncate(4);
-    let tail: String = tail.into_iter().rev().collect();
-    format!("****{tail}")
+    buf.push_str("****");
+    if more {
+        buf.extend(tail.iter());
+    }
 }
 
 /// Hides the password of a URL like `postgres://user:secret@host/db`.

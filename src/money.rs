@@ -5,7 +5,6 @@
 //! equality joins are exact and cheap. `f64` never touches money.
 
 use rust_decimal::Decimal;
-use std::str::FromStr;
 
 /// ISO 4217 alphabetic codes with their minor-unit exponent (active codes, 2024 list).
 /// Codes not listed here are rejected: a typo in a currency must not create a new currency.
@@ -196,11 +195,20 @@ pub enum MoneyError {
 
 /// Normalises a currency code (trim, upper case) and returns it with its exponent.
 pub fn currency(code: &str) -> Result<(&'static str, u32), MoneyError> {
-    let upper = code.trim().to_ascii_uppercase();
+    let t = code.trim().as_bytes();
+    let unknown = || MoneyError::UnknownCurrency(code.to_string());
+    if t.len() != 3 {
+        return Err(unknown());
+    }
+    let upper = [
+        t[0].to_ascii_uppercase(),
+        t[1].to_ascii_uppercase(),
+        t[2].to_ascii_uppercase(),
+    ];
     CURRENCIES
-        .binary_search_by(|(c, _)| (*c).cmp(upper.as_str()))
+        .binary_search_by(|(c, _)| c.as_bytes().cmp(&upper[..]))
         .map(|i| CURRENCIES[i])
-        .map_err(|_| MoneyError::UnknownCurrency(code.to_string()))
+        .map_err(|_| unknown())
 }
 
 /// How a decimal amount is written in a source.
@@ -223,31 +231,53 @@ impl NumberFormat {
 /// Parses a decimal amount written in `fmt` into a `Decimal`. Accepts a leading sign and
 /// surrounding spaces; rejects anything else (currency symbols, exponents, empty text).
 pub fn parse_decimal(text: &str, fmt: NumberFormat) -> Result<Decimal, MoneyError> {
+    let bad = || MoneyError::NotANumber(text.to_string());
     let t = text.trim();
-    let mut cleaned = String::with_capacity(t.len());
-    for ch in t.chars() {
-        if Some(ch) == fmt.thousands {
-            continue;
-        }
-        if ch == fmt.decimal {
-            cleaned.push('.');
-        } else if ch.is_ascii_digit() || ch == '-' || ch == '+' {
-            cleaned.push(ch);
+    let (negative, body) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let mut mantissa: i128 = 0;
+    let mut digits = 0u32;
+    let mut scale: Option<u32> = None;
+    let mut last_was_digit = false;
+    for ch in body.chars() {
+        if let Some(d) = ch.to_digit(10).filter(|_| ch.is_ascii_digit()) {
+            mantissa = mantissa
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(i128::from(d)))
+                .ok_or_else(|| MoneyError::OutOfRange(text.to_string()))?;
+            digits += 1;
+            if let Some(s) = scale.as_mut() {
+                *s += 1;
+            }
+            last_was_digit = true;
+        } else if ch == fmt.decimal && scale.is_none() && last_was_digit {
+            scale = Some(0);
+            last_was_digit = false;
+        } else if Some(ch) == fmt.thousands && scale.is_none() && last_was_digit {
+            last_was_digit = false;
         } else {
-            return Err(MoneyError::NotANumber(text.to_string()));
+            return Err(bad());
         }
     }
-    let body = cleaned.trim_start_matches(['+', '-']);
-    let signs = cleaned.len() - body.len();
-    if signs > 1
-        || body.is_empty()
-        || body.contains(['+', '-'])
-        || body.starts_with('.')
-        || body.ends_with('.')
+    if digits == 0
+        || !last_was_digit
+        || scale.unwrap_or(0) > 28
+        || mantissa > 0xFFFF_FFFF_FFFF_FFFF_FFFF_FFFF
     {
-        return Err(MoneyError::NotANumber(text.to_string()));
+        return Err(if digits > 0 && last_was_digit {
+            MoneyError::OutOfRange(text.to_string())
+        } else {
+            bad()
+        });
     }
-    Decimal::from_str(&cleaned).map_err(|_| MoneyError::NotANumber(text.to_string()))
+    let d = Decimal::from_i128_with_scale(
+        if negative { -mantissa } else { mantissa },
+        scale.unwrap_or(0),
+    );
+    Ok(d)
 }
 
 /// Converts an exact decimal to minor units of a currency with `exponent` decimals.
@@ -272,19 +302,64 @@ pub fn parse_minor(text: &str, fmt: NumberFormat, currency: &str) -> Result<i64,
     to_minor(parse_decimal(text, fmt)?, code, exponent)
 }
 
+/// Appends minor units as plain decimal text to `buf` (see [`format_minor`]).
+pub fn write_minor(buf: &mut String, amount_minor: i64, currency: &str) {
+    let exponent = self::currency(currency).map(|(_, e)| e).unwrap_or(2) as usize;
+    if amount_minor < 0 {
+        buf.push('-');
+    }
+    let abs = amount_minor.unsigned_abs();
+    let pow = 10u64.pow(exponent as u32);
+    let (int, frac) = (abs / pow, abs % pow);
+    let mut digits = itoa_u64(int);
+    buf.push_str(digits.as_str());
+    if exponent > 0 {
+        buf.push('.');
+        digits = itoa_u64(frac);
+        for _ in digits.len()..exponent {
+            buf.push('0');
+        }
+        buf.push_str(digits.as_str());
+    }
+}
+
+/// Decimal digits of `v` on the stack.
+struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.buf[self.start..]).unwrap_or("")
+    }
+    fn len(&self) -> usize {
+        20 - self.start
+    }
+}
+
+fn itoa_u64(mut v: u64) -> Digits {
+    let mut d = Digits {
+        buf: [0; 20],
+        start: 20,
+    };
+    loop {
+        d.start -= 1;
+        d.buf[d.start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    d
+}
+
 /// Formats minor units as a plain decimal string with the currency's exponent (`1230` EUR →
 /// `12.30`, `1500` JPY → `1500`). Unknown currencies are formatted with 2 decimals.
 pub fn format_minor(amount_minor: i64, currency: &str) -> String {
-    let exponent = self::currency(currency).map(|(_, e)| e).unwrap_or(2);
-    let digits = amount_minor.unsigned_abs().to_string();
-    let sign = if amount_minor < 0 { "-" } else { "" };
-    let e = exponent as usize;
-    if e == 0 {
-        return format!("{sign}{digits}");
-    }
-    let padded = format!("{digits:0>width$}", width = e + 1);
-    let (int, frac) = padded.split_at(padded.len() - e);
-    format!("{sign}{int}.{frac}")
+    let mut s = String::with_capacity(24);
+    write_minor(&mut s, amount_minor, currency);
+    s
 }
 
 #[cfg(test)]

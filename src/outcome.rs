@@ -223,39 +223,69 @@ impl Context<'_> {
     }
 }
 
+/// Items grouped by a dense key (compressed rows): one allocation for all groups instead of
+/// one `Vec` per payment, which matters at a million payments.
+struct Groups<T> {
+    offsets: Vec<u32>,
+    items: Vec<T>,
+}
+
+impl<T: Copy + Default> Groups<T> {
+    fn new(n: usize, entries: impl Iterator<Item = (usize, T)> + Clone) -> Groups<T> {
+        let mut offsets = vec![0u32; n + 1];
+        for (k, _) in entries.clone() {
+            offsets[k + 1] += 1;
+        }
+        for k in 0..n {
+            offsets[k + 1] += offsets[k];
+        }
+        let mut fill = offsets.clone();
+        let mut items = vec![T::default(); offsets[n] as usize];
+        for (k, v) in entries {
+            items[fill[k] as usize] = v;
+            fill[k] += 1;
+        }
+        Groups { offsets, items }
+    }
+
+    fn get(&self, k: usize) -> &[T] {
+        &self.items[self.offsets[k] as usize..self.offsets[k + 1] as usize]
+    }
+}
+
 /// Per-payment and per-line views of a match result.
 struct Index {
-    links_by_pay: Vec<Vec<Pair>>,
-    amb_by_pay: Vec<Vec<Pair>>,
-    near_by_pay: Vec<Vec<u32>>,
+    links_by_pay: Groups<Pair>,
+    amb_by_pay: Groups<Pair>,
+    near_by_pay: Groups<u32>,
     links_by_line: Vec<u32>,
-    amb_lines: Vec<Vec<u32>>,
-    near_lines: Vec<Vec<u32>>,
+    amb_lines: Groups<u32>,
+    near_lines: Groups<u32>,
 }
 
 impl Index {
     fn new(m: &MatchResult, n_pay: usize, n_lines: usize) -> Index {
-        let mut ix = Index {
-            links_by_pay: vec![Vec::new(); n_pay],
-            amb_by_pay: vec![Vec::new(); n_pay],
-            near_by_pay: vec![Vec::new(); n_pay],
-            links_by_line: vec![0; n_lines],
-            amb_lines: vec![Vec::new(); n_lines],
-            near_lines: vec![Vec::new(); n_lines],
-        };
+        let mut links_by_line = vec![0; n_lines];
         for p in &m.links {
-            ix.links_by_pay[p.payment as usize].push(*p);
-            ix.links_by_line[p.line as usize] += 1;
+            links_by_line[p.line as usize] += 1;
         }
-        for p in &m.ambiguous {
-            ix.amb_by_pay[p.payment as usize].push(*p);
-            ix.amb_lines[p.line as usize].push(p.payment);
+        Index {
+            links_by_pay: Groups::new(n_pay, m.links.iter().map(|p| (p.payment as usize, *p))),
+            amb_by_pay: Groups::new(n_pay, m.ambiguous.iter().map(|p| (p.payment as usize, *p))),
+            near_by_pay: Groups::new(
+                n_pay,
+                m.near_misses.iter().map(|p| (p.payment as usize, p.line)),
+            ),
+            links_by_line,
+            amb_lines: Groups::new(
+                n_lines,
+                m.ambiguous.iter().map(|p| (p.line as usize, p.payment)),
+            ),
+            near_lines: Groups::new(
+                n_lines,
+                m.near_misses.iter().map(|p| (p.line as usize, p.payment)),
+            ),
         }
-        for p in &m.near_misses {
-            ix.near_by_pay[p.payment as usize].push(p.line);
-            ix.near_lines[p.line as usize].push(p.payment);
-        }
-        ix
     }
 }
 
@@ -312,13 +342,17 @@ pub fn classify(
             }
             continue;
         }
-        if ix.links_by_line[li] == 1 && ix.amb_lines[li].is_empty() && ix.near_lines[li].is_empty()
+        if ix.links_by_line[li] == 1
+            && ix.amb_lines.get(li).is_empty()
+            && ix.near_lines.get(li).is_empty()
         {
             continue;
         }
-        let candidates: BTreeSet<u32> = ix.amb_lines[li]
+        let candidates: BTreeSet<u32> = ix
+            .amb_lines
+            .get(li)
             .iter()
-            .chain(ix.near_lines[li].iter())
+            .chain(ix.near_lines.get(li).iter())
             .copied()
             .collect();
         let of_scope_review = candidates.iter().any(|&p| ambiguous_payments[p as usize]);
@@ -329,7 +363,7 @@ pub fn classify(
             .iter()
             .map(|&p| payments[p as usize].payment_id.as_str())
             .collect();
-        let row = if !ix.amb_lines[li].is_empty() {
+        let row = if !ix.amb_lines.get(li).is_empty() {
             ResultRow {
                 outcome: Outcome::Ambiguous,
                 payment: None,
@@ -380,8 +414,8 @@ fn classify_payment(
     ctx: &Context<'_>,
     names: &Names,
 ) -> ResultRow {
-    let links = &ix.links_by_pay[i];
-    let amb = &ix.amb_by_pay[i];
+    let links = ix.links_by_pay.get(i);
+    let amb = ix.amb_by_pay.get(i);
     let linked: Vec<u32> = sorted_lines(lines, links.iter().map(|l| l.line).collect());
     let row =
         |outcome, lines: Vec<u32>, rule: &Arc<str>, action, detail: Cow<'static, str>| ResultRow {
@@ -546,11 +580,11 @@ fn classify_payment(
             Cow::Borrowed(""),
         );
     }
-    let near = &ix.near_by_pay[i];
+    let near = ix.near_by_pay.get(i);
     if unresolved && !near.is_empty() {
         return row(
             Outcome::Ambiguous,
-            sorted_lines(lines, near.clone()),
+            sorted_lines(lines, near.to_vec()),
             &names.near_miss,
             Action::Ticket,
             "a line with the same recipient and currency but another amount is in the window (fee netted?)".into(),

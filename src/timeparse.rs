@@ -33,9 +33,11 @@ pub fn local_to_utc(naive: NaiveDateTime, tz: Tz) -> Result<Micros, String> {
 pub fn parse(value: &str, format: &TimestampFormat, tz: Tz) -> Result<Micros, String> {
     let v = value.trim();
     match format {
-        TimestampFormat::Rfc3339 => DateTime::parse_from_rfc3339(v)
-            .map(|d| d.with_timezone(&Utc).timestamp_micros())
-            .map_err(|e| format!("timestamp {v:?} is not RFC 3339 ({e})")),
+        TimestampFormat::Rfc3339 => parse_rfc3339_fast(v.as_bytes()).map(Ok).unwrap_or_else(|| {
+            DateTime::parse_from_rfc3339(v)
+                .map(|d| d.with_timezone(&Utc).timestamp_micros())
+                .map_err(|e| format!("timestamp {v:?} is not RFC 3339 ({e})"))
+        }),
         TimestampFormat::Pattern(p) => {
             if p.contains("%z") || p.contains("%:z") || p.contains("%#z") {
                 return DateTime::parse_from_str(v, p)
@@ -106,6 +108,70 @@ pub fn from_db(s: &str) -> Result<Micros, String> {
         .map_err(|e| format!("stored timestamp {s:?} is malformed ({e})"))
 }
 
+/// Microseconds of a validated civil date and time (UTC).
+fn civil_micros(y: i64, mo: i64, d: i64, h: i64, mi: i64, sec: i64, us: i64) -> Option<Micros> {
+    let date = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo as u32, d as u32)?;
+    if h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    let days = i64::from(date.num_days_from_ce()) - 719_163; // days since 1970-01-01
+    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + us)
+}
+
+fn digits(b: &[u8]) -> Option<i64> {
+    b.iter().try_fold(0i64, |acc, &c| {
+        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+    })
+}
+
+/// The common RFC 3339 shape `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` without chrono's
+/// general parser; anything else (or anything invalid) returns None and takes the slow path.
+fn parse_rfc3339_fast(b: &[u8]) -> Option<Micros> {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut us = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        let mut end = start;
+        while end < b.len() && b[end].is_ascii_digit() {
+            end += 1;
+        }
+        let frac = &b[start..end];
+        if frac.is_empty() || frac.len() > 9 {
+            return None;
+        }
+        let micros = &frac[..frac.len().min(6)];
+        us = digits(micros)? * 10i64.pow(6 - micros.len() as u32);
+        i = end;
+    }
+    let offset_minutes = match b.get(i..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let m = digits(&[*h1, *h2])? * 60 + digits(&[*m1, *m2])?;
+            if *sign == b'-' { -m } else { m }
+        }
+        _ => return None,
+    };
+    let local = civil_micros(
+        digits(&b[0..4])?,
+        digits(&b[5..7])?,
+        digits(&b[8..10])?,
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+        us,
+    )?;
+    Some(local - offset_minutes * MINUTE)
+}
+
 /// `YYYY-MM-DD HH:MM:SS.ffffff` exactly (26 bytes), validated field by field.
 fn parse_fixed(b: &[u8]) -> Option<Micros> {
     if b.len() != 26
@@ -118,32 +184,55 @@ fn parse_fixed(b: &[u8]) -> Option<Micros> {
     {
         return None;
     }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        b[r].iter().try_fold(0i64, |acc, &c| {
-            c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
-        })
+    civil_micros(
+        digits(&b[0..4])?,
+        digits(&b[5..7])?,
+        digits(&b[8..10])?,
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+        digits(&b[20..26])?,
+    )
+}
+
+/// Appends the report form of `t` (see [`format_utc`]) to `buf`.
+pub fn write_utc(buf: &mut String, t: Micros) {
+    let Some((y, mo, d, h, mi, s, us)) = fields(t) else {
+        return;
     };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec, frac) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?);
-    let date = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo as u32, d as u32)?;
-    if h > 23 || mi > 59 || sec > 59 {
-        return None;
+    let two = |buf: &mut String, v: u32| {
+        buf.push((b'0' + (v / 10) as u8) as char);
+        buf.push((b'0' + (v % 10) as u8) as char);
+    };
+    if (0..=9999).contains(&y) {
+        two(buf, y as u32 / 100);
+        two(buf, y as u32 % 100);
+    } else {
+        use std::fmt::Write as _;
+        let _ = write!(buf, "{y:04}");
     }
-    let days = i64::from(date.num_days_from_ce()) - 719_163; // days since 1970-01-01
-    Some(((days * 24 + h) * 60 + mi) * 60_000_000 + sec * 1_000_000 + frac)
+    buf.push('-');
+    two(buf, mo);
+    buf.push('-');
+    two(buf, d);
+    buf.push('T');
+    two(buf, h);
+    buf.push(':');
+    two(buf, mi);
+    buf.push(':');
+    two(buf, s);
+    if us != 0 {
+        use std::fmt::Write as _;
+        let _ = write!(buf, ".{us:06}");
+    }
+    buf.push('Z');
 }
 
 /// Report form: `2026-11-28T10:15:00Z` (fraction only when non-zero).
 pub fn format_utc(t: Micros) -> String {
-    fields(t)
-        .map(|(y, mo, d, h, mi, s, us)| {
-            if us == 0 {
-                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-            } else {
-                format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
-            }
-        })
-        .unwrap_or_default()
+    let mut s = String::with_capacity(27);
+    write_utc(&mut s, t);
+    s
 }
 
 /// The first instant of `date` in `tz` (midnight, or the first valid time after a gap).
@@ -195,12 +284,47 @@ mod tests {
     }
 
     #[test]
+    fn the_rfc3339_fast_path_agrees_with_chrono() {
+        for text in [
+            "2026-11-29T00:30:00+01:00",
+            "2026-11-29T00:30:00Z",
+            "2026-11-29t00:30:00z",
+            "2026-11-29T00:30:00.5-05:30",
+            "2026-11-29T00:30:00.123456789+00:00",
+            "1969-12-31T23:59:59Z",
+            "2024-02-29T12:00:00+14:00",
+        ] {
+            let slow = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc)
+                .timestamp_micros();
+            assert_eq!(parse_rfc3339_fast(text.as_bytes()), Some(slow), "{text}");
+        }
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-11-29T24:00:00Z",
+            "2026-11-29T00:30:00",
+            "2026-11-29T00:30:00+0100",
+            "2026-11-29T00:30:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339_fast(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn daylight_saving_fold_is_an_error_not_a_guess() {
         let p = TimestampFormat::Pattern("%Y-%m-%d %H:%M".into());
         let err = parse("2026-10-25 02:30", &p, chrono_tz::Europe::Berlin).unwrap_err();
         assert!(err.contains("ambiguous"), "{err}");
         let err = parse("2026-03-29 02:30", &p, chrono_tz::Europe::Berlin).unwrap_err();
         assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn report_form() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(1_500_000), "1970-01-01T00:00:01.500000Z");
+        assert_eq!(format_utc(-1), "1969-12-31T23:59:59.999999Z");
     }
 
     #[test]

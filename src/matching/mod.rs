@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use polars::prelude::DataFrame;
 
 /// A line linked to a payment by a pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pair {
     /// Index into the statement lines.
     pub line: u32,

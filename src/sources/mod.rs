@@ -41,10 +41,10 @@ pub struct StatementLine {
 
 impl StatementLine {
     /// Stable identity for results and ticket keys: the provider id, or `source#Lnn`.
-    pub fn uid(&self) -> String {
+    pub fn uid(&self) -> std::borrow::Cow<'_, str> {
         match &self.provider_txn_id {
-            Some(id) => id.clone(),
-            None => format!("{}#L{}", self.source, self.line_no),
+            Some(id) => id.as_str().into(),
+            None => format!("{}#L{}", self.source, self.line_no).into(),
         }
     }
 }

@@ -131,7 +131,11 @@ fn canonical(
 ) -> BTreeSet<String> {
     rows.iter()
         .map(|r| {
-            let mut ids: Vec<String> = r.lines.iter().map(|&l| lines[l as usize].uid()).collect();
+            let mut ids: Vec<String> = r
+                .lines
+                .iter()
+                .map(|&l| lines[l as usize].uid().into_owned())
+                .collect();
             ids.sort();
             format!(
                 "{}|{}|{}|{}",

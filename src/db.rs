@@ -37,7 +37,10 @@ impl Db {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30));
+            .busy_timeout(Duration::from_secs(30))
+            // 64 MiB page cache: a run reads and updates a large part of a big ledger.
+            .pragma("cache_size", "-65536")
+            .pragma("temp_store", "memory");
         let file = {
             let p = opts.get_filename();
             (p.as_os_str() != ":memory:").then(|| p.to_path_buf())

@@ -12,7 +12,12 @@ pub fn account(value: &str) -> String {
 pub fn write_account(buf: &mut String, value: &str) {
     let mut tail = ['\0'; 4];
     let mut more = false;
-    for (n, c) in value.chars().rev().filter(|c| !c.is_whitespace()).enumerate() {
+    for (n, c) in value
+        .chars()
+        .rev()
+        .filter(|c| !c.is_whitespace())
+        .enumerate()
+    {
         if n == 4 {
             more = true;
             break;

@@ -195,6 +195,14 @@ pub enum MoneyError {
 
 /// Normalises a currency code (trim, upper case) and returns it with its exponent.
 pub fn currency(code: &str) -> Result<(&'static str, u32), MoneyError> {
+    // The few codes that make up most traffic skip the search.
+    match code {
+        "EUR" => return Ok(("EUR", 2)),
+        "USD" => return Ok(("USD", 2)),
+        "GBP" => return Ok(("GBP", 2)),
+        "JPY" => return Ok(("JPY", 0)),
+        _ => {}
+    }
     let t = code.trim().as_bytes();
     let unknown = || MoneyError::UnknownCurrency(code.to_string());
     if t.len() != 3 {

@@ -87,8 +87,13 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         )
     });
+    let opening = Instant::now();
     let db = Db::open(&cfg.database_url).await?;
     let _lock = db.lock()?;
+    tracing::debug!(
+        elapsed_ms = opening.elapsed().as_millis() as u64,
+        "Database open and migrated."
+    );
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     if !opts.dry_run {
         sqlx::query(
@@ -126,7 +131,12 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             .execute(&db.pool)
             .await;
     }
+    let closing = Instant::now();
     db.pool.close().await;
+    tracing::debug!(
+        elapsed_ms = closing.elapsed().as_millis() as u64,
+        "Database closed."
+    );
     result
 }
 
@@ -215,6 +225,11 @@ async fn plan_and_apply(
             .await
             .map_err(|e| fail(Failure::Database, format!("dry run rollback: {e}")))?;
     }
+    tracing::debug!(
+        run_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Outputs written and committed."
+    );
     if out_dir.exists() {
         std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }

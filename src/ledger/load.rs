@@ -9,8 +9,8 @@ use super::{Payment, Status};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
+use foldhash::{HashMap, HashMapExt};
 use sqlx::SqlitePool;
-use std::collections::HashMap;
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -161,50 +161,48 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
     })
     .await?;
     payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
-    let index = |payments: &[Payment], id: &str| {
-        payments
-            .binary_search_by(|p| p.payment_id.as_str().cmp(id))
-            .ok()
+    // payment_id → position, for attaching history, follow-ups and attempts' provider ids.
+    // The map borrows the ids; changes are collected and applied after it is dropped.
+    let positions: HashMap<&str, u32> = {
+        let mut m = HashMap::with_capacity(payments.len());
+        for (i, p) in payments.iter().enumerate() {
+            m.insert(p.payment_id.as_str(), i as u32);
+        }
+        m
     };
 
     // recon's own latest transition: classify on the status before it, so that re-running a
     // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
-    let mut latest: HashMap<String, (i64, String, String, String)> = HashMap::new();
+    let mut latest: HashMap<u32, (i64, String, String, String)> = HashMap::new();
     sqlite_raw::query(&mut conn, HISTORY_SQL, &[&lo], |row| {
         let (Some(pid), Some(actor), Some(from), Some(to)) =
             (row.text(1), row.text(2), row.text(3), row.text(4))
         else {
             return Ok(());
         };
+        let Some(&i) = positions.get(pid.as_str()) else {
+            return Ok(());
+        };
         let id = row.int(0);
-        match latest.get(&pid) {
+        match latest.get(&i) {
             Some((seen, ..)) if *seen > id => {}
             _ => {
-                latest.insert(pid, (id, actor, from, to));
+                latest.insert(i, (id, actor, from, to));
             }
         }
         Ok(())
     })
     .await?;
-    for (pid, (_, actor, from, to)) in latest {
-        if let Some(i) = index(&payments, &pid) {
-            let p = &mut payments[i];
-            if actor == "recon" && to == p.current_status.as_str() {
-                p.status = Status::parse(&from).unwrap_or(p.current_status);
-            }
-        }
-    }
-
+    let mut followups: Vec<(u32, (String, Option<String>))> = Vec::new();
     sqlite_raw::query(&mut conn, FOLLOWUPS_SQL, &[&range.from_day], |row| {
         if let (Some(pid), Some(opened)) = (row.text(0), row.text(1))
-            && let Some(i) = index(&payments, &pid)
+            && let Some(&i) = positions.get(pid.as_str())
         {
-            payments[i].followup = Some((opened, row.text(2)));
+            followups.push((i, (opened, row.text(2))));
         }
         Ok(())
     })
     .await?;
-
     let mut provider_ids: Vec<(u32, String)> = payments
         .iter()
         .enumerate()
@@ -223,15 +221,26 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         &attempt_ids_sql(scan),
         &[&attempts_lo, &hi],
         |row| {
-            if let (Some(pid), Some(ppid)) = (row.text(0), row.text(1))
-                && let Some(i) = index(&payments, &pid)
+            if let (Some(pid), Some(ppid)) =
+                (row.with_text(0, |s| positions.get(s).copied()), row.text(1))
+                && let Some(i) = pid
             {
-                provider_ids.push((i as u32, ppid));
+                provider_ids.push((i, ppid));
             }
             Ok(())
         },
     )
     .await?;
+    drop(positions);
+    for (i, (_, actor, from, to)) in latest {
+        let p = &mut payments[i as usize];
+        if actor == "recon" && to == p.current_status.as_str() {
+            p.status = Status::parse(&from).unwrap_or(p.current_status);
+        }
+    }
+    for (i, f) in followups {
+        payments[i as usize].followup = Some(f);
+    }
     provider_ids.sort_unstable();
     provider_ids.dedup();
     Ok(LoadedLedger {

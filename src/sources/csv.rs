@@ -5,7 +5,8 @@ use crate::config::{LineKind, SourceConfig};
 use crate::exit::{Failure, fail};
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
-use std::collections::HashMap;
+use foldhash::HashMap;
+use foldhash::HashMapExt;
 use std::path::Path;
 use std::sync::Arc;
 

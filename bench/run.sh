@@ -13,7 +13,7 @@ dir="${BENCH_DIR:-/var/tmp/recon-bench}/n$n-s$seed"
 cargo build --release --quiet
 bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/recon"
 timer=()
-if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "wall %e s, peak RSS %M KiB"); fi
+if [ -x /usr/bin/time ]; then timer=(/usr/bin/time -f "wall %e s, user %U s, sys %S s, peak RSS %M KiB"); fi
 
 if [ ! -f "$dir/recon.db" ]; then
     rm -rf "$dir"
@@ -22,7 +22,9 @@ if [ ! -f "$dir/recon.db" ]; then
     echo "== import"
     "${timer[@]}" "$bin" ledger import --config "$dir/recon.toml" --payments "$dir/payments.csv" --attempts "$dir/attempts.csv"
 fi
-# Each benchmark run starts from the freshly imported ledger (recon changes statuses).
+# Each benchmark run starts from the freshly imported ledger (recon changes statuses). Remove
+# the old copy's WAL too, or SQLite would replay the previous run onto the fresh copy.
+rm -f "$dir/run.db" "$dir/run.db-wal" "$dir/run.db-shm"
 cp "$dir/recon.db" "$dir/run.db"
 rm -rf "$dir/out/bench"
 echo "== run"

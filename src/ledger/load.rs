@@ -50,11 +50,17 @@ fn column(name: &str, scan: bool) -> String {
 }
 
 fn payments_sql(scan: bool) -> String {
-    let (s, c) = (column("started_at", scan), column("created_at", scan));
+    if scan {
+        // One pass over the table.
+        return format!(
+            "SELECT {COLUMNS} FROM payments
+             WHERE coalesce(+started_at, +created_at) >= ?1 AND coalesce(+started_at, +created_at) < ?2"
+        );
+    }
     format!(
-        "SELECT {COLUMNS} FROM payments WHERE {s} >= ?1 AND {s} < ?2
+        "SELECT {COLUMNS} FROM payments WHERE started_at >= ?1 AND started_at < ?2
          UNION ALL
-         SELECT {COLUMNS} FROM payments WHERE started_at IS NULL AND {c} >= ?1 AND {c} < ?2"
+         SELECT {COLUMNS} FROM payments WHERE started_at IS NULL AND created_at >= ?1 AND created_at < ?2"
     )
 }
 

@@ -478,3 +478,63 @@ async fn a_missing_statement_file_fails_the_run_with_the_input_code() {
     assert_eq!(status, "FAILED");
     assert!(!env.path("out/x").exists(), "no half-written output");
 }
+
+#[tokio::test]
+async fn a_day_of_a_long_ledger_loads_only_what_it_needs() {
+    // 60 days of payments and one statement file per day: a one-day run reads a few days'
+    // files and takes the index path in the ledger load; the two-month run scans the table.
+    // Both must see the same payments for that day.
+    let env = TestEnv::with(Settings {
+        complete: None,
+        extra: "carry_over_days = 1".into(),
+        ..Settings::default()
+    });
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    std::fs::write(
+        &env.config_path,
+        config.replace("path = \"statement.csv\"", "path = \"st-{date}.csv\""),
+    )
+    .expect("config");
+    let mut payments = String::new();
+    let mut attempts = String::new();
+    for d in 0..60 {
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 9, 1).expect("date") + chrono::Days::new(d);
+        let t = format!("{day}T12:00:00Z");
+        payments.push_str(&format!(
+            "P-{d:02},{IBAN},{d}.00,EUR,SUCCEEDED,{t},{t},A-{d:02},\n"
+        ));
+        attempts.push_str(&format!(
+            "A-{d:02},P-{d:02},{t},{t},SUCCEEDED,PSP-{d:02},\n"
+        ));
+        env.write(
+            &format!("st-{day}.csv"),
+            &format!(
+                "{}\nPSP-{d:02},,{IBAN},{d}.00,EUR,{day}T12:05:00Z,PAYMENT\n",
+                crate::support::STATEMENT_HEADER
+            ),
+        );
+    }
+    env.import(&payments, &attempts).await;
+    let one = env
+        .run("2026-10-15", "2026-11-30T00:00:00Z", false, "one")
+        .await;
+    assert_eq!(outcomes(&one), vec![row("MATCHED", "P-44", "PSP-44")]);
+    assert!(
+        one.summary.payments_loaded < 20,
+        "loaded {}",
+        one.summary.payments_loaded
+    );
+    let all = env
+        .try_run(
+            "2026-09-01",
+            "2026-10-30",
+            "2026-11-30T00:00:00Z",
+            true,
+            "all",
+        )
+        .await
+        .expect("range run");
+    let rows = outcomes(&all);
+    assert_eq!(rows.len(), 60);
+    assert!(rows.iter().all(|r| r.0 == "MATCHED"), "{rows:?}");
+}

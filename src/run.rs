@@ -31,6 +31,7 @@ use anyhow::{Context as _, Result};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// What to reconcile.
@@ -59,11 +60,16 @@ pub struct RunReport {
     pub summary: Summary,
 }
 
-/// Everything classification produced, before any effect.
-struct Plan {
+/// The rows of a run: read by the writer thread and the database step at the same time.
+struct RunData {
     payments: Vec<Payment>,
     lines: Vec<StatementLine>,
     rows: Vec<ResultRow>,
+}
+
+/// Everything classification produced, before any effect.
+struct Plan {
+    data: RunData,
     summary: Summary,
     rejected: Vec<sources::Rejected>,
     /// Start of the first day of the range (UTC micros).
@@ -148,7 +154,12 @@ async fn plan_and_apply(
     run_id: &str,
     as_of: Micros,
 ) -> Result<RunReport> {
-    let mut plan = plan(cfg, opts, rules, db, run_id, as_of).await?;
+    let Plan {
+        data,
+        mut summary,
+        rejected,
+        t0,
+    } = plan(cfg, opts, rules, db, run_id, as_of).await?;
     let out_dir = cfg.output_dir.join(run_id);
     let tmp_dir = cfg.output_dir.join(format!("{run_id}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
@@ -156,6 +167,22 @@ async fn plan_and_apply(
             Failure::Output,
             format!("{}: {what}: {e}", tmp_dir.display()),
         )
+    };
+    if tmp_dir.exists() {
+        std::fs::remove_dir_all(&tmp_dir).map_err(|e| out_err("cannot clear", &e))?;
+    }
+    std::fs::create_dir_all(&tmp_dir).map_err(|e| out_err("cannot create", &e))?;
+    // The output files are written on a blocking thread while the database work runs; both
+    // must succeed before the commit and the rename.
+    let data = Arc::new(data);
+    let writer = {
+        let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
+        tokio::task::spawn_blocking(move || -> Result<u64> {
+            let started = Instant::now();
+            write_results(&tmp, &data)?;
+            results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+            Ok(started.elapsed().as_millis() as u64)
+        })
     };
     let started = Instant::now();
     let mut tx = db.pool.begin().await.map_err(|e| {
@@ -165,44 +192,39 @@ async fn plan_and_apply(
         )
     })?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
-    if !opts.dry_run {
-        apply_effects(&mut tx, &mut plan, run_id, opts, &now).await?;
+    let conflicts = if !opts.dry_run {
+        apply_effects(&mut tx, &data, &mut summary, t0, run_id, opts, &now).await?
     } else {
-        plan.summary.transitions.planned = plan
+        summary.transitions.planned = data
             .rows
             .iter()
             .filter(|r| matches!(r.action, Action::Transition(_)))
             .count();
-    }
-    plan.summary
+        Vec::new()
+    };
+    summary
         .timings_ms
         .insert("apply".into(), started.elapsed().as_millis() as u64);
-    // Outputs into the temporary folder.
-    let started = Instant::now();
-    if tmp_dir.exists() {
-        std::fs::remove_dir_all(&tmp_dir).map_err(|e| out_err("cannot clear", &e))?;
+    let write_ms = writer
+        .await
+        .context("results writer task")?
+        .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
+    let mut data = Arc::try_unwrap(data)
+        .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
+    if !conflicts.is_empty() {
+        // Rare: someone moved payments between load and write. Say so in the results.
+        for (ri, to) in conflicts {
+            data.rows[ri].action = Action::Conflict(to);
+        }
+        write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
     }
-    std::fs::create_dir_all(&tmp_dir).map_err(|e| out_err("cannot create", &e))?;
-    let f = std::fs::File::create(tmp_dir.join("results.csv"))
-        .map_err(|e| out_err("results.csv", &e))?;
-    results::write(
-        std::io::BufWriter::new(f),
-        &plan.rows,
-        &plan.payments,
-        &plan.lines,
-    )
-    .map_err(|e| out_err("results.csv", &e))?;
-    results::write_rejected(&tmp_dir.join("rejected.csv"), &plan.rejected)
-        .map_err(|e| out_err("rejected.csv", &e))?;
-    plan.summary
-        .timings_ms
-        .insert("write".into(), started.elapsed().as_millis() as u64);
-    let json = serde_json::to_string_pretty(&plan.summary).context("summary.json")?;
+    summary.timings_ms.insert("write".into(), write_ms);
+    let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
     std::fs::write(tmp_dir.join("summary.json"), json + "\n")
         .map_err(|e| out_err("summary.json", &e))?;
+    let started = Instant::now();
     if !opts.dry_run {
-        let counts: BTreeMap<&str, usize> = plan
-            .summary
+        let counts: BTreeMap<&str, usize> = summary
             .outcomes
             .iter()
             .map(|(k, v)| (k.as_str(), v.count))
@@ -210,7 +232,7 @@ async fn plan_and_apply(
         sqlx::query(
             "UPDATE recon_runs SET status = 'COMPLETED', inputs = ?1, counts = ?2, finished_at = ?3 WHERE run_id = ?4",
         )
-        .bind(serde_json::to_string(&plan.summary.inputs)?)
+        .bind(serde_json::to_string(&summary.inputs)?)
         .bind(serde_json::to_string(&counts)?)
         .bind(&now)
         .bind(run_id)
@@ -228,17 +250,37 @@ async fn plan_and_apply(
     tracing::debug!(
         run_id,
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "Outputs written and committed."
+        "Committed."
     );
     if out_dir.exists() {
         std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
     std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    let dropping = Instant::now();
+    drop(data);
+    tracing::debug!(
+        run_id,
+        elapsed_ms = dropping.elapsed().as_millis() as u64,
+        "Freed the run's rows."
+    );
     Ok(RunReport {
         run_id: run_id.to_string(),
         out_dir,
-        summary: plan.summary,
+        summary,
     })
+}
+
+/// Writes `results.csv` into `dir`.
+fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
+    let path = dir.join("results.csv");
+    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    results::write(
+        std::io::BufWriter::new(f),
+        &data.rows,
+        &data.payments,
+        &data.lines,
+    )
+    .with_context(|| format!("writing {}", path.display()))
 }
 
 async fn plan(
@@ -362,6 +404,9 @@ async fn plan(
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
 
+    let started = Instant::now();
+    let outcomes = summary::outcome_stats(&rows, &payments, &lines);
+    timings.insert("summary".to_string(), started.elapsed().as_millis() as u64);
     let summary = Summary {
         run_id: run_id.to_string(),
         range_from: opts.from.to_string(),
@@ -374,16 +419,18 @@ async fn plan(
         payments_in_scope: in_scope.iter().filter(|&&b| b).count(),
         statement_lines: lines.len(),
         rejected_lines: rejected.len(),
-        outcomes: summary::outcome_stats(&rows, &payments, &lines),
+        outcomes,
         transitions: Default::default(),
         tickets: Default::default(),
         warnings,
         timings_ms: timings,
     };
     Ok(Plan {
-        payments,
-        lines,
-        rows,
+        data: RunData {
+            payments,
+            lines,
+            rows,
+        },
         summary,
         rejected,
         t0,
@@ -433,19 +480,24 @@ fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> S
     .to_string()
 }
 
+/// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
+/// refused (someone else moved the payment), with the status recon wanted.
 async fn apply_effects(
     tx: &mut sqlx::SqliteConnection,
-    plan: &mut Plan,
+    data: &RunData,
+    summary: &mut Summary,
+    t0: Micros,
     run_id: &str,
     opts: &RunOptions,
     now: &str,
-) -> Result<()> {
+) -> Result<Vec<(usize, Status)>> {
+    let mut conflicts = Vec::new();
     let to_day = opts.to.to_string();
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
     let mut wanted: Vec<(usize, Transition)> = Vec::new();
-    for (ri, row) in plan.rows.iter().enumerate() {
+    for (ri, row) in data.rows.iter().enumerate() {
         if let (Some(pi), Action::Transition(to)) = (row.payment, row.action) {
-            let p = &plan.payments[pi as usize];
+            let p = &data.payments[pi as usize];
             wanted.push((
                 ri,
                 Transition {
@@ -456,7 +508,7 @@ async fn apply_effects(
                     provider_payment_id: row
                         .lines
                         .first()
-                        .and_then(|&l| plan.lines[l as usize].provider_txn_id.clone()),
+                        .and_then(|&l| data.lines[l as usize].provider_txn_id.clone()),
                     reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
                 },
             ));
@@ -464,7 +516,7 @@ async fn apply_effects(
     }
     let list: Vec<Transition> = wanted.iter().map(|(_, t)| t.clone()).collect();
     let results = transitions::apply_batch(tx, &list, run_id, now).await?;
-    let stats = &mut plan.summary.transitions;
+    let stats = &mut summary.transitions;
     stats.planned = list.len();
     for ((ri, t), applied) in wanted.iter().zip(results) {
         match applied {
@@ -473,7 +525,7 @@ async fn apply_effects(
             Applied::Conflict => {
                 stats.conflicts += 1;
                 tracing::warn!(run_id, payment_id = %t.payment_id, "Transition refused: the payment was moved by someone else.");
-                plan.rows[*ri].action = Action::Conflict(t.to);
+                conflicts.push((*ri, t.to));
             }
         }
     }
@@ -481,12 +533,12 @@ async fn apply_effects(
     // remembered as closed by this range so its re-runs reproduce them.
     let mut open = Vec::new();
     let mut closed = Vec::new();
-    for row in &plan.rows {
+    for row in &data.rows {
         let Some(pi) = row.payment else { continue };
-        let p = &plan.payments[pi as usize];
+        let p = &data.payments[pi as usize];
         if row.outcome == Outcome::AwaitingEvidence {
             open.push(p.payment_id.as_str());
-        } else if p.anchor() < plan.t0 || p.followup.is_some() {
+        } else if p.anchor() < t0 || p.followup.is_some() {
             closed.push(p.payment_id.as_str());
         }
     }
@@ -516,16 +568,16 @@ async fn apply_effects(
     }
     // Tickets, batched, keyed by a stable dedupe key.
     let mut new_tickets = Vec::new();
-    for row in &plan.rows {
+    for row in &data.rows {
         let Some(sev) = row.outcome.ticket_severity() else {
             continue;
         };
-        let p = row.payment.map(|i| &plan.payments[i as usize]);
+        let p = row.payment.map(|i| &data.payments[i as usize]);
         let line_ids: Vec<String> = row
             .lines
             .iter()
             .map(|&l| {
-                let l = &plan.lines[l as usize];
+                let l = &data.lines[l as usize];
                 format!("{}:{}", l.source, l.uid())
             })
             .collect();
@@ -536,7 +588,7 @@ async fn apply_effects(
                 .lines
                 .first()
                 .map(|&l| {
-                    let l = &plan.lines[l as usize];
+                    let l = &data.lines[l as usize];
                     (Some(l.amount_minor), Some(l.currency.to_string()))
                 })
                 .unwrap_or((None, None)),
@@ -553,14 +605,14 @@ async fn apply_effects(
             line_ids,
             amount_minor: amount,
             currency,
-            evidence: evidence(row, &plan.payments, &plan.lines),
+            evidence: evidence(row, &data.payments, &data.lines),
         });
     }
     for u in tickets::upsert_batch(tx, &new_tickets, run_id, now).await? {
         match u {
-            Upserted::Created => plan.summary.tickets.created += 1,
-            Upserted::Existing => plan.summary.tickets.existing += 1,
+            Upserted::Created => summary.tickets.created += 1,
+            Upserted::Existing => summary.tickets.existing += 1,
         }
     }
-    Ok(())
+    Ok(conflicts)
 }

@@ -84,7 +84,7 @@ pub fn outcome_stats(
     payments: &[Payment],
     lines: &[StatementLine],
 ) -> BTreeMap<String, OutcomeStats> {
-    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<String, i128>)> = Outcome::ALL
+    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<&'static str, i128>)> = Outcome::ALL
         .iter()
         .map(|o| (*o, Default::default()))
         .collect();
@@ -94,11 +94,11 @@ pub fn outcome_stats(
         let (amount, currency) = match r.payment {
             Some(p) => {
                 let p = &payments[p as usize];
-                (p.amount_minor, p.currency.to_string())
+                (p.amount_minor, p.currency)
             }
             None => {
                 let l = &lines[r.lines[0] as usize];
-                (l.amount_minor, l.currency.to_string())
+                (l.amount_minor, l.currency)
             }
         };
         *e.1.entry(currency).or_default() += i128::from(amount);
@@ -109,9 +109,9 @@ pub fn outcome_stats(
                 .into_iter()
                 .map(|(c, v)| {
                     let text = i64::try_from(v)
-                        .map(|v| money::format_minor(v, &c))
+                        .map(|v| money::format_minor(v, c))
                         .unwrap_or_else(|_| format!("{v} (minor units)"));
-                    (c, text)
+                    (c.to_string(), text)
                 })
                 .collect();
             (o.as_str().to_string(), OutcomeStats { count, amounts })

@@ -31,7 +31,8 @@ pub struct LoadRange {
 pub struct LoadedLedger {
     /// Payments, sorted by payment_id.
     pub payments: Vec<Payment>,
-    /// (index into `payments`, provider id), from the payment row and all attempts; sorted.
+    /// (index into `payments`, provider id) recorded on the payments' attempts, by index
+    /// (the id on the payment row itself is in [`Payment::provider_payment_id`]).
     pub provider_ids: Vec<(u32, String)>,
 }
 
@@ -118,9 +119,12 @@ fn payment(row: &Row) -> Result<Payment> {
     let id = row
         .text(0)
         .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
-    let status_text = required(row, 4, &id, "status")?;
-    let status = Status::parse(&status_text)
-        .ok_or_else(|| bad_row(&id, format!("unknown status {status_text:?}")))?;
+    let status = row
+        .with_text(4, |t| {
+            Status::parse(t).ok_or_else(|| format!("unknown status {t:?}"))
+        })
+        .ok_or_else(|| bad_row(&id, "status is NULL".into()))?
+        .map_err(|e| bad_row(&id, e))?;
     let created_at = row
         .with_text(5, timeparse::from_db)
         .ok_or_else(|| bad_row(&id, "created_at is NULL".into()))?
@@ -132,12 +136,10 @@ fn payment(row: &Row) -> Result<Payment> {
     Ok(Payment {
         recipient: required(row, 1, &id, "recipient_account")?,
         amount_minor: row.int(2),
-        currency: {
-            let c = required(row, 3, &id, "currency")?;
-            crate::money::currency(&c)
-                .map_err(|e| bad_row(&id, e.to_string()))?
-                .0
-        },
+        currency: row
+            .with_text(3, |c| crate::money::currency(c).map(|(code, _)| code))
+            .ok_or_else(|| bad_row(&id, "currency is NULL".into()))?
+            .map_err(|e| bad_row(&id, e.to_string()))?,
         current_status: status,
         status,
         attempt_id: row.text(7),
@@ -209,11 +211,7 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         Ok(())
     })
     .await?;
-    let mut provider_ids: Vec<(u32, String)> = payments
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id)))
-        .collect();
+    let mut provider_ids: Vec<(u32, String)> = Vec::new();
     let scan = wide_range(
         &mut conn,
         "payment_attempts",
@@ -247,8 +245,7 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
     for (i, f) in followups {
         payments[i as usize].followup = Some(f);
     }
-    provider_ids.sort_unstable();
-    provider_ids.dedup();
+    provider_ids.sort_unstable_by_key(|(i, _)| *i);
     Ok(LoadedLedger {
         payments,
         provider_ids,

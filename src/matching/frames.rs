@@ -58,10 +58,17 @@ pub(super) fn identifier_pairs(
             .filter_map(|(i, l)| l.provider_txn_id.as_deref().map(|r| (i as u32, norm(r))))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
-        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = provider_ids
+        // Ids recorded on the payment row and on its attempts; repeats only repeat a pair,
+        // and pairs are de-duplicated after the join.
+        let on_payments = payments
             .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.provider_payment_id.as_deref().map(|id| (i as u32, id)));
+        let on_attempts = provider_ids.iter().map(|(i, id)| (*i, id.as_str()));
+        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = on_payments
+            .chain(on_attempts)
             .filter(|(i, _)| pay_free[*i as usize])
-            .map(|(i, id)| (*i, norm(id)))
+            .map(|(i, id)| (i, norm(id)))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
         frames.push(key_frame("s_idx", li, lk)?.join(

@@ -225,9 +225,12 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         &attempt_ids_sql(scan),
         &[&attempts_lo, &hi],
         |row| {
-            if let (Some(pid), Some(ppid)) =
-                (row.with_text(0, |s| positions.get(s).copied()), row.text(1))
-                && let Some(i) = pid
+            // The current attempt's id is usually already on the payment row: skip it.
+            if let Some(Some(i)) = row.with_text(0, |s| positions.get(s).copied())
+                && let Some(Some(ppid)) = row.with_text(1, |id| {
+                    (payments[i as usize].provider_payment_id.as_deref() != Some(id))
+                        .then(|| id.to_string())
+                })
             {
                 provider_ids.push((i, ppid));
             }

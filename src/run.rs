@@ -114,7 +114,13 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         .bind(now())
         .execute(&db.pool)
         .await
-        .map_err(|e| fail(Failure::Database, format!("recording run {run_id}: {e}")))?;
+        .map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => fail(
+                Failure::Config,
+                format!("run id {run_id:?} was already used (hint: omit --run-id for a fresh one)"),
+            ),
+            _ => fail(Failure::Database, format!("recording run {run_id}: {e}")),
+        })?;
     }
     tracing::info!(run_id, from = %opts.from, to = %opts.to, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
     let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;

@@ -538,3 +538,22 @@ async fn a_day_of_a_long_ledger_loads_only_what_it_needs() {
     assert_eq!(rows.len(), 60);
     assert!(rows.iter().all(|r| r.0 == "MATCHED"), "{rows:?}");
 }
+
+#[tokio::test]
+async fn a_reused_run_id_is_refused_before_anything_changes() {
+    let env = mixed_env().await;
+    env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "same")
+        .await;
+    let err = env
+        .try_run(
+            "2026-11-10",
+            "2026-11-10",
+            "2026-11-20T00:00:00Z",
+            false,
+            "same",
+        )
+        .await
+        .expect_err("reused id");
+    assert_eq!(exit::code_for(&err), exit::CONFIG);
+    assert!(format!("{err:#}").contains("already used"), "{err:#}");
+}

@@ -419,16 +419,7 @@ async fn invalid_rules_are_rejected_before_any_data_is_read() {
         rules: Some(recon::rules::DEFAULT_RULES.replace("window_after", "window_aftr")),
         ..Settings::default()
     });
-    let err = env
-        .try_run(
-            "2026-11-10",
-            "2026-11-10",
-            "2026-11-20T00:00:00Z",
-            false,
-            "x",
-        )
-        .await
-        .expect_err("bad rules");
+    let err = env.try_standard_day("x").await.expect_err("bad rules");
     assert_eq!(exit::code_for(&err), exit::CONFIG);
     assert!(format!("{err:#}").contains("window_aftr"));
     assert!(!env.path("recon.db").exists(), "no database touched");
@@ -441,16 +432,7 @@ async fn a_second_run_while_the_lock_is_held_exits_with_the_lock_code() {
         .await
         .expect("db");
     let _held = db.lock().expect("first lock");
-    let err = env
-        .try_run(
-            "2026-11-10",
-            "2026-11-10",
-            "2026-11-20T00:00:00Z",
-            false,
-            "x",
-        )
-        .await
-        .expect_err("locked");
+    let err = env.try_standard_day("x").await.expect_err("locked");
     assert_eq!(exit::code_for(&err), exit::LOCKED);
 }
 
@@ -458,16 +440,7 @@ async fn a_second_run_while_the_lock_is_held_exits_with_the_lock_code() {
 async fn a_missing_statement_file_fails_the_run_with_the_input_code() {
     let env = mixed_env().await;
     std::fs::remove_file(env.path("statement.csv")).expect("rm");
-    let err = env
-        .try_run(
-            "2026-11-10",
-            "2026-11-10",
-            "2026-11-20T00:00:00Z",
-            false,
-            "x",
-        )
-        .await
-        .expect_err("missing file");
+    let err = env.try_standard_day("x").await.expect_err("missing file");
     assert_eq!(exit::code_for(&err), exit::INPUT);
     assert!(format!("{err:#}").contains("statement.csv"));
     let pool = env.pool().await;
@@ -544,16 +517,7 @@ async fn a_reused_run_id_is_refused_before_anything_changes() {
     let env = mixed_env().await;
     env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "same")
         .await;
-    let err = env
-        .try_run(
-            "2026-11-10",
-            "2026-11-10",
-            "2026-11-20T00:00:00Z",
-            false,
-            "same",
-        )
-        .await
-        .expect_err("reused id");
+    let err = env.try_standard_day("same").await.expect_err("reused id");
     assert_eq!(exit::code_for(&err), exit::CONFIG);
     assert!(format!("{err:#}").contains("already used"), "{err:#}");
 }

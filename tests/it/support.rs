@@ -142,6 +142,18 @@ kind = "type"
             .expect("run succeeds")
     }
 
+    /// Runs the day most tests use (2026-11-10, as of 2026-11-20) for real.
+    pub async fn try_standard_day(&self, run_id: &str) -> anyhow::Result<RunReport> {
+        self.try_run(
+            "2026-11-10",
+            "2026-11-10",
+            "2026-11-20T00:00:00Z",
+            false,
+            run_id,
+        )
+        .await
+    }
+
     /// Runs a range; returns the error.
     pub async fn try_run(
         &self,

@@ -110,6 +110,7 @@ golden!(
     resolved_failed,
     resolved_succeeded,
     resolved_succeeded_stale_submitting,
+    review_is_never_transitioned,
 );
 
 /// Every outcome of the contract appears in at least one golden scenario.

@@ -38,8 +38,8 @@ impl Db {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(30))
-            // 64 MiB page cache: a run reads and updates a large part of a big ledger.
-            .pragma("cache_size", "-65536")
+            // 16 MiB page cache: measured at 1M payments, 64 and 256 MiB were no faster, only bigger.
+            .pragma("cache_size", "-16384")
             .pragma("temp_store", "memory");
         let file = {
             let p = opts.get_filename();

@@ -546,7 +546,14 @@ async fn apply_effects(
         }
     }
     let list: Vec<Transition> = wanted.iter().map(|(_, t)| t.clone()).collect();
+    let started = Instant::now();
     let results = transitions::apply_batch(tx, &list, run_id, now).await?;
+    tracing::debug!(
+        run_id,
+        transitions = list.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Transitions applied."
+    );
     let stats = &mut summary.transitions;
     stats.planned = list.len();
     for ((ri, t), applied) in wanted.iter().zip(results) {
@@ -639,7 +646,15 @@ async fn apply_effects(
             evidence: evidence(row, &data.payments, &data.lines),
         });
     }
-    for u in tickets::upsert_batch(tx, &new_tickets, run_id, now).await? {
+    tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
+    let started = Instant::now();
+    let upserted = tickets::upsert_batch(tx, &new_tickets, run_id, now).await?;
+    tracing::debug!(
+        run_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Tickets upserted."
+    );
+    for u in upserted {
         match u {
             Upserted::Created => summary.tickets.created += 1,
             Upserted::Existing => summary.tickets.existing += 1,

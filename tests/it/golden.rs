@@ -46,17 +46,7 @@ async fn run_scenario(name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>, TestEn
     for f in ["payments.csv", "attempts.csv", "statement.csv"] {
         std::fs::copy(dir.join(f), env.path(f)).expect("copy fixture");
     }
-    let db = recon::db::Db::open(&env.config().database_url)
-        .await
-        .expect("db");
-    recon::ledger::import::import(
-        &db.pool,
-        &env.path("payments.csv"),
-        Some(&env.path("attempts.csv")),
-    )
-    .await
-    .expect("import");
-    db.pool.close().await;
+    env.import_files().await;
     let report = env
         .run(&scenario.date, &scenario.as_of, false, "golden")
         .await;

@@ -117,6 +117,11 @@ kind = "type"
     pub async fn import(&self, payments: &str, attempts: &str) {
         self.write("payments.csv", &format!("{PAYMENTS_HEADER}\n{payments}"));
         self.write("attempts.csv", &format!("{ATTEMPTS_HEADER}\n{attempts}"));
+        self.import_files().await;
+    }
+
+    /// Imports the job folder's payments.csv and attempts.csv (with headers).
+    pub async fn import_files(&self) {
         let db = recon::db::Db::open(&self.config().database_url)
             .await
             .expect("db");

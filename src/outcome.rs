@@ -528,6 +528,15 @@ fn classify_payment(
                 .into(),
             );
         }
+        if l.recipient != p.recipient {
+            return row(
+                Outcome::Ambiguous,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                "the identifier matches but the provider paid another recipient".into(),
+            );
+        }
         if p.status == Status::Succeeded {
             return if pass.auto_succeeded {
                 row(

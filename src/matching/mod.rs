@@ -130,7 +130,12 @@ pub fn run(
             if accept {
                 let (line, pay) = (&lines[l_us], &payments[p_us]);
                 pay_links[p_us] += 1;
-                if line.amount_minor != pay.amount_minor || line.currency != pay.currency {
+                // A link is clean only when money and recipient agree; anything else is
+                // disputed evidence (an identifier says one thing, the booking another).
+                if line.amount_minor != pay.amount_minor
+                    || line.currency != pay.currency
+                    || line.recipient != pay.recipient
+                {
                     line_contested[l_us] = true;
                     pay_disputed[p_us] = true;
                 } else {

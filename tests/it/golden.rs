@@ -80,6 +80,7 @@ macro_rules! golden {
 
 golden!(
     ambiguous_near_miss,
+    ambiguous_reference_other_recipient,
     ambiguous_twins,
     amount_mismatch,
     awaiting_evidence_incomplete_source,

@@ -238,7 +238,8 @@ proptest! {
                             q.payment.is_some_and(|qi| qi != pi) && &*q.rule == "identifier"
                                 && q.lines.contains(&(j as u32))
                                 && { let qp = &payments[q.payment.unwrap_or(0) as usize];
-                                     lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency }
+                                     lines[j].amount_minor == qp.amount_minor && lines[j].currency == qp.currency
+                                     && lines[j].recipient == qp.recipient }
                         });
                         let open_lines: Vec<StatementLine> = lines.iter().enumerate()
                             .filter(|(j, _)| !clean_elsewhere(*j)).map(|(_, l)| l.clone()).collect();
@@ -247,7 +248,8 @@ proptest! {
                         let clean_payment = |qi: usize| rows.iter().any(|q| q.payment == Some(qi as u32)
                             && &*q.rule == "identifier"
                             && q.lines.iter().all(|&j| lines[j as usize].amount_minor == payments[qi].amount_minor
-                                && lines[j as usize].currency == payments[qi].currency));
+                                && lines[j as usize].currency == payments[qi].currency
+                                && lines[j as usize].recipient == payments[qi].recipient));
                         let others = payments.iter().enumerate().filter(|(qi, q)| *qi != pi as usize
                             && q.status != Status::Pending && !clean_payment(*qi)
                             && window_candidates(q, std::slice::from_ref(l)) == 1).count();

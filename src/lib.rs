@@ -7,6 +7,7 @@
 pub mod config;
 pub mod db;
 pub mod demo;
+pub mod effects;
 pub mod exit;
 pub mod generate;
 pub mod ledger;

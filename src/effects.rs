@@ -1,0 +1,213 @@
+//! A run's database effects, all inside the caller's transaction: guarded transitions with
+//! history, follow-up bookkeeping for carried-over payments, and REVIEW tickets with their
+//! evidence (account numbers masked).
+
+use crate::exit::{Failure, fail};
+use crate::ledger::Payment;
+use crate::ledger::Status;
+use crate::ledger::transitions::{self, Applied, Transition};
+use crate::outcome::{Action, Outcome, ResultRow};
+use crate::outputs::csv_safe;
+use crate::outputs::summary::Summary;
+use crate::run::{RunData, RunOptions};
+use crate::sources::StatementLine;
+use crate::tickets::{self, NewTicket, Upserted};
+use crate::timeparse::{self, Micros};
+use crate::{mask, money};
+use anyhow::Result;
+use std::time::Instant;
+
+/// Evidence for a ticket: what a reviewer needs, with account numbers masked.
+fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> String {
+    let payment = row.payment.map(|i| {
+        let p = &payments[i as usize];
+        serde_json::json!({
+            "payment_id": p.payment_id,
+            "status": p.status.as_str(),
+            "amount": money::format_minor(p.amount_minor, p.currency),
+            "currency": p.currency,
+            "recipient": mask::account(&p.recipient),
+            "started_at": p.started_at.map(timeparse::format_utc),
+            "attempt_id": p.attempt_id,
+        })
+    });
+    let ls: Vec<serde_json::Value> = row
+        .lines
+        .iter()
+        .map(|&i| {
+            let l = &lines[i as usize];
+            serde_json::json!({
+                "line_id": l.uid(),
+                "source": l.source,
+                "file": l.file,
+                "line": l.line_no,
+                "reference": l.reference.as_deref().map(csv_safe),
+                "amount": money::format_minor(l.amount_minor, l.currency),
+                "currency": l.currency,
+                "recipient": mask::account(&l.recipient),
+                "booked_at": timeparse::format_utc(l.booked_at),
+                "kind": l.kind.as_str(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "outcome": row.outcome.as_str(),
+        "rule": row.rule,
+        "detail": row.detail,
+        "payment": payment,
+        "lines": ls,
+    })
+    .to_string()
+}
+
+/// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
+/// refused (someone else moved the payment), with the status recon wanted.
+pub(crate) async fn apply(
+    tx: &mut sqlx::SqliteConnection,
+    data: &RunData,
+    summary: &mut Summary,
+    t0: Micros,
+    run_id: &str,
+    opts: &RunOptions,
+    now: &str,
+) -> Result<Vec<(usize, Status)>> {
+    let mut conflicts = Vec::new();
+    let to_day = opts.to.to_string();
+    // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
+    let mut wanted: Vec<(usize, Transition)> = Vec::new();
+    for (ri, row) in data.rows.iter().enumerate() {
+        if let (Some(pi), Action::Transition(to)) = (row.payment, row.action) {
+            let p = &data.payments[pi as usize];
+            wanted.push((
+                ri,
+                Transition {
+                    payment_id: p.payment_id.clone(),
+                    from: p.status,
+                    to,
+                    attempt_id: p.attempt_id.clone(),
+                    provider_payment_id: row
+                        .lines
+                        .first()
+                        .and_then(|&l| data.lines[l as usize].provider_txn_id.clone()),
+                    reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+                },
+            ));
+        }
+    }
+    let list: Vec<Transition> = wanted.iter().map(|(_, t)| t.clone()).collect();
+    let started = Instant::now();
+    let results = transitions::apply_batch(tx, &list, run_id, now).await?;
+    tracing::debug!(
+        run_id,
+        transitions = list.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Transitions applied."
+    );
+    let stats = &mut summary.transitions;
+    stats.planned = list.len();
+    for ((ri, t), applied) in wanted.iter().zip(results) {
+        match applied {
+            Applied::Applied => stats.applied += 1,
+            Applied::AlreadyApplied => stats.already_applied += 1,
+            Applied::Conflict => {
+                stats.conflicts += 1;
+                tracing::warn!(run_id, payment_id = %t.payment_id, "Transition refused: the payment was moved by someone else.");
+                conflicts.push((*ri, t.to));
+            }
+        }
+    }
+    // Follow-ups: awaiting payments stay in later runs' scope; carried-over ones are
+    // remembered as closed by this range so its re-runs reproduce them.
+    let mut open = Vec::new();
+    let mut closed = Vec::new();
+    for row in &data.rows {
+        let Some(pi) = row.payment else { continue };
+        let p = &data.payments[pi as usize];
+        if row.outcome == Outcome::AwaitingEvidence {
+            open.push(p.payment_id.as_str());
+        } else if p.anchor() < t0 || p.followup.is_some() {
+            closed.push(p.payment_id.as_str());
+        }
+    }
+    let fu_err = |e: sqlx::Error| fail(Failure::Database, format!("follow-ups: {e}"));
+    for chunk in open.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
+        );
+        q.push_values(chunk, |mut b, id| {
+            b.push_bind(*id)
+                .push_bind(&to_day)
+                .push_bind(None::<String>);
+        });
+        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL WHERE recon_followups.closed_on IS NOT NULL AND recon_followups.closed_on <= ");
+        q.push_bind(&to_day);
+        q.build().execute(&mut *tx).await.map_err(fu_err)?;
+    }
+    for chunk in closed.chunks(500) {
+        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
+            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
+        );
+        q.push_values(chunk, |mut b, id| {
+            b.push_bind(*id).push_bind(&to_day).push_bind(&to_day);
+        });
+        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = coalesce(recon_followups.closed_on, excluded.closed_on)");
+        q.build().execute(&mut *tx).await.map_err(fu_err)?;
+    }
+    // Tickets, batched, keyed by a stable dedupe key.
+    let mut new_tickets = Vec::new();
+    for row in &data.rows {
+        let Some(sev) = row.outcome.ticket_severity() else {
+            continue;
+        };
+        let p = row.payment.map(|i| &data.payments[i as usize]);
+        let line_ids: Vec<String> = row
+            .lines
+            .iter()
+            .map(|&l| {
+                let l = &data.lines[l as usize];
+                format!("{}:{}", l.source, l.uid())
+            })
+            .collect();
+        let line_ids = line_ids.join(";");
+        let (amount, currency) = match p {
+            Some(p) => (Some(p.amount_minor), Some(p.currency.to_string())),
+            None => row
+                .lines
+                .first()
+                .map(|&l| {
+                    let l = &data.lines[l as usize];
+                    (Some(l.amount_minor), Some(l.currency.to_string()))
+                })
+                .unwrap_or((None, None)),
+        };
+        new_tickets.push(NewTicket {
+            dedupe_key: tickets::dedupe_key(
+                row.outcome.as_str(),
+                p.map(|p| p.payment_id.as_str()),
+                &line_ids,
+            ),
+            kind: row.outcome.as_str().to_string(),
+            severity: sev.as_str().to_string(),
+            payment_id: p.map(|p| p.payment_id.clone()),
+            line_ids,
+            amount_minor: amount,
+            currency,
+            evidence: evidence(row, &data.payments, &data.lines),
+        });
+    }
+    tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
+    let started = Instant::now();
+    let upserted = tickets::upsert_batch(tx, &new_tickets, run_id, now).await?;
+    tracing::debug!(
+        run_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Tickets upserted."
+    );
+    for u in upserted {
+        match u {
+            Upserted::Created => summary.tickets.created += 1,
+            Upserted::Existing => summary.tickets.existing += 1,
+        }
+    }
+    Ok(conflicts)
+}

@@ -2,7 +2,7 @@
 //!
 //! Amounts enter recon as text (CSV) and leave it as text (reports). Inside, an amount is an
 //! `i64` count of the currency's minor unit (cents for EUR, yen for JPY, fils for KWD), so
-//! equality joins are exact and cheap. `f64` never touches money.
+//! equality joins are exact and cheap. Floating point never touches money.
 
 use rust_decimal::Decimal;
 

@@ -213,6 +213,17 @@ impl Context<'_> {
         }
     }
 
+    /// Which payments take part in matching and in the near-miss gate.
+    pub fn eligibility(&self, payments: &[Payment]) -> crate::matching::Eligibility {
+        crate::matching::Eligibility {
+            linkable: payments
+                .iter()
+                .map(|p| p.status != Status::Pending)
+                .collect(),
+            near_miss: payments.iter().map(|p| self.unresolved(p)).collect(),
+        }
+    }
+
     /// Whether no more evidence can arrive for a payment started at `start`: every source
     /// covers its whole window, and the window closed at least the settlement lag ago.
     fn window_closed(&self, start: Micros, window: (Micros, Micros)) -> bool {

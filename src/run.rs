@@ -17,7 +17,7 @@ use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::ledger::load::{LoadRange, LoadedLedger};
 use crate::ledger::{Payment, Status};
-use crate::matching::{self, Eligibility};
+use crate::matching;
 use crate::outcome::{self, Action, Context, ResultRow};
 use crate::outputs::results;
 use crate::outputs::summary::{self, Summary};
@@ -410,13 +410,7 @@ async fn plan(
         in_scope: &in_scope,
         report_range: (t0, t1),
     };
-    let elig = Eligibility {
-        linkable: payments
-            .iter()
-            .map(|p| p.status != Status::Pending)
-            .collect(),
-        near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
-    };
+    let elig = ctx.eligibility(&payments);
     let started = Instant::now();
     // Polars is CPU-bound and blocks: run it off the async workers.
     let rules_owned = rules.clone();

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use recon::config::LineKind;
 use recon::ledger::{Payment, Status};
-use recon::matching::{self, Eligibility};
+use recon::matching;
 use recon::outcome::{self, Context, Outcome, ResultRow};
 use recon::rules::RuleSet;
 use recon::sources::StatementLine;
@@ -112,13 +112,7 @@ fn classify(
         in_scope: &in_scope,
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
     };
-    let elig = Eligibility {
-        linkable: payments
-            .iter()
-            .map(|p| p.status != Status::Pending)
-            .collect(),
-        near_miss: payments.iter().map(|p| ctx.unresolved(p)).collect(),
-    };
+    let elig = ctx.eligibility(payments);
     let m = matching::run(payments, provider_ids, lines, &rules, &elig).expect("matching");
     outcome::classify(payments, lines, &m, &rules, &ctx)
 }

@@ -225,7 +225,9 @@ fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
     Ok(out)
 }
 
-fn parse_attempts(path: &Path, known: &HashSet<String>) -> Result<Vec<AttemptRow>> {
+/// Parses attempts; `known(payment_id)` says whether the payment exists (in the file being
+/// imported or in the database).
+fn parse_attempts(path: &Path, known: impl Fn(&str) -> bool) -> Result<Vec<AttemptRow>> {
     let file = path.display().to_string();
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -241,7 +243,7 @@ fn parse_attempts(path: &Path, known: &HashSet<String>) -> Result<Vec<AttemptRow
             ));
         }
         let payment_id = normalize::text(&f[1]);
-        if !known.contains(&payment_id) {
+        if !known(&payment_id) {
             errors.push(format!(
                 "{file}:{line}: column payment_id: {payment_id:?} is not a known payment"
             ));
@@ -304,22 +306,37 @@ pub async fn import(
             .collect();
         reject_if_any(&errors)?;
     }
-    let mut known: HashSet<String> = rows.iter().map(|r| r.payment_id.clone()).collect();
+    let in_file: HashSet<&str> = rows.iter().map(|r| r.payment_id.as_str()).collect();
     let attempt_rows = match attempts {
         Some(p) => {
-            // Attempts may also belong to payments imported earlier.
-            let in_db: Vec<(String,)> = sqlx::query_as("SELECT payment_id FROM payments")
-                .fetch_all(pool)
-                .await
-                .map_err(db_err)?;
-            known.extend(in_db.into_iter().map(|(id,)| id));
-            parse_attempts(p, &known)?
+            // Attempts may also belong to payments imported earlier: look up only the ids
+            // the payments file does not have.
+            let ids: HashSet<String> = read_csv(p, &ATTEMPT_COLUMNS)?
+                .into_iter()
+                .map(|(_, f)| normalize::text(&f[1]))
+                .filter(|id| !in_file.contains(id.as_str()))
+                .collect();
+            let ids: Vec<String> = ids.into_iter().collect();
+            let mut in_db: HashSet<String> = HashSet::new();
+            for chunk in ids.chunks(500) {
+                let mut q: QueryBuilder<Sqlite> =
+                    QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
+                let mut sep = q.separated(", ");
+                for id in chunk {
+                    sep.push_bind(id);
+                }
+                q.push(")");
+                let found: Vec<(String,)> =
+                    q.build_query_as().fetch_all(pool).await.map_err(db_err)?;
+                in_db.extend(found.into_iter().map(|(id,)| id));
+            }
+            parse_attempts(p, |id| in_file.contains(id) || in_db.contains(id))?
         }
         None => Vec::new(),
     };
     let now = timeparse::to_db(chrono::Utc::now().timestamp_micros());
     let mut tx = pool.begin().await.map_err(db_err)?;
-    for chunk in rows.chunks(100) {
+    for chunk in rows.chunks(500) {
         let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
             "INSERT INTO payments (payment_id, recipient_account, amount_minor, currency, status, created_at, started_at, attempt_id, provider_payment_id, updated_at) ",
         );
@@ -337,7 +354,7 @@ pub async fn import(
         });
         q.build().execute(&mut *tx).await.map_err(db_err)?;
     }
-    for chunk in attempt_rows.chunks(100) {
+    for chunk in attempt_rows.chunks(500) {
         let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
             "INSERT INTO payment_attempts (attempt_id, payment_id, started_at, finished_at, outcome, provider_payment_id, error_detail) ",
         );

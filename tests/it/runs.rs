@@ -521,3 +521,40 @@ async fn a_reused_run_id_is_refused_before_anything_changes() {
     assert_eq!(exit::code_for(&err), exit::CONFIG);
     assert!(format!("{err:#}").contains("already used"), "{err:#}");
 }
+
+#[tokio::test]
+async fn attempts_may_belong_to_payments_imported_earlier_but_not_to_unknown_ones() {
+    let env = TestEnv::new();
+    env.import(
+        &format!("P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"),
+        "",
+    )
+    .await;
+    let header = crate::support::PAYMENTS_HEADER;
+    let att_header = crate::support::ATTEMPTS_HEADER;
+    env.write(
+        "p2.csv",
+        &format!("{header}\nP-2,{IBAN},20.00,EUR,UNKNOWN,2026-11-10T10:00:00Z,2026-11-10T10:00:00Z,A-2,\n"),
+    );
+    env.write(
+        "a2.csv",
+        &format!("{att_header}\nA-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,\nA-2,P-2,2026-11-10T10:00:00Z,,UNKNOWN,,\n"),
+    );
+    env.write(
+        "a3.csv",
+        &format!("{att_header}\nA-9,P-9,2026-11-10T09:00:00Z,,UNKNOWN,,\n"),
+    );
+    let pool = env.pool().await;
+    let r = recon::ledger::import::import(&pool, &env.path("p2.csv"), Some(&env.path("a2.csv")))
+        .await
+        .expect("import");
+    assert_eq!((r.payments, r.attempts), (1, 2));
+    env.write("p3.csv", &format!("{header}\n"));
+    let err = recon::ledger::import::import(&pool, &env.path("p3.csv"), Some(&env.path("a3.csv")))
+        .await
+        .expect_err("unknown payment");
+    assert!(
+        format!("{err:#}").contains("a3.csv:2") && format!("{err:#}").contains("P-9"),
+        "{err:#}"
+    );
+}

@@ -416,6 +416,41 @@ pub fn classify(
     rows
 }
 
+/// Why a single identifier link cannot be taken at face value, checked in order of severity.
+fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static, str>)> {
+    if p.status == Status::Failed {
+        return Some((
+            Outcome::FailedButPaid,
+            "ledger says FAILED but the provider paid".into(),
+        ));
+    }
+    if l.currency != p.currency {
+        return Some((
+            Outcome::CurrencyMismatch,
+            format!("ledger {} vs provider {}", p.currency, l.currency).into(),
+        ));
+    }
+    if l.amount_minor != p.amount_minor {
+        return Some((
+            Outcome::AmountMismatch,
+            format!(
+                "ledger {} vs provider {} {}",
+                crate::money::format_minor(p.amount_minor, p.currency),
+                crate::money::format_minor(l.amount_minor, l.currency),
+                l.currency
+            )
+            .into(),
+        ));
+    }
+    if l.recipient != p.recipient {
+        return Some((
+            Outcome::Ambiguous,
+            "the identifier matches but the provider paid another recipient".into(),
+        ));
+    }
+    None
+}
+
 fn classify_payment(
     i: usize,
     p: &Payment,
@@ -506,47 +541,8 @@ fn classify_payment(
     if let Some(link) = links.first() {
         let l = &lines[link.line as usize];
         let pass = &rules.passes[link.pass];
-        if p.status == Status::Failed {
-            return row(
-                Outcome::FailedButPaid,
-                linked,
-                &pass.id,
-                Action::Ticket,
-                "ledger says FAILED but the provider paid".into(),
-            );
-        }
-        if l.currency != p.currency {
-            return row(
-                Outcome::CurrencyMismatch,
-                linked,
-                &pass.id,
-                Action::Ticket,
-                format!("ledger {} vs provider {}", p.currency, l.currency).into(),
-            );
-        }
-        if l.amount_minor != p.amount_minor {
-            return row(
-                Outcome::AmountMismatch,
-                linked,
-                &pass.id,
-                Action::Ticket,
-                format!(
-                    "ledger {} vs provider {} {}",
-                    crate::money::format_minor(p.amount_minor, p.currency),
-                    crate::money::format_minor(l.amount_minor, l.currency),
-                    l.currency
-                )
-                .into(),
-            );
-        }
-        if l.recipient != p.recipient {
-            return row(
-                Outcome::Ambiguous,
-                linked,
-                &pass.id,
-                Action::Ticket,
-                "the identifier matches but the provider paid another recipient".into(),
-            );
+        if let Some((outcome, detail)) = link_problem(p, l) {
+            return row(outcome, linked, &pass.id, Action::Ticket, detail);
         }
         if p.status == Status::Succeeded {
             return if pass.auto_succeeded {

@@ -124,6 +124,20 @@ fn digits(b: &[u8]) -> Option<i64> {
     })
 }
 
+/// Date and time from the `YYYY-MM-DD?HH:MM:SS` prefix both fixed-width forms share
+/// (separators already checked by the caller), plus `us` microseconds.
+fn civil_prefix(b: &[u8], us: i64) -> Option<Micros> {
+    civil_micros(
+        digits(&b[0..4])?,
+        digits(&b[5..7])?,
+        digits(&b[8..10])?,
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+        us,
+    )
+}
+
 /// The common RFC 3339 shape `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` without chrono's
 /// general parser; anything else (or anything invalid) returns None and takes the slow path.
 fn parse_rfc3339_fast(b: &[u8]) -> Option<Micros> {
@@ -160,15 +174,7 @@ fn parse_rfc3339_fast(b: &[u8]) -> Option<Micros> {
         }
         _ => return None,
     };
-    let local = civil_micros(
-        digits(&b[0..4])?,
-        digits(&b[5..7])?,
-        digits(&b[8..10])?,
-        digits(&b[11..13])?,
-        digits(&b[14..16])?,
-        digits(&b[17..19])?,
-        us,
-    )?;
+    let local = civil_prefix(b, us)?;
     Some(local - offset_minutes * MINUTE)
 }
 
@@ -184,15 +190,7 @@ fn parse_fixed(b: &[u8]) -> Option<Micros> {
     {
         return None;
     }
-    civil_micros(
-        digits(&b[0..4])?,
-        digits(&b[5..7])?,
-        digits(&b[8..10])?,
-        digits(&b[11..13])?,
-        digits(&b[14..16])?,
-        digits(&b[17..19])?,
-        digits(&b[20..26])?,
-    )
+    civil_prefix(b, digits(&b[20..26])?)
 }
 
 /// Appends the report form of `t` (see [`format_utc`]) to `buf`.

@@ -227,12 +227,16 @@ fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
 
 /// Parses attempts; `known(payment_id)` says whether the payment exists (in the file being
 /// imported or in the database).
-fn parse_attempts(path: &Path, known: impl Fn(&str) -> bool) -> Result<Vec<AttemptRow>> {
+fn parse_attempts(
+    path: &Path,
+    records: Vec<(u64, Vec<String>)>,
+    known: impl Fn(&str) -> bool,
+) -> Result<Vec<AttemptRow>> {
     let file = path.display().to_string();
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let mut seen: HashMap<String, u64> = HashMap::new();
-    for (line, f) in read_csv(path, &ATTEMPT_COLUMNS)? {
+    for (line, f) in records {
         let before = errors.len();
         let attempt_id = normalize::text(&f[0]);
         if attempt_id.is_empty() {
@@ -272,6 +276,31 @@ fn parse_attempts(path: &Path, known: impl Fn(&str) -> bool) -> Result<Vec<Attem
     Ok(out)
 }
 
+/// Which of `ids` are payments in the database (queried 500 at a time).
+async fn payments_in_db<'a>(
+    pool: &SqlitePool,
+    ids: impl Iterator<Item = &'a str>,
+) -> Result<HashSet<String>> {
+    let ids: Vec<&str> = ids.collect();
+    let mut found = HashSet::new();
+    for chunk in ids.chunks(500) {
+        let mut q: QueryBuilder<Sqlite> =
+            QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
+        let mut sep = q.separated(", ");
+        for id in chunk {
+            sep.push_bind(*id);
+        }
+        q.push(")");
+        let rows: Vec<(String,)> = q
+            .build_query_as()
+            .fetch_all(pool)
+            .await
+            .map_err(|e| fail(Failure::Database, format!("ledger import: {e}")))?;
+        found.extend(rows.into_iter().map(|(id,)| id));
+    }
+    Ok(found)
+}
+
 /// Validates both files completely, then inserts everything in one transaction.
 pub async fn import(
     pool: &SqlitePool,
@@ -281,18 +310,11 @@ pub async fn import(
     let rows = parse_payments(payments)?;
     let db_err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
     // Ids already in the database are rejected: an import never overwrites the ledger.
-    let mut existing = Vec::new();
-    for chunk in rows.chunks(500) {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
-        let mut sep = q.separated(", ");
-        for r in chunk {
-            sep.push_bind(&r.payment_id);
-        }
-        q.push(")");
-        let found: Vec<(String,)> = q.build_query_as().fetch_all(pool).await.map_err(db_err)?;
-        existing.extend(found.into_iter().map(|(id,)| id));
-    }
+    let mut existing: Vec<String> =
+        payments_in_db(pool, rows.iter().map(|r| r.payment_id.as_str()))
+            .await?
+            .into_iter()
+            .collect();
     if !existing.is_empty() {
         existing.sort();
         let errors: Vec<String> = existing
@@ -311,26 +333,14 @@ pub async fn import(
         Some(p) => {
             // Attempts may also belong to payments imported earlier: look up only the ids
             // the payments file does not have.
-            let ids: HashSet<String> = read_csv(p, &ATTEMPT_COLUMNS)?
-                .into_iter()
+            let records = read_csv(p, &ATTEMPT_COLUMNS)?;
+            let missing: HashSet<String> = records
+                .iter()
                 .map(|(_, f)| normalize::text(&f[1]))
                 .filter(|id| !in_file.contains(id.as_str()))
                 .collect();
-            let ids: Vec<String> = ids.into_iter().collect();
-            let mut in_db: HashSet<String> = HashSet::new();
-            for chunk in ids.chunks(500) {
-                let mut q: QueryBuilder<Sqlite> =
-                    QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
-                let mut sep = q.separated(", ");
-                for id in chunk {
-                    sep.push_bind(id);
-                }
-                q.push(")");
-                let found: Vec<(String,)> =
-                    q.build_query_as().fetch_all(pool).await.map_err(db_err)?;
-                in_db.extend(found.into_iter().map(|(id,)| id));
-            }
-            parse_attempts(p, |id| in_file.contains(id) || in_db.contains(id))?
+            let in_db = payments_in_db(pool, missing.iter().map(String::as_str)).await?;
+            parse_attempts(p, records, |id| in_file.contains(id) || in_db.contains(id))?
         }
         None => Vec::new(),
     };

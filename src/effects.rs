@@ -74,27 +74,25 @@ pub(crate) async fn apply(
     let mut conflicts = Vec::new();
     let to_day = opts.to.to_string();
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
-    let mut wanted: Vec<(usize, Transition)> = Vec::new();
+    let mut row_of: Vec<usize> = Vec::new();
+    let mut list: Vec<Transition> = Vec::new();
     for (ri, row) in data.rows.iter().enumerate() {
         if let (Some(pi), Action::Transition(to)) = (row.payment, row.action) {
             let p = &data.payments[pi as usize];
-            wanted.push((
-                ri,
-                Transition {
-                    payment_id: p.payment_id.clone(),
-                    from: p.status,
-                    to,
-                    attempt_id: p.attempt_id.clone(),
-                    provider_payment_id: row
-                        .lines
-                        .first()
-                        .and_then(|&l| data.lines[l as usize].provider_txn_id.clone()),
-                    reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
-                },
-            ));
+            row_of.push(ri);
+            list.push(Transition {
+                payment_id: p.payment_id.clone(),
+                from: p.status,
+                to,
+                attempt_id: p.attempt_id.clone(),
+                provider_payment_id: row
+                    .lines
+                    .first()
+                    .and_then(|&l| data.lines[l as usize].provider_txn_id.clone()),
+                reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+            });
         }
     }
-    let list: Vec<Transition> = wanted.iter().map(|(_, t)| t.clone()).collect();
     let started = Instant::now();
     let results = transitions::apply_batch(tx, &list, run_id, now).await?;
     tracing::debug!(
@@ -105,7 +103,7 @@ pub(crate) async fn apply(
     );
     let stats = &mut summary.transitions;
     stats.planned = list.len();
-    for ((ri, t), applied) in wanted.iter().zip(results) {
+    for ((ri, t), applied) in row_of.iter().zip(&list).zip(results) {
         match applied {
             Applied::Applied => stats.applied += 1,
             Applied::AlreadyApplied => stats.already_applied += 1,

@@ -1,7 +1,8 @@
 //! The job configuration: one TOML file, validated strictly before any data is read.
 //!
 //! Relative paths in the file are resolved against the file's own folder, so a config works
-//! from any working directory. `RECON_DATABASE_URL` overrides `database_url`.
+//! from any working directory. `RECON_DATABASE_URL` (or else `DATABASE_URL`) overrides
+//! `database_url`.
 
 use crate::exit::{Failure, fail};
 use anyhow::Result;
@@ -17,8 +18,12 @@ use std::path::{Path, PathBuf};
 struct RawConfig {
     /// IANA time zone in which run dates (`--date`) are interpreted, e.g. `Europe/Berlin`.
     timezone: String,
-    /// `sqlite://path/to/file.db` (relative to this file). Overridden by `RECON_DATABASE_URL`.
-    database_url: String,
+    /// `sqlite://path/to/file.db` (relative to this file) or `postgres://…`. Overridden by
+    /// `RECON_DATABASE_URL`, then `DATABASE_URL`.
+    database_url: Option<String>,
+    /// How the ledger is read (custom schemas).
+    #[serde(default)]
+    ledger: LedgerQueries,
     /// Folder that receives one sub-folder per run (relative to this file).
     output_dir: PathBuf,
     /// Folder of `*.toml` rule files; the bundled default rules when absent.
@@ -45,6 +50,18 @@ fn default_lag_hours() -> i64 {
 }
 fn default_carry_days() -> i64 {
     14
+}
+
+/// SQL that reads a ledger kept in the user's own schema. Each query returns recon's canonical
+/// columns (see README "Your own ledger schema"); recon wraps it with its range filter.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerQueries {
+    /// Returns `payment_id, recipient_account, amount_minor, currency, status, created_at,
+    /// started_at, attempt_id, provider_payment_id`.
+    pub payments_query: Option<String>,
+    /// Returns `attempt_id, payment_id, started_at, finished_at, outcome, provider_payment_id`.
+    pub attempts_query: Option<String>,
 }
 
 /// One statement source as written in the file.
@@ -116,6 +133,8 @@ pub struct Config {
     pub timezone: Tz,
     /// Database URL with relative SQLite paths resolved.
     pub database_url: String,
+    /// Custom ledger read queries (`None` = the bundled schema).
+    pub ledger: LedgerQueries,
     /// Output root.
     pub output_dir: PathBuf,
     /// Rule folder, or `None` for the bundled rules.
@@ -256,9 +275,31 @@ impl Config {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let timezone = parse_tz(path, "timezone", &raw.timezone)?;
-        let url = std::env::var("RECON_DATABASE_URL").unwrap_or(raw.database_url);
-        let database_url = resolve_sqlite_url(&url, &base)
-            .ok_or_else(|| config_error(path, format!("key `database_url`: unsupported URL {:?} (hint: this version supports sqlite://FILE)", crate::mask::url(&url))))?;
+        let url = std::env::var("RECON_DATABASE_URL")
+            .ok()
+            .or_else(|| std::env::var("DATABASE_URL").ok())
+            .or(raw.database_url)
+            .ok_or_else(|| {
+                config_error(
+                    path,
+                    "key `database_url` is missing (or set RECON_DATABASE_URL / DATABASE_URL)",
+                )
+            })?;
+        let database_url = resolve_database_url(&url, &base)
+            .ok_or_else(|| config_error(path, format!("key `database_url`: unsupported URL {:?} (hint: sqlite://FILE or postgres://…)", crate::mask::url(&url))))?;
+        for (key, q) in [
+            ("ledger.payments_query", &raw.ledger.payments_query),
+            ("ledger.attempts_query", &raw.ledger.attempts_query),
+        ] {
+            if q.as_deref()
+                .is_some_and(|q| q.trim().is_empty() || q.contains(';'))
+            {
+                return Err(config_error(
+                    path,
+                    format!("key `{key}`: must be one SELECT without `;`"),
+                ));
+            }
+        }
         for (key, v) in [
             ("stale_submitting_minutes", raw.stale_submitting_minutes),
             ("settlement_lag_hours", raw.settlement_lag_hours),
@@ -286,6 +327,7 @@ impl Config {
             path: path.to_path_buf(),
             timezone,
             database_url,
+            ledger: raw.ledger,
             output_dir: join_clean(&base, raw.output_dir),
             rules_dir: raw.rules_dir.map(|d| join_clean(&base, d)),
             stale_submitting_minutes: raw.stale_submitting_minutes,
@@ -462,7 +504,10 @@ pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
 }
 
 /// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
-fn resolve_sqlite_url(url: &str, base: &Path) -> Option<String> {
+fn resolve_database_url(url: &str, base: &Path) -> Option<String> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Some(url.to_string());
+    }
     let rest = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))?;

@@ -1,9 +1,12 @@
-//! Database connection, embedded migrations and the run lock.
+//! Database connection (SQLite file or PostgreSQL, chosen by the URL), migrations, the schema
+//! check every command makes before touching data, and the run lock.
 
 use crate::exit::{Failure, fail};
+use crate::store::Tx;
 use anyhow::Result;
-use sqlx::SqlitePool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Connection, PgPool, SqlitePool};
 use std::fs::File;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -11,14 +14,30 @@ use std::time::Duration;
 
 /// Migrations for the embedded default (SQLite), compiled into the binary.
 pub static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+/// Migrations for PostgreSQL, compiled into the binary.
+pub static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
 
-/// An open, migrated database.
+/// PostgreSQL advisory lock key of the run lock ("recon" in ASCII).
+pub const RUN_LOCK_KEY: i64 = 0x0072_6563_6f6e;
+
+/// A connection pool on either backend.
+#[derive(Debug, Clone)]
+pub enum Pool {
+    /// The embedded default.
+    Sqlite(SqlitePool),
+    /// Production.
+    Postgres(PgPool),
+}
+
+/// An open database whose schema matches this binary.
 #[derive(Debug, Clone)]
 pub struct Db {
     /// The pool.
-    pub pool: SqlitePool,
-    /// The database file (None for in-memory).
+    pub pool: Pool,
+    /// The SQLite database file (None for PostgreSQL and in-memory SQLite).
     pub file: Option<PathBuf>,
+    /// The URL (for messages; always shown masked).
+    url: String,
 }
 
 fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
@@ -28,9 +47,28 @@ fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
     )
 }
 
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 impl Db {
-    /// Opens (creating if missing) and migrates the database at `url`.
-    pub async fn open(url: &str) -> Result<Db> {
+    /// Connects without touching the schema (`recon migrate` uses this).
+    pub async fn connect(url: &str) -> Result<Db> {
+        if is_postgres(url) {
+            let opts = PgConnectOptions::from_str(url).map_err(|e| db_error(url, "bad URL", e))?;
+            let pool = PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(opts)
+                .await
+                .map_err(|e| db_error(url, "cannot connect", e))?;
+            return Ok(Db {
+                pool: Pool::Postgres(pool),
+                file: None,
+                url: url.to_string(),
+            });
+        }
         let opts = SqliteConnectOptions::from_str(url)
             .map_err(|e| db_error(url, "bad URL", e))?
             .create_if_missing(true)
@@ -56,46 +94,235 @@ impl Db {
             .connect_with(opts)
             .await
             .map_err(|e| db_error(url, "cannot open", e))?;
-        SQLITE_MIGRATIONS
-            .run(&pool)
-            .await
-            .map_err(|e| db_error(url, "migration failed", e))?;
-        Ok(Db { pool, file })
+        Ok(Db {
+            pool: Pool::Sqlite(pool),
+            file,
+            url: url.to_string(),
+        })
     }
 
-    /// Takes the exclusive run lock (a lock file beside the database, released by the OS if
-    /// the process dies). Fails with the LOCKED exit code if another run holds it.
-    pub fn lock(&self) -> Result<Option<RunLock>> {
-        let Some(file) = &self.file else {
-            return Ok(None);
+    /// Connects and checks the schema. A brand-new, empty SQLite file (the embedded default)
+    /// is migrated on the spot; anything else must have been migrated by `recon migrate`.
+    pub async fn open(url: &str) -> Result<Db> {
+        let db = Self::connect(url).await?;
+        if let Pool::Sqlite(pool) = &db.pool {
+            let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
+                .fetch_one(pool)
+                .await
+                .map_err(|e| db_error(url, "cannot read", e))?;
+            if tables == 0 {
+                db.migrate().await?;
+            }
+        }
+        db.check_schema().await?;
+        Ok(db)
+    }
+
+    fn migrator(&self) -> &'static sqlx::migrate::Migrator {
+        match self.pool {
+            Pool::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Pool::Postgres(_) => &POSTGRES_MIGRATIONS,
+        }
+    }
+
+    /// Applies pending migrations; returns the versions applied now.
+    pub async fn migrate(&self) -> Result<Vec<i64>> {
+        let before = self.applied_versions().await?.unwrap_or_default();
+        match &self.pool {
+            Pool::Sqlite(p) => self.migrator().run(p).await,
+            Pool::Postgres(p) => self.migrator().run(p).await,
+        }
+        .map_err(|e| db_error(&self.url, "migration failed", e))?;
+        let after = self.applied_versions().await?.unwrap_or_default();
+        Ok(after
+            .into_iter()
+            .filter(|(v, _)| !before.iter().any(|(b, _)| b == v))
+            .map(|(v, _)| v)
+            .collect())
+    }
+
+    /// (version, checksum) of every applied migration, or None if never migrated.
+    async fn applied_versions(&self) -> Result<Option<Vec<(i64, Vec<u8>)>>> {
+        let sql = "SELECT version, checksum FROM _sqlx_migrations WHERE success ORDER BY version";
+        let r = match &self.pool {
+            Pool::Sqlite(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
+            Pool::Postgres(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
         };
-        let mut lock_path = file.clone().into_os_string();
-        lock_path.push(".lock");
-        let lock_path = PathBuf::from(lock_path);
-        let f = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| {
-                fail(
-                    Failure::Database,
-                    format!("{}: cannot open lock file: {e}", lock_path.display()),
-                )
-            })?;
-        match f.try_lock() {
-            Ok(()) => Ok(Some(RunLock { _file: f })),
-            Err(std::fs::TryLockError::WouldBlock) => Err(fail(
+        match r {
+            Ok(v) => Ok(Some(v)),
+            Err(sqlx::Error::Database(d))
+                if d.message().contains("no such table")
+                    || d.code().as_deref() == Some("42P01") =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(db_error(&self.url, "cannot read the schema version", e)),
+        }
+    }
+
+    /// Fails with a clear message unless the database has exactly the migrations this binary
+    /// knows: not migrated (or behind) → run `recon migrate`; newer or altered → wrong binary.
+    pub async fn check_schema(&self) -> Result<()> {
+        let url = crate::mask::url(&self.url);
+        let Some(applied) = self.applied_versions().await? else {
+            return Err(fail(
+                Failure::Database,
+                format!(
+                    "database {url} has no recon schema (hint: run `recon migrate --config FILE` first)"
+                ),
+            ));
+        };
+        let known: Vec<(i64, &[u8])> = self
+            .migrator()
+            .iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| (m.version, m.checksum.as_ref()))
+            .collect();
+        if let Some((v, _)) = applied
+            .iter()
+            .find(|(v, _)| !known.iter().any(|(k, _)| k == v))
+        {
+            return Err(fail(
+                Failure::Database,
+                format!(
+                    "database {url} has schema version {v}, newer than this recon knows (latest {}); \
+                     use the recon release that migrated it",
+                    known.last().map(|k| k.0).unwrap_or(0)
+                ),
+            ));
+        }
+        if let Some((v, _)) = applied
+            .iter()
+            .find(|(v, c)| known.iter().any(|(k, kc)| k == v && *kc != c.as_slice()))
+        {
+            return Err(fail(
+                Failure::Database,
+                format!("database {url}: migration {v} differs from the one this recon ships"),
+            ));
+        }
+        let missing: Vec<i64> = known
+            .iter()
+            .filter(|(k, _)| !applied.iter().any(|(v, _)| v == k))
+            .map(|(k, _)| *k)
+            .collect();
+        if !missing.is_empty() {
+            return Err(fail(
+                Failure::Database,
+                format!(
+                    "database {url} lacks migration(s) {missing:?} (hint: run `recon migrate --config FILE`)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx> {
+        let err = |e| db_error(&self.url, "cannot start a transaction", e);
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await.map_err(err)?),
+        })
+    }
+
+    /// Closes the pool (waits for connections to finish).
+    pub async fn close(&self) {
+        match &self.pool {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// Takes the exclusive run lock: one recon run per database at a time (whatever their
+    /// ranges: a range's scope includes older carried-over payments, so two "disjoint" runs can
+    /// still touch the same payment). SQLite: a lock file beside the database; PostgreSQL: a
+    /// session advisory lock on a dedicated connection. Both vanish with the process, so a
+    /// killed run never leaves a stale lock. Without `wait`, a held lock fails with the LOCKED
+    /// exit code; with it, this waits.
+    pub async fn lock(&self, wait: bool) -> Result<RunLock> {
+        let held = || {
+            fail(
                 Failure::Locked,
                 format!(
-                    "another recon run holds {} (hint: wait for it to finish)",
-                    lock_path.display()
+                    "another recon run holds the run lock on {} (hint: wait for it, or pass --wait)",
+                    crate::mask::url(&self.url)
                 ),
-            )),
-            Err(std::fs::TryLockError::Error(e)) => Err(fail(
-                Failure::Database,
-                format!("{}: cannot lock: {e}", lock_path.display()),
-            )),
+            )
+        };
+        match &self.pool {
+            Pool::Postgres(p) => {
+                let mut conn = p
+                    .acquire()
+                    .await
+                    .map_err(|e| db_error(&self.url, "cannot connect for the run lock", e))?
+                    .detach();
+                let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                    .bind(RUN_LOCK_KEY)
+                    .fetch_one(&mut conn)
+                    .await
+                    .map_err(|e| db_error(&self.url, "cannot take the run lock", e))?;
+                if !got {
+                    if !wait {
+                        let _ = conn.close().await;
+                        return Err(held());
+                    }
+                    tracing::info!("Another run holds the run lock; waiting for it.");
+                    sqlx::query("SELECT pg_advisory_lock($1)")
+                        .bind(RUN_LOCK_KEY)
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| db_error(&self.url, "waiting for the run lock", e))?;
+                }
+                Ok(RunLock {
+                    _file: None,
+                    _pg: Some(conn),
+                })
+            }
+            Pool::Sqlite(_) => {
+                let Some(file) = &self.file else {
+                    return Ok(RunLock {
+                        _file: None,
+                        _pg: None,
+                    });
+                };
+                let mut lock_path = file.clone().into_os_string();
+                lock_path.push(".lock");
+                let lock_path = PathBuf::from(lock_path);
+                let f = File::options()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(&lock_path)
+                    .map_err(|e| {
+                        fail(
+                            Failure::Database,
+                            format!("{}: cannot open lock file: {e}", lock_path.display()),
+                        )
+                    })?;
+                let lock_err = |e: std::io::Error| {
+                    fail(
+                        Failure::Database,
+                        format!("{}: cannot lock: {e}", lock_path.display()),
+                    )
+                };
+                match f.try_lock() {
+                    Ok(()) => {}
+                    Err(std::fs::TryLockError::WouldBlock) if wait => {
+                        tracing::info!("Another run holds the run lock; waiting for it.");
+                        let f2 = f.try_clone().map_err(lock_err)?;
+                        tokio::task::spawn_blocking(move || f2.lock())
+                            .await
+                            .map_err(|e| lock_err(std::io::Error::other(e)))?
+                            .map_err(lock_err)?;
+                    }
+                    Err(std::fs::TryLockError::WouldBlock) => return Err(held()),
+                    Err(std::fs::TryLockError::Error(e)) => return Err(lock_err(e)),
+                }
+                Ok(RunLock {
+                    _file: Some(f),
+                    _pg: None,
+                })
+            }
         }
     }
 }
@@ -103,5 +330,6 @@ impl Db {
 /// Held while a run works; dropping it releases the lock.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    _file: Option<File>,
+    _pg: Option<sqlx::PgConnection>,
 }

@@ -16,7 +16,13 @@ pub const SAMPLE_AS_OF: &str = "2026-12-01T12:00:00Z";
 /// statement.csv). The database named in recon.toml is deleted first.
 pub async fn run(sample_dir: &Path) -> Result<RunReport> {
     let cfg = Config::load(&sample_dir.join("recon.toml"))?;
-    if let Some(file) = cfg.database_url.strip_prefix("sqlite://") {
+    let Some(file) = cfg.database_url.strip_prefix("sqlite://") else {
+        return Err(crate::exit::fail(
+            crate::exit::Failure::Config,
+            "the demo uses the embedded SQLite database (hint: unset RECON_DATABASE_URL / DATABASE_URL)",
+        ));
+    };
+    {
         for suffix in ["", "-wal", "-shm"] {
             let p = format!("{file}{suffix}");
             if Path::new(&p).exists() {
@@ -27,12 +33,12 @@ pub async fn run(sample_dir: &Path) -> Result<RunReport> {
     }
     let db = crate::db::Db::open(&cfg.database_url).await?;
     crate::ledger::import::import(
-        &db.pool,
+        &db,
         &sample_dir.join("payments.csv"),
         Some(&sample_dir.join("attempts.csv")),
     )
     .await?;
-    db.pool.close().await;
+    db.close().await;
     let date: NaiveDate = SAMPLE_DATE.parse()?;
     let as_of: DateTime<Utc> = SAMPLE_AS_OF.parse()?;
     crate::run::run(
@@ -43,6 +49,7 @@ pub async fn run(sample_dir: &Path) -> Result<RunReport> {
             as_of: Some(as_of),
             dry_run: false,
             run_id: None,
+            wait: false,
         },
     )
     .await

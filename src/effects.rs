@@ -2,10 +2,9 @@
 //! history, follow-up bookkeeping for carried-over payments, and REVIEW tickets with their
 //! evidence (account numbers masked).
 
-use crate::exit::{Failure, fail};
 use crate::ledger::Payment;
 use crate::ledger::Status;
-use crate::ledger::transitions::{self, Applied, Transition};
+use crate::ledger::transitions::{Applied, Transition};
 use crate::outcome::{Action, Outcome, ResultRow};
 use crate::outputs::csv_safe;
 use crate::outputs::summary::Summary;
@@ -63,7 +62,7 @@ fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> S
 /// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
 /// refused (someone else moved the payment), with the status recon wanted.
 pub(crate) async fn apply(
-    tx: &mut sqlx::SqliteConnection,
+    tx: &mut crate::store::Tx,
     data: &RunData,
     summary: &mut Summary,
     t0: Micros,
@@ -94,7 +93,7 @@ pub(crate) async fn apply(
         }
     }
     let started = Instant::now();
-    let results = transitions::apply_batch(tx, &list, run_id, now).await?;
+    let results = tx.apply_transitions(&list, run_id, now).await?;
     tracing::debug!(
         run_id,
         transitions = list.len(),
@@ -127,30 +126,7 @@ pub(crate) async fn apply(
             closed.push(p.payment_id.as_str());
         }
     }
-    let fu_err = |e: sqlx::Error| fail(Failure::Database, format!("follow-ups: {e}"));
-    for chunk in open.chunks(500) {
-        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
-            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
-        );
-        q.push_values(chunk, |mut b, id| {
-            b.push_bind(*id)
-                .push_bind(&to_day)
-                .push_bind(None::<String>);
-        });
-        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL WHERE recon_followups.closed_on IS NOT NULL AND recon_followups.closed_on <= ");
-        q.push_bind(&to_day);
-        q.build().execute(&mut *tx).await.map_err(fu_err)?;
-    }
-    for chunk in closed.chunks(500) {
-        let mut q: sqlx::QueryBuilder<sqlx::Sqlite> = sqlx::QueryBuilder::new(
-            "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
-        );
-        q.push_values(chunk, |mut b, id| {
-            b.push_bind(*id).push_bind(&to_day).push_bind(&to_day);
-        });
-        q.push(" ON CONFLICT (payment_id) DO UPDATE SET closed_on = coalesce(recon_followups.closed_on, excluded.closed_on)");
-        q.build().execute(&mut *tx).await.map_err(fu_err)?;
-    }
+    tx.followups(&open, &closed, &to_day).await?;
     // Tickets, batched, keyed by a stable dedupe key.
     let mut new_tickets = Vec::new();
     for row in &data.rows {
@@ -195,7 +171,7 @@ pub(crate) async fn apply(
     }
     tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
     let started = Instant::now();
-    let upserted = tickets::upsert_batch(tx, &new_tickets, run_id, now).await?;
+    let upserted = tx.upsert_tickets(&new_tickets, run_id, now).await?;
     tracing::debug!(
         run_id,
         elapsed_ms = started.elapsed().as_millis() as u64,

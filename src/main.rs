@@ -45,6 +45,15 @@ enum Command {
         /// Fixed run id (default: timestamp + random suffix).
         #[arg(long)]
         run_id: Option<String>,
+        /// If another run holds the run lock, wait for it instead of exiting with code 6.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Create or upgrade the database schema (SQLite or PostgreSQL, from the config).
+    Migrate {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Ledger maintenance.
     Ledger {
@@ -203,6 +212,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             as_of,
             dry_run,
             run_id,
+            wait,
         } => {
             let cfg = Config::load(&config)?;
             let (from, to) = match (date, from, to) {
@@ -223,13 +233,28 @@ async fn dispatch(command: Command) -> Result<i32> {
                     as_of,
                     dry_run,
                     run_id,
+                    wait,
                 },
             )
             .await?;
-            print!(
-                "{}",
-                report.summary.text(&report.out_dir.display().to_string())
-            );
+            let out_dir = report.out_dir.display().to_string();
+            match &report.range {
+                Some((_, range)) => print!("{}", range.text(&out_dir)),
+                None => print!("{}", report.summary.text(&out_dir)),
+            }
+            Ok(exit::OK)
+        }
+        Command::Migrate { config } => {
+            let cfg = Config::load(&config)?;
+            let db = recon::db::Db::connect(&cfg.database_url).await?;
+            let applied = db.migrate().await?;
+            db.check_schema().await?;
+            db.close().await;
+            if applied.is_empty() {
+                println!("schema up to date");
+            } else {
+                println!("applied migration(s) {applied:?}");
+            }
             Ok(exit::OK)
         }
         Command::Ledger {
@@ -242,8 +267,8 @@ async fn dispatch(command: Command) -> Result<i32> {
         } => {
             let cfg = Config::load(&config)?;
             let db = recon::db::Db::open(&cfg.database_url).await?;
-            let r = recon::ledger::import::import(&db.pool, &payments, attempts.as_deref()).await?;
-            db.pool.close().await;
+            let r = recon::ledger::import::import(&db, &payments, attempts.as_deref()).await?;
+            db.close().await;
             println!("imported {} payments, {} attempts", r.payments, r.attempts);
             Ok(exit::OK)
         }
@@ -252,8 +277,8 @@ async fn dispatch(command: Command) -> Result<i32> {
                 TicketsCommand::List { config, open } => {
                     let cfg = Config::load(&config)?;
                     let db = recon::db::Db::open(&cfg.database_url).await?;
-                    let list = recon::tickets::list(&db.pool, open).await?;
-                    db.pool.close().await;
+                    let list = recon::tickets::list(&db, open).await?;
+                    db.close().await;
                     print!("{}", recon::tickets::render(&list));
                 }
                 TicketsCommand::Resolve {
@@ -264,8 +289,8 @@ async fn dispatch(command: Command) -> Result<i32> {
                 } => {
                     let cfg = Config::load(&config)?;
                     let db = recon::db::Db::open(&cfg.database_url).await?;
-                    recon::tickets::resolve(&db.pool, id, &actor, &note).await?;
-                    db.pool.close().await;
+                    recon::tickets::resolve(&db, id, &actor, &note).await?;
+                    db.close().await;
                     println!("ticket {id} resolved");
                 }
             }

@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Fixed run id (tests); generated when `None`.
     pub run_id: Option<String>,
+    /// Wait for the run lock instead of failing when another run holds it.
+    pub wait: bool,
 }
 
 /// What a run produced.
@@ -53,9 +55,105 @@ pub struct RunReport {
     pub run_id: String,
     /// The run's output folder.
     pub out_dir: PathBuf,
-    /// The summary written to summary.json.
+    /// The summary written to summary.json (for a range: the last day's; see `range`).
     pub summary: Summary,
+    /// For a range run: each day's report, in order, and the range summary.
+    pub range: Option<(Vec<RunReport>, RangeSummary)>,
 }
+
+/// `summary.json` of a range run (`--from … --to …`): one line per day plus each item's final
+/// outcome over the range (a payment carried over from one day to the next counts once, with
+/// the outcome of the last day that reported it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RangeSummary {
+    /// Run id of the range (each day's run id is `<it>-<YYYYMMDD>`).
+    pub run_id: String,
+    /// First day.
+    pub range_from: String,
+    /// Last day (inclusive).
+    pub range_to: String,
+    /// Cut-off.
+    pub as_of: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// One entry per day.
+    pub days: Vec<DaySummary>,
+    /// Outcome → final count and amounts per currency over the range.
+    pub outcomes: BTreeMap<String, summary::OutcomeStats>,
+    /// Sum of the days' transitions.
+    pub transitions: summary::TransitionStats,
+    /// Sum of the days' tickets.
+    pub tickets: summary::TicketStats,
+    /// Every distinct warning of the days.
+    pub warnings: Vec<String>,
+}
+
+impl RangeSummary {
+    /// A short human summary for the terminal.
+    pub fn text(&self, out_dir: &str) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "recon run {}: {} .. {} day by day (as of {}){}",
+            self.run_id,
+            self.range_from,
+            self.range_to,
+            self.as_of,
+            if self.dry_run {
+                " [dry run: nothing changed; each day ran without the previous days' effects]"
+            } else {
+                ""
+            }
+        );
+        for d in &self.days {
+            let _ = writeln!(s, "  {}: {} payments in scope", d.date, d.payments_in_scope);
+        }
+        let _ = writeln!(s, "  final outcome per item over the range:");
+        for (name, st) in &self.outcomes {
+            if st.count > 0 {
+                let money: Vec<String> =
+                    st.amounts.iter().map(|(c, a)| format!("{a} {c}")).collect();
+                let _ = writeln!(s, "  {name:<22} {:>8}   {}", st.count, money.join(", "));
+            }
+        }
+        let t = &self.transitions;
+        let _ = writeln!(
+            s,
+            "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
+            t.planned, t.applied, t.already_applied, t.conflicts
+        );
+        let _ = writeln!(
+            s,
+            "  tickets: {} new, {} already known",
+            self.tickets.created, self.tickets.existing
+        );
+        for w in &self.warnings {
+            let _ = writeln!(s, "  warning: {w}");
+        }
+        let _ = writeln!(s, "  results: {out_dir}/<day>/");
+        s
+    }
+}
+
+/// One day of a range run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DaySummary {
+    /// The day.
+    pub date: String,
+    /// Its run id.
+    pub run_id: String,
+    /// Its folder, relative to the range's.
+    pub folder: String,
+    /// Payments reported that day.
+    pub payments_in_scope: usize,
+    /// Outcome → count that day (non-zero only).
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+/// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
+/// currency).
+type FinalOutcomes = BTreeMap<String, (&'static str, i64, &'static str)>;
 
 /// The rows of a run: read by the writer thread and the database step at the same time.
 pub(crate) struct RunData {
@@ -92,37 +190,211 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     });
     let opening = Instant::now();
     let db = Db::open(&cfg.database_url).await?;
-    let _lock = db.lock()?;
+    let _lock = db.lock(opts.wait).await?;
     tracing::debug!(
         elapsed_ms = opening.elapsed().as_millis() as u64,
-        "Database open and migrated."
+        "Database open, schema checked, run lock held."
     );
-    let now = || timeparse::to_db(Utc::now().timestamp_micros());
     if !opts.dry_run {
-        sqlx::query(
-            "INSERT INTO recon_runs (run_id, range_from, range_to, as_of, dry_run, rules_hash, status, started_at)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5, 'RUNNING', ?6)",
-        )
-        .bind(&run_id)
-        .bind(opts.from.to_string())
-        .bind(opts.to.to_string())
-        .bind(timeparse::format_utc(as_of))
-        .bind(&rules.hash)
-        .bind(now())
-        .execute(&db.pool)
-        .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => fail(
-                Failure::Config,
-                format!("run id {run_id:?} was already used (hint: omit --run-id for a fresh one)"),
-            ),
-            _ => fail(Failure::Database, format!("recording run {run_id}: {e}")),
-        })?;
+        recover_interrupted(&db, cfg).await?;
     }
-    tracing::info!(run_id, from = %opts.from, to = %opts.to, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
+    let result = if opts.from == opts.to {
+        run_day(
+            cfg,
+            opts,
+            opts.from,
+            &rules,
+            &db,
+            &run_id,
+            &cfg.output_dir,
+            as_of,
+        )
+        .await
+        .map(|(r, _)| r)
+    } else {
+        run_range(cfg, opts, &rules, &db, &run_id, as_of).await
+    };
+    let closing = Instant::now();
+    db.close().await;
+    tracing::debug!(
+        elapsed_ms = closing.elapsed().as_millis() as u64,
+        "Database closed."
+    );
+    result
+}
+
+/// Under the run lock no other run is alive, so a run record still RUNNING belongs to a run
+/// that was killed: mark it FAILED, and remove the output folders it never renamed into place
+/// (its database effects are either all committed or none are; a re-run reproduces its results).
+async fn recover_interrupted(db: &Db, cfg: &Config) -> Result<()> {
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let mut tx = db.begin().await?;
+    let n = tx
+        .fail_runs(
+            None,
+            "interrupted: the process ended before the run completed (killed or crashed)",
+            &now,
+        )
+        .await?;
+    tx.commit().await?;
+    if n > 0 {
+        tracing::warn!(runs = n, "Marked interrupted runs as FAILED.");
+    }
+    let Ok(entries) = std::fs::read_dir(&cfg.output_dir) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().is_some_and(|x| x == "tmp") {
+            tracing::warn!(folder = %path.display(), "Removing the output of an interrupted run.");
+            let _ = std::fs::remove_dir_all(&path);
+        } else if path.is_dir()
+            && let Ok(days) = std::fs::read_dir(&path)
+        {
+            for d in days.flatten() {
+                if d.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_dir_all(d.path());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A range runs day by day, exactly as the nightly runs would have (each day sees the
+/// follow-ups the previous day left), each day committed on its own, into
+/// `<output_dir>/<run id>/<YYYY-MM-DD>/`, with one `summary.json` for the range written last.
+async fn run_range(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+) -> Result<RunReport> {
+    let dir = cfg.output_dir.join(run_id);
+    if dir.exists() {
+        return Err(fail(
+            Failure::Config,
+            format!(
+                "{} already exists (hint: omit --run-id for a fresh one)",
+                dir.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        fail(
+            Failure::Output,
+            format!("{}: cannot create: {e}", dir.display()),
+        )
+    })?;
+    let mut reports = Vec::new();
+    let mut finals = FinalOutcomes::new();
+    let mut range = RangeSummary {
+        run_id: run_id.to_string(),
+        range_from: opts.from.to_string(),
+        range_to: opts.to.to_string(),
+        as_of: timeparse::format_utc(as_of),
+        dry_run: opts.dry_run,
+        ..Default::default()
+    };
+    let mut day = opts.from;
+    while day <= opts.to {
+        let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
+        let (report, outcomes) = run_day(cfg, opts, day, rules, db, &day_id, &dir, as_of).await?;
+        let s = &report.summary;
+        range.days.push(DaySummary {
+            date: day.to_string(),
+            run_id: day_id,
+            folder: day.to_string(),
+            payments_in_scope: s.payments_in_scope,
+            outcomes: s
+                .outcomes
+                .iter()
+                .filter(|(_, v)| v.count > 0)
+                .map(|(k, v)| (k.clone(), v.count))
+                .collect(),
+        });
+        range.transitions.planned += s.transitions.planned;
+        range.transitions.applied += s.transitions.applied;
+        range.transitions.already_applied += s.transitions.already_applied;
+        range.transitions.conflicts += s.transitions.conflicts;
+        range.tickets.created += s.tickets.created;
+        range.tickets.existing += s.tickets.existing;
+        for w in &s.warnings {
+            if !range.warnings.contains(w) {
+                range.warnings.push(w.clone());
+            }
+        }
+        finals.extend(outcomes);
+        reports.push(report);
+        match day.succ_opt() {
+            Some(d) => day = d,
+            None => break,
+        }
+    }
+    range.outcomes = summary::final_outcome_stats(finals.values().copied());
+    let json = serde_json::to_string_pretty(&range).context("summary.json")? + "\n";
+    let tmp = dir.join("summary.json.tmp");
+    std::fs::write(&tmp, json)
+        .and_then(|()| std::fs::rename(&tmp, dir.join("summary.json")))
+        .map_err(|e| fail(Failure::Output, format!("{}: {e}", dir.display())))?;
+    let last = reports
+        .last()
+        .map(|r| r.summary.clone())
+        .unwrap_or_default();
+    Ok(RunReport {
+        run_id: run_id.to_string(),
+        out_dir: dir,
+        summary: last,
+        range: Some((reports, range)),
+    })
+}
+
+/// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
+#[allow(clippy::too_many_arguments)]
+async fn run_day(
+    cfg: &Config,
+    opts: &RunOptions,
+    day: NaiveDate,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    parent: &std::path::Path,
+    as_of: Micros,
+) -> Result<(RunReport, FinalOutcomes)> {
+    let now = || timeparse::to_db(Utc::now().timestamp_micros());
+    let day_opts = RunOptions {
+        from: day,
+        to: day,
+        ..opts.clone()
+    };
+    let folder = if parent == cfg.output_dir {
+        run_id.to_string()
+    } else {
+        day.to_string()
+    };
+    if !opts.dry_run {
+        let (from, to) = (day.to_string(), day.to_string());
+        let as_of_text = timeparse::format_utc(as_of);
+        let started = now();
+        let mut tx = db.begin().await?;
+        tx.insert_run(&crate::store::RunStart {
+            run_id,
+            from: &from,
+            to: &to,
+            as_of: &as_of_text,
+            rules_hash: &rules.hash,
+            now: &started,
+        })
+        .await?;
+        tx.commit().await?;
+        crate::fault::point("after_run_record");
+    }
+    tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
+    let result = plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await;
     match &result {
-        Ok(r) => {
+        Ok((r, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
         }
         Err(e) => tracing::error!(run_id, error = %format!("{e:#}"), "Run failed."),
@@ -131,24 +403,19 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         && !opts.dry_run
     {
         // Best effort: the run record says why it failed; nothing else was committed.
-        let _ = sqlx::query(
-                "UPDATE recon_runs SET status = 'FAILED', error = ?1, finished_at = ?2 WHERE run_id = ?3",
-            )
-            .bind(format!("{e:#}"))
-            .bind(now())
-            .bind(&run_id)
-            .execute(&db.pool)
-            .await;
+        if let Ok(mut tx) = db.begin().await
+            && tx
+                .fail_runs(Some(run_id), &format!("{e:#}"), &now())
+                .await
+                .is_ok()
+        {
+            let _ = tx.commit().await;
+        }
     }
-    let closing = Instant::now();
-    db.pool.close().await;
-    tracing::debug!(
-        elapsed_ms = closing.elapsed().as_millis() as u64,
-        "Database closed."
-    );
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn plan_and_apply(
     cfg: &Config,
     opts: &RunOptions,
@@ -156,15 +423,18 @@ async fn plan_and_apply(
     db: &Db,
     run_id: &str,
     as_of: Micros,
-) -> Result<RunReport> {
+    parent: &std::path::Path,
+    folder: &str,
+) -> Result<(RunReport, FinalOutcomes)> {
     let Plan {
         data,
         mut summary,
         rejected,
         t0,
     } = plan(cfg, opts, rules, db, run_id, as_of).await?;
-    let out_dir = cfg.output_dir.join(run_id);
-    let tmp_dir = cfg.output_dir.join(format!("{run_id}.tmp"));
+    crate::fault::point("after_plan");
+    let out_dir = parent.join(folder);
+    let tmp_dir = parent.join(format!("{folder}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
         fail(
             Failure::Output,
@@ -188,12 +458,7 @@ async fn plan_and_apply(
         })
     };
     let started = Instant::now();
-    let mut tx = db.pool.begin().await.map_err(|e| {
-        fail(
-            Failure::Database,
-            format!("starting the write transaction: {e}"),
-        )
-    })?;
+    let mut tx = db.begin().await?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     let conflicts = if !opts.dry_run {
         crate::effects::apply(&mut tx, &data, &mut summary, t0, run_id, opts, &now).await?
@@ -227,28 +492,11 @@ async fn plan_and_apply(
         .map_err(|e| out_err("summary.json", &e))?;
     let started = Instant::now();
     if !opts.dry_run {
-        let counts: BTreeMap<&str, usize> = summary
-            .outcomes
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.count))
-            .collect();
-        sqlx::query(
-            "UPDATE recon_runs SET status = 'COMPLETED', inputs = ?1, counts = ?2, finished_at = ?3 WHERE run_id = ?4",
-        )
-        .bind(serde_json::to_string(&summary.inputs)?)
-        .bind(serde_json::to_string(&counts)?)
-        .bind(&now)
-        .bind(run_id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| fail(Failure::Database, format!("completing run {run_id}: {e}")))?;
-        tx.commit()
-            .await
-            .map_err(|e| fail(Failure::Database, format!("committing run {run_id}: {e}")))?;
+        crate::fault::point("before_commit");
+        tx.commit().await?;
+        crate::fault::point("after_commit");
     } else {
-        tx.rollback()
-            .await
-            .map_err(|e| fail(Failure::Database, format!("dry run rollback: {e}")))?;
+        tx.rollback().await?;
     }
     tracing::debug!(
         run_id,
@@ -259,13 +507,64 @@ async fn plan_and_apply(
         std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
     std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    crate::fault::point("after_rename");
+    if !opts.dry_run {
+        // Completed only once the results are in place: a run killed before this line is
+        // shown as interrupted by the next run (its effects, if committed, are re-found as
+        // already applied).
+        let counts: BTreeMap<&str, usize> = summary
+            .outcomes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.count))
+            .collect();
+        let mut tx = db.begin().await?;
+        tx.complete_run(
+            run_id,
+            &serde_json::to_string(&summary.inputs)?,
+            &serde_json::to_string(&counts)?,
+            &now,
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    let finals = final_outcomes(&data);
     // Freeing a million rows takes a noticeable fraction of a second; nothing waits for it.
     std::thread::spawn(move || drop(data));
-    Ok(RunReport {
-        run_id: run_id.to_string(),
-        out_dir,
-        summary,
-    })
+    Ok((
+        RunReport {
+            run_id: run_id.to_string(),
+            out_dir,
+            summary,
+            range: None,
+        },
+        finals,
+    ))
+}
+
+/// Each reported item's outcome, for a range's final counts.
+fn final_outcomes(data: &RunData) -> FinalOutcomes {
+    let mut out = FinalOutcomes::new();
+    for row in &data.rows {
+        let (key, amount, currency) = match row.payment {
+            Some(pi) => {
+                let p = &data.payments[pi as usize];
+                (p.payment_id.clone(), p.amount_minor, p.currency)
+            }
+            None => match row.lines.first() {
+                Some(&li) => {
+                    let l = &data.lines[li as usize];
+                    (
+                        format!("line:{}:{}", l.source, l.uid()),
+                        l.amount_minor,
+                        l.currency,
+                    )
+                }
+                None => continue,
+            },
+        };
+        out.insert(key, (row.outcome.as_str(), amount, currency));
+    }
+    out
 }
 
 /// Writes `results.csv` into `dir`.
@@ -317,7 +616,8 @@ async fn plan(
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
     let ledger = crate::ledger::load::load(
-        &db.pool,
+        db,
+        &cfg.ledger,
         &LoadRange {
             lo: lo0,
             hi: hi0,
@@ -363,7 +663,8 @@ async fn plan(
     if need_lo < lo0 || need_hi > hi0 {
         let lo = need_lo.min(lo0);
         ledger = crate::ledger::load::load(
-            &db.pool,
+            db,
+            &cfg.ledger,
             &LoadRange {
                 lo,
                 hi: need_hi.max(hi0),

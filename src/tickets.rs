@@ -1,9 +1,10 @@
 //! The REVIEW queue: tickets keyed by a stable dedupe key, so re-runs never duplicate them and
 //! a ticket a human resolved stays resolved.
 
+use crate::db::Db;
 use crate::exit::{Failure, fail};
+use crate::store::Tx;
 use anyhow::Result;
-use sqlx::{SqliteConnection, SqlitePool};
 
 /// A ticket a run wants to exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,18 +41,11 @@ pub enum Upserted {
     Existing,
 }
 
-fn db_err(e: sqlx::Error) -> anyhow::Error {
-    fail(Failure::Database, format!("review tickets: {e}"))
-}
-
 /// Creates the ticket or marks the existing one as seen by `run_id`.
-pub async fn upsert(
-    conn: &mut SqliteConnection,
-    t: &NewTicket,
-    run_id: &str,
-    now: &str,
-) -> Result<Upserted> {
-    let r = upsert_batch(conn, std::slice::from_ref(t), run_id, now).await?;
+pub async fn upsert(tx: &mut Tx, t: &NewTicket, run_id: &str, now: &str) -> Result<Upserted> {
+    let r = tx
+        .upsert_tickets(std::slice::from_ref(t), run_id, now)
+        .await?;
     Ok(r.first().copied().unwrap_or(Upserted::Existing))
 }
 
@@ -87,42 +81,24 @@ pub struct Ticket {
 }
 
 /// Lists tickets, most severe first, then oldest first.
-pub async fn list(pool: &SqlitePool, open_only: bool) -> Result<Vec<Ticket>> {
-    let sql = "SELECT ticket_id, kind, severity, status, payment_id, line_ids, amount_minor, currency,
-                      evidence, created_run_id, last_seen_run_id, resolved_by, resolution_note
-               FROM review_tickets
-               WHERE (?1 = 0 OR status = 'OPEN')
-               ORDER BY CASE severity WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END,
-                        ticket_id";
-    sqlx::query_as::<_, Ticket>(sql)
-        .bind(i64::from(open_only))
-        .fetch_all(pool)
-        .await
-        .map_err(db_err)
+pub async fn list(db: &Db, open_only: bool) -> Result<Vec<Ticket>> {
+    let mut tx = db.begin().await?;
+    let list = tx.list_tickets(open_only).await?;
+    tx.rollback().await?;
+    Ok(list)
 }
 
 /// Resolves an open ticket with a note and the actor's name.
-pub async fn resolve(pool: &SqlitePool, ticket_id: i64, actor: &str, note: &str) -> Result<()> {
+pub async fn resolve(db: &Db, ticket_id: i64, actor: &str, note: &str) -> Result<()> {
     let now = crate::timeparse::to_db(chrono::Utc::now().timestamp_micros());
-    let n = sqlx::query(
-        "UPDATE review_tickets SET status = 'RESOLVED', resolved_at = ?1, resolved_by = ?2, resolution_note = ?3
-         WHERE ticket_id = ?4 AND status = 'OPEN'",
-    )
-    .bind(&now)
-    .bind(actor)
-    .bind(note)
-    .bind(ticket_id)
-    .execute(pool)
-    .await
-    .map_err(db_err)?
-    .rows_affected();
-    if n == 0 {
+    let mut tx = db.begin().await?;
+    if !tx.resolve_ticket(ticket_id, actor, note, &now).await? {
         return Err(fail(
             Failure::Input,
             format!("ticket {ticket_id} does not exist or is not open"),
         ));
     }
-    Ok(())
+    tx.commit().await
 }
 
 /// Renders tickets as a fixed-width table for the terminal.
@@ -156,68 +132,4 @@ pub fn render(tickets: &[Ticket]) -> String {
         );
     }
     s
-}
-
-/// [`upsert`] for many tickets with one multi-row insert and one update per batch. Returns
-/// one result per input, in order. Keys must be unique within `tickets`.
-pub async fn upsert_batch(
-    conn: &mut SqliteConnection,
-    tickets: &[NewTicket],
-    run_id: &str,
-    now: &str,
-) -> Result<Vec<Upserted>> {
-    use sqlx::{QueryBuilder, Sqlite};
-    use std::collections::HashSet;
-    let mut out = Vec::with_capacity(tickets.len());
-    for chunk in tickets.chunks(500) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO review_tickets (dedupe_key, kind, severity, payment_id, line_ids, amount_minor, \
-             currency, evidence, status, created_run_id, last_seen_run_id, created_at) ",
-        );
-        q.push_values(chunk, |mut b, t| {
-            b.push_bind(&t.dedupe_key)
-                .push_bind(&t.kind)
-                .push_bind(&t.severity)
-                .push_bind(&t.payment_id)
-                .push_bind(&t.line_ids)
-                .push_bind(t.amount_minor)
-                .push_bind(&t.currency)
-                .push_bind(&t.evidence)
-                .push_bind("OPEN")
-                .push_bind(run_id)
-                .push_bind(run_id)
-                .push_bind(now);
-        });
-        q.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key");
-        let created: Vec<(String,)> = q
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db_err)?;
-        let created: HashSet<String> = created.into_iter().map(|(k,)| k).collect();
-        let existing: Vec<&NewTicket> = chunk
-            .iter()
-            .filter(|t| !created.contains(&t.dedupe_key))
-            .collect();
-        if !existing.is_empty() {
-            let mut u: QueryBuilder<Sqlite> =
-                QueryBuilder::new("UPDATE review_tickets SET last_seen_run_id = ");
-            u.push_bind(run_id);
-            u.push(" WHERE dedupe_key IN (");
-            let mut sep = u.separated(", ");
-            for t in &existing {
-                sep.push_bind(&t.dedupe_key);
-            }
-            u.push(")");
-            u.build().execute(&mut *conn).await.map_err(db_err)?;
-        }
-        out.extend(chunk.iter().map(|t| {
-            if created.contains(&t.dedupe_key) {
-                Upserted::Created
-            } else {
-                Upserted::Existing
-            }
-        }));
-    }
-    Ok(out)
 }

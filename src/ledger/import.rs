@@ -5,7 +5,6 @@ use super::Status;
 use crate::exit::{Failure, fail};
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
-use sqlx::{QueryBuilder, Sqlite, SqlitePool};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -41,29 +40,8 @@ pub struct ImportReport {
     pub attempts: usize,
 }
 
-#[derive(Debug)]
-struct PaymentRow {
-    payment_id: String,
-    recipient: String,
-    amount_minor: i64,
-    currency: &'static str,
-    status: Status,
-    created_at: String,
-    started_at: Option<String>,
-    attempt_id: Option<String>,
-    provider_payment_id: Option<String>,
-}
-
-#[derive(Debug)]
-struct AttemptRow {
-    attempt_id: String,
-    payment_id: String,
-    started_at: String,
-    finished_at: Option<String>,
-    outcome: Option<String>,
-    provider_payment_id: Option<String>,
-    error_detail: Option<String>,
-}
+type PaymentRow = crate::store::PaymentInsert;
+type AttemptRow = crate::store::AttemptInsert;
 
 fn opt(s: &str) -> Option<String> {
     let t = normalize::text(s);
@@ -213,7 +191,7 @@ fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
                 recipient,
                 amount_minor,
                 currency,
-                status,
+                status: status.as_str(),
                 created_at,
                 started_at,
                 attempt_id,
@@ -276,45 +254,25 @@ fn parse_attempts(
     Ok(out)
 }
 
-/// Which of `ids` are payments in the database (queried 500 at a time).
-async fn payments_in_db<'a>(
-    pool: &SqlitePool,
-    ids: impl Iterator<Item = &'a str>,
-) -> Result<HashSet<String>> {
-    let ids: Vec<&str> = ids.collect();
-    let mut found = HashSet::new();
-    for chunk in ids.chunks(500) {
-        let mut q: QueryBuilder<Sqlite> =
-            QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
-        let mut sep = q.separated(", ");
-        for id in chunk {
-            sep.push_bind(*id);
-        }
-        q.push(")");
-        let rows: Vec<(String,)> = q
-            .build_query_as()
-            .fetch_all(pool)
-            .await
-            .map_err(|e| fail(Failure::Database, format!("ledger import: {e}")))?;
-        found.extend(rows.into_iter().map(|(id,)| id));
-    }
-    Ok(found)
-}
-
 /// Validates both files completely, then inserts everything in one transaction.
 pub async fn import(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     payments: &Path,
     attempts: Option<&Path>,
 ) -> Result<ImportReport> {
     let rows = parse_payments(payments)?;
-    let db_err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
+    let mut tx = db.begin().await?;
     // Ids already in the database are rejected: an import never overwrites the ledger.
-    let mut existing: Vec<String> =
-        payments_in_db(pool, rows.iter().map(|r| r.payment_id.as_str()))
-            .await?
-            .into_iter()
-            .collect();
+    let mut existing: Vec<String> = tx
+        .payments_in_db(
+            &rows
+                .iter()
+                .map(|r| r.payment_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .await?
+        .into_iter()
+        .collect();
     if !existing.is_empty() {
         existing.sort();
         let errors: Vec<String> = existing
@@ -339,52 +297,16 @@ pub async fn import(
                 .map(|(_, f)| normalize::text(&f[1]))
                 .filter(|id| !in_file.contains(id.as_str()))
                 .collect();
-            let in_db = payments_in_db(pool, missing.iter().map(String::as_str)).await?;
+            let in_db = tx
+                .payments_in_db(&missing.iter().map(String::as_str).collect::<Vec<_>>())
+                .await?;
             parse_attempts(p, records, |id| in_file.contains(id) || in_db.contains(id))?
         }
         None => Vec::new(),
     };
     let now = timeparse::to_db(chrono::Utc::now().timestamp_micros());
-    let mut tx = pool.begin().await.map_err(db_err)?;
-    for chunk in rows.chunks(500) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO payments (payment_id, recipient_account, amount_minor, currency, status, created_at, started_at, attempt_id, provider_payment_id, updated_at) ",
-        );
-        q.push_values(chunk, |mut b, r| {
-            b.push_bind(&r.payment_id)
-                .push_bind(&r.recipient)
-                .push_bind(r.amount_minor)
-                .push_bind(r.currency)
-                .push_bind(r.status.as_str())
-                .push_bind(&r.created_at)
-                .push_bind(&r.started_at)
-                .push_bind(&r.attempt_id)
-                .push_bind(&r.provider_payment_id)
-                .push_bind(&now);
-        });
-        q.build().execute(&mut *tx).await.map_err(db_err)?;
-    }
-    for chunk in attempt_rows.chunks(500) {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO payment_attempts (attempt_id, payment_id, started_at, finished_at, outcome, provider_payment_id, error_detail) ",
-        );
-        q.push_values(chunk, |mut b, r| {
-            b.push_bind(&r.attempt_id)
-                .push_bind(&r.payment_id)
-                .push_bind(&r.started_at)
-                .push_bind(&r.finished_at)
-                .push_bind(&r.outcome)
-                .push_bind(&r.provider_payment_id)
-                .push_bind(&r.error_detail);
-        });
-        q.build().execute(&mut *tx).await.map_err(|e| {
-            fail(
-                Failure::Input,
-                format!("ledger import: attempts rejected by the database, nothing imported: {e}"),
-            )
-        })?;
-    }
-    tx.commit().await.map_err(db_err)?;
+    tx.insert_ledger(&rows, &attempt_rows, &now).await?;
+    tx.commit().await?;
     Ok(ImportReport {
         payments: rows.len(),
         attempts: attempt_rows.len(),

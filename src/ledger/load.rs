@@ -6,11 +6,14 @@
 
 use super::sqlite_raw::{self, Row};
 use super::{Payment, Status};
+use crate::config::LedgerQueries;
+use crate::db::{Db, Pool};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use foldhash::{HashMap, HashMapExt};
-use sqlx::SqlitePool;
+use sqlx::{PgPool, SqlitePool};
+use std::borrow::Cow;
 
 /// What to load.
 #[derive(Debug, Clone)]
@@ -50,7 +53,13 @@ fn column(name: &str, scan: bool) -> String {
     }
 }
 
-fn payments_sql(scan: bool) -> String {
+fn payments_sql(scan: bool, custom: Option<&str>) -> String {
+    if let Some(q) = custom {
+        return format!(
+            "SELECT {COLUMNS} FROM ({q}) AS p
+             WHERE coalesce(started_at, created_at) >= ?1 AND coalesce(started_at, created_at) < ?2"
+        );
+    }
     if scan {
         // One pass over the table.
         return format!(
@@ -65,10 +74,14 @@ fn payments_sql(scan: bool) -> String {
     )
 }
 
-fn attempt_ids_sql(scan: bool) -> String {
+fn attempt_ids_sql(scan: bool, custom: Option<&str>) -> String {
     let s = column("started_at", scan);
+    let from = match custom {
+        Some(q) => format!("({q}) AS a"),
+        None => "payment_attempts".to_string(),
+    };
     format!(
-        "SELECT payment_id, provider_payment_id FROM payment_attempts
+        "SELECT payment_id, provider_payment_id FROM {from}
          WHERE provider_payment_id IS NOT NULL AND {s} >= ?1 AND {s} < ?2"
     )
 }
@@ -151,8 +164,20 @@ fn payment(row: &Row) -> Result<Payment> {
     })
 }
 
-/// Loads payments and provider ids for a run.
-pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> {
+/// Loads payments and provider ids for a run from either backend. `queries` replace the
+/// bundled tables when the ledger lives in the user's own schema.
+pub async fn load(db: &Db, queries: &LedgerQueries, range: &LoadRange) -> Result<LoadedLedger> {
+    match &db.pool {
+        Pool::Sqlite(p) => load_sqlite(p, queries, range).await,
+        Pool::Postgres(p) => load_pg(p, queries, range).await,
+    }
+}
+
+async fn load_sqlite(
+    pool: &SqlitePool,
+    queries: &LedgerQueries,
+    range: &LoadRange,
+) -> Result<LoadedLedger> {
     let lo = timeparse::to_db(range.lo);
     let hi = timeparse::to_db(range.hi);
     let attempts_lo = timeparse::to_db(range.attempts_lo.min(range.lo));
@@ -162,8 +187,10 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?;
 
     let mut payments = Vec::new();
-    let scan = wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
-    sqlite_raw::query(&mut conn, &payments_sql(scan), &[&lo, &hi], |row| {
+    let custom = queries.payments_query.as_deref();
+    let scan =
+        custom.is_none() && wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
+    sqlite_raw::query(&mut conn, &payments_sql(scan, custom), &[&lo, &hi], |row| {
         payments.push(payment(row)?);
         Ok(())
     })
@@ -181,7 +208,7 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
 
     // recon's own latest transition: classify on the status before it, so that re-running a
     // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
-    let mut latest: HashMap<u32, (i64, String, String, String)> = HashMap::new();
+    let mut latest: Latest = HashMap::new();
     sqlite_raw::query(&mut conn, HISTORY_SQL, &[&lo], |row| {
         let (Some(pid), Some(actor), Some(from), Some(to)) =
             (row.text(1), row.text(2), row.text(3), row.text(4))
@@ -191,13 +218,7 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         let Some(&i) = positions.get(pid.as_str()) else {
             return Ok(());
         };
-        let id = row.int(0);
-        match latest.get(&i) {
-            Some((seen, ..)) if *seen > id => {}
-            _ => {
-                latest.insert(i, (id, actor, from, to));
-            }
-        }
+        note_latest(&mut latest, i, row.int(0), actor, from, to);
         Ok(())
     })
     .await?;
@@ -212,17 +233,19 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
     })
     .await?;
     let mut provider_ids: Vec<(u32, String)> = Vec::new();
-    let scan = wide_range(
-        &mut conn,
-        "payment_attempts",
-        "started_at",
-        &attempts_lo,
-        &hi,
-    )
-    .await?;
+    let custom = queries.attempts_query.as_deref();
+    let scan = custom.is_none()
+        && wide_range(
+            &mut conn,
+            "payment_attempts",
+            "started_at",
+            &attempts_lo,
+            &hi,
+        )
+        .await?;
     sqlite_raw::query(
         &mut conn,
-        &attempt_ids_sql(scan),
+        &attempt_ids_sql(scan, custom),
         &[&attempts_lo, &hi],
         |row| {
             // The current attempt's id is usually already on the payment row: skip it.
@@ -239,6 +262,29 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
     )
     .await?;
     drop(positions);
+    Ok(finish(payments, latest, followups, provider_ids))
+}
+
+/// recon's latest transition per payment index: (history id, actor, from, to).
+type Latest = HashMap<u32, (i64, String, String, String)>;
+
+/// Keeps the later of two history rows for a payment.
+fn note_latest(latest: &mut Latest, i: u32, id: i64, actor: String, from: String, to: String) {
+    match latest.get(&i) {
+        Some((seen, ..)) if *seen > id => {}
+        _ => {
+            latest.insert(i, (id, actor, from, to));
+        }
+    }
+}
+
+/// Attaches history, follow-ups and attempts' provider ids to the loaded payments.
+fn finish(
+    mut payments: Vec<Payment>,
+    latest: Latest,
+    followups: Vec<(u32, (String, Option<String>))>,
+    mut provider_ids: Vec<(u32, String)>,
+) -> LoadedLedger {
     for (i, (_, actor, from, to)) in latest {
         let p = &mut payments[i as usize];
         if actor == "recon" && to == p.current_status.as_str() {
@@ -249,8 +295,151 @@ pub async fn load(pool: &SqlitePool, range: &LoadRange) -> Result<LoadedLedger> 
         payments[i as usize].followup = Some(f);
     }
     provider_ids.sort_unstable_by_key(|(i, _)| *i);
-    Ok(LoadedLedger {
+    LoadedLedger {
         payments,
         provider_ids,
+    }
+}
+
+/// The canonical columns of a payments query, timestamps as epoch microseconds.
+fn pg_payment_columns() -> String {
+    "payment_id::text, recipient_account::text, amount_minor::bigint, currency::text, status::text, \
+     (extract(epoch FROM created_at) * 1000000)::bigint, \
+     (extract(epoch FROM started_at) * 1000000)::bigint, attempt_id::text, provider_payment_id::text"
+        .to_string()
+}
+
+/// A timestamptz literal for COPY (which takes no parameters); `t` is recon's own value.
+fn pg_ts(t: Micros) -> String {
+    format!("'{}'::timestamptz", timeparse::format_utc(t))
+}
+
+fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
+    let text = |i: usize| f.get(i).and_then(|v| v.as_deref());
+    let id = text(0).ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
+    let int = |i: usize, col: &str| -> Result<Option<i64>> {
+        text(i)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|e| bad_row(id, format!("{col} {v:?}: {e}")))
+            })
+            .transpose()
+    };
+    let status = text(4).ok_or_else(|| bad_row(id, "status is NULL".into()))?;
+    let status =
+        Status::parse(status).ok_or_else(|| bad_row(id, format!("unknown status {status:?}")))?;
+    let currency = text(3).ok_or_else(|| bad_row(id, "currency is NULL".into()))?;
+    Ok(Payment {
+        recipient: text(1)
+            .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
+            .to_string(),
+        amount_minor: int(2, "amount_minor")?
+            .ok_or_else(|| bad_row(id, "amount_minor is NULL".into()))?,
+        currency: crate::money::currency(currency)
+            .map(|(code, _)| code)
+            .map_err(|e| bad_row(id, e.to_string()))?,
+        current_status: status,
+        status,
+        attempt_id: text(7).map(str::to_string),
+        provider_payment_id: text(8).map(str::to_string),
+        started_at: int(6, "started_at")?,
+        created_at: int(5, "created_at")?
+            .ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
+        followup: None,
+        payment_id: id.to_string(),
     })
+}
+
+/// PostgreSQL: payments and attempts' provider ids stream through `COPY … TO STDOUT`
+/// (see [`super::pg_copy`]); history and follow-ups are small and use ordinary queries.
+async fn load_pg(
+    pool: &PgPool,
+    queries: &LedgerQueries,
+    range: &LoadRange,
+) -> Result<LoadedLedger> {
+    use super::pg_copy::copy_rows;
+    let db_err = |e: sqlx::Error| fail(Failure::Database, format!("loading the ledger: {e}"));
+    let mut conn = pool.acquire().await.map_err(db_err)?;
+    let (lo, hi) = (pg_ts(range.lo), pg_ts(range.hi));
+    let cols = pg_payment_columns();
+    let select = match queries.payments_query.as_deref() {
+        Some(q) => format!(
+            "SELECT {cols} FROM ({q}) AS p
+             WHERE coalesce(started_at, created_at) >= {lo} AND coalesce(started_at, created_at) < {hi}"
+        ),
+        // Two index range scans, as on SQLite.
+        None => format!(
+            "SELECT {cols} FROM payments WHERE started_at >= {lo} AND started_at < {hi}
+             UNION ALL
+             SELECT {cols} FROM payments WHERE started_at IS NULL AND created_at >= {lo} AND created_at < {hi}"
+        ),
+    };
+    let mut payments = Vec::new();
+    copy_rows(&mut conn, &select, |f| {
+        payments.push(pg_payment(f)?);
+        Ok(())
+    })
+    .await?;
+    payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
+    let positions: HashMap<&str, u32> = {
+        let mut m = HashMap::with_capacity(payments.len());
+        for (i, p) in payments.iter().enumerate() {
+            m.insert(p.payment_id.as_str(), i as u32);
+        }
+        m
+    };
+    let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
+    let history: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+        "SELECT id, payment_id, actor, from_status, to_status
+         FROM payment_status_history WHERE changed_at >= $1",
+    )
+    .bind(since)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    let mut latest: Latest = HashMap::new();
+    for (id, pid, actor, from, to) in history {
+        if let Some(&i) = positions.get(pid.as_str()) {
+            note_latest(&mut latest, i, id, actor, from, to);
+        }
+    }
+    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT payment_id, opened_on, closed_on FROM recon_followups
+         WHERE closed_on IS NULL OR closed_on >= $1",
+    )
+    .bind(&range.from_day)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(db_err)?;
+    let followups: Vec<(u32, (String, Option<String>))> = rows
+        .into_iter()
+        .filter_map(|(pid, opened, closed)| {
+            positions.get(pid.as_str()).map(|&i| (i, (opened, closed)))
+        })
+        .collect();
+    let from = match queries.attempts_query.as_deref() {
+        Some(q) => format!("({q}) AS a"),
+        None => "payment_attempts".to_string(),
+    };
+    let attempts_lo = pg_ts(range.attempts_lo.min(range.lo));
+    let mut provider_ids: Vec<(u32, String)> = Vec::new();
+    copy_rows(
+        &mut conn,
+        &format!(
+            "SELECT payment_id::text, provider_payment_id::text FROM {from}
+             WHERE provider_payment_id IS NOT NULL AND started_at >= {attempts_lo} AND started_at < {hi}"
+        ),
+        |f| {
+            if let (Some(Some(pid)), Some(Some(ppid))) = (f.first(), f.get(1))
+                && let Some(&i) = positions.get(pid.as_ref())
+                && payments[i as usize].provider_payment_id.as_deref() != Some(ppid.as_ref())
+            {
+                provider_ids.push((i, ppid.to_string()));
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    drop(positions);
+    Ok(finish(payments, latest, followups, provider_ids))
 }

@@ -84,13 +84,7 @@ pub fn outcome_stats(
     payments: &[Payment],
     lines: &[StatementLine],
 ) -> BTreeMap<String, OutcomeStats> {
-    let mut sums: BTreeMap<Outcome, (usize, BTreeMap<&'static str, i128>)> = Outcome::ALL
-        .iter()
-        .map(|o| (*o, Default::default()))
-        .collect();
-    for r in rows {
-        let e = sums.entry(r.outcome).or_default();
-        e.0 += 1;
+    final_outcome_stats(rows.iter().map(|r| {
         let (amount, currency) = match r.payment {
             Some(p) => {
                 let p = &payments[p as usize];
@@ -101,6 +95,21 @@ pub fn outcome_stats(
                 (l.amount_minor, l.currency)
             }
         };
+        (r.outcome.as_str(), amount, currency)
+    }))
+}
+
+/// Counts and sums (outcome, amount in minor units, currency) items; every outcome is listed.
+pub fn final_outcome_stats(
+    items: impl Iterator<Item = (&'static str, i64, &'static str)>,
+) -> BTreeMap<String, OutcomeStats> {
+    let mut sums: BTreeMap<&'static str, (usize, BTreeMap<&'static str, i128>)> = Outcome::ALL
+        .iter()
+        .map(|o| (o.as_str(), Default::default()))
+        .collect();
+    for (outcome, amount, currency) in items {
+        let e = sums.entry(outcome).or_default();
+        e.0 += 1;
         *e.1.entry(currency).or_default() += i128::from(amount);
     }
     sums.into_iter()
@@ -114,7 +123,7 @@ pub fn outcome_stats(
                     (c.to_string(), text)
                 })
                 .collect();
-            (o.as_str().to_string(), OutcomeStats { count, amounts })
+            (o.to_string(), OutcomeStats { count, amounts })
         })
         .collect()
 }

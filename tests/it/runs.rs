@@ -128,27 +128,27 @@ async fn a_resolved_ticket_stays_resolved_on_reruns() {
     let env = mixed_env().await;
     env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
         .await;
-    let pool = env.pool().await;
-    let open = recon::tickets::list(&pool, true).await.expect("list");
+    let db = env.db().await;
+    let open = recon::tickets::list(&db, true).await.expect("list");
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].kind, "MISSING_AT_PROVIDER");
-    recon::tickets::resolve(&pool, open[0].ticket_id, "alice", "confirmed with provider")
+    recon::tickets::resolve(&db, open[0].ticket_id, "alice", "confirmed with provider")
         .await
         .expect("resolve");
     assert!(
-        recon::tickets::resolve(&pool, open[0].ticket_id, "bob", "again")
+        recon::tickets::resolve(&db, open[0].ticket_id, "bob", "again")
             .await
             .is_err()
     );
     env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "r2")
         .await;
     assert!(
-        recon::tickets::list(&pool, true)
+        recon::tickets::list(&db, true)
             .await
             .expect("list")
             .is_empty()
     );
-    let all = recon::tickets::list(&pool, false).await.expect("list");
+    let all = recon::tickets::list(&db, false).await.expect("list");
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].status, "RESOLVED");
     assert_eq!(all[0].resolved_by.as_deref(), Some("alice"));
@@ -228,13 +228,13 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
         reason: "test".into(),
     };
     // P-1 is SUCCEEDED (recon moved it): a transition from UNKNOWN is refused, not forced.
-    let mut conn = pool.acquire().await.expect("conn");
-    let applied =
-        recon::ledger::transitions::apply(&mut conn, &t, "x", "2026-11-20 00:00:00.000000")
-            .await
-            .expect("apply");
+    let db = env.db().await;
+    let mut tx = db.begin().await.expect("tx");
+    let applied = recon::ledger::transitions::apply(&mut tx, &t, "x", "2026-11-20 00:00:00.000000")
+        .await
+        .expect("apply");
     assert_eq!(applied, recon::ledger::transitions::Applied::Conflict);
-    drop(conn);
+    tx.commit().await.expect("commit");
     assert_eq!(status_of(&env, "P-1").await, "SUCCEEDED");
     // A wrong attempt id is a conflict too.
     sqlx::query(
@@ -248,9 +248,9 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
         attempt_id: Some("A-3".into()),
         ..t
     };
-    let mut conn = pool.acquire().await.expect("conn");
+    let mut tx = db.begin().await.expect("tx");
     let applied =
-        recon::ledger::transitions::apply(&mut conn, &t3, "x", "2026-11-20 00:00:00.000000")
+        recon::ledger::transitions::apply(&mut tx, &t3, "x", "2026-11-20 00:00:00.000000")
             .await
             .expect("apply");
     assert_eq!(applied, recon::ledger::transitions::Applied::Conflict);
@@ -371,8 +371,9 @@ async fn a_bad_import_row_rejects_the_whole_file_with_file_and_line() {
             crate::support::PAYMENTS_HEADER
         ),
     );
+    let db = env.db().await;
     let pool = env.pool().await;
-    let err = recon::ledger::import::import(&pool, &env.path("payments.csv"), None)
+    let err = recon::ledger::import::import(&db, &env.path("payments.csv"), None)
         .await
         .expect_err("must reject");
     let msg = format!("{err:#}");
@@ -406,8 +407,8 @@ async fn importing_an_existing_payment_again_is_rejected() {
             crate::support::PAYMENTS_HEADER
         ),
     );
-    let pool = env.pool().await;
-    let err = recon::ledger::import::import(&pool, &env.path("again.csv"), None)
+    let db = env.db().await;
+    let err = recon::ledger::import::import(&db, &env.path("again.csv"), None)
         .await
         .expect_err("duplicate");
     assert!(format!("{err:#}").contains("already in the database"));
@@ -431,7 +432,7 @@ async fn a_second_run_while_the_lock_is_held_exits_with_the_lock_code() {
     let db = recon::db::Db::open(&env.config().database_url)
         .await
         .expect("db");
-    let _held = db.lock().expect("first lock");
+    let _held = db.lock(false).await.expect("first lock");
     let err = env.try_standard_day("x").await.expect_err("locked");
     assert_eq!(exit::code_for(&err), exit::LOCKED);
 }
@@ -507,9 +508,19 @@ async fn a_day_of_a_long_ledger_loads_only_what_it_needs() {
         )
         .await
         .expect("range run");
-    let rows = outcomes(&all);
-    assert_eq!(rows.len(), 60);
-    assert!(rows.iter().all(|r| r.0 == "MATCHED"), "{rows:?}");
+    // A range runs day by day: one folder per day, each with that day's payment.
+    let (days, range) = all.range.as_ref().expect("a range report");
+    assert_eq!(days.len(), 60);
+    for (d, day) in days.iter().enumerate() {
+        assert_eq!(
+            outcomes(day),
+            vec![row("MATCHED", &format!("P-{d:02}"), &format!("PSP-{d:02}"))]
+        );
+    }
+    assert_eq!(range.outcomes["MATCHED"].count, 60);
+    assert_eq!(range.outcomes["MATCHED"].amounts["EUR"], "1770.00");
+    assert!(all.out_dir.join("summary.json").exists());
+    assert!(all.out_dir.join("2026-09-01/results.csv").exists());
 }
 
 #[tokio::test]
@@ -544,13 +555,13 @@ async fn attempts_may_belong_to_payments_imported_earlier_but_not_to_unknown_one
         "a3.csv",
         &format!("{att_header}\nA-9,P-9,2026-11-10T09:00:00Z,,UNKNOWN,,\n"),
     );
-    let pool = env.pool().await;
-    let r = recon::ledger::import::import(&pool, &env.path("p2.csv"), Some(&env.path("a2.csv")))
+    let db = env.db().await;
+    let r = recon::ledger::import::import(&db, &env.path("p2.csv"), Some(&env.path("a2.csv")))
         .await
         .expect("import");
     assert_eq!((r.payments, r.attempts), (1, 2));
     env.write("p3.csv", &format!("{header}\n"));
-    let err = recon::ledger::import::import(&pool, &env.path("p3.csv"), Some(&env.path("a3.csv")))
+    let err = recon::ledger::import::import(&db, &env.path("p3.csv"), Some(&env.path("a3.csv")))
         .await
         .expect_err("unknown payment");
     assert!(

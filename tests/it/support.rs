@@ -24,6 +24,8 @@ pub struct Settings {
     pub extra: String,
     /// Rules TOML replacing the bundled default, if any.
     pub rules: Option<String>,
+    /// Database URL (default: a fresh SQLite file in the job folder).
+    pub database_url: Option<String>,
 }
 
 impl Default for Settings {
@@ -33,6 +35,7 @@ impl Default for Settings {
             complete: Some(("2026-11-01".into(), "2026-11-30".into())),
             extra: String::new(),
             rules: None,
+            database_url: None,
         }
     }
 }
@@ -43,12 +46,75 @@ pub struct TestEnv {
     pub dir: tempfile::TempDir,
     /// The job config file.
     pub config_path: PathBuf,
+    /// A PostgreSQL database created for this job (dropped with it).
+    pub pg_database: Option<String>,
+}
+
+/// Which database a backend-generic test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A fresh SQLite file.
+    Sqlite,
+    /// A fresh database on the PostgreSQL at 127.0.0.1:5432 (`RECON_TEST_PG_URL` to change).
+    Postgres,
+}
+
+/// The PostgreSQL server tests create their databases on.
+pub fn pg_admin_url() -> String {
+    std::env::var("RECON_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".to_string())
+}
+
+/// Creates an empty database on the test server; returns (name, URL).
+pub async fn fresh_pg_database() -> (String, String) {
+    use sqlx::Connection;
+    let admin = pg_admin_url();
+    let name = format!("recon_t_{}", uuid::Uuid::new_v4().simple());
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("PostgreSQL on 127.0.0.1:5432 (see .ci/run)");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let _ = conn.close().await;
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    (name.clone(), format!("{base}/{name}"))
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        if let Some(name) = &self.pg_database {
+            // Best effort, synchronously (Drop cannot await): psql is PostgreSQL's own client.
+            let _ = std::process::Command::new("psql")
+                .arg(pg_admin_url())
+                .arg("-qc")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .output();
+        }
+    }
 }
 
 impl TestEnv {
     /// A job with the default settings.
     pub fn new() -> TestEnv {
         TestEnv::with(Settings::default())
+    }
+
+    /// A job on `backend` (PostgreSQL: a fresh, migrated database).
+    pub async fn on(backend: Backend, mut settings: Settings) -> TestEnv {
+        let mut pg = None;
+        if backend == Backend::Postgres {
+            let (name, url) = fresh_pg_database().await;
+            let db = recon::db::Db::connect(&url).await.expect("connect");
+            db.migrate().await.expect("migrate");
+            db.close().await;
+            settings.database_url = Some(url);
+            pg = Some(name);
+        }
+        let mut env = TestEnv::with(settings);
+        env.pg_database = pg;
+        env
     }
 
     /// A job with `settings`.
@@ -69,7 +135,7 @@ impl TestEnv {
         };
         let config = format!(
             r#"timezone = "{tz}"
-database_url = "sqlite://recon.db"
+database_url = "{db}"
 output_dir = "out"
 {rules}{extra}
 
@@ -90,10 +156,18 @@ kind = "type"
 "#,
             tz = settings.timezone,
             extra = settings.extra,
+            db = settings
+                .database_url
+                .as_deref()
+                .unwrap_or("sqlite://recon.db"),
         );
         let config_path = dir.path().join("recon.toml");
         std::fs::write(&config_path, config).expect("config");
-        let env = TestEnv { dir, config_path };
+        let env = TestEnv {
+            dir,
+            config_path,
+            pg_database: None,
+        };
         env.write("statement.csv", &format!("{STATEMENT_HEADER}\n"));
         env
     }
@@ -126,13 +200,13 @@ kind = "type"
             .await
             .expect("db");
         recon::ledger::import::import(
-            &db.pool,
+            &db,
             &self.path("payments.csv"),
             Some(&self.path("attempts.csv")),
         )
         .await
         .expect("import");
-        db.pool.close().await;
+        db.close().await;
     }
 
     /// Writes the statement rows (without header).
@@ -176,17 +250,43 @@ kind = "type"
                 as_of: Some(as_of.parse().expect("as_of")),
                 dry_run,
                 run_id: Some(run_id.to_string()),
+                wait: false,
             },
         )
         .await
     }
 
-    /// Open pool on the job's database.
-    pub async fn pool(&self) -> sqlx::SqlitePool {
+    /// The job's database, open and checked.
+    pub async fn db(&self) -> recon::db::Db {
         recon::db::Db::open(&self.config().database_url)
             .await
             .expect("db")
-            .pool
+    }
+
+    /// Open pool on the job's SQLite database.
+    pub async fn pool(&self) -> sqlx::SqlitePool {
+        match self.db().await.pool {
+            recon::db::Pool::Sqlite(p) => p,
+            recon::db::Pool::Postgres(_) => panic!("pool() is for SQLite jobs; use texts()/exec()"),
+        }
+    }
+
+    /// Runs a statement on the job's database, whichever backend.
+    pub async fn exec(&self, sql: &'static str) {
+        match self.db().await.pool {
+            recon::db::Pool::Sqlite(p) => sqlx::query(sql).execute(&p).await.map(|_| ()),
+            recon::db::Pool::Postgres(p) => sqlx::query(sql).execute(&p).await.map(|_| ()),
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// The first column of every row of `sql` as text (cast it in the query), any backend.
+    pub async fn texts(&self, sql: &'static str) -> Vec<String> {
+        match self.db().await.pool {
+            recon::db::Pool::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(&p).await,
+            recon::db::Pool::Postgres(p) => sqlx::query_scalar(sql).fetch_all(&p).await,
+        }
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
 }
 

@@ -4,6 +4,7 @@
 //! [`outcome`]s → [`outputs`]. [`run`] ties one reconciliation together; `main.rs` only parses
 //! the command line and maps errors to exit codes.
 
+pub mod bench;
 pub mod config;
 pub mod db;
 pub mod demo;

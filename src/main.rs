@@ -104,6 +104,16 @@ enum Command {
         #[arg(long)]
         results: PathBuf,
     },
+    /// Benchmark: load the whole ledger and print rows/s (release builds only).
+    #[command(hide = true)]
+    BenchLoad {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Repetitions (the best is reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// Reconcile the bundled sample-data with a fresh SQLite database.
     Demo {
         /// Folder with the sample (recon.toml, payments.csv, attempts.csv, statement.csv).
@@ -330,6 +340,11 @@ async fn dispatch(command: Command) -> Result<i32> {
         Command::Score { expected, results } => {
             let score = recon::generate::score(&expected, &results)?;
             print!("{score}");
+            Ok(exit::OK)
+        }
+        Command::BenchLoad { config, repeat } => {
+            let cfg = Config::load(&config)?;
+            print!("{}", recon::bench::bench_load(&cfg, repeat).await?);
             Ok(exit::OK)
         }
         Command::Demo { sample } => {

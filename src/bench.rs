@@ -1,0 +1,107 @@
+//! `recon bench-load`: how fast the ledger comes out of the database, on the path a run uses
+//! (SQLite: raw statement stepping; PostgreSQL: `COPY … TO STDOUT`) and, for comparison, with
+//! sqlx's row-by-row decoding. Prints rows/s; a benchmark, not a test (timings never decide
+//! pass/fail).
+
+use crate::config::Config;
+use crate::db::{Db, Pool};
+use crate::exit::{Failure, fail};
+use crate::ledger::load::{self, LoadRange};
+use anyhow::Result;
+use futures_util::TryStreamExt;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// Loads the whole ledger `repeat` times per path and reports the best time of each.
+pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
+    let db = Db::open(&cfg.database_url).await?;
+    let range = LoadRange {
+        lo: i64::MIN / 4,
+        hi: i64::MAX / 4,
+        attempts_lo: i64::MIN / 4,
+        from_day: "0000-01-01".into(),
+    };
+    let mut out = String::new();
+    let mut best = f64::MAX;
+    let mut rows = 0usize;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        let l = load::load(&db, &cfg.ledger, &range).await?;
+        best = best.min(t.elapsed().as_secs_f64());
+        rows = l.payments.len();
+    }
+    let attempts = count_attempts(&db).await?;
+    let backend = match db.pool {
+        Pool::Sqlite(_) => "sqlite raw",
+        Pool::Postgres(_) => "postgres COPY",
+    };
+    let _ = writeln!(
+        out,
+        "{backend:<22} {rows} payments + {attempts} attempts in {best:.3} s = {:.0} rows/s",
+        (rows + attempts) as f64 / best
+    );
+    if let Pool::Postgres(pool) = &db.pool {
+        let mut best = f64::MAX;
+        for _ in 0..repeat.max(1) {
+            let t = Instant::now();
+            let n = row_by_row(pool).await?;
+            best = best.min(t.elapsed().as_secs_f64());
+            rows = n;
+        }
+        let _ = writeln!(
+            out,
+            "{:<22} {rows} rows in {best:.3} s = {:.0} rows/s",
+            "postgres row-by-row",
+            rows as f64 / best
+        );
+    }
+    db.close().await;
+    Ok(out)
+}
+
+async fn count_attempts(db: &Db) -> Result<usize> {
+    let sql = "SELECT count(*) FROM payment_attempts WHERE provider_payment_id IS NOT NULL";
+    let n: i64 = match &db.pool {
+        Pool::Sqlite(p) => sqlx::query_scalar(sql).fetch_one(p).await,
+        Pool::Postgres(p) => sqlx::query_scalar(sql).fetch_one(p).await,
+    }
+    .map_err(|e| fail(Failure::Database, format!("counting attempts: {e}")))?;
+    Ok(n as usize)
+}
+
+/// The same columns decoded by sqlx, row by row (what COPY replaces).
+async fn row_by_row(pool: &sqlx::PgPool) -> Result<usize> {
+    type PaymentRow = (
+        String,
+        String,
+        i64,
+        String,
+        String,
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+        Option<String>,
+        Option<String>,
+    );
+    let err = |e: sqlx::Error| fail(Failure::Database, format!("row-by-row load: {e}"));
+    let mut n = 0usize;
+    let mut s = sqlx::query_as::<_, PaymentRow>(
+        "SELECT payment_id, recipient_account, amount_minor, currency, status, created_at,
+                started_at, attempt_id, provider_payment_id FROM payments",
+    )
+    .fetch(pool);
+    while let Some(row) = s.try_next().await.map_err(err)? {
+        std::hint::black_box(&row);
+        n += 1;
+    }
+    drop(s);
+    let mut s = sqlx::query_as::<_, (String, String)>(
+        "SELECT payment_id, provider_payment_id FROM payment_attempts
+         WHERE provider_payment_id IS NOT NULL",
+    )
+    .fetch(pool);
+    while let Some(row) = s.try_next().await.map_err(err)? {
+        std::hint::black_box(&row);
+        n += 1;
+    }
+    Ok(n)
+}

@@ -10,6 +10,7 @@ pub mod db;
 pub mod demo;
 pub mod effects;
 pub mod exit;
+pub mod explain;
 pub mod fault;
 pub mod generate;
 pub mod ledger;

@@ -49,6 +49,23 @@ enum Command {
         #[arg(long)]
         wait: bool,
     },
+    /// Why a payment or statement line got its outcome: pass, rule, candidates and reasons.
+    Explain {
+        /// Job configuration.
+        #[arg(long)]
+        config: PathBuf,
+        /// Payment id, or statement line id (provider id, `source#Lnn` or `source:id`).
+        id: String,
+        /// Run to explain (default: the latest completed run).
+        #[arg(long, conflicts_with = "date")]
+        run: Option<String>,
+        /// Plan this day now instead of a recorded run.
+        #[arg(long)]
+        date: Option<NaiveDate>,
+        /// Cut-off with --date (default now).
+        #[arg(long, requires = "date")]
+        as_of: Option<String>,
+    },
     /// Create or upgrade the database schema (SQLite or PostgreSQL, from the config).
     Migrate {
         /// Job configuration (for the database).
@@ -252,6 +269,28 @@ async fn dispatch(command: Command) -> Result<i32> {
                 Some((_, range)) => print!("{}", range.text(&out_dir)),
                 None => print!("{}", report.summary.text(&out_dir)),
             }
+            Ok(exit::OK)
+        }
+        Command::Explain {
+            config,
+            id,
+            run,
+            date,
+            as_of,
+        } => {
+            let cfg = Config::load(&config)?;
+            let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
+            let text = recon::explain::explain(
+                &cfg,
+                &recon::explain::ExplainOptions {
+                    id,
+                    run,
+                    date,
+                    as_of,
+                },
+            )
+            .await?;
+            print!("{text}");
             Ok(exit::OK)
         }
         Command::Migrate { config } => {

@@ -163,12 +163,21 @@ pub(crate) struct RunData {
 }
 
 /// Everything classification produced, before any effect.
-struct Plan {
-    data: RunData,
+pub(crate) struct Plan {
+    pub(crate) data: RunData,
+    /// What the passes found (kept for `recon explain`).
+    pub(crate) matched: matching::MatchResult,
     summary: Summary,
     rejected: Vec<sources::Rejected>,
     /// Start of the first day of the range (UTC micros).
     t0: Micros,
+}
+
+impl Plan {
+    /// The statement files the plan read.
+    pub(crate) fn summary_inputs(&self) -> Vec<sources::InputFile> {
+        self.summary.inputs.clone()
+    }
 }
 
 /// Runs one reconciliation.
@@ -431,6 +440,7 @@ async fn plan_and_apply(
         mut summary,
         rejected,
         t0,
+        ..
     } = plan(cfg, opts, rules, db, run_id, as_of).await?;
     crate::fault::point("after_plan");
     let out_dir = parent.join(folder);
@@ -580,7 +590,7 @@ fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
     .with_context(|| format!("writing {}", path.display()))
 }
 
-async fn plan(
+pub(crate) async fn plan(
     cfg: &Config,
     opts: &RunOptions,
     rules: &RuleSet,
@@ -725,6 +735,7 @@ async fn plan(
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
+    let matched = m;
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
 
     let started = Instant::now();
@@ -754,6 +765,7 @@ async fn plan(
             lines,
             rows,
         },
+        matched,
         summary,
         rejected,
         t0,

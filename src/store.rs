@@ -423,6 +423,23 @@ macro_rules! store_impl {
                 Ok(n)
             }
 
+            /// (run_id, range_from, as_of, inputs JSON) of run `run_id`, or of the latest
+            /// completed run when `None`.
+            pub async fn find_run(
+                conn: &mut Conn,
+                run_id: Option<&str>,
+            ) -> Result<Option<(String, String, String, String)>> {
+                sqlx::query_as(
+                    "SELECT run_id, range_from, as_of, inputs FROM recon_runs
+                     WHERE ($1 IS NULL AND status = 'COMPLETED') OR run_id = $1
+                     ORDER BY started_at DESC, run_id DESC LIMIT 1",
+                )
+                .bind(run_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_err("reading run records"))
+            }
+
             /// Which of `ids` are payments in the database.
             pub async fn payments_in_db(conn: &mut Conn, ids: &[&str]) -> Result<HashSet<String>> {
                 let mut found = HashSet::new();
@@ -584,6 +601,14 @@ impl Tx {
     /// See [`sqlite::fail_runs`].
     pub async fn fail_runs(&mut self, run_id: Option<&str>, error: &str, now: &str) -> Result<u64> {
         dispatch!(self, fail_runs(run_id, error, now))
+    }
+
+    /// See [`sqlite::find_run`].
+    pub async fn find_run(
+        &mut self,
+        run_id: Option<&str>,
+    ) -> Result<Option<(String, String, String, String)>> {
+        dispatch!(self, find_run(run_id))
     }
 
     /// See [`sqlite::payments_in_db`].

@@ -1,6 +1,7 @@
 //! The one integration-test binary (each extra binary would link Polars again).
 
 mod backends;
+mod explain;
 mod generate;
 mod golden;
 mod properties;

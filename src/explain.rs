@@ -1,0 +1,420 @@
+//! `recon explain ID [--run RUN]`: why a payment or a statement line got its outcome — which
+//! pass and rule decided, which candidates were considered, and why each was rejected.
+//!
+//! The run's day is planned again exactly as `recon run --dry-run` would (same day, same
+//! as-of, recon's own transitions undone by the ledger load), nothing is written, and the
+//! inputs' sha256 are compared with the run record so a changed statement file is flagged.
+//! Candidate reasons are computed for the one item asked about, by direct comparison with the
+//! rules' criteria; the decision itself is the one the matcher and classifier made.
+
+use crate::config::{Config, LineKind};
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::ledger::Payment;
+use crate::matching::{MatchResult, Pair};
+use crate::outcome::ResultRow;
+use crate::rules::{PassKind, RuleSet};
+use crate::run::{RunData, RunOptions};
+use crate::sources::{InputFile, StatementLine};
+use crate::timeparse;
+use crate::{mask, money, normalize};
+use anyhow::Result;
+use chrono::{DateTime, NaiveDate, Utc};
+use std::fmt::Write as _;
+
+/// What to explain.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    /// A payment id, a statement line id (provider id or `source#Lnn`), or `source:line id`.
+    pub id: String,
+    /// The run to explain (default: the latest completed run, unless `date` is given).
+    pub run: Option<String>,
+    /// Or a day to plan now (with `as_of`, default now).
+    pub date: Option<NaiveDate>,
+    /// Cut-off with `date`.
+    pub as_of: Option<DateTime<Utc>>,
+}
+
+/// Plans the run's day again and explains `opts.id`.
+pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
+    let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    let db = Db::open(&cfg.database_url).await?;
+    let mut out = String::new();
+    let (day, as_of, recorded) = match (opts.date, &opts.run) {
+        (Some(d), None) => (
+            d,
+            opts.as_of.unwrap_or_else(Utc::now).timestamp_micros(),
+            None,
+        ),
+        _ => {
+            let mut tx = db.begin().await?;
+            let found = tx.find_run(opts.run.as_deref()).await?;
+            tx.rollback().await?;
+            let Some((run_id, from, as_of, inputs)) = found else {
+                return Err(fail(
+                    Failure::Input,
+                    match &opts.run {
+                        Some(r) => format!("no run {r:?} in the database"),
+                        None => "no completed run yet (hint: pass --date)".to_string(),
+                    },
+                ));
+            };
+            let day: NaiveDate = from.parse().map_err(|_| {
+                fail(
+                    Failure::Database,
+                    format!("run {run_id}: bad range_from {from:?}"),
+                )
+            })?;
+            let as_of = DateTime::parse_from_rfc3339(&as_of)
+                .map_err(|e| {
+                    fail(
+                        Failure::Database,
+                        format!("run {run_id}: bad as_of {as_of:?}: {e}"),
+                    )
+                })?
+                .timestamp_micros();
+            let _ = writeln!(
+                out,
+                "run {run_id}: {day}, as of {}",
+                timeparse::format_utc(as_of)
+            );
+            let inputs: Vec<serde_json::Value> = serde_json::from_str(&inputs).unwrap_or_default();
+            (day, as_of, Some(inputs))
+        }
+    };
+    if recorded.is_none() {
+        let _ = writeln!(
+            out,
+            "day {day}, as of {} (planned now)",
+            timeparse::format_utc(as_of)
+        );
+    }
+    let ropts = RunOptions {
+        from: day,
+        to: day,
+        as_of: None,
+        dry_run: true,
+        run_id: None,
+        wait: false,
+    };
+    let plan = crate::run::plan(cfg, &ropts, &rules, &db, "explain", as_of).await?;
+    db.close().await;
+    if let Some(recorded) = recorded {
+        input_changes(&mut out, &recorded, &plan.summary_inputs());
+    }
+    let data = &plan.data;
+    if let Some(pi) = data.payments.iter().position(|p| p.payment_id == opts.id) {
+        explain_payment(&mut out, data, &plan.matched, &rules, pi as u32);
+    } else if let Some(li) = data
+        .lines
+        .iter()
+        .position(|l| l.uid() == opts.id.as_str() || format!("{}:{}", l.source, l.uid()) == opts.id)
+    {
+        explain_line(&mut out, data, &plan.matched, &rules, li as u32);
+    } else {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{:?} is neither a payment nor a statement line of {day} (payments are found by \
+                 payment_id, lines by provider id, `source#Lnn` or `source:id`)",
+                opts.id
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// Says which inputs differ from the ones the run read.
+fn input_changes(out: &mut String, recorded: &[serde_json::Value], now: &[InputFile]) {
+    for f in now {
+        let then = recorded
+            .iter()
+            .find(|r| r["path"] == f.path.as_str() && r["source"] == f.source.as_str());
+        match then.and_then(|r| r["sha256"].as_str()) {
+            Some(sha) if sha == f.sha256 => {}
+            Some(_) => {
+                let _ = writeln!(
+                    out,
+                    "warning: {} changed since the run (sha256 differs): this explanation uses the file as it is now",
+                    f.path
+                );
+            }
+            None => {
+                let _ = writeln!(out, "warning: {} was not read by the run", f.path);
+            }
+        }
+    }
+}
+
+fn payment_text(p: &Payment) -> String {
+    format!(
+        "payment {} ({}, {} {}, to {}, started {}, attempt {})",
+        p.payment_id,
+        p.status.as_str(),
+        money::format_minor(p.amount_minor, p.currency),
+        p.currency,
+        mask::account(&p.recipient),
+        p.started_at
+            .map(timeparse::format_utc)
+            .unwrap_or_else(|| "never".into()),
+        p.attempt_id.as_deref().unwrap_or("-"),
+    )
+}
+
+fn line_text(l: &StatementLine) -> String {
+    format!(
+        "line {} ({}:{}, {} {} {}, to {}, booked {}, reference {:?})",
+        l.uid(),
+        l.file,
+        l.line_no,
+        l.kind.as_str(),
+        money::format_minor(l.amount_minor, l.currency),
+        l.currency,
+        mask::account(&l.recipient),
+        timeparse::format_utc(l.booked_at),
+        l.reference.as_deref().unwrap_or(""),
+    )
+}
+
+fn write_row(out: &mut String, row: &ResultRow) {
+    let _ = writeln!(
+        out,
+        "outcome: {}   rule: {}   action: {}",
+        row.outcome.as_str(),
+        if row.rule.is_empty() { "-" } else { &row.rule },
+        row.action.label(),
+    );
+    if !row.detail.is_empty() {
+        let _ = writeln!(out, "  {}", row.detail);
+    }
+}
+
+fn pass_name(rules: &RuleSet, pass: usize) -> &str {
+    rules.passes.get(pass).map(|p| &*p.id).unwrap_or("?")
+}
+
+/// Why `l` is or is not a fuzzy candidate of `p` in each fuzzy pass: every failed criterion.
+fn fuzzy_reasons(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize, Vec<String>)> {
+    let mut out = Vec::new();
+    for (i, pass) in rules.passes.iter().enumerate() {
+        let PassKind::Fuzzy {
+            before,
+            after,
+            tolerance_minor,
+        } = pass.kind
+        else {
+            continue;
+        };
+        let mut why = Vec::new();
+        if l.kind != LineKind::Payment {
+            why.push(format!("it is a {} line", l.kind.as_str()));
+        }
+        if normalize::apply(&pass.normalize, &p.recipient)
+            != normalize::apply(&pass.normalize, &l.recipient)
+        {
+            why.push("recipient differs".into());
+        }
+        if p.currency != l.currency {
+            why.push(format!("currency {} ≠ {}", l.currency, p.currency));
+        }
+        let diff = (l.amount_minor - p.amount_minor).abs();
+        if diff > tolerance_minor {
+            why.push(format!(
+                "amount {} ≠ {} (tolerance {})",
+                money::format_minor(l.amount_minor, l.currency),
+                money::format_minor(p.amount_minor, p.currency),
+                money::format_minor(tolerance_minor, p.currency)
+            ));
+        }
+        match p.started_at {
+            None => why.push("the payment was never sent".into()),
+            Some(s) if l.booked_at < s - before || l.booked_at > s + after => why.push(format!(
+                "booked {} outside the window {} .. {}",
+                timeparse::format_utc(l.booked_at),
+                timeparse::format_utc(s - before),
+                timeparse::format_utc(s + after)
+            )),
+            Some(_) => {}
+        }
+        out.push((i, why));
+    }
+    out
+}
+
+fn write_reasons(out: &mut String, rules: &RuleSet, p: &Payment, l: &StatementLine) {
+    for (pass, why) in fuzzy_reasons(rules, p, l) {
+        let verdict = if why.is_empty() {
+            "fits, but a side had other candidates or was already decided".to_string()
+        } else {
+            format!("rejected: {}", why.join("; "))
+        };
+        let _ = writeln!(out, "  pass {:?}: {verdict}", pass_name(rules, pass));
+    }
+}
+
+fn pairs_of<'a>(
+    list: &'a [Pair],
+    f: impl Fn(&Pair) -> bool + 'a,
+) -> impl Iterator<Item = &'a Pair> {
+    list.iter().filter(move |p| f(p))
+}
+
+fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleSet, pi: u32) {
+    let p = &data.payments[pi as usize];
+    let _ = writeln!(out, "{}", payment_text(p));
+    match data.rows.iter().find(|r| r.payment == Some(pi)) {
+        Some(row) => write_row(out, row),
+        None => {
+            let _ = writeln!(
+                out,
+                "not reported on this day: loaded as a candidate only (it belongs to another day, \
+                 or is resolved and outside the carry-over)"
+            );
+        }
+    }
+    let mut mentioned = Vec::new();
+    for pair in pairs_of(&m.links, |x| x.payment == pi) {
+        mentioned.push(pair.line);
+        let _ = writeln!(
+            out,
+            "linked by pass {:?}: {}",
+            pass_name(rules, pair.pass),
+            line_text(&data.lines[pair.line as usize])
+        );
+    }
+    for pair in pairs_of(&m.ambiguous, |x| x.payment == pi) {
+        mentioned.push(pair.line);
+        let others = m
+            .ambiguous
+            .iter()
+            .filter(|x| x.line == pair.line && x.payment != pi && x.pass == pair.pass)
+            .count();
+        let _ = writeln!(
+            out,
+            "candidate in pass {:?}, not unique ({} other payment(s) also fit this line): {}",
+            pass_name(rules, pair.pass),
+            others,
+            line_text(&data.lines[pair.line as usize])
+        );
+    }
+    for pair in pairs_of(&m.near_misses, |x| x.payment == pi) {
+        mentioned.push(pair.line);
+        let _ = writeln!(
+            out,
+            "near miss (same recipient and currency inside the window, any amount; blocks \
+             RESOLVED_FAILED): {}",
+            line_text(&data.lines[pair.line as usize])
+        );
+    }
+    // Identifier evidence that was not used, and look-alikes the fuzzy passes rejected.
+    let mut considered = 0;
+    for (li, l) in data.lines.iter().enumerate() {
+        let li = li as u32;
+        if mentioned.contains(&li) {
+            continue;
+        }
+        let by_ref = l.reference.as_deref() == Some(p.payment_id.as_str());
+        let by_id = l.provider_txn_id.is_some()
+            && l.provider_txn_id.as_deref() == p.provider_payment_id.as_deref();
+        let same_party = l.currency == p.currency
+            && normalize::account(&l.recipient) == normalize::account(&p.recipient);
+        if !(by_ref || by_id || same_party) {
+            continue;
+        }
+        considered += 1;
+        if considered > 20 {
+            let _ = writeln!(out, "… more look-alike lines not shown");
+            break;
+        }
+        let _ = writeln!(out, "considered: {}", line_text(l));
+        if let Some(claim) = m.links.iter().find(|x| x.line == li) {
+            let _ = writeln!(
+                out,
+                "  rejected: already linked to payment {} by pass {:?}",
+                data.payments[claim.payment as usize].payment_id,
+                pass_name(rules, claim.pass)
+            );
+            continue;
+        }
+        if by_ref || by_id {
+            let _ = writeln!(
+                out,
+                "  names this payment, but was not linked (refund line, or the payment is PENDING)"
+            );
+        }
+        write_reasons(out, rules, p, l);
+    }
+    if mentioned.is_empty() && considered == 0 {
+        let _ = writeln!(
+            out,
+            "no statement line names this payment or has its recipient and currency"
+        );
+    }
+}
+
+fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleSet, li: u32) {
+    let l = &data.lines[li as usize];
+    let _ = writeln!(out, "{}", line_text(l));
+    let rows: Vec<&ResultRow> = data.rows.iter().filter(|r| r.lines.contains(&li)).collect();
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "not reported on this day (booked outside the day and not claimed by its payments)"
+        );
+    }
+    for row in rows {
+        if let Some(pi) = row.payment {
+            let _ = writeln!(
+                out,
+                "reported with {}",
+                payment_text(&data.payments[pi as usize])
+            );
+        }
+        write_row(out, row);
+    }
+    let mut mentioned = Vec::new();
+    for (what, list) in [
+        ("linked", &m.links),
+        ("candidate, not unique", &m.ambiguous),
+        ("near miss", &m.near_misses),
+    ] {
+        for pair in pairs_of(list, |x| x.line == li) {
+            mentioned.push(pair.payment);
+            let pass = if what == "near miss" {
+                "near-miss gate".to_string()
+            } else {
+                format!("pass {:?}", pass_name(rules, pair.pass))
+            };
+            let _ = writeln!(
+                out,
+                "{what} ({pass}): {}",
+                payment_text(&data.payments[pair.payment as usize])
+            );
+        }
+    }
+    let mut considered = 0;
+    for (pi, p) in data.payments.iter().enumerate() {
+        if mentioned.contains(&(pi as u32)) {
+            continue;
+        }
+        let same_party = l.currency == p.currency
+            && normalize::account(&l.recipient) == normalize::account(&p.recipient);
+        let named = l.reference.as_deref() == Some(p.payment_id.as_str());
+        if !(same_party || named) {
+            continue;
+        }
+        considered += 1;
+        if considered > 20 {
+            let _ = writeln!(out, "… more look-alike payments not shown");
+            break;
+        }
+        let _ = writeln!(out, "considered: {}", payment_text(p));
+        write_reasons(out, rules, p, l);
+    }
+    if mentioned.is_empty() && considered == 0 {
+        let _ = writeln!(
+            out,
+            "no loaded payment is named by this line or has its recipient and currency"
+        );
+    }
+}

@@ -1,0 +1,98 @@
+//! `recon explain`: the decision, the candidates and the reason each was rejected.
+
+use crate::support::TestEnv;
+use recon::explain::{ExplainOptions, explain};
+
+const IBAN: &str = "DE89370400440532013000";
+
+async fn scenario() -> TestEnv {
+    let env = TestEnv::new();
+    env.import(
+        &format!(
+            "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
+             P-4,GB33BUKB20201555555555,40.00,GBP,UNKNOWN,2026-11-10T12:00:00Z,2026-11-10T12:00:00Z,A-4,\n"
+        ),
+        "A-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+         A-4,P-4,2026-11-10T12:00:00Z,,UNKNOWN,,timeout\n",
+    )
+    .await;
+    // L-1 names P-1; L-4 is P-4's recipient and currency net of a fee; L-5 is the same
+    // recipient four days later (outside the 72 h window).
+    env.statement(&format!(
+        "L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n\
+         L-4,,GB33BUKB20201555555555,39.50,GBP,2026-11-10T13:00:00Z,PAYMENT\n\
+         L-5,,GB33BUKB20201555555555,40.00,GBP,2026-11-14T13:00:00Z,PAYMENT\n"
+    ));
+    env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
+        .await;
+    env
+}
+
+fn opts(id: &str) -> ExplainOptions {
+    ExplainOptions {
+        id: id.into(),
+        run: Some("r1".into()),
+        date: None,
+        as_of: None,
+    }
+}
+
+#[tokio::test]
+async fn a_near_miss_names_the_line_that_blocked_resolution_and_why_others_were_rejected() {
+    let env = scenario().await;
+    let text = explain(&env.config(), &opts("P-4")).await.expect("explain");
+    assert!(text.starts_with("run r1: 2026-11-10"), "{text}");
+    assert!(
+        text.contains("outcome: AMBIGUOUS   rule: near_miss"),
+        "{text}"
+    );
+    let near = text
+        .lines()
+        .find(|l| l.starts_with("near miss"))
+        .expect("near miss line");
+    assert!(
+        near.contains("line L-4") && near.contains("39.50"),
+        "{near}"
+    );
+    // L-5: right amount, outside the window; the reason says so.
+    let l5 = text
+        .split("considered: line L-5")
+        .nth(1)
+        .expect("L-5 considered");
+    assert!(l5.contains("outside the window"), "{text}");
+    assert!(!l5.contains(" ≠ "), "L-5 amount and currency fit: {text}");
+    // Masked account numbers only.
+    assert!(!text.contains("GB33BUKB20201555555555"), "{text}");
+}
+
+#[tokio::test]
+async fn a_line_explains_its_link_and_the_run_is_replayed_not_rewritten() {
+    let env = scenario().await;
+    let text = explain(&env.config(), &opts("L-1")).await.expect("explain");
+    assert!(
+        text.contains("outcome: RESOLVED_SUCCEEDED   rule: identifier"),
+        "{text}"
+    );
+    assert!(
+        text.contains("linked (pass \"identifier\"): payment P-1"),
+        "{text}"
+    );
+    // recon's own transition is undone for the replay: P-1 shows as the run saw it.
+    assert!(text.contains("payment P-1 (UNKNOWN"), "{text}");
+}
+
+#[tokio::test]
+async fn a_changed_statement_is_flagged_and_unknown_ids_are_errors() {
+    let env = scenario().await;
+    let path = env.path("statement.csv");
+    let mut st = std::fs::read_to_string(&path).expect("statement");
+    st.push_str("L-9,,X,1.00,EUR,2026-11-10T15:00:00Z,PAYMENT\n");
+    std::fs::write(&path, st).expect("write");
+    let text = explain(&env.config(), &opts("P-1")).await.expect("explain");
+    assert!(text.contains("changed since the run"), "{text}");
+    let err = explain(&env.config(), &opts("P-404"))
+        .await
+        .expect_err("unknown");
+    assert_eq!(recon::exit::code_for(&err), recon::exit::INPUT);
+    assert!(format!("{err:#}").contains("P-404"));
+}

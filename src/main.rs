@@ -230,6 +230,14 @@ async fn dispatch(command: Command) -> Result<i32> {
                 "{}",
                 report.summary.text(&report.out_dir.display().to_string())
             );
+            println!("  {}", report.alert.text());
+            if report.alert.failed() {
+                eprintln!(
+                    "warning: the run completed, but an alert was not sent (exit code {})",
+                    exit::ALERT_FAILED
+                );
+                return Ok(exit::ALERT_FAILED);
+            }
             Ok(exit::OK)
         }
         Command::Ledger {

@@ -6,7 +6,10 @@
 //! 3. outputs are written into `<run>.tmp/`;
 //! 4. transitions, tickets, follow-ups and the run record's completion are committed in ONE
 //!    database transaction;
-//! 5. the output folder is renamed into place.
+//! 5. the output folder is renamed into place;
+//! 6. the email alert is delivered (after messages an earlier run left in the outbox). A
+//!    failed alert never undoes the run: the message is queued and [`RunReport::alert`] says
+//!    so (exit code [`crate::exit::ALERT_FAILED`]).
 //!
 //! A re-run of the same range reproduces the same `results.csv`: classification uses the
 //! status before recon's own transitions, and follow-ups keep carried-over payments in the
@@ -21,6 +24,8 @@ use crate::matching;
 use crate::outcome::{self, Action, Context, ResultRow};
 use crate::outputs::results;
 use crate::outputs::summary::{self, Summary};
+use crate::report::outbox::{self, Alert};
+use crate::report::{self as reports, ReportView};
 use crate::rules::RuleSet;
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
@@ -55,6 +60,8 @@ pub struct RunReport {
     pub out_dir: PathBuf,
     /// The summary written to summary.json.
     pub summary: Summary,
+    /// What happened to the email alert.
+    pub alert: Alert,
 }
 
 /// The rows of a run: read by the writer thread and the database step at the same time.
@@ -82,6 +89,13 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         ));
     }
     let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    // Missing SMTP credentials are a configuration error, found before any data is read.
+    if let Some(email) = &cfg.email
+        && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
+        && !opts.dry_run
+    {
+        smtp.credentials()?;
+    }
     let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
     let run_id = opts.run_id.clone().unwrap_or_else(|| {
         format!(
@@ -120,7 +134,44 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         })?;
     }
     tracing::info!(run_id, from = %opts.from, to = %opts.to, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
+    // Alerts an earlier run could not send go first (under the lock: sent once).
+    let mut alert = Alert::disabled();
+    if let Some(email) = &cfg.email
+        && !opts.dry_run
+    {
+        let (sent, left, error) = outbox::flush(email, &cfg.output_dir).await;
+        (alert.outbox_sent, alert.outbox_left, alert.outbox_error) = (sent, left, error);
+    }
     let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
+    let result = match result {
+        Ok((mut report, view)) => {
+            if let Some(email) = &cfg.email {
+                alert.status = match reports::email::build(email, &view, &report.out_dir) {
+                    Ok(message) => {
+                        outbox::deliver(
+                            email,
+                            &cfg.output_dir,
+                            &report.out_dir,
+                            &run_id,
+                            &message,
+                            opts.dry_run,
+                        )
+                        .await
+                    }
+                    Err(e) => {
+                        tracing::error!(run_id, error = %format!("{e:#}"), "Alert not built.");
+                        outbox::AlertStatus::Failed(format!("{e:#}"))
+                    }
+                };
+                if matches!(alert.status, outbox::AlertStatus::Queued { .. }) {
+                    alert.outbox_left += 1;
+                }
+            }
+            report.alert = alert;
+            Ok(report)
+        }
+        Err(e) => Err(e),
+    };
     match &result {
         Ok(r) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
@@ -156,7 +207,7 @@ async fn plan_and_apply(
     db: &Db,
     run_id: &str,
     as_of: Micros,
-) -> Result<RunReport> {
+) -> Result<(RunReport, ReportView)> {
     let Plan {
         data,
         mut summary,
@@ -222,6 +273,42 @@ async fn plan_and_apply(
         write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
     }
     summary.timings_ms.insert("write".into(), write_ms);
+    // The reports go into the same folder, so they appear (or not) with the results.
+    let started = Instant::now();
+    let view = ReportView::build(&summary, &data.rows, &data.payments, &data.lines, as_of);
+    let diff_rows: Vec<_> = data
+        .rows
+        .iter()
+        .filter(|r| reports::is_listed(r.outcome))
+        .cloned()
+        .collect();
+    results::write(
+        std::io::BufWriter::new(
+            std::fs::File::create(tmp_dir.join(reports::DIFF_CSV_FILE))
+                .map_err(|e| out_err(reports::DIFF_CSV_FILE, &e))?,
+        ),
+        &diff_rows,
+        &data.payments,
+        &data.lines,
+    )
+    .map_err(|e| out_err(reports::DIFF_CSV_FILE, &format!("{e:#}")))?;
+    drop(diff_rows);
+    let view = {
+        let tmp = tmp_dir.clone();
+        tokio::task::spawn_blocking(move || -> Result<ReportView> {
+            reports::xlsx::write(&tmp.join(reports::XLSX_FILE), &view)?;
+            let html = reports::html::report(&view);
+            let path = tmp.join(reports::HTML_FILE);
+            std::fs::write(&path, html).with_context(|| format!("writing {}", path.display()))?;
+            Ok(view)
+        })
+        .await
+        .context("report writer task")?
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
+    };
+    summary
+        .timings_ms
+        .insert("reports".into(), started.elapsed().as_millis() as u64);
     let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
     std::fs::write(tmp_dir.join("summary.json"), json + "\n")
         .map_err(|e| out_err("summary.json", &e))?;
@@ -261,11 +348,15 @@ async fn plan_and_apply(
     std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
     // Freeing a million rows takes a noticeable fraction of a second; nothing waits for it.
     std::thread::spawn(move || drop(data));
-    Ok(RunReport {
-        run_id: run_id.to_string(),
-        out_dir,
-        summary,
-    })
+    Ok((
+        RunReport {
+            run_id: run_id.to_string(),
+            out_dir,
+            summary,
+            alert: Alert::disabled(),
+        },
+        view,
+    ))
 }
 
 /// Writes `results.csv` into `dir`.

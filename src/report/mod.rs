@@ -1,0 +1,400 @@
+//! What finance reads: the XLSX diff report, the HTML report and the email alert (issue 5).
+//!
+//! A run's rows are turned once into a [`ReportView`]: the exception rows with every value a
+//! reviewer needs, account numbers already masked, sorted most severe first. Each format
+//! renders that view and applies its own escaping to the raw statement text it holds
+//! (HTML-escaped in [`html`], formula-neutralised in [`xlsx`]); no renderer ever sees a full
+//! account number.
+//!
+//! Outcomes are grouped into [`Family`]s, one XLSX sheet and one HTML section each:
+//!
+//! | family | outcomes | why |
+//! |---|---|---|
+//! | `money_at_risk` | FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
+//! | `review` | AMBIGUOUS, PROPOSED_MATCH | a human decides a match |
+//! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
+//! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |
+//! | `informational` | REFUND, MATCHED, FAILED_OK | no action; MATCHED and FAILED_OK are counted on the summary only (they are in results.csv) |
+
+pub mod email;
+pub mod html;
+pub mod outbox;
+pub mod xlsx;
+
+use crate::ledger::{Payment, Status};
+use crate::outcome::{Outcome, ResultRow, Severity};
+use crate::outputs::summary::Summary;
+use crate::sources::StatementLine;
+use crate::timeparse::{DAY, Micros};
+use crate::{mask, money};
+use rust_decimal::Decimal;
+use std::collections::BTreeMap;
+
+/// A group of outcomes that lands on one sheet / in one section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// Money moved against the ledger, or is unaccounted for.
+    MoneyAtRisk,
+    /// A human must decide a match.
+    Review,
+    /// Waiting for evidence or for the payment service.
+    Pending,
+    /// recon changed the ledger.
+    Resolved,
+    /// No action.
+    Informational,
+}
+
+impl Family {
+    /// Every family, in report order.
+    pub const ALL: [Family; 5] = [
+        Family::MoneyAtRisk,
+        Family::Review,
+        Family::Pending,
+        Family::Resolved,
+        Family::Informational,
+    ];
+
+    /// Name in the config (`[email.extra_recipients]`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "money_at_risk",
+            Family::Review => "review",
+            Family::Pending => "pending",
+            Family::Resolved => "resolved",
+            Family::Informational => "informational",
+        }
+    }
+
+    /// Heading / sheet name.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "Money at risk",
+            Family::Review => "Review",
+            Family::Pending => "Pending",
+            Family::Resolved => "Resolved",
+            Family::Informational => "Informational",
+        }
+    }
+
+    /// Parses a config name.
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// The family of an outcome.
+    pub fn of(o: Outcome) -> Family {
+        match o {
+            Outcome::FailedButPaid
+            | Outcome::DuplicateAtProvider
+            | Outcome::AmountMismatch
+            | Outcome::CurrencyMismatch
+            | Outcome::MissingAtProvider
+            | Outcome::OrphanAtProvider => Family::MoneyAtRisk,
+            Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
+            Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {
+                Family::Pending
+            }
+            Outcome::ResolvedSucceeded | Outcome::ResolvedFailed => Family::Resolved,
+            Outcome::Refund | Outcome::Matched | Outcome::FailedOk => Family::Informational,
+        }
+    }
+
+    /// Whether rows of this family need a human (the "nothing to review" test).
+    pub fn needs_review(self) -> bool {
+        matches!(self, Family::MoneyAtRisk | Family::Review)
+    }
+}
+
+/// Whether rows of an outcome are listed one by one in the reports. MATCHED and FAILED_OK are
+/// the bulk of every run and need nothing: they are counted, and listed in results.csv.
+pub fn is_listed(o: Outcome) -> bool {
+    !matches!(o, Outcome::Matched | Outcome::FailedOk)
+}
+
+/// An exact amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Money {
+    /// Minor units.
+    pub minor: i64,
+    /// ISO 4217 code.
+    pub currency: &'static str,
+}
+
+impl Money {
+    /// The amount in the currency's units, exactly.
+    pub fn decimal(self) -> Decimal {
+        Decimal::new(self.minor, exponent(self.currency))
+    }
+
+    /// Plain decimal text (`12.30`).
+    pub fn text(self) -> String {
+        money::format_minor(self.minor, self.currency)
+    }
+}
+
+/// The minor-unit exponent of a currency (2 for codes recon does not know, as in `money`).
+pub fn exponent(currency: &str) -> u32 {
+    money::currency(currency).map(|(_, e)| e).unwrap_or(2)
+}
+
+/// A sum of minor units as exact decimal text (sums may exceed i64).
+pub fn total_text(minor: i128, currency: &str) -> String {
+    Decimal::try_from_i128_with_scale(minor, exponent(currency))
+        .map(|d| d.to_string())
+        .unwrap_or_else(|_| format!("{minor} (minor units)"))
+}
+
+/// One listed result row, ready to render. Statement text (`line_ids`, `references`,
+/// `source_lines`, `detail`) is raw: each renderer escapes it for its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Ticket severity, if the outcome raises a ticket.
+    pub severity: Option<Severity>,
+    /// Ledger payment id.
+    pub payment_id: Option<String>,
+    /// Statement line ids (provider id or `source#Lnn`).
+    pub line_ids: Vec<String>,
+    /// Ledger status recon classified on.
+    pub status: Option<Status>,
+    /// The payment's amount.
+    pub amount: Option<Money>,
+    /// Amounts of the linked or candidate lines.
+    pub line_amounts: Vec<Money>,
+    /// Recipient account, masked to the last 4 characters.
+    pub recipient: String,
+    /// Statement references of the lines (raw statement text).
+    pub references: Vec<String>,
+    /// When the payment's current attempt started (UTC micros).
+    pub started_at: Option<Micros>,
+    /// When the lines were booked.
+    pub booked_at: Vec<Micros>,
+    /// Whole days between the payment's start (or the first booking) and the run's as-of.
+    pub age_days: i64,
+    /// What recon does (`ticket`, `transition:SUCCEEDED`, …).
+    pub action: String,
+    /// Rule or gate that decided.
+    pub rule: String,
+    /// Explanation.
+    pub detail: String,
+    /// `source:line` of every line.
+    pub source_lines: Vec<String>,
+}
+
+impl Item {
+    /// The amount this row puts at risk: the payment's amount, or the line's for line rows
+    /// (the same rule as summary.json).
+    pub fn at_risk(&self) -> Option<Money> {
+        self.amount.or_else(|| self.line_amounts.first().copied())
+    }
+
+    /// The family of the outcome.
+    pub fn family(&self) -> Family {
+        Family::of(self.outcome)
+    }
+
+    /// Ordering key, most severe first: ticket severity (FAILED_BUT_PAID and
+    /// DUPLICATE_AT_PROVIDER are critical), then the larger amount, then the older row, then
+    /// ids for a stable order. Amounts of different currencies are compared by their number
+    /// of units: recon has no exchange rates, so this is a heuristic within a severity.
+    fn severity_key(&self) -> impl Ord + '_ {
+        let rank = self.severity.map_or(4, |s| s as u8);
+        let amount = self
+            .at_risk()
+            .map(|m| m.decimal().abs())
+            .unwrap_or_default();
+        (
+            rank,
+            std::cmp::Reverse(amount),
+            std::cmp::Reverse(self.age_days),
+            self.outcome,
+            self.payment_id.as_deref(),
+            &self.line_ids,
+        )
+    }
+}
+
+/// Count and sums per currency of one outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutcomeTotal {
+    /// Rows.
+    pub count: usize,
+    /// Currency → sum of minor units.
+    pub amounts: BTreeMap<&'static str, i128>,
+}
+
+/// Everything the reports and the email show about one run.
+#[derive(Debug, Clone)]
+pub struct ReportView {
+    /// The run's summary (as in summary.json).
+    pub summary: Summary,
+    /// Every outcome with its count and sums (zeros included), in vocabulary order.
+    pub totals: BTreeMap<Outcome, OutcomeTotal>,
+    /// The listed rows, most severe first.
+    pub items: Vec<Item>,
+}
+
+impl ReportView {
+    /// Builds the view of a run's rows. `as_of` is the run's cut-off (ages are measured to it).
+    pub fn build(
+        summary: &Summary,
+        rows: &[ResultRow],
+        payments: &[Payment],
+        lines: &[StatementLine],
+        as_of: Micros,
+    ) -> ReportView {
+        let mut totals: BTreeMap<Outcome, OutcomeTotal> = Outcome::ALL
+            .iter()
+            .map(|o| (*o, OutcomeTotal::default()))
+            .collect();
+        let mut items = Vec::new();
+        for r in rows {
+            let p = r.payment.map(|i| &payments[i as usize]);
+            let ls: Vec<&StatementLine> = r.lines.iter().map(|&i| &lines[i as usize]).collect();
+            let amount = p.map(|p| Money {
+                minor: p.amount_minor,
+                currency: p.currency,
+            });
+            let line_amounts: Vec<Money> = ls
+                .iter()
+                .map(|l| Money {
+                    minor: l.amount_minor,
+                    currency: l.currency,
+                })
+                .collect();
+            let t = totals.entry(r.outcome).or_default();
+            t.count += 1;
+            if let Some(m) = amount.or_else(|| line_amounts.first().copied()) {
+                *t.amounts.entry(m.currency).or_default() += i128::from(m.minor);
+            }
+            if !is_listed(r.outcome) {
+                continue;
+            }
+            let recipient = p
+                .map(|p| p.recipient.as_str())
+                .or_else(|| ls.first().map(|l| l.recipient.as_str()))
+                .map(mask::account)
+                .unwrap_or_default();
+            let started_at = p.and_then(|p| p.started_at);
+            let booked_at: Vec<Micros> = ls.iter().map(|l| l.booked_at).collect();
+            let since = started_at
+                .or_else(|| booked_at.iter().copied().min())
+                .or(p.map(|p| p.created_at));
+            items.push(Item {
+                outcome: r.outcome,
+                severity: r.outcome.ticket_severity(),
+                payment_id: p.map(|p| p.payment_id.clone()),
+                line_ids: ls.iter().map(|l| l.uid().into_owned()).collect(),
+                status: p.map(|p| p.status),
+                amount,
+                line_amounts,
+                recipient,
+                references: ls.iter().filter_map(|l| l.reference.clone()).collect(),
+                started_at,
+                booked_at,
+                age_days: since.map_or(0, |s| (as_of - s).max(0) / DAY),
+                action: r.action.label(),
+                rule: r.rule.to_string(),
+                detail: r.detail.to_string(),
+                source_lines: ls
+                    .iter()
+                    .map(|l| format!("{}:{}", l.source, l.line_no))
+                    .collect(),
+            });
+        }
+        items.sort_by(|a, b| a.severity_key().cmp(&b.severity_key()));
+        ReportView {
+            summary: summary.clone(),
+            totals,
+            items,
+        }
+    }
+
+    /// Rows of one family, most severe first.
+    pub fn family(&self, f: Family) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(move |i| i.family() == f)
+    }
+
+    /// Rows that need a human (money at risk and review), most severe first.
+    pub fn exceptions(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| i.family().needs_review())
+    }
+
+    /// Number of rows that need a human.
+    pub fn exception_count(&self) -> usize {
+        self.totals
+            .iter()
+            .filter(|(o, _)| Family::of(**o).needs_review())
+            .map(|(_, t)| t.count)
+            .sum()
+    }
+
+    /// Outcomes with rows, in family order then vocabulary order.
+    pub fn outcomes_by_family(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
+        let mut v: Vec<(Family, Outcome, &OutcomeTotal)> = self
+            .totals
+            .iter()
+            .filter(|(_, t)| t.count > 0)
+            .map(|(o, t)| (Family::of(*o), *o, t))
+            .collect();
+        v.sort_by_key(|(f, o, _)| (*f, *o));
+        v
+    }
+}
+
+/// File names of the reports in the run folder.
+pub const XLSX_FILE: &str = "report.xlsx";
+/// HTML report.
+pub const HTML_FILE: &str = "report.html";
+/// results.csv restricted to the listed rows (the email's CSV attachment).
+pub const DIFF_CSV_FILE: &str = "diff.csv";
+/// The alert message when the file transport is used, or in a dry run.
+pub const EML_FILE: &str = "email.eml";
+
+/// Formats UTC micros as RFC 3339 for reports.
+pub(crate) fn utc(t: Micros) -> String {
+    crate::timeparse::format_utc(t)
+}
+
+/// Replaces control characters (terminal escapes, stray CRs) in text shown in plain text.
+pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_has_one_family_and_review_families_are_the_ticket_ones() {
+        for o in Outcome::ALL {
+            let f = Family::of(o);
+            assert_eq!(Family::parse(f.as_str()), Some(f));
+            // Every outcome that raises a ticket is either money at risk or review.
+            assert_eq!(o.ticket_severity().is_some(), f.needs_review(), "{o:?}");
+        }
+    }
+
+    #[test]
+    fn sums_beyond_i64_stay_exact() {
+        let big = i128::from(i64::MAX) * 3;
+        assert_eq!(total_text(big, "EUR"), "276701161105643274.21");
+        assert_eq!(total_text(-5, "JPY"), "-5");
+        assert_eq!(total_text(1, "KWD"), "0.001");
+    }
+
+    #[test]
+    fn control_characters_are_replaced_in_text() {
+        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a\u{FFFD}[31mb\u{FFFD}");
+        assert_eq!(text_safe("plain"), "plain");
+    }
+}

@@ -7,8 +7,8 @@ use crate::config::{EmailConfig, RecipientKey};
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
 use lettre::Message;
-use lettre::message::header::{ContentTransferEncoding, ContentType};
-use lettre::message::{Attachment, Mailbox, MultiPart, SinglePart};
+use lettre::message::header::{ContentDisposition, ContentTransferEncoding, ContentType};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -227,7 +227,13 @@ pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Mes
         }
         let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
         let ct = ContentType::parse(mime).context("attachment content type")?;
-        attachments.push(Attachment::new(name.to_string()).body(bytes, ct));
+        attachments.push(
+            SinglePart::builder()
+                .header(ct)
+                .header(ContentDisposition::attachment(name))
+                .header(ContentTransferEncoding::Base64)
+                .body(bytes),
+        );
     }
     if !attachments.is_empty() {
         let names: Vec<&str> = [XLSX_FILE, DIFF_CSV_FILE]

@@ -331,15 +331,31 @@ impl ReportView {
             .sum()
     }
 
-    /// Outcomes with rows, in family order then vocabulary order.
+    /// Outcomes with rows, in report order (see [`ReportView::all_outcomes`]).
     pub fn outcomes_by_family(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
+        self.all_outcomes()
+            .into_iter()
+            .filter(|(_, _, t)| t.count > 0)
+            .collect()
+    }
+
+    /// Every outcome in report order: by family, the most severe ticket first within a
+    /// family (FAILED_BUT_PAID first), then vocabulary order.
+    pub fn all_outcomes(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
         let mut v: Vec<(Family, Outcome, &OutcomeTotal)> = self
             .totals
             .iter()
-            .filter(|(_, t)| t.count > 0)
             .map(|(o, t)| (Family::of(*o), *o, t))
             .collect();
-        v.sort_by_key(|(f, o, _)| (*f, *o));
+        // FAILED_BUT_PAID (DESIGN.md: highest severity) leads the critical outcomes.
+        v.sort_by_key(|(f, o, _)| {
+            (
+                *f,
+                o.ticket_severity().map_or(4, |s| s as u8),
+                *o != Outcome::FailedButPaid,
+                *o,
+            )
+        });
         v
     }
 }

@@ -138,12 +138,10 @@ fn summary_sheet(
     let mut r = 1u32;
     // One row per outcome and currency (one row with no amount when the count is zero), in
     // family order.
-    let mut outcomes: Vec<_> = view.totals.iter().collect();
-    outcomes.sort_by_key(|(o, _)| (Family::of(**o), **o));
-    for (o, t) in outcomes {
+    for (family, o, t) in view.all_outcomes() {
         let write_row = |ws: &mut Worksheet, r: u32| -> Result<(), XlsxError> {
             ws.write_string(r, 0, o.as_str())?;
-            ws.write_string(r, 1, Family::of(*o).as_str())?;
+            ws.write_string(r, 1, family.as_str())?;
             ws.write_number(r, 2, t.count as f64)?;
             Ok(())
         };

@@ -3,5 +3,6 @@
 mod generate;
 mod golden;
 mod properties;
+mod report;
 mod runs;
 mod support;

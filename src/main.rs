@@ -321,6 +321,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 "{}",
                 report.summary.text(&report.out_dir.display().to_string())
             );
+            println!("  {}", report.alert.text());
             Ok(exit::OK)
         }
     }

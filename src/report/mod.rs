@@ -195,12 +195,12 @@ impl Item {
         Family::of(self.outcome)
     }
 
-    /// Ordering key, most severe first: ticket severity (FAILED_BUT_PAID and
-    /// DUPLICATE_AT_PROVIDER are critical), then the larger amount, then the older row, then
-    /// ids for a stable order. Amounts of different currencies are compared by their number
-    /// of units: recon has no exchange rates, so this is a heuristic within a severity.
+    /// Ordering key, most severe first: [`rank`] (FAILED_BUT_PAID, then DUPLICATE_AT_PROVIDER,
+    /// then by ticket severity), then the larger amount, then the older row, then ids for a
+    /// stable order. Amounts of different currencies are compared by their number of units:
+    /// recon has no exchange rates, so this is a heuristic within a rank.
     fn severity_key(&self) -> impl Ord + '_ {
-        let rank = self.severity.map_or(4, |s| s as u8);
+        let rank = rank(self.outcome);
         let amount = self
             .at_risk()
             .map(|m| m.decimal().abs())
@@ -213,6 +213,17 @@ impl Item {
             self.payment_id.as_deref(),
             &self.line_ids,
         )
+    }
+}
+
+/// How urgent an outcome is, 0 = most: FAILED_BUT_PAID first (DESIGN.md: highest severity;
+/// the ledger says FAILED, so the payment service may retry and pay a second time), then the
+/// other critical outcome, then by ticket severity; outcomes without a ticket last.
+pub fn rank(o: Outcome) -> u8 {
+    match (o, o.ticket_severity()) {
+        (Outcome::FailedButPaid, _) => 0,
+        (_, Some(s)) => 1 + s as u8,
+        (_, None) => 5,
     }
 }
 
@@ -339,23 +350,14 @@ impl ReportView {
             .collect()
     }
 
-    /// Every outcome in report order: by family, the most severe ticket first within a
-    /// family (FAILED_BUT_PAID first), then vocabulary order.
+    /// Every outcome in report order: by family, then [`rank`], then vocabulary order.
     pub fn all_outcomes(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
         let mut v: Vec<(Family, Outcome, &OutcomeTotal)> = self
             .totals
             .iter()
             .map(|(o, t)| (Family::of(*o), *o, t))
             .collect();
-        // FAILED_BUT_PAID (DESIGN.md: highest severity) leads the critical outcomes.
-        v.sort_by_key(|(f, o, _)| {
-            (
-                *f,
-                o.ticket_severity().map_or(4, |s| s as u8),
-                *o != Outcome::FailedButPaid,
-                *o,
-            )
-        });
+        v.sort_by_key(|(f, o, _)| (*f, rank(*o), *o));
         v
     }
 }
@@ -398,6 +400,66 @@ mod tests {
             // Every outcome that raises a ticket is either money at risk or review.
             assert_eq!(o.ticket_severity().is_some(), f.needs_review(), "{o:?}");
         }
+    }
+
+    fn item(outcome: Outcome, minor: i64, currency: &'static str, age_days: i64) -> Item {
+        Item {
+            outcome,
+            severity: outcome.ticket_severity(),
+            payment_id: Some(format!("P-{minor}-{age_days}")),
+            line_ids: vec![],
+            status: None,
+            amount: Some(Money { minor, currency }),
+            line_amounts: vec![],
+            recipient: String::new(),
+            references: vec![],
+            started_at: None,
+            booked_at: vec![],
+            age_days,
+            action: String::new(),
+            rule: String::new(),
+            detail: String::new(),
+            source_lines: vec![],
+        }
+    }
+
+    #[test]
+    fn failed_but_paid_leads_then_severity_then_amount_then_age() {
+        let ranked: Vec<u8> = [
+            Outcome::FailedButPaid,
+            Outcome::DuplicateAtProvider,
+            Outcome::AmountMismatch,
+            Outcome::Ambiguous,
+            Outcome::ProposedMatch,
+            Outcome::Matched,
+        ]
+        .map(rank)
+        .to_vec();
+        assert!(ranked.windows(2).all(|w| w[0] < w[1]), "{ranked:?}");
+
+        let mut items = vec![
+            item(Outcome::OrphanAtProvider, 1_000_000, "EUR", 1),
+            item(Outcome::DuplicateAtProvider, 50_000, "EUR", 1),
+            item(Outcome::FailedButPaid, 100, "EUR", 0),
+            item(Outcome::DuplicateAtProvider, 50_000, "EUR", 7),
+            item(Outcome::DuplicateAtProvider, -90_000, "EUR", 0),
+        ];
+        items.sort_by(|a, b| a.severity_key().cmp(&b.severity_key()));
+        let order: Vec<(Outcome, i64, i64)> = items
+            .iter()
+            .map(|i| (i.outcome, i.amount.map_or(0, |m| m.minor), i.age_days))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Outcome::FailedButPaid, 100, 0),
+                // The larger amount (by absolute value), then the older.
+                (Outcome::DuplicateAtProvider, -90_000, 0),
+                (Outcome::DuplicateAtProvider, 50_000, 7),
+                (Outcome::DuplicateAtProvider, 50_000, 1),
+                (Outcome::OrphanAtProvider, 1_000_000, 1),
+            ]
+        );
     }
 
     #[test]

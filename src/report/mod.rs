@@ -437,7 +437,7 @@ mod tests {
         .to_vec();
         assert!(ranked.windows(2).all(|w| w[0] < w[1]), "{ranked:?}");
 
-        let mut items = vec![
+        let mut items = [
             item(Outcome::OrphanAtProvider, 1_000_000, "EUR", 1),
             item(Outcome::DuplicateAtProvider, 50_000, "EUR", 1),
             item(Outcome::FailedButPaid, 100, "EUR", 0),

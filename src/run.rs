@@ -238,6 +238,24 @@ async fn plan_and_apply(
             Ok(started.elapsed().as_millis() as u64)
         })
     };
+    // The reports (into the same folder, so they appear or not with the results) are written
+    // at the same time. They show what the rows say; what the commit did (transitions
+    // applied, tickets new) is in summary.json and the email.
+    let reporter = {
+        let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
+        tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
+            let started = Instant::now();
+            let view = reports::write_files(
+                &tmp,
+                &summary,
+                &data.rows,
+                &data.payments,
+                &data.lines,
+                as_of,
+            )?;
+            Ok((view, started.elapsed().as_millis() as u64))
+        })
+    };
     let started = Instant::now();
     let mut tx = db.pool.begin().await.map_err(|e| {
         fail(
@@ -263,52 +281,33 @@ async fn plan_and_apply(
         .await
         .context("results writer task")?
         .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
+    let (mut view, reports_ms) = reporter
+        .await
+        .context("report writer task")?
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
     let mut data = Arc::try_unwrap(data)
         .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
     if !conflicts.is_empty() {
-        // Rare: someone moved payments between load and write. Say so in the results.
+        // Rare: someone moved payments between load and write. Say so in the results and
+        // the reports.
         for (ri, to) in conflicts {
             data.rows[ri].action = Action::Conflict(to);
         }
         write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
+        view = reports::write_files(
+            &tmp_dir,
+            &summary,
+            &data.rows,
+            &data.payments,
+            &data.lines,
+            as_of,
+        )
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
     }
     summary.timings_ms.insert("write".into(), write_ms);
-    // The reports go into the same folder, so they appear (or not) with the results.
-    let started = Instant::now();
-    let view = ReportView::build(&summary, &data.rows, &data.payments, &data.lines, as_of);
-    let diff_rows: Vec<_> = data
-        .rows
-        .iter()
-        .filter(|r| reports::is_listed(r.outcome))
-        .cloned()
-        .collect();
-    results::write(
-        std::io::BufWriter::new(
-            std::fs::File::create(tmp_dir.join(reports::DIFF_CSV_FILE))
-                .map_err(|e| out_err(reports::DIFF_CSV_FILE, &e))?,
-        ),
-        &diff_rows,
-        &data.payments,
-        &data.lines,
-    )
-    .map_err(|e| out_err(reports::DIFF_CSV_FILE, &format!("{e:#}")))?;
-    drop(diff_rows);
-    let view = {
-        let tmp = tmp_dir.clone();
-        tokio::task::spawn_blocking(move || -> Result<ReportView> {
-            reports::xlsx::write(&tmp.join(reports::XLSX_FILE), &view)?;
-            let html = reports::html::report(&view);
-            let path = tmp.join(reports::HTML_FILE);
-            std::fs::write(&path, html).with_context(|| format!("writing {}", path.display()))?;
-            Ok(view)
-        })
-        .await
-        .context("report writer task")?
-        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
-    };
-    summary
-        .timings_ms
-        .insert("reports".into(), started.elapsed().as_millis() as u64);
+    summary.timings_ms.insert("reports".into(), reports_ms);
+    view.summary = summary.clone();
+    view.committed = !opts.dry_run;
     let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
     std::fs::write(tmp_dir.join("summary.json"), json + "\n")
         .map_err(|e| out_err("summary.json", &e))?;

@@ -158,17 +158,9 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
             i.sha256
         );
     }
-    let t = &s.transitions;
-    let _ = writeln!(
-        out,
-        "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
-        t.planned, t.applied, t.already_applied, t.conflicts
-    );
-    let _ = writeln!(
-        out,
-        "  tickets: {} new, {} already known",
-        s.tickets.created, s.tickets.existing
-    );
+    let (transitions, tickets) = view.effects();
+    let _ = writeln!(out, "  transitions: {transitions}");
+    let _ = writeln!(out, "  tickets: {tickets}");
     for note in notes {
         let _ = writeln!(out, "\n{}", text_safe(note));
     }

@@ -65,25 +65,21 @@ pub fn headline(view: &ReportView) -> String {
 
 fn run_facts(out: &mut String, view: &ReportView) {
     let s = &view.summary;
+    let (transitions, tickets) = view.effects();
     let _ = write!(
         out,
         "<table>\n<tr><th>range</th><td>{} .. {}</td></tr>\n<tr><th>as of</th><td>{}</td></tr>\n\
          <tr><th>payments in scope</th><td class=\"num\">{}</td></tr>\n<tr><th>statement lines</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>rejected lines</th><td class=\"num\">{}</td></tr>\n\
-         <tr><th>transitions</th><td>{} planned, {} applied, {} already applied, {} conflicts</td></tr>\n\
-         <tr><th>tickets</th><td>{} new, {} already known</td></tr>\n</table>\n",
+         <tr><th>transitions</th><td>{}</td></tr>\n<tr><th>tickets</th><td>{}</td></tr>\n</table>\n",
         escape(&s.range_from),
         escape(&s.range_to),
         escape(&s.as_of),
         s.payments_in_scope,
         s.statement_lines,
         s.rejected_lines,
-        s.transitions.planned,
-        s.transitions.applied,
-        s.transitions.already_applied,
-        s.transitions.conflicts,
-        s.tickets.created,
-        s.tickets.existing,
+        escape(&transitions),
+        escape(&tickets),
     );
     out.push_str("<table>\n<tr><th>input</th><th>file</th><th>lines</th><th>rejected</th><th>sha256</th></tr>\n");
     for i in &s.inputs {

@@ -22,13 +22,15 @@ pub mod outbox;
 pub mod xlsx;
 
 use crate::ledger::{Payment, Status};
-use crate::outcome::{Outcome, ResultRow, Severity};
+use crate::outcome::{Action, Outcome, ResultRow, Severity};
 use crate::outputs::summary::Summary;
 use crate::sources::StatementLine;
 use crate::timeparse::{DAY, Micros};
 use crate::{mask, money};
+use anyhow::{Context, Result};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// A group of outcomes that lands on one sheet / in one section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -245,6 +247,13 @@ pub struct ReportView {
     pub totals: BTreeMap<Outcome, OutcomeTotal>,
     /// The listed rows, most severe first.
     pub items: Vec<Item>,
+    /// Transitions the rows ask for (refused ones included).
+    pub transitions_planned: usize,
+    /// Rows that raise a ticket.
+    pub ticket_rows: usize,
+    /// Whether `summary` holds what the commit did (transitions applied, tickets new): true
+    /// for the email of a real run, false while the reports are written beside the commit.
+    pub committed: bool,
 }
 
 impl ReportView {
@@ -261,7 +270,13 @@ impl ReportView {
             .map(|o| (*o, OutcomeTotal::default()))
             .collect();
         let mut items = Vec::new();
+        let (mut transitions_planned, mut ticket_rows) = (0, 0);
         for r in rows {
+            match r.action {
+                Action::Transition(_) | Action::Conflict(_) => transitions_planned += 1,
+                Action::Ticket => ticket_rows += 1,
+                Action::None => {}
+            }
             let p = r.payment.map(|i| &payments[i as usize]);
             let ls: Vec<&StatementLine> = r.lines.iter().map(|&i| &lines[i as usize]).collect();
             let amount = p.map(|p| Money {
@@ -320,7 +335,41 @@ impl ReportView {
             summary: summary.clone(),
             totals,
             items,
+            transitions_planned,
+            ticket_rows,
+            committed: false,
         }
+    }
+
+    /// The run's effects as two lines of text (transitions, tickets). Exact counts of what the
+    /// commit did once `committed`; before that (the report files) what the rows ask for.
+    pub fn effects(&self) -> (String, String) {
+        let s = &self.summary;
+        if self.committed {
+            let t = &s.transitions;
+            return (
+                format!(
+                    "{} planned, {} applied, {} already applied, {} conflicts",
+                    t.planned, t.applied, t.already_applied, t.conflicts
+                ),
+                format!(
+                    "{} new, {} already known",
+                    s.tickets.created, s.tickets.existing
+                ),
+            );
+        }
+        let (applied, created) = if s.dry_run {
+            ("dry run: none applied", "dry run: none created")
+        } else {
+            (
+                "how many were applied: summary.json and the email",
+                "how many are new: summary.json and the email",
+            )
+        };
+        (
+            format!("{} planned ({applied})", self.transitions_planned),
+            format!("{} row(s) raise a ticket ({created})", self.ticket_rows),
+        )
     }
 
     /// Rows of one family, most severe first.
@@ -370,6 +419,46 @@ pub const HTML_FILE: &str = "report.html";
 pub const DIFF_CSV_FILE: &str = "diff.csv";
 /// The alert message when the file transport is used, or in a dry run.
 pub const EML_FILE: &str = "email.eml";
+
+/// Writes `diff.csv`, `report.xlsx` and `report.html` into `dir` and returns the view they
+/// show.
+pub fn write_files(
+    dir: &Path,
+    summary: &Summary,
+    rows: &[ResultRow],
+    payments: &[Payment],
+    lines: &[StatementLine],
+    as_of: Micros,
+) -> Result<ReportView> {
+    let started = std::time::Instant::now();
+    let view = ReportView::build(summary, rows, payments, lines, as_of);
+    let built_ms = started.elapsed().as_millis() as u64;
+    let diff_rows: Vec<ResultRow> = rows
+        .iter()
+        .filter(|r| is_listed(r.outcome))
+        .cloned()
+        .collect();
+    let path = dir.join(DIFF_CSV_FILE);
+    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    crate::outputs::results::write(std::io::BufWriter::new(f), &diff_rows, payments, lines)
+        .with_context(|| format!("writing {}", path.display()))?;
+    drop(diff_rows);
+    let diff_ms = started.elapsed().as_millis() as u64;
+    xlsx::write(&dir.join(XLSX_FILE), &view)?;
+    let xlsx_ms = started.elapsed().as_millis() as u64;
+    let path = dir.join(HTML_FILE);
+    std::fs::write(&path, html::report(&view))
+        .with_context(|| format!("writing {}", path.display()))?;
+    tracing::debug!(
+        rows = view.items.len(),
+        view_ms = built_ms,
+        diff_ms = diff_ms - built_ms,
+        xlsx_ms = xlsx_ms - diff_ms,
+        html_ms = started.elapsed().as_millis() as u64 - xlsx_ms,
+        "Reports written."
+    );
+    Ok(view)
+}
 
 /// Formats UTC micros as RFC 3339 for reports.
 pub(crate) fn utc(t: Micros) -> String {

@@ -132,6 +132,7 @@ fn summary_sheet(
     view: &ReportView,
 ) -> Result<(), XlsxError> {
     let s = &view.summary;
+    let (transitions, tickets) = view.effects();
     ws.set_name("Summary")?;
     let cols = ["outcome", "family", "count", "amount", "currency"];
     header(ws, fmts, &cols)?;
@@ -181,23 +182,8 @@ fn summary_sheet(
         ("payments in scope".into(), s.payments_in_scope.to_string()),
         ("statement lines".into(), s.statement_lines.to_string()),
         ("rejected lines".into(), s.rejected_lines.to_string()),
-        (
-            "transitions".into(),
-            format!(
-                "{} planned, {} applied, {} already applied, {} conflicts",
-                s.transitions.planned,
-                s.transitions.applied,
-                s.transitions.already_applied,
-                s.transitions.conflicts
-            ),
-        ),
-        (
-            "tickets".into(),
-            format!(
-                "{} new, {} already known",
-                s.tickets.created, s.tickets.existing
-            ),
-        ),
+        ("transitions".into(), transitions),
+        ("tickets".into(), tickets),
         ("rules sha256".into(), s.rules_hash.clone()),
     ];
     for i in &s.inputs {

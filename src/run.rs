@@ -135,38 +135,19 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     }
     tracing::info!(run_id, from = %opts.from, to = %opts.to, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
     // Alerts an earlier run could not send go first (under the lock: sent once).
-    let mut alert = Alert::disabled();
-    if let Some(email) = &cfg.email
-        && !opts.dry_run
-    {
-        let (sent, left, error) = outbox::flush(email, &cfg.output_dir).await;
-        (alert.outbox_sent, alert.outbox_left, alert.outbox_error) = (sent, left, error);
-    }
-    let result = plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await;
-    let result = match result {
+    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
+    let result = match plan_and_apply(cfg, opts, &rules, &db, &run_id, as_of).await {
         Ok((mut report, view)) => {
-            if let Some(email) = &cfg.email {
-                alert.status = match reports::email::build(email, &view, &report.out_dir) {
-                    Ok(message) => {
-                        outbox::deliver(
-                            email,
-                            &cfg.output_dir,
-                            &report.out_dir,
-                            &run_id,
-                            &message,
-                            opts.dry_run,
-                        )
-                        .await
-                    }
-                    Err(e) => {
-                        tracing::error!(run_id, error = %format!("{e:#}"), "Alert not built.");
-                        outbox::AlertStatus::Failed(format!("{e:#}"))
-                    }
-                };
-                if matches!(alert.status, outbox::AlertStatus::Queued { .. }) {
-                    alert.outbox_left += 1;
-                }
-            }
+            // After the commit and the rename: a failed alert never undoes the run.
+            outbox::after_run(
+                cfg.email.as_ref(),
+                &mut alert,
+                &view,
+                &cfg.output_dir,
+                &report.out_dir,
+                opts.dry_run,
+            )
+            .await;
             report.alert = alert;
             Ok(report)
         }

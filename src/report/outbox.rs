@@ -293,3 +293,41 @@ pub async fn deliver(
         }
     }
 }
+
+/// Call under the run lock, before the run: sends what earlier runs queued (not in a dry run)
+/// and returns the alert record the run completes with [`after_run`].
+pub async fn before_run(email: Option<&EmailConfig>, output_dir: &Path, dry_run: bool) -> Alert {
+    let mut alert = Alert::disabled();
+    if let Some(email) = email
+        && !dry_run
+    {
+        (alert.outbox_sent, alert.outbox_left, alert.outbox_error) = flush(email, output_dir).await;
+    }
+    alert
+}
+
+/// Call after the commit and the rename of `run_dir`: builds the run's message from `view`
+/// and delivers it (or queues it), recording what happened in `alert`.
+pub async fn after_run(
+    email: Option<&EmailConfig>,
+    alert: &mut Alert,
+    view: &super::ReportView,
+    output_dir: &Path,
+    run_dir: &Path,
+    dry_run: bool,
+) {
+    let Some(email) = email else {
+        return;
+    };
+    let run_id = view.summary.run_id.as_str();
+    alert.status = match super::email::build(email, view, run_dir) {
+        Ok(message) => deliver(email, output_dir, run_dir, run_id, &message, dry_run).await,
+        Err(e) => {
+            tracing::error!(run_id, error = %format!("{e:#}"), "Alert not built.");
+            AlertStatus::Failed(format!("{e:#}"))
+        }
+    };
+    if matches!(alert.status, AlertStatus::Queued { .. }) {
+        alert.outbox_left += 1;
+    }
+}

@@ -820,3 +820,32 @@ async fn completeness_warnings_reach_the_email_and_the_reports() {
     let html = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
     assert!(html.contains(&*recon::report::html::escape(warning)));
 }
+
+#[tokio::test]
+async fn attachments_over_the_limit_are_left_out_and_named_in_the_body() {
+    let env = hostile_env(file_email().replace(
+        "to = [\"finance@bank.test\"]\n",
+        "to = [\"finance@bank.test\"]\nmax_attachment_kib = 0\n",
+    ))
+    .await;
+    let report = env.try_standard_day("r1").await.expect("run");
+    let (_, parts) =
+        parse_message(&std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml"));
+    assert!(
+        parts
+            .iter()
+            .all(|p| !p.header("content-disposition").starts_with("attachment")),
+        "no attachment"
+    );
+    let text = part(
+        &parts,
+        |p| p.header("content-type").starts_with("text/plain"),
+        "text",
+    )
+    .text();
+    assert!(
+        text.contains("report.xlsx (") && text.contains("is larger than the attachment limit"),
+        "{text}"
+    );
+    assert!(text.contains("diff.csv ("), "{text}");
+}

@@ -40,6 +40,8 @@ struct RawConfig {
     /// Provider statements.
     #[serde(default, rename = "source")]
     sources: Vec<RawSource>,
+    /// The email alert (`[email]`); no email is built when absent.
+    email: Option<RawEmail>,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -147,6 +149,8 @@ pub struct Config {
     pub carry_over_days: i64,
     /// Statement sources.
     pub sources: Vec<SourceConfig>,
+    /// The email alert; `None` when the file has no `[email]` section.
+    pub email: Option<EmailConfig>,
 }
 
 /// Kind of a statement line.
@@ -334,6 +338,7 @@ impl Config {
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,
             sources,
+            email: raw.email.map(|e| e.validate(path)).transpose()?,
         })
     }
 
@@ -515,6 +520,362 @@ fn resolve_database_url(url: &str, base: &Path) -> Option<String> {
         return Some(format!("sqlite://{rest}"));
     }
     Some(format!("sqlite://{}", join_clean(base, rest).display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// [email]: the alert sent after every run (issue 5). Kept in one block so edits to the rest of
+// the configuration merge cleanly.
+// ---------------------------------------------------------------------------------------------
+
+/// `[email]` as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmail {
+    /// Sender, e.g. `recon <recon@example.com>`.
+    from: String,
+    /// Recipients of every alert.
+    to: Vec<String>,
+    /// Outcome name (`FAILED_BUT_PAID`) or outcome family (`money_at_risk`) → more recipients,
+    /// added when the run has at least one row of that outcome or family.
+    #[serde(default)]
+    extra_recipients: BTreeMap<String, Vec<String>>,
+    /// Text put before every subject.
+    #[serde(default = "default_subject_prefix")]
+    subject_prefix: String,
+    /// `file` (default: `email.eml` in the run folder) or `smtp` (needs `[email.smtp]`).
+    #[serde(default = "default_transport")]
+    transport: String,
+    /// Attachments larger than this (KiB) are left out; the body says where the file is.
+    #[serde(default = "default_max_attachment_kib")]
+    max_attachment_kib: u64,
+    /// SMTP settings (used when `transport = "smtp"`).
+    smtp: Option<RawSmtp>,
+}
+
+/// `[email.smtp]` as written in the file. Credentials are never written here, only the names
+/// of the environment variables that hold them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSmtp {
+    /// Server name (also the name its TLS certificate must carry).
+    host: String,
+    /// Port; default 587 for `starttls`, 465 for `implicit`, 25 for `none`.
+    port: Option<u16>,
+    /// `starttls` (default), `implicit` (SMTPS) or `none` (loopback relays only).
+    #[serde(default = "default_tls")]
+    tls: String,
+    /// Name of the environment variable holding the user name.
+    username_env: Option<String>,
+    /// Name of the environment variable holding the password.
+    password_env: Option<String>,
+    /// Connection and command timeout in seconds.
+    #[serde(default = "default_smtp_timeout")]
+    timeout_seconds: u64,
+}
+
+fn default_subject_prefix() -> String {
+    "[recon]".into()
+}
+fn default_transport() -> String {
+    "file".into()
+}
+fn default_max_attachment_kib() -> u64 {
+    10 * 1024
+}
+fn default_tls() -> String {
+    "starttls".into()
+}
+fn default_smtp_timeout() -> u64 {
+    30
+}
+
+/// Who gets more recipients: one outcome or a whole outcome family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RecipientKey {
+    /// Rows of this outcome.
+    Outcome(crate::outcome::Outcome),
+    /// Rows of any outcome of this family.
+    Family(crate::report::Family),
+}
+
+/// A validated `[email]` section.
+#[derive(Debug, Clone)]
+pub struct EmailConfig {
+    /// Sender.
+    pub from: lettre::message::Mailbox,
+    /// Recipients of every alert.
+    pub to: Vec<lettre::message::Mailbox>,
+    /// More recipients when the run has rows of an outcome or family.
+    pub extra_recipients: BTreeMap<RecipientKey, Vec<lettre::message::Mailbox>>,
+    /// Subject prefix.
+    pub subject_prefix: String,
+    /// How the message leaves.
+    pub transport: EmailTransport,
+    /// Largest attachment included, in bytes.
+    pub max_attachment_bytes: u64,
+}
+
+/// How the alert is delivered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EmailTransport {
+    /// `email.eml` in the run folder.
+    File,
+    /// An SMTP server.
+    Smtp(SmtpConfig),
+}
+
+/// TLS mode of an SMTP connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// Plain connection upgraded with STARTTLS; refused if the server cannot.
+    StartTls,
+    /// TLS from the first byte (SMTPS).
+    Implicit,
+    /// No encryption (only for a relay on the loopback interface).
+    None,
+}
+
+/// A validated `[email.smtp]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmtpConfig {
+    /// Server.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// TLS mode.
+    pub tls: SmtpTls,
+    /// Environment variable with the user name.
+    pub username_env: Option<String>,
+    /// Environment variable with the password.
+    pub password_env: Option<String>,
+    /// Timeout.
+    pub timeout: std::time::Duration,
+}
+
+impl SmtpConfig {
+    /// Reads the credentials from the environment variables named in the config. The error
+    /// names the variable, never its value.
+    pub fn credentials(&self) -> Result<Option<(String, String)>> {
+        let (Some(user_var), Some(pass_var)) = (&self.username_env, &self.password_env) else {
+            return Ok(None);
+        };
+        let read = |var: &str| {
+            std::env::var(var).map_err(|_| {
+                fail(
+                    Failure::Config,
+                    format!("email: environment variable {var} (named in [email.smtp]) is not set"),
+                )
+            })
+        };
+        Ok(Some((read(user_var)?, read(pass_var)?)))
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+impl RawEmail {
+    fn validate(self, path: &Path) -> Result<EmailConfig> {
+        let mailbox = |key: &str, value: &str| -> Result<lettre::message::Mailbox> {
+            value.parse().map_err(|e| {
+                config_error(
+                    path,
+                    format!("key `{key}`: {value:?} is not an address: {e}"),
+                )
+            })
+        };
+        let from = mailbox("email.from", &self.from)?;
+        if self.to.is_empty() {
+            return Err(config_error(
+                path,
+                "key `email.to`: give at least one recipient",
+            ));
+        }
+        let to = self
+            .to
+            .iter()
+            .map(|a| mailbox("email.to", a))
+            .collect::<Result<Vec<_>>>()?;
+        let mut extra_recipients = BTreeMap::new();
+        for (name, addrs) in &self.extra_recipients {
+            let key = match (
+                crate::outcome::Outcome::parse(name),
+                crate::report::Family::parse(name),
+            ) {
+                (Some(o), _) => RecipientKey::Outcome(o),
+                (None, Some(f)) => RecipientKey::Family(f),
+                (None, None) => {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "key `email.extra_recipients.{name}`: not an outcome or family (hint: an outcome such as FAILED_BUT_PAID, or one of {})",
+                            crate::report::Family::ALL.map(|f| f.as_str()).join(", ")
+                        ),
+                    ));
+                }
+            };
+            let list = addrs
+                .iter()
+                .map(|a| mailbox(&format!("email.extra_recipients.{name}"), a))
+                .collect::<Result<Vec<_>>>()?;
+            extra_recipients.insert(key, list);
+        }
+        let transport = match self.transport.as_str() {
+            "file" => EmailTransport::File,
+            "smtp" => {
+                let Some(s) = self.smtp else {
+                    return Err(config_error(
+                        path,
+                        "key `email.transport`: \"smtp\" needs an [email.smtp] section with host",
+                    ));
+                };
+                let tls = match s.tls.as_str() {
+                    "starttls" => SmtpTls::StartTls,
+                    "implicit" => SmtpTls::Implicit,
+                    "none" => SmtpTls::None,
+                    other => {
+                        return Err(config_error(
+                            path,
+                            format!(
+                                "key `email.smtp.tls`: {other:?} is not starttls, implicit or none"
+                            ),
+                        ));
+                    }
+                };
+                if s.username_env.is_some() != s.password_env.is_some() {
+                    return Err(config_error(
+                        path,
+                        "keys `email.smtp.username_env`/`password_env`: give both or neither",
+                    ));
+                }
+                if tls == SmtpTls::None && s.password_env.is_some() && !is_loopback(&s.host) {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "key `email.smtp.tls`: \"none\" would send the password in clear text to {} (hint: use starttls or implicit)",
+                            s.host
+                        ),
+                    ));
+                }
+                EmailTransport::Smtp(SmtpConfig {
+                    port: s.port.unwrap_or(match tls {
+                        SmtpTls::StartTls => 587,
+                        SmtpTls::Implicit => 465,
+                        SmtpTls::None => 25,
+                    }),
+                    host: s.host,
+                    tls,
+                    username_env: s.username_env,
+                    password_env: s.password_env,
+                    timeout: std::time::Duration::from_secs(s.timeout_seconds.max(1)),
+                })
+            }
+            other => {
+                return Err(config_error(
+                    path,
+                    format!("key `email.transport`: {other:?} is not file or smtp"),
+                ));
+            }
+        };
+        Ok(EmailConfig {
+            from,
+            to,
+            extra_recipients,
+            subject_prefix: self.subject_prefix,
+            transport,
+            max_attachment_bytes: self.max_attachment_kib.saturating_mul(1024),
+        })
+    }
+}
+
+#[cfg(test)]
+mod email_tests {
+    use super::*;
+
+    const BASE: &str =
+        "timezone = \"UTC\"\ndatabase_url = \"sqlite://x.db\"\noutput_dir = \"out\"\n";
+
+    fn parse(email: &str) -> Result<Config> {
+        Config::parse(&format!("{BASE}{email}"), Path::new("job.toml"))
+    }
+
+    #[test]
+    fn email_section_is_optional_and_defaults_to_the_file_transport() {
+        assert!(parse("").unwrap().email.is_none());
+        let c = parse("[email]\nfrom = \"recon@x.test\"\nto = [\"fin@x.test\"]\n").unwrap();
+        let e = c.email.unwrap();
+        assert_eq!(e.transport, EmailTransport::File);
+        assert_eq!(e.subject_prefix, "[recon]");
+    }
+
+    #[test]
+    fn smtp_defaults_and_family_recipients() {
+        let c = parse(
+            "[email]\nfrom = \"recon@x.test\"\nto = [\"fin@x.test\"]\ntransport = \"smtp\"\n\
+             [email.extra_recipients]\nFAILED_BUT_PAID = [\"treasury@x.test\"]\nreview = [\"ops@x.test\"]\n\
+             [email.smtp]\nhost = \"mail.x.test\"\ntls = \"implicit\"\nusername_env = \"U\"\npassword_env = \"P\"\n",
+        )
+        .unwrap();
+        let e = c.email.unwrap();
+        let EmailTransport::Smtp(s) = &e.transport else {
+            panic!("smtp expected")
+        };
+        assert_eq!((s.port, s.tls), (465, SmtpTls::Implicit));
+        assert_eq!(e.extra_recipients.len(), 2);
+        assert!(e.extra_recipients.contains_key(&RecipientKey::Outcome(
+            crate::outcome::Outcome::FailedButPaid
+        )));
+    }
+
+    #[test]
+    fn bad_email_settings_name_the_key() {
+        for (text, key) in [
+            (
+                "[email]\nfrom = \"not an address\"\nto = [\"a@x.test\"]\n",
+                "email.from",
+            ),
+            ("[email]\nfrom = \"a@x.test\"\nto = []\n", "email.to"),
+            (
+                "[email]\nfrom = \"a@x.test\"\nto = [\"a@x.test\"]\ntransport = \"smtp\"\n",
+                "email.transport",
+            ),
+            (
+                "[email]\nfrom = \"a@x.test\"\nto = [\"a@x.test\"]\n[email.extra_recipients]\nTREASURY = [\"t@x.test\"]\n",
+                "email.extra_recipients.TREASURY",
+            ),
+            (
+                "[email]\nfrom = \"a@x.test\"\nto = [\"a@x.test\"]\ntransport = \"smtp\"\n[email.smtp]\nhost = \"mail.x.test\"\ntls = \"none\"\nusername_env = \"U\"\npassword_env = \"P\"\n",
+                "email.smtp.tls",
+            ),
+            (
+                "[email]\nfrom = \"a@x.test\"\nto = [\"a@x.test\"]\npassword = \"hunter2\"\n",
+                "password",
+            ),
+        ] {
+            let err = parse(text).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains(key), "{key}: {msg}");
+            assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+        }
+    }
+
+    #[test]
+    fn missing_credential_variable_is_named_without_a_value() {
+        let s = SmtpConfig {
+            host: "h".into(),
+            port: 25,
+            tls: SmtpTls::None,
+            username_env: Some("RECON_TEST_SURELY_UNSET_USER".into()),
+            password_env: Some("RECON_TEST_SURELY_UNSET_PASS".into()),
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let msg = format!("{:#}", s.credentials().unwrap_err());
+        assert!(msg.contains("RECON_TEST_SURELY_UNSET_USER"), "{msg}");
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,10 @@ pub const DATABASE: i32 = 5;
 pub const LOCKED: i32 = 6;
 /// Writing the run's output files failed.
 pub const OUTPUT: i32 = 7;
+/// The run completed and recorded its results, but its email alert (or one queued by an
+/// earlier run) could not be sent; it waits in `<output_dir>/outbox/`. Do not re-run the
+/// range for this: the next run sends the outbox first.
+pub const ALERT_FAILED: i32 = 8;
 
 /// What kind of failure stopped a command; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

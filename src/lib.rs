@@ -20,6 +20,7 @@ pub mod money;
 pub mod normalize;
 pub mod outcome;
 pub mod outputs;
+pub mod report;
 pub mod rules;
 pub mod run;
 pub mod sources;

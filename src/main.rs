@@ -269,6 +269,14 @@ async fn dispatch(command: Command) -> Result<i32> {
                 Some((_, range)) => print!("{}", range.text(&out_dir)),
                 None => print!("{}", report.summary.text(&out_dir)),
             }
+            println!("  {}", report.alert.text());
+            if report.alert.failed() {
+                eprintln!(
+                    "warning: the run completed, but an alert was not sent (exit code {})",
+                    exit::ALERT_FAILED
+                );
+                return Ok(exit::ALERT_FAILED);
+            }
             Ok(exit::OK)
         }
         Command::Explain {
@@ -392,6 +400,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 "{}",
                 report.summary.text(&report.out_dir.display().to_string())
             );
+            println!("  {}", report.alert.text());
             Ok(exit::OK)
         }
     }

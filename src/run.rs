@@ -4,9 +4,11 @@
 //! 1. rules and config are validated before any data is read;
 //! 2. the run record is inserted as RUNNING (not in a dry run);
 //! 3. outputs are written into `<run>.tmp/`;
-//! 4. transitions, tickets, follow-ups and the run record's completion are committed in ONE
-//!    database transaction;
-//! 5. the output folder is renamed into place.
+//! 4. transitions, tickets and follow-ups are committed in ONE database transaction;
+//! 5. the output folder is renamed into place, then the run record is marked COMPLETED;
+//! 6. the email alert is delivered (after messages an earlier run left in the outbox). A
+//!    failed alert never undoes the run: the message is queued and [`RunReport::alert`] says
+//!    so (exit code [`crate::exit::ALERT_FAILED`]).
 //!
 //! A re-run of the same range reproduces the same `results.csv`: classification uses the
 //! status before recon's own transitions, and follow-ups keep carried-over payments in the
@@ -21,6 +23,8 @@ use crate::matching;
 use crate::outcome::{self, Action, Context, ResultRow};
 use crate::outputs::results;
 use crate::outputs::summary::{self, Summary};
+use crate::report::outbox::{self, Alert};
+use crate::report::{self as reports, ReportView};
 use crate::rules::RuleSet;
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
@@ -59,6 +63,9 @@ pub struct RunReport {
     pub summary: Summary,
     /// For a range run: each day's report, in order, and the range summary.
     pub range: Option<(Vec<RunReport>, RangeSummary)>,
+    /// What happened to the email alert (for a range: one message per day; failed if any
+    /// day's failed).
+    pub alert: Alert,
 }
 
 /// `summary.json` of a range run (`--from … --to …`): one line per day plus each item's final
@@ -189,6 +196,13 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         ));
     }
     let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    // Missing SMTP credentials are a configuration error, found before any data is read.
+    if let Some(email) = &cfg.email
+        && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
+        && !opts.dry_run
+    {
+        smtp.credentials()?;
+    }
     let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
     let run_id = opts.run_id.clone().unwrap_or_else(|| {
         format!(
@@ -207,6 +221,8 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     if !opts.dry_run {
         recover_interrupted(&db, cfg).await?;
     }
+    // Alerts an earlier run could not send go first (under the lock: sent once).
+    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
     let result = if opts.from == opts.to {
         run_day(
             cfg,
@@ -217,11 +233,15 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             &run_id,
             &cfg.output_dir,
             as_of,
+            &mut alert,
         )
         .await
-        .map(|(r, _)| r)
+        .map(|(mut r, _)| {
+            r.alert = alert;
+            r
+        })
     } else {
-        run_range(cfg, opts, &rules, &db, &run_id, as_of).await
+        run_range(cfg, opts, &rules, &db, &run_id, as_of, alert).await
     };
     let closing = Instant::now();
     db.close().await;
@@ -280,6 +300,7 @@ async fn run_range(
     db: &Db,
     run_id: &str,
     as_of: Micros,
+    mut alert: Alert,
 ) -> Result<RunReport> {
     let dir = cfg.output_dir.join(run_id);
     if dir.exists() {
@@ -310,7 +331,24 @@ async fn run_range(
     let mut day = opts.from;
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
-        let (report, outcomes) = run_day(cfg, opts, day, rules, db, &day_id, &dir, as_of).await?;
+        let mut day_alert = alert.clone();
+        let (mut report, outcomes) = run_day(
+            cfg,
+            opts,
+            day,
+            rules,
+            db,
+            &day_id,
+            &dir,
+            as_of,
+            &mut day_alert,
+        )
+        .await?;
+        // One message per day; the range's alert is the first failed day's, else the last.
+        if !alert.failed() {
+            alert = day_alert.clone();
+        }
+        report.alert = day_alert;
         let s = &report.summary;
         range.days.push(DaySummary {
             date: day.to_string(),
@@ -357,6 +395,7 @@ async fn run_range(
         out_dir: dir,
         summary: last,
         range: Some((reports, range)),
+        alert,
     })
 }
 
@@ -371,6 +410,7 @@ async fn run_day(
     run_id: &str,
     parent: &std::path::Path,
     as_of: Micros,
+    alert: &mut Alert,
 ) -> Result<(RunReport, FinalOutcomes)> {
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -401,7 +441,23 @@ async fn run_day(
         crate::fault::point("after_run_record");
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result = plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await;
+    let result =
+        match plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await {
+            Ok((report, finals, view)) => {
+                // After the commit and the rename: a failed alert never undoes the run.
+                outbox::after_run(
+                    cfg.email.as_ref(),
+                    alert,
+                    &view,
+                    &cfg.output_dir,
+                    &report.out_dir,
+                    opts.dry_run,
+                )
+                .await;
+                Ok((report, finals))
+            }
+            Err(e) => Err(e),
+        };
     match &result {
         Ok((r, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
@@ -434,7 +490,7 @@ async fn plan_and_apply(
     as_of: Micros,
     parent: &std::path::Path,
     folder: &str,
-) -> Result<(RunReport, FinalOutcomes)> {
+) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Plan {
         data,
         mut summary,
@@ -467,6 +523,24 @@ async fn plan_and_apply(
             Ok(started.elapsed().as_millis() as u64)
         })
     };
+    // The reports (into the same folder, so they appear or not with the results) are written
+    // at the same time. They show what the rows say; what the commit did (transitions
+    // applied, tickets new) is in summary.json and the email.
+    let reporter = {
+        let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
+        tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
+            let started = Instant::now();
+            let view = reports::write_files(
+                &tmp,
+                &summary,
+                &data.rows,
+                &data.payments,
+                &data.lines,
+                as_of,
+            )?;
+            Ok((view, started.elapsed().as_millis() as u64))
+        })
+    };
     let started = Instant::now();
     let mut tx = db.begin().await?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
@@ -487,16 +561,33 @@ async fn plan_and_apply(
         .await
         .context("results writer task")?
         .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
+    let (mut view, reports_ms) = reporter
+        .await
+        .context("report writer task")?
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
     let mut data = Arc::try_unwrap(data)
         .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
     if !conflicts.is_empty() {
-        // Rare: someone moved payments between load and write. Say so in the results.
+        // Rare: someone moved payments between load and write. Say so in the results and
+        // the reports.
         for (ri, to) in conflicts {
             data.rows[ri].action = Action::Conflict(to);
         }
         write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
+        view = reports::write_files(
+            &tmp_dir,
+            &summary,
+            &data.rows,
+            &data.payments,
+            &data.lines,
+            as_of,
+        )
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
     }
     summary.timings_ms.insert("write".into(), write_ms);
+    summary.timings_ms.insert("reports".into(), reports_ms);
+    view.summary = summary.clone();
+    view.committed = !opts.dry_run;
     let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
     std::fs::write(tmp_dir.join("summary.json"), json + "\n")
         .map_err(|e| out_err("summary.json", &e))?;
@@ -546,8 +637,10 @@ async fn plan_and_apply(
             out_dir,
             summary,
             range: None,
+            alert: Alert::disabled(),
         },
         finals,
+        view,
     ))
 }
 

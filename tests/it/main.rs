@@ -5,5 +5,6 @@ mod explain;
 mod generate;
 mod golden;
 mod properties;
+mod report;
 mod runs;
 mod support;

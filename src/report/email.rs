@@ -1,0 +1,269 @@
+//! The email alert: an HTML body with a plain-text alternative, the XLSX report and the CSV
+//! diff attached. Built from the same [`ReportView`] as the reports, so it shows nothing the
+//! reports do not (account numbers are masked there already).
+
+use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, html, text_safe, total_text};
+use crate::config::{EmailConfig, RecipientKey};
+use crate::outcome::Outcome;
+use anyhow::{Context, Result};
+use lettre::Message;
+use lettre::message::header::{ContentDisposition, ContentTransferEncoding, ContentType};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Rows of the critical outcomes (FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER).
+fn critical_count(view: &ReportView) -> usize {
+    view.totals
+        .iter()
+        .filter(|(o, _)| o.ticket_severity() == Some(crate::outcome::Severity::Critical))
+        .map(|(_, t)| t.count)
+        .sum()
+}
+
+fn family_count(view: &ReportView, f: Family) -> usize {
+    view.totals
+        .iter()
+        .filter(|(o, _)| Family::of(**o) == f)
+        .map(|(_, t)| t.count)
+        .sum()
+}
+
+/// The subject: prefix, range, what needs a human, what recon resolved, the run id.
+pub fn subject(view: &ReportView, prefix: &str) -> String {
+    let s = &view.summary;
+    let range = if s.range_from == s.range_to {
+        s.range_from.clone()
+    } else {
+        format!("{}..{}", s.range_from, s.range_to)
+    };
+    let n = view.exception_count();
+    let what = if n == 0 {
+        "nothing to review".to_string()
+    } else {
+        let critical = critical_count(view);
+        if critical > 0 {
+            format!("{n} to review, {critical} critical")
+        } else {
+            format!("{n} to review")
+        }
+    };
+    let mut out = String::new();
+    if !prefix.is_empty() {
+        out.push_str(prefix);
+        out.push(' ');
+    }
+    let _ = write!(
+        out,
+        "{}{range}: {what}, {} resolved, {} pending (run {})",
+        if s.dry_run { "[dry run] " } else { "" },
+        family_count(view, Family::Resolved),
+        family_count(view, Family::Pending),
+        s.run_id
+    );
+    text_safe(&out).into_owned()
+}
+
+/// The plain-text alternative: the same content as the HTML body.
+pub fn text(view: &ReportView, notes: &[String]) -> String {
+    let s = &view.summary;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", html::headline(view));
+    out.push('\n');
+    let n = view.exception_count();
+    if n == 0 {
+        out.push_str("Nothing to review: no money at risk and no match to decide in this run.\n\n");
+    } else {
+        let _ = writeln!(out, "Most severe first ({n} to review):");
+        for i in view.exceptions().take(html::EMAIL_ROWS) {
+            let amount = i
+                .at_risk()
+                .map(|m| format!("{} {}", m.text(), m.currency))
+                .unwrap_or_default();
+            let who = match (&i.payment_id, i.line_ids.is_empty()) {
+                (Some(p), true) => p.clone(),
+                (Some(p), false) => format!("{p} / line {}", i.line_ids.join(";")),
+                (None, _) => format!("line {}", i.line_ids.join(";")),
+            };
+            let _ = writeln!(
+                out,
+                "  {:<8} {:<22} {} | {amount} | {} | {} d | {}",
+                i.severity.map(|s| s.as_str()).unwrap_or(""),
+                i.outcome.as_str(),
+                text_safe(&who),
+                i.recipient,
+                i.age_days,
+                text_safe(&i.detail)
+            );
+            if !i.references.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "           reference: {}",
+                    text_safe(&i.references.join("; "))
+                );
+            }
+        }
+        if n > html::EMAIL_ROWS {
+            let _ = writeln!(
+                out,
+                "  … {} more in the attached report",
+                n - html::EMAIL_ROWS
+            );
+        }
+        out.push('\n');
+    }
+    if !s.warnings.is_empty() {
+        out.push_str("Completeness warnings:\n");
+        for w in &s.warnings {
+            let _ = writeln!(out, "  - {}", text_safe(w));
+        }
+        out.push('\n');
+    }
+    out.push_str("Counts and amounts per outcome:\n");
+    for (f, o, t) in view.outcomes_by_family() {
+        let amounts: Vec<String> = t
+            .amounts
+            .iter()
+            .map(|(c, v)| format!("{} {c}", total_text(*v, c)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<14} {:<22} {:>7}   {}",
+            f.title(),
+            o.as_str(),
+            t.count,
+            amounts.join(", ")
+        );
+    }
+    out.push('\n');
+    let _ = writeln!(out, "Run {}:", text_safe(&s.run_id));
+    let _ = writeln!(
+        out,
+        "  range {} .. {}, as of {}",
+        s.range_from, s.range_to, s.as_of
+    );
+    let _ = writeln!(
+        out,
+        "  {} payments in scope, {} statement lines, {} rejected",
+        s.payments_in_scope, s.statement_lines, s.rejected_lines
+    );
+    for i in &s.inputs {
+        let _ = writeln!(
+            out,
+            "  input {}: {} ({} lines, {} rejected, sha256 {})",
+            text_safe(&i.source),
+            text_safe(&i.path),
+            i.lines,
+            i.rejected,
+            i.sha256
+        );
+    }
+    let (transitions, tickets) = view.effects();
+    let _ = writeln!(out, "  transitions: {transitions}");
+    let _ = writeln!(out, "  tickets: {tickets}");
+    for note in notes {
+        let _ = writeln!(out, "\n{}", text_safe(note));
+    }
+    out
+}
+
+/// Recipients: `to` for every alert, plus the extra recipients of every outcome and family
+/// the run has rows of (deduplicated, in config order).
+pub fn recipients(cfg: &EmailConfig, view: &ReportView) -> Vec<Mailbox> {
+    let mut out: Vec<Mailbox> = Vec::new();
+    let mut add = |m: &Mailbox| {
+        if !out.iter().any(|o| o.email == m.email) {
+            out.push(m.clone());
+        }
+    };
+    cfg.to.iter().for_each(&mut add);
+    let present = |o: Outcome| view.totals.get(&o).is_some_and(|t| t.count > 0);
+    for (key, list) in &cfg.extra_recipients {
+        let hit = match key {
+            RecipientKey::Outcome(o) => present(*o),
+            RecipientKey::Family(f) => Outcome::ALL
+                .into_iter()
+                .any(|o| Family::of(o) == *f && present(o)),
+        };
+        if hit {
+            list.iter().for_each(&mut add);
+        }
+    }
+    out
+}
+
+/// Builds the alert for the run whose files are in `run_dir` (report.xlsx and diff.csv are
+/// attached when present and not larger than the configured limit).
+pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Message> {
+    let mut notes = Vec::new();
+    let mut attachments = Vec::new();
+    for (name, mime) in [
+        (
+            XLSX_FILE,
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        ),
+        (DIFF_CSV_FILE, "text/csv; charset=utf-8"),
+    ] {
+        let path = run_dir.join(name);
+        let Ok(meta) = std::fs::metadata(&path) else {
+            notes.push(format!("{name} was not written for this run."));
+            continue;
+        };
+        if meta.len() > cfg.max_attachment_bytes {
+            notes.push(format!(
+                "{name} ({} KiB) is larger than the attachment limit; it is in {}.",
+                meta.len().div_ceil(1024),
+                run_dir.display()
+            ));
+            continue;
+        }
+        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let ct = ContentType::parse(mime).context("attachment content type")?;
+        attachments.push(
+            SinglePart::builder()
+                .header(ct)
+                .header(ContentDisposition::attachment(name))
+                .header(ContentTransferEncoding::Base64)
+                .body(bytes),
+        );
+    }
+    if !attachments.is_empty() {
+        let names: Vec<&str> = [XLSX_FILE, DIFF_CSV_FILE]
+            .into_iter()
+            .filter(|n| !notes.iter().any(|note| note.starts_with(n)))
+            .collect();
+        notes.push(format!(
+            "Attached: {}. The full results are in {}.",
+            names.join(", "),
+            run_dir.join("results.csv").display()
+        ));
+    }
+    // Base64 for both bodies: long HTML lines stay valid and every client decodes it.
+    let text_part = SinglePart::builder()
+        .header(ContentType::TEXT_PLAIN)
+        .header(ContentTransferEncoding::Base64)
+        .body(text(view, &notes));
+    let html_part = SinglePart::builder()
+        .header(ContentType::TEXT_HTML)
+        .header(ContentTransferEncoding::Base64)
+        .body(html::email(view, &notes));
+    let mut mixed = MultiPart::mixed().multipart(
+        MultiPart::alternative()
+            .singlepart(text_part)
+            .singlepart(html_part),
+    );
+    for a in attachments {
+        mixed = mixed.singlepart(a);
+    }
+    let mut builder = Message::builder()
+        .from(cfg.from.clone())
+        .subject(subject(view, &cfg.subject_prefix))
+        .date_now()
+        .user_agent(format!("recon {}", env!("CARGO_PKG_VERSION")));
+    for m in recipients(cfg, view) {
+        builder = builder.to(m);
+    }
+    builder
+        .multipart(mixed)
+        .context("building the alert message")
+}

@@ -1,0 +1,567 @@
+//! What finance reads: the XLSX diff report, the HTML report and the email alert (issue 5).
+//!
+//! A run's rows are turned once into a [`ReportView`]: the exception rows with every value a
+//! reviewer needs, account numbers already masked, sorted most severe first. Each format
+//! renders that view and applies its own escaping to the raw statement text it holds
+//! (HTML-escaped in [`html`], formula-neutralised in [`xlsx`]); no renderer ever sees a full
+//! account number.
+//!
+//! Outcomes are grouped into [`Family`]s, one XLSX sheet and one HTML section each:
+//!
+//! | family | outcomes | why |
+//! |---|---|---|
+//! | `money_at_risk` | FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
+//! | `review` | AMBIGUOUS, PROPOSED_MATCH | a human decides a match |
+//! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
+//! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |
+//! | `informational` | REFUND, MATCHED, FAILED_OK | no action; MATCHED and FAILED_OK are counted on the summary only (they are in results.csv) |
+
+pub mod email;
+pub mod html;
+pub mod outbox;
+pub mod xlsx;
+
+use crate::ledger::{Payment, Status};
+use crate::outcome::{Action, Outcome, ResultRow, Severity};
+use crate::outputs::summary::Summary;
+use crate::sources::StatementLine;
+use crate::timeparse::{DAY, Micros};
+use crate::{mask, money};
+use anyhow::{Context, Result};
+use rust_decimal::Decimal;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A group of outcomes that lands on one sheet / in one section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// Money moved against the ledger, or is unaccounted for.
+    MoneyAtRisk,
+    /// A human must decide a match.
+    Review,
+    /// Waiting for evidence or for the payment service.
+    Pending,
+    /// recon changed the ledger.
+    Resolved,
+    /// No action.
+    Informational,
+}
+
+impl Family {
+    /// Every family, in report order.
+    pub const ALL: [Family; 5] = [
+        Family::MoneyAtRisk,
+        Family::Review,
+        Family::Pending,
+        Family::Resolved,
+        Family::Informational,
+    ];
+
+    /// Name in the config (`[email.extra_recipients]`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "money_at_risk",
+            Family::Review => "review",
+            Family::Pending => "pending",
+            Family::Resolved => "resolved",
+            Family::Informational => "informational",
+        }
+    }
+
+    /// Heading / sheet name.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "Money at risk",
+            Family::Review => "Review",
+            Family::Pending => "Pending",
+            Family::Resolved => "Resolved",
+            Family::Informational => "Informational",
+        }
+    }
+
+    /// Parses a config name.
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// The family of an outcome.
+    pub fn of(o: Outcome) -> Family {
+        match o {
+            Outcome::FailedButPaid
+            | Outcome::DuplicateAtProvider
+            | Outcome::AmountMismatch
+            | Outcome::CurrencyMismatch
+            | Outcome::MissingAtProvider
+            | Outcome::OrphanAtProvider => Family::MoneyAtRisk,
+            Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
+            Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {
+                Family::Pending
+            }
+            Outcome::ResolvedSucceeded | Outcome::ResolvedFailed => Family::Resolved,
+            Outcome::Refund | Outcome::Matched | Outcome::FailedOk => Family::Informational,
+        }
+    }
+
+    /// Whether rows of this family need a human (the "nothing to review" test).
+    pub fn needs_review(self) -> bool {
+        matches!(self, Family::MoneyAtRisk | Family::Review)
+    }
+}
+
+/// Whether rows of an outcome are listed one by one in the reports. MATCHED and FAILED_OK are
+/// the bulk of every run and need nothing: they are counted, and listed in results.csv.
+pub fn is_listed(o: Outcome) -> bool {
+    !matches!(o, Outcome::Matched | Outcome::FailedOk)
+}
+
+/// An exact amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Money {
+    /// Minor units.
+    pub minor: i64,
+    /// ISO 4217 code.
+    pub currency: &'static str,
+}
+
+impl Money {
+    /// The amount in the currency's units, exactly.
+    pub fn decimal(self) -> Decimal {
+        Decimal::new(self.minor, exponent(self.currency))
+    }
+
+    /// Plain decimal text (`12.30`).
+    pub fn text(self) -> String {
+        money::format_minor(self.minor, self.currency)
+    }
+}
+
+/// The minor-unit exponent of a currency (2 for codes recon does not know, as in `money`).
+pub fn exponent(currency: &str) -> u32 {
+    money::currency(currency).map(|(_, e)| e).unwrap_or(2)
+}
+
+/// A sum of minor units as exact decimal text (sums may exceed i64).
+pub fn total_text(minor: i128, currency: &str) -> String {
+    Decimal::try_from_i128_with_scale(minor, exponent(currency))
+        .map(|d| d.to_string())
+        .unwrap_or_else(|_| format!("{minor} (minor units)"))
+}
+
+/// One listed result row, ready to render. Statement text (`line_ids`, `references`,
+/// `source_lines`, `detail`) is raw: each renderer escapes it for its format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// Ticket severity, if the outcome raises a ticket.
+    pub severity: Option<Severity>,
+    /// Ledger payment id.
+    pub payment_id: Option<String>,
+    /// Statement line ids (provider id or `source#Lnn`).
+    pub line_ids: Vec<String>,
+    /// Ledger status recon classified on.
+    pub status: Option<Status>,
+    /// The payment's amount.
+    pub amount: Option<Money>,
+    /// Amounts of the linked or candidate lines.
+    pub line_amounts: Vec<Money>,
+    /// Recipient account, masked to the last 4 characters.
+    pub recipient: String,
+    /// Statement references of the lines (raw statement text).
+    pub references: Vec<String>,
+    /// When the payment's current attempt started (UTC micros).
+    pub started_at: Option<Micros>,
+    /// When the lines were booked.
+    pub booked_at: Vec<Micros>,
+    /// Whole days between the payment's start (or the first booking) and the run's as-of.
+    pub age_days: i64,
+    /// What recon does (`ticket`, `transition:SUCCEEDED`, …).
+    pub action: String,
+    /// Rule or gate that decided.
+    pub rule: String,
+    /// Explanation.
+    pub detail: String,
+    /// `source:line` of every line.
+    pub source_lines: Vec<String>,
+}
+
+impl Item {
+    /// The amount this row puts at risk: the payment's amount, or the line's for line rows
+    /// (the same rule as summary.json).
+    pub fn at_risk(&self) -> Option<Money> {
+        self.amount.or_else(|| self.line_amounts.first().copied())
+    }
+
+    /// The family of the outcome.
+    pub fn family(&self) -> Family {
+        Family::of(self.outcome)
+    }
+
+    /// Ordering key, most severe first: [`rank`] (FAILED_BUT_PAID, then DUPLICATE_AT_PROVIDER,
+    /// then by ticket severity), then the larger amount, then the older row, then ids for a
+    /// stable order. Amounts of different currencies are compared by their number of units:
+    /// recon has no exchange rates, so this is a heuristic within a rank.
+    fn severity_key(&self) -> impl Ord + '_ {
+        let rank = rank(self.outcome);
+        let amount = self
+            .at_risk()
+            .map(|m| m.decimal().abs())
+            .unwrap_or_default();
+        (
+            rank,
+            std::cmp::Reverse(amount),
+            std::cmp::Reverse(self.age_days),
+            self.outcome,
+            self.payment_id.as_deref(),
+            &self.line_ids,
+        )
+    }
+}
+
+/// How urgent an outcome is, 0 = most: FAILED_BUT_PAID first (DESIGN.md: highest severity;
+/// the ledger says FAILED, so the payment service may retry and pay a second time), then the
+/// other critical outcome, then by ticket severity; outcomes without a ticket last.
+pub fn rank(o: Outcome) -> u8 {
+    match (o, o.ticket_severity()) {
+        (Outcome::FailedButPaid, _) => 0,
+        (_, Some(s)) => 1 + s as u8,
+        (_, None) => 5,
+    }
+}
+
+/// Count and sums per currency of one outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutcomeTotal {
+    /// Rows.
+    pub count: usize,
+    /// Currency → sum of minor units.
+    pub amounts: BTreeMap<&'static str, i128>,
+}
+
+/// Everything the reports and the email show about one run.
+#[derive(Debug, Clone)]
+pub struct ReportView {
+    /// The run's summary (as in summary.json).
+    pub summary: Summary,
+    /// Every outcome with its count and sums (zeros included), in vocabulary order.
+    pub totals: BTreeMap<Outcome, OutcomeTotal>,
+    /// The listed rows, most severe first.
+    pub items: Vec<Item>,
+    /// Transitions the rows ask for (refused ones included).
+    pub transitions_planned: usize,
+    /// Rows that raise a ticket.
+    pub ticket_rows: usize,
+    /// Whether `summary` holds what the commit did (transitions applied, tickets new): true
+    /// for the email of a real run, false while the reports are written beside the commit.
+    pub committed: bool,
+}
+
+impl ReportView {
+    /// Builds the view of a run's rows. `as_of` is the run's cut-off (ages are measured to it).
+    pub fn build(
+        summary: &Summary,
+        rows: &[ResultRow],
+        payments: &[Payment],
+        lines: &[StatementLine],
+        as_of: Micros,
+    ) -> ReportView {
+        let mut totals: BTreeMap<Outcome, OutcomeTotal> = Outcome::ALL
+            .iter()
+            .map(|o| (*o, OutcomeTotal::default()))
+            .collect();
+        let mut items = Vec::new();
+        let (mut transitions_planned, mut ticket_rows) = (0, 0);
+        for r in rows {
+            match r.action {
+                Action::Transition(_) | Action::Conflict(_) => transitions_planned += 1,
+                Action::Ticket => ticket_rows += 1,
+                Action::None => {}
+            }
+            let p = r.payment.map(|i| &payments[i as usize]);
+            let ls: Vec<&StatementLine> = r.lines.iter().map(|&i| &lines[i as usize]).collect();
+            let amount = p.map(|p| Money {
+                minor: p.amount_minor,
+                currency: p.currency,
+            });
+            let line_amounts: Vec<Money> = ls
+                .iter()
+                .map(|l| Money {
+                    minor: l.amount_minor,
+                    currency: l.currency,
+                })
+                .collect();
+            let t = totals.entry(r.outcome).or_default();
+            t.count += 1;
+            if let Some(m) = amount.or_else(|| line_amounts.first().copied()) {
+                *t.amounts.entry(m.currency).or_default() += i128::from(m.minor);
+            }
+            if !is_listed(r.outcome) {
+                continue;
+            }
+            let recipient = p
+                .map(|p| p.recipient.as_str())
+                .or_else(|| ls.first().map(|l| l.recipient.as_str()))
+                .map(mask::account)
+                .unwrap_or_default();
+            let started_at = p.and_then(|p| p.started_at);
+            let booked_at: Vec<Micros> = ls.iter().map(|l| l.booked_at).collect();
+            let since = started_at
+                .or_else(|| booked_at.iter().copied().min())
+                .or(p.map(|p| p.created_at));
+            items.push(Item {
+                outcome: r.outcome,
+                severity: r.outcome.ticket_severity(),
+                payment_id: p.map(|p| p.payment_id.clone()),
+                line_ids: ls.iter().map(|l| l.uid().into_owned()).collect(),
+                status: p.map(|p| p.status),
+                amount,
+                line_amounts,
+                recipient,
+                references: ls.iter().filter_map(|l| l.reference.clone()).collect(),
+                started_at,
+                booked_at,
+                age_days: since.map_or(0, |s| (as_of - s).max(0) / DAY),
+                action: r.action.label(),
+                rule: r.rule.to_string(),
+                detail: r.detail.to_string(),
+                source_lines: ls
+                    .iter()
+                    .map(|l| format!("{}:{}", l.source, l.line_no))
+                    .collect(),
+            });
+        }
+        items.sort_by(|a, b| a.severity_key().cmp(&b.severity_key()));
+        ReportView {
+            summary: summary.clone(),
+            totals,
+            items,
+            transitions_planned,
+            ticket_rows,
+            committed: false,
+        }
+    }
+
+    /// The run's effects as two lines of text (transitions, tickets). Exact counts of what the
+    /// commit did once `committed`; before that (the report files) what the rows ask for.
+    pub fn effects(&self) -> (String, String) {
+        let s = &self.summary;
+        if self.committed {
+            let t = &s.transitions;
+            return (
+                format!(
+                    "{} planned, {} applied, {} already applied, {} conflicts",
+                    t.planned, t.applied, t.already_applied, t.conflicts
+                ),
+                format!(
+                    "{} new, {} already known",
+                    s.tickets.created, s.tickets.existing
+                ),
+            );
+        }
+        let (applied, created) = if s.dry_run {
+            ("dry run: none applied", "dry run: none created")
+        } else {
+            (
+                "how many were applied: summary.json and the email",
+                "how many are new: summary.json and the email",
+            )
+        };
+        (
+            format!("{} planned ({applied})", self.transitions_planned),
+            format!("{} row(s) raise a ticket ({created})", self.ticket_rows),
+        )
+    }
+
+    /// Rows of one family, most severe first.
+    pub fn family(&self, f: Family) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(move |i| i.family() == f)
+    }
+
+    /// Rows that need a human (money at risk and review), most severe first.
+    pub fn exceptions(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter().filter(|i| i.family().needs_review())
+    }
+
+    /// Number of rows that need a human.
+    pub fn exception_count(&self) -> usize {
+        self.totals
+            .iter()
+            .filter(|(o, _)| Family::of(**o).needs_review())
+            .map(|(_, t)| t.count)
+            .sum()
+    }
+
+    /// Outcomes with rows, in report order (see [`ReportView::all_outcomes`]).
+    pub fn outcomes_by_family(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
+        self.all_outcomes()
+            .into_iter()
+            .filter(|(_, _, t)| t.count > 0)
+            .collect()
+    }
+
+    /// Every outcome in report order: by family, then [`rank`], then vocabulary order.
+    pub fn all_outcomes(&self) -> Vec<(Family, Outcome, &OutcomeTotal)> {
+        let mut v: Vec<(Family, Outcome, &OutcomeTotal)> = self
+            .totals
+            .iter()
+            .map(|(o, t)| (Family::of(*o), *o, t))
+            .collect();
+        v.sort_by_key(|(f, o, _)| (*f, rank(*o), *o));
+        v
+    }
+}
+
+/// File names of the reports in the run folder.
+pub const XLSX_FILE: &str = "report.xlsx";
+/// HTML report.
+pub const HTML_FILE: &str = "report.html";
+/// results.csv restricted to the listed rows (the email's CSV attachment).
+pub const DIFF_CSV_FILE: &str = "diff.csv";
+/// The alert message when the file transport is used, or in a dry run.
+pub const EML_FILE: &str = "email.eml";
+
+/// Writes `diff.csv`, `report.xlsx` and `report.html` into `dir` and returns the view they
+/// show.
+pub fn write_files(
+    dir: &Path,
+    summary: &Summary,
+    rows: &[ResultRow],
+    payments: &[Payment],
+    lines: &[StatementLine],
+    as_of: Micros,
+) -> Result<ReportView> {
+    let started = std::time::Instant::now();
+    let view = ReportView::build(summary, rows, payments, lines, as_of);
+    let built_ms = started.elapsed().as_millis() as u64;
+    let diff_rows: Vec<ResultRow> = rows
+        .iter()
+        .filter(|r| is_listed(r.outcome))
+        .cloned()
+        .collect();
+    let path = dir.join(DIFF_CSV_FILE);
+    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    crate::outputs::results::write(std::io::BufWriter::new(f), &diff_rows, payments, lines)
+        .with_context(|| format!("writing {}", path.display()))?;
+    drop(diff_rows);
+    let diff_ms = started.elapsed().as_millis() as u64;
+    xlsx::write(&dir.join(XLSX_FILE), &view)?;
+    let xlsx_ms = started.elapsed().as_millis() as u64;
+    let path = dir.join(HTML_FILE);
+    std::fs::write(&path, html::report(&view))
+        .with_context(|| format!("writing {}", path.display()))?;
+    tracing::debug!(
+        rows = view.items.len(),
+        view_ms = built_ms,
+        diff_ms = diff_ms - built_ms,
+        xlsx_ms = xlsx_ms - diff_ms,
+        html_ms = started.elapsed().as_millis() as u64 - xlsx_ms,
+        "Reports written."
+    );
+    Ok(view)
+}
+
+/// Formats UTC micros as RFC 3339 for reports.
+pub(crate) fn utc(t: Micros) -> String {
+    crate::timeparse::format_utc(t)
+}
+
+/// Replaces control characters (terminal escapes, stray CRs) in text shown in plain text.
+pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        s.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_has_one_family_and_review_families_are_the_ticket_ones() {
+        for o in Outcome::ALL {
+            let f = Family::of(o);
+            assert_eq!(Family::parse(f.as_str()), Some(f));
+            // Every outcome that raises a ticket is either money at risk or review.
+            assert_eq!(o.ticket_severity().is_some(), f.needs_review(), "{o:?}");
+        }
+    }
+
+    fn item(outcome: Outcome, minor: i64, currency: &'static str, age_days: i64) -> Item {
+        Item {
+            outcome,
+            severity: outcome.ticket_severity(),
+            payment_id: Some(format!("P-{minor}-{age_days}")),
+            line_ids: vec![],
+            status: None,
+            amount: Some(Money { minor, currency }),
+            line_amounts: vec![],
+            recipient: String::new(),
+            references: vec![],
+            started_at: None,
+            booked_at: vec![],
+            age_days,
+            action: String::new(),
+            rule: String::new(),
+            detail: String::new(),
+            source_lines: vec![],
+        }
+    }
+
+    #[test]
+    fn failed_but_paid_leads_then_severity_then_amount_then_age() {
+        let ranked: Vec<u8> = [
+            Outcome::FailedButPaid,
+            Outcome::DuplicateAtProvider,
+            Outcome::AmountMismatch,
+            Outcome::Ambiguous,
+            Outcome::ProposedMatch,
+            Outcome::Matched,
+        ]
+        .map(rank)
+        .to_vec();
+        assert!(ranked.windows(2).all(|w| w[0] < w[1]), "{ranked:?}");
+
+        let mut items = [
+            item(Outcome::OrphanAtProvider, 1_000_000, "EUR", 1),
+            item(Outcome::DuplicateAtProvider, 50_000, "EUR", 1),
+            item(Outcome::FailedButPaid, 100, "EUR", 0),
+            item(Outcome::DuplicateAtProvider, 50_000, "EUR", 7),
+            item(Outcome::DuplicateAtProvider, -90_000, "EUR", 0),
+        ];
+        items.sort_by(|a, b| a.severity_key().cmp(&b.severity_key()));
+        let order: Vec<(Outcome, i64, i64)> = items
+            .iter()
+            .map(|i| (i.outcome, i.amount.map_or(0, |m| m.minor), i.age_days))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Outcome::FailedButPaid, 100, 0),
+                // The larger amount (by absolute value), then the older.
+                (Outcome::DuplicateAtProvider, -90_000, 0),
+                (Outcome::DuplicateAtProvider, 50_000, 7),
+                (Outcome::DuplicateAtProvider, 50_000, 1),
+                (Outcome::OrphanAtProvider, 1_000_000, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn sums_beyond_i64_stay_exact() {
+        let big = i128::from(i64::MAX) * 3;
+        assert_eq!(total_text(big, "EUR"), "276701161105643274.21");
+        assert_eq!(total_text(-5, "JPY"), "-5");
+        assert_eq!(total_text(1, "KWD"), "0.001");
+    }
+
+    #[test]
+    fn control_characters_are_replaced_in_text() {
+        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a\u{FFFD}[31mb\u{FFFD}");
+        assert_eq!(text_safe("plain"), "plain");
+    }
+}

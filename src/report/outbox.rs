@@ -1,0 +1,333 @@
+//! Delivering the alert, and the outbox that keeps it when SMTP is down or refuses it.
+//!
+//! The alert leaves only after the run committed and its folder is in place, so a failed
+//! alert never undoes a run. A message SMTP did not take is written to
+//! `<output_dir>/outbox/<run id>.eml` (the message as sent) with `<run id>.envelope.json`
+//! (sender and recipients); the next run sends queued messages first, oldest first, and
+//! deletes each one the server accepted. Credentials are read from the environment at
+//! sending time and never logged.
+
+use crate::config::{EmailConfig, EmailTransport, SmtpConfig, SmtpTls};
+use anyhow::{Context, Result};
+use lettre::address::Envelope;
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use std::path::{Path, PathBuf};
+
+/// The outbox folder under the output root.
+pub fn dir(output_dir: &Path) -> PathBuf {
+    output_dir.join("outbox")
+}
+
+/// What happened to a run's alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertStatus {
+    /// No `[email]` section.
+    Disabled,
+    /// Dry run: the message was written here and sent to nobody.
+    DryRun(PathBuf),
+    /// File transport: the message was written here.
+    Written(PathBuf),
+    /// The SMTP server accepted it for these recipients.
+    Sent(Vec<String>),
+    /// SMTP failed; the message waits in the outbox.
+    Queued {
+        /// The queued message.
+        path: PathBuf,
+        /// Why sending failed.
+        error: String,
+    },
+    /// The message could be neither sent nor kept.
+    Failed(String),
+}
+
+/// The alert side of a run: its own message and the outbox it tried to empty first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alert {
+    /// This run's message.
+    pub status: AlertStatus,
+    /// Earlier messages sent from the outbox by this run.
+    pub outbox_sent: usize,
+    /// Messages still in the outbox after this run.
+    pub outbox_left: usize,
+    /// Why emptying the outbox stopped, if it did.
+    pub outbox_error: Option<String>,
+}
+
+impl Alert {
+    /// No alert configured.
+    pub fn disabled() -> Alert {
+        Alert {
+            status: AlertStatus::Disabled,
+            outbox_sent: 0,
+            outbox_left: 0,
+            outbox_error: None,
+        }
+    }
+
+    /// Whether an alert (this run's or a queued one) could not be delivered: the run exits
+    /// with [`crate::exit::ALERT_FAILED`].
+    pub fn failed(&self) -> bool {
+        matches!(
+            self.status,
+            AlertStatus::Queued { .. } | AlertStatus::Failed(_)
+        ) || self.outbox_error.is_some()
+    }
+
+    /// One line for the terminal.
+    pub fn text(&self) -> String {
+        let mut s = match &self.status {
+            AlertStatus::Disabled => "alert: none configured".to_string(),
+            AlertStatus::DryRun(p) => {
+                format!("alert: dry run, not sent; written to {}", p.display())
+            }
+            AlertStatus::Written(p) => format!("alert: written to {}", p.display()),
+            AlertStatus::Sent(to) => format!("alert: sent to {}", to.join(", ")),
+            AlertStatus::Queued { path, error } => {
+                format!("alert: NOT SENT ({error}); queued in {}", path.display())
+            }
+            AlertStatus::Failed(e) => format!("alert: NOT SENT and not queued: {e}"),
+        };
+        if self.outbox_sent > 0 {
+            s.push_str(&format!("; {} queued alert(s) sent", self.outbox_sent));
+        }
+        if let Some(e) = &self.outbox_error {
+            s.push_str(&format!("; outbox not emptied ({e})"));
+        }
+        if self.outbox_left > 0 {
+            s.push_str(&format!(
+                "; {} alert(s) wait in the outbox",
+                self.outbox_left
+            ));
+        }
+        s
+    }
+}
+
+/// The SMTP transport of the config, with credentials from the environment.
+fn transport(smtp: &SmtpConfig) -> Result<AsyncSmtpTransport<Tokio1Executor>> {
+    let tls = |host: &str| {
+        TlsParameters::new(host.to_string()).with_context(|| format!("TLS parameters for {host}"))
+    };
+    let mut b = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(smtp.host.as_str())
+        .port(smtp.port)
+        .timeout(Some(smtp.timeout));
+    b = match smtp.tls {
+        SmtpTls::StartTls => b.tls(Tls::Required(tls(&smtp.host)?)),
+        SmtpTls::Implicit => b.tls(Tls::Wrapper(tls(&smtp.host)?)),
+        SmtpTls::None => b.tls(Tls::None),
+    };
+    if let Some((user, password)) = smtp.credentials()? {
+        b = b.credentials(Credentials::new(user, password));
+    }
+    Ok(b.build())
+}
+
+/// Sends raw bytes; the error says which server, never the credentials.
+async fn send_raw(smtp: &SmtpConfig, envelope: &Envelope, bytes: &[u8]) -> Result<()> {
+    let t = transport(smtp)?;
+    t.send_raw(envelope, bytes)
+        .await
+        .map(|_| ())
+        .map_err(|e| anyhow::anyhow!("SMTP {}:{}: {e}", smtp.host, smtp.port))
+}
+
+fn envelope_json(envelope: &Envelope) -> String {
+    serde_json::json!({
+        "from": envelope.from().map(|a| a.to_string()),
+        "to": envelope.to().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
+fn read_envelope(path: &Path) -> Result<Envelope> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let addr = |v: &serde_json::Value| -> Result<lettre::Address> {
+        v.as_str()
+            .context("address is not a string")?
+            .parse()
+            .with_context(|| format!("address in {}", path.display()))
+    };
+    let from = match v.get("from") {
+        Some(serde_json::Value::Null) | None => None,
+        Some(f) => Some(addr(f)?),
+    };
+    let to = v
+        .get("to")
+        .and_then(|t| t.as_array())
+        .with_context(|| format!("{}: no recipients", path.display()))?
+        .iter()
+        .map(addr)
+        .collect::<Result<Vec<_>>>()?;
+    Envelope::new(from, to).with_context(|| format!("envelope in {}", path.display()))
+}
+
+/// Writes a file through a temporary name, so a reader never sees half of it.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("part");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+}
+
+/// Queues a message: the envelope first, the message last (its presence marks the entry
+/// complete).
+fn queue(output_dir: &Path, run_id: &str, envelope: &Envelope, bytes: &[u8]) -> Result<PathBuf> {
+    let dir = dir(output_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let eml = dir.join(format!("{run_id}.eml"));
+    write_atomic(
+        &dir.join(format!("{run_id}.envelope.json")),
+        envelope_json(envelope).as_bytes(),
+    )?;
+    write_atomic(&eml, bytes)?;
+    Ok(eml)
+}
+
+/// Queued messages, oldest run first (run ids start with their UTC start time).
+pub fn queued(output_dir: &Path) -> Result<Vec<PathBuf>> {
+    let dir = dir(output_dir);
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Sends queued messages until the first failure. Returns (sent, left, error).
+pub async fn flush(cfg: &EmailConfig, output_dir: &Path) -> (usize, usize, Option<String>) {
+    let queue = match queued(output_dir) {
+        Ok(q) => q,
+        Err(e) => return (0, 0, Some(format!("{e:#}"))),
+    };
+    if queue.is_empty() {
+        return (0, 0, None);
+    }
+    let EmailTransport::Smtp(smtp) = &cfg.transport else {
+        tracing::warn!(
+            queued = queue.len(),
+            "Alerts wait in the outbox but the email transport is `file`; not sent."
+        );
+        return (0, queue.len(), None);
+    };
+    let mut sent = 0;
+    for (k, eml) in queue.iter().enumerate() {
+        let env_path = eml.with_extension("envelope.json");
+        let result = async {
+            let envelope = read_envelope(&env_path)?;
+            let bytes = std::fs::read(eml).with_context(|| format!("reading {}", eml.display()))?;
+            send_raw(smtp, &envelope, &bytes).await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                sent += 1;
+                tracing::info!(message = %eml.display(), "Queued alert sent.");
+                // The message first: an envelope without a message is ignored.
+                let _ = std::fs::remove_file(eml);
+                let _ = std::fs::remove_file(&env_path);
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                tracing::error!(message = %eml.display(), error = %error, "Queued alert not sent; kept in the outbox.");
+                return (sent, queue.len() - k, Some(error));
+            }
+        }
+    }
+    (sent, 0, None)
+}
+
+/// Delivers this run's message after the commit and rename. Never fails: what went wrong is
+/// in the returned status (and the outbox).
+pub async fn deliver(
+    cfg: &EmailConfig,
+    output_dir: &Path,
+    run_dir: &Path,
+    run_id: &str,
+    message: &Message,
+    dry_run: bool,
+) -> AlertStatus {
+    let eml = run_dir.join(super::EML_FILE);
+    let bytes = message.formatted();
+    let smtp = match &cfg.transport {
+        EmailTransport::Smtp(smtp) if !dry_run => smtp,
+        _ => {
+            return match write_atomic(&eml, &bytes) {
+                Ok(()) if dry_run => AlertStatus::DryRun(eml),
+                Ok(()) => AlertStatus::Written(eml),
+                Err(e) => {
+                    tracing::error!(run_id, error = %format!("{e:#}"), "Alert not written.");
+                    AlertStatus::Failed(format!("{e:#}"))
+                }
+            };
+        }
+    };
+    let envelope = message.envelope();
+    match send_raw(smtp, envelope, &bytes).await {
+        Ok(()) => {
+            let to: Vec<String> = envelope.to().iter().map(|a| a.to_string()).collect();
+            tracing::info!(run_id, recipients = to.len(), "Alert sent.");
+            AlertStatus::Sent(to)
+        }
+        Err(e) => {
+            let error = format!("{e:#}");
+            match queue(output_dir, run_id, envelope, &bytes) {
+                Ok(path) => {
+                    tracing::error!(run_id, error = %error, queued = %path.display(), "Alert not sent; queued in the outbox.");
+                    AlertStatus::Queued { path, error }
+                }
+                Err(q) => {
+                    let both = format!("{error}; queueing failed too: {q:#}");
+                    tracing::error!(run_id, error = %both, "Alert not sent and not queued.");
+                    AlertStatus::Failed(both)
+                }
+            }
+        }
+    }
+}
+
+/// Call under the run lock, before the run: sends what earlier runs queued (not in a dry run)
+/// and returns the alert record the run completes with [`after_run`].
+pub async fn before_run(email: Option<&EmailConfig>, output_dir: &Path, dry_run: bool) -> Alert {
+    let mut alert = Alert::disabled();
+    if let Some(email) = email
+        && !dry_run
+    {
+        (alert.outbox_sent, alert.outbox_left, alert.outbox_error) = flush(email, output_dir).await;
+    }
+    alert
+}
+
+/// Call after the commit and the rename of `run_dir`: builds the run's message from `view`
+/// and delivers it (or queues it), recording what happened in `alert`.
+pub async fn after_run(
+    email: Option<&EmailConfig>,
+    alert: &mut Alert,
+    view: &super::ReportView,
+    output_dir: &Path,
+    run_dir: &Path,
+    dry_run: bool,
+) {
+    let Some(email) = email else {
+        return;
+    };
+    let run_id = view.summary.run_id.as_str();
+    alert.status = match super::email::build(email, view, run_dir) {
+        Ok(message) => deliver(email, output_dir, run_dir, run_id, &message, dry_run).await,
+        Err(e) => {
+            tracing::error!(run_id, error = %format!("{e:#}"), "Alert not built.");
+            AlertStatus::Failed(format!("{e:#}"))
+        }
+    };
+    if matches!(alert.status, AlertStatus::Queued { .. }) {
+        alert.outbox_left += 1;
+    }
+}

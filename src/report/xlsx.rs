@@ -1,0 +1,291 @@
+//! `report.xlsx`: a Summary sheet and one sheet per outcome [`Family`], with a frozen header,
+//! an autofilter, money as numbers in a currency format and account numbers masked.
+//!
+//! Text from statements is written as string cells *and* passed through
+//! [`csv_safe`](crate::outputs::csv_safe): a string cell is never evaluated, but a reviewer
+//! who saves the sheet as CSV must not get a live formula either. Numbers stay numbers, so a
+//! negative amount is a negative number, not text.
+
+use super::{Family, Item, Money, ReportView, exponent, total_text, utc};
+use crate::outputs::csv_safe;
+use anyhow::{Context, Result};
+use rust_decimal::prelude::ToPrimitive;
+use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Rows an XLSX sheet holds besides its header.
+const MAX_ROWS: usize = 1_048_575;
+
+/// Columns of every family sheet.
+pub const COLUMNS: [&str; 17] = [
+    "severity",
+    "outcome",
+    "payment_id",
+    "line_ids",
+    "status",
+    "amount",
+    "currency",
+    "line_amount",
+    "line_currency",
+    "recipient",
+    "reference",
+    "started_at",
+    "booked_at",
+    "age_days",
+    "action",
+    "detail",
+    "source_lines",
+];
+
+/// Cell formats, one money format per currency.
+struct Formats {
+    header: Format,
+    money: BTreeMap<&'static str, Format>,
+}
+
+impl Formats {
+    fn money(&mut self, currency: &'static str) -> &Format {
+        self.money.entry(currency).or_insert_with(|| {
+            let e = exponent(currency) as usize;
+            let digits = if e == 0 {
+                "#,##0".to_string()
+            } else {
+                format!("#,##0.{}", "0".repeat(e))
+            };
+            // The code is a literal in the format; negative amounts keep their minus sign.
+            Format::new().set_num_format(format!("{digits} \"{currency}\""))
+        })
+    }
+}
+
+/// The cell value of an exact amount. XLSX stores numbers as IEEE doubles: fine for display
+/// and filters (15 significant digits), never used for reconciling — results.csv keeps the
+/// exact decimal text.
+fn number(d: rust_decimal::Decimal) -> f64 {
+    d.to_f64().unwrap_or(f64::NAN)
+}
+
+fn write_money(
+    ws: &mut Worksheet,
+    fmts: &mut Formats,
+    row: u32,
+    col: u16,
+    m: Money,
+) -> Result<(), XlsxError> {
+    ws.write_number_with_format(row, col, number(m.decimal()), fmts.money(m.currency))?;
+    Ok(())
+}
+
+/// A text cell from any source, neutralised.
+fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), XlsxError> {
+    if !s.is_empty() {
+        ws.write_string(row, col, csv_safe(s).as_ref())?;
+    }
+    Ok(())
+}
+
+fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxError> {
+    for (c, name) in cols.iter().enumerate() {
+        ws.write_string_with_format(0, c as u16, *name, &fmts.header)?;
+    }
+    ws.set_freeze_panes(1, 0)?;
+    Ok(())
+}
+
+/// Writes the workbook to `path`.
+pub fn write(path: &Path, view: &ReportView) -> Result<()> {
+    let bytes = to_buffer(view)?;
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// The workbook as bytes.
+pub fn to_buffer(view: &ReportView) -> Result<Vec<u8>> {
+    build(view).context("building report.xlsx")
+}
+
+fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
+    let mut wb = Workbook::new();
+    // A fixed creation time keeps the file's metadata a function of the run.
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&view.summary.as_of) {
+        let t = t.with_timezone(&chrono::Utc);
+        wb.set_properties(
+            &rust_xlsxwriter::DocProperties::new()
+                .set_title(format!("recon run {}", view.summary.run_id))
+                .set_creation_datetime(&t),
+        );
+    }
+    let mut fmts = Formats {
+        header: Format::new().set_bold(),
+        money: BTreeMap::new(),
+    };
+    summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
+    for f in Family::ALL {
+        family_sheet(wb.add_worksheet(), &mut fmts, view, f)?;
+    }
+    wb.save_to_buffer()
+}
+
+fn summary_sheet(
+    ws: &mut Worksheet,
+    fmts: &mut Formats,
+    view: &ReportView,
+) -> Result<(), XlsxError> {
+    let s = &view.summary;
+    let (transitions, tickets) = view.effects();
+    ws.set_name("Summary")?;
+    let cols = ["outcome", "family", "count", "amount", "currency"];
+    header(ws, fmts, &cols)?;
+    let mut r = 1u32;
+    // One row per outcome and currency (one row with no amount when the count is zero), in
+    // family order.
+    for (family, o, t) in view.all_outcomes() {
+        let write_row = |ws: &mut Worksheet, r: u32| -> Result<(), XlsxError> {
+            ws.write_string(r, 0, o.as_str())?;
+            ws.write_string(r, 1, family.as_str())?;
+            ws.write_number(r, 2, t.count as f64)?;
+            Ok(())
+        };
+        if t.amounts.is_empty() {
+            write_row(ws, r)?;
+            r += 1;
+        }
+        for (cur, sum) in &t.amounts {
+            write_row(ws, r)?;
+            let d = rust_decimal::Decimal::try_from_i128_with_scale(*sum, exponent(cur));
+            match d {
+                Ok(d) => {
+                    ws.write_number_with_format(r, 3, number(d), fmts.money(cur))?;
+                }
+                Err(_) => {
+                    ws.write_string(r, 3, total_text(*sum, cur))?;
+                }
+            }
+            ws.write_string(r, 4, *cur)?;
+            r += 1;
+        }
+    }
+    ws.autofilter(0, 0, r - 1, (cols.len() - 1) as u16)?;
+    // Run facts to the right of the table, so the filter range stays a clean table.
+    let c = cols.len() as u16 + 1;
+    let mut facts: Vec<(String, String)> = vec![
+        ("run id".into(), s.run_id.clone()),
+        (
+            "range".into(),
+            format!("{} .. {}", s.range_from, s.range_to),
+        ),
+        ("as of".into(), s.as_of.clone()),
+        (
+            "dry run".into(),
+            if s.dry_run { "yes" } else { "no" }.into(),
+        ),
+        ("payments in scope".into(), s.payments_in_scope.to_string()),
+        ("statement lines".into(), s.statement_lines.to_string()),
+        ("rejected lines".into(), s.rejected_lines.to_string()),
+        ("transitions".into(), transitions),
+        ("tickets".into(), tickets),
+        ("rules sha256".into(), s.rules_hash.clone()),
+    ];
+    for i in &s.inputs {
+        facts.push((
+            format!("input {}", i.source),
+            format!(
+                "{} ({} lines, {} rejected, sha256 {})",
+                i.path, i.lines, i.rejected, i.sha256
+            ),
+        ));
+    }
+    for w in &s.warnings {
+        facts.push(("completeness warning".into(), w.clone()));
+    }
+    for f in Family::ALL {
+        let n = view.family(f).count();
+        if n > MAX_ROWS {
+            facts.push((
+                "truncated".into(),
+                format!(
+                    "sheet {} shows {MAX_ROWS} of {n} rows; all are in results.csv",
+                    f.title()
+                ),
+            ));
+        }
+    }
+    ws.write_string_with_format(0, c, "run", &fmts.header)?;
+    ws.write_string_with_format(0, c + 1, "value", &fmts.header)?;
+    for (k, (name, value)) in facts.iter().enumerate() {
+        write_text(ws, k as u32 + 1, c, name)?;
+        write_text(ws, k as u32 + 1, c + 1, value)?;
+    }
+    ws.set_column_width(0, 24)?;
+    ws.set_column_width(1, 16)?;
+    ws.set_column_width(3, 16)?;
+    ws.set_column_width(c, 22)?;
+    ws.set_column_width(c + 1, 60)?;
+    Ok(())
+}
+
+fn family_sheet(
+    ws: &mut Worksheet,
+    fmts: &mut Formats,
+    view: &ReportView,
+    family: Family,
+) -> Result<(), XlsxError> {
+    ws.set_name(family.title())?;
+    header(ws, fmts, &COLUMNS)?;
+    let mut r = 0u32;
+    for item in view.family(family).take(MAX_ROWS) {
+        r += 1;
+        item_row(ws, fmts, r, item)?;
+    }
+    ws.autofilter(0, 0, r.max(1), (COLUMNS.len() - 1) as u16)?;
+    for (c, w) in [
+        (2u16, 16.0),
+        (3, 18.0),
+        (5, 14.0),
+        (7, 14.0),
+        (10, 24.0),
+        (15, 48.0),
+    ] {
+        ws.set_column_width(c, w)?;
+    }
+    Ok(())
+}
+
+fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<(), XlsxError> {
+    write_text(ws, r, 0, i.severity.map(|s| s.as_str()).unwrap_or(""))?;
+    write_text(ws, r, 1, i.outcome.as_str())?;
+    write_text(ws, r, 2, i.payment_id.as_deref().unwrap_or(""))?;
+    write_text(ws, r, 3, &i.line_ids.join(";"))?;
+    write_text(ws, r, 4, i.status.map(|s| s.as_str()).unwrap_or(""))?;
+    if let Some(m) = i.amount {
+        write_money(ws, fmts, r, 5, m)?;
+        write_text(ws, r, 6, m.currency)?;
+    }
+    // One line: its amount as a number. Several (duplicates, candidates): a number cell cannot
+    // hold them, so the exact amounts as text, joined like results.csv.
+    match i.line_amounts.as_slice() {
+        [] => {}
+        [m] => {
+            write_money(ws, fmts, r, 7, *m)?;
+            write_text(ws, r, 8, m.currency)?;
+        }
+        many => {
+            let text: Vec<String> = many.iter().map(|m| m.text()).collect();
+            write_text(ws, r, 7, &text.join(";"))?;
+            let curs: Vec<&str> = many.iter().map(|m| m.currency).collect();
+            write_text(ws, r, 8, &curs.join(";"))?;
+        }
+    }
+    write_text(ws, r, 9, &i.recipient)?;
+    write_text(ws, r, 10, &i.references.join(";"))?;
+    if let Some(t) = i.started_at {
+        write_text(ws, r, 11, &utc(t))?;
+    }
+    let booked: Vec<String> = i.booked_at.iter().map(|t| utc(*t)).collect();
+    write_text(ws, r, 12, &booked.join(";"))?;
+    ws.write_number(r, 13, i.age_days as f64)?;
+    write_text(ws, r, 14, &i.action)?;
+    write_text(ws, r, 15, &i.detail)?;
+    write_text(ws, r, 16, &i.source_lines.join(";"))?;
+    Ok(())
+}

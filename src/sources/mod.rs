@@ -224,8 +224,11 @@ pub struct StatementFacts {
     pub declared_entries: Option<u64>,
     /// Net sum the statement declares (camt TtlNetNtry, MT942 :90C: − :90D:).
     pub declared_net: Option<i64>,
-    /// Control totals checked while parsing (BAI2 49/98/99 trailers), which held.
+    /// Whether the format carries control totals that were checked (BAI2 49/98/99).
     pub control_totals_checked: bool,
+    /// Control totals or counts that did not agree (a failed completeness fact, not a parse
+    /// error: the lines themselves were read whole).
+    pub control_problems: Vec<String>,
     /// Entries present but not loaded, with why (e.g. camt entries with status PDNG).
     pub not_loaded: Vec<String>,
 }
@@ -248,6 +251,7 @@ impl StatementFacts {
             declared_entries: None,
             declared_net: None,
             control_totals_checked: false,
+            control_problems: Vec::new(),
             not_loaded: Vec::new(),
         }
     }
@@ -265,11 +269,15 @@ impl StatementFacts {
     /// Whether the declared entry count and net sum agree with the entries; `None` when the
     /// statement declares neither.
     pub fn declared_totals_agree(&self) -> Option<bool> {
-        if self.declared_entries.is_none() && self.declared_net.is_none() {
+        if self.declared_entries.is_none()
+            && self.declared_net.is_none()
+            && !self.control_totals_checked
+        {
             return None;
         }
         Some(
-            self.declared_entries.is_none_or(|n| n == self.entries)
+            self.control_problems.is_empty()
+                && self.declared_entries.is_none_or(|n| n == self.entries)
                 && self.declared_net.is_none_or(|n| n == self.entries_sum),
         )
     }
@@ -307,6 +315,10 @@ impl StatementFacts {
             yn(self.declared_totals_agree()),
             if self.control_totals_checked { "; control totals checked" } else { "" },
         );
+        for p in &self.control_problems {
+            s.push_str("; control total problem: ");
+            s.push_str(p);
+        }
         for n in &self.not_loaded {
             s.push_str("; not loaded: ");
             s.push_str(n);

@@ -55,7 +55,7 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
     let mut inside = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line_no = i as u64 + 1;
-        let mut line = raw.trim_end_matches('\r').trim_matches(['\u{1}', '\u{3}']);
+        let mut line = raw.trim_end_matches('\r').trim_matches(['\u{1}', '\u{3}', '\u{1a}']);
         // SWIFT block headers: `{1:…}{2:…}{3:}{4:` (the text block may start on this line).
         while line.starts_with('{') {
             if let Some(rest) = line.strip_prefix("{4:") {

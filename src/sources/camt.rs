@@ -67,7 +67,11 @@ fn local(name: &str) -> String {
 fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut stack: Vec<El> = vec![El::default()];
-    let pos_line = |p: u64| line_of(xml, p as usize);
+    // Byte offset → line number by binary search over line starts (not a count per element).
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(xml.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let pos_line = |p: u64| starts.partition_point(|&s| s <= p as usize) as u64;
     loop {
         let at = reader.buffer_position();
         let ev = reader

@@ -199,10 +199,10 @@ fn entry(ctx: &ParseContext, tag: &Tag) -> Result<Entry> {
     let amount = amount(&after[..end]).map_err(|e| err(&e))?;
     let rest = &after[end..];
     // Transaction type: one letter (S/N/F) and a 3-character code.
-    let mut chars = rest.char_indices();
-    match chars.next() {
-        Some((_, c)) if c.is_ascii_alphabetic() => {}
-        _ => return Err(err("transaction type is not S, N or F + code")),
+    // SWIFT says S, N or F; banks use other capitals too (`MCI0`), never anything else.
+    match rest.chars().next() {
+        Some(c) if c.is_ascii_uppercase() => {}
+        _ => return Err(err("after the amount, no transaction type (S, N or F + code)")),
     }
     let refs = match rest.char_indices().nth(4) {
         Some((p, _)) => &rest[p..],

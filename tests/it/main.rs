@@ -1,5 +1,6 @@
 //! The one integration-test binary (each extra binary would link Polars again).
 
+mod formats;
 mod generate;
 mod golden;
 mod properties;

@@ -246,6 +246,27 @@ impl std::fmt::Display for Format {
     }
 }
 
+/// A text encoding other than UTF-8: any the WHATWG Encoding Standard names (through
+/// encoding_rs), plus IBM code page 852, which Central European MT940 files still use and
+/// encoding_rs does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEncoding {
+    /// An encoding_rs encoding (never UTF-8, UTF-16 or replacement).
+    Whatwg(&'static encoding_rs::Encoding),
+    /// IBM 852 (DOS Latin 2).
+    Ibm852,
+}
+
+impl TextEncoding {
+    /// The encoding's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextEncoding::Whatwg(e) => e.name(),
+            TextEncoding::Ibm852 => "IBM852",
+        }
+    }
+}
+
 /// Which way a value of a sign / credit-debit indicator column books the amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sign {
@@ -267,7 +288,7 @@ pub struct SourceConfig {
     /// Zone for timestamps (and dates) without an offset.
     pub timezone: Tz,
     /// Text encoding for csv/mt940/bai2; `None` means strict UTF-8.
-    pub encoding: Option<&'static encoding_rs::Encoding>,
+    pub encoding: Option<TextEncoding>,
     /// Timestamp format (csv/xlsx).
     pub timestamp_format: TimestampFormat,
     /// Number format (csv/xlsx text cells).
@@ -566,24 +587,29 @@ fn source_settings(
                     ),
                 ));
             }
-            let enc = encoding_rs::Encoding::for_label(label.trim().as_bytes()).ok_or_else(|| {
-                config_error(
-                    path,
-                    format!(
-                        "key `{}`: unknown encoding {label:?} (hint: utf-8, windows-1252, latin1, iso-8859-2, iso-8859-15, gbk)",
-                        key("encoding")
-                    ),
-                )
-            })?;
-            if enc == encoding_rs::UTF_8 {
-                None
-            } else if enc.output_encoding() != enc {
-                return Err(config_error(
-                    path,
-                    format!("key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)", key("encoding")),
-                ));
+            let l = label.trim().to_ascii_lowercase();
+            if matches!(l.as_str(), "ibm852" | "cp852" | "852" | "ibm-852") {
+                Some(TextEncoding::Ibm852)
             } else {
-                Some(enc)
+                let enc = encoding_rs::Encoding::for_label(l.as_bytes()).ok_or_else(|| {
+                    config_error(
+                        path,
+                        format!(
+                            "key `{}`: unknown encoding {label:?} (hint: utf-8, windows-1252, latin1, iso-8859-2, iso-8859-15, ibm852, gbk)",
+                            key("encoding")
+                        ),
+                    )
+                })?;
+                if enc == encoding_rs::UTF_8 {
+                    None
+                } else if enc.output_encoding() != enc {
+                    return Err(config_error(
+                        path,
+                        format!("key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)", key("encoding")),
+                    ));
+                } else {
+                    Some(TextEncoding::Whatwg(enc))
+                }
             }
         }
     };

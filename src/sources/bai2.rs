@@ -147,6 +147,7 @@ struct Account {
     closing: Option<i64>,
     entries: u64,
     entries_sum: i64,
+    entries_gross: i64,
     /// The 16 record whose text a following 88 continues.
     details: Vec<Detail>,
 }
@@ -265,6 +266,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     closing: None,
                     entries: 0,
                     entries_sum: 0,
+                    entries_gross: 0,
                     details: Vec::new(),
                 };
                 while let Some(code) = q.pop_front() {
@@ -333,6 +335,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 acc.total += amt;
                 acc.entries += 1;
                 acc.entries_sum += signed;
+                acc.entries_gross += amt;
                 acc.details.push(Detail {
                     line: rec.line,
                     amount: signed,
@@ -414,6 +417,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 facts.closing = bal(acc.closing);
                 facts.entries = acc.entries;
                 facts.entries_sum = acc.entries_sum;
+                facts.entries_gross = acc.entries_gross;
                 facts.control_totals_checked = true;
                 facts.control_problems = problems;
                 parsed.facts.push(facts);

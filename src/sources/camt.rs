@@ -6,7 +6,8 @@
 //! `AmtDtls/TxAmt/Amt`) and those amounts add up to the entry's amount; otherwise (details
 //! without amounts, or in another currency only) the entry is one line. Amounts are signed by
 //! `CdtDbtInd` (a detail's own, else the entry's): credit positive, debit negative. A reversal
-//! (`RvslInd` true) keeps the sign of its own booking and has kind `REFUND`.
+//! (`RvslInd` true) keeps the sign of its own booking and has kind `REFUND`, as has a detail
+//! with return information (`RtrInf`, an R-transaction).
 //!
 //! Entries whose status is not booked (`PDNG`, `INFO`) are not lines; they are listed in the
 //! statement's [`StatementFacts::not_loaded`]. Balances `OPBD` (or `PRCD`) and `CLBD`, the
@@ -176,7 +177,7 @@ fn decode_xml<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<std::borrow::Co
         Some(label) => {
             let enc = encoding_rs::Encoding::for_label(label.as_bytes())
                 .ok_or_else(|| ctx.error(1, format!("unknown XML encoding {label:?}")))?;
-            (enc != encoding_rs::UTF_8).then_some(enc)
+            (enc != encoding_rs::UTF_8).then_some(crate::config::TextEncoding::Whatwg(enc))
         }
     };
     text::decode(&c, bytes)
@@ -343,6 +344,13 @@ fn statement(
                     .map_err(|_| ctx.error(s.line, format!("TxsSummry NbOfNtries {n:?}")))?,
             );
         }
+        let cur = acct_ccy.or(facts.opening.map(|b| b.currency)).unwrap_or("EUR");
+        if let Some(sum) = s.path(&["TtlNtries", "Sum"]) {
+            let v = dec(ctx, sum, "TtlNtries/Sum")?;
+            facts.declared_gross = Some(
+                text::minor(v, cur).map_err(|e| ctx.error(sum.line, format!("TtlNtries/Sum: {e}")))?,
+            );
+        }
         if let Some(net) = s.path(&["TtlNtries", "TtlNetNtry"]) {
             let amt = net
                 .child("Amt")
@@ -427,6 +435,7 @@ fn statement(
         };
         let signed = s * amount;
         facts.entries += 1;
+        facts.entries_gross += amount;
         if entry_currency.is_none_or(|c| c == ccy) {
             facts.entries_sum += signed;
             entry_currency = Some(ccy);
@@ -441,12 +450,22 @@ fn statement(
         let entry_ref = ntry.text_at(&["AcctSvcrRef"]).or_else(|| ntry.text_at(&["NtryRef"]));
         let details: Vec<&El> = ntry.all("NtryDtls").flat_map(|d| d.all("TxDtls")).collect();
         let kind = if reversal { LineKind::Refund } else { LineKind::Payment };
+        let detail_refs: Vec<&str> = details
+            .iter()
+            .filter_map(|d| d.text_at(&["Refs", "AcctSvcrRef"]))
+            .collect();
+        let unique_refs: Vec<&str> = detail_refs
+            .iter()
+            .copied()
+            .filter(|r| detail_refs.iter().filter(|x| *x == r).count() == 1)
+            .collect();
         let make = |detail: Option<(u32, &El)>, amount_minor: i64, line: u64| -> StatementLine {
             let tx = detail.map(|d| d.1);
             let refs = tx.and_then(|t| t.child("Refs"));
             let pick = |k: &str| refs.and_then(|r| r.text_at(&[k])).filter(|v| !v.eq_ignore_ascii_case("NOTPROVIDED"));
             let txn_id = match detail {
-                Some((i, _)) => pick("AcctSvcrRef").map(str::to_string).or_else(|| {
+                // A detail's own reference, when it tells the details apart.
+                Some((i, _)) => pick("AcctSvcrRef").filter(|r| details.len() == 1 || unique_refs.contains(r)).map(str::to_string).or_else(|| {
                     entry_ref.map(|r| if details.len() > 1 { format!("{r}/{i}") } else { r.to_string() })
                 }),
                 None => entry_ref.map(str::to_string),
@@ -484,7 +503,12 @@ fn statement(
                 amount_minor,
                 currency: ccy,
                 booked_at: booked.0,
-                kind,
+                // A returned payment (R-transaction, `RtrInf`) is money coming back.
+                kind: if tx.is_some_and(|t| t.child("RtrInf").is_some()) {
+                    LineKind::Refund
+                } else {
+                    kind
+                },
                 account: account.clone(),
                 entry: Some(EntryRef {
                     entry: n,

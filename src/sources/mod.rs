@@ -224,6 +224,11 @@ pub struct StatementFacts {
     pub declared_entries: Option<u64>,
     /// Net sum the statement declares (camt TtlNetNtry, MT942 :90C: − :90D:).
     pub declared_net: Option<i64>,
+    /// Sum of the entries' absolute amounts, as the statement declares it (camt
+    /// TtlNtries/Sum, MT942 :90C: + :90D:).
+    pub declared_gross: Option<i64>,
+    /// Sum of the booked entries' absolute amounts.
+    pub entries_gross: i64,
     /// Whether the format carries control totals that were checked (BAI2 49/98/99).
     pub control_totals_checked: bool,
     /// Control totals or counts that did not agree (a failed completeness fact, not a parse
@@ -250,6 +255,8 @@ impl StatementFacts {
             entries_sum: 0,
             declared_entries: None,
             declared_net: None,
+            declared_gross: None,
+            entries_gross: 0,
             control_totals_checked: false,
             control_problems: Vec::new(),
             not_loaded: Vec::new(),
@@ -271,6 +278,7 @@ impl StatementFacts {
     pub fn declared_totals_agree(&self) -> Option<bool> {
         if self.declared_entries.is_none()
             && self.declared_net.is_none()
+            && self.declared_gross.is_none()
             && !self.control_totals_checked
         {
             return None;
@@ -278,7 +286,8 @@ impl StatementFacts {
         Some(
             self.control_problems.is_empty()
                 && self.declared_entries.is_none_or(|n| n == self.entries)
-                && self.declared_net.is_none_or(|n| n == self.entries_sum),
+                && self.declared_net.is_none_or(|n| n == self.entries_sum)
+                && self.declared_gross.is_none_or(|n| n == self.entries_gross),
         )
     }
 
@@ -346,7 +355,7 @@ pub struct ParseContext {
     /// Zone of dates and times without an offset.
     pub timezone: chrono_tz::Tz,
     /// Text encoding (`None`: strict UTF-8).
-    pub encoding: Option<&'static encoding_rs::Encoding>,
+    pub encoding: Option<crate::config::TextEncoding>,
 }
 
 impl ParseContext {

@@ -260,18 +260,17 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
             }
         }
         if let Some(p) = purpose.find("EREF+") {
-            let v = &purpose[p + 5..];
-            let end = ["KREF+", "MREF+", "CRED+", "DEBT+", "SVWZ+", "ABWA+", "ABWE+", "COAM+", "OAMT+"]
-                .iter()
-                .filter_map(|q| v.find(q))
-                .min()
-                .unwrap_or(v.len());
-            let v = v[..end].trim();
+            let v = sepa_field(&purpose[p + 5..]).trim();
             if !v.is_empty() && !v.eq_ignore_ascii_case("NOTPROVIDED") {
                 eref = Some(v.to_string());
             }
         }
-        return (eref, account, text::collapse(&purpose));
+        // The remittance text proper follows `SVWZ+` when the purpose is SEPA-structured.
+        let remittance = match purpose.find("SVWZ+") {
+            Some(p) => sepa_field(&purpose[p + 5..]),
+            None => purpose.as_str(),
+        };
+        return (eref, account, text::collapse(remittance));
     }
     if joined.starts_with('/') && joined.len() > 1 {
         let mut eref = None;
@@ -310,6 +309,16 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
         return (eref, account, text::collapse(remi.as_deref().unwrap_or(&joined)));
     }
     (None, None, text::collapse(&info.replace('\n', " ")))
+}
+
+/// The value of a SEPA purpose qualifier (`EREF+…`), up to the next qualifier.
+fn sepa_field(v: &str) -> &str {
+    let end = ["EREF+", "KREF+", "MREF+", "CRED+", "DEBT+", "SVWZ+", "ABWA+", "ABWE+", "COAM+", "OAMT+"]
+        .iter()
+        .filter_map(|q| v.find(q))
+        .min()
+        .unwrap_or(v.len());
+    &v[..end]
 }
 
 /// Parses MT940/MT942 bytes into canonical lines and one [`StatementFacts`] per statement.
@@ -412,6 +421,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
         let amount_minor = e.sign * minor;
         facts.entries += 1;
         facts.entries_sum += amount_minor;
+        facts.entries_gross += minor;
         let (eref, counterparty, remittance) = describe_86(&e.info);
         let reference = eref
             .or(e.owner_ref.clone())
@@ -445,14 +455,18 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
         let cur = totals_currency.unwrap_or("EUR");
         let mut n = 0;
         let mut net = 0i64;
+        let mut gross = 0i64;
         for (t, sign) in [(totals_90.0, -1), (totals_90.1, 1)] {
             if let Some((count, sum)) = t {
                 n += count;
-                net += sign * text::minor(sum, cur).map_err(|m| ctx.error(start, format!(":90: {m}")))?;
+                let m = text::minor(sum, cur).map_err(|m| ctx.error(start, format!(":90: {m}")))?;
+                net += sign * m;
+                gross += m;
             }
         }
         facts.declared_entries = Some(n);
         facts.declared_net = Some(net);
+        facts.declared_gross = Some(gross);
     }
     parsed.facts.push(facts);
     Ok(())

@@ -2,6 +2,7 @@
 //! few withdrawn currencies that old statements still carry.
 
 use super::ParseContext;
+use crate::config::TextEncoding;
 use crate::money;
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -23,12 +24,37 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
             })
         }
         Some(enc) => {
-            let (text, had_errors) = enc.decode_without_bom_handling(bytes);
-            if had_errors {
-                let at = text.find('\u{fffd}').unwrap_or(0);
+            let text: Cow<'b, str> = match enc {
+                TextEncoding::Whatwg(e) => {
+                    let (text, had_errors) = e.decode_without_bom_handling(bytes);
+                    if had_errors {
+                        let at = text.find('\u{fffd}').unwrap_or(0);
+                        return Err(ctx.error(
+                            line_of(&text, at),
+                            format!("bytes that are not valid {}", e.name()),
+                        ));
+                    }
+                    text
+                }
+                TextEncoding::Ibm852 => Cow::Owned(
+                    bytes
+                        .iter()
+                        .map(|&b| if b < 0x80 { b as char } else { IBM852[usize::from(b - 0x80)] })
+                        .collect(),
+                ),
+            };
+            // C1 control characters never occur in statements: they mean the bytes were
+            // decoded with the wrong single-byte table (e.g. IBM852 read as ISO-8859-2), which
+            // would silently garble names and references.
+            if let Some(at) = text.find(|c: char| ('\u{80}'..='\u{9f}').contains(&c)) {
+                let c = text[at..].chars().next().unwrap_or('\u{80}');
                 return Err(ctx.error(
                     line_of(&text, at),
-                    format!("bytes that are not valid {}", enc.name()),
+                    format!(
+                        "decoding as {} gives the control character U+{:04X}: the file is in another encoding (hint: windows-1252, iso-8859-2, ibm852)",
+                        enc.name(),
+                        c as u32
+                    ),
                 ));
             }
             Ok(match text {
@@ -38,6 +64,18 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
         }
     }
 }
+
+/// IBM code page 852 (DOS Latin 2), bytes 0x80–0xFF.
+const IBM852: [char; 128] = [
+    'Ç', 'ü', 'é', 'â', 'ä', 'ů', 'ć', 'ç', 'ł', 'ë', 'Ő', 'ő', 'î', 'Ź', 'Ä', 'Ć', //
+    'É', 'Ĺ', 'ĺ', 'ô', 'ö', 'Ľ', 'ľ', 'Ś', 'ś', 'Ö', 'Ü', 'Ť', 'ť', 'Ł', '×', 'č', //
+    'á', 'í', 'ó', 'ú', 'Ą', 'ą', 'Ž', 'ž', 'Ę', 'ę', '¬', 'ź', 'Č', 'ş', '«', '»', //
+    '░', '▒', '▓', '│', '┤', 'Á', 'Â', 'Ě', 'Ş', '╣', '║', '╗', '╝', 'Ż', 'ż', '┐', //
+    '└', '┴', '┬', '├', '─', '┼', 'Ă', 'ă', '╚', '╔', '╩', '╦', '╠', '═', '╬', '¤', //
+    'đ', 'Đ', 'Ď', 'Ë', 'ď', 'Ň', 'Í', 'Î', 'ě', '┘', '┌', '█', '▄', 'Ţ', 'Ů', '▀', //
+    'Ó', 'ß', 'Ô', 'Ń', 'ń', 'ň', 'Š', 'š', 'Ŕ', 'Ú', 'ŕ', 'Ű', 'ý', 'Ý', 'ţ', '´', //
+    '\u{ad}', '˝', '˛', 'ˇ', '˘', '§', '÷', '¸', '°', '¨', '˙', 'ű', 'Ř', 'ř', '■', '\u{a0}',
+];
 
 /// 1-based line number of byte offset `at` in `text`.
 pub fn line_of(text: &str, at: usize) -> u64 {

@@ -461,9 +461,25 @@ fn mt940_encoding_comes_from_the_mapping() {
     let e = bank_err(Format::Mt940, &bytes);
     assert!(e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding`"), "{e}");
     let mut c = ctx("f");
-    c.encoding = Some(encoding_rs::ISO_8859_2);
+    c.encoding = Some(recon::config::TextEncoding::Whatwg(encoding_rs::ISO_8859_2));
     let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
     assert_eq!(p.lines[0].reference.as_deref(), Some("Átutalás"));
+}
+
+#[test]
+fn a_wrong_single_byte_encoding_is_an_error_not_garbage() {
+    // The Raiffeisen sample is IBM852; read as ISO-8859-2 its 0x94 (ö) would become U+0094.
+    let bytes = std::fs::read(input("mt940/wolph_raiffeisen-cmi.sta")).expect("read");
+    let mut c = ctx("f");
+    c.encoding = Some(recon::config::TextEncoding::Whatwg(encoding_rs::ISO_8859_2));
+    let e = match sources::parse_bank_bytes(Format::Mt940, &c, &bytes) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("f:11: decoding as ISO-8859-2 gives the control character U+0094"), "{e}");
+    c.encoding = Some(recon::config::TextEncoding::Ibm852);
+    let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
+    assert!(p.lines[0].reference.as_deref().is_some_and(|r| r.contains("összevont utánvét")), "{:?}", p.lines[0]);
 }
 
 #[test]

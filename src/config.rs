@@ -113,6 +113,7 @@ struct RawColumns {
     sign: Option<String>,
     currency: Option<String>,
     booked_at: String,
+    booked_time: Option<String>,
     kind: Option<String>,
 }
 
@@ -336,8 +337,11 @@ pub struct Columns {
     pub sign: Option<String>,
     /// Currency column (or the source's fixed `currency`).
     pub currency: Option<String>,
-    /// Booking timestamp column.
+    /// Booking timestamp column (or its date, with `booked_time`).
     pub booked_at: String,
+    /// A separate time-of-day column; its text is appended to `booked_at`'s after a space
+    /// before `timestamp_format` applies.
+    pub booked_time: Option<String>,
     /// Kind column (all lines are payments when absent).
     pub kind: Option<String>,
 }
@@ -773,6 +777,7 @@ fn source_settings(
         sign: c.sign,
         currency: c.currency,
         booked_at: c.booked_at,
+        booked_time: c.booked_time,
         kind: c.kind,
     };
     let col_err = |k: &str, msg: &str| config_error(path, format!("key `{}`: {msg}", key(&format!("columns.{k}"))));
@@ -820,6 +825,7 @@ fn source_settings(
             ("sign", &columns.sign),
             ("currency", &columns.currency),
             ("booked_at", &Some(columns.booked_at.clone())),
+            ("booked_time", &columns.booked_time),
             ("kind", &columns.kind),
         ] {
             if let Some(v) = v

@@ -94,6 +94,7 @@ pub struct Mapping<'c> {
     sign: Option<usize>,
     currency: Option<usize>,
     booked_at: usize,
+    booked_time: Option<usize>,
     kind: Option<usize>,
     names: (Arc<str>, Arc<str>),
 }
@@ -118,6 +119,7 @@ impl<'c> Mapping<'c> {
             sign: opt(&c.sign, "sign")?,
             currency: opt(&c.currency, "currency")?,
             booked_at: find(header, &c.booked_at, "booked_at", file)?,
+            booked_time: opt(&c.booked_time, "booked_time")?,
             kind: opt(&c.kind, "kind")?,
             names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
         })
@@ -222,7 +224,16 @@ impl<'c> Mapping<'c> {
                 .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
             None => {
                 let booked_text = self.field(row, self.booked_at, &c.booked_at)?;
-                timeparse::parse(booked_text, &self.cfg.timestamp_format, self.cfg.timezone)
+                let joined;
+                let text = match self.booked_time {
+                    None => booked_text,
+                    Some(i) => {
+                        let t = self.field(row, i, c.booked_time.as_deref().unwrap_or("time"))?;
+                        joined = format!("{} {}", booked_text.trim(), t.trim());
+                        &joined
+                    }
+                };
+                timeparse::parse(text, &self.cfg.timestamp_format, self.cfg.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
             }
         };
@@ -363,6 +374,16 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     Ok(clean)
 }
 
+/// The 1-based line a record starts on. After a CRLF record end the csv crate reports the
+/// next record at the `\n` still on the previous line; that `\n` belongs to the line before.
+fn line_of(body: &[u8], p: &::csv::Position) -> u64 {
+    let at = usize::try_from(p.byte()).unwrap_or(usize::MAX);
+    match body.get(at) {
+        Some(b'\n') => p.line() + 1,
+        _ => p.line(),
+    }
+}
+
 /// Parses CSV bytes: accepted lines, rejected lines, and the number of dropped re-deliveries.
 pub fn parse_bytes(
     cfg: &SourceConfig,
@@ -404,14 +425,14 @@ pub fn parse_bytes(
     let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(cfg.skip_footer);
     let mut record = ::csv::StringRecord::new();
     loop {
-        let line_no = line_base + reader.position().line();
+        let line_no = line_base + line_of(body, reader.position());
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
             Err(e) => {
                 let line = e
                     .position()
-                    .map(|p| line_base + p.line())
+                    .map(|p| line_base + line_of(body, p))
                     .unwrap_or(line_no);
                 out.reject(line, format!("unreadable record: {e}"));
                 continue;
@@ -419,7 +440,7 @@ pub fn parse_bytes(
         }
         let line_no = record
             .position()
-            .map(|p| line_base + p.line())
+            .map(|p| line_base + line_of(body, p))
             .unwrap_or(line_no);
         if record.is_blank() {
             continue;

@@ -497,7 +497,10 @@ impl SourceConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
         let raw: RawSource = toml::from_str(&text).map_err(|e| config_error(path, e))?;
-        let name = raw.name.clone().unwrap_or_else(|| format.as_str().to_string());
+        let name = raw
+            .name
+            .clone()
+            .unwrap_or_else(|| format.as_str().to_string());
         let mut src = source_settings(path, "", raw, Some(format), Tz::UTC)?;
         src.name = name;
         Ok(src)
@@ -609,7 +612,10 @@ fn source_settings(
                 } else if enc.output_encoding() != enc {
                     return Err(config_error(
                         path,
-                        format!("key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)", key("encoding")),
+                        format!(
+                            "key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)",
+                            key("encoding")
+                        ),
                     ));
                 } else {
                     Some(TextEncoding::Whatwg(enc))
@@ -664,7 +670,10 @@ fn source_settings(
     let Some(ts) = s.timestamp_format.as_deref() else {
         return Err(config_error(
             path,
-            format!("key `{}` is missing (format {format} needs it)", key("timestamp_format")),
+            format!(
+                "key `{}` is missing (format {format} needs it)",
+                key("timestamp_format")
+            ),
         ));
     };
     let timestamp_format = if ts.eq_ignore_ascii_case("rfc3339") {
@@ -707,13 +716,15 @@ fn source_settings(
         &[',', ';', '\t', '|'],
     )?;
     let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
-    if let Some(c) = amount_symbols
-        .iter()
-        .find(|c| c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+')
-    {
+    if let Some(c) = amount_symbols.iter().find(|c| {
+        c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+'
+    }) {
         return Err(config_error(
             path,
-            format!("key `{}`: {c:?} is part of a number and cannot be removed", key("amount_symbols")),
+            format!(
+                "key `{}`: {c:?} is part of a number and cannot be removed",
+                key("amount_symbols")
+            ),
         ));
     }
     let currency = s
@@ -754,7 +765,10 @@ fn source_settings(
             other => {
                 return Err(config_error(
                     path,
-                    format!("key `{}.{value}`: {other:?} is not credit or debit", key("signs")),
+                    format!(
+                        "key `{}.{value}`: {other:?} is not credit or debit",
+                        key("signs")
+                    ),
                 ));
             }
         };
@@ -763,7 +777,10 @@ fn source_settings(
     let Some(c) = s.columns else {
         return Err(config_error(
             path,
-            format!("key `{}` is missing (format {format} needs a column mapping)", key("columns")),
+            format!(
+                "key `{}` is missing (format {format} needs a column mapping)",
+                key("columns")
+            ),
         ));
     };
     let has_header = s.has_header.unwrap_or(true);
@@ -780,13 +797,27 @@ fn source_settings(
         booked_time: c.booked_time,
         kind: c.kind,
     };
-    let col_err = |k: &str, msg: &str| config_error(path, format!("key `{}`: {msg}", key(&format!("columns.{k}"))));
-    match (&columns.amount, columns.debit.is_some() || columns.credit.is_some()) {
+    let col_err = |k: &str, msg: &str| {
+        config_error(
+            path,
+            format!("key `{}`: {msg}", key(&format!("columns.{k}"))),
+        )
+    };
+    match (
+        &columns.amount,
+        columns.debit.is_some() || columns.credit.is_some(),
+    ) {
         (Some(_), true) => {
-            return Err(col_err("amount", "give either amount or debit/credit columns, not both"));
+            return Err(col_err(
+                "amount",
+                "give either amount or debit/credit columns, not both",
+            ));
         }
         (None, false) => {
-            return Err(col_err("amount", "missing (or give debit and/or credit columns)"));
+            return Err(col_err(
+                "amount",
+                "missing (or give debit and/or credit columns)",
+            ));
         }
         _ => {}
     }
@@ -796,21 +827,34 @@ fn source_settings(
     if columns.sign.is_some() && signs.is_empty() {
         return Err(config_error(
             path,
-            format!("key `{}` is missing: map every value of the sign column to credit or debit", key("signs")),
+            format!(
+                "key `{}` is missing: map every value of the sign column to credit or debit",
+                key("signs")
+            ),
         ));
     }
     if columns.sign.is_none() && !signs.is_empty() {
-        return Err(col_err("sign", "missing: `signs` is given but no sign column"));
+        return Err(col_err(
+            "sign",
+            "missing: `signs` is given but no sign column",
+        ));
     }
     match (&columns.currency, currency) {
         (Some(_), Some(_)) => {
             return Err(config_error(
                 path,
-                format!("keys `{}`/`{}`: give one of them", key("currency"), key("columns.currency")),
+                format!(
+                    "keys `{}`/`{}`: give one of them",
+                    key("currency"),
+                    key("columns.currency")
+                ),
             ));
         }
         (None, None) => {
-            return Err(col_err("currency", "missing (or give the source's fixed `currency`)"));
+            return Err(col_err(
+                "currency",
+                "missing (or give the source's fixed `currency`)",
+            ));
         }
         _ => {}
     }
@@ -831,7 +875,10 @@ fn source_settings(
             if let Some(v) = v
                 && column_index(v).is_none()
             {
-                return Err(col_err(k, &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)")));
+                return Err(col_err(
+                    k,
+                    &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
+                ));
             }
         }
     }

@@ -66,7 +66,10 @@ fn split_records(ctx: &ParseContext, text: &str) -> Result<Vec<Record>> {
             let rec = line[s..end].trim_end();
             let rec = rec.strip_suffix('/').unwrap_or(rec);
             let code = rec.get(..2).unwrap_or("");
-            let known = CODES.iter().find(|c| **c == code).filter(|_| rec.get(2..3) == Some(","));
+            let known = CODES
+                .iter()
+                .find(|c| **c == code)
+                .filter(|_| rec.get(2..3) == Some(","));
             let Some(code) = known else {
                 // A wrapped line: continues the text of an unterminated 16/88 record.
                 if k == 0
@@ -78,12 +81,20 @@ fn split_records(ctx: &ParseContext, text: &str) -> Result<Vec<Record>> {
                     prev_open = !line.trim_end().ends_with('/');
                     continue;
                 }
-                return Err(ctx.error(line_no, format!("unknown BAI2 record {:?}", rec.chars().take(20).collect::<String>())));
+                return Err(ctx.error(
+                    line_no,
+                    format!(
+                        "unknown BAI2 record {:?}",
+                        rec.chars().take(20).collect::<String>()
+                    ),
+                ));
             };
             let body = match rec.get(2..3) {
                 Some(",") => &rec[3..],
                 None => "",
-                Some(_) => return Err(ctx.error(line_no, format!("record {code} is not followed by ','"))),
+                Some(_) => {
+                    return Err(ctx.error(line_no, format!("record {code} is not followed by ','")));
+                }
             };
             out.push(Record {
                 code,
@@ -110,7 +121,9 @@ fn amount(s: &str) -> Result<Option<i64>, String> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!("amount {t:?} is not a whole number of minor units"));
     }
-    let v: i64 = digits.parse().map_err(|_| format!("amount {t:?} is out of range"))?;
+    let v: i64 = digits
+        .parse()
+        .map_err(|_| format!("amount {t:?} is out of range"))?;
     Ok(Some(if neg { -v } else { v }))
 }
 
@@ -135,6 +148,19 @@ fn skip_funds(fields: &mut std::collections::VecDeque<&str>, funds: &str) -> Res
         fields.pop_front();
     }
     Ok(())
+}
+
+/// The group (`02`) being read.
+struct Group {
+    currency: Option<&'static str>,
+    date: NaiveDate,
+    /// Sum of its accounts' control totals.
+    total: i64,
+    /// Records so far, the `02` included.
+    records: u64,
+    accounts: u64,
+    /// The group's originator (the bank), shown as the statement id.
+    originator: String,
 }
 
 struct Account {
@@ -191,25 +217,37 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
         return Err(ctx.error(1, "empty file (want a 01 file header)"));
     };
     if first.code != "01" {
-        return Err(ctx.error(first.line, format!("file starts with record {}, not the 01 file header", first.code)));
+        return Err(ctx.error(
+            first.line,
+            format!(
+                "file starts with record {}, not the 01 file header",
+                first.code
+            ),
+        ));
     }
     let h: Vec<&str> = first.body.split(',').collect();
     if h.len() < 8 || h[7].trim() != "2" {
         return Err(ctx.error(
             first.line,
-            format!("01 header: version {:?} is not BAI2 (2)", h.get(7).copied().unwrap_or("")),
+            format!(
+                "01 header: version {:?} is not BAI2 (2)",
+                h.get(7).copied().unwrap_or("")
+            ),
         ));
     }
     let mut file_records = 1u64;
     let mut file_total = 0i64;
     let mut groups = 0u64;
-    let mut group: Option<(u64, Option<&'static str>, NaiveDate, i64, u64, u64, String)> = None;
+    let mut group: Option<Group> = None;
     let mut account: Option<Account> = None;
     let mut done = false;
     let mut group_first_fact = 0usize;
     for (rec, n) in it {
         if done {
-            return Err(ctx.error(rec.line, format!("record {} after the 99 file trailer", rec.code)));
+            return Err(ctx.error(
+                rec.line,
+                format!("record {} after the 99 file trailer", rec.code),
+            ));
         }
         file_records += n;
         let fields: Vec<&str> = rec.body.split(',').collect();
@@ -217,7 +255,9 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
         match rec.code {
             "02" => {
                 if group.is_some() {
-                    return Err(err("group header inside a group (missing 98 trailer)".into()));
+                    return Err(err(
+                        "group header inside a group (missing 98 trailer)".into()
+                    ));
                 }
                 let status = fields.get(2).map(|s| s.trim()).unwrap_or("");
                 match status {
@@ -225,18 +265,33 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     "2" | "4" => {
                         return Err(err(format!(
                             "group status {status} ({}) cannot be booked",
-                            if status == "2" { "deletion" } else { "test only" }
+                            if status == "2" {
+                                "deletion"
+                            } else {
+                                "test only"
+                            }
                         )));
                     }
                     other => return Err(err(format!("unknown group status {other:?}"))),
                 }
-                let date = text::yymmdd(fields.get(3).map(|s| s.trim()).unwrap_or("")).map_err(&err)?;
+                let date =
+                    text::yymmdd(fields.get(3).map(|s| s.trim()).unwrap_or("")).map_err(&err)?;
                 let cur = match fields.get(5).map(|s| s.trim()).unwrap_or("") {
                     "" => None,
                     c => Some(text::currency(c).map_err(&err)?.0),
                 };
-                let originator = fields.get(1).map(|s| s.trim().to_string()).unwrap_or_default();
-                group = Some((rec.line, cur, date, 0, n, 0, originator));
+                let originator = fields
+                    .get(1)
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default();
+                group = Some(Group {
+                    currency: cur,
+                    date,
+                    total: 0,
+                    records: n,
+                    accounts: 0,
+                    originator,
+                });
                 group_first_fact = parsed.facts.len();
                 groups += 1;
             }
@@ -253,7 +308,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     return Err(err("no account number".into()));
                 }
                 let currency = match q.pop_front().map(str::trim).unwrap_or("") {
-                    "" => g.1.unwrap_or("USD"),
+                    "" => g.currency.unwrap_or("USD"),
                     c => text::currency(c).map_err(&err)?.0,
                 };
                 let mut acc = Account {
@@ -307,8 +362,15 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 let Some(amt) = amt else {
                     return Err(err(format!("detail (type {code}) without an amount")));
                 };
-                if amt < 0 || fixed.split(',').nth(1).is_some_and(|a| a.trim().starts_with(['+', '-'])) {
-                    return Err(err("detail amounts are unsigned; the type code gives the direction".into()));
+                if amt < 0
+                    || fixed
+                        .split(',')
+                        .nth(1)
+                        .is_some_and(|a| a.trim().starts_with(['+', '-']))
+                {
+                    return Err(err(
+                        "detail amounts are unsigned; the type code gives the direction".into(),
+                    ));
                 }
                 let funds = q.pop_front().unwrap_or("");
                 skip_funds(&mut q, funds).map_err(&err)?;
@@ -322,7 +384,9 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     }
                     text_part.push_str(&c);
                 }
-                let type_code: u32 = code.parse().map_err(|_| err(format!("type code {code:?} is not a number")))?;
+                let type_code: u32 = code
+                    .parse()
+                    .map_err(|_| err(format!("type code {code:?} is not a number")))?;
                 let signed = match type_code {
                     100..=399 => amt,
                     400..=699 => -amt,
@@ -374,10 +438,10 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 let Some(g) = group.as_mut() else {
                     return Err(err("account trailer outside a group".into()));
                 };
-                g.3 += declared.unwrap_or(acc.total);
-                g.4 += acc.records;
-                g.5 += 1;
-                let date = g.2;
+                g.total += declared.unwrap_or(acc.total);
+                g.records += acc.records;
+                g.accounts += 1;
+                let date = g.date;
                 let acc_id: Arc<str> = Arc::from(acc.id.as_str());
                 for d in &acc.details {
                     let reference = if d.customer_ref.is_empty() {
@@ -401,7 +465,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     });
                 }
                 let mut facts = StatementFacts::new(&ctx.file, format!("line {}", acc.line));
-                facts.statement_id = Some(g.6.clone());
+                facts.statement_id = Some(g.originator.clone());
                 facts.account = Some(acc.id.clone());
                 facts.currency = Some(acc.currency);
                 facts.from = Some(date);
@@ -424,16 +488,20 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
             }
             "98" => {
                 if account.is_some() {
-                    return Err(err("group trailer inside an account (missing 49 trailer)".into()));
+                    return Err(err(
+                        "group trailer inside an account (missing 49 trailer)".into()
+                    ));
                 }
                 let Some(g) = group.take() else {
                     return Err(err("group trailer without a group".into()));
                 };
-                let records = g.4 + n;
-                let declared = amount(fields.first().copied().unwrap_or("")).map_err(&err)?.unwrap_or(0);
+                let records = g.records + n;
+                let declared = amount(fields.first().copied().unwrap_or(""))
+                    .map_err(&err)?
+                    .unwrap_or(0);
                 let mut problems = Vec::new();
-                if declared != g.3 {
-                    problems.push(format!("line {}: 98 group control total {declared} != {} (the sum of its account totals)", rec.line, g.3));
+                if declared != g.total {
+                    problems.push(format!("line {}: 98 group control total {declared} != {} (the sum of its account totals)", rec.line, g.total));
                 }
                 // Some banks leave out the number of accounts (2 fields instead of 3).
                 let (accounts, count) = match fields.len() {
@@ -441,14 +509,26 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     _ => (fields.get(1).copied(), fields.get(2).copied().unwrap_or("")),
                 };
                 if let Some(a) = accounts {
-                    let a: u64 = a.trim().parse().map_err(|_| err(format!("number of accounts {a:?}")))?;
-                    if a != g.5 {
-                        problems.push(format!("line {}: 98 declares {a} accounts, found {}", rec.line, g.5));
+                    let a: u64 = a
+                        .trim()
+                        .parse()
+                        .map_err(|_| err(format!("number of accounts {a:?}")))?;
+                    if a != g.accounts {
+                        problems.push(format!(
+                            "line {}: 98 declares {a} accounts, found {}",
+                            rec.line, g.accounts
+                        ));
                     }
                 }
-                let count: u64 = count.trim().parse().map_err(|_| err("no record count".into()))?;
+                let count: u64 = count
+                    .trim()
+                    .parse()
+                    .map_err(|_| err("no record count".into()))?;
                 if count != records {
-                    problems.push(format!("line {}: 98 declares {count} records, found {records}", rec.line));
+                    problems.push(format!(
+                        "line {}: 98 declares {count} records, found {records}",
+                        rec.line
+                    ));
                 }
                 file_total += declared;
                 for f in &mut parsed.facts[group_first_fact..] {
@@ -457,20 +537,40 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
             }
             "99" => {
                 if group.is_some() {
-                    return Err(err("file trailer inside a group (missing 98 trailer)".into()));
+                    return Err(err(
+                        "file trailer inside a group (missing 98 trailer)".into()
+                    ));
                 }
-                let declared = amount(fields.first().copied().unwrap_or("")).map_err(&err)?.unwrap_or(0);
+                let declared = amount(fields.first().copied().unwrap_or(""))
+                    .map_err(&err)?
+                    .unwrap_or(0);
                 let mut problems = Vec::new();
                 if declared != file_total {
                     problems.push(format!("line {}: 99 file control total {declared} != {file_total} (the sum of its group totals)", rec.line));
                 }
-                let g: u64 = fields.get(1).map(|s| s.trim()).unwrap_or("").parse().map_err(|_| err("no number of groups".into()))?;
+                let g: u64 = fields
+                    .get(1)
+                    .map(|s| s.trim())
+                    .unwrap_or("")
+                    .parse()
+                    .map_err(|_| err("no number of groups".into()))?;
                 if g != groups {
-                    problems.push(format!("line {}: 99 declares {g} groups, found {groups}", rec.line));
+                    problems.push(format!(
+                        "line {}: 99 declares {g} groups, found {groups}",
+                        rec.line
+                    ));
                 }
-                let count: u64 = fields.get(2).map(|s| s.trim()).unwrap_or("").parse().map_err(|_| err("no record count".into()))?;
+                let count: u64 = fields
+                    .get(2)
+                    .map(|s| s.trim())
+                    .unwrap_or("")
+                    .parse()
+                    .map_err(|_| err("no record count".into()))?;
                 if count != file_records {
-                    problems.push(format!("line {}: 99 declares {count} records, found {file_records}", rec.line));
+                    problems.push(format!(
+                        "line {}: 99 declares {count} records, found {file_records}",
+                        rec.line
+                    ));
                 }
                 for f in &mut parsed.facts {
                     f.control_problems.extend(problems.iter().cloned());

@@ -47,7 +47,9 @@ impl El {
         Some(e)
     }
     fn text_at(&self, path: &[&str]) -> Option<&str> {
-        self.path(path).map(|e| e.text.trim()).filter(|t| !t.is_empty())
+        self.path(path)
+            .map(|e| e.text.trim())
+            .filter(|t| !t.is_empty())
     }
     fn attr(&self, name: &str) -> Option<&str> {
         self.attrs
@@ -75,9 +77,12 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
     let pos_line = |p: u64| starts.partition_point(|&s| s <= p as usize) as u64;
     loop {
         let at = reader.buffer_position();
-        let ev = reader
-            .read_event()
-            .map_err(|e| ctx.error(pos_line(reader.error_position()), format!("not well-formed XML: {e}")))?;
+        let ev = reader.read_event().map_err(|e| {
+            ctx.error(
+                pos_line(reader.error_position()),
+                format!("not well-formed XML: {e}"),
+            )
+        })?;
         match ev {
             Event::Start(e) => {
                 let el = element(ctx, &e, pos_line(at + 1))?;
@@ -90,7 +95,9 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
                 }
             }
             Event::End(_) => {
-                let el = stack.pop().ok_or_else(|| ctx.error(pos_line(at), "unbalanced end tag"))?;
+                let el = stack
+                    .pop()
+                    .ok_or_else(|| ctx.error(pos_line(at), "unbalanced end tag"))?;
                 match stack.last_mut() {
                     Some(parent) => parent.children.push(el),
                     None => return Err(ctx.error(pos_line(at), "unbalanced end tag")),
@@ -116,7 +123,9 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
                         "quot" => "\"".into(),
                         "apos" => "'".into(),
                         other => {
-                            return Err(ctx.error(pos_line(at), format!("unknown entity &{other};")));
+                            return Err(
+                                ctx.error(pos_line(at), format!("unknown entity &{other};"))
+                            );
                         }
                     },
                 };
@@ -125,14 +134,20 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
                 }
             }
             Event::DocType(_) => {
-                return Err(ctx.error(pos_line(at), "DOCTYPE declarations are not accepted in camt files"));
+                return Err(ctx.error(
+                    pos_line(at),
+                    "DOCTYPE declarations are not accepted in camt files",
+                ));
             }
             Event::Eof => break,
             _ => {}
         }
     }
     if stack.len() != 1 {
-        return Err(ctx.error(line_of(xml, xml.len()), "XML ends inside an element (truncated?)"));
+        return Err(ctx.error(
+            line_of(xml, xml.len()),
+            "XML ends inside an element (truncated?)",
+        ));
     }
     let root = stack.pop().unwrap_or_default();
     let mut elements = root.children.into_iter();
@@ -196,7 +211,12 @@ fn money(ctx: &ParseContext, el: &El, what: &str) -> Result<(i64, &'static str)>
     let (code, _) = text::currency(ccy).map_err(|e| ctx.error(el.line, format!("{what}: {e}")))?;
     let v = dec(ctx, el, what)?;
     if v.is_sign_negative() {
-        return Err(ctx.error(el.line, format!("{what}: negative amount (camt amounts are unsigned; CdtDbtInd gives the direction)")));
+        return Err(ctx.error(
+            el.line,
+            format!(
+                "{what}: negative amount (camt amounts are unsigned; CdtDbtInd gives the direction)"
+            ),
+        ));
     }
     let m = text::minor(v, code).map_err(|e| ctx.error(el.line, format!("{what}: {e}")))?;
     Ok((m, code))
@@ -219,7 +239,10 @@ fn date_of(ctx: &ParseContext, el: &El, what: &str) -> Result<Option<(i64, Naive
     if let Some(d) = el.child("Dt") {
         let t = d.text.trim();
         // xs:date may carry a zone (`2017-04-01+02:00`, `…Z`): the day is what counts.
-        let day = t.get(..10).filter(|_| t.len() == 10 || t[10..].starts_with(['+', '-', 'Z'])).unwrap_or(t);
+        let day = t
+            .get(..10)
+            .filter(|_| t.len() == 10 || t[10..].starts_with(['+', '-', 'Z']))
+            .unwrap_or(t);
         let date = NaiveDate::parse_from_str(day, "%Y-%m-%d")
             .map_err(|e| ctx.error(d.line, format!("{what}: date {t:?}: {e}")))?;
         return Ok(Some((day_start(ctx, date), date)));
@@ -254,7 +277,10 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed>
     let xml = decode_xml(ctx, bytes)?;
     let doc = tree(ctx, &xml)?;
     if doc.name != "Document" {
-        return Err(ctx.error(doc.line, format!("root element is <{}>, not <Document>", doc.name)));
+        return Err(ctx.error(
+            doc.line,
+            format!("root element is <{}>, not <Document>", doc.name),
+        ));
     }
     let ns = doc.attr("xmlns").unwrap_or("");
     let (msg_name, stmt_name, want) = match format {
@@ -262,7 +288,11 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed>
         _ => ("BkToCstmrStmt", "Stmt", "camt.053"),
     };
     let Some(msg) = doc.child(msg_name) else {
-        let found = doc.children.first().map(|c| c.name.as_str()).unwrap_or("nothing");
+        let found = doc
+            .children
+            .first()
+            .map(|c| c.name.as_str())
+            .unwrap_or("nothing");
         return Err(ctx.error(
             doc.line,
             format!("<Document> holds <{found}>, not <{msg_name}> (hint: is this a {want} file? namespace {ns:?})"),
@@ -295,7 +325,11 @@ fn statement(
     facts.statement_id = st.text_at(&["Id"]).map(str::to_string);
     facts.account = account_of(st.child("Acct"));
     let acct_ccy = match st.text_at(&["Acct", "Ccy"]) {
-        Some(c) => Some(text::currency(c).map_err(|e| ctx.error(st.line, format!("Acct/Ccy: {e}")))?.0),
+        Some(c) => Some(
+            text::currency(c)
+                .map_err(|e| ctx.error(st.line, format!("Acct/Ccy: {e}")))?
+                .0,
+        ),
         None => None,
     };
     if let Some(p) = st.child("FrToDt") {
@@ -344,11 +378,14 @@ fn statement(
                     .map_err(|_| ctx.error(s.line, format!("TxsSummry NbOfNtries {n:?}")))?,
             );
         }
-        let cur = acct_ccy.or(facts.opening.map(|b| b.currency)).unwrap_or("EUR");
+        let cur = acct_ccy
+            .or(facts.opening.map(|b| b.currency))
+            .unwrap_or("EUR");
         if let Some(sum) = s.path(&["TtlNtries", "Sum"]) {
             let v = dec(ctx, sum, "TtlNtries/Sum")?;
             facts.declared_gross = Some(
-                text::minor(v, cur).map_err(|e| ctx.error(sum.line, format!("TtlNtries/Sum: {e}")))?,
+                text::minor(v, cur)
+                    .map_err(|e| ctx.error(sum.line, format!("TtlNtries/Sum: {e}")))?,
             );
         }
         if let Some(net) = s.path(&["TtlNtries", "TtlNetNtry"]) {
@@ -359,7 +396,8 @@ fn statement(
             let cur = acct_ccy
                 .or(facts.opening.map(|b| b.currency))
                 .unwrap_or("EUR");
-            let m = text::minor(v, cur).map_err(|e| ctx.error(amt.line, format!("TtlNetNtry: {e}")))?;
+            let m =
+                text::minor(v, cur).map_err(|e| ctx.error(amt.line, format!("TtlNetNtry: {e}")))?;
             let s = sign(ctx, net.child("CdtDbtInd"), "TtlNetNtry", net.line)?;
             facts.declared_net = Some(s * m);
         }
@@ -379,9 +417,10 @@ fn statement(
             None => Ok(None),
         }
     };
-    let fallback_day = match one_day(facts.from, facts.to)
-        .or(one_day(facts.opening.and_then(|b| b.date), facts.closing.and_then(|b| b.date)))
-    {
+    let fallback_day = match one_day(facts.from, facts.to).or(one_day(
+        facts.opening.and_then(|b| b.date),
+        facts.closing.and_then(|b| b.date),
+    )) {
         Some(d) => Some(d),
         None => match created(Some(st))? {
             Some(d) => Some(d),
@@ -402,13 +441,21 @@ fn statement(
         let (amount, ccy) = money(ctx, amt_el, &what)?;
         let s = sign(ctx, ntry.child("CdtDbtInd"), &what, ntry.line)?;
         if status != "BOOK" {
-            facts.not_loaded.push(format!("entry {n} (line {}) has status {status}", ntry.line));
+            facts.not_loaded.push(format!(
+                "entry {n} (line {}) has status {status}",
+                ntry.line
+            ));
             continue;
         }
         let reversal = match ntry.text_at(&["RvslInd"]) {
             None | Some("false") | Some("0") => false,
             Some("true") | Some("1") => true,
-            Some(other) => return Err(ctx.error(ntry.line, format!("{what}: RvslInd {other:?} is not true/false"))),
+            Some(other) => {
+                return Err(ctx.error(
+                    ntry.line,
+                    format!("{what}: RvslInd {other:?} is not true/false"),
+                ));
+            }
         };
         let booked = match ntry.child("BookgDt") {
             Some(b) => date_of(ctx, b, "BookgDt")?,
@@ -442,14 +489,23 @@ fn statement(
         } else {
             return Err(ctx.error(
                 ntry.line,
-                format!("{what}: currency {ccy} differs from earlier entries ({})", entry_currency.unwrap_or("")),
+                format!(
+                    "{what}: currency {ccy} differs from earlier entries ({})",
+                    entry_currency.unwrap_or("")
+                ),
             ));
         }
         facts.from = Some(facts.from.map_or(booked.1, |d| d.min(booked.1)));
         facts.to = Some(facts.to.map_or(booked.1, |d| d.max(booked.1)));
-        let entry_ref = ntry.text_at(&["AcctSvcrRef"]).or_else(|| ntry.text_at(&["NtryRef"]));
+        let entry_ref = ntry
+            .text_at(&["AcctSvcrRef"])
+            .or_else(|| ntry.text_at(&["NtryRef"]));
         let details: Vec<&El> = ntry.all("NtryDtls").flat_map(|d| d.all("TxDtls")).collect();
-        let kind = if reversal { LineKind::Refund } else { LineKind::Payment };
+        let kind = if reversal {
+            LineKind::Refund
+        } else {
+            LineKind::Payment
+        };
         let detail_refs: Vec<&str> = details
             .iter()
             .filter_map(|d| d.text_at(&["Refs", "AcctSvcrRef"]))
@@ -462,12 +518,24 @@ fn statement(
         let make = |detail: Option<(u32, &El)>, amount_minor: i64, line: u64| -> StatementLine {
             let tx = detail.map(|d| d.1);
             let refs = tx.and_then(|t| t.child("Refs"));
-            let pick = |k: &str| refs.and_then(|r| r.text_at(&[k])).filter(|v| !v.eq_ignore_ascii_case("NOTPROVIDED"));
+            let pick = |k: &str| {
+                refs.and_then(|r| r.text_at(&[k]))
+                    .filter(|v| !v.eq_ignore_ascii_case("NOTPROVIDED"))
+            };
             let txn_id = match detail {
                 // A detail's own reference, when it tells the details apart.
-                Some((i, _)) => pick("AcctSvcrRef").filter(|r| details.len() == 1 || unique_refs.contains(r)).map(str::to_string).or_else(|| {
-                    entry_ref.map(|r| if details.len() > 1 { format!("{r}/{i}") } else { r.to_string() })
-                }),
+                Some((i, _)) => pick("AcctSvcrRef")
+                    .filter(|r| details.len() == 1 || unique_refs.contains(r))
+                    .map(str::to_string)
+                    .or_else(|| {
+                        entry_ref.map(|r| {
+                            if details.len() > 1 {
+                                format!("{r}/{i}")
+                            } else {
+                                r.to_string()
+                            }
+                        })
+                    }),
                 None => entry_ref.map(str::to_string),
             }
             .or_else(|| pick("TxId").or_else(|| pick("UETR")).map(str::to_string));
@@ -499,7 +567,9 @@ fn statement(
                 line_no: line,
                 provider_txn_id: txn_id,
                 reference,
-                recipient: counter.map(|a| crate::normalize::account(&a)).unwrap_or_default(),
+                recipient: counter
+                    .map(|a| crate::normalize::account(&a))
+                    .unwrap_or_default(),
                 amount_minor,
                 currency: ccy,
                 booked_at: booked.0,
@@ -521,13 +591,10 @@ fn statement(
         let mut split = Vec::new();
         if details.len() > 1 {
             for (i, d) in details.iter().enumerate() {
-                let amt = [
-                    d.child("Amt"),
-                    d.path(&["AmtDtls", "TxAmt", "Amt"]),
-                ]
-                .into_iter()
-                .flatten()
-                .find(|a| a.attr("Ccy").is_some_and(|c| c.eq_ignore_ascii_case(ccy)));
+                let amt = [d.child("Amt"), d.path(&["AmtDtls", "TxAmt", "Amt"])]
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a.attr("Ccy").is_some_and(|c| c.eq_ignore_ascii_case(ccy)));
                 let Some(amt) = amt else {
                     split.clear();
                     break;
@@ -559,7 +626,10 @@ fn statement(
             parsed.lines.push(make(detail, signed, ntry.line));
             if let Some(last) = parsed.lines.last_mut() {
                 // A single detail describes the whole entry: keep the entry's position.
-                last.entry = Some(EntryRef { entry: n, detail: None });
+                last.entry = Some(EntryRef {
+                    entry: n,
+                    detail: None,
+                });
             }
         } else {
             for (i, d, m) in split {

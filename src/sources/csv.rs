@@ -101,12 +101,14 @@ pub struct Mapping<'c> {
 
 impl<'c> Mapping<'c> {
     /// Resolves the configured columns against `header` (`None`: positions only).
-    pub fn new(cfg: &'c SourceConfig, header: Option<&[String]>, file: &str) -> Result<Mapping<'c>> {
+    pub fn new(
+        cfg: &'c SourceConfig,
+        header: Option<&[String]>,
+        file: &str,
+    ) -> Result<Mapping<'c>> {
         let c = &cfg.columns;
         let opt = |v: &Option<String>, key: &str| {
-            v.as_deref()
-                .map(|n| find(header, n, key, file))
-                .transpose()
+            v.as_deref().map(|n| find(header, n, key, file)).transpose()
         };
         Ok(Mapping {
             cfg,
@@ -197,11 +199,23 @@ impl<'c> Mapping<'c> {
             }
         } else {
             let debit = match self.debit {
-                Some(i) => self.amount_cell(row, i, c.debit.as_deref().unwrap_or("debit"), currency, exponent)?,
+                Some(i) => self.amount_cell(
+                    row,
+                    i,
+                    c.debit.as_deref().unwrap_or("debit"),
+                    currency,
+                    exponent,
+                )?,
                 None => None,
             };
             let credit = match self.credit {
-                Some(i) => self.amount_cell(row, i, c.credit.as_deref().unwrap_or("credit"), currency, exponent)?,
+                Some(i) => self.amount_cell(
+                    row,
+                    i,
+                    c.credit.as_deref().unwrap_or("credit"),
+                    currency,
+                    exponent,
+                )?,
                 None => None,
             };
             match (debit.filter(|v| *v != 0), credit.filter(|v| *v != 0)) {
@@ -211,14 +225,22 @@ impl<'c> Mapping<'c> {
                 // A debit column may hold the amount with or without its minus sign.
                 (Some(d), None) => -d.abs(),
                 (None, Some(cr)) if cr < 0 => {
-                    return Err(format!("credit column holds a negative amount ({cr} minor units)"));
+                    return Err(format!(
+                        "credit column holds a negative amount ({cr} minor units)"
+                    ));
                 }
                 (None, Some(cr)) => cr,
                 (None, None) if debit.is_some() || credit.is_some() => 0,
-                (None, None) => return Err("neither the debit nor the credit column holds an amount".into()),
+                (None, None) => {
+                    return Err("neither the debit nor the credit column holds an amount".into());
+                }
             }
         };
-        let amount_minor = if self.cfg.negate_amounts { -amount } else { amount };
+        let amount_minor = if self.cfg.negate_amounts {
+            -amount
+        } else {
+            amount
+        };
         let booked_at = match row.date(self.booked_at) {
             Some(naive) => timeparse::local_to_utc(naive, self.cfg.timezone)
                 .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,

@@ -313,8 +313,13 @@ impl StatementFacts {
             self.file,
             self.position,
             self.statement_id.as_deref().unwrap_or("-"),
-            self.account.as_deref().map(crate::mask::account).unwrap_or_else(|| "-".into()),
-            self.from.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+            self.account
+                .as_deref()
+                .map(crate::mask::account)
+                .unwrap_or_else(|| "-".into()),
+            self.from
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "?".into()),
             self.to.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
             money(&self.opening),
             money(&self.closing),
@@ -322,7 +327,11 @@ impl StatementFacts {
             crate::money::format_minor(self.entries_sum, if cur.is_empty() { "EUR" } else { cur }),
             yn(self.balance_chains()),
             yn(self.declared_totals_agree()),
-            if self.control_totals_checked { "; control totals checked" } else { "" },
+            if self.control_totals_checked {
+                "; control totals checked"
+            } else {
+                ""
+            },
         );
         for p in &self.control_problems {
             s.push_str("; control total problem: ");
@@ -370,7 +379,11 @@ impl ParseContext {
     }
 
     /// An input error naming the file and a position.
-    pub fn error(&self, position: impl std::fmt::Display, msg: impl std::fmt::Display) -> anyhow::Error {
+    pub fn error(
+        &self,
+        position: impl std::fmt::Display,
+        msg: impl std::fmt::Display,
+    ) -> anyhow::Error {
         crate::exit::fail(
             crate::exit::Failure::Input,
             format!("{}:{position}: {msg}", self.file),
@@ -426,7 +439,10 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
         format => {
             let file = path.display().to_string();
             let bytes = std::fs::read(path).map_err(|e| {
-                crate::exit::fail(crate::exit::Failure::Input, format!("{file}: cannot read: {e}"))
+                crate::exit::fail(
+                    crate::exit::Failure::Input,
+                    format!("{file}: cannot read: {e}"),
+                )
             })?;
             let ctx = ParseContext::new(cfg, &file);
             let parsed = parse_bank_bytes(format, &ctx, &bytes)?;
@@ -638,7 +654,11 @@ pub fn parse_settings(
         .ok_or_else(|| {
             fail(
                 Failure::Config,
-                format!("{}: no such source {:?}", path.display(), source.unwrap_or("(first)")),
+                format!(
+                    "{}: no such source {:?}",
+                    path.display(),
+                    source.unwrap_or("(first)")
+                ),
             )
         })?;
         if let Some(f) = format
@@ -646,19 +666,29 @@ pub fn parse_settings(
         {
             return Err(fail(
                 Failure::Config,
-                format!("--format {f}: source {:?} in {} has format {}", src.name, path.display(), src.format),
+                format!(
+                    "--format {f}: source {:?} in {} has format {}",
+                    src.name,
+                    path.display(),
+                    src.format
+                ),
             ));
         }
         return Ok(src.clone());
     }
     let Some(format) = format else {
-        return Err(fail(Failure::Config, "--format is required without --config".to_string()));
+        return Err(fail(
+            Failure::Config,
+            "--format is required without --config".to_string(),
+        ));
     };
     match mapping {
         Some(m) => SourceConfig::load_mapping(m, format),
         None if format.needs_mapping() => Err(fail(
             Failure::Config,
-            format!("--format {format} needs a column mapping (hint: --mapping FILE with the keys of a [[source]] table, or --config)"),
+            format!(
+                "--format {format} needs a column mapping (hint: --mapping FILE with the keys of a [[source]] table, or --config)"
+            ),
         )),
         None => Ok(SourceConfig::bank_default(format)),
     }

@@ -55,7 +55,9 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
     let mut inside = false;
     for (i, raw) in text.split('\n').enumerate() {
         let line_no = i as u64 + 1;
-        let mut line = raw.trim_end_matches('\r').trim_matches(['\u{1}', '\u{3}', '\u{1a}']);
+        let mut line = raw
+            .trim_end_matches('\r')
+            .trim_matches(['\u{1}', '\u{3}', '\u{1a}']);
         // SWIFT block headers: `{1:…}{2:…}{3:}{4:` (the text block may start on this line).
         while line.starts_with('{') {
             if let Some(rest) = line.strip_prefix("{4:") {
@@ -64,7 +66,9 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
             }
             match line.find('}') {
                 Some(p) => line = &line[p + 1..],
-                None => return Err(ctx.error(line_no, format!("unterminated SWIFT block {line:?}"))),
+                None => {
+                    return Err(ctx.error(line_no, format!("unterminated SWIFT block {line:?}")));
+                }
             }
         }
         let trimmed = line.trim();
@@ -82,7 +86,9 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
             } else if !inside {
                 return Err(ctx.error(
                     line_no,
-                    format!("tag :{name}: outside a statement (hint: every statement starts with :20:)"),
+                    format!(
+                        "tag :{name}: outside a statement (hint: every statement starts with :20:)"
+                    ),
                 ));
             }
             if let Some(st) = out.last_mut() {
@@ -97,8 +103,14 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
                 tag.value.push('\n');
                 tag.value.push_str(line);
             }
-        } else if trimmed.starts_with(':') && trimmed.len() > 1 && !trimmed[1..].starts_with(|c: char| c.is_ascii_digit()) {
-            return Err(ctx.error(line_no, format!("line {trimmed:?} outside a statement is not a tag")));
+        } else if trimmed.starts_with(':')
+            && trimmed.len() > 1
+            && !trimmed[1..].starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(ctx.error(
+                line_no,
+                format!("line {trimmed:?} outside a statement is not a tag"),
+            ));
         }
         // Otherwise: header / prose before a statement; skipped.
     }
@@ -108,7 +120,10 @@ fn statements(ctx: &ParseContext, text: &str) -> Result<Vec<Vec<Tag>>> {
 /// Parses `D`/`C` + YYMMDD + currency + amount (`:60F:`, `:62F:`, `:64:`, `:65:`).
 fn balance(ctx: &ParseContext, tag: &Tag) -> Result<Balance> {
     if tag.value.contains('\n') {
-        return Err(ctx.error(tag.line, format!(":{}: continues on the next line", tag.name)));
+        return Err(ctx.error(
+            tag.line,
+            format!(":{}: continues on the next line", tag.name),
+        ));
     }
     let v = tag.value.trim();
     let err = |m: &str| ctx.error(tag.line, format!(":{}: {v:?}: {m}", tag.name));
@@ -135,7 +150,11 @@ fn balance(ctx: &ParseContext, tag: &Tag) -> Result<Balance> {
 /// SWIFT amount: digits with one `,` (or `.`) decimal mark; `9,` and `0,` are whole amounts.
 fn amount(s: &str) -> Result<Decimal, String> {
     let s = s.trim();
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit() || b == b',' || b == b'.') {
+    if s.is_empty()
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b',' || b == b'.')
+    {
         return Err(format!("amount {s:?} is not a SWIFT amount"));
     }
     let fmt = crate::money::NumberFormat {
@@ -163,18 +182,23 @@ fn entry(ctx: &ParseContext, tag: &Tag) -> Result<Entry> {
     let first = tag.value.split('\n').next().unwrap_or("");
     let v = first.trim_end();
     let err = |m: &str| ctx.error(tag.line, format!(":61: {v:?}: {m}"));
-    let value_date = text::yymmdd(v.get(0..6).ok_or_else(|| err("too short"))?).map_err(|e| err(&e))?;
+    let value_date =
+        text::yymmdd(v.get(0..6).ok_or_else(|| err("too short"))?).map_err(|e| err(&e))?;
     let mut rest = &v[6..];
     let mut booked = value_date;
     if rest.len() >= 4 && rest.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
         let mm: u32 = rest[0..2].parse().map_err(|_| err("bad entry date"))?;
         let dd: u32 = rest[2..4].parse().map_err(|_| err("bad entry date"))?;
         // The entry (booking) date has no year: take the one closest to the value date.
-        booked = [value_date.year() - 1, value_date.year(), value_date.year() + 1]
-            .iter()
-            .filter_map(|&y| NaiveDate::from_ymd_opt(y, mm, dd))
-            .min_by_key(|d| (*d - value_date).num_days().abs())
-            .ok_or_else(|| err("entry date does not exist"))?;
+        booked = [
+            value_date.year() - 1,
+            value_date.year(),
+            value_date.year() + 1,
+        ]
+        .iter()
+        .filter_map(|&y| NaiveDate::from_ymd_opt(y, mm, dd))
+        .min_by_key(|d| (*d - value_date).num_days().abs())
+        .ok_or_else(|| err("entry date does not exist"))?;
         rest = &rest[4..];
     }
     let (sign, reversal, after) = if let Some(r) = rest.strip_prefix("RC") {
@@ -202,7 +226,11 @@ fn entry(ctx: &ParseContext, tag: &Tag) -> Result<Entry> {
     // SWIFT says S, N or F; banks use other capitals too (`MCI0`), never anything else.
     match rest.chars().next() {
         Some(c) if c.is_ascii_uppercase() => {}
-        _ => return Err(err("after the amount, no transaction type (S, N or F + code)")),
+        _ => {
+            return Err(err(
+                "after the amount, no transaction type (S, N or F + code)",
+            ));
+        }
     }
     let refs = match rest.char_indices().nth(4) {
         Some((p, _)) => &rest[p..],
@@ -233,9 +261,12 @@ fn entry(ctx: &ParseContext, tag: &Tag) -> Result<Entry> {
 fn totals(ctx: &ParseContext, tag: &Tag) -> Result<(u64, &'static str, Decimal)> {
     let v = tag.value.trim();
     let err = |m: &str| ctx.error(tag.line, format!(":{}: {v:?}: {m}", tag.name));
-    let p = v.find(|c: char| !c.is_ascii_digit()).ok_or_else(|| err("no currency"))?;
+    let p = v
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| err("no currency"))?;
     let n: u64 = v[..p].parse().map_err(|_| err("no entry count"))?;
-    let (cur, _) = text::currency(v.get(p..p + 3).ok_or_else(|| err("no currency"))?).map_err(|e| err(&e))?;
+    let (cur, _) =
+        text::currency(v.get(p..p + 3).ok_or_else(|| err("no currency"))?).map_err(|e| err(&e))?;
     let sum = amount(&v[p + 3..]).map_err(|e| err(&e))?;
     Ok((n, cur, sum))
 }
@@ -252,9 +283,8 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
         for part in joined.split('?').skip(1) {
             let (code, val) = part.split_at(part.len().min(2));
             match code {
-                "20" | "21" | "22" | "23" | "24" | "25" | "26" | "27" | "28" | "29" | "60" | "61" | "62" | "63" => {
-                    purpose.push_str(val)
-                }
+                "20" | "21" | "22" | "23" | "24" | "25" | "26" | "27" | "28" | "29" | "60"
+                | "61" | "62" | "63" => purpose.push_str(val),
                 "31" => account = Some(val.trim().to_string()),
                 _ => {}
             }
@@ -282,7 +312,10 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
             let key = fields[i];
             let val = fields.get(i + 1).copied().unwrap_or("");
             match key {
-                "EREF" if !val.trim().is_empty() && !val.trim().eq_ignore_ascii_case("NOTPROVIDED") => {
+                "EREF"
+                    if !val.trim().is_empty()
+                        && !val.trim().eq_ignore_ascii_case("NOTPROVIDED") =>
+                {
                     eref = Some(val.trim().to_string())
                 }
                 "IBAN" | "CNTP" if account.is_none() && !val.trim().is_empty() => {
@@ -292,7 +325,26 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
                     // `/REMI/USTD//text/` or `/REMI/text/`.
                     let mut j = i + 1;
                     let mut parts = Vec::new();
-                    while j < fields.len() && !matches!(fields[j], "EREF" | "IBAN" | "CNTP" | "NAME" | "BIC" | "TRTP" | "MARF" | "CSID" | "ORDP" | "BENM" | "ISDT" | "OCMT" | "CDTRREF" | "CDTRREFTP" | "SVCL") {
+                    while j < fields.len()
+                        && !matches!(
+                            fields[j],
+                            "EREF"
+                                | "IBAN"
+                                | "CNTP"
+                                | "NAME"
+                                | "BIC"
+                                | "TRTP"
+                                | "MARF"
+                                | "CSID"
+                                | "ORDP"
+                                | "BENM"
+                                | "ISDT"
+                                | "OCMT"
+                                | "CDTRREF"
+                                | "CDTRREFTP"
+                                | "SVCL"
+                        )
+                    {
                         if !matches!(fields[j], "USTD" | "STRD" | "CUR" | "") {
                             parts.push(fields[j]);
                         }
@@ -306,18 +358,24 @@ fn describe_86(info: &str) -> (Option<String>, Option<String>, String) {
             }
             i += 2;
         }
-        return (eref, account, text::collapse(remi.as_deref().unwrap_or(&joined)));
+        return (
+            eref,
+            account,
+            text::collapse(remi.as_deref().unwrap_or(&joined)),
+        );
     }
     (None, None, text::collapse(&info.replace('\n', " ")))
 }
 
 /// The value of a SEPA purpose qualifier (`EREF+…`), up to the next qualifier.
 fn sepa_field(v: &str) -> &str {
-    let end = ["EREF+", "KREF+", "MREF+", "CRED+", "DEBT+", "SVWZ+", "ABWA+", "ABWE+", "COAM+", "OAMT+"]
-        .iter()
-        .filter_map(|q| v.find(q))
-        .min()
-        .unwrap_or(v.len());
+    let end = [
+        "EREF+", "KREF+", "MREF+", "CRED+", "DEBT+", "SVWZ+", "ABWA+", "ABWE+", "COAM+", "OAMT+",
+    ]
+    .iter()
+    .filter_map(|q| v.find(q))
+    .min()
+    .unwrap_or(v.len());
     &v[..end]
 }
 
@@ -340,7 +398,9 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
     let mut facts = StatementFacts::new(&ctx.file, format!("line {start}"));
     let mut entries: Vec<Entry> = Vec::new();
     let mut floor_currency = None;
-    let mut totals_90: (Option<(u64, Decimal)>, Option<(u64, Decimal)>) = (None, None);
+    // :90D: and :90C: (MT942): number of entries and sum.
+    let mut debits_90: Option<(u64, Decimal)> = None;
+    let mut credits_90: Option<(u64, Decimal)> = None;
     let mut totals_currency = None;
     let mut attach = false;
     let attach_next = |tag: &Tag, attach: bool| tag.name == "61" || attach;
@@ -349,7 +409,10 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
         if !multi_ok && tag.value.contains('\n') {
             return Err(ctx.error(
                 tag.line,
-                format!(":{}: continues on the next line (only :61:, :86: and :NS: may)", tag.name),
+                format!(
+                    ":{}: continues on the next line (only :61:, :86: and :NS: may)",
+                    tag.name
+                ),
             ));
         }
         match tag.name.as_str() {
@@ -390,9 +453,9 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
                 let (n, cur, sum) = totals(ctx, tag)?;
                 totals_currency = Some(cur);
                 if tag.name == "90D" {
-                    totals_90.0 = Some((n, sum));
+                    debits_90 = Some((n, sum));
                 } else {
-                    totals_90.1 = Some((n, sum));
+                    credits_90 = Some((n, sum));
                 }
             }
             other => {
@@ -413,11 +476,15 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
     facts.currency = currency;
     let account: Arc<str> = Arc::from(facts.account.as_deref().unwrap_or(""));
     if !entries.is_empty() && currency.is_none() {
-        return Err(ctx.error(start, "statement has entries but no currency (no :60F:, :34F: or :62F:)"));
+        return Err(ctx.error(
+            start,
+            "statement has entries but no currency (no :60F:, :34F: or :62F:)",
+        ));
     }
     for e in entries {
         let cur = currency.unwrap_or("EUR");
-        let minor = text::minor(e.amount, cur).map_err(|m| ctx.error(e.line, format!(":61: {m}")))?;
+        let minor =
+            text::minor(e.amount, cur).map_err(|m| ctx.error(e.line, format!(":61: {m}")))?;
         let amount_minor = e.sign * minor;
         facts.entries += 1;
         facts.entries_sum += amount_minor;
@@ -433,11 +500,17 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             line_no: e.line,
             provider_txn_id: e.bank_ref,
             reference,
-            recipient: counterparty.map(|a| crate::normalize::account(&a)).unwrap_or_default(),
+            recipient: counterparty
+                .map(|a| crate::normalize::account(&a))
+                .unwrap_or_default(),
             amount_minor,
             currency: cur,
             booked_at: day_start(ctx, e.booked),
-            kind: if e.reversal { LineKind::Refund } else { LineKind::Payment },
+            kind: if e.reversal {
+                LineKind::Refund
+            } else {
+                LineKind::Payment
+            },
             account: Some(account.clone()),
             entry: None,
         });
@@ -451,12 +524,12 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
     if let Some(d) = facts.closing.and_then(|b| b.date) {
         facts.to = Some(facts.to.map_or(d, |t| t.max(d)));
     }
-    if totals_90.0.is_some() || totals_90.1.is_some() {
+    if debits_90.is_some() || credits_90.is_some() {
         let cur = totals_currency.unwrap_or("EUR");
         let mut n = 0;
         let mut net = 0i64;
         let mut gross = 0i64;
-        for (t, sign) in [(totals_90.0, -1), (totals_90.1, 1)] {
+        for (t, sign) in [(debits_90, -1), (credits_90, 1)] {
             if let Some((count, sum)) = t {
                 n += count;
                 let m = text::minor(sum, cur).map_err(|m| ctx.error(start, format!(":90: {m}")))?;

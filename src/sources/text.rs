@@ -39,7 +39,13 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                 TextEncoding::Ibm852 => Cow::Owned(
                     bytes
                         .iter()
-                        .map(|&b| if b < 0x80 { b as char } else { IBM852[usize::from(b - 0x80)] })
+                        .map(|&b| {
+                            if b < 0x80 {
+                                b as char
+                            } else {
+                                IBM852[usize::from(b - 0x80)]
+                            }
+                        })
                         .collect(),
                 ),
             };

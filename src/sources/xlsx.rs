@@ -41,7 +41,9 @@ impl Row for XRow {
         self.0.get(i).and_then(|c| c.date)
     }
     fn is_blank(&self) -> bool {
-        self.0.iter().all(|c| c.text.trim().is_empty() && c.date.is_none())
+        self.0
+            .iter()
+            .all(|c| c.text.trim().is_empty() && c.date.is_none())
     }
 }
 
@@ -128,7 +130,12 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
 
 /// Parses workbook bytes into `out`. A workbook that cannot be opened, a missing sheet or a
 /// header without a mapped column is an error for the whole file.
-pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8], out: &mut Collector) -> Result<()> {
+pub fn parse_bytes(
+    cfg: &SourceConfig,
+    file: &str,
+    bytes: &[u8],
+    out: &mut Collector,
+) -> Result<()> {
     let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
     let mut book = calamine::open_workbook_auto_from_rs(std::io::Cursor::new(bytes))
         .map_err(|e| input(format!("not a readable .xlsx/.xls workbook: {e}")))?;
@@ -136,7 +143,9 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8], out: &mut Colle
     let sheet = match &cfg.sheet {
         Some(s) => {
             if !names.iter().any(|n| n == s) {
-                return Err(input(format!("no sheet {s:?} (config key sheet); found {names:?}")));
+                return Err(input(format!(
+                    "no sheet {s:?} (config key sheet); found {names:?}"
+                )));
             }
             s.clone()
         }
@@ -158,12 +167,21 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8], out: &mut Colle
         .map(|(i, r)| (first_row + i as u64 + 1, r))
         .skip_while(|(n, _)| *n <= skip);
     let header: Option<Vec<String>> = if cfg.has_header {
-        let (n, r) = rows
-            .next()
-            .ok_or_else(|| input(format!("sheet {sheet:?} has no header row after {} skipped row(s)", cfg.skip_lines)))?;
+        let (n, r) = rows.next().ok_or_else(|| {
+            input(format!(
+                "sheet {sheet:?} has no header row after {} skipped row(s)",
+                cfg.skip_lines
+            ))
+        })?;
         let mut h = Vec::with_capacity(r.len());
         for c in r {
-            h.push(cell(c).map_err(|e| input(format!("row {n}: header {e}")))?.text.trim().to_string());
+            h.push(
+                cell(c)
+                    .map_err(|e| input(format!("row {n}: header {e}")))?
+                    .text
+                    .trim()
+                    .to_string(),
+            );
         }
         Some(h)
     } else {
@@ -205,4 +223,3 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8], out: &mut Colle
     }
     Ok(())
 }
-

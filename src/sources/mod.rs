@@ -179,6 +179,8 @@ pub struct SourceLoad {
     pub warnings: Vec<String>,
     /// What each statement in the files declared about itself.
     pub facts: Vec<StatementFacts>,
+    /// Re-delivery index over `lines` (see [`SourceLoad::add`]).
+    pub dedupe: DedupeIndex,
 }
 
 /// A balance a statement declares.
@@ -477,28 +479,34 @@ impl SourceLoad {
     /// Returns the number of lines kept and the rejected ones.
     pub fn add(&mut self, lines: Vec<StatementLine>, ids_unique: bool) -> (usize, Vec<Rejected>) {
         use foldhash::{HashMap, HashMapExt};
+        // Bring the index up to date with lines loaded without it (the first file).
+        let idx = &mut self.dedupe;
+        for (i, l) in self.lines.iter().enumerate().skip(idx.indexed) {
+            match (&l.provider_txn_id, ids_unique) {
+                (Some(id), true) => {
+                    idx.by_id.insert((l.account.clone(), id.clone()), i);
+                }
+                _ => *idx.by_content.entry(l.fingerprint()).or_insert(0) += 1,
+            }
+        }
+        idx.indexed = self.lines.len();
         if self.lines.is_empty() {
+            // Nothing loaded yet: nothing to compare with (the index is built on demand).
             let n = lines.len();
             self.lines = lines;
             return (n, Vec::new());
         }
-        // Index what is loaded already (owned keys: `self.lines` grows below).
-        let mut by_id: HashMap<(Option<Arc<str>>, String), usize> = HashMap::new();
-        let mut by_content: HashMap<String, usize> = HashMap::new();
-        for (i, l) in self.lines.iter().enumerate() {
-            match (&l.provider_txn_id, ids_unique) {
-                (Some(id), true) => {
-                    by_id.insert((l.account.clone(), id.clone()), i);
-                }
-                _ => *by_content.entry(l.fingerprint()).or_insert(0) += 1,
-            }
-        }
+        // Per file: how many loaded copies of a content this file has matched, and how many
+        // it added itself (those are not available to its own later lines).
+        let mut matched: HashMap<String, usize> = HashMap::new();
+        let mut added: HashMap<String, usize> = HashMap::new();
         let mut rejected = Vec::new();
         let mut kept = 0usize;
         for l in lines {
             match (&l.provider_txn_id, ids_unique) {
                 (Some(id), true) => {
-                    if let Some(&i) = by_id.get(&(l.account.clone(), id.clone())) {
+                    let key = (l.account.clone(), id.clone());
+                    if let Some(&i) = idx.by_id.get(&key) {
                         let first = &self.lines[i];
                         if first.content_key() != l.content_key() {
                             rejected.push(Rejected {
@@ -513,22 +521,35 @@ impl SourceLoad {
                         }
                         continue;
                     }
-                    by_id.insert((l.account.clone(), id.clone()), self.lines.len());
+                    idx.by_id.insert(key, self.lines.len());
                 }
                 _ => {
-                    if let Some(n) = by_content.get_mut(&l.fingerprint())
-                        && *n > 0
-                    {
-                        *n -= 1;
+                    let fp = l.fingerprint();
+                    let loaded = idx.by_content.get(&fp).copied().unwrap_or(0);
+                    let own = added.get(&fp).copied().unwrap_or(0);
+                    let m = matched.entry(fp.clone()).or_insert(0);
+                    if *m < loaded - own {
+                        *m += 1;
                         continue;
                     }
+                    *idx.by_content.entry(fp.clone()).or_insert(0) += 1;
+                    *added.entry(fp).or_insert(0) += 1;
                 }
             }
             kept += 1;
             self.lines.push(l);
         }
+        idx.indexed = self.lines.len();
         (kept, rejected)
     }
+}
+
+/// What [`SourceLoad::add`] has seen, kept between files so each file costs its own size.
+#[derive(Debug, Clone, Default)]
+pub struct DedupeIndex {
+    by_id: foldhash::HashMap<(Option<Arc<str>>, String), usize>,
+    by_content: foldhash::HashMap<String, usize>,
+    indexed: usize,
 }
 
 /// Merges overlapping or touching half-open intervals.

@@ -6,7 +6,7 @@
 //! - SWIFT envelopes (`{1:…}{2:…}{4:`, `-}`, `{5:…}`), SOH/ETX control characters, header or
 //!   prose lines before a statement's `:20:` (ABN AMRO `ABNANL2A`/`940`, Danske Bank's
 //!   preamble) are skipped; a tag before any `:20:` is an error.
-//! - Tags: `:20: :21: :25: :28: :28C: :13: :13D: :34F: :60F: :60M: :61: :86: :62F: :62M: :64:
+//! - Tags: `:20: :21: :25: :25P: :28: :28C: :13: :13D: :34F: :60F: :60M: :61: :86: :62F: :62M: :64:
 //!   :65: :90D: :90C: :NS:`. Any other tag is an error naming the line.
 //! - `:61:` value date, optional entry date (the booking day; its year inferred from the value
 //!   date), mark `C`/`D`/`RC`/`RD` (reversal of a credit books a debit, and vice versa), an
@@ -418,7 +418,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
         match tag.name.as_str() {
             "20" => facts.statement_id = Some(tag.value.trim().to_string()),
             "21" | "28" | "28C" | "13" | "13D" | "NS" => {}
-            "25" => facts.account = Some(tag.value.trim().to_string()),
+            "25" | "25P" => facts.account = Some(tag.value.trim().to_string()),
             "34F" => {
                 let v = tag.value.trim();
                 let cur = v.get(..3).unwrap_or("");

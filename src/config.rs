@@ -66,51 +66,57 @@ pub struct LedgerQueries {
     pub attempts_query: Option<String>,
 }
 
-/// One statement source as written in the file.
+/// One statement source as written in the file (a `[[source]]` table, or a `--mapping` file
+/// of `recon parse`, where `name` and `path` may be left out).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSource {
     /// Unique name, used in results and ticket keys.
-    name: String,
-    /// File format; `csv` in this version.
-    format: String,
+    name: Option<String>,
+    /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `mt940` or `bai2`.
+    format: Option<String>,
     /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
     /// one file per day, each complete for its day when present.
-    path: String,
+    path: Option<String>,
     /// Time zone of timestamps without an offset; defaults to the job's.
     timezone: Option<String>,
-    /// `rfc3339`, or a chrono strftime format such as `%d.%m.%Y %H:%M`.
-    timestamp_format: String,
-    /// `.` (default) or `,`.
-    #[serde(default = "default_decimal")]
-    decimal_separator: String,
-    /// Optional thousands separator to strip (`,`, `.`, `'` or ` `).
+    /// Text encoding of the file (`utf-8` default; `windows-1252`, `latin1`, `iso-8859-2`,
+    /// `gbk`, … any WHATWG label). Not for xlsx/camt (they declare their own).
+    encoding: Option<String>,
+    /// csv/xlsx: `rfc3339`, or a chrono strftime format such as `%d.%m.%Y %H:%M`.
+    timestamp_format: Option<String>,
+    /// csv/xlsx: `.` (default) or `,`.
+    decimal_separator: Option<String>,
+    /// csv/xlsx: optional thousands separator to strip (`,`, `.`, `'` or ` `).
     thousands_separator: Option<String>,
-    /// Field delimiter, `,` by default.
-    #[serde(default = "default_delimiter")]
-    delimiter: String,
-    /// Lines to skip before the header (bank preambles).
-    #[serde(default)]
-    skip_lines: usize,
-    /// Negate amounts (statements that book payouts as negative numbers).
-    #[serde(default)]
-    negate_amounts: bool,
+    /// csv/xlsx: characters removed from amount cells before parsing (currency signs: `"$€¤"`).
+    amount_symbols: Option<String>,
+    /// csv: field delimiter, `,` by default.
+    delimiter: Option<String>,
+    /// csv/xlsx: whether the first row after `skip_lines` is a header (default true). Without
+    /// one, columns are named by position: `#1`, `#2`, …
+    has_header: Option<bool>,
+    /// csv/xlsx: lines (xlsx: rows) to skip before the header (bank preambles).
+    skip_lines: Option<usize>,
+    /// csv/xlsx: non-empty records at the end of the file that are not statement lines (a
+    /// footer with balances). They are dropped by count, never by guessing.
+    skip_footer: Option<usize>,
+    /// xlsx: the sheet to read (default: the first).
+    sheet: Option<String>,
+    /// csv/xlsx: negate amounts (statements that book payouts as negative numbers).
+    negate_amounts: Option<bool>,
+    /// csv/xlsx: ISO 4217 code of every line, for files without a currency column.
+    currency: Option<String>,
     /// First day (in the source time zone) the file covers completely (fixed paths only).
     complete_from: Option<NaiveDate>,
     /// Last day (inclusive) the file covers completely (fixed paths only).
     complete_to: Option<NaiveDate>,
-    /// Which header names hold the canonical fields.
-    columns: RawColumns,
-    /// Value of the `kind` column → `PAYMENT` or `REFUND` (case-insensitive keys).
-    #[serde(default)]
-    kinds: BTreeMap<String, String>,
-}
-
-fn default_decimal() -> String {
-    ".".into()
-}
-fn default_delimiter() -> String {
-    ",".into()
+    /// csv/xlsx: which header names (or `#N` positions) hold the canonical fields.
+    columns: Option<RawColumns>,
+    /// csv/xlsx: value of the `kind` column → `PAYMENT` or `REFUND` (case-insensitive keys).
+    kinds: Option<BTreeMap<String, String>>,
+    /// csv/xlsx: value of the `sign` column → `credit` or `debit` (case-insensitive keys).
+    signs: Option<BTreeMap<String, String>>,
 }
 
 /// Column mapping as written in the file.
@@ -119,10 +125,14 @@ fn default_delimiter() -> String {
 struct RawColumns {
     provider_txn_id: Option<String>,
     reference: Option<String>,
-    recipient: String,
-    amount: String,
-    currency: String,
+    recipient: Option<String>,
+    amount: Option<String>,
+    debit: Option<String>,
+    credit: Option<String>,
+    sign: Option<String>,
+    currency: Option<String>,
     booked_at: String,
+    booked_time: Option<String>,
     kind: Option<String>,
 }
 
@@ -195,46 +205,166 @@ pub enum TimestampFormat {
     Pattern(String),
 }
 
-/// A validated CSV statement source.
+/// The file formats a source can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Delimited text with a column mapping.
+    Csv,
+    /// Excel `.xlsx` / legacy `.xls` with a column mapping.
+    Xlsx,
+    /// ISO 20022 camt.053 bank-to-customer statement.
+    Camt053,
+    /// ISO 20022 camt.054 debit/credit notification.
+    Camt054,
+    /// SWIFT MT940 statement / MT942 interim report.
+    Mt940,
+    /// BAI2 cash management balance report.
+    Bai2,
+}
+
+impl Format {
+    /// Every format, in documentation order.
+    pub const ALL: [Format; 6] = [
+        Format::Csv,
+        Format::Xlsx,
+        Format::Camt053,
+        Format::Camt054,
+        Format::Mt940,
+        Format::Bai2,
+    ];
+
+    /// The name used in configs and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Xlsx => "xlsx",
+            Format::Camt053 => "camt053",
+            Format::Camt054 => "camt054",
+            Format::Mt940 => "mt940",
+            Format::Bai2 => "bai2",
+        }
+    }
+
+    /// Parses a format name (case-insensitive; `mt942` is read by the MT940 parser).
+    pub fn parse(name: &str) -> Option<Format> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "csv" => Some(Format::Csv),
+            "xlsx" | "xls" => Some(Format::Xlsx),
+            "camt053" | "camt.053" => Some(Format::Camt053),
+            "camt054" | "camt.054" => Some(Format::Camt054),
+            "mt940" | "mt942" => Some(Format::Mt940),
+            "bai2" => Some(Format::Bai2),
+            _ => None,
+        }
+    }
+
+    /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
+    pub fn needs_mapping(self) -> bool {
+        matches!(self, Format::Csv | Format::Xlsx)
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A text encoding other than UTF-8: any the WHATWG Encoding Standard names (through
+/// encoding_rs), plus IBM code page 852, which Central European MT940 files still use and
+/// encoding_rs does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEncoding {
+    /// An encoding_rs encoding (never UTF-8, UTF-16 or replacement).
+    Whatwg(&'static encoding_rs::Encoding),
+    /// IBM 852 (DOS Latin 2).
+    Ibm852,
+}
+
+impl TextEncoding {
+    /// The encoding's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextEncoding::Whatwg(e) => e.name(),
+            TextEncoding::Ibm852 => "IBM852",
+        }
+    }
+}
+
+/// Which way a value of a sign / credit-debit indicator column books the amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    /// Money in: the amount is positive.
+    Credit,
+    /// Money out: the amount is negative.
+    Debit,
+}
+
+/// A validated statement source.
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
     /// Unique name.
     pub name: String,
+    /// File format.
+    pub format: Format,
     /// File location.
     pub path: SourcePath,
-    /// Zone for timestamps without an offset.
+    /// Zone for timestamps (and dates) without an offset.
     pub timezone: Tz,
-    /// Timestamp format.
+    /// Text encoding for csv/mt940/bai2; `None` means strict UTF-8.
+    pub encoding: Option<TextEncoding>,
+    /// Timestamp format (csv/xlsx).
     pub timestamp_format: TimestampFormat,
-    /// Number format.
+    /// Number format (csv/xlsx text cells).
     pub number_format: crate::money::NumberFormat,
+    /// Characters removed from amount text before parsing (currency signs).
+    pub amount_symbols: Vec<char>,
     /// Field delimiter byte.
     pub delimiter: u8,
-    /// Preamble lines to skip.
+    /// Whether a header row follows the preamble.
+    pub has_header: bool,
+    /// Preamble lines (xlsx: rows) to skip.
     pub skip_lines: usize,
+    /// Non-empty footer records to drop.
+    pub skip_footer: usize,
+    /// xlsx sheet name (default: the first).
+    pub sheet: Option<String>,
     /// Negate amounts when reading.
     pub negate_amounts: bool,
-    /// Header names.
+    /// Currency of every line when the file has no currency column.
+    pub currency: Option<&'static str>,
+    /// Header names (csv/xlsx).
     pub columns: Columns,
     /// Upper-cased kind value → kind.
     pub kinds: BTreeMap<String, LineKind>,
+    /// Upper-cased sign-column value → sign.
+    pub signs: BTreeMap<String, Sign>,
 }
 
-/// Header names of the canonical fields.
-#[derive(Debug, Clone)]
+/// Header names (or `#N` positions) of the canonical fields.
+#[derive(Debug, Clone, Default)]
 pub struct Columns {
     /// Provider transaction id column.
     pub provider_txn_id: Option<String>,
     /// Reference column.
     pub reference: Option<String>,
-    /// Recipient account column.
-    pub recipient: String,
-    /// Amount column.
-    pub amount: String,
-    /// Currency column.
-    pub currency: String,
-    /// Booking timestamp column.
+    /// Recipient account column (lines have no recipient when absent).
+    pub recipient: Option<String>,
+    /// Signed amount column.
+    pub amount: Option<String>,
+    /// Debit (money out) column, for files with separate debit/credit columns.
+    pub debit: Option<String>,
+    /// Credit (money in) column.
+    pub credit: Option<String>,
+    /// Sign / credit-debit indicator column; the amount's own sign is then ignored.
+    pub sign: Option<String>,
+    /// Currency column (or the source's fixed `currency`).
+    pub currency: Option<String>,
+    /// Booking timestamp column (or its date, with `booked_time`).
     pub booked_at: String,
+    /// A separate time-of-day column; its text is appended to `booked_at`'s after a space
+    /// before `timestamp_format` applies.
+    pub booked_time: Option<String>,
     /// Kind column (all lines are payments when absent).
     pub kind: Option<String>,
 }
@@ -350,20 +480,22 @@ impl Config {
         job_tz: Tz,
     ) -> Result<SourceConfig> {
         let key = |k: &str| format!("source[{i}].{k}");
-        if s.name.trim().is_empty() || s.name.contains(['|', ';', '#']) {
+        let Some(name) = s.name.clone() else {
+            return Err(config_error(
+                path,
+                format!("key `{}` is missing", key("name")),
+            ));
+        };
+        let Some(file) = s.path.clone() else {
+            return Err(config_error(
+                path,
+                format!("key `{}` is missing", key("path")),
+            ));
+        };
+        if name.trim().is_empty() || name.contains(['|', ';', '#']) {
             return Err(config_error(
                 path,
                 format!("key `{}`: must be non-empty without | ; #", key("name")),
-            ));
-        }
-        if s.format != "csv" {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: unsupported format {:?} (hint: this version reads csv)",
-                    key("format"),
-                    s.format
-                ),
             ));
         }
         let complete = match (s.complete_from, s.complete_to) {
@@ -380,7 +512,7 @@ impl Config {
                 ));
             }
         };
-        let source_path = if s.path.contains("{date}") {
+        let source_path = if file.contains("{date}") {
             if complete.is_some() {
                 return Err(config_error(
                     path,
@@ -390,100 +522,445 @@ impl Config {
                     ),
                 ));
             }
-            SourcePath::Daily(join_clean(base, &s.path).to_string_lossy().into_owned())
+            SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
         } else {
             SourcePath::Fixed {
-                path: join_clean(base, &s.path),
+                path: join_clean(base, &file),
                 complete,
             }
         };
-        let timezone = match &s.timezone {
-            Some(t) => parse_tz(path, &key("timezone"), t)?,
-            None => job_tz,
-        };
-        let timestamp_format = if s.timestamp_format.eq_ignore_ascii_case("rfc3339") {
-            TimestampFormat::Rfc3339
-        } else if s.timestamp_format.contains('%') {
-            TimestampFormat::Pattern(s.timestamp_format.clone())
-        } else {
+        let mut src = source_settings(path, &format!("source[{i}]."), s, None, job_tz)?;
+        src.name = name;
+        src.path = source_path;
+        Ok(src)
+    }
+}
+
+impl SourceConfig {
+    /// Reads a `--mapping` file of `recon parse`: the keys of one `[[source]]` table, where
+    /// `name` and `path` may be left out. `format` (from the command line) must agree with a
+    /// `format` key in the file, if there is one.
+    pub fn load_mapping(path: &Path, format: Format) -> Result<SourceConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
+        let raw: RawSource = toml::from_str(&text).map_err(|e| config_error(path, e))?;
+        let name = raw
+            .name
+            .clone()
+            .unwrap_or_else(|| format.as_str().to_string());
+        let mut src = source_settings(path, "", raw, Some(format), Tz::UTC)?;
+        src.name = name;
+        Ok(src)
+    }
+
+    /// The settings of a bank format read without a mapping file (`recon parse --format
+    /// camt053 FILE`): dates without an offset are UTC, text is UTF-8.
+    pub fn bank_default(format: Format) -> SourceConfig {
+        SourceConfig {
+            name: format.as_str().to_string(),
+            format,
+            path: SourcePath::Fixed {
+                path: PathBuf::new(),
+                complete: None,
+            },
+            timezone: Tz::UTC,
+            encoding: None,
+            timestamp_format: TimestampFormat::Rfc3339,
+            number_format: crate::money::NumberFormat::DOT,
+            amount_symbols: Vec::new(),
+            delimiter: b',',
+            has_header: true,
+            skip_lines: 0,
+            skip_footer: 0,
+            sheet: None,
+            negate_amounts: false,
+            currency: None,
+            columns: Columns::default(),
+            kinds: default_kinds(),
+            signs: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_kinds() -> BTreeMap<String, LineKind> {
+    let mut kinds = BTreeMap::new();
+    kinds.insert("PAYMENT".to_string(), LineKind::Payment);
+    kinds.insert("REFUND".to_string(), LineKind::Refund);
+    kinds
+}
+
+/// Validates the format-specific keys of a source (`prefix` names it in errors, e.g.
+/// `source[0].`). `forced` is the format given on the command line, if any.
+fn source_settings(
+    path: &Path,
+    prefix: &str,
+    s: RawSource,
+    forced: Option<Format>,
+    job_tz: Tz,
+) -> Result<SourceConfig> {
+    let key = |k: &str| format!("{prefix}{k}");
+    let written = match &s.format {
+        None => None,
+        Some(f) => Some(Format::parse(f).ok_or_else(|| {
+            config_error(
+                path,
+                format!(
+                    "key `{}`: unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)",
+                    key("format")
+                ),
+            )
+        })?),
+    };
+    let format = match (forced, written) {
+        (Some(a), Some(b)) if a != b => {
             return Err(config_error(
                 path,
                 format!(
-                    "key `{}`: {:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
-                    key("timestamp_format"),
-                    s.timestamp_format
-                ),
-            ));
-        };
-        let decimal = single_char(
-            path,
-            &key("decimal_separator"),
-            &s.decimal_separator,
-            &['.', ','],
-        )?;
-        let thousands = s
-            .thousands_separator
-            .as_deref()
-            .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
-            .transpose()?;
-        if thousands == Some(decimal) {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: same as the decimal separator",
-                    key("thousands_separator")
+                    "key `{}`: the file says {b} but --format is {a}",
+                    key("format")
                 ),
             ));
         }
-        let delimiter = single_char(
-            path,
-            &key("delimiter"),
-            &s.delimiter,
-            &[',', ';', '\t', '|'],
-        )?;
-        let mut kinds = BTreeMap::new();
-        if s.kinds.is_empty() {
-            kinds.insert("PAYMENT".to_string(), LineKind::Payment);
-            kinds.insert("REFUND".to_string(), LineKind::Refund);
-        }
-        for (value, kind) in &s.kinds {
-            let k = match kind.to_ascii_uppercase().as_str() {
-                "PAYMENT" => LineKind::Payment,
-                "REFUND" => LineKind::Refund,
-                other => {
+        (Some(a), _) => a,
+        (None, Some(b)) => b,
+        (None, None) => Format::Csv,
+    };
+    let timezone = match &s.timezone {
+        Some(t) => parse_tz(path, &key("timezone"), t)?,
+        None => job_tz,
+    };
+    let encoding = match &s.encoding {
+        None => None,
+        Some(label) => {
+            if matches!(format, Format::Xlsx | Format::Camt053 | Format::Camt054) {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{}`: {format} files declare their own encoding; remove the key",
+                        key("encoding")
+                    ),
+                ));
+            }
+            let l = label.trim().to_ascii_lowercase();
+            if matches!(l.as_str(), "ibm852" | "cp852" | "852" | "ibm-852") {
+                Some(TextEncoding::Ibm852)
+            } else {
+                let enc = encoding_rs::Encoding::for_label(l.as_bytes()).ok_or_else(|| {
+                    config_error(
+                        path,
+                        format!(
+                            "key `{}`: unknown encoding {label:?} (hint: utf-8, windows-1252, latin1, iso-8859-2, iso-8859-15, ibm852, gbk)",
+                            key("encoding")
+                        ),
+                    )
+                })?;
+                if enc == encoding_rs::UTF_8 {
+                    None
+                } else if enc.output_encoding() != enc {
                     return Err(config_error(
                         path,
                         format!(
-                            "key `{}.{value}`: {other:?} is not PAYMENT or REFUND",
-                            key("kinds")
+                            "key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)",
+                            key("encoding")
                         ),
                     ));
+                } else {
+                    Some(TextEncoding::Whatwg(enc))
                 }
-            };
-            kinds.insert(value.trim().to_uppercase(), k);
+            }
         }
-        let c = s.columns;
-        Ok(SourceConfig {
-            name: s.name,
-            path: source_path,
-            timezone,
-            timestamp_format,
-            number_format: crate::money::NumberFormat { decimal, thousands },
-            delimiter: delimiter as u8,
-            skip_lines: s.skip_lines,
-            negate_amounts: s.negate_amounts,
-            columns: Columns {
-                provider_txn_id: c.provider_txn_id,
-                reference: c.reference,
-                recipient: c.recipient,
-                amount: c.amount,
-                currency: c.currency,
-                booked_at: c.booked_at,
-                kind: c.kind,
-            },
-            kinds,
-        })
+    };
+    if !format.needs_mapping() {
+        // Bank formats define their own layout: a mapping key would be silently ignored.
+        let mapping_keys = [
+            ("timestamp_format", s.timestamp_format.is_some()),
+            ("decimal_separator", s.decimal_separator.is_some()),
+            ("thousands_separator", s.thousands_separator.is_some()),
+            ("amount_symbols", s.amount_symbols.is_some()),
+            ("delimiter", s.delimiter.is_some()),
+            ("has_header", s.has_header.is_some()),
+            ("skip_lines", s.skip_lines.is_some()),
+            ("skip_footer", s.skip_footer.is_some()),
+            ("sheet", s.sheet.is_some()),
+            ("negate_amounts", s.negate_amounts.is_some()),
+            ("currency", s.currency.is_some()),
+            ("columns", s.columns.is_some()),
+            ("kinds", s.kinds.is_some()),
+            ("signs", s.signs.is_some()),
+        ];
+        if let Some((k, _)) = mapping_keys.iter().find(|(_, set)| *set) {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: not used by format {format} (bank formats need no column mapping)",
+                    key(k)
+                ),
+            ));
+        }
+        let mut src = SourceConfig::bank_default(format);
+        src.timezone = timezone;
+        src.encoding = encoding;
+        return Ok(src);
     }
+    if format == Format::Xlsx && s.delimiter.is_some() {
+        return Err(config_error(
+            path,
+            format!("key `{}`: not used by format xlsx", key("delimiter")),
+        ));
+    }
+    if format == Format::Csv && s.sheet.is_some() {
+        return Err(config_error(
+            path,
+            format!("key `{}`: not used by format csv", key("sheet")),
+        ));
+    }
+    let Some(ts) = s.timestamp_format.as_deref() else {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}` is missing (format {format} needs it)",
+                key("timestamp_format")
+            ),
+        ));
+    };
+    let timestamp_format = if ts.eq_ignore_ascii_case("rfc3339") {
+        TimestampFormat::Rfc3339
+    } else if ts.contains('%') {
+        TimestampFormat::Pattern(ts.to_string())
+    } else {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}`: {ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
+                key("timestamp_format"),
+            ),
+        ));
+    };
+    let decimal = single_char(
+        path,
+        &key("decimal_separator"),
+        s.decimal_separator.as_deref().unwrap_or("."),
+        &['.', ','],
+    )?;
+    let thousands = s
+        .thousands_separator
+        .as_deref()
+        .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
+        .transpose()?;
+    if thousands == Some(decimal) {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}`: same as the decimal separator",
+                key("thousands_separator")
+            ),
+        ));
+    }
+    let delimiter = single_char(
+        path,
+        &key("delimiter"),
+        s.delimiter.as_deref().unwrap_or(","),
+        &[',', ';', '\t', '|'],
+    )?;
+    let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
+    if let Some(c) = amount_symbols.iter().find(|c| {
+        c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+'
+    }) {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}`: {c:?} is part of a number and cannot be removed",
+                key("amount_symbols")
+            ),
+        ));
+    }
+    let currency = s
+        .currency
+        .as_deref()
+        .map(|c| {
+            crate::money::currency(c)
+                .map(|(code, _)| code)
+                .map_err(|e| config_error(path, format!("key `{}`: {e}", key("currency"))))
+        })
+        .transpose()?;
+    let mut kinds = BTreeMap::new();
+    let raw_kinds = s.kinds.unwrap_or_default();
+    if raw_kinds.is_empty() {
+        kinds = default_kinds();
+    }
+    for (value, kind) in &raw_kinds {
+        let k = match kind.to_ascii_uppercase().as_str() {
+            "PAYMENT" => LineKind::Payment,
+            "REFUND" => LineKind::Refund,
+            other => {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{}.{value}`: {other:?} is not PAYMENT or REFUND",
+                        key("kinds")
+                    ),
+                ));
+            }
+        };
+        kinds.insert(value.trim().to_uppercase(), k);
+    }
+    let mut signs = BTreeMap::new();
+    for (value, sign) in s.signs.unwrap_or_default() {
+        let v = match sign.to_ascii_lowercase().as_str() {
+            "credit" => Sign::Credit,
+            "debit" => Sign::Debit,
+            other => {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{}.{value}`: {other:?} is not credit or debit",
+                        key("signs")
+                    ),
+                ));
+            }
+        };
+        signs.insert(value.trim().to_uppercase(), v);
+    }
+    let Some(c) = s.columns else {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}` is missing (format {format} needs a column mapping)",
+                key("columns")
+            ),
+        ));
+    };
+    let has_header = s.has_header.unwrap_or(true);
+    let columns = Columns {
+        provider_txn_id: c.provider_txn_id,
+        reference: c.reference,
+        recipient: c.recipient,
+        amount: c.amount,
+        debit: c.debit,
+        credit: c.credit,
+        sign: c.sign,
+        currency: c.currency,
+        booked_at: c.booked_at,
+        booked_time: c.booked_time,
+        kind: c.kind,
+    };
+    let col_err = |k: &str, msg: &str| {
+        config_error(
+            path,
+            format!("key `{}`: {msg}", key(&format!("columns.{k}"))),
+        )
+    };
+    match (
+        &columns.amount,
+        columns.debit.is_some() || columns.credit.is_some(),
+    ) {
+        (Some(_), true) => {
+            return Err(col_err(
+                "amount",
+                "give either amount or debit/credit columns, not both",
+            ));
+        }
+        (None, false) => {
+            return Err(col_err(
+                "amount",
+                "missing (or give debit and/or credit columns)",
+            ));
+        }
+        _ => {}
+    }
+    if columns.sign.is_some() && columns.amount.is_none() {
+        return Err(col_err("sign", "a sign column needs an amount column"));
+    }
+    if columns.sign.is_some() && signs.is_empty() {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}` is missing: map every value of the sign column to credit or debit",
+                key("signs")
+            ),
+        ));
+    }
+    if columns.sign.is_none() && !signs.is_empty() {
+        return Err(col_err(
+            "sign",
+            "missing: `signs` is given but no sign column",
+        ));
+    }
+    match (&columns.currency, currency) {
+        (Some(_), Some(_)) => {
+            return Err(config_error(
+                path,
+                format!(
+                    "keys `{}`/`{}`: give one of them",
+                    key("currency"),
+                    key("columns.currency")
+                ),
+            ));
+        }
+        (None, None) => {
+            return Err(col_err(
+                "currency",
+                "missing (or give the source's fixed `currency`)",
+            ));
+        }
+        _ => {}
+    }
+    if !has_header {
+        for (k, v) in [
+            ("provider_txn_id", &columns.provider_txn_id),
+            ("reference", &columns.reference),
+            ("recipient", &columns.recipient),
+            ("amount", &columns.amount),
+            ("debit", &columns.debit),
+            ("credit", &columns.credit),
+            ("sign", &columns.sign),
+            ("currency", &columns.currency),
+            ("booked_at", &Some(columns.booked_at.clone())),
+            ("booked_time", &columns.booked_time),
+            ("kind", &columns.kind),
+        ] {
+            if let Some(v) = v
+                && column_index(v).is_none()
+            {
+                return Err(col_err(
+                    k,
+                    &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
+                ));
+            }
+        }
+    }
+    Ok(SourceConfig {
+        name: String::new(),
+        format,
+        path: SourcePath::Fixed {
+            path: PathBuf::new(),
+            complete: None,
+        },
+        timezone,
+        encoding,
+        timestamp_format,
+        number_format: crate::money::NumberFormat { decimal, thousands },
+        amount_symbols,
+        delimiter: delimiter as u8,
+        has_header,
+        skip_lines: s.skip_lines.unwrap_or(0),
+        skip_footer: s.skip_footer.unwrap_or(0),
+        sheet: s.sheet,
+        negate_amounts: s.negate_amounts.unwrap_or(false),
+        currency,
+        columns,
+        kinds,
+        signs,
+    })
+}
+
+/// A `#N` column reference (1-based) as a 0-based index.
+pub fn column_index(name: &str) -> Option<usize> {
+    name.trim()
+        .strip_prefix('#')
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n >= 1)
+        .map(|n| n - 1)
 }
 
 /// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show

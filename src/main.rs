@@ -84,14 +84,19 @@ enum Command {
     },
     /// Print the canonical statement lines recon reads from files, as CSV.
     Parse {
-        /// Job configuration whose source mapping to use.
+        /// Format: csv, xlsx, camt053, camt054, mt940 (MT942 too) or bai2. Default: the
+        /// source's format with --config, else required.
         #[arg(long)]
-        config: PathBuf,
-        /// Format (csv).
-        #[arg(long, default_value = "csv")]
-        format: String,
+        format: Option<String>,
+        /// Column mapping for csv/xlsx (the keys of one `[[source]]` table). Bank formats
+        /// need none (it may set `encoding` or `timezone`).
+        #[arg(long, conflicts_with_all = ["config", "source"])]
+        mapping: Option<PathBuf>,
+        /// Job configuration whose source mapping to use (instead of --mapping).
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// Source name in the config (default: the first source).
-        #[arg(long)]
+        #[arg(long, requires = "config")]
         source: Option<String>,
         /// Files to read.
         #[arg(required = true)]
@@ -354,18 +359,23 @@ async fn dispatch(command: Command) -> Result<i32> {
             Ok(exit::OK)
         }
         Command::Parse {
-            config,
             format,
+            mapping,
+            config,
             source,
             files,
         } => {
-            let cfg = Config::load(&config)?;
-            recon::sources::print_canonical(
-                &cfg,
-                &format,
+            let src = recon::sources::parse_settings(
+                format.as_deref(),
+                mapping.as_deref(),
+                config.as_deref(),
                 source.as_deref(),
+            )?;
+            recon::sources::print_canonical(
+                &src,
                 &files,
                 std::io::stdout().lock(),
+                std::io::stderr().lock(),
             )?;
             Ok(exit::OK)
         }

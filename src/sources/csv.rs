@@ -1,25 +1,26 @@
-//! Provider statements as CSV, read through the declarative column mapping of the config.
+//! Statements as delimited text (provider settlement CSVs and bank CSV exports), read through
+//! the declarative column mapping of the config.
+//!
+//! Dialects: any delimiter, quoting (the csv crate), a byte-order mark, an encoding other than
+//! UTF-8 (`encoding`, decoded strictly with encoding_rs), preamble lines (`skip_lines`), footer
+//! records (`skip_footer`), files without a header (`has_header = false`, columns `#N`),
+//! decimal commas, thousands separators, currency signs (`amount_symbols`), one signed amount
+//! column, separate debit/credit columns, or an amount with a sign / credit-debit indicator
+//! column (`columns.sign` + `signs`, which wins over the amount's own sign).
+//!
+//! The row → line mapping ([`Mapping`]) is shared with [`super::xlsx`].
 
-use super::{InputFile, Rejected, SourceLoad, StatementLine, sha256_hex};
-use crate::config::{LineKind, SourceConfig};
+use super::{InputFile, ParseContext, Rejected, SourceLoad, StatementLine, sha256_hex, text};
+use crate::config::{LineKind, Sign, SourceConfig, column_index};
 use crate::exit::{Failure, fail};
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
+use chrono::NaiveDateTime;
 use foldhash::HashMap;
 use foldhash::HashMapExt;
+use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Column positions resolved from the header.
-struct Positions {
-    txn: Option<usize>,
-    reference: Option<usize>,
-    recipient: usize,
-    amount: usize,
-    currency: usize,
-    booked_at: usize,
-    kind: Option<usize>,
-}
 
 /// The trimmed header names of a CSV reader (a leading byte-order mark removed).
 pub fn header_of<R: std::io::Read>(
@@ -39,18 +40,338 @@ pub fn header_of<R: std::io::Read>(
         .collect())
 }
 
-fn find(header: &[String], name: &str, key: &str, file: &str) -> Result<usize> {
+fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<usize> {
+    if let Some(i) = column_index(name) {
+        return Ok(i);
+    }
     header
-        .iter()
-        .position(|h| h == name.trim())
+        .and_then(|h| h.iter().position(|h| h == name.trim()))
         .ok_or_else(|| {
             fail(
                 Failure::Input,
                 format!(
-                    "{file}: column {name:?} (config key columns.{key}) is not in the header; found {header:?}"
+                    "{file}: column {name:?} (config key columns.{key}) is not in the header; found {:?}",
+                    header.unwrap_or(&[])
                 ),
             )
         })
+}
+
+/// One row of a table, whatever the file format: text cells (CSV) or typed cells (xlsx).
+pub trait Row {
+    /// The cell's text (for numbers: the shortest exact decimal, `.` as separator).
+    fn text(&self, i: usize) -> Option<&str>;
+    /// Whether the cell holds a native number (its text is `.`-decimal, no grouping).
+    fn is_number(&self, _i: usize) -> bool {
+        false
+    }
+    /// A native date-time cell.
+    fn date(&self, _i: usize) -> Option<NaiveDateTime> {
+        None
+    }
+    /// Whether every cell is blank.
+    fn is_blank(&self) -> bool;
+}
+
+impl Row for ::csv::StringRecord {
+    fn text(&self, i: usize) -> Option<&str> {
+        self.get(i)
+    }
+    fn is_blank(&self) -> bool {
+        self.iter().all(|f| f.trim().is_empty())
+    }
+}
+
+/// Column positions resolved from the header, with the source's settings.
+pub struct Mapping<'c> {
+    cfg: &'c SourceConfig,
+    txn: Option<usize>,
+    reference: Option<usize>,
+    recipient: Option<usize>,
+    amount: Option<usize>,
+    debit: Option<usize>,
+    credit: Option<usize>,
+    sign: Option<usize>,
+    currency: Option<usize>,
+    booked_at: usize,
+    booked_time: Option<usize>,
+    kind: Option<usize>,
+    names: (Arc<str>, Arc<str>),
+}
+
+impl<'c> Mapping<'c> {
+    /// Resolves the configured columns against `header` (`None`: positions only).
+    pub fn new(
+        cfg: &'c SourceConfig,
+        header: Option<&[String]>,
+        file: &str,
+    ) -> Result<Mapping<'c>> {
+        let c = &cfg.columns;
+        let opt = |v: &Option<String>, key: &str| {
+            v.as_deref().map(|n| find(header, n, key, file)).transpose()
+        };
+        Ok(Mapping {
+            cfg,
+            txn: opt(&c.provider_txn_id, "provider_txn_id")?,
+            reference: opt(&c.reference, "reference")?,
+            recipient: opt(&c.recipient, "recipient")?,
+            amount: opt(&c.amount, "amount")?,
+            debit: opt(&c.debit, "debit")?,
+            credit: opt(&c.credit, "credit")?,
+            sign: opt(&c.sign, "sign")?,
+            currency: opt(&c.currency, "currency")?,
+            booked_at: find(header, &c.booked_at, "booked_at", file)?,
+            booked_time: opt(&c.booked_time, "booked_time")?,
+            kind: opt(&c.kind, "kind")?,
+            names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
+        })
+    }
+
+    fn field<'r, R: Row>(&self, row: &'r R, i: usize, name: &str) -> Result<&'r str, String> {
+        row.text(i)
+            .ok_or_else(|| format!("column {name:?} is missing (short row)"))
+    }
+
+    /// Parses an amount cell (`None` when blank).
+    fn amount_cell<R: Row>(
+        &self,
+        row: &R,
+        i: usize,
+        name: &str,
+        currency: &'static str,
+        exponent: u32,
+    ) -> Result<Option<i64>, String> {
+        let raw = self.field(row, i, name)?;
+        let parsed = if row.is_number(i) {
+            money::parse_decimal(raw, money::NumberFormat::DOT)
+        } else {
+            let cleaned: std::borrow::Cow<'_, str> = if self.cfg.amount_symbols.is_empty() {
+                raw.into()
+            } else {
+                raw.chars()
+                    .filter(|c| !self.cfg.amount_symbols.contains(c))
+                    .collect::<String>()
+                    .into()
+            };
+            if cleaned.trim().is_empty() {
+                return Ok(None);
+            }
+            money::parse_decimal(&cleaned, self.cfg.number_format)
+        };
+        parsed
+            .and_then(|d| money::to_minor(d, currency, exponent))
+            .map(Some)
+            .map_err(|e| format!("column {name:?}: {e}"))
+    }
+
+    /// Turns one row into a canonical line, or says which column is wrong.
+    pub fn line<R: Row>(&self, row: &R, line_no: u64) -> Result<StatementLine, String> {
+        let c = &self.cfg.columns;
+        let (currency, exponent) = match (self.currency, self.cfg.currency) {
+            (Some(i), _) => {
+                let name = c.currency.as_deref().unwrap_or("currency");
+                text::currency(self.field(row, i, name)?)
+                    .map_err(|e| format!("column {name:?}: {e}"))?
+            }
+            (None, Some(code)) => text::currency(code)?,
+            (None, None) => return Err("no currency column".into()),
+        };
+        let amount = if let Some(i) = self.amount {
+            let name = c.amount.as_deref().unwrap_or("amount");
+            let v = self
+                .amount_cell(row, i, name, currency, exponent)?
+                .ok_or_else(|| format!("column {name:?}: empty amount"))?;
+            match self.sign {
+                None => v,
+                Some(s) => {
+                    let sname = c.sign.as_deref().unwrap_or("sign");
+                    let flag = self.field(row, s, sname)?;
+                    match self.cfg.signs.get(&normalize::text(flag).to_uppercase()) {
+                        Some(Sign::Credit) => v.abs(),
+                        Some(Sign::Debit) => -v.abs(),
+                        None => {
+                            return Err(format!(
+                                "column {sname:?}: value {flag:?} is not mapped to credit or debit (config key signs)"
+                            ));
+                        }
+                    }
+                }
+            }
+        } else {
+            let debit = match self.debit {
+                Some(i) => self.amount_cell(
+                    row,
+                    i,
+                    c.debit.as_deref().unwrap_or("debit"),
+                    currency,
+                    exponent,
+                )?,
+                None => None,
+            };
+            let credit = match self.credit {
+                Some(i) => self.amount_cell(
+                    row,
+                    i,
+                    c.credit.as_deref().unwrap_or("credit"),
+                    currency,
+                    exponent,
+                )?,
+                None => None,
+            };
+            match (debit.filter(|v| *v != 0), credit.filter(|v| *v != 0)) {
+                (Some(_), Some(_)) => {
+                    return Err("both the debit and the credit column hold an amount".into());
+                }
+                // A debit column may hold the amount with or without its minus sign.
+                (Some(d), None) => -d.abs(),
+                (None, Some(cr)) if cr < 0 => {
+                    return Err(format!(
+                        "credit column holds a negative amount ({cr} minor units)"
+                    ));
+                }
+                (None, Some(cr)) => cr,
+                (None, None) if debit.is_some() || credit.is_some() => 0,
+                (None, None) => {
+                    return Err("neither the debit nor the credit column holds an amount".into());
+                }
+            }
+        };
+        let amount_minor = if self.cfg.negate_amounts {
+            -amount
+        } else {
+            amount
+        };
+        let booked_at = match row.date(self.booked_at) {
+            Some(naive) => timeparse::local_to_utc(naive, self.cfg.timezone)
+                .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
+            None => {
+                let booked_text = self.field(row, self.booked_at, &c.booked_at)?;
+                let joined;
+                let text = match self.booked_time {
+                    None => booked_text,
+                    Some(i) => {
+                        let t = self.field(row, i, c.booked_time.as_deref().unwrap_or("time"))?;
+                        joined = format!("{} {}", booked_text.trim(), t.trim());
+                        &joined
+                    }
+                };
+                timeparse::parse(text, &self.cfg.timestamp_format, self.cfg.timezone)
+                    .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
+            }
+        };
+        let recipient = match self.recipient {
+            None => String::new(),
+            Some(i) => {
+                let name = c.recipient.as_deref().unwrap_or("recipient");
+                let r = normalize::account(self.field(row, i, name)?);
+                if r.is_empty() {
+                    return Err(format!("column {name:?}: empty recipient"));
+                }
+                r
+            }
+        };
+        let kind = match self.kind {
+            None => LineKind::Payment,
+            Some(i) => {
+                let name = c.kind.as_deref().unwrap_or("kind");
+                let v = self.field(row, i, name)?;
+                let key = normalize::text(v).to_uppercase();
+                *self.cfg.kinds.get(&key).ok_or_else(|| {
+                    format!(
+                        "column {name:?}: value {v:?} is not mapped to PAYMENT or REFUND (config key kinds)"
+                    )
+                })?
+            }
+        };
+        let optional = |i: Option<usize>| {
+            i.and_then(|i| row.text(i))
+                .map(normalize::text)
+                .filter(|s| !s.is_empty())
+        };
+        Ok(StatementLine {
+            source: self.names.0.clone(),
+            file: self.names.1.clone(),
+            line_no,
+            provider_txn_id: optional(self.txn),
+            reference: optional(self.reference),
+            recipient,
+            amount_minor,
+            currency,
+            booked_at,
+            kind,
+            account: None,
+            entry: None,
+        })
+    }
+}
+
+/// Collects accepted lines of one file, dropping re-deliveries within it (same provider id,
+/// same content) and rejecting an id seen before with different content.
+pub struct Collector {
+    source: String,
+    file: String,
+    /// Accepted lines.
+    pub lines: Vec<StatementLine>,
+    /// Rejected lines.
+    pub rejected: Vec<Rejected>,
+    /// Dropped re-deliveries.
+    pub duplicates: usize,
+    seen: HashMap<String, usize>,
+}
+
+impl Collector {
+    /// An empty collector for `file` of source `source`.
+    pub fn new(source: &str, file: &str) -> Collector {
+        Collector {
+            source: source.to_string(),
+            file: file.to_string(),
+            lines: Vec::new(),
+            rejected: Vec::new(),
+            duplicates: 0,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// Records a rejected line.
+    pub fn reject(&mut self, line: u64, reason: String) {
+        self.rejected.push(Rejected {
+            source: self.source.clone(),
+            file: self.file.clone(),
+            line,
+            reason,
+        });
+    }
+
+    /// Adds a parsed row.
+    pub fn push(&mut self, parsed: Result<StatementLine, String>, line_no: u64) {
+        let line = match parsed {
+            Ok(l) => l,
+            Err(reason) => return self.reject(line_no, reason),
+        };
+        if let Some(id) = &line.provider_txn_id {
+            if let Some(&i) = self.seen.get(id) {
+                let first: &StatementLine = &self.lines[i];
+                if first.amount_minor == line.amount_minor
+                    && first.currency == line.currency
+                    && first.booked_at == line.booked_at
+                    && first.recipient == line.recipient
+                    && first.reference == line.reference
+                    && first.kind == line.kind
+                {
+                    self.duplicates += 1;
+                } else {
+                    let reason = format!(
+                        "provider_txn_id {id:?} already seen at line {} with different content",
+                        first.line_no
+                    );
+                    self.reject(line_no, reason);
+                }
+                return;
+            }
+            self.seen.insert(id.clone(), self.lines.len());
+        }
+        self.lines.push(line);
+    }
 }
 
 /// Reads one CSV file into `load`. Returns whether every data line was accepted.
@@ -75,12 +396,30 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     Ok(clean)
 }
 
+/// The 1-based line a record starts on. After a CRLF record end the csv crate reports the
+/// next record at the `\n` still on the previous line; that `\n` belongs to the line before.
+fn line_of(body: &[u8], p: &::csv::Position) -> u64 {
+    let at = usize::try_from(p.byte()).unwrap_or(usize::MAX);
+    match body.get(at) {
+        Some(b'\n') => p.line() + 1,
+        _ => p.line(),
+    }
+}
+
 /// Parses CSV bytes: accepted lines, rejected lines, and the number of dropped re-deliveries.
 pub fn parse_bytes(
     cfg: &SourceConfig,
     file: &str,
     bytes: &[u8],
 ) -> Result<(Vec<StatementLine>, Vec<Rejected>, usize)> {
+    let decoded;
+    let bytes = match cfg.encoding {
+        None => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
+        Some(_) => {
+            decoded = text::decode(&ParseContext::new(cfg, file), bytes)?;
+            decoded.as_bytes()
+        }
+    };
     // Skip the preamble by physical lines, then let the csv crate handle quoting.
     let mut offset = 0usize;
     for _ in 0..cfg.skip_lines {
@@ -93,164 +432,61 @@ pub fn parse_bytes(
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let mut reader = ::csv::ReaderBuilder::new()
         .delimiter(cfg.delimiter)
-        .has_headers(true)
+        .has_headers(cfg.has_header)
         .flexible(true)
         .from_reader(body);
-    let header = header_of(&mut reader, file)?;
-    let c = &cfg.columns;
-    let pos = Positions {
-        txn: c
-            .provider_txn_id
-            .as_deref()
-            .map(|n| find(&header, n, "provider_txn_id", file))
-            .transpose()?,
-        reference: c
-            .reference
-            .as_deref()
-            .map(|n| find(&header, n, "reference", file))
-            .transpose()?,
-        recipient: find(&header, &c.recipient, "recipient", file)?,
-        amount: find(&header, &c.amount, "amount", file)?,
-        currency: find(&header, &c.currency, "currency", file)?,
-        booked_at: find(&header, &c.booked_at, "booked_at", file)?,
-        kind: c
-            .kind
-            .as_deref()
-            .map(|n| find(&header, n, "kind", file))
-            .transpose()?,
+    let header = if cfg.has_header {
+        Some(header_of(&mut reader, file)?)
+    } else {
+        None
     };
+    let mapping = Mapping::new(cfg, header.as_deref(), file)?;
     let line_base = cfg.skip_lines as u64;
-    let mut lines = Vec::new();
-    let mut rejected = Vec::new();
-    let mut duplicates = 0usize;
-    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Collector::new(&cfg.name, file);
+    // Footer records are held back until we know they are not the last `skip_footer` ones.
+    let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(cfg.skip_footer);
     let mut record = ::csv::StringRecord::new();
-    let names = (Arc::<str>::from(cfg.name.as_str()), Arc::<str>::from(file));
     loop {
-        let line_no = line_base + reader.position().line();
+        let line_no = line_base + line_of(body, reader.position());
         match reader.read_record(&mut record) {
             Ok(false) => break,
             Ok(true) => {}
             Err(e) => {
                 let line = e
                     .position()
-                    .map(|p| line_base + p.line())
+                    .map(|p| line_base + line_of(body, p))
                     .unwrap_or(line_no);
-                rejected.push(Rejected {
-                    source: cfg.name.clone(),
-                    file: file.to_string(),
-                    line,
-                    reason: format!("unreadable record: {e}"),
-                });
+                out.reject(line, format!("unreadable record: {e}"));
                 continue;
             }
         }
         let line_no = record
             .position()
-            .map(|p| line_base + p.line())
+            .map(|p| line_base + line_of(body, p))
             .unwrap_or(line_no);
-        if record.iter().all(|f| f.trim().is_empty()) {
+        if record.is_blank() {
             continue;
         }
-        match parse_record(cfg, &pos, &record, &names, line_no) {
-            Ok(line) => {
-                if let Some(id) = &line.provider_txn_id {
-                    if let Some(&i) = seen.get(id) {
-                        let first: &StatementLine = &lines[i];
-                        if first.amount_minor == line.amount_minor
-                            && first.currency == line.currency
-                            && first.booked_at == line.booked_at
-                            && first.recipient == line.recipient
-                            && first.reference == line.reference
-                            && first.kind == line.kind
-                        {
-                            duplicates += 1;
-                        } else {
-                            rejected.push(Rejected {
-                                source: cfg.name.clone(),
-                                file: file.to_string(),
-                                line: line_no,
-                                reason: format!(
-                                    "provider_txn_id {id:?} already seen at line {} with different content",
-                                    first.line_no
-                                ),
-                            });
-                        }
-                        continue;
-                    }
-                    seen.insert(id.clone(), lines.len());
-                }
-                lines.push(line);
-            }
-            Err(reason) => rejected.push(Rejected {
-                source: cfg.name.clone(),
-                file: file.to_string(),
-                line: line_no,
-                reason,
-            }),
+        if cfg.skip_footer == 0 {
+            out.push(mapping.line(&record, line_no), line_no);
+            continue;
+        }
+        held.push_back((record.clone(), line_no));
+        if held.len() > cfg.skip_footer
+            && let Some((r, n)) = held.pop_front()
+        {
+            out.push(mapping.line(&r, n), n);
         }
     }
-    Ok((lines, rejected, duplicates))
-}
-
-fn field<'r>(record: &'r ::csv::StringRecord, i: usize, name: &str) -> Result<&'r str, String> {
-    record
-        .get(i)
-        .ok_or_else(|| format!("column {name:?} is missing (short row)"))
-}
-
-fn optional(record: &::csv::StringRecord, i: Option<usize>) -> Option<String> {
-    i.and_then(|i| record.get(i))
-        .map(normalize::text)
-        .filter(|s| !s.is_empty())
-}
-
-fn parse_record(
-    cfg: &SourceConfig,
-    pos: &Positions,
-    record: &::csv::StringRecord,
-    (source, file): &(Arc<str>, Arc<str>),
-    line_no: u64,
-) -> Result<StatementLine, String> {
-    let c = &cfg.columns;
-    let currency_text = field(record, pos.currency, &c.currency)?;
-    let (currency, exponent) =
-        money::currency(currency_text).map_err(|e| format!("column {:?}: {e}", c.currency))?;
-    let amount_text = field(record, pos.amount, &c.amount)?;
-    let amount = money::parse_decimal(amount_text, cfg.number_format)
-        .and_then(|d| money::to_minor(d, currency, exponent))
-        .map_err(|e| format!("column {:?}: {e}", c.amount))?;
-    let amount_minor = if cfg.negate_amounts { -amount } else { amount };
-    let booked_text = field(record, pos.booked_at, &c.booked_at)?;
-    let booked_at = timeparse::parse(booked_text, &cfg.timestamp_format, cfg.timezone)
-        .map_err(|e| format!("column {:?}: {e}", c.booked_at))?;
-    let recipient = normalize::account(field(record, pos.recipient, &c.recipient)?);
-    if recipient.is_empty() {
-        return Err(format!("column {:?}: empty recipient", c.recipient));
+    if held.len() < cfg.skip_footer {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{file}: has {} record(s) after the header, fewer than skip_footer = {}",
+                held.len(),
+                cfg.skip_footer
+            ),
+        ));
     }
-    let kind = match pos.kind {
-        None => LineKind::Payment,
-        Some(i) => {
-            let name = c.kind.as_deref().unwrap_or("kind");
-            let v = field(record, i, name)?;
-            let key = normalize::text(v).to_uppercase();
-            *cfg.kinds.get(&key).ok_or_else(|| {
-                format!(
-                    "column {name:?}: value {v:?} is not mapped to PAYMENT or REFUND (config key kinds)"
-                )
-            })?
-        }
-    };
-    Ok(StatementLine {
-        source: source.clone(),
-        file: file.clone(),
-        line_no,
-        provider_txn_id: optional(record, pos.txn),
-        reference: optional(record, pos.reference),
-        recipient,
-        amount_minor,
-        currency,
-        booked_at,
-        kind,
-    })
+    Ok((out.lines, out.rejected, out.duplicates))
 }

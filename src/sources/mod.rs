@@ -1,18 +1,41 @@
 //! Statement sources: each format turns files into canonical [`StatementLine`]s with file and
-//! line position, plus the period the source covers completely (DESIGN.md rule 2).
+//! line position, plus the period the source covers completely (DESIGN.md rule 2) and the
+//! facts a statement declares about itself ([`StatementFacts`]: period, balances, control
+//! totals) for completeness gates.
 //!
-//! Sources know nothing of matching. Normalisation (trim, width, IBAN spaces, time zone → UTC,
-//! currency case, exact minor units) happens here, once.
+//! One module per format: [`csv`], [`xlsx`], [`camt`] (camt.053 and camt.054), [`mt940`]
+//! (MT940 and MT942) and [`bai2`]. Sources know nothing of matching. Normalisation (trim,
+//! width, IBAN spaces, time zone → UTC, currency case, exact minor units) happens here, once.
+//!
+//! Amounts are signed as booked on the statement's account for the bank formats: credits
+//! positive, debits negative; a reversal carries the sign of its own booking (camt
+//! `CdtDbtInd`, MT940 `RC` = debit, `RD` = credit) and the kind `REFUND`.
 
+pub mod bai2;
+pub mod camt;
 pub mod csv;
+pub mod mt940;
+mod text;
+pub mod xlsx;
 
-use crate::config::{LineKind, SourceConfig, SourcePath};
+use crate::config::{Format, LineKind, SourceConfig, SourcePath};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
+
+type ContentKey<'a> = (
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<&'a str>,
+    &'a str,
+    i64,
+    &'static str,
+    Micros,
+    LineKind,
+);
 
 /// One canonical statement line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +60,71 @@ pub struct StatementLine {
     pub booked_at: Micros,
     /// Payment or refund.
     pub kind: LineKind,
+    /// The statement's own account (bank formats), if the file names it. Mask when printed.
+    pub account: Option<Arc<str>>,
+    /// Entry and detail index for XML formats, where a line number alone says little.
+    pub entry: Option<EntryRef>,
+}
+
+/// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
+/// into its transaction details, the detail's index within the entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef {
+    /// 1-based entry index in the file.
+    pub entry: u32,
+    /// 1-based transaction detail index within the entry.
+    pub detail: Option<u32>,
 }
 
 impl StatementLine {
+    /// Human position: `file:line` for text formats, `file:entry 3/detail 2` for XML.
+    pub fn position(&self) -> String {
+        match self.entry {
+            None => format!("{}:{}", self.file, self.line_no),
+            Some(EntryRef {
+                entry,
+                detail: None,
+            }) => format!("{}:entry {entry}", self.file),
+            Some(EntryRef {
+                entry,
+                detail: Some(d),
+            }) => format!("{}:entry {entry}/detail {d}", self.file),
+        }
+    }
+
+    /// Stable fingerprint of the line's content, independent of file and position: what
+    /// identifies a re-delivered line when the format has no transaction id.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.account.as_deref().unwrap_or(""),
+            self.provider_txn_id.as_deref().unwrap_or(""),
+            self.reference.as_deref().unwrap_or(""),
+            &self.recipient,
+            &self.amount_minor.to_string(),
+            self.currency,
+            &self.booked_at.to_string(),
+            self.kind.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0x1f]);
+        }
+        hex::encode(&h.finalize()[..16])
+    }
+
+    fn content_key(&self) -> ContentKey<'_> {
+        (
+            self.account.as_deref(),
+            self.provider_txn_id.as_deref(),
+            self.reference.as_deref(),
+            &self.recipient,
+            self.amount_minor,
+            self.currency,
+            self.booked_at,
+            self.kind,
+        )
+    }
+
     /// Stable identity for results and ticket keys: the provider id, or `source#Lnn`.
     pub fn uid(&self) -> std::borrow::Cow<'_, str> {
         match &self.provider_txn_id {
@@ -92,6 +177,379 @@ pub struct SourceLoad {
     pub coverage: Vec<(Micros, Micros)>,
     /// Why coverage is smaller than it could be (missing daily file, rejected lines, …).
     pub warnings: Vec<String>,
+    /// What each statement in the files declared about itself.
+    pub facts: Vec<StatementFacts>,
+    /// Re-delivery index over `lines` (see [`SourceLoad::add`]).
+    pub dedupe: DedupeIndex,
+}
+
+/// A balance a statement declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Balance {
+    /// Signed minor units (credit positive).
+    pub amount_minor: i64,
+    /// ISO 4217 code.
+    pub currency: &'static str,
+    /// The day the balance is for, if given.
+    pub date: Option<NaiveDate>,
+}
+
+/// What one statement (camt `Stmt`/`Ntfctn`, MT940 `:20:` block, BAI2 account) declares about
+/// itself and what its entries add up to. The run's completeness gates use these facts; the
+/// parsers only report them. A balance that does not chain is a fact, not a parse error
+/// (excerpts and notifications legitimately do not chain).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StatementFacts {
+    /// File path.
+    pub file: String,
+    /// Where the statement starts (`line 12`, `statement 2`).
+    pub position: String,
+    /// The statement's own id (camt `Id`, MT940 `:20:`, BAI2 group originator), if any.
+    pub statement_id: Option<String>,
+    /// The statement's account as written (mask when printing).
+    pub account: Option<String>,
+    /// Account currency, when the statement names one.
+    pub currency: Option<&'static str>,
+    /// First day covered (statement period, or the booking day).
+    pub from: Option<NaiveDate>,
+    /// Last day covered (inclusive).
+    pub to: Option<NaiveDate>,
+    /// Opening booked balance (camt OPBD/PRCD, MT940 :60F:/:60M:, BAI2 010).
+    pub opening: Option<Balance>,
+    /// Closing booked balance (camt CLBD, MT940 :62F:/:62M:, BAI2 015).
+    pub closing: Option<Balance>,
+    /// Booked entries seen (a batch entry counts once, whatever its details).
+    pub entries: u64,
+    /// Signed sum of the booked entries, in minor units of `currency`.
+    pub entries_sum: i64,
+    /// Number of entries the statement declares (camt TxsSummry, MT942 :90D:+:90C:).
+    pub declared_entries: Option<u64>,
+    /// Net sum the statement declares (camt TtlNetNtry, MT942 :90C: − :90D:).
+    pub declared_net: Option<i64>,
+    /// Sum of the entries' absolute amounts, as the statement declares it (camt
+    /// TtlNtries/Sum, MT942 :90C: + :90D:).
+    pub declared_gross: Option<i64>,
+    /// Sum of the booked entries' absolute amounts.
+    pub entries_gross: i64,
+    /// Whether the format carries control totals that were checked (BAI2 49/98/99).
+    pub control_totals_checked: bool,
+    /// Control totals or counts that did not agree (a failed completeness fact, not a parse
+    /// error: the lines themselves were read whole).
+    pub control_problems: Vec<String>,
+    /// Entries present but not loaded, with why (e.g. camt entries with status PDNG).
+    pub not_loaded: Vec<String>,
+}
+
+impl StatementFacts {
+    /// A statement with only its file and position known.
+    pub fn new(file: &str, position: String) -> StatementFacts {
+        StatementFacts {
+            file: file.to_string(),
+            position,
+            statement_id: None,
+            account: None,
+            currency: None,
+            from: None,
+            to: None,
+            opening: None,
+            closing: None,
+            entries: 0,
+            entries_sum: 0,
+            declared_entries: None,
+            declared_net: None,
+            declared_gross: None,
+            entries_gross: 0,
+            control_totals_checked: false,
+            control_problems: Vec::new(),
+            not_loaded: Vec::new(),
+        }
+    }
+
+    /// Whether opening + entries = closing; `None` when a balance is missing or currencies
+    /// differ.
+    pub fn balance_chains(&self) -> Option<bool> {
+        let (o, c) = (self.opening?, self.closing?);
+        if o.currency != c.currency || self.currency.is_some_and(|cur| cur != o.currency) {
+            return None;
+        }
+        Some(o.amount_minor.checked_add(self.entries_sum) == Some(c.amount_minor))
+    }
+
+    /// Whether the declared entry count and net sum agree with the entries; `None` when the
+    /// statement declares neither.
+    pub fn declared_totals_agree(&self) -> Option<bool> {
+        if self.declared_entries.is_none()
+            && self.declared_net.is_none()
+            && self.declared_gross.is_none()
+            && !self.control_totals_checked
+        {
+            return None;
+        }
+        Some(
+            self.control_problems.is_empty()
+                && self.declared_entries.is_none_or(|n| n == self.entries)
+                && self.declared_net.is_none_or(|n| n == self.entries_sum)
+                && self.declared_gross.is_none_or(|n| n == self.entries_gross),
+        )
+    }
+
+    /// One line for humans (`recon parse` prints it to stderr). The account is masked.
+    pub fn describe(&self) -> String {
+        let money = |b: &Option<Balance>| match b {
+            Some(b) => format!(
+                "{} {}{}",
+                crate::money::format_minor(b.amount_minor, b.currency),
+                b.currency,
+                b.date.map(|d| format!(" on {d}")).unwrap_or_default()
+            ),
+            None => "-".to_string(),
+        };
+        let yn = |v: Option<bool>| match v {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "n/a",
+        };
+        let cur = self.currency.unwrap_or("");
+        let mut s = format!(
+            "{}:{}: statement {} account {} period {}..{}: opening {}, closing {}, {} entries summing {} {cur}; balances chain: {}; declared totals agree: {}{}",
+            self.file,
+            self.position,
+            self.statement_id.as_deref().unwrap_or("-"),
+            self.account
+                .as_deref()
+                .map(crate::mask::account)
+                .unwrap_or_else(|| "-".into()),
+            self.from
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "?".into()),
+            self.to.map(|d| d.to_string()).unwrap_or_else(|| "?".into()),
+            money(&self.opening),
+            money(&self.closing),
+            self.entries,
+            crate::money::format_minor(self.entries_sum, if cur.is_empty() { "EUR" } else { cur }),
+            yn(self.balance_chains()),
+            yn(self.declared_totals_agree()),
+            if self.control_totals_checked {
+                "; control totals checked"
+            } else {
+                ""
+            },
+        );
+        for p in &self.control_problems {
+            s.push_str("; control total problem: ");
+            s.push_str(p);
+        }
+        for n in &self.not_loaded {
+            s.push_str("; not loaded: ");
+            s.push_str(n);
+        }
+        s
+    }
+}
+
+/// What a bank-format parser produced from one file.
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    /// Canonical lines in file order.
+    pub lines: Vec<StatementLine>,
+    /// One entry per statement in the file.
+    pub facts: Vec<StatementFacts>,
+}
+
+/// What a parser needs besides the bytes.
+#[derive(Debug, Clone)]
+pub struct ParseContext {
+    /// Source name for the lines.
+    pub source: Arc<str>,
+    /// File path as shown in positions and errors.
+    pub file: Arc<str>,
+    /// Zone of dates and times without an offset.
+    pub timezone: chrono_tz::Tz,
+    /// Text encoding (`None`: strict UTF-8).
+    pub encoding: Option<crate::config::TextEncoding>,
+}
+
+impl ParseContext {
+    /// The context for reading `file` as source `cfg`.
+    pub fn new(cfg: &SourceConfig, file: &str) -> ParseContext {
+        ParseContext {
+            source: Arc::from(cfg.name.as_str()),
+            file: Arc::from(file),
+            timezone: cfg.timezone,
+            encoding: cfg.encoding,
+        }
+    }
+
+    /// An input error naming the file and a position.
+    pub fn error(
+        &self,
+        position: impl std::fmt::Display,
+        msg: impl std::fmt::Display,
+    ) -> anyhow::Error {
+        crate::exit::fail(
+            crate::exit::Failure::Input,
+            format!("{}:{position}: {msg}", self.file),
+        )
+    }
+}
+
+/// Parses the bytes of one file of a bank format. Any problem rejects the whole file with
+/// its position: bank files are read whole or not at all.
+pub fn parse_bank_bytes(format: Format, ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
+    match format {
+        Format::Camt053 | Format::Camt054 => camt::parse(ctx, bytes, format),
+        Format::Mt940 => mt940::parse(ctx, bytes),
+        Format::Bai2 => bai2::parse(ctx, bytes),
+        Format::Csv | Format::Xlsx => Err(ctx.error(
+            "1",
+            format!("{format} is not a bank format (it needs a column mapping)"),
+        )),
+    }
+}
+
+/// Reads one file of source `cfg` into `load`: lines (re-deliveries dropped, see
+/// [`SourceLoad::add`]), rejected lines, statement facts and the file record. Returns whether
+/// every line was accepted.
+pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
+    match cfg.format {
+        Format::Csv | Format::Xlsx => {
+            let mut one = SourceLoad::default();
+            let clean = if cfg.format == Format::Csv {
+                csv::read_file(cfg, path, &mut one)?
+            } else {
+                xlsx::read_file(cfg, path, &mut one)?
+            };
+            let mut file = one.files.pop().unwrap_or_else(|| InputFile {
+                source: cfg.name.clone(),
+                path: path.display().to_string(),
+                sha256: String::new(),
+                lines: 0,
+                rejected: 0,
+                duplicates: 0,
+            });
+            let dropped_before = file.duplicates;
+            let (kept, rejected) = load.add(one.lines, true);
+            file.duplicates = dropped_before + (file.lines - kept - rejected.len());
+            file.lines = kept;
+            file.rejected += rejected.len();
+            let clean = clean && rejected.is_empty();
+            load.rejected.extend(one.rejected);
+            load.rejected.extend(rejected);
+            load.files.push(file);
+            Ok(clean)
+        }
+        format => {
+            let file = path.display().to_string();
+            let bytes = std::fs::read(path).map_err(|e| {
+                crate::exit::fail(
+                    crate::exit::Failure::Input,
+                    format!("{file}: cannot read: {e}"),
+                )
+            })?;
+            let ctx = ParseContext::new(cfg, &file);
+            let parsed = parse_bank_bytes(format, &ctx, &bytes)?;
+            let total = parsed.lines.len();
+            let (kept, rejected) = load.add(parsed.lines, false);
+            debug_assert!(rejected.is_empty());
+            load.files.push(InputFile {
+                source: cfg.name.clone(),
+                path: file,
+                sha256: sha256_hex(&bytes),
+                lines: kept,
+                rejected: 0,
+                duplicates: total - kept,
+            });
+            load.facts.extend(parsed.facts);
+            Ok(true)
+        }
+    }
+}
+
+impl SourceLoad {
+    /// Adds the lines of one file, dropping re-deliveries of lines already loaded from
+    /// earlier files of this source (DESIGN.md rule 4, issue 4 point 5):
+    /// - with `ids_unique` (csv/xlsx with a provider id column), a line whose account and
+    ///   provider id were loaded before is dropped when its content is the same, and rejected
+    ///   when it differs (two different lines cannot share one provider id);
+    /// - otherwise (and for lines without an id) lines are compared by content
+    ///   ([`StatementLine::fingerprint`]), as multisets: a file that repeats k lines an
+    ///   earlier file had adds only what goes beyond them. Identical lines within one file are
+    ///   all kept: two equal fees on one day are two fees.
+    ///
+    /// Returns the number of lines kept and the rejected ones.
+    pub fn add(&mut self, lines: Vec<StatementLine>, ids_unique: bool) -> (usize, Vec<Rejected>) {
+        use foldhash::{HashMap, HashMapExt};
+        // Bring the index up to date with lines loaded without it (the first file).
+        let idx = &mut self.dedupe;
+        for (i, l) in self.lines.iter().enumerate().skip(idx.indexed) {
+            match (&l.provider_txn_id, ids_unique) {
+                (Some(id), true) => {
+                    idx.by_id.insert((l.account.clone(), id.clone()), i);
+                }
+                _ => *idx.by_content.entry(l.fingerprint()).or_insert(0) += 1,
+            }
+        }
+        idx.indexed = self.lines.len();
+        if self.lines.is_empty() {
+            // Nothing loaded yet: nothing to compare with (the index is built on demand).
+            let n = lines.len();
+            self.lines = lines;
+            return (n, Vec::new());
+        }
+        // Per file: how many loaded copies of a content this file has matched, and how many
+        // it added itself (those are not available to its own later lines).
+        let mut matched: HashMap<String, usize> = HashMap::new();
+        let mut added: HashMap<String, usize> = HashMap::new();
+        let mut rejected = Vec::new();
+        let mut kept = 0usize;
+        for l in lines {
+            match (&l.provider_txn_id, ids_unique) {
+                (Some(id), true) => {
+                    let key = (l.account.clone(), id.clone());
+                    if let Some(&i) = idx.by_id.get(&key) {
+                        let first = &self.lines[i];
+                        if first.content_key() != l.content_key() {
+                            rejected.push(Rejected {
+                                source: l.source.to_string(),
+                                file: l.file.to_string(),
+                                line: l.line_no,
+                                reason: format!(
+                                    "provider_txn_id {id:?} already loaded from {} with different content",
+                                    first.position()
+                                ),
+                            });
+                        }
+                        continue;
+                    }
+                    idx.by_id.insert(key, self.lines.len());
+                }
+                _ => {
+                    let fp = l.fingerprint();
+                    let loaded = idx.by_content.get(&fp).copied().unwrap_or(0);
+                    let own = added.get(&fp).copied().unwrap_or(0);
+                    let m = matched.entry(fp.clone()).or_insert(0);
+                    if *m < loaded - own {
+                        *m += 1;
+                        continue;
+                    }
+                    *idx.by_content.entry(fp.clone()).or_insert(0) += 1;
+                    *added.entry(fp).or_insert(0) += 1;
+                }
+            }
+            kept += 1;
+            self.lines.push(l);
+        }
+        idx.indexed = self.lines.len();
+        (kept, rejected)
+    }
+}
+
+/// What [`SourceLoad::add`] has seen, kept between files so each file costs its own size.
+#[derive(Debug, Clone, Default)]
+pub struct DedupeIndex {
+    by_id: foldhash::HashMap<(Option<Arc<str>>, String), usize>,
+    by_content: foldhash::HashMap<String, usize>,
+    indexed: usize,
 }
 
 /// Merges overlapping or touching half-open intervals.
@@ -125,7 +583,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
     let mut coverage = Vec::new();
     match &cfg.path {
         SourcePath::Fixed { path, complete } => {
-            let clean = csv::read_file(cfg, path, &mut load)?;
+            let clean = read_file(cfg, path, &mut load)?;
             match complete {
                 Some((from, to)) if clean => coverage.push((
                     timeparse::day_start(*from, cfg.timezone),
@@ -148,7 +606,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
                 let path_text = template.replace("{date}", &day.format("%Y-%m-%d").to_string());
                 let path = Path::new(&path_text);
                 if path.exists() {
-                    if csv::read_file(cfg, path, &mut load)? {
+                    if read_file(cfg, path, &mut load)? {
                         coverage.push((
                             timeparse::day_start(day, cfg.timezone),
                             timeparse::day_start(day.succ_opt().unwrap_or(day), cfg.timezone),
@@ -189,67 +647,134 @@ pub const CANONICAL_HEADER: [&str; 9] = [
     "kind",
 ];
 
-/// `recon parse`: reads `files` with the mapping of source `source` (default: the first) and
-/// writes canonical lines as CSV, then the rejected lines to stderr. Recipients are masked.
-/// Fails (input exit code) if any line was rejected.
-pub fn print_canonical<W: std::io::Write>(
-    cfg: &crate::config::Config,
-    format: &str,
+/// The source settings `recon parse` reads with: the source of a job config (`--config`,
+/// `--source`), a mapping file (`--mapping`), or a bank format's defaults.
+pub fn parse_settings(
+    format: Option<&str>,
+    mapping: Option<&Path>,
+    config: Option<&Path>,
     source: Option<&str>,
-    files: &[std::path::PathBuf],
-    out: W,
-) -> Result<()> {
+) -> Result<SourceConfig> {
     use crate::exit::{Failure, fail};
-    if format != "csv" {
+    let format = format
+        .map(|f| {
+            Format::parse(f).ok_or_else(|| {
+                fail(
+                    Failure::Config,
+                    format!("--format {f:?}: unsupported (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)"),
+                )
+            })
+        })
+        .transpose()?;
+    if let Some(path) = config {
+        let cfg = crate::config::Config::load(path)?;
+        let src = match source {
+            Some(name) => cfg.sources.iter().find(|s| s.name == name),
+            None => cfg.sources.first(),
+        }
+        .ok_or_else(|| {
+            fail(
+                Failure::Config,
+                format!(
+                    "{}: no such source {:?}",
+                    path.display(),
+                    source.unwrap_or("(first)")
+                ),
+            )
+        })?;
+        if let Some(f) = format
+            && f != src.format
+        {
+            return Err(fail(
+                Failure::Config,
+                format!(
+                    "--format {f}: source {:?} in {} has format {}",
+                    src.name,
+                    path.display(),
+                    src.format
+                ),
+            ));
+        }
+        return Ok(src.clone());
+    }
+    let Some(format) = format else {
         return Err(fail(
             Failure::Config,
-            format!("--format {format:?}: this version reads csv"),
+            "--format is required without --config".to_string(),
         ));
-    }
-    let src = match source {
-        Some(name) => cfg.sources.iter().find(|s| s.name == name),
-        None => cfg.sources.first(),
-    }
-    .ok_or_else(|| {
-        fail(
+    };
+    match mapping {
+        Some(m) => SourceConfig::load_mapping(m, format),
+        None if format.needs_mapping() => Err(fail(
             Failure::Config,
             format!(
-                "{}: no such source {:?}",
-                cfg.path.display(),
-                source.unwrap_or("(first)")
+                "--format {format} needs a column mapping (hint: --mapping FILE with the keys of a [[source]] table, or --config)"
             ),
-        )
-    })?;
+        )),
+        None => Ok(SourceConfig::bank_default(format)),
+    }
+}
+
+/// `recon parse`: reads `files` as source `src` (one load, so a line delivered twice counts
+/// once) and writes canonical lines as CSV to `out`; statement facts, dropped re-deliveries
+/// and rejected lines go to `notes` (stderr). Recipients are masked. Fails (input exit code)
+/// if any line was rejected or a file could not be read.
+pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
+    src: &SourceConfig,
+    files: &[std::path::PathBuf],
+    out: W,
+    mut notes: N,
+) -> Result<()> {
+    use crate::exit::{Failure, fail};
+    let mut load = SourceLoad::default();
+    for f in files {
+        read_file(src, f, &mut load)?;
+    }
     let mut w = ::csv::Writer::from_writer(out);
     w.write_record(CANONICAL_HEADER)?;
-    let mut rejected = Vec::new();
-    for f in files {
-        let mut load = SourceLoad::default();
-        csv::read_file(src, f, &mut load)?;
-        for l in &load.lines {
-            w.write_record([
-                crate::outputs::csv_safe(&l.source).as_ref(),
-                &format!("{}:{}", l.file, l.line_no),
-                crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
-                crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
-                &crate::mask::account(&l.recipient),
-                &crate::money::format_minor(l.amount_minor, l.currency),
-                l.currency,
-                &timeparse::format_utc(l.booked_at),
-                l.kind.as_str(),
-            ])?;
-        }
-        rejected.extend(load.rejected);
+    for l in &load.lines {
+        w.write_record([
+            crate::outputs::csv_safe(&l.source).as_ref(),
+            crate::outputs::csv_safe(&l.position()).as_ref(),
+            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
+            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
+            &if l.recipient.is_empty() {
+                String::new()
+            } else {
+                crate::mask::account(&l.recipient)
+            },
+            &crate::money::format_minor(l.amount_minor, l.currency),
+            l.currency,
+            &timeparse::format_utc(l.booked_at),
+            l.kind.as_str(),
+        ])?;
     }
     w.flush()?;
-    if !rejected.is_empty() {
-        let lines: Vec<String> = rejected
+    for f in &load.facts {
+        writeln!(notes, "{}", f.describe())?;
+    }
+    for f in &load.files {
+        if f.duplicates > 0 {
+            writeln!(
+                notes,
+                "{}: {} line(s) already delivered by an earlier file (or repeated with the same provider id) counted once",
+                f.path, f.duplicates
+            )?;
+        }
+    }
+    if !load.rejected.is_empty() {
+        let lines: Vec<String> = load
+            .rejected
             .iter()
             .map(|r| format!("{}:{}: {}", r.file, r.line, r.reason))
             .collect();
         return Err(fail(
             Failure::Input,
-            format!("{} line(s) rejected:\n{}", rejected.len(), lines.join("\n")),
+            format!(
+                "{} line(s) rejected:\n{}",
+                load.rejected.len(),
+                lines.join("\n")
+            ),
         ));
     }
     Ok(())

@@ -2,6 +2,7 @@
 
 mod backends;
 mod explain;
+mod formats;
 mod generate;
 mod golden;
 mod properties;

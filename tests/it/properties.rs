@@ -86,6 +86,8 @@ fn build(
             } else {
                 LineKind::Payment
             },
+            account: None,
+            entry: None,
         })
         .collect();
     (payments, provider_ids, lines)

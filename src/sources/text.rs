@@ -1,0 +1,141 @@
+//! Helpers the text formats share: strict decoding, line numbers, dates, amounts and the
+//! few withdrawn currencies that old statements still carry.
+
+use super::ParseContext;
+use crate::config::TextEncoding;
+use crate::money;
+use anyhow::Result;
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use std::borrow::Cow;
+
+/// Decodes file bytes: strict UTF-8 (a leading BOM removed) unless the source declares an
+/// encoding. Invalid bytes are an error naming the line, never replaced silently.
+pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
+    match ctx.encoding {
+        None => {
+            let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            std::str::from_utf8(body).map(Cow::Borrowed).map_err(|e| {
+                let line = 1 + body[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count();
+                ctx.error(
+                    line,
+                    "not valid UTF-8 (hint: set the source's `encoding`, e.g. windows-1252, iso-8859-2 or gbk)",
+                )
+            })
+        }
+        Some(enc) => {
+            let text: Cow<'b, str> = match enc {
+                TextEncoding::Whatwg(e) => {
+                    let (text, had_errors) = e.decode_without_bom_handling(bytes);
+                    if had_errors {
+                        let at = text.find('\u{fffd}').unwrap_or(0);
+                        return Err(ctx.error(
+                            line_of(&text, at),
+                            format!("bytes that are not valid {}", e.name()),
+                        ));
+                    }
+                    text
+                }
+                TextEncoding::Ibm852 => Cow::Owned(
+                    bytes
+                        .iter()
+                        .map(|&b| {
+                            if b < 0x80 {
+                                b as char
+                            } else {
+                                IBM852[usize::from(b - 0x80)]
+                            }
+                        })
+                        .collect(),
+                ),
+            };
+            // C1 control characters never occur in statements: they mean the bytes were
+            // decoded with the wrong single-byte table (e.g. IBM852 read as ISO-8859-2), which
+            // would silently garble names and references.
+            if let Some(at) = text.find(|c: char| ('\u{80}'..='\u{9f}').contains(&c)) {
+                let c = text[at..].chars().next().unwrap_or('\u{80}');
+                return Err(ctx.error(
+                    line_of(&text, at),
+                    format!(
+                        "decoding as {} gives the control character U+{:04X}: the file is in another encoding (hint: windows-1252, iso-8859-2, ibm852)",
+                        enc.name(),
+                        c as u32
+                    ),
+                ));
+            }
+            Ok(match text {
+                Cow::Borrowed(s) => Cow::Borrowed(s.strip_prefix('\u{feff}').unwrap_or(s)),
+                Cow::Owned(s) => Cow::Owned(s.strip_prefix('\u{feff}').unwrap_or(&s).to_string()),
+            })
+        }
+    }
+}
+
+/// IBM code page 852 (DOS Latin 2), bytes 0x80–0xFF.
+const IBM852: [char; 128] = [
+    'Ç', 'ü', 'é', 'â', 'ä', 'ů', 'ć', 'ç', 'ł', 'ë', 'Ő', 'ő', 'î', 'Ź', 'Ä', 'Ć', //
+    'É', 'Ĺ', 'ĺ', 'ô', 'ö', 'Ľ', 'ľ', 'Ś', 'ś', 'Ö', 'Ü', 'Ť', 'ť', 'Ł', '×', 'č', //
+    'á', 'í', 'ó', 'ú', 'Ą', 'ą', 'Ž', 'ž', 'Ę', 'ę', '¬', 'ź', 'Č', 'ş', '«', '»', //
+    '░', '▒', '▓', '│', '┤', 'Á', 'Â', 'Ě', 'Ş', '╣', '║', '╗', '╝', 'Ż', 'ż', '┐', //
+    '└', '┴', '┬', '├', '─', '┼', 'Ă', 'ă', '╚', '╔', '╩', '╦', '╠', '═', '╬', '¤', //
+    'đ', 'Đ', 'Ď', 'Ë', 'ď', 'Ň', 'Í', 'Î', 'ě', '┘', '┌', '█', '▄', 'Ţ', 'Ů', '▀', //
+    'Ó', 'ß', 'Ô', 'Ń', 'ń', 'ň', 'Š', 'š', 'Ŕ', 'Ú', 'ŕ', 'Ű', 'ý', 'Ý', 'ţ', '´', //
+    '\u{ad}', '˝', '˛', 'ˇ', '˘', '§', '÷', '¸', '°', '¨', '˙', 'ű', 'Ř', 'ř', '■', '\u{a0}',
+];
+
+/// 1-based line number of byte offset `at` in `text`.
+pub fn line_of(text: &str, at: usize) -> u64 {
+    1 + text.as_bytes()[..at.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64
+}
+
+/// Withdrawn ISO 4217 codes that historical statements (and bank examples) still use.
+const WITHDRAWN: &[(&str, u32)] = &[("ATS", 2), ("DEM", 2), ("FIM", 2), ("FRF", 2), ("NLG", 2)];
+
+/// An ISO 4217 code with its exponent: the active list, plus a few withdrawn European codes.
+pub fn currency(code: &str) -> Result<(&'static str, u32), String> {
+    money::currency(code).or_else(|e| {
+        let upper = code.trim().to_ascii_uppercase();
+        WITHDRAWN
+            .iter()
+            .find(|(c, _)| *c == upper)
+            .copied()
+            .ok_or_else(|| e.to_string())
+    })
+}
+
+/// Exact decimal to minor units, rejecting more decimals than the currency has.
+pub fn minor(amount: Decimal, currency: &'static str) -> Result<i64, String> {
+    let (code, exp) = self::currency(currency)?;
+    money::to_minor(amount, code, exp).map_err(|e| e.to_string())
+}
+
+/// `YYMMDD` (SWIFT, BAI2): years 00–79 are 20xx, 80–99 19xx.
+pub fn yymmdd(s: &str) -> Result<NaiveDate, String> {
+    if s.len() != 6 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("date {s:?} is not YYMMDD"));
+    }
+    let yy: i32 = s[0..2].parse().map_err(|_| format!("date {s:?}"))?;
+    let year = if yy < 80 { 2000 + yy } else { 1900 + yy };
+    let m: u32 = s[2..4].parse().map_err(|_| format!("date {s:?}"))?;
+    let d: u32 = s[4..6].parse().map_err(|_| format!("date {s:?}"))?;
+    NaiveDate::from_ymd_opt(year, m, d).ok_or_else(|| format!("date {s:?} does not exist"))
+}
+
+/// Midnight of `date` in the context's zone, as UTC microseconds.
+pub fn day_start(ctx: &ParseContext, date: NaiveDate) -> crate::timeparse::Micros {
+    crate::timeparse::day_start(date, ctx.timezone)
+}
+
+/// Collapses runs of white space (including line breaks) to one space and trims.
+pub fn collapse(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Free text for the canonical `reference`: collapsed, width-folded, `None` when empty.
+pub fn reference(s: &str) -> Option<String> {
+    let t = crate::normalize::text(&collapse(s));
+    (!t.is_empty()).then_some(t)
+}

@@ -1,0 +1,225 @@
+//! Statements as Excel workbooks (`.xlsx` and legacy `.xls`, read with calamine), through the
+//! same column mapping as CSV ([`super::csv::Mapping`]).
+//!
+//! `sheet` picks the worksheet (default: the first), `skip_lines` the rows above the header,
+//! `skip_footer` the non-empty rows below the data. Cells may hold text or native values:
+//! a native number is turned into the shortest decimal text that round-trips to the same
+//! `f64` and then parsed exactly (so `0.1` stays `0.1`, and a cell holding `12.345` for EUR is
+//! rejected as too precise, never rounded); a native date-time is taken in the source's time
+//! zone. Error cells are rejected with their row.
+
+use super::csv::{Collector, Mapping, Row};
+use super::{InputFile, SourceLoad, sha256_hex};
+use crate::config::SourceConfig;
+use crate::exit::{Failure, fail};
+use anyhow::Result;
+use calamine::{Data, Reader};
+use chrono::NaiveDateTime;
+use std::collections::VecDeque;
+use std::path::Path;
+
+/// One cell as the mapping sees it.
+#[derive(Debug, Clone, Default)]
+struct Cell {
+    text: String,
+    number: bool,
+    date: Option<NaiveDateTime>,
+}
+
+/// One worksheet row.
+#[derive(Debug, Clone, Default)]
+struct XRow(Vec<Cell>);
+
+impl Row for XRow {
+    fn text(&self, i: usize) -> Option<&str> {
+        self.0.get(i).map(|c| c.text.as_str())
+    }
+    fn is_number(&self, i: usize) -> bool {
+        self.0.get(i).is_some_and(|c| c.number)
+    }
+    fn date(&self, i: usize) -> Option<NaiveDateTime> {
+        self.0.get(i).and_then(|c| c.date)
+    }
+    fn is_blank(&self) -> bool {
+        self.0
+            .iter()
+            .all(|c| c.text.trim().is_empty() && c.date.is_none())
+    }
+}
+
+/// The shortest decimal text that reads back as `v` (Rust's `Display` for `f64` is exactly
+/// that, without exponent notation).
+fn float_text(v: f64) -> Result<String, String> {
+    if !v.is_finite() {
+        return Err(format!("numeric cell {v} is not a finite number"));
+    }
+    Ok(format!("{v}"))
+}
+
+fn cell(d: &Data) -> Result<Cell, String> {
+    Ok(match d {
+        Data::Empty => Cell::default(),
+        Data::String(s) => Cell {
+            text: s.clone(),
+            ..Cell::default()
+        },
+        Data::Int(i) => Cell {
+            text: i.to_string(),
+            number: true,
+            date: None,
+        },
+        Data::Float(f) => Cell {
+            text: float_text(*f)?,
+            number: true,
+            date: None,
+        },
+        Data::Bool(b) => Cell {
+            text: b.to_string(),
+            ..Cell::default()
+        },
+        Data::DateTime(dt) => {
+            let naive = dt
+                .as_datetime()
+                .ok_or_else(|| format!("date cell {dt} is out of range"))?;
+            Cell {
+                text: naive.format("%Y-%m-%d %H:%M:%S").to_string(),
+                number: false,
+                date: Some(naive),
+            }
+        }
+        Data::DateTimeIso(s) => Cell {
+            date: NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f")
+                .ok()
+                .or_else(|| {
+                    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+                        .ok()
+                        .and_then(|d| d.and_hms_opt(0, 0, 0))
+                }),
+            text: s.clone(),
+            number: false,
+        },
+        Data::DurationIso(s) => Cell {
+            text: s.clone(),
+            ..Cell::default()
+        },
+        Data::Error(e) => return Err(format!("error cell ({e})")),
+    })
+}
+
+/// Reads one workbook into `load`. Returns whether every data row was accepted.
+pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
+    let file = path.display().to_string();
+    let bytes = std::fs::read(path)
+        .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
+    let sha256 = sha256_hex(&bytes);
+    let mut out = Collector::new(&cfg.name, &file);
+    parse_bytes(cfg, &file, &bytes, &mut out)?;
+    let clean = out.rejected.is_empty();
+    load.files.push(InputFile {
+        source: cfg.name.clone(),
+        path: file,
+        sha256,
+        lines: out.lines.len(),
+        rejected: out.rejected.len(),
+        duplicates: out.duplicates,
+    });
+    load.lines.extend(out.lines);
+    load.rejected.extend(out.rejected);
+    Ok(clean)
+}
+
+/// Parses workbook bytes into `out`. A workbook that cannot be opened, a missing sheet or a
+/// header without a mapped column is an error for the whole file.
+pub fn parse_bytes(
+    cfg: &SourceConfig,
+    file: &str,
+    bytes: &[u8],
+    out: &mut Collector,
+) -> Result<()> {
+    let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
+    let mut book = calamine::open_workbook_auto_from_rs(std::io::Cursor::new(bytes))
+        .map_err(|e| input(format!("not a readable .xlsx/.xls workbook: {e}")))?;
+    let names = book.sheet_names();
+    let sheet = match &cfg.sheet {
+        Some(s) => {
+            if !names.iter().any(|n| n == s) {
+                return Err(input(format!(
+                    "no sheet {s:?} (config key sheet); found {names:?}"
+                )));
+            }
+            s.clone()
+        }
+        None => names
+            .first()
+            .cloned()
+            .ok_or_else(|| input("the workbook has no sheet".into()))?,
+    };
+    let range = book
+        .worksheet_range(&sheet)
+        .map_err(|e| input(format!("sheet {sheet:?}: {e}")))?;
+    // Row numbers as Excel shows them (1-based, counting from the sheet's first row).
+    let first_row = range.start().map(|(r, _)| r as u64).unwrap_or(0);
+    // `skip_lines` counts sheet rows (row 1 is the sheet's first), whatever the used range.
+    let skip = cfg.skip_lines as u64;
+    let mut rows = range
+        .rows()
+        .enumerate()
+        .map(|(i, r)| (first_row + i as u64 + 1, r))
+        .skip_while(|(n, _)| *n <= skip);
+    let header: Option<Vec<String>> = if cfg.has_header {
+        let (n, r) = rows.next().ok_or_else(|| {
+            input(format!(
+                "sheet {sheet:?} has no header row after {} skipped row(s)",
+                cfg.skip_lines
+            ))
+        })?;
+        let mut h = Vec::with_capacity(r.len());
+        for c in r {
+            h.push(
+                cell(c)
+                    .map_err(|e| input(format!("row {n}: header {e}")))?
+                    .text
+                    .trim()
+                    .to_string(),
+            );
+        }
+        Some(h)
+    } else {
+        None
+    };
+    let mapping = Mapping::new(cfg, header.as_deref(), file)?;
+    let mut held: VecDeque<(XRow, u64, Option<String>)> = VecDeque::new();
+    for (n, r) in rows {
+        let mut row = XRow(Vec::with_capacity(r.len()));
+        let mut bad = None;
+        for (col, c) in r.iter().enumerate() {
+            match cell(c) {
+                Ok(c) => row.0.push(c),
+                Err(e) => {
+                    bad = Some(format!("column {}: {e}", col + 1));
+                    row.0.push(Cell::default());
+                }
+            }
+        }
+        if row.is_blank() && bad.is_none() {
+            continue;
+        }
+        held.push_back((row, n, bad));
+        if held.len() > cfg.skip_footer
+            && let Some((r, m, bad)) = held.pop_front()
+        {
+            match bad {
+                Some(e) => out.reject(m, e),
+                None => out.push(mapping.line(&r, m), m),
+            }
+        }
+    }
+    if held.len() < cfg.skip_footer {
+        return Err(input(format!(
+            "has {} row(s) after the header, fewer than skip_footer = {}",
+            held.len(),
+            cfg.skip_footer
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,1046 @@
+//! Statement formats: a golden `recon parse` output per real sample file, rejection of broken
+//! files with their position, encodings, re-delivery idempotence, and parsers that never
+//! panic on arbitrary bytes.
+//!
+//! Goldens live in `tests/formats/golden/<folder>/<file>.csv` (the canonical lines) and
+//! `….facts` (what each statement declared: balances, totals, period). They were reviewed by
+//! eye against the source files; to regenerate after a deliberate change, run
+//! `RECON_BLESS=1 cargo test --test it formats::golden` and review the diff.
+
+use proptest::prelude::*;
+use recon::config::{Format, SourceConfig};
+use recon::sources::{self, ParseContext, SourceLoad};
+use std::path::{Path, PathBuf};
+
+/// What a real file must give.
+enum Expect {
+    /// Parses; output equals the golden files.
+    Golden,
+    /// Rejected; the error contains this text (file and position included).
+    Rejected(&'static str),
+}
+use Expect::{Golden, Rejected};
+
+/// Every file of `../shared/real-data` (folder-relative), its format, and what it must give.
+/// csv/xlsx files read with `tests/formats/mappings/<file name>.toml`.
+const FILES: &[(&str, Format, Expect)] = &[
+    (
+        "bai2/moj_account_trailer_amount_blank_example.bai2",
+        Format::Bai2,
+        Golden,
+    ),
+    ("bai2/moj_citi_example.bai2", Format::Bai2, Golden),
+    ("bai2/moj_nwb_example.bai2", Format::Bai2, Golden),
+    ("bai2/moov_sample1.txt", Format::Bai2, Golden),
+    ("bai2/moov_sample2.txt", Format::Bai2, Golden),
+    ("bai2/moov_sample3.txt", Format::Bai2, Golden),
+    (
+        "bai2/moov_sample4-continuations-newline-delimited.txt",
+        Format::Bai2,
+        Golden,
+    ),
+    ("bai2/venturehacks_daily.bai2", Format::Bai2, Golden),
+    (
+        "bai2/venturehacks_daily_with_summary.bai2",
+        Format::Bai2,
+        Golden,
+    ),
+    (
+        "bai2/venturehacks_eod_with_slash_in_text.bai2",
+        Format::Bai2,
+        Golden,
+    ),
+    (
+        "bai2/venturehacks_eod_without_as_of_time.bai2",
+        Format::Bai2,
+        Golden,
+    ),
+    (
+        "bai2/zepto_group_trailer_without_number_of_accounts.bai2",
+        Format::Bai2,
+        Golden,
+    ),
+    ("bank-csv/oca_sheet_debit_credit.csv", Format::Csv, Golden),
+    (
+        "bank-csv/oca_sheet_sample_statement_en.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/ofxs-austrian_easybank-giro.csv",
+        Format::Csv,
+        Golden,
+    ),
+    ("bank-csv/ofxs-austrian_ing-diba.csv", Format::Csv, Golden),
+    ("bank-csv/ofxs-austrian_oberbank.csv", Format::Csv, Golden),
+    ("bank-csv/ofxs-austrian_raiffeisen.csv", Format::Csv, Golden),
+    (
+        "bank-csv/ofxs-dutch_Knab_transactieoverzicht_ok.csv",
+        Format::Csv,
+        Golden,
+    ),
+    ("bank-csv/ofxs-dutch_ing_ok.csv", Format::Csv, Golden),
+    (
+        "bank-csv/pretix_csvimport_data_de_bbbank.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/pretix_csvimport_data_de_postbank.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/pretix_csvimport_data_de_sparkassernn.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/pretix_csvimport_data_gb_lloyds.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/reds_dcu_Main_Checking_Account_Transactions.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "bank-csv/reds_schwab_XXX234_Checking_Transactions_20220203.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "camt053/camt2coda_BE68793230773034-202411.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/camt2coda_LT625883379695428516_2024-03-07.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/genkgo_camt053.v2.five.decimals.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/genkgo_camt053.v2.multi.statement.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    ("camt053/genkgo_camt053.v8.xml", Format::Camt053, Golden),
+    ("camt053/libeufin_gls_camt053.xml", Format::Camt053, Golden),
+    (
+        "camt053/libeufin_postfinance_camt053_v2009.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/oca_test-camt053-bookgdt-dttm.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/oca_test-camt053-no-ntry.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    (
+        "camt053/oca_test-camt053-txdtls.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    ("camt053/oca_test-camt053.xml", Format::Camt053, Golden),
+    (
+        "camt053/ofxs-iso20022_davider80.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    ("camt053/ofxs-iso20022_simple.xml", Format::Camt053, Golden),
+    (
+        "camt053/tryton_camt.053.001.02.xml",
+        Format::Camt053,
+        Golden,
+    ),
+    ("camt054/genkgo_camt054.v4.xml", Format::Camt054, Golden),
+    (
+        "camt054/genkgo_camt054.v8-with-UETR.xml",
+        Format::Camt054,
+        Golden,
+    ),
+    (
+        "camt054/libeufin_200519_camt054-ESR-ASR_P_CH2909000000250094239_1110092704_0_2019042500372179_v2019.xml",
+        Format::Camt054,
+        Golden,
+    ),
+    (
+        "camt054/libeufin_9_camt054_Return_Detailavisierung_mit_Sammelbuchung_ISO2019_v2019.xml",
+        Format::Camt054,
+        Golden,
+    ),
+    (
+        "camt054/libeufin_camt054-CHDD_P_CH2909000000250094239_1110097484_0_20220615375204228751067.xml",
+        Format::Camt054,
+        Golden,
+    ),
+    ("camt054/oca_test-camt054.xml", Format::Camt054, Golden),
+    (
+        "mt940/mt940rs_danskebank_MT940_DK_Example.sta",
+        Format::Mt940,
+        Golden,
+    ),
+    (
+        "mt940/mt940rs_danskebank_MT940_SE_Example.sta",
+        Format::Mt940,
+        Golden,
+    ),
+    (
+        "mt940/mt940rs_sparkasse_buxtehude.sta",
+        Format::Mt940,
+        Golden,
+    ),
+    (
+        "mt940/oca_mollie_Voorbeeld_MT-940.mt940",
+        Format::Mt940,
+        Golden,
+    ),
+    ("mt940/phpmt940_Bunq_sample.sta", Format::Mt940, Golden),
+    ("mt940/phpmt940_Hsbc_sample.sta", Format::Mt940, Golden),
+    ("mt940/phpmt940_Knab_sample.sta", Format::Mt940, Golden),
+    ("mt940/phpmt940_Rabo_sample.sta", Format::Mt940, Golden),
+    ("mt940/phpmt940_Triodos_sample.sta", Format::Mt940, Golden),
+    (
+        "mt940/wolph_betterplace_sepa_mt9401.sta",
+        Format::Mt940,
+        Golden,
+    ),
+    ("mt940/wolph_cmxl_mt940.sta", Format::Mt940, Golden),
+    ("mt940/wolph_jejik_abnamro.sta", Format::Mt940, Golden),
+    ("mt940/wolph_jejik_postfinance.sta", Format::Mt940, Golden),
+    ("mt940/wolph_mBank_mt940.sta", Format::Mt940, Golden),
+    ("mt940/wolph_mBank_mt942.sta", Format::Mt940, Golden),
+    ("mt940/wolph_raiffeisen-cmi.sta", Format::Mt940, Golden),
+    (
+        "mt940/wolph_sberbank_171011_01234945.sta",
+        Format::Mt940,
+        Golden,
+    ),
+    ("mt940/wolph_self-provided_mt942.sta", Format::Mt940, Golden),
+    // A fragment: a :61: split over lines with no :20:/:25: statement around it.
+    (
+        "mt940/wolph_sparkassen.sta",
+        Format::Mt940,
+        Rejected(
+            "wolph_sparkassen.sta:1: tag :61: outside a statement (hint: every statement starts with :20:)",
+        ),
+    ),
+    ("mt940/zilverline_deutsche_bank.txt", Format::Mt940, Golden),
+    ("mt940/zilverline_ing_mt940_iban.txt", Format::Mt940, Golden),
+    ("mt940/zilverline_sns.txt", Format::Mt940, Golden),
+    (
+        "provider-csv/adyen/gp-adyen_settlement_detail_report_batch_89.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/adyen/oca_settlement_detail_report_batch_380.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/paypal/hledger_paypal-custom.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/paypal/oca_paypal_activity_en.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/paypal/oca_paypal_statement_en.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/revolut/ofxs-revolut_2022-january.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/stripe/hledger_stripe.csv",
+        Format::Csv,
+        Golden,
+    ),
+    (
+        "provider-csv/wise/ofxs-wise_sample-statement.csv",
+        Format::Csv,
+        Golden,
+    ),
+    ("xlsx/oca_adyen_test.xlsx", Format::Xlsx, Golden),
+    (
+        "xlsx/oca_sheet_meta_data_separated_credit_debit.xlsx",
+        Format::Xlsx,
+        Golden,
+    ),
+    (
+        "xlsx/oca_sheet_sample_statement_en.xlsx",
+        Format::Xlsx,
+        Golden,
+    ),
+    ("xlsx/ofxs-fineco_movements.xlsx", Format::Xlsx, Golden),
+    (
+        "xlsx/ofxs-handelsbanken_transactions.xlsx",
+        Format::Xlsx,
+        Golden,
+    ),
+    (
+        "xlsx/reds_uob_ACC_TXN_History_1234_clean.xls",
+        Format::Xlsx,
+        Golden,
+    ),
+];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shared real-data folder: `RECON_SHARED_DATA`, else `../shared/real-data` beside the
+/// repository (the workplace layout), else `/work/shared/real-data` (a clone elsewhere on the
+/// same machine, as CI makes).
+fn shared() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RECON_SHARED_DATA") {
+        return PathBuf::from(dir);
+    }
+    let beside = repo().join("../shared/real-data");
+    if beside.exists() {
+        return beside;
+    }
+    PathBuf::from("/work/shared/real-data")
+}
+
+/// The input file: the copy in `tests/formats/input/` (permissive licences), else the shared
+/// folder beside the repository.
+fn input(rel: &str) -> PathBuf {
+    let local = repo().join("tests/formats/input").join(rel);
+    if local.exists() {
+        return local;
+    }
+    let p = shared().join(rel);
+    assert!(
+        p.exists(),
+        "{rel}: neither tests/formats/input/{rel} nor ../shared/real-data/{rel} exists"
+    );
+    p
+}
+
+fn mapping_for(rel: &str) -> Option<PathBuf> {
+    let name = Path::new(rel).file_name()?.to_string_lossy().into_owned();
+    let p = repo()
+        .join("tests/formats/mappings")
+        .join(format!("{name}.toml"));
+    p.exists().then_some(p)
+}
+
+/// Runs `recon parse` through the library: (stdout, stderr notes) or the error text.
+fn parse(rel: &str, format: Format) -> Result<(String, String), String> {
+    let path = input(rel);
+    let mapping = mapping_for(rel);
+    let src = sources::parse_settings(Some(format.as_str()), mapping.as_deref(), None, None)
+        .map_err(|e| format!("{e:#}"))?;
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    sources::print_canonical(&src, std::slice::from_ref(&path), &mut out, &mut notes)
+        .map_err(|e| format!("{e:#}"))?;
+    let shown = path.display().to_string();
+    let fix = |b: Vec<u8>| {
+        String::from_utf8(b)
+            .expect("utf-8 output")
+            .replace(&shown, rel)
+    };
+    Ok((fix(out), fix(notes)))
+}
+
+#[test]
+fn golden_outputs_of_every_real_file() {
+    let bless = std::env::var_os("RECON_BLESS").is_some();
+    let mut failures = Vec::new();
+    for (rel, format, expect) in FILES {
+        let golden = repo().join("tests/formats/golden").join(rel);
+        let csv_path = PathBuf::from(format!("{}.csv", golden.display()));
+        let facts_path = PathBuf::from(format!("{}.facts", golden.display()));
+        match (expect, parse(rel, *format)) {
+            (Golden, Ok((out, notes))) => {
+                if bless {
+                    std::fs::create_dir_all(golden.parent().expect("parent")).expect("mkdir");
+                    std::fs::write(&csv_path, &out).expect("write golden");
+                    std::fs::write(&facts_path, &notes).expect("write facts");
+                    continue;
+                }
+                let want = std::fs::read_to_string(&csv_path).unwrap_or_default();
+                let want_facts = std::fs::read_to_string(&facts_path).unwrap_or_default();
+                if want != out {
+                    failures.push(format!("{rel}: output differs from {}", csv_path.display()));
+                }
+                if want_facts != notes {
+                    failures.push(format!("{rel}: facts differ from {}", facts_path.display()));
+                }
+            }
+            (Golden, Err(e)) => failures.push(format!("{rel}: rejected: {e}")),
+            (Rejected(msg), Err(e)) => {
+                if !e.contains(msg) {
+                    failures.push(format!("{rel}: error {e:?} does not contain {msg:?}"));
+                }
+            }
+            (Rejected(_), Ok(_)) => failures.push(format!("{rel}: accepted, must be rejected")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn every_shared_file_has_an_expectation() {
+    let root = shared();
+    assert!(root.exists(), "{} is missing", root.display());
+    let mut stack = vec![root.clone()];
+    let mut missing = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != "SOURCES.md") {
+                let rel = p
+                    .strip_prefix(&root)
+                    .expect("prefix")
+                    .to_string_lossy()
+                    .into_owned();
+                if !FILES.iter().any(|(r, _, _)| *r == rel) {
+                    missing.push(rel);
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "real files without a golden: {missing:?}"
+    );
+}
+
+#[test]
+fn copied_inputs_are_byte_identical_to_the_shared_files() {
+    for (rel, _, _) in FILES {
+        let local = repo().join("tests/formats/input").join(rel);
+        let shared = shared().join(rel);
+        if local.exists() && shared.exists() {
+            assert_eq!(
+                std::fs::read(&local).expect("local"),
+                std::fs::read(&shared).expect("shared"),
+                "{rel}"
+            );
+        }
+    }
+}
+
+/// Spot checks that would catch a wrong golden being blessed: signs, reversals, batches.
+#[test]
+fn golden_spot_checks() {
+    let lines = |rel: &str, f: Format| -> Vec<Vec<String>> {
+        let (out, _) = parse(rel, f).expect(rel);
+        let mut r = csv::Reader::from_reader(out.as_bytes());
+        r.records()
+            .map(|x| x.expect("record").iter().map(str::to_string).collect())
+            .collect()
+    };
+    // camt.053 OCA: 3 entries, 4 details; the batch entry is split in two lines, the
+    // reversal (RvslInd=true) is a REFUND.
+    let oca = lines("camt053/oca_test-camt053.xml", Format::Camt053);
+    assert_eq!(oca.len(), 4);
+    assert!(oca.iter().any(|l| l[8] == "REFUND"), "{oca:?}");
+    assert_eq!(
+        oca.iter().filter(|l| l[1].contains("/detail ")).count(),
+        2,
+        "{oca:?}"
+    );
+    // MT940 betterplace: 97 transactions, 2 of them RC reversals (debits).
+    let bp = lines("mt940/wolph_betterplace_sepa_mt9401.sta", Format::Mt940);
+    assert_eq!(bp.len(), 97);
+    let reversals: Vec<_> = bp.iter().filter(|l| l[8] == "REFUND").collect();
+    assert_eq!(reversals.len(), 2);
+    assert!(
+        reversals.iter().all(|l| l[5].starts_with('-')),
+        "{reversals:?}"
+    );
+    // BAI2 moov sample 3: 26 details, several records per physical line.
+    assert_eq!(lines("bai2/moov_sample3.txt", Format::Bai2).len(), 26);
+    // OCA debit/credit CSV: the D/C flag wins over the amount's own sign.
+    let dc = lines("bank-csv/oca_sheet_debit_credit.csv", Format::Csv);
+    assert_eq!(dc[0][5], "-33.50");
+    assert_eq!(dc[1][5], "1533.50");
+    // Recipients are masked in the output.
+    let ing = lines("mt940/zilverline_ing_mt940_iban.txt", Format::Mt940);
+    assert!(
+        ing.iter()
+            .all(|l| l[4].is_empty() || l[4].starts_with("****")),
+        "{ing:?}"
+    );
+    assert!(
+        !ing.iter()
+            .any(|l| l.iter().any(|c| c.contains("NL57ABNA0876543211")))
+    );
+}
+
+fn ctx(name: &str) -> ParseContext {
+    ParseContext {
+        source: name.into(),
+        file: name.into(),
+        timezone: chrono_tz::UTC,
+        encoding: None,
+    }
+}
+
+fn bank_err(format: Format, bytes: &[u8]) -> String {
+    match sources::parse_bank_bytes(format, &ctx("f"), bytes) {
+        Ok(p) => panic!("accepted: {} lines", p.lines.len()),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+const CAMT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02">
+ <BkToCstmrStmt>
+  <Stmt>
+   <Id>S1</Id>
+   <Acct><Id><IBAN>DE89370400440532013000</IBAN></Id></Acct>
+   <Ntry>
+    <Amt Ccy="EUR">10.00</Amt>
+    <CdtDbtInd>CRDT</CdtDbtInd>
+    <Sts>BOOK</Sts>
+    <BookgDt><Dt>2026-11-27</Dt></BookgDt>
+   </Ntry>
+  </Stmt>
+ </BkToCstmrStmt>
+</Document>
+"#;
+
+#[test]
+fn broken_camt_files_are_rejected_with_their_position() {
+    assert!(sources::parse_bank_bytes(Format::Camt053, &ctx("f"), CAMT.as_bytes()).is_ok());
+    let truncated = &CAMT[..CAMT.find("</Ntry>").expect("tag")];
+    let e = bank_err(Format::Camt053, truncated.as_bytes());
+    assert!(e.contains("f:") && e.contains("truncated"), "{e}");
+    let e = bank_err(Format::Camt053, CAMT.replace("CRDT", "CRED").as_bytes());
+    assert!(e.contains("f:9: entry 1: CdtDbtInd \"CRED\""), "{e}");
+    let e = bank_err(Format::Camt053, CAMT.replace("10.00", "10.005").as_bytes());
+    assert!(
+        e.contains("f:8: entry 1") && e.contains("more decimals"),
+        "{e}"
+    );
+    let e = bank_err(Format::Camt054, CAMT.as_bytes());
+    assert!(e.contains("not <BkToCstmrDbtCdtNtfctn>"), "{e}");
+    let e = bank_err(
+        Format::Camt053,
+        CAMT.replace("<Sts>BOOK</Sts>", "<Sts>BOOK</Sts><Amt>")
+            .as_bytes(),
+    );
+    assert!(e.contains("f:") && e.contains("XML"), "{e}");
+}
+
+#[test]
+fn camt_pending_entries_are_reported_not_loaded() {
+    let p = sources::parse_bank_bytes(
+        Format::Camt053,
+        &ctx("f"),
+        CAMT.replace("BOOK", "PDNG").as_bytes(),
+    )
+    .expect("parses");
+    assert!(p.lines.is_empty());
+    assert_eq!(p.facts[0].not_loaded.len(), 1, "{:?}", p.facts);
+    assert!(p.facts[0].describe().contains("PDNG"));
+}
+
+const MT940: &str = ":20:REF1\n:25:NL91ABNA0417164300\n:28C:1/1\n:60F:C261126EUR100,00\n:61:2611271127D25,50NTRFPAY-1//B1\n:86:/EREF/PAY-1/IBAN/DE89370400440532013000/REMI/invoice 7/\n:61:2611271127RC5,NTRFNONREF\n:62F:C261127EUR69,50\n-\n";
+
+#[test]
+fn mt940_signs_reversals_and_balances() {
+    let p = sources::parse_bank_bytes(Format::Mt940, &ctx("f"), MT940.as_bytes()).expect("parses");
+    assert_eq!(p.lines.len(), 2);
+    assert_eq!(p.lines[0].amount_minor, -2550);
+    assert_eq!(p.lines[0].reference.as_deref(), Some("PAY-1"));
+    assert_eq!(p.lines[0].recipient, "DE89370400440532013000");
+    assert_eq!(p.lines[0].provider_txn_id.as_deref(), Some("B1"));
+    assert_eq!(p.lines[0].line_no, 5);
+    // RC: reversal of a credit, booked as a debit.
+    assert_eq!(p.lines[1].amount_minor, -500);
+    assert_eq!(p.lines[1].kind.as_str(), "REFUND");
+    assert_eq!(p.facts[0].balance_chains(), Some(true));
+    let broken = MT940.replace("C261127EUR69,50", "C261127EUR70,50");
+    let p = sources::parse_bank_bytes(Format::Mt940, &ctx("f"), broken.as_bytes()).expect("parses");
+    assert_eq!(
+        p.facts[0].balance_chains(),
+        Some(false),
+        "a broken chain is a fact"
+    );
+}
+
+#[test]
+fn broken_mt940_files_are_rejected_with_their_line() {
+    let e = bank_err(Format::Mt940, MT940.replace("D25,50", "D25x50").as_bytes());
+    assert!(e.contains("f:5: :61:"), "{e}");
+    let e = bank_err(Format::Mt940, MT940.replace(":28C:", ":99Z:").as_bytes());
+    assert!(e.contains("f:3: unsupported tag :99Z:"), "{e}");
+    let e = bank_err(
+        Format::Mt940,
+        MT940.replace("C261126EUR", "X261126EUR").as_bytes(),
+    );
+    assert!(e.contains("f:4: :60F:"), "{e}");
+    let e = bank_err(Format::Mt940, b"no statement here\n");
+    assert!(e.contains("no MT940/MT942 statement"), "{e}");
+    let e = bank_err(
+        Format::Mt940,
+        MT940.replace(":25:NL91ABNA0417164300\n", "").as_bytes(),
+    );
+    assert!(e.contains("without an account (:25:)"), "{e}");
+}
+
+const BAI2: &str = "01,SENDER,RECEIVER,261127,0800,1,80,1,2/\n02,RECEIVER,BANK,1,261127,2400,EUR,2/\n03,DE89370400440532013000,EUR,010,10000,,,015,12000,,/\n16,195,2500,Z,B1,PAY-1,incoming/\n16,495,500,Z,B2,,fee/\n49,25000,4/\n98,25000,1,6/\n99,25000,1,8/\n";
+
+#[test]
+fn bai2_signs_and_control_totals() {
+    let p = sources::parse_bank_bytes(Format::Bai2, &ctx("f"), BAI2.as_bytes()).expect("parses");
+    let amounts: Vec<i64> = p.lines.iter().map(|l| l.amount_minor).collect();
+    assert_eq!(amounts, vec![2500, -500]);
+    assert_eq!(p.lines[0].reference.as_deref(), Some("PAY-1"));
+    assert!(p.facts[0].control_problems.is_empty());
+    assert_eq!(p.facts[0].declared_totals_agree(), Some(true));
+    assert_eq!(p.facts[0].balance_chains(), Some(true));
+    // A wrong control total is reported as a fact naming the trailer's line.
+    let wrong = BAI2.replace("49,25000,4/", "49,25001,4/");
+    let p = sources::parse_bank_bytes(Format::Bai2, &ctx("f"), wrong.as_bytes()).expect("parses");
+    assert_eq!(p.facts[0].declared_totals_agree(), Some(false));
+    assert!(
+        p.facts[0].control_problems[0].contains("line 6: 49 control total 25001"),
+        "{:?}",
+        p.facts
+    );
+}
+
+#[test]
+fn broken_bai2_files_are_rejected_with_their_line() {
+    let e = bank_err(Format::Bai2, BAI2.replace("99,25000,1,8/\n", "").as_bytes());
+    assert!(e.contains("without the 99 file trailer"), "{e}");
+    let e = bank_err(Format::Bai2, BAI2.replace("16,495", "16,995").as_bytes());
+    assert!(e.contains("f:5: record 16: type code 995"), "{e}");
+    let e = bank_err(Format::Bai2, BAI2.replace("2500,Z", "2x00,Z").as_bytes());
+    assert!(e.contains("f:4: record 16: amount"), "{e}");
+    let e = bank_err(
+        Format::Bai2,
+        BAI2.replace("1,261127,2400", "4,261127,2400").as_bytes(),
+    );
+    assert!(
+        e.contains("f:2: record 02: group status 4 (test only)"),
+        "{e}"
+    );
+    let e = bank_err(Format::Bai2, BAI2.replace("49,25000,4/\n", "").as_bytes());
+    assert!(
+        e.contains("f:6: record 98: group trailer inside an account"),
+        "{e}"
+    );
+}
+
+fn csv_source(extra: &str) -> SourceConfig {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("m.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "delimiter = \";\"\ntimestamp_format = \"%d.%m.%Y\"\ndecimal_separator = \",\"\ncurrency = \"EUR\"\n{extra}\n[columns]\nbooked_at = \"Datum\"\namount = \"Betrag\"\nreference = \"Text\"\n"
+        ),
+    )
+    .expect("write");
+    SourceConfig::load_mapping(&p, Format::Csv).expect("mapping")
+}
+
+fn csv_lines(
+    cfg: &SourceConfig,
+    bytes: &[u8],
+) -> (Vec<sources::StatementLine>, Vec<sources::Rejected>) {
+    let (lines, rejected, _) = sources::csv::parse_bytes(cfg, "t.csv", bytes).expect("parse");
+    (lines, rejected)
+}
+
+#[test]
+fn encodings_round_trip() {
+    for (label, text) in [
+        ("windows-1252", "Zahlung für Müller – 5 €"),
+        ("latin1", "Überweisung Ærø"),
+        ("iso-8859-2", "Átutalás jóváírása Łódź"),
+        ("gbk", "付款 参考 编号"),
+    ] {
+        let enc = encoding_rs::Encoding::for_label(label.as_bytes()).expect("label");
+        let body = format!("Datum;Betrag;Text\n27.11.2026;12,30;{text}\n");
+        let (bytes, _, lossy) = enc.encode(&body);
+        assert!(!lossy, "{label} cannot encode {text}");
+        let cfg = csv_source(&format!("encoding = \"{label}\""));
+        let (lines, rejected) = csv_lines(&cfg, &bytes);
+        assert!(rejected.is_empty(), "{label}: {rejected:?}");
+        assert_eq!(lines[0].reference.as_deref(), Some(text), "{label}");
+        assert_eq!(lines[0].amount_minor, 1230);
+        // Read as UTF-8 instead, the non-ASCII bytes are an error naming the line, never
+        // replaced silently.
+        if bytes != body.as_bytes() {
+            let (_, rejected) = csv_lines(&csv_source(""), &bytes);
+            assert_eq!(rejected.len(), 1, "{label}");
+            assert_eq!(rejected[0].line, 2, "{label}");
+        }
+    }
+    // A UTF-8 byte-order mark is not part of the first header name.
+    let cfg = csv_source("");
+    let (lines, _) = csv_lines(
+        &cfg,
+        "\u{feff}Datum;Betrag;Text\n27.11.2026;-1,00;x\n".as_bytes(),
+    );
+    assert_eq!(lines[0].amount_minor, -100);
+}
+
+#[test]
+fn mt940_encoding_comes_from_the_mapping() {
+    let text = ":20:X\n:25:ACC\n:60F:C261126HUF0,\n:61:261127C5,NTRFNONREF\n:86:Átutalás\n:62F:C261127HUF5,\n";
+    let (bytes, _, _) = encoding_rs::ISO_8859_2.encode(text);
+    let e = bank_err(Format::Mt940, &bytes);
+    assert!(
+        e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding`"),
+        "{e}"
+    );
+    let mut c = ctx("f");
+    c.encoding = Some(recon::config::TextEncoding::Whatwg(encoding_rs::ISO_8859_2));
+    let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
+    assert_eq!(p.lines[0].reference.as_deref(), Some("Átutalás"));
+}
+
+#[test]
+fn a_wrong_single_byte_encoding_is_an_error_not_garbage() {
+    // The Raiffeisen sample is IBM852; read as ISO-8859-2 its 0x94 (ö) would become U+0094.
+    let bytes = std::fs::read(input("mt940/wolph_raiffeisen-cmi.sta")).expect("read");
+    let mut c = ctx("f");
+    c.encoding = Some(recon::config::TextEncoding::Whatwg(encoding_rs::ISO_8859_2));
+    let e = match sources::parse_bank_bytes(Format::Mt940, &c, &bytes) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        e.contains("f:11: decoding as ISO-8859-2 gives the control character U+0094"),
+        "{e}"
+    );
+    c.encoding = Some(recon::config::TextEncoding::Ibm852);
+    let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
+    assert!(
+        p.lines[0]
+            .reference
+            .as_deref()
+            .is_some_and(|r| r.contains("összevont utánvét")),
+        "{:?}",
+        p.lines[0]
+    );
+}
+
+#[test]
+fn csv_rows_are_rejected_with_line_and_column() {
+    let cfg = csv_source("");
+    let (lines, rejected) = csv_lines(
+        &cfg,
+        b"Datum;Betrag;Text\n27.11.2026;1,005;a\n31.02.2026;1,00;b\n27.11.2026;2,00;c\n",
+    );
+    assert_eq!(lines.len(), 1);
+    assert_eq!(rejected.len(), 2);
+    assert_eq!(rejected[0].line, 2);
+    assert!(
+        rejected[0].reason.contains("\"Betrag\"") && rejected[0].reason.contains("more decimals"),
+        "{rejected:?}"
+    );
+    assert_eq!(rejected[1].line, 3);
+    assert!(rejected[1].reason.contains("\"Datum\""), "{rejected:?}");
+}
+
+#[test]
+fn csv_sign_column_debit_credit_columns_and_footer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("m.toml");
+    std::fs::write(
+        &p,
+        "skip_lines = 2\nskip_footer = 1\ntimestamp_format = \"%Y-%m-%d\"\nthousands_separator = \",\"\namount_symbols = \"$\"\ncurrency = \"USD\"\n[columns]\nbooked_at = \"d\"\ndebit = \"out\"\ncredit = \"in\"\n",
+    )
+    .expect("write");
+    let cfg = SourceConfig::load_mapping(&p, Format::Csv).expect("mapping");
+    let (lines, rejected) = csv_lines(
+        &cfg,
+        b"Bank export\nAccount ****1234\nd,out,in\n2026-11-27,\"$1,000.50\",\n2026-11-27,,$2.00\n2026-11-27,-3.00,\n2026-11-27,1.00,2.00\nClosing balance,,\n",
+    );
+    let amounts: Vec<i64> = lines.iter().map(|l| l.amount_minor).collect();
+    assert_eq!(amounts, vec![-100050, 200, -300]);
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].line, 7);
+    assert!(rejected[0].reason.contains("both the debit and the credit"));
+    // A footer count larger than the file is an error for the file, not a silent skip.
+    let e = sources::csv::parse_bytes(&cfg, "t.csv", b"a\nb\nd,out,in\n").unwrap_err();
+    assert!(format!("{e:#}").contains("t.csv: has 0 record(s)"), "{e:#}");
+}
+
+#[test]
+fn xlsx_native_numbers_are_exact_and_too_precise_ones_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let book_path = dir.path().join("s.xlsx");
+    let mut wb = rust_xlsxwriter::Workbook::new();
+    let ws = wb.add_worksheet();
+    ws.set_name("Data").expect("name");
+    let date = rust_xlsxwriter::ExcelDateTime::from_ymd(2026, 11, 27).expect("date");
+    let fmt = rust_xlsxwriter::Format::new().set_num_format("yyyy-mm-dd");
+    ws.write_string(0, 0, "Bank XY statement").expect("w");
+    for (c, h) in ["Date", "Amount", "Ref"].iter().enumerate() {
+        ws.write_string(2, c as u16, *h).expect("w");
+    }
+    for (r, (amount, reference)) in [(0.1, "a"), (-1234.56, "b"), (12.345, "c"), (1e-7, "d")]
+        .iter()
+        .enumerate()
+    {
+        let row = 3 + r as u32;
+        ws.write_datetime_with_format(row, 0, &date, &fmt)
+            .expect("w");
+        ws.write_number(row, 1, *amount).expect("w");
+        ws.write_string(row, 2, *reference).expect("w");
+    }
+    wb.save(&book_path).expect("save");
+    let map = dir.path().join("m.toml");
+    std::fs::write(
+        &map,
+        "sheet = \"Data\"\nskip_lines = 2\ntimestamp_format = \"%d.%m.%Y\"\ncurrency = \"EUR\"\ntimezone = \"Europe/Berlin\"\n[columns]\nbooked_at = \"Date\"\namount = \"Amount\"\nreference = \"Ref\"\n",
+    )
+    .expect("write");
+    let cfg = SourceConfig::load_mapping(&map, Format::Xlsx).expect("mapping");
+    let mut load = SourceLoad::default();
+    let clean = sources::read_file(&cfg, &book_path, &mut load).expect("read");
+    assert!(!clean);
+    let amounts: Vec<i64> = load.lines.iter().map(|l| l.amount_minor).collect();
+    assert_eq!(amounts, vec![10, -123456]);
+    // Native dates are local days in the source zone.
+    assert_eq!(
+        recon::timeparse::format_utc(load.lines[0].booked_at),
+        "2026-11-26T23:00:00Z"
+    );
+    let rows: Vec<u64> = load.rejected.iter().map(|r| r.line).collect();
+    assert_eq!(rows, vec![6, 7], "{:?}", load.rejected);
+    assert!(
+        load.rejected[0].reason.contains("more decimals"),
+        "{:?}",
+        load.rejected
+    );
+    // A missing sheet names the sheets there are.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        std::fs::read_to_string(&map)
+            .expect("r")
+            .replace("\"Data\"", "\"Nope\""),
+    )
+    .expect("w");
+    let cfg = SourceConfig::load_mapping(&bad, Format::Xlsx).expect("mapping");
+    let e = sources::read_file(&cfg, &book_path, &mut SourceLoad::default()).unwrap_err();
+    assert!(format!("{e:#}").contains("no sheet \"Nope\""), "{e:#}");
+}
+
+#[test]
+fn a_statement_delivered_twice_counts_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Two identical lines within one file are two lines (two equal fees).
+    let twice = MT940.replace(
+        ":62F:",
+        ":61:2611271127D1,NTRFFEE\n:61:2611271127D1,NTRFFEE\n:62F:",
+    );
+    let a = dir.path().join("a.sta");
+    let b = dir.path().join("b.sta");
+    std::fs::write(&a, &twice).expect("w");
+    std::fs::write(&b, &twice).expect("w");
+    let cfg = SourceConfig::bank_default(Format::Mt940);
+    let mut load = SourceLoad::default();
+    sources::read_file(&cfg, &a, &mut load).expect("a");
+    assert_eq!(load.lines.len(), 4);
+    sources::read_file(&cfg, &b, &mut load).expect("b");
+    assert_eq!(load.lines.len(), 4, "the re-delivered file adds nothing");
+    assert_eq!(load.files[1].duplicates, 4);
+    // An overlapping file with one more fee adds exactly that fee.
+    let c = dir.path().join("c.sta");
+    std::fs::write(
+        &c,
+        twice.replace(":62F:", ":61:2611271127D1,NTRFFEE\n:62F:"),
+    )
+    .expect("w");
+    sources::read_file(&cfg, &c, &mut load).expect("c");
+    assert_eq!(load.lines.len(), 5);
+    assert_eq!(load.files[2].lines, 1);
+}
+
+#[test]
+fn csv_ids_seen_in_an_earlier_file_with_other_content_are_rejected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("m.toml");
+    std::fs::write(
+        &p,
+        "timestamp_format = \"rfc3339\"\n[columns]\nprovider_txn_id = \"id\"\nrecipient = \"iban\"\namount = \"amount\"\ncurrency = \"ccy\"\nbooked_at = \"at\"\n",
+    )
+    .expect("w");
+    let cfg = SourceConfig::load_mapping(&p, Format::Csv).expect("mapping");
+    let a = dir.path().join("a.csv");
+    let b = dir.path().join("b.csv");
+    std::fs::write(&a, "id,iban,amount,ccy,at\nT1,DE1,1.00,EUR,2026-11-27T10:00:00Z\nT2,DE2,2.00,EUR,2026-11-27T10:00:00Z\n").expect("w");
+    std::fs::write(&b, "id,iban,amount,ccy,at\nT1,DE1,1.00,EUR,2026-11-27T10:00:00Z\nT2,DE2,9.00,EUR,2026-11-27T10:00:00Z\nT3,DE3,3.00,EUR,2026-11-27T10:00:00Z\n").expect("w");
+    let mut load = SourceLoad::default();
+    assert!(sources::read_file(&cfg, &a, &mut load).expect("a"));
+    assert!(!sources::read_file(&cfg, &b, &mut load).expect("b"));
+    assert_eq!(load.lines.len(), 3);
+    assert_eq!(load.files[1].duplicates, 1);
+    assert_eq!(load.rejected.len(), 1);
+    assert_eq!(load.rejected[0].line, 3);
+    assert!(
+        load.rejected[0]
+            .reason
+            .contains("\"T2\" already loaded from"),
+        "{:?}",
+        load.rejected
+    );
+}
+
+#[test]
+fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = "timezone = \"Europe/Berlin\"\ndatabase_url = \"sqlite://r.db\"\noutput_dir = \"out\"\n\n[[source]]\nname = \"bank\"\nformat = \"camt053\"\npath = \"st.xml\"\n";
+    let cfg_path = dir.path().join("job.toml");
+    std::fs::write(&cfg_path, base).expect("w");
+    std::fs::write(dir.path().join("st.xml"), CAMT).expect("w");
+    let cfg = recon::config::Config::load(&cfg_path).expect("config");
+    assert_eq!(cfg.sources[0].format, Format::Camt053);
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("day");
+    let load = sources::load(&cfg.sources[0], (day, day)).expect("load");
+    assert_eq!(load.lines.len(), 1);
+    assert_eq!(
+        load.lines[0].account.as_deref(),
+        Some("DE89370400440532013000")
+    );
+    // Dates without a time are local days in the job's zone.
+    assert_eq!(
+        recon::timeparse::format_utc(load.lines[0].booked_at),
+        "2026-11-26T23:00:00Z"
+    );
+    assert_eq!(load.facts.len(), 1);
+    std::fs::write(&cfg_path, format!("{base}delimiter = \";\"\n")).expect("w");
+    let e = format!("{:#}", recon::config::Config::load(&cfg_path).unwrap_err());
+    assert!(
+        e.contains("job.toml") && e.contains("source[0].delimiter") && e.contains("camt053"),
+        "{e}"
+    );
+    std::fs::write(&cfg_path, base.replace("camt053", "ofx")).expect("w");
+    let e = format!("{:#}", recon::config::Config::load(&cfg_path).unwrap_err());
+    assert!(
+        e.contains("source[0].format") && e.contains("\"ofx\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn mapping_files_are_strict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("m.toml");
+    std::fs::write(&p, "timestamp_format = \"%Y\"\ncurrency = \"EUR\"\nthousand_separator = \",\"\n[columns]\namount = \"a\"\nbooked_at = \"b\"\n").expect("w");
+    let e = format!(
+        "{:#}",
+        SourceConfig::load_mapping(&p, Format::Csv).unwrap_err()
+    );
+    assert!(
+        e.contains("m.toml") && e.contains("thousand_separator"),
+        "{e}"
+    );
+    std::fs::write(
+        &p,
+        "timestamp_format = \"%Y\"\n[columns]\namount = \"a\"\nbooked_at = \"b\"\n",
+    )
+    .expect("w");
+    let e = format!(
+        "{:#}",
+        SourceConfig::load_mapping(&p, Format::Csv).unwrap_err()
+    );
+    assert!(e.contains("columns.currency"), "{e}");
+    let e = format!(
+        "{:#}",
+        sources::parse_settings(Some("csv"), None, None, None).unwrap_err()
+    );
+    assert!(e.contains("needs a column mapping"), "{e}");
+}
+
+fn fuzz_cfg(format: Format) -> SourceConfig {
+    if format.needs_mapping() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("m.toml");
+        std::fs::write(&p, "timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\n[columns]\namount = \"#2\"\nbooked_at = \"#1\"\nreference = \"#3\"\n").expect("w");
+        SourceConfig::load_mapping(&p, format).expect("mapping")
+    } else {
+        SourceConfig::bank_default(format)
+    }
+}
+
+fn no_panic(format: Format, bytes: &[u8]) {
+    match format {
+        Format::Csv => {
+            let _ = sources::csv::parse_bytes(&fuzz_cfg(format), "f", bytes);
+        }
+        Format::Xlsx => {
+            let mut out = sources::csv::Collector::new("x", "f");
+            let _ = sources::xlsx::parse_bytes(&fuzz_cfg(format), "f", bytes, &mut out);
+        }
+        f => {
+            let _ = sources::parse_bank_bytes(f, &ctx("f"), bytes);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Arbitrary bytes: an error or lines, never a panic.
+    #[test]
+    fn parsers_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        for f in Format::ALL {
+            no_panic(f, &bytes);
+        }
+    }
+
+    /// Real files with a few bytes changed or cut short: nearly valid input reaches deep into
+    /// each parser.
+    #[test]
+    fn parsers_never_panic_on_mutated_real_files(
+        pick in 0usize..FILES.len(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in proptest::option::of(any::<prop::sample::Index>()),
+    ) {
+        let (rel, format, _) = &FILES[pick];
+        let mut bytes = std::fs::read(input(rel)).expect("read");
+        if bytes.len() > 20_000 {
+            bytes.truncate(20_000);
+        }
+        for (at, b) in edits {
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] = b;
+            }
+        }
+        if let Some(cut) = cut
+            && !bytes.is_empty()
+        {
+            let n = cut.index(bytes.len());
+            bytes.truncate(n);
+        }
+        no_panic(*format, &bytes);
+        no_panic(Format::Mt940, &bytes);
+        no_panic(Format::Bai2, &bytes);
+    }
+}

@@ -5,12 +5,12 @@
 use crate::evidence;
 use crate::ledger::Status;
 use crate::ledger::transitions::{Applied, Transition};
+use crate::matching::MatchResult;
 use crate::outcome::{Action, Outcome};
 use crate::outputs::summary::Summary;
+use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
 use crate::tickets::{self, NewTicket, Upserted};
-use crate::matching::MatchResult;
-use crate::rules::RuleSet;
 use crate::timeparse::Micros;
 use anyhow::Result;
 use std::time::Instant;
@@ -87,12 +87,8 @@ pub(crate) async fn apply(
     }
     tx.followups(&open, &closed, &to_day).await?;
     // Tickets, batched, keyed by a stable dedupe key, with their evidence and its fingerprint.
-    let pairs = evidence::PairIndex::new(
-        matched,
-        &data.rows,
-        data.payments.len(),
-        data.lines.len(),
-    );
+    let pairs =
+        evidence::PairIndex::new(matched, &data.rows, data.payments.len(), data.lines.len());
     let mut new_tickets = Vec::new();
     for row in &data.rows {
         let Some(sev) = row.outcome.ticket_severity() else {

@@ -52,7 +52,10 @@ impl PairIndex {
         let mut line = vec![false; n_lines];
         // A ticket row's lines hold every line its payment was paired with, so indexing them
         // by line also gives each candidate line's competing payments.
-        for r in rows.iter().filter(|r| r.outcome.ticket_severity().is_some()) {
+        for r in rows
+            .iter()
+            .filter(|r| r.outcome.ticket_severity().is_some())
+        {
             if let Some(p) = r.payment {
                 pay[p as usize] = true;
             }
@@ -243,15 +246,33 @@ fn field_changes(prefix: &str, old: &Value, new: &Value, out: &mut Vec<String>) 
     );
     let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     for k in keys {
-        let (x, y) = (a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null));
-        if x != y {
+        let (x, y) = (
+            a.get(k).unwrap_or(&Value::Null),
+            b.get(k).unwrap_or(&Value::Null),
+        );
+        if x == y {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (x.as_array(), y.as_array()) {
+            // Lists of reasons: name only what left and what came.
+            let gone: Vec<String> = a.iter().filter(|v| !b.contains(v)).map(text).collect();
+            let came: Vec<String> = b.iter().filter(|v| !a.contains(v)).map(text).collect();
+            let side = |v: Vec<String>| {
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    v.join(", ")
+                }
+            };
+            out.push(format!("{prefix}{k} {} → {}", side(gone), side(came)));
+        } else {
             out.push(format!("{prefix}{k} {} → {}", text(x), text(y)));
         }
     }
 }
 
 /// Items of a list keyed by `key`.
-fn keyed<'a>(v: &'a Value, key: impl Fn(&Value) -> String) -> BTreeMap<String, &'a Value> {
+fn keyed(v: &Value, key: impl Fn(&Value) -> String) -> BTreeMap<String, &Value> {
     v.as_array()
         .into_iter()
         .flatten()
@@ -331,7 +352,11 @@ pub fn describe_changes(old: &str, new: &str) -> String {
         }
     }
     let mut lines = Vec::new();
-    let line_skip = if has_payment { &removed_or_added } else { &none };
+    let line_skip = if has_payment {
+        &removed_or_added
+    } else {
+        &none
+    };
     list_changes(
         "line",
         &old["lines"],
@@ -340,7 +365,11 @@ pub fn describe_changes(old: &str, new: &str) -> String {
         line_skip,
         &mut lines,
     );
-    let pay_skip = if has_payment { &none } else { &removed_or_added };
+    let pay_skip = if has_payment {
+        &none
+    } else {
+        &removed_or_added
+    };
     let mut pays = Vec::new();
     list_changes(
         "payment",

@@ -793,7 +793,13 @@ macro_rules! store_impl {
 }
 
 store_impl!(sqlite, sqlx::Sqlite, sqlite_ts, String, sqlite_ts_read);
-store_impl!(pg, sqlx::Postgres, pg_ts, chrono::DateTime<chrono::Utc>, pg_ts_read);
+store_impl!(
+    pg,
+    sqlx::Postgres,
+    pg_ts,
+    chrono::DateTime<chrono::Utc>,
+    pg_ts_read
+);
 
 /// An open write transaction on either backend. Dropping it without [`Tx::commit`] rolls back.
 pub enum Tx {
@@ -868,7 +874,10 @@ impl Tx {
         note: &str,
         now: &str,
     ) -> Result<bool> {
-        dispatch!(self, change_ticket_status(ticket_id, from, to, actor, note, now))
+        dispatch!(
+            self,
+            change_ticket_status(ticket_id, from, to, actor, note, now)
+        )
     }
 
     /// See [`sqlite::insert_run`].

@@ -147,7 +147,9 @@ pub async fn list(db: &Db, open_only: bool) -> Result<Vec<Ticket>> {
 /// is an argument error.
 pub async fn list_filtered(db: &Db, filter: &Filter) -> Result<Vec<Ticket>> {
     if let Some(k) = &filter.kind
-        && Outcome::parse(k).and_then(Outcome::ticket_severity).is_none()
+        && Outcome::parse(k)
+            .and_then(Outcome::ticket_severity)
+            .is_none()
     {
         let kinds: Vec<&str> = Outcome::ALL
             .into_iter()
@@ -255,9 +257,21 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
         let _ = writeln!(s, "  {name:<10} {value}");
     };
     field(&mut s, "payment", t.payment_id.as_deref().unwrap_or("-"));
-    field(&mut s, "lines", if t.line_ids.is_empty() { "-" } else { &t.line_ids });
+    field(
+        &mut s,
+        "lines",
+        if t.line_ids.is_empty() {
+            "-"
+        } else {
+            &t.line_ids
+        },
+    );
     let amount = amount_text(t);
-    field(&mut s, "amount", if amount.is_empty() { "-" } else { &amount });
+    field(
+        &mut s,
+        "amount",
+        if amount.is_empty() { "-" } else { &amount },
+    );
     field(
         &mut s,
         "created",
@@ -279,7 +293,9 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
     field(
         &mut s,
         "sha256",
-        t.evidence_sha256.as_deref().unwrap_or("- (not computed yet)"),
+        t.evidence_sha256
+            .as_deref()
+            .unwrap_or("- (not computed yet)"),
     );
     let _ = writeln!(s, "evidence:");
     let pretty = serde_json::from_str::<serde_json::Value>(&t.evidence)

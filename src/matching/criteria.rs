@@ -88,7 +88,11 @@ fn window(p: &Payment, l: &StatementLine, (before, after): (Micros, Micros)) -> 
         },
         Some(s) => {
             let (a, b) = (s - before, s + after);
-            let range = format!("{} .. {}", timeparse::format_utc(a), timeparse::format_utc(b));
+            let range = format!(
+                "{} .. {}",
+                timeparse::format_utc(a),
+                timeparse::format_utc(b)
+            );
             let booked = timeparse::format_utc(l.booked_at);
             check(
                 l.booked_at >= a && l.booked_at <= b,
@@ -128,8 +132,7 @@ pub fn identifier(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Che
     };
     let norm = |s: &str| normalize::apply(&pass.normalize, s).into_owned();
     let by_ref = ids.reference
-        && l
-            .reference
+        && l.reference
             .as_deref()
             .is_some_and(|r| norm(r) == norm(&p.payment_id));
     let by_id = ids.provider_txn_id

@@ -8,3 +8,4 @@ mod properties;
 mod report;
 mod runs;
 mod support;
+mod tickets;

@@ -1,69 +1,28 @@
 //! A run's database effects, all inside the caller's transaction: guarded transitions with
 //! history, follow-up bookkeeping for carried-over payments, and REVIEW tickets with their
-//! evidence (account numbers masked).
+//! evidence (see [`crate::evidence`]; account numbers masked).
 
-use crate::ledger::Payment;
+use crate::evidence;
 use crate::ledger::Status;
 use crate::ledger::transitions::{Applied, Transition};
-use crate::outcome::{Action, Outcome, ResultRow};
-use crate::outputs::csv_safe;
+use crate::matching::MatchResult;
+use crate::outcome::{Action, Outcome};
 use crate::outputs::summary::Summary;
+use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
-use crate::sources::StatementLine;
 use crate::tickets::{self, NewTicket, Upserted};
-use crate::timeparse::{self, Micros};
-use crate::{mask, money};
+use crate::timeparse::Micros;
 use anyhow::Result;
 use std::time::Instant;
 
-/// Evidence for a ticket: what a reviewer needs, with account numbers masked.
-fn evidence(row: &ResultRow, payments: &[Payment], lines: &[StatementLine]) -> String {
-    let payment = row.payment.map(|i| {
-        let p = &payments[i as usize];
-        serde_json::json!({
-            "payment_id": p.payment_id,
-            "status": p.status.as_str(),
-            "amount": money::format_minor(p.amount_minor, p.currency),
-            "currency": p.currency,
-            "recipient": mask::account(&p.recipient),
-            "started_at": p.started_at.map(timeparse::format_utc),
-            "attempt_id": p.attempt_id,
-        })
-    });
-    let ls: Vec<serde_json::Value> = row
-        .lines
-        .iter()
-        .map(|&i| {
-            let l = &lines[i as usize];
-            serde_json::json!({
-                "line_id": l.uid(),
-                "source": l.source,
-                "file": l.file,
-                "line": l.line_no,
-                "reference": l.reference.as_deref().map(csv_safe),
-                "amount": money::format_minor(l.amount_minor, l.currency),
-                "currency": l.currency,
-                "recipient": mask::account(&l.recipient),
-                "booked_at": timeparse::format_utc(l.booked_at),
-                "kind": l.kind.as_str(),
-            })
-        })
-        .collect();
-    serde_json::json!({
-        "outcome": row.outcome.as_str(),
-        "rule": row.rule,
-        "detail": row.detail,
-        "payment": payment,
-        "lines": ls,
-    })
-    .to_string()
-}
-
 /// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
 /// refused (someone else moved the payment), with the status recon wanted.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn apply(
     tx: &mut crate::store::Tx,
     data: &RunData,
+    matched: &MatchResult,
+    rules: &RuleSet,
     summary: &mut Summary,
     t0: Micros,
     run_id: &str,
@@ -127,7 +86,9 @@ pub(crate) async fn apply(
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
-    // Tickets, batched, keyed by a stable dedupe key.
+    // Tickets, batched, keyed by a stable dedupe key, with their evidence and its fingerprint.
+    let pairs =
+        evidence::PairIndex::new(matched, &data.rows, data.payments.len(), data.lines.len());
     let mut new_tickets = Vec::new();
     for row in &data.rows {
         let Some(sev) = row.outcome.ticket_severity() else {
@@ -154,6 +115,7 @@ pub(crate) async fn apply(
                 })
                 .unwrap_or((None, None)),
         };
+        let ev = evidence::for_row(row, &data.payments, &data.lines, rules, &pairs);
         new_tickets.push(NewTicket {
             dedupe_key: tickets::dedupe_key(
                 row.outcome.as_str(),
@@ -166,7 +128,8 @@ pub(crate) async fn apply(
             line_ids,
             amount_minor: amount,
             currency,
-            evidence: evidence(row, &data.payments, &data.lines),
+            evidence_sha256: evidence::fingerprint(&ev),
+            evidence: ev.to_string(),
         });
     }
     tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
@@ -180,7 +143,11 @@ pub(crate) async fn apply(
     for u in upserted {
         match u {
             Upserted::Created => summary.tickets.created += 1,
-            Upserted::Existing => summary.tickets.existing += 1,
+            Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
+            Upserted::Reopened => {
+                summary.tickets.existing += 1;
+                summary.tickets.reopened += 1;
+            }
         }
     }
     Ok(conflicts)

@@ -7,13 +7,13 @@
 //! Candidate reasons are computed for the one item asked about, by direct comparison with the
 //! rules' criteria; the decision itself is the one the matcher and classifier made.
 
-use crate::config::{Config, LineKind};
+use crate::config::Config;
 use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::ledger::Payment;
-use crate::matching::{MatchResult, Pair};
+use crate::matching::{MatchResult, Pair, criteria};
 use crate::outcome::ResultRow;
-use crate::rules::{PassKind, RuleSet};
+use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
 use crate::sources::{InputFile, StatementLine};
 use crate::timeparse;
@@ -195,50 +195,13 @@ fn pass_name(rules: &RuleSet, pass: usize) -> &str {
 
 /// Why `l` is or is not a fuzzy candidate of `p` in each fuzzy pass: every failed criterion.
 fn fuzzy_reasons(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize, Vec<String>)> {
-    let mut out = Vec::new();
-    for (i, pass) in rules.passes.iter().enumerate() {
-        let PassKind::Fuzzy {
-            before,
-            after,
-            tolerance_minor,
-        } = pass.kind
-        else {
-            continue;
-        };
-        let mut why = Vec::new();
-        if l.kind != LineKind::Payment {
-            why.push(format!("it is a {} line", l.kind.as_str()));
-        }
-        if normalize::apply(&pass.normalize, &p.recipient)
-            != normalize::apply(&pass.normalize, &l.recipient)
-        {
-            why.push("recipient differs".into());
-        }
-        if p.currency != l.currency {
-            why.push(format!("currency {} ≠ {}", l.currency, p.currency));
-        }
-        let diff = (l.amount_minor - p.amount_minor).abs();
-        if diff > tolerance_minor {
-            why.push(format!(
-                "amount {} ≠ {} (tolerance {})",
-                money::format_minor(l.amount_minor, l.currency),
-                money::format_minor(p.amount_minor, p.currency),
-                money::format_minor(tolerance_minor, p.currency)
-            ));
-        }
-        match p.started_at {
-            None => why.push("the payment was never sent".into()),
-            Some(s) if l.booked_at < s - before || l.booked_at > s + after => why.push(format!(
-                "booked {} outside the window {} .. {}",
-                timeparse::format_utc(l.booked_at),
-                timeparse::format_utc(s - before),
-                timeparse::format_utc(s + after)
-            )),
-            Some(_) => {}
-        }
-        out.push((i, why));
-    }
-    out
+    criteria::fuzzy_passes(rules, p, l)
+        .into_iter()
+        .map(|(i, checks)| {
+            let why = checks.into_iter().filter(|c| !c.ok).map(|c| c.text);
+            (i, why.collect())
+        })
+        .collect()
 }
 
 fn write_reasons(out: &mut String, rules: &RuleSet, p: &Payment, l: &StatementLine) {

@@ -9,6 +9,7 @@ pub mod config;
 pub mod db;
 pub mod demo;
 pub mod effects;
+pub mod evidence;
 pub mod exit;
 pub mod explain;
 pub mod fault;

@@ -170,8 +170,19 @@ enum TicketsCommand {
         /// Only open tickets.
         #[arg(long)]
         open: bool,
+        /// Only tickets of this kind (an outcome, e.g. AMBIGUOUS).
+        #[arg(long)]
+        kind: Option<String>,
     },
-    /// Resolve a ticket.
+    /// Show one ticket: every field, its evidence and its history.
+    Show {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Ticket id.
+        id: i64,
+    },
+    /// Resolve an open ticket.
     Resolve {
         /// Job configuration (for the database).
         #[arg(long)]
@@ -182,6 +193,20 @@ enum TicketsCommand {
         #[arg(long)]
         actor: String,
         /// Resolution note.
+        #[arg(long)]
+        note: String,
+    },
+    /// Open a resolved ticket again.
+    Reopen {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Ticket id.
+        id: i64,
+        /// Who reopens it.
+        #[arg(long)]
+        actor: String,
+        /// Why.
         #[arg(long)]
         note: String,
     },
@@ -336,12 +361,24 @@ async fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Tickets { command } => {
             match command {
-                TicketsCommand::List { config, open } => {
+                TicketsCommand::List { config, open, kind } => {
                     let cfg = Config::load(&config)?;
                     let db = recon::db::Db::open(&cfg.database_url).await?;
-                    let list = recon::tickets::list(&db, open).await?;
+                    let filter = recon::tickets::Filter {
+                        open_only: open,
+                        kind,
+                    };
+                    let list = recon::tickets::list_filtered(&db, &filter).await;
                     db.close().await;
-                    print!("{}", recon::tickets::render(&list));
+                    print!("{}", recon::tickets::render(&list?));
+                }
+                TicketsCommand::Show { config, id } => {
+                    let cfg = Config::load(&config)?;
+                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let shown = recon::tickets::show(&db, id).await;
+                    db.close().await;
+                    let (ticket, history) = shown?;
+                    print!("{}", recon::tickets::render_one(&ticket, &history));
                 }
                 TicketsCommand::Resolve {
                     config,
@@ -351,9 +388,23 @@ async fn dispatch(command: Command) -> Result<i32> {
                 } => {
                     let cfg = Config::load(&config)?;
                     let db = recon::db::Db::open(&cfg.database_url).await?;
-                    recon::tickets::resolve(&db, id, &actor, &note).await?;
+                    let done = recon::tickets::resolve(&db, id, &actor, &note).await;
                     db.close().await;
+                    done?;
                     println!("ticket {id} resolved");
+                }
+                TicketsCommand::Reopen {
+                    config,
+                    id,
+                    actor,
+                    note,
+                } => {
+                    let cfg = Config::load(&config)?;
+                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let done = recon::tickets::reopen(&db, id, &actor, &note).await;
+                    db.close().await;
+                    done?;
+                    println!("ticket {id} reopened");
                 }
             }
             Ok(exit::OK)

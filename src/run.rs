@@ -130,11 +130,7 @@ impl RangeSummary {
             "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
             t.planned, t.applied, t.already_applied, t.conflicts
         );
-        let _ = writeln!(
-            s,
-            "  tickets: {} new, {} already known",
-            self.tickets.created, self.tickets.existing
-        );
+        let _ = writeln!(s, "  tickets: {}", self.tickets.text());
         for w in &self.warnings {
             let _ = writeln!(s, "  warning: {w}");
         }
@@ -368,6 +364,7 @@ async fn run_range(
         range.transitions.conflicts += s.transitions.conflicts;
         range.tickets.created += s.tickets.created;
         range.tickets.existing += s.tickets.existing;
+        range.tickets.reopened += s.tickets.reopened;
         for w in &s.warnings {
             if !range.warnings.contains(w) {
                 range.warnings.push(w.clone());
@@ -493,10 +490,10 @@ async fn plan_and_apply(
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Plan {
         data,
+        matched,
         mut summary,
         rejected,
         t0,
-        ..
     } = plan(cfg, opts, rules, db, run_id, as_of).await?;
     crate::fault::point("after_plan");
     let out_dir = parent.join(folder);
@@ -545,7 +542,18 @@ async fn plan_and_apply(
     let mut tx = db.begin().await?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     let conflicts = if !opts.dry_run {
-        crate::effects::apply(&mut tx, &data, &mut summary, t0, run_id, opts, &now).await?
+        crate::effects::apply(
+            &mut tx,
+            &data,
+            &matched,
+            rules,
+            &mut summary,
+            t0,
+            run_id,
+            opts,
+            &now,
+        )
+        .await?
     } else {
         summary.transitions.planned = data
             .rows

@@ -8,10 +8,10 @@
 
 use crate::exit::{Failure, fail};
 use crate::ledger::transitions::{Applied, Transition};
-use crate::tickets::{NewTicket, Ticket, Upserted};
+use crate::tickets::{HistoryEntry, NewTicket, Ticket, Upserted};
 use anyhow::Result;
 
-/// Rows per statement in the batched forms (at most 12 binds each: far below both limits).
+/// Rows per statement in the batched forms (at most 13 binds each: far below both limits).
 pub(crate) const BATCH: usize = 500;
 
 fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
@@ -28,6 +28,18 @@ fn pg_ts(db_text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     crate::timeparse::from_db(db_text)
         .ok()
         .and_then(chrono::DateTime::from_timestamp_micros)
+}
+
+/// A stored SQLite timestamp in the report form (`2026-11-28T10:15:00Z`).
+fn sqlite_ts_read(db_text: String) -> String {
+    crate::timeparse::from_db(&db_text)
+        .map(crate::timeparse::format_utc)
+        .unwrap_or(db_text)
+}
+
+/// A stored PostgreSQL timestamp in the report form (`2026-11-28T10:15:00Z`).
+fn pg_ts_read(t: chrono::DateTime<chrono::Utc>) -> String {
+    crate::timeparse::format_utc(t.timestamp_micros())
 }
 
 /// A payment row to insert (`recon ledger import`); timestamps in recon's UTC text form.
@@ -92,8 +104,17 @@ pub struct RunStart<'a> {
 /// A payment's status and its latest history row (actor, from_status, attempt_id).
 type LatestState = (String, Option<String>, Option<String>, Option<String>);
 
+/// The columns of a ticket, in the order [`Ticket`] has them.
+macro_rules! ticket_columns {
+    () => {
+        "ticket_id, kind, severity, status, payment_id, line_ids, amount_minor, currency, evidence, \
+         evidence_sha256, created_run_id, last_seen_run_id, created_at, resolved_at, resolved_by, \
+         resolution_note"
+    };
+}
+
 macro_rules! store_impl {
-    ($name:ident, $DB:ty, $ts:path) => {
+    ($name:ident, $DB:ty, $ts:path, $TsOut:ty, $ts_read:path) => {
         /// The statements for one backend (see the module docs).
         pub(crate) mod $name {
             use super::*;
@@ -252,7 +273,136 @@ macro_rules! store_impl {
                 Ok(())
             }
 
-            /// Creates each ticket or marks the existing one as seen by `run_id`.
+            fn ticket_from(r: &<Db as sqlx::Database>::Row) -> Result<Ticket, sqlx::Error> {
+                use sqlx::Row;
+                Ok(Ticket {
+                    ticket_id: r.try_get("ticket_id")?,
+                    kind: r.try_get("kind")?,
+                    severity: r.try_get("severity")?,
+                    status: r.try_get("status")?,
+                    payment_id: r.try_get("payment_id")?,
+                    line_ids: r.try_get("line_ids")?,
+                    amount_minor: r.try_get("amount_minor")?,
+                    currency: r.try_get("currency")?,
+                    evidence: r.try_get("evidence")?,
+                    evidence_sha256: r.try_get("evidence_sha256")?,
+                    created_run_id: r.try_get("created_run_id")?,
+                    last_seen_run_id: r.try_get("last_seen_run_id")?,
+                    created_at: $ts_read(r.try_get::<$TsOut, _>("created_at")?),
+                    resolved_at: r.try_get::<Option<$TsOut>, _>("resolved_at")?.map($ts_read),
+                    resolved_by: r.try_get("resolved_by")?,
+                    resolution_note: r.try_get("resolution_note")?,
+                })
+            }
+
+            /// Appends one row to a ticket's history.
+            #[allow(clippy::too_many_arguments)]
+            async fn ticket_history_row(
+                conn: &mut Conn,
+                ticket_id: i64,
+                (from, to): (Option<&str>, &str),
+                actor: &str,
+                run_id: Option<&str>,
+                note: &str,
+                (old_sha, new_sha): (Option<&str>, Option<&str>),
+                now: &str,
+            ) -> Result<()> {
+                sqlx::query(
+                    "INSERT INTO review_ticket_history (ticket_id, from_status, to_status, actor, run_id,
+                                                       note, old_sha256, new_sha256, changed_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(ticket_id)
+                .bind(from)
+                .bind(to)
+                .bind(actor)
+                .bind(run_id)
+                .bind(note)
+                .bind(old_sha)
+                .bind(new_sha)
+                .bind($ts(now))
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err("review ticket history"))?;
+                Ok(())
+            }
+
+            /// A known ticket whose evidence fingerprint differs: store the new evidence and
+            /// open it (again), with what changed in its history. Guarded by the status read,
+            /// so a human's concurrent resolve is never overwritten unrecorded.
+            async fn ticket_evidence_changed(
+                conn: &mut Conn,
+                ticket_id: i64,
+                t: &NewTicket,
+                run_id: &str,
+                now: &str,
+            ) -> Result<Upserted> {
+                let err = db_err("review tickets");
+                for _ in 0..3 {
+                    let (status, old_sha, old_evidence): (String, Option<String>, String) =
+                        sqlx::query_as(
+                            "SELECT status, evidence_sha256, evidence FROM review_tickets WHERE ticket_id = $1",
+                        )
+                        .bind(ticket_id)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(&err)?;
+                    let n = sqlx::query(
+                        "UPDATE review_tickets SET evidence = $1, evidence_sha256 = $2, severity = $3,
+                                line_ids = $4, amount_minor = $5, currency = $6, status = 'OPEN',
+                                resolved_at = NULL, resolved_by = NULL, resolution_note = NULL
+                         WHERE ticket_id = $7 AND status = $8",
+                    )
+                    .bind(&t.evidence)
+                    .bind(&t.evidence_sha256)
+                    .bind(&t.severity)
+                    .bind(&t.line_ids)
+                    .bind(t.amount_minor)
+                    .bind(&t.currency)
+                    .bind(ticket_id)
+                    .bind(&status)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(&err)?
+                    .rows_affected();
+                    if n == 0 {
+                        continue;
+                    }
+                    let changes = crate::evidence::describe_changes(&old_evidence, &t.evidence);
+                    let note = if status == "RESOLVED" {
+                        format!("reopened: the evidence changed: {changes}")
+                    } else {
+                        format!("the evidence changed: {changes}")
+                    };
+                    ticket_history_row(
+                        conn,
+                        ticket_id,
+                        (Some(status.as_str()), "OPEN"),
+                        "recon",
+                        Some(run_id),
+                        &note,
+                        (old_sha.as_deref(), Some(&t.evidence_sha256)),
+                        now,
+                    )
+                    .await?;
+                    return Ok(if status == "RESOLVED" {
+                        Upserted::Reopened
+                    } else {
+                        Upserted::Updated
+                    });
+                }
+                Err(fail(
+                    Failure::Database,
+                    format!("review ticket {ticket_id} keeps changing under this run"),
+                ))
+            }
+
+            /// Creates each ticket (with a `created` history row) or marks the existing one
+            /// as seen by `run_id`. An existing ticket with the same evidence fingerprint stays
+            /// as it is (a resolved one stays resolved); with a different fingerprint its new
+            /// evidence is stored, a resolved one is opened again, and the history records the
+            /// old and new fingerprint and what changed. A ticket stored before fingerprints
+            /// existed takes the new evidence silently.
             pub async fn upsert_tickets(
                 conn: &mut Conn,
                 tickets: &[NewTicket],
@@ -262,9 +412,12 @@ macro_rules! store_impl {
                 let err = db_err("review tickets");
                 let mut out = Vec::with_capacity(tickets.len());
                 for chunk in tickets.chunks(BATCH) {
+                    let by_key: HashMap<&str, &NewTicket> =
+                        chunk.iter().map(|t| (t.dedupe_key.as_str(), t)).collect();
                     let mut q: QueryBuilder<Db> = QueryBuilder::new(
                         "INSERT INTO review_tickets (dedupe_key, kind, severity, payment_id, line_ids, \
-                         amount_minor, currency, evidence, status, created_run_id, last_seen_run_id, created_at) ",
+                         amount_minor, currency, evidence, evidence_sha256, status, created_run_id, \
+                         last_seen_run_id, created_at) ",
                     );
                     q.push_values(chunk, |mut b, t| {
                         b.push_bind(&t.dedupe_key)
@@ -275,18 +428,40 @@ macro_rules! store_impl {
                             .push_bind(t.amount_minor)
                             .push_bind(&t.currency)
                             .push_bind(&t.evidence)
+                            .push_bind(&t.evidence_sha256)
                             .push_bind("OPEN")
                             .push_bind(run_id)
                             .push_bind(run_id)
                             .push_bind($ts(now));
                     });
-                    q.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING dedupe_key");
-                    let created: Vec<(String,)> =
+                    q.push(" ON CONFLICT (dedupe_key) DO NOTHING RETURNING ticket_id, dedupe_key");
+                    let mut created: Vec<(i64, String)> =
                         q.build_query_as().fetch_all(&mut *conn).await.map_err(&err)?;
-                    let created: HashSet<String> = created.into_iter().map(|(k,)| k).collect();
+                    created.sort_unstable();
+                    let mut done: HashMap<String, Upserted> = HashMap::new();
+                    if !created.is_empty() {
+                        let mut h: QueryBuilder<Db> = QueryBuilder::new(
+                            "INSERT INTO review_ticket_history (ticket_id, from_status, to_status, actor, \
+                             run_id, note, old_sha256, new_sha256, changed_at) ",
+                        );
+                        h.push_values(&created, |mut b, (id, key)| {
+                            let sha = by_key.get(key.as_str()).map(|t| t.evidence_sha256.as_str());
+                            b.push_bind(*id)
+                                .push_bind(None::<String>)
+                                .push_bind("OPEN")
+                                .push_bind("recon")
+                                .push_bind(run_id)
+                                .push_bind("created")
+                                .push_bind(None::<String>)
+                                .push_bind(sha)
+                                .push_bind($ts(now));
+                        });
+                        h.build().execute(&mut *conn).await.map_err(&err)?;
+                        done.extend(created.into_iter().map(|(_, k)| (k, Upserted::Created)));
+                    }
                     let existing: Vec<&NewTicket> = chunk
                         .iter()
-                        .filter(|t| !created.contains(&t.dedupe_key))
+                        .filter(|t| !done.contains_key(&t.dedupe_key))
                         .collect();
                     if !existing.is_empty() {
                         let mut u: QueryBuilder<Db> =
@@ -297,58 +472,156 @@ macro_rules! store_impl {
                         for t in &existing {
                             sep.push_bind(&t.dedupe_key);
                         }
-                        u.push(")");
-                        u.build().execute(&mut *conn).await.map_err(&err)?;
-                    }
-                    out.extend(chunk.iter().map(|t| {
-                        if created.contains(&t.dedupe_key) {
-                            Upserted::Created
-                        } else {
-                            Upserted::Existing
+                        u.push(") RETURNING ticket_id, dedupe_key, evidence_sha256");
+                        let mut seen: Vec<(i64, String, Option<String>)> =
+                            u.build_query_as().fetch_all(&mut *conn).await.map_err(&err)?;
+                        seen.sort_unstable();
+                        for (id, key, sha) in seen {
+                            let Some(t) = by_key.get(key.as_str()) else { continue };
+                            let what = match sha {
+                                Some(s) if s == t.evidence_sha256 => Upserted::Existing,
+                                Some(_) => ticket_evidence_changed(conn, id, t, run_id, now).await?,
+                                None => {
+                                    sqlx::query(
+                                        "UPDATE review_tickets SET evidence = $1, evidence_sha256 = $2
+                                         WHERE ticket_id = $3",
+                                    )
+                                    .bind(&t.evidence)
+                                    .bind(&t.evidence_sha256)
+                                    .bind(id)
+                                    .execute(&mut *conn)
+                                    .await
+                                    .map_err(&err)?;
+                                    Upserted::Existing
+                                }
+                            };
+                            done.insert(key, what);
                         }
-                    }));
+                    }
+                    out.extend(
+                        chunk
+                            .iter()
+                            .map(|t| done.get(&t.dedupe_key).copied().unwrap_or(Upserted::Existing)),
+                    );
                 }
                 Ok(out)
             }
 
-            /// Tickets, most severe first, then oldest first.
-            pub async fn list_tickets(conn: &mut Conn, open_only: bool) -> Result<Vec<Ticket>> {
-                sqlx::query_as::<_, Ticket>(
-                    "SELECT ticket_id, kind, severity, status, payment_id, line_ids, amount_minor, currency,
-                            evidence, created_run_id, last_seen_run_id, resolved_by, resolution_note
-                     FROM review_tickets
-                     WHERE ($1 = 0 OR status = 'OPEN')
+            /// Tickets, most severe first, then oldest first; only OPEN ones with `open_only`,
+            /// only of `kind` if given.
+            pub async fn list_tickets(
+                conn: &mut Conn,
+                open_only: bool,
+                kind: Option<&str>,
+            ) -> Result<Vec<Ticket>> {
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    ticket_columns!(),
+                    " FROM review_tickets
+                     WHERE ($1 = 0 OR status = 'OPEN') AND ($2 IS NULL OR kind = $2)
                      ORDER BY CASE severity WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END,
-                              ticket_id",
-                )
+                              ticket_id"
+                ))
                 .bind(i64::from(open_only))
+                .bind(kind)
                 .fetch_all(&mut *conn)
                 .await
-                .map_err(db_err("review tickets"))
+                .map_err(db_err("review tickets"))?;
+                rows.iter()
+                    .map(ticket_from)
+                    .collect::<Result<_, _>>()
+                    .map_err(db_err("review tickets"))
             }
 
-            /// Resolves an open ticket; false if there is no such open ticket.
-            pub async fn resolve_ticket(
+            /// One ticket.
+            pub async fn get_ticket(conn: &mut Conn, ticket_id: i64) -> Result<Option<Ticket>> {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    ticket_columns!(),
+                    " FROM review_tickets WHERE ticket_id = $1"
+                ))
+                .bind(ticket_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db_err("review tickets"))?;
+                row.as_ref()
+                    .map(ticket_from)
+                    .transpose()
+                    .map_err(db_err("review tickets"))
+            }
+
+            /// A ticket's history, oldest first.
+            pub async fn ticket_history(conn: &mut Conn, ticket_id: i64) -> Result<Vec<HistoryEntry>> {
+                use sqlx::Row;
+                let err = db_err("review ticket history");
+                let rows = sqlx::query(
+                    "SELECT from_status, to_status, actor, run_id, note, old_sha256, new_sha256, changed_at
+                     FROM review_ticket_history WHERE ticket_id = $1 ORDER BY id",
+                )
+                .bind(ticket_id)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(&err)?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(HistoryEntry {
+                            from_status: r.try_get("from_status")?,
+                            to_status: r.try_get("to_status")?,
+                            actor: r.try_get("actor")?,
+                            run_id: r.try_get("run_id")?,
+                            note: r.try_get("note")?,
+                            old_sha256: r.try_get("old_sha256")?,
+                            new_sha256: r.try_get("new_sha256")?,
+                            changed_at: $ts_read(r.try_get::<$TsOut, _>("changed_at")?),
+                        })
+                    })
+                    .collect::<Result<_, sqlx::Error>>()
+                    .map_err(&err)
+            }
+
+            /// A person moves a ticket from `from` to `to` (RESOLVED keeps who, when and the
+            /// note on the ticket; OPEN clears them), with a history row. False if the ticket
+            /// does not exist or is not `from`.
+            pub async fn change_ticket_status(
                 conn: &mut Conn,
                 ticket_id: i64,
+                from: &str,
+                to: &str,
                 actor: &str,
                 note: &str,
                 now: &str,
             ) -> Result<bool> {
+                let resolved = to == "RESOLVED";
                 let n = sqlx::query(
-                    "UPDATE review_tickets SET status = 'RESOLVED', resolved_at = $1, resolved_by = $2,
-                            resolution_note = $3
-                     WHERE ticket_id = $4 AND status = 'OPEN'",
+                    "UPDATE review_tickets SET status = $1, resolved_at = $2, resolved_by = $3,
+                            resolution_note = $4
+                     WHERE ticket_id = $5 AND status = $6",
                 )
-                .bind($ts(now))
-                .bind(actor)
-                .bind(note)
+                .bind(to)
+                .bind(if resolved { $ts(now) } else { None })
+                .bind(resolved.then_some(actor))
+                .bind(resolved.then_some(note))
                 .bind(ticket_id)
+                .bind(from)
                 .execute(&mut *conn)
                 .await
                 .map_err(db_err("review tickets"))?
                 .rows_affected();
-                Ok(n > 0)
+                if n == 0 {
+                    return Ok(false);
+                }
+                ticket_history_row(
+                    conn,
+                    ticket_id,
+                    (Some(from), to),
+                    actor,
+                    None,
+                    note,
+                    (None, None),
+                    now,
+                )
+                .await?;
+                Ok(true)
             }
 
             /// Inserts the run record as RUNNING. A reused run id is a config error.
@@ -519,8 +792,14 @@ macro_rules! store_impl {
     };
 }
 
-store_impl!(sqlite, sqlx::Sqlite, sqlite_ts);
-store_impl!(pg, sqlx::Postgres, pg_ts);
+store_impl!(sqlite, sqlx::Sqlite, sqlite_ts, String, sqlite_ts_read);
+store_impl!(
+    pg,
+    sqlx::Postgres,
+    pg_ts,
+    chrono::DateTime<chrono::Utc>,
+    pg_ts_read
+);
 
 /// An open write transaction on either backend. Dropping it without [`Tx::commit`] rolls back.
 pub enum Tx {
@@ -567,19 +846,38 @@ impl Tx {
     }
 
     /// See [`sqlite::list_tickets`].
-    pub async fn list_tickets(&mut self, open_only: bool) -> Result<Vec<Ticket>> {
-        dispatch!(self, list_tickets(open_only))
+    pub async fn list_tickets(
+        &mut self,
+        open_only: bool,
+        kind: Option<&str>,
+    ) -> Result<Vec<Ticket>> {
+        dispatch!(self, list_tickets(open_only, kind))
     }
 
-    /// See [`sqlite::resolve_ticket`].
-    pub async fn resolve_ticket(
+    /// See [`sqlite::get_ticket`].
+    pub async fn get_ticket(&mut self, ticket_id: i64) -> Result<Option<Ticket>> {
+        dispatch!(self, get_ticket(ticket_id))
+    }
+
+    /// See [`sqlite::ticket_history`].
+    pub async fn ticket_history(&mut self, ticket_id: i64) -> Result<Vec<HistoryEntry>> {
+        dispatch!(self, ticket_history(ticket_id))
+    }
+
+    /// See [`sqlite::change_ticket_status`].
+    pub async fn change_ticket_status(
         &mut self,
         ticket_id: i64,
+        from: &str,
+        to: &str,
         actor: &str,
         note: &str,
         now: &str,
     ) -> Result<bool> {
-        dispatch!(self, resolve_ticket(ticket_id, actor, note, now))
+        dispatch!(
+            self,
+            change_ticket_status(ticket_id, from, to, actor, note, now)
+        )
     }
 
     /// See [`sqlite::insert_run`].

@@ -5,6 +5,7 @@
 //! one line for several payments is a conflict), fuzzy pairs are accepted only when each side is
 //! the other's only candidate (DESIGN.md rule 1). Nothing here loops over pairs of rows.
 
+pub mod criteria;
 mod frames;
 
 use crate::config::LineKind;

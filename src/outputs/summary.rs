@@ -37,8 +37,21 @@ pub struct TransitionStats {
 pub struct TicketStats {
     /// New tickets.
     pub created: usize,
-    /// Tickets that already existed (open or resolved).
+    /// Tickets that already existed (open or resolved), including the reopened ones.
     pub existing: usize,
+    /// Of those, resolved tickets whose evidence changed: opened again by this run.
+    pub reopened: usize,
+}
+
+impl TicketStats {
+    /// `2 new, 5 already known` (`, 1 reopened` when a run opened resolved tickets again).
+    pub fn text(&self) -> String {
+        let mut s = format!("{} new, {} already known", self.created, self.existing);
+        if self.reopened > 0 {
+            s.push_str(&format!(", {} reopened", self.reopened));
+        }
+        s
+    }
 }
 
 /// The whole summary.
@@ -163,11 +176,7 @@ impl Summary {
             "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
             t.planned, t.applied, t.already_applied, t.conflicts
         );
-        let _ = writeln!(
-            s,
-            "  tickets: {} new, {} already known",
-            self.tickets.created, self.tickets.existing
-        );
+        let _ = writeln!(s, "  tickets: {}", self.tickets.text());
         for w in &self.warnings {
             let _ = writeln!(s, "  warning: {w}");
         }

@@ -352,10 +352,7 @@ impl ReportView {
                     "{} planned, {} applied, {} already applied, {} conflicts",
                     t.planned, t.applied, t.already_applied, t.conflicts
                 ),
-                format!(
-                    "{} new, {} already known",
-                    s.tickets.created, s.tickets.existing
-                ),
+                s.tickets.text(),
             );
         }
         let (applied, created) = if s.dry_run {

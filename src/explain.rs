@@ -208,6 +208,10 @@ fn fuzzy_reasons(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize,
         let mut why = Vec::new();
         if l.kind != LineKind::Payment {
             why.push(format!("it is a {} line", l.kind.as_str()));
+        } else if !l.ledger_candidate() {
+            why.push(
+                "it is a credit on a bank account (matched three-way, not to payments)".into(),
+            );
         }
         if normalize::apply(&pass.normalize, &p.recipient)
             != normalize::apply(&pass.normalize, &l.recipient)
@@ -217,7 +221,7 @@ fn fuzzy_reasons(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize,
         if p.currency != l.currency {
             why.push(format!("currency {} ≠ {}", l.currency, p.currency));
         }
-        let diff = (l.amount_minor - p.amount_minor).abs();
+        let diff = (l.ledger_amount() - p.amount_minor).abs();
         if diff > tolerance_minor {
             why.push(format!(
                 "amount {} ≠ {} (tolerance {})",

@@ -9,3 +9,4 @@ mod properties;
 mod report;
 mod runs;
 mod support;
+mod threeway;

@@ -166,6 +166,9 @@ fn counts(pairs: &[(usize, u32)]) -> Counts {
     (per_batch, per_credit)
 }
 
+/// (rule, batch key, currency) of a batch.
+type GroupKey<'a> = (u32, &'a str, &'a str);
+
 /// Groups each rule's provider lines by batch and currency and sums them (Polars).
 fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> {
     let mut rule_col: Vec<u32> = Vec::new();
@@ -175,7 +178,7 @@ fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> 
     let mut payout_col: Vec<bool> = Vec::new();
     let mut at_col: Vec<i64> = Vec::new();
     // (rule, key, currency) → (items, payout lines), to name the lines of each group.
-    let mut members: BTreeMap<(u32, &str, &str), (Vec<u32>, Vec<u32>)> = BTreeMap::new();
+    let mut members: BTreeMap<GroupKey<'_>, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
     for (r, rule) in rules.iter().enumerate() {
         for (i, l) in lines.iter().enumerate() {
             let Some(key) = l.batch.as_deref() else {

@@ -355,3 +355,105 @@ fn candidate_pairs(
     v.dedup();
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Role;
+    use crate::timeparse::HOUR;
+    use std::sync::Arc;
+
+    fn line(
+        source: &str,
+        role: Role,
+        batch: Option<&str>,
+        amount: i64,
+        kind: LineKind,
+    ) -> StatementLine {
+        StatementLine {
+            source: Arc::from(source),
+            file: Arc::from("f"),
+            line_no: 1,
+            provider_txn_id: None,
+            reference: None,
+            recipient: String::new(),
+            amount_minor: amount,
+            currency: "EUR",
+            booked_at: 10 * HOUR,
+            kind,
+            account: None,
+            entry: None,
+            batch: batch.map(str::to_string),
+            role,
+        }
+    }
+
+    fn rule(tolerance_minor: i64) -> Settlement {
+        Settlement {
+            id: Arc::from("s"),
+            provider: "psp".into(),
+            bank: "bank".into(),
+            tolerance_minor,
+            before: 24 * HOUR,
+            after: 72 * HOUR,
+            file: "rules.toml".into(),
+        }
+    }
+
+    #[test]
+    fn one_credit_for_one_batch_net_settles() {
+        let lines = vec![
+            line("psp", Role::Provider, Some("7"), 10_000, LineKind::Payment),
+            line("psp", Role::Provider, Some("7"), -1_000, LineKind::Refund),
+            line("psp", Role::Provider, Some("7"), -50, LineKind::Fee),
+            line("psp", Role::Provider, Some("7"), -8_950, LineKind::Payout),
+            line("bank", Role::Bank, None, 8_950, LineKind::Payment),
+        ];
+        let r = run(&lines, &[rule(0)]).expect("run");
+        assert_eq!(r.batches.len(), 1);
+        assert_eq!(r.batches[0].net_minor, 8_950);
+        assert_eq!(r.batches[0].payout_minor, Some(8_950));
+        assert_eq!(r.batches[0].status, BatchStatus::Settled(4));
+        assert_eq!(r.credits[&4], CreditStatus::Settled(0));
+    }
+
+    #[test]
+    fn two_batches_with_the_same_net_are_ambiguous_never_settled() {
+        let lines = vec![
+            line("psp", Role::Provider, Some("A"), 5_000, LineKind::Payment),
+            line("psp", Role::Provider, Some("B"), 5_000, LineKind::Payment),
+            line("bank", Role::Bank, None, 5_000, LineKind::Payment),
+        ];
+        let r = run(&lines, &[rule(0)]).expect("run");
+        assert_eq!(r.credits[&2], CreditStatus::Ambiguous(vec![0, 1]));
+        assert!(
+            r.batches
+                .iter()
+                .all(|b| matches!(b.status, BatchStatus::Ambiguous(_)))
+        );
+    }
+
+    #[test]
+    fn tolerance_decides_between_settled_and_mismatch() {
+        let lines = vec![
+            line("psp", Role::Provider, Some("A"), 5_000, LineKind::Payment),
+            line("bank", Role::Bank, None, 4_998, LineKind::Payment),
+        ];
+        let within = run(&lines, &[rule(2)]).expect("run");
+        assert_eq!(within.credits[&1], CreditStatus::Settled(0));
+        let beyond = run(&lines, &[rule(1)]).expect("run");
+        assert_eq!(beyond.credits[&1], CreditStatus::Mismatch(0));
+        assert_eq!(beyond.batches[0].status, BatchStatus::Mismatch(1));
+    }
+
+    #[test]
+    fn a_bank_credit_without_a_rule_is_unmatched_and_debits_are_not_credits() {
+        let lines = vec![
+            line("bank", Role::Bank, None, 5_000, LineKind::Payment),
+            line("bank", Role::Bank, None, -5_000, LineKind::Payment),
+        ];
+        let r = run(&lines, &[]).expect("run");
+        assert_eq!(r.credits.len(), 1);
+        assert_eq!(r.credits[&0], CreditStatus::Unmatched);
+    }
+}

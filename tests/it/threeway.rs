@@ -341,4 +341,66 @@ async fn adyen_batch_off_by_an_amount_is_a_ticket() {
         .texts("SELECT kind FROM review_tickets WHERE status = 'OPEN' ORDER BY kind")
         .await;
     assert!(open.iter().any(|o| o == "SETTLEMENT_MISMATCH"), "{open:?}");
+    // A re-run reproduces the three-way rows and raises no ticket twice.
+    let again = env
+        .run("2021-01-07", "2021-01-20T00:00:00Z", false, "d7-again")
+        .await;
+    assert_eq!(again.summary.tickets.created, 0);
+    for f in ["results.csv", "settlement.csv"] {
+        assert_eq!(
+            std::fs::read(env.path("out/d7").join(f)).expect("first"),
+            std::fs::read(again.out_dir.join(f)).expect("second"),
+            "{f}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_settlement_rule_over_a_source_without_a_batch_column_is_refused_before_reading() {
+    let rules = format!(
+        "{}{}",
+        recon::rules::DEFAULT_RULES,
+        ADYEN_RULES
+            .replace("provider = \"adyen\"", "provider = \"psp\"")
+            .replace("bank = \"bank\"", "bank = \"psp2\"")
+    );
+    let env = TestEnv::with(Settings {
+        rules: Some(rules),
+        ..Settings::default()
+    });
+    let err = env
+        .try_run(
+            "2026-11-10",
+            "2026-11-10",
+            "2026-11-20T00:00:00Z",
+            true,
+            "bad",
+        )
+        .await
+        .expect_err("refused");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("adyen_payouts") && msg.contains("group_by") && msg.contains("batch column"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn settlement_keys_are_validated_strictly() {
+    let bad = |text: &str| {
+        let files = vec![(
+            "rules.toml".to_string(),
+            format!("{}{text}", recon::rules::DEFAULT_RULES),
+        )];
+        format!(
+            "{:#}",
+            recon::rules::RuleSet::compile(&files).expect_err("invalid")
+        )
+    };
+    let msg = bad(&ADYEN_RULES.replace("group_by = \"batch\"", "group_by = \"reference\""));
+    assert!(msg.contains("settlement[0].group_by"), "{msg}");
+    let msg = bad(&ADYEN_RULES.replace("window_after", "window_aftr"));
+    assert!(msg.contains("window_aftr"), "{msg}");
+    let msg = bad(&ADYEN_RULES.replace("= 0", "= -1"));
+    assert!(msg.contains("amount_tolerance_minor"), "{msg}");
 }

@@ -73,6 +73,9 @@ pub struct LedgerQueries {
 struct RawSource {
     /// Unique name, used in results and ticket keys.
     name: Option<String>,
+    /// `provider` (default): lines are what the provider paid out for us; `bank`: our own
+    /// bank account, where payments appear as debits and provider payouts as credits.
+    role: Option<String>,
     /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `mt940` or `bai2`.
     format: Option<String>,
     /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
@@ -134,6 +137,7 @@ struct RawColumns {
     booked_at: String,
     booked_time: Option<String>,
     kind: Option<String>,
+    batch: Option<String>,
 }
 
 /// A validated job configuration.
@@ -170,6 +174,10 @@ pub enum LineKind {
     Payment,
     /// Money returned.
     Refund,
+    /// A provider fee (part of a settlement batch's net, never a ledger payment).
+    Fee,
+    /// The provider's payout of a settlement batch to our bank (not part of the batch's net).
+    Payout,
 }
 
 impl LineKind {
@@ -178,6 +186,8 @@ impl LineKind {
         match self {
             LineKind::Payment => "PAYMENT",
             LineKind::Refund => "REFUND",
+            LineKind::Fee => "FEE",
+            LineKind::Payout => "PAYOUT",
         }
     }
 }
@@ -300,11 +310,34 @@ pub enum Sign {
     Debit,
 }
 
+/// What a source's account is to us.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// A provider's statement: a payment we sent is a positive line.
+    #[default]
+    Provider,
+    /// Our own bank account: a payment we sent is a debit (negative), a provider payout a
+    /// credit.
+    Bank,
+}
+
+impl Role {
+    /// Name as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Provider => "provider",
+            Role::Bank => "bank",
+        }
+    }
+}
+
 /// A validated statement source.
 #[derive(Debug, Clone)]
 pub struct SourceConfig {
     /// Unique name.
     pub name: String,
+    /// Provider (default) or bank.
+    pub role: Role,
     /// File format.
     pub format: Format,
     /// File location.
@@ -367,6 +400,8 @@ pub struct Columns {
     pub booked_time: Option<String>,
     /// Kind column (all lines are payments when absent).
     pub kind: Option<String>,
+    /// Settlement batch column (the grouping key of three-way matching), if any.
+    pub batch: Option<String>,
 }
 
 fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
@@ -558,6 +593,7 @@ impl SourceConfig {
     pub fn bank_default(format: Format) -> SourceConfig {
         SourceConfig {
             name: format.as_str().to_string(),
+            role: Role::Provider,
             format,
             path: SourcePath::Fixed {
                 path: PathBuf::new(),
@@ -624,6 +660,19 @@ fn source_settings(
         (Some(a), _) => a,
         (None, Some(b)) => b,
         (None, None) => Format::Csv,
+    };
+    let role = match s.role.as_deref() {
+        None | Some("provider") => Role::Provider,
+        Some("bank") => Role::Bank,
+        Some(other) => {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: unknown role {other:?} (hint: `provider` or `bank`)",
+                    key("role")
+                ),
+            ));
+        }
     };
     let timezone = match &s.timezone {
         Some(t) => parse_tz(path, &key("timezone"), t)?,
@@ -698,6 +747,7 @@ fn source_settings(
             ));
         }
         let mut src = SourceConfig::bank_default(format);
+        src.role = role;
         src.timezone = timezone;
         src.encoding = encoding;
         return Ok(src);
@@ -792,11 +842,13 @@ fn source_settings(
         let k = match kind.to_ascii_uppercase().as_str() {
             "PAYMENT" => LineKind::Payment,
             "REFUND" => LineKind::Refund,
+            "FEE" => LineKind::Fee,
+            "PAYOUT" => LineKind::Payout,
             other => {
                 return Err(config_error(
                     path,
                     format!(
-                        "key `{}.{value}`: {other:?} is not PAYMENT or REFUND",
+                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE or PAYOUT",
                         key("kinds")
                     ),
                 ));
@@ -843,6 +895,7 @@ fn source_settings(
         booked_at: c.booked_at,
         booked_time: c.booked_time,
         kind: c.kind,
+        batch: c.batch,
     };
     let col_err = |k: &str, msg: &str| {
         config_error(
@@ -918,6 +971,7 @@ fn source_settings(
             ("booked_at", &Some(columns.booked_at.clone())),
             ("booked_time", &columns.booked_time),
             ("kind", &columns.kind),
+            ("batch", &columns.batch),
         ] {
             if let Some(v) = v
                 && column_index(v).is_none()
@@ -931,6 +985,7 @@ fn source_settings(
     }
     Ok(SourceConfig {
         name: String::new(),
+        role,
         format,
         path: SourcePath::Fixed {
             path: PathBuf::new(),

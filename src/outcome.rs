@@ -3,6 +3,7 @@
 
 use crate::config::LineKind;
 use crate::ledger::{Payment, Status};
+use crate::matching::settlement::{Batch, CreditStatus, SettlementResult};
 use crate::matching::{MatchResult, Pair};
 use crate::rules::RuleSet;
 use crate::sources::{StatementLine, covers};
@@ -53,6 +54,14 @@ pub enum Outcome {
     FailedOk,
     /// A refund line (reported, not matched yet).
     Refund,
+    /// A bank credit that is the payout of exactly one provider settlement batch (three-way).
+    Settled,
+    /// A bank credit paired with a provider batch whose net sum differs from it.
+    SettlementMismatch,
+    /// A bank credit that no settlement batch (and no rule) explains.
+    UnmatchedBankCredit,
+    /// A provider fee or payout line: part of a settlement batch, never a ledger payment.
+    SettlementItem,
 }
 
 /// How urgent a ticket is.
@@ -82,7 +91,7 @@ impl Severity {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 16] = [
+    pub const ALL: [Outcome; 20] = [
         Outcome::Matched,
         Outcome::ResolvedSucceeded,
         Outcome::ResolvedFailed,
@@ -99,6 +108,10 @@ impl Outcome {
         Outcome::InFlight,
         Outcome::FailedOk,
         Outcome::Refund,
+        Outcome::Settled,
+        Outcome::SettlementMismatch,
+        Outcome::UnmatchedBankCredit,
+        Outcome::SettlementItem,
     ];
 
     /// Contract name.
@@ -120,6 +133,10 @@ impl Outcome {
             Outcome::InFlight => "IN_FLIGHT",
             Outcome::FailedOk => "FAILED_OK",
             Outcome::Refund => "REFUND",
+            Outcome::Settled => "SETTLED",
+            Outcome::SettlementMismatch => "SETTLEMENT_MISMATCH",
+            Outcome::UnmatchedBankCredit => "UNMATCHED_BANK_CREDIT",
+            Outcome::SettlementItem => "SETTLEMENT_ITEM",
         }
     }
 
@@ -132,10 +149,13 @@ impl Outcome {
     pub fn ticket_severity(self) -> Option<Severity> {
         match self {
             Outcome::FailedButPaid | Outcome::DuplicateAtProvider => Some(Severity::Critical),
-            Outcome::AmountMismatch | Outcome::CurrencyMismatch | Outcome::MissingAtProvider => {
-                Some(Severity::High)
+            Outcome::AmountMismatch
+            | Outcome::CurrencyMismatch
+            | Outcome::MissingAtProvider
+            | Outcome::SettlementMismatch => Some(Severity::High),
+            Outcome::Ambiguous | Outcome::OrphanAtProvider | Outcome::UnmatchedBankCredit => {
+                Some(Severity::Medium)
             }
-            Outcome::Ambiguous | Outcome::OrphanAtProvider => Some(Severity::Medium),
             Outcome::ProposedMatch => Some(Severity::Low),
             _ => None,
         }
@@ -338,8 +358,51 @@ pub fn classify(
     // Lines: every line not claimed by exactly one payment, if booked in the report range or a
     // candidate of an in-scope payment that went to review.
     let mut line_rows: Vec<ResultRow> = Vec::new();
+    let in_range =
+        |l: &StatementLine| l.booked_at >= ctx.report_range.0 && l.booked_at < ctx.report_range.1;
+    // Three-way rows: one per bank credit booked in the range; a paired batch's payout lines
+    // go into the same row.
+    let st = &m.settlement;
+    let mut in_settlement_row = vec![false; lines.len()];
+    for (&c, status) in &st.credits {
+        let l = &lines[c as usize];
+        if !in_range(l) {
+            continue;
+        }
+        line_rows.push(settlement_row(c, status, st, lines, rules));
+        if let CreditStatus::Settled(b) | CreditStatus::Mismatch(b) = status {
+            for &pl in &st.batches[*b].payout_lines {
+                in_settlement_row[pl as usize] = true;
+            }
+        }
+    }
     for (li, l) in lines.iter().enumerate() {
-        let in_range = l.booked_at >= ctx.report_range.0 && l.booked_at < ctx.report_range.1;
+        let in_range = in_range(l);
+        if l.bank_credit() {
+            continue;
+        }
+        if matches!(l.kind, LineKind::Fee | LineKind::Payout) {
+            if in_range && !in_settlement_row[li] {
+                let batch = l
+                    .batch
+                    .as_deref()
+                    .map(|b| format!(" of batch {b}"))
+                    .unwrap_or_default();
+                line_rows.push(ResultRow {
+                    outcome: Outcome::SettlementItem,
+                    payment: None,
+                    lines: vec![li as u32],
+                    rule: names.none.clone(),
+                    action: Action::None,
+                    detail: format!(
+                        "provider {} line{batch} (see settlement.csv)",
+                        l.kind.as_str().to_lowercase()
+                    )
+                    .into(),
+                });
+            }
+            continue;
+        }
         if l.kind == LineKind::Refund {
             if in_range {
                 line_rows.push(ResultRow {
@@ -416,6 +479,97 @@ pub fn classify(
     rows
 }
 
+/// The result row of a bank credit: what three-way matching said about it.
+fn settlement_row(
+    c: u32,
+    status: &CreditStatus,
+    st: &SettlementResult,
+    lines: &[StatementLine],
+    rules: &RuleSet,
+) -> ResultRow {
+    let l = &lines[c as usize];
+    let money = |m: i64| crate::money::format_minor(m, l.currency);
+    let describe = |b: &Batch| {
+        let rule = &rules.settlements[b.rule];
+        format!(
+            "provider {} batch {}: {} lines, net {} {}",
+            rule.provider,
+            b.key,
+            b.items.len(),
+            money(b.net_minor),
+            b.currency
+        )
+    };
+    let with_payout = |b: &Batch| {
+        let mut v = vec![c];
+        v.extend(&b.payout_lines);
+        sorted_lines(lines, v)
+    };
+    match status {
+        CreditStatus::Settled(b) => {
+            let b = &st.batches[*b];
+            ResultRow {
+                outcome: Outcome::Settled,
+                payment: None,
+                lines: with_payout(b),
+                rule: rules.settlements[b.rule].id.clone(),
+                action: Action::None,
+                detail: format!(
+                    "{}; bank credit {} (difference {})",
+                    describe(b),
+                    money(l.amount_minor),
+                    money(l.amount_minor - b.net_minor)
+                )
+                .into(),
+            }
+        }
+        CreditStatus::Mismatch(b) => {
+            let b = &st.batches[*b];
+            ResultRow {
+                outcome: Outcome::SettlementMismatch,
+                payment: None,
+                lines: with_payout(b),
+                rule: rules.settlements[b.rule].id.clone(),
+                action: Action::Ticket,
+                detail: format!(
+                    "{}; bank credit {} differs by {} (beyond the tolerance)",
+                    describe(b),
+                    money(l.amount_minor),
+                    money(l.amount_minor - b.net_minor)
+                )
+                .into(),
+            }
+        }
+        CreditStatus::Ambiguous(bs) => {
+            let rule = bs
+                .first()
+                .map(|&b| rules.settlements[st.batches[b].rule].id.clone())
+                .unwrap_or_else(|| Arc::from(""));
+            let named: Vec<String> = bs.iter().map(|&b| describe(&st.batches[b])).collect();
+            ResultRow {
+                outcome: Outcome::Ambiguous,
+                payment: None,
+                lines: vec![c],
+                rule,
+                action: Action::Ticket,
+                detail: format!(
+                    "bank credit could be the payout of several batches (or a batch has several candidate credits): {}",
+                    named.join("; ")
+                )
+                .into(),
+            }
+        }
+        CreditStatus::Unmatched => ResultRow {
+            outcome: Outcome::UnmatchedBankCredit,
+            payment: None,
+            lines: vec![c],
+            rule: Arc::from(""),
+            action: Action::Ticket,
+            detail: "bank credit that no provider settlement batch explains".into(),
+        },
+    }
+}
+
 /// Why a single identifier link cannot be taken at face value, checked in order of severity.
 fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static, str>)> {
     if p.status == Status::Failed {
@@ -430,7 +584,7 @@ fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static,
             format!("ledger {} vs provider {}", p.currency, l.currency).into(),
         ));
     }
-    if l.amount_minor != p.amount_minor {
+    if l.ledger_amount() != p.amount_minor {
         return Some((
             Outcome::AmountMismatch,
             format!(

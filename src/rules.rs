@@ -15,8 +15,50 @@ pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
-    #[serde(rename = "pass")]
+    #[serde(rename = "pass", default)]
     passes: Vec<RawPass>,
+    #[serde(rename = "settlement", default)]
+    settlements: Vec<RawSettlement>,
+}
+
+/// A three-way settlement rule as written (`[[settlement]]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettlement {
+    /// Unique id, written into results as `rule`.
+    id: String,
+    /// The provider source whose lines form the batches (its csv/xlsx mapping has a `batch`
+    /// column).
+    provider: String,
+    /// The bank source (`role = "bank"`) whose credits are the batches' payouts.
+    bank: String,
+    /// The grouping key of the provider's lines: `batch` (the canonical batch column).
+    group_by: String,
+    /// Allowed |bank credit − batch net| in minor units (0 = exact).
+    amount_tolerance_minor: Option<i64>,
+    /// How long before the batch's last provider line the bank credit may be booked.
+    window_before: String,
+    /// How long after the batch's last provider line the bank credit may be booked.
+    window_after: String,
+}
+
+/// A compiled settlement rule: provider batches ↔ bank credits (three-way matching).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// Rule id.
+    pub id: std::sync::Arc<str>,
+    /// Provider source name.
+    pub provider: String,
+    /// Bank source name.
+    pub bank: String,
+    /// Allowed |bank credit − batch net| in minor units.
+    pub tolerance_minor: i64,
+    /// Window start before the batch's last provider line.
+    pub before: Micros,
+    /// Window end after the batch's last provider line.
+    pub after: Micros,
+    /// The rule file, for errors.
+    pub file: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,6 +133,8 @@ pub struct Pass {
 pub struct RuleSet {
     /// Passes in order.
     pub passes: Vec<Pass>,
+    /// Three-way settlement rules (`[[settlement]]`), in file order.
+    pub settlements: Vec<Settlement>,
     /// sha256 over every rule file's name and bytes.
     pub hash: String,
 }
@@ -149,6 +193,7 @@ impl RuleSet {
     pub fn compile(files: &[(String, String)]) -> Result<RuleSet> {
         let mut hasher = Sha256::new();
         let mut passes: Vec<Pass> = Vec::new();
+        let mut settlements: Vec<Settlement> = Vec::new();
         for (name, text) in files {
             let file_name = Path::new(name)
                 .file_name()
@@ -170,14 +215,113 @@ impl RuleSet {
                 }
                 passes.push(pass);
             }
+            for (i, s) in raw.settlements.into_iter().enumerate() {
+                let s = compile_settlement(name, i, s)?;
+                if settlements.iter().any(|q| q.id == s.id) || passes.iter().any(|p| p.id == s.id) {
+                    return Err(fail(
+                        Failure::Config,
+                        format!("{name}: settlement[{i}].id {:?} is used twice", s.id),
+                    ));
+                }
+                settlements.push(s);
+            }
         }
         if passes.is_empty() {
             return Err(fail(Failure::Config, "rules: no [[pass]] defined"));
         }
         Ok(RuleSet {
             passes,
+            settlements,
             hash: hex::encode(hasher.finalize()),
         })
+    }
+}
+
+fn compile_settlement(file: &str, i: usize, s: RawSettlement) -> Result<Settlement> {
+    let err = |key: &str, msg: String| {
+        fail(
+            Failure::Config,
+            format!("{file}: settlement[{i}].{key}: {msg}"),
+        )
+    };
+    if s.id.trim().is_empty() || s.id.contains(['|', ';', ',']) {
+        return Err(err("id", "must be non-empty, without | ; ,".into()));
+    }
+    if s.group_by != "batch" {
+        return Err(err(
+            "group_by",
+            format!(
+                "unknown grouping key {:?} (hint: `batch`, the source's batch column)",
+                s.group_by
+            ),
+        ));
+    }
+    if s.provider == s.bank {
+        return Err(err(
+            "bank",
+            "must name another source than `provider`".into(),
+        ));
+    }
+    let tolerance_minor = s.amount_tolerance_minor.unwrap_or(0);
+    if tolerance_minor < 0 {
+        return Err(err("amount_tolerance_minor", "must not be negative".into()));
+    }
+    Ok(Settlement {
+        id: std::sync::Arc::from(s.id.as_str()),
+        provider: s.provider,
+        bank: s.bank,
+        tolerance_minor,
+        before: parse_duration(&s.window_before).map_err(|m| err("window_before", m))?,
+        after: parse_duration(&s.window_after).map_err(|m| err("window_after", m))?,
+        file: file.to_string(),
+    })
+}
+
+impl RuleSet {
+    /// Checks the settlement rules against the job's sources, before any data is read: the
+    /// provider source exists, is a provider and maps a `batch` column; the bank source exists
+    /// and has `role = "bank"`.
+    pub fn check_sources(&self, sources: &[crate::config::SourceConfig]) -> Result<()> {
+        use crate::config::Role;
+        for (i, s) in self.settlements.iter().enumerate() {
+            let err = |key: &str, msg: String| {
+                fail(
+                    Failure::Config,
+                    format!("{}: settlement {:?} ({i}).{key}: {msg}", s.file, s.id),
+                )
+            };
+            let find = |name: &str| sources.iter().find(|c| c.name == name);
+            let p = find(&s.provider)
+                .ok_or_else(|| err("provider", format!("no source named {:?}", s.provider)))?;
+            if p.role != Role::Provider {
+                return Err(err(
+                    "provider",
+                    format!("source {:?} has role {}", p.name, p.role.as_str()),
+                ));
+            }
+            if p.columns.batch.is_none() {
+                return Err(err(
+                    "group_by",
+                    format!(
+                        "source {:?} has no batch column (hint: map it in [source.columns] batch = \"…\")",
+                        p.name
+                    ),
+                ));
+            }
+            let b = find(&s.bank)
+                .ok_or_else(|| err("bank", format!("no source named {:?}", s.bank)))?;
+            if b.role != Role::Bank {
+                return Err(err(
+                    "bank",
+                    format!(
+                        "source {:?} has role {} (hint: role = \"bank\" in its [[source]])",
+                        b.name,
+                        b.role.as_str()
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

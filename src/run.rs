@@ -163,6 +163,8 @@ pub(crate) struct RunData {
     pub(crate) payments: Vec<Payment>,
     pub(crate) lines: Vec<StatementLine>,
     pub(crate) rows: Vec<ResultRow>,
+    /// settlement.csv (the three-way view).
+    pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
 }
 
 /// Everything classification produced, before any effect.
@@ -192,6 +194,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         ));
     }
     let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    rules.check_sources(&cfg.sources)?;
     // Missing SMTP credentials are a configuration error, found before any data is read.
     if let Some(email) = &cfg.email
         && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
@@ -517,6 +520,7 @@ async fn plan_and_apply(
             let started = Instant::now();
             write_results(&tmp, &data)?;
             results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+            crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
             Ok(started.elapsed().as_millis() as u64)
         })
     };
@@ -744,7 +748,9 @@ pub(crate) async fn plan(
     let mut inputs = Vec::new();
     let mut rejected = Vec::new();
     let mut warnings = Vec::new();
+    let mut gates = Vec::new();
     for load in loads {
+        gates.extend(load.gates);
         lines.extend(load.lines);
         coverage.push(load.coverage);
         inputs.extend(load.files);
@@ -836,6 +842,7 @@ pub(crate) async fn plan(
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
+    let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     let matched = m;
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
 
@@ -858,6 +865,7 @@ pub(crate) async fn plan(
         transitions: Default::default(),
         tickets: Default::default(),
         warnings,
+        gates,
         timings_ms: timings,
     };
     Ok(Plan {
@@ -865,6 +873,7 @@ pub(crate) async fn plan(
             payments,
             lines,
             rows,
+            settlement,
         },
         matched,
         summary,

@@ -27,9 +27,15 @@ fn check(ok: bool, yes: impl FnOnce() -> String, no: impl FnOnce() -> String) ->
 
 fn kind(l: &StatementLine) -> Check {
     check(
-        l.kind == LineKind::Payment,
+        l.kind == LineKind::Payment && l.ledger_candidate(),
         || "a PAYMENT line".into(),
-        || format!("it is a {} line", l.kind.as_str()),
+        || {
+            if l.kind != LineKind::Payment {
+                format!("it is a {} line", l.kind.as_str())
+            } else {
+                "it is a credit on a bank account (matched three-way, not to payments)".into()
+            }
+        },
     )
 }
 
@@ -51,24 +57,26 @@ fn currency(p: &Payment, l: &StatementLine) -> Check {
 
 /// Amount within `tolerance` minor units; `None` = any amount (the near-miss gate).
 fn amount(p: &Payment, l: &StatementLine, tolerance: Option<i64>) -> Check {
-    let line = money::format_minor(l.amount_minor, l.currency);
+    // As paid to the recipient: a bank debit's booked amount negated (see ledger_amount).
+    let paid = l.ledger_amount();
+    let line = money::format_minor(paid, l.currency);
     let pay = money::format_minor(p.amount_minor, p.currency);
     match tolerance {
         None => Check {
             ok: true,
-            text: if l.amount_minor == p.amount_minor && l.currency == p.currency {
+            text: if paid == p.amount_minor && l.currency == p.currency {
                 format!("amount {line} (any amount counts)")
             } else {
                 format!("amount {line} vs {pay} (any amount counts)")
             },
         },
         Some(tol) => {
-            let ok = (l.amount_minor - p.amount_minor).abs() <= tol;
+            let ok = (paid - p.amount_minor).abs() <= tol;
             let tol = money::format_minor(tol, p.currency);
             check(
                 ok,
                 || {
-                    if l.amount_minor == p.amount_minor {
+                    if paid == p.amount_minor {
                         format!("amount {line} equal")
                     } else {
                         format!("amount {line} within tolerance {tol} of {pay}")

@@ -111,7 +111,7 @@ pub(super) fn fuzzy_pairs(
             s_idx.push(i as u32);
             s_rcpt.push(norm(&l.recipient));
             s_cur.push(l.currency);
-            s_amt.push(l.amount_minor);
+            s_amt.push(l.ledger_amount());
             s_at.push(l.booked_at);
         }
     }

@@ -7,8 +7,8 @@
 
 pub mod criteria;
 mod frames;
+pub mod settlement;
 
-use crate::config::LineKind;
 use crate::ledger::Payment;
 use crate::normalize;
 use crate::rules::{PassKind, RuleSet};
@@ -39,6 +39,8 @@ pub struct MatchResult {
     /// Near misses of unresolved payments left without evidence: a line not cleanly claimed, with the
     /// same recipient and currency inside the widest window, any amount. `pass` is unused (0).
     pub near_misses: Vec<Pair>,
+    /// Three-way matching: provider settlement batches ↔ bank credits.
+    pub settlement: settlement::SettlementResult,
 }
 
 /// Which payments may take part in what.
@@ -58,7 +60,7 @@ pub fn run(
     rules: &RuleSet,
     elig: &Eligibility,
 ) -> Result<MatchResult> {
-    let mut line_free: Vec<bool> = lines.iter().map(|l| l.kind == LineKind::Payment).collect();
+    let mut line_free: Vec<bool> = lines.iter().map(StatementLine::ledger_candidate).collect();
     let mut pay_free: Vec<bool> = elig.linkable.clone();
     // A clean link (equal money) takes both sides out of later passes. Anything else — a link
     // whose money differs, a side left undecided — is still counted as a candidate by later
@@ -94,7 +96,7 @@ pub fn run(
                 let line_mask: Vec<bool> = lines
                     .iter()
                     .enumerate()
-                    .map(|(i, l)| l.kind == LineKind::Payment && !line_clean[i])
+                    .map(|(i, l)| l.ledger_candidate() && !line_clean[i])
                     .collect();
                 let pay_mask: Vec<bool> = (0..payments.len())
                     .map(|i| {
@@ -133,7 +135,7 @@ pub fn run(
                 pay_links[p_us] += 1;
                 // A link is clean only when money and recipient agree; anything else is
                 // disputed evidence (an identifier says one thing, the booking another).
-                if line.amount_minor != pay.amount_minor
+                if line.ledger_amount() != pay.amount_minor
                     || line.currency != pay.currency
                     || line.recipient != pay.recipient
                 {
@@ -172,7 +174,7 @@ pub fn run(
     let near_lines: Vec<bool> = lines
         .iter()
         .enumerate()
-        .map(|(i, l)| l.kind == LineKind::Payment && !claimed[i])
+        .map(|(i, l)| l.ledger_candidate() && !claimed[i])
         .collect();
     let window = rules.widest_window();
     if near_pay.iter().any(|&b| b) && near_lines.iter().any(|&b| b) {
@@ -197,6 +199,7 @@ pub fn run(
     result.links.sort_unstable();
     result.ambiguous.sort_unstable();
     result.near_misses.sort_unstable();
+    result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
 }
 
@@ -231,4 +234,30 @@ fn pairs_of(df: &DataFrame) -> Result<Vec<(u32, u32)>> {
     v.sort_unstable();
     v.dedup();
     Ok(v)
+}
+
+/// Reads a text column of a collected frame.
+pub(crate) fn strs(df: &DataFrame, name: &str) -> Result<Vec<String>> {
+    let s = df
+        .column(name)
+        .with_context(|| format!("column {name}"))?
+        .as_materialized_series()
+        .str()
+        .with_context(|| format!("column {name} is not text"))?
+        .clone();
+    Ok(s.iter()
+        .map(|v| v.unwrap_or_default().to_string())
+        .collect())
+}
+
+/// Reads an i64 column of a collected frame (nulls as 0).
+pub(crate) fn i64s(df: &DataFrame, name: &str) -> Result<Vec<i64>> {
+    let s = df
+        .column(name)
+        .with_context(|| format!("column {name}"))?
+        .as_materialized_series()
+        .i64()
+        .with_context(|| format!("column {name} is not i64"))?
+        .clone();
+    Ok(s.iter().map(|v| v.unwrap_or(0)).collect())
 }

@@ -3,6 +3,7 @@
 //! complete or absent.
 
 pub mod results;
+pub mod settlement;
 pub mod summary;
 
 /// Neutralises a text cell for spreadsheet tools: a leading `= + - @`, tab or CR is prefixed

@@ -87,6 +87,9 @@ pub struct Summary {
     pub tickets: TicketStats,
     /// Completeness warnings: why some windows cannot be closed.
     pub warnings: Vec<String>,
+    /// Completeness gates per source and period (balance chains, control totals, daily files);
+    /// a failed one is also a warning.
+    pub gates: Vec<crate::sources::Gate>,
     /// Stage → milliseconds.
     pub timings_ms: BTreeMap<String, u64>,
 }

@@ -92,13 +92,19 @@ impl Family {
             | Outcome::AmountMismatch
             | Outcome::CurrencyMismatch
             | Outcome::MissingAtProvider
-            | Outcome::OrphanAtProvider => Family::MoneyAtRisk,
+            | Outcome::OrphanAtProvider
+            | Outcome::SettlementMismatch
+            | Outcome::UnmatchedBankCredit => Family::MoneyAtRisk,
             Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
             Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {
                 Family::Pending
             }
             Outcome::ResolvedSucceeded | Outcome::ResolvedFailed => Family::Resolved,
-            Outcome::Refund | Outcome::Matched | Outcome::FailedOk => Family::Informational,
+            Outcome::Refund
+            | Outcome::Matched
+            | Outcome::FailedOk
+            | Outcome::Settled
+            | Outcome::SettlementItem => Family::Informational,
         }
     }
 

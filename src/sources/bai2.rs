@@ -462,6 +462,8 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         kind: LineKind::Payment,
                         account: Some(acc_id.clone()),
                         entry: None,
+                        batch: None,
+                        role: crate::config::Role::Provider,
                     });
                 }
                 let mut facts = StatementFacts::new(&ctx.file, format!("line {}", acc.line));

@@ -584,6 +584,8 @@ fn statement(
                     entry: n,
                     detail: detail.map(|d| d.0),
                 }),
+                batch: None,
+                role: crate::config::Role::Provider,
             }
         };
         // Split a batch into its details only when every detail has an amount in the

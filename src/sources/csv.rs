@@ -96,6 +96,7 @@ pub struct Mapping<'c> {
     booked_at: usize,
     booked_time: Option<usize>,
     kind: Option<usize>,
+    batch: Option<usize>,
     names: (Arc<str>, Arc<str>),
 }
 
@@ -123,6 +124,7 @@ impl<'c> Mapping<'c> {
             booked_at: find(header, &c.booked_at, "booked_at", file)?,
             booked_time: opt(&c.booked_time, "booked_time")?,
             kind: opt(&c.kind, "kind")?,
+            batch: opt(&c.batch, "batch")?,
             names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
         })
     }
@@ -278,7 +280,7 @@ impl<'c> Mapping<'c> {
                 let key = normalize::text(v).to_uppercase();
                 *self.cfg.kinds.get(&key).ok_or_else(|| {
                     format!(
-                        "column {name:?}: value {v:?} is not mapped to PAYMENT or REFUND (config key kinds)"
+                        "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE or PAYOUT (config key kinds)"
                     )
                 })?
             }
@@ -301,6 +303,8 @@ impl<'c> Mapping<'c> {
             kind,
             account: None,
             entry: None,
+            batch: optional(self.batch),
+            role: crate::config::Role::Provider,
         })
     }
 }

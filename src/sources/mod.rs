@@ -18,7 +18,7 @@ pub mod mt940;
 mod text;
 pub mod xlsx;
 
-use crate::config::{Format, LineKind, SourceConfig, SourcePath};
+use crate::config::{Format, LineKind, Role, SourceConfig, SourcePath};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -64,6 +64,11 @@ pub struct StatementLine {
     pub account: Option<Arc<str>>,
     /// Entry and detail index for XML formats, where a line number alone says little.
     pub entry: Option<EntryRef>,
+    /// The provider's settlement batch (csv/xlsx `batch` column): the grouping key of
+    /// three-way matching.
+    pub batch: Option<String>,
+    /// The role of the line's source (set when the source is loaded).
+    pub role: Role,
 }
 
 /// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
@@ -90,6 +95,29 @@ impl StatementLine {
                 detail: Some(d),
             }) => format!("{}:entry {entry}/detail {d}", self.file),
         }
+    }
+
+    /// The amount as the ledger sees it. A bank books a payment we sent as a debit, so for a
+    /// bank line this is the negated booked amount; a provider line's is the booked amount.
+    /// `amount_minor` keeps the booked sign for display.
+    pub fn ledger_amount(&self) -> i64 {
+        match self.role {
+            Role::Provider => self.amount_minor,
+            Role::Bank => self.amount_minor.saturating_neg(),
+        }
+    }
+
+    /// Whether the line can be one of our payments in ledger matching: a `PAYMENT` line, and
+    /// on a bank account only a debit (a bank credit is money coming in: a provider payout,
+    /// matched three-way against settlement batches instead).
+    pub fn ledger_candidate(&self) -> bool {
+        self.kind == LineKind::Payment && (self.role == Role::Provider || self.amount_minor < 0)
+    }
+
+    /// Whether the line is a credit on our bank account that three-way matching explains
+    /// (a provider payout).
+    pub fn bank_credit(&self) -> bool {
+        self.role == Role::Bank && self.kind == LineKind::Payment && self.amount_minor > 0
     }
 
     /// Stable fingerprint of the line's content, independent of file and position: what
@@ -181,6 +209,150 @@ pub struct SourceLoad {
     pub facts: Vec<StatementFacts>,
     /// Re-delivery index over `lines` (see [`SourceLoad::add`]).
     pub dedupe: DedupeIndex,
+    /// Completeness gates checked while loading (see [`Gate`]).
+    pub gates: Vec<Gate>,
+}
+
+/// One completeness gate (DESIGN.md rule 2, issue 4 point 4): a check of what a statement
+/// declares about itself, or of an expected daily file. A failed gate removes the period it
+/// names from the source's coverage, so no payment whose window it touches is resolved FAILED.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Gate {
+    /// Source name.
+    pub source: String,
+    /// File (or the expected path of a missing daily file).
+    pub file: String,
+    /// Days checked, `YYYY-MM-DD..YYYY-MM-DD` (inclusive), or `?` when the statement names none.
+    pub period: String,
+    /// `balance_chain`, `control_totals` or `daily_file`.
+    pub check: &'static str,
+    /// Whether the check passed.
+    pub ok: bool,
+    /// What was compared (amounts, counts, position).
+    pub detail: String,
+}
+
+impl Gate {
+    /// The completeness warning a failed gate adds to the summary.
+    pub fn warning(&self) -> String {
+        format!(
+            "source {}: {} gate failed for {} ({}): {}; this period is not treated as complete",
+            self.source, self.check, self.file, self.period, self.detail
+        )
+    }
+}
+
+/// Checks the statements of one file (`facts`) and records a gate per check. Returns the UTC
+/// intervals a failed gate removes from coverage: the failed statement's period, or `file_span`
+/// (what the file alone would cover) when the statement names no period.
+fn statement_gates(
+    cfg: &SourceConfig,
+    facts: &[StatementFacts],
+    file_span: Option<(Micros, Micros)>,
+    gates: &mut Vec<Gate>,
+) -> Vec<(Micros, Micros)> {
+    let mut holes = Vec::new();
+    for f in facts {
+        let period = match (f.from, f.to) {
+            (Some(a), Some(b)) => format!("{a}..{b}"),
+            _ => "?".to_string(),
+        };
+        let span = match (f.from, f.to) {
+            (Some(a), Some(b)) => Some((
+                timeparse::day_start(a, cfg.timezone),
+                timeparse::day_start(b.succ_opt().unwrap_or(b), cfg.timezone),
+            )),
+            _ => file_span,
+        };
+        let cur = f
+            .currency
+            .or(f.opening.map(|b| b.currency))
+            .unwrap_or("EUR");
+        let money = |m: i64| crate::money::format_minor(m, cur);
+        let mut checks: Vec<(&'static str, bool, String)> = Vec::new();
+        if let Some(ok) = f.balance_chains()
+            && let (Some(o), Some(c)) = (f.opening, f.closing)
+        {
+            let got = o.amount_minor.saturating_add(f.entries_sum);
+            checks.push((
+                "balance_chain",
+                ok,
+                format!(
+                    "{}: opening {} + {} entries {} = {}, closing {} {cur} (difference {})",
+                    f.position,
+                    money(o.amount_minor),
+                    f.entries,
+                    money(f.entries_sum),
+                    money(got),
+                    money(c.amount_minor),
+                    money(c.amount_minor.saturating_sub(got)),
+                ),
+            ));
+        }
+        if let Some(ok) = f.declared_totals_agree() {
+            let mut parts = vec![format!("{}: {} entries", f.position, f.entries)];
+            if let Some(n) = f.declared_entries {
+                parts.push(format!("declared {n}"));
+            }
+            if let Some(n) = f.declared_net {
+                parts.push(format!(
+                    "net {} declared {}",
+                    money(f.entries_sum),
+                    money(n)
+                ));
+            }
+            if let Some(n) = f.declared_gross {
+                parts.push(format!(
+                    "gross {} declared {}",
+                    money(f.entries_gross),
+                    money(n)
+                ));
+            }
+            parts.extend(f.control_problems.iter().cloned());
+            checks.push(("control_totals", ok, parts.join("; ")));
+        }
+        for (check, ok, detail) in checks {
+            if !ok && let Some(h) = span {
+                holes.push(h);
+            }
+            gates.push(Gate {
+                source: cfg.name.clone(),
+                file: f.file.clone(),
+                period: period.clone(),
+                check,
+                ok,
+                detail,
+            });
+        }
+    }
+    holes
+}
+
+/// Removes `holes` from merged `coverage` (both half-open); the result is merged and sorted.
+pub fn subtract_intervals(
+    coverage: Vec<(Micros, Micros)>,
+    holes: &[(Micros, Micros)],
+) -> Vec<(Micros, Micros)> {
+    let holes = merge_intervals(holes.to_vec());
+    let mut out = Vec::new();
+    for (mut a, b) in coverage {
+        for &(h0, h1) in &holes {
+            if h1 <= a || h0 >= b {
+                continue;
+            }
+            if h0 > a {
+                out.push((a, h0));
+            }
+            a = a.max(h1);
+            if a >= b {
+                break;
+            }
+        }
+        if a < b {
+            out.push((a, b));
+        }
+    }
+    merge_intervals(out)
 }
 
 /// A balance a statement declares.
@@ -428,6 +600,9 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 duplicates: 0,
             });
             let dropped_before = file.duplicates;
+            for l in &mut one.lines {
+                l.role = cfg.role;
+            }
             let (kept, rejected) = load.add(one.lines, true);
             file.duplicates = dropped_before + (file.lines - kept - rejected.len());
             file.lines = kept;
@@ -447,7 +622,10 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 )
             })?;
             let ctx = ParseContext::new(cfg, &file);
-            let parsed = parse_bank_bytes(format, &ctx, &bytes)?;
+            let mut parsed = parse_bank_bytes(format, &ctx, &bytes)?;
+            for l in &mut parsed.lines {
+                l.role = cfg.role;
+            }
             let total = parsed.lines.len();
             let (kept, rejected) = load.add(parsed.lines, false);
             debug_assert!(rejected.is_empty());
@@ -581,9 +759,23 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLoad> {
     let mut load = SourceLoad::default();
     let mut coverage = Vec::new();
+    let mut holes = Vec::new();
     match &cfg.path {
         SourcePath::Fixed { path, complete } => {
+            let before = load.facts.len();
             let clean = read_file(cfg, path, &mut load)?;
+            let span = complete.map(|(from, to)| {
+                (
+                    timeparse::day_start(from, cfg.timezone),
+                    timeparse::day_start(to.succ_opt().unwrap_or(to), cfg.timezone),
+                )
+            });
+            holes.extend(statement_gates(
+                cfg,
+                &load.facts[before..],
+                span,
+                &mut load.gates,
+            ));
             match complete {
                 Some((from, to)) if clean => coverage.push((
                     timeparse::day_start(*from, cfg.timezone),
@@ -605,12 +797,33 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
             while day <= days.1 {
                 let path_text = template.replace("{date}", &day.format("%Y-%m-%d").to_string());
                 let path = Path::new(&path_text);
+                let span = (
+                    timeparse::day_start(day, cfg.timezone),
+                    timeparse::day_start(day.succ_opt().unwrap_or(day), cfg.timezone),
+                );
+                load.gates.push(Gate {
+                    source: cfg.name.clone(),
+                    file: path_text.clone(),
+                    period: format!("{day}..{day}"),
+                    check: "daily_file",
+                    ok: path.exists(),
+                    detail: if path.exists() {
+                        "present".to_string()
+                    } else {
+                        "expected daily file is missing".to_string()
+                    },
+                });
                 if path.exists() {
-                    if read_file(cfg, path, &mut load)? {
-                        coverage.push((
-                            timeparse::day_start(day, cfg.timezone),
-                            timeparse::day_start(day.succ_opt().unwrap_or(day), cfg.timezone),
-                        ));
+                    let before = load.facts.len();
+                    let clean = read_file(cfg, path, &mut load)?;
+                    holes.extend(statement_gates(
+                        cfg,
+                        &load.facts[before..],
+                        Some(span),
+                        &mut load.gates,
+                    ));
+                    if clean {
+                        coverage.push(span);
                     } else {
                         load.warnings.push(format!(
                             "source {}: {} has rejected lines, so {day} is not treated as complete",
@@ -630,7 +843,13 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
             }
         }
     }
-    load.coverage = merge_intervals(coverage);
+    for g in &load.gates {
+        // A missing daily file already has its own warning.
+        if !g.ok && g.check != "daily_file" {
+            load.warnings.push(g.warning());
+        }
+    }
+    load.coverage = subtract_intervals(merge_intervals(coverage), &holes);
     Ok(load)
 }
 
@@ -791,5 +1010,16 @@ mod tests {
         assert!(covers(&m, 0, 19));
         assert!(!covers(&m, 0, 20));
         assert!(!covers(&m, 15, 35));
+    }
+
+    #[test]
+    fn holes_are_cut_out_of_coverage() {
+        let cov = vec![(0, 100), (200, 300)];
+        assert_eq!(
+            subtract_intervals(cov.clone(), &[(10, 20), (90, 210)]),
+            vec![(0, 10), (20, 90), (210, 300)]
+        );
+        assert_eq!(subtract_intervals(cov.clone(), &[]), cov);
+        assert_eq!(subtract_intervals(cov, &[(-5, 400)]), vec![]);
     }
 }

@@ -513,6 +513,8 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             },
             account: Some(account.clone()),
             entry: None,
+            batch: None,
+            role: crate::config::Role::Provider,
         });
         facts.from = Some(facts.from.map_or(e.booked, |d| d.min(e.booked)));
         facts.to = Some(facts.to.map_or(e.booked, |d| d.max(e.booked)));

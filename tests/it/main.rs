@@ -9,4 +9,5 @@ mod properties;
 mod report;
 mod runs;
 mod support;
+mod threeway;
 mod tickets;

@@ -88,6 +88,8 @@ fn build(
             },
             account: None,
             entry: None,
+            batch: None,
+            role: recon::config::Role::Provider,
         })
         .collect();
     (payments, provider_ids, lines)

@@ -9,6 +9,17 @@ use recon::exit;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// mimalloc instead of glibc malloc: measured at 1M payments (README "Benchmark"), the run's
+/// wall time drops by a quarter (Polars allocates a lot) and its peak RSS with it, because
+/// glibc's per-thread arenas keep the Polars and writer threads' freed memory.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc.h (v2 and v3): how long freed memory is kept before it
+/// goes back to the OS. 0 returns it at once: measured at 1M payments, peak RSS ~860 MB
+/// instead of ~1 GB at the same wall time.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 #[derive(Parser)]
 #[command(
     name = "recon",
@@ -213,6 +224,8 @@ enum TicketsCommand {
 }
 
 fn main() {
+    // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

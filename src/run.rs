@@ -640,7 +640,12 @@ async fn plan_and_apply(
         .await?;
         tx.commit().await?;
     }
-    let finals = final_outcomes(&data);
+    // Only a range needs each item's outcome (its summary); a million cloned ids cost ~100 MB.
+    let finals = if parent == cfg.output_dir.as_path() {
+        FinalOutcomes::new()
+    } else {
+        final_outcomes(&data)
+    };
     // Freeing a million rows takes a noticeable fraction of a second; nothing waits for it.
     std::thread::spawn(move || drop(data));
     Ok((

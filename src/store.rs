@@ -11,8 +11,13 @@ use crate::ledger::transitions::{Applied, Transition};
 use crate::tickets::{HistoryEntry, NewTicket, Ticket, Upserted};
 use anyhow::Result;
 
-/// Rows per statement in the batched forms (at most 13 binds each: far below both limits).
-pub(crate) const BATCH: usize = 500;
+/// Rows per statement in the batched forms on SQLite (at most 13 binds a row).
+const SQLITE_BATCH: usize = 500;
+/// Rows per statement on PostgreSQL: 13 binds × 5000 stays under its 65535 parameters. Fewer,
+/// larger statements matter there: sqlx does not set TCP_NODELAY, so every statement can wait
+/// for a delayed ACK (~40 ms on loopback). Measured at 1M payments: 48k transitions took
+/// 10.5 s in 500-row batches.
+const PG_BATCH: usize = 5000;
 
 fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
     move |e| fail(Failure::Database, format!("{what}: {e}"))
@@ -114,7 +119,7 @@ macro_rules! ticket_columns {
 }
 
 macro_rules! store_impl {
-    ($name:ident, $DB:ty, $ts:path, $TsOut:ty, $ts_read:path) => {
+    ($name:ident, $DB:ty, $ts:path, $TsOut:ty, $ts_read:path, $batch:expr) => {
         /// The statements for one backend (see the module docs).
         pub(crate) mod $name {
             use super::*;
@@ -123,6 +128,7 @@ macro_rules! store_impl {
 
             type Db = $DB;
             type Conn = <$DB as sqlx::Database>::Connection;
+            const BATCH: usize = $batch;
 
             /// Guarded transitions with history (DESIGN.md rule 3): one conditional
             /// `UPDATE … FROM (VALUES …) RETURNING` per batch, one multi-row history insert,
@@ -792,13 +798,21 @@ macro_rules! store_impl {
     };
 }
 
-store_impl!(sqlite, sqlx::Sqlite, sqlite_ts, String, sqlite_ts_read);
+store_impl!(
+    sqlite,
+    sqlx::Sqlite,
+    sqlite_ts,
+    String,
+    sqlite_ts_read,
+    SQLITE_BATCH
+);
 store_impl!(
     pg,
     sqlx::Postgres,
     pg_ts,
     chrono::DateTime<chrono::Utc>,
-    pg_ts_read
+    pg_ts_read,
+    PG_BATCH
 );
 
 /// An open write transaction on either backend. Dropping it without [`Tx::commit`] rolls back.

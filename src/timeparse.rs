@@ -108,6 +108,30 @@ pub fn from_db(s: &str) -> Result<Micros, String> {
         .map_err(|e| format!("stored timestamp {s:?} is malformed ({e})"))
 }
 
+/// Parses PostgreSQL's text output of a `timestamptz` in a session whose time zone is UTC
+/// (`2026-11-27 10:00:00+00`, `2026-11-27 10:00:00.5+00`, up to six fraction digits).
+pub fn from_pg_utc(s: &str) -> Result<Micros, String> {
+    let bad = || format!("timestamp {s:?} is not PostgreSQL UTC text output");
+    let b = s.strip_suffix("+00").ok_or_else(bad)?.as_bytes();
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b' '
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let us = match &b[19..] {
+        [] => 0,
+        [b'.', frac @ ..] if (1..=6).contains(&frac.len()) => {
+            digits(frac).ok_or_else(bad)? * 10i64.pow(6 - frac.len() as u32)
+        }
+        _ => return Err(bad()),
+    };
+    civil_prefix(b, us).ok_or_else(bad)
+}
+
 /// Microseconds of a validated civil date and time (UTC).
 fn civil_micros(y: i64, mo: i64, d: i64, h: i64, mi: i64, sec: i64, us: i64) -> Option<Micros> {
     let date = NaiveDate::from_ymd_opt(i32::try_from(y).ok()?, mo as u32, d as u32)?;
@@ -257,6 +281,17 @@ pub fn local_date(t: Micros, tz: Tz) -> NaiveDate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn postgres_utc_text_output() {
+        let base = from_db("2026-11-27 10:00:00.000000").unwrap();
+        assert_eq!(from_pg_utc("2026-11-27 10:00:00+00"), Ok(base));
+        assert_eq!(from_pg_utc("2026-11-27 10:00:00.5+00"), Ok(base + 500_000));
+        assert_eq!(from_pg_utc("2026-11-27 10:00:00.000001+00"), Ok(base + 1));
+        assert!(from_pg_utc("2026-11-27 10:00:00+01").is_err());
+        assert!(from_pg_utc("2026-11-27 10:00:00.1234567+00").is_err());
+        assert!(from_pg_utc("2026-11-27T10:00:00+00").is_err());
+    }
 
     #[test]
     fn offsets_crossing_midnight_land_on_the_right_utc_instant() {

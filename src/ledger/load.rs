@@ -301,11 +301,12 @@ fn finish(
     }
 }
 
-/// The canonical columns of a payments query, timestamps as epoch microseconds.
+/// The canonical columns of a payments query. Timestamps go out as PostgreSQL's own text
+/// (the session is in UTC): `extract(epoch …)` is numeric arithmetic on the server and cost
+/// ~1.5 s per million rows there.
 fn pg_payment_columns() -> String {
     "payment_id::text, recipient_account::text, amount_minor::bigint, currency::text, status::text, \
-     (extract(epoch FROM created_at) * 1000000)::bigint, \
-     (extract(epoch FROM started_at) * 1000000)::bigint, attempt_id::text, provider_payment_id::text"
+     created_at::timestamptz, started_at::timestamptz, attempt_id::text, provider_payment_id::text"
         .to_string()
 }
 
@@ -325,6 +326,11 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
             })
             .transpose()
     };
+    let ts = |i: usize| -> Result<Option<Micros>> {
+        text(i)
+            .map(|v| timeparse::from_pg_utc(v).map_err(|e| bad_row(id, e)))
+            .transpose()
+    };
     let status = text(4).ok_or_else(|| bad_row(id, "status is NULL".into()))?;
     let status =
         Status::parse(status).ok_or_else(|| bad_row(id, format!("unknown status {status:?}")))?;
@@ -342,9 +348,8 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         status,
         attempt_id: text(7).map(str::to_string),
         provider_payment_id: text(8).map(str::to_string),
-        started_at: int(6, "started_at")?,
-        created_at: int(5, "created_at")?
-            .ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
+        started_at: ts(6)?,
+        created_at: ts(5)?.ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
         followup: None,
         payment_id: id.to_string(),
     })
@@ -360,6 +365,11 @@ async fn load_pg(
     use super::pg_copy::copy_rows;
     let db_err = |e: sqlx::Error| fail(Failure::Database, format!("loading the ledger: {e}"));
     let mut conn = pool.acquire().await.map_err(db_err)?;
+    // Timestamps are read as text: make it UTC text for this session.
+    sqlx::query("SET TIME ZONE 'UTC'")
+        .execute(&mut *conn)
+        .await
+        .map_err(db_err)?;
     let (lo, hi) = (pg_ts(range.lo), pg_ts(range.hi));
     let cols = pg_payment_columns();
     let select = match queries.payments_query.as_deref() {

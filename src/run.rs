@@ -117,23 +117,13 @@ impl RangeSummary {
             let _ = writeln!(s, "  {}: {} payments in scope", d.date, d.payments_in_scope);
         }
         let _ = writeln!(s, "  final outcome per item over the range:");
-        for (name, st) in &self.outcomes {
-            if st.count > 0 {
-                let money: Vec<String> =
-                    st.amounts.iter().map(|(c, a)| format!("{a} {c}")).collect();
-                let _ = writeln!(s, "  {name:<22} {:>8}   {}", st.count, money.join(", "));
-            }
-        }
-        let t = &self.transitions;
-        let _ = writeln!(
-            s,
-            "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
-            t.planned, t.applied, t.already_applied, t.conflicts
+        summary::write_totals(
+            &mut s,
+            &self.outcomes,
+            &self.transitions,
+            &self.tickets,
+            &self.warnings,
         );
-        let _ = writeln!(s, "  tickets: {}", self.tickets.text());
-        for w in &self.warnings {
-            let _ = writeln!(s, "  warning: {w}");
-        }
         let _ = writeln!(s, "  results: {out_dir}/<day>/");
         s
     }

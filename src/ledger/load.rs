@@ -196,15 +196,7 @@ async fn load_sqlite(
     })
     .await?;
     payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
-    // payment_id → position, for attaching history, follow-ups and attempts' provider ids.
-    // The map borrows the ids; changes are collected and applied after it is dropped.
-    let positions: HashMap<&str, u32> = {
-        let mut m = HashMap::with_capacity(payments.len());
-        for (i, p) in payments.iter().enumerate() {
-            m.insert(p.payment_id.as_str(), i as u32);
-        }
-        m
-    };
+    let positions = index(&payments);
 
     // recon's own latest transition: classify on the status before it, so that re-running a
     // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
@@ -263,6 +255,16 @@ async fn load_sqlite(
     .await?;
     drop(positions);
     Ok(finish(payments, latest, followups, provider_ids))
+}
+
+/// payment_id → position, for attaching history, follow-ups and attempts' provider ids. The
+/// map borrows the ids: changes are collected and applied after it is dropped.
+fn index(payments: &[Payment]) -> HashMap<&str, u32> {
+    let mut m = HashMap::with_capacity(payments.len());
+    for (i, p) in payments.iter().enumerate() {
+        m.insert(p.payment_id.as_str(), i as u32);
+    }
+    m
 }
 
 /// recon's latest transition per payment index: (history id, actor, from, to).
@@ -391,13 +393,7 @@ async fn load_pg(
     })
     .await?;
     payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
-    let positions: HashMap<&str, u32> = {
-        let mut m = HashMap::with_capacity(payments.len());
-        for (i, p) in payments.iter().enumerate() {
-            m.insert(p.payment_id.as_str(), i as u32);
-        }
-        m
-    };
+    let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
     let history: Vec<(i64, String, String, String, String)> = sqlx::query_as(
         "SELECT id, payment_id, actor, from_status, to_status

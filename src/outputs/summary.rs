@@ -144,6 +144,33 @@ pub fn final_outcome_stats(
         .collect()
 }
 
+/// The lines a run's terminal summary and a range's share: outcomes with money, transitions,
+/// tickets, warnings.
+pub fn write_totals(
+    s: &mut String,
+    outcomes: &BTreeMap<String, OutcomeStats>,
+    transitions: &TransitionStats,
+    tickets: &TicketStats,
+    warnings: &[String],
+) {
+    for (name, st) in outcomes {
+        if st.count > 0 {
+            let money: Vec<String> = st.amounts.iter().map(|(c, a)| format!("{a} {c}")).collect();
+            let _ = writeln!(s, "  {name:<22} {:>8}   {}", st.count, money.join(", "));
+        }
+    }
+    let t = transitions;
+    let _ = writeln!(
+        s,
+        "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
+        t.planned, t.applied, t.already_applied, t.conflicts
+    );
+    let _ = writeln!(s, "  tickets: {}", tickets.text());
+    for w in warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
+}
+
 impl Summary {
     /// A short human summary for the terminal (and the log).
     pub fn text(&self, out_dir: &str) -> String {
@@ -166,23 +193,13 @@ impl Summary {
             "  {} payments in scope ({} loaded), {} statement lines, {} rejected",
             self.payments_in_scope, self.payments_loaded, self.statement_lines, self.rejected_lines
         );
-        for (name, st) in &self.outcomes {
-            if st.count > 0 {
-                let money: Vec<String> =
-                    st.amounts.iter().map(|(c, a)| format!("{a} {c}")).collect();
-                let _ = writeln!(s, "  {name:<22} {:>8}   {}", st.count, money.join(", "));
-            }
-        }
-        let t = &self.transitions;
-        let _ = writeln!(
-            s,
-            "  transitions: {} planned, {} applied, {} already applied, {} conflicts",
-            t.planned, t.applied, t.already_applied, t.conflicts
+        write_totals(
+            &mut s,
+            &self.outcomes,
+            &self.transitions,
+            &self.tickets,
+            &self.warnings,
         );
-        let _ = writeln!(s, "  tickets: {}", self.tickets.text());
-        for w in &self.warnings {
-            let _ = writeln!(s, "  warning: {w}");
-        }
         let _ = writeln!(s, "  results: {out_dir}");
         s
     }

@@ -429,23 +429,6 @@ async fn a_range_rerun_is_byte_identical_per_day(b: Backend) {
     assert_eq!(again.transitions.already_applied, 2);
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Sqlite).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Postgres).await
-            })*
-        }
-    };
-}
-
 on_both_backends!(
     rerun_is_identical_and_changes_nothing_more,
     someone_elses_update_between_load_and_write_is_a_conflict,

@@ -1,5 +1,9 @@
 //! The one integration-test binary (each extra binary would link Polars again).
 
+// First, so its macros are visible in the test modules.
+#[macro_use]
+mod support;
+
 mod backends;
 mod explain;
 mod formats;
@@ -8,6 +12,5 @@ mod golden;
 mod properties;
 mod report;
 mod runs;
-mod support;
 mod threeway;
 mod tickets;

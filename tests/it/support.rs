@@ -50,6 +50,25 @@ pub struct TestEnv {
     pub pg_database: Option<String>,
 }
 
+/// Instantiates each `async fn name(b: Backend)` of the calling module as two tests,
+/// `sqlite::name` and `postgres::name` (the module must have `Backend` in scope).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Sqlite).await
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name(super::Backend::Postgres).await
+            })*
+        }
+    };
+}
+
 /// Which database a backend-generic test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

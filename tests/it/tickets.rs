@@ -408,23 +408,6 @@ async fn the_cli_shows_a_ticket_and_says_when_the_id_is_unknown() {
     assert!(out.status.success(), "{out:?}");
 }
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Sqlite).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::Postgres).await
-            })*
-        }
-    };
-}
-
 on_both_backends!(
     ambiguous_evidence_lists_every_candidate_and_why,
     show_resolve_reopen_with_actor_note_and_history,

@@ -503,7 +503,7 @@ impl Config {
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,
             sources,
-            email: raw.email.map(|e| e.validate(path)).transpose()?,
+            email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
         })
     }
 
@@ -1103,6 +1103,9 @@ struct RawSmtp {
     /// Connection and command timeout in seconds.
     #[serde(default = "default_smtp_timeout")]
     timeout_seconds: u64,
+    /// PEM file of extra trusted root certificates (relative to this file), added to the
+    /// system roots, e.g. for a company CA. Verification itself cannot be switched off.
+    ca_file: Option<PathBuf>,
 }
 
 fn default_subject_prefix() -> String {
@@ -1182,6 +1185,49 @@ pub struct SmtpConfig {
     pub password_env: Option<String>,
     /// Timeout.
     pub timeout: std::time::Duration,
+    /// Extra trusted roots (`ca_file`), read and checked when the config is loaded.
+    pub ca: Option<CaFile>,
+}
+
+/// The extra trusted roots of `email.smtp.ca_file`: the file's PEM text, kept from the time
+/// it was validated, so sending uses exactly what was checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaFile {
+    /// The file (resolved against the config file's folder).
+    pub path: PathBuf,
+    /// Its PEM text; at least one certificate, each one usable as a trust anchor.
+    pub pem: Vec<u8>,
+}
+
+impl CaFile {
+    /// Reads and checks `path`: readable, at least one PEM certificate, and every certificate
+    /// accepted as a root by the TLS library. The error names the file, not the config key
+    /// (the caller adds that).
+    fn load(path: PathBuf) -> std::result::Result<CaFile, String> {
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+        let pem =
+            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let count = CertificateDer::pem_slice_iter(&pem)
+            .try_fold(0usize, |n, c| c.map(|_| n + 1))
+            .map_err(|e| format!("{} is not valid PEM: {e}", path.display()))?;
+        if count == 0 {
+            return Err(format!(
+                "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                path.display()
+            ));
+        }
+        // Build TLS parameters from these roots alone (no system roots needed to check them):
+        // a certificate that is not a usable trust anchor fails here, not at the first alert.
+        let cert = lettre::transport::smtp::client::Certificate::from_pem(&pem)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        lettre::transport::smtp::client::TlsParameters::builder("localhost".into())
+            .certificate_store(lettre::transport::smtp::client::CertificateStore::None)
+            .add_root_certificate(cert)
+            .build()
+            .map_err(|e| format!("{} is not a usable root certificate: {e}", path.display()))?;
+        Ok(CaFile { path, pem })
+    }
 }
 
 impl SmtpConfig {
@@ -1211,7 +1257,7 @@ fn is_loopback(host: &str) -> bool {
 }
 
 impl RawEmail {
-    fn validate(self, path: &Path) -> Result<EmailConfig> {
+    fn validate(self, path: &Path, base: &Path) -> Result<EmailConfig> {
         let mailbox = |key: &str, value: &str| -> Result<lettre::message::Mailbox> {
             value.parse().map_err(|e| {
                 config_error(
@@ -1293,6 +1339,18 @@ impl RawEmail {
                         ),
                     ));
                 }
+                let ca = match s.ca_file {
+                    None => None,
+                    Some(_) if tls == SmtpTls::None => {
+                        return Err(config_error(
+                            path,
+                            "key `email.smtp.ca_file`: tls = \"none\" verifies no certificate (hint: use starttls or implicit, or remove ca_file)",
+                        ));
+                    }
+                    Some(f) => Some(CaFile::load(join_clean(base, f)).map_err(|e| {
+                        config_error(path, format!("key `email.smtp.ca_file`: {e}"))
+                    })?),
+                };
                 EmailTransport::Smtp(SmtpConfig {
                     port: s.port.unwrap_or(match tls {
                         SmtpTls::StartTls => 587,
@@ -1304,6 +1362,7 @@ impl RawEmail {
                     username_env: s.username_env,
                     password_env: s.password_env,
                     timeout: std::time::Duration::from_secs(s.timeout_seconds.max(1)),
+                    ca,
                 })
             }
             other => {
@@ -1396,6 +1455,49 @@ mod email_tests {
     }
 
     #[test]
+    fn ca_file_must_be_a_readable_pem_of_usable_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let smtp = |tls: &str, ca: &str| {
+            format!(
+                "[email]\nfrom = \"a@x.test\"\nto = [\"a@x.test\"]\ntransport = \"smtp\"\n\
+                 [email.smtp]\nhost = \"mail.x.test\"\ntls = \"{tls}\"\nca_file = \"{ca}\"\n"
+            )
+        };
+        let job = dir.path().join("job.toml");
+        std::fs::write(dir.path().join("text.pem"), "not a certificate\n").unwrap();
+        // Valid base64 in a CERTIFICATE block, but not a certificate.
+        std::fs::write(
+            dir.path().join("junk.pem"),
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("broken.pem"),
+            "-----BEGIN CERTIFICATE-----\nAAAA\n",
+        )
+        .unwrap();
+        for (tls, ca, says) in [
+            ("starttls", "missing.pem", "cannot read"),
+            ("implicit", "text.pem", "no PEM certificate"),
+            ("starttls", "junk.pem", "not a usable root certificate"),
+            ("starttls", "broken.pem", "not valid PEM"),
+            ("none", "text.pem", "verifies no certificate"),
+        ] {
+            let err = Config::parse(&format!("{BASE}{}", smtp(tls, ca)), &job).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains("email.smtp.ca_file"), "{ca}: {msg}");
+            assert!(msg.contains(says), "{ca}: {msg}");
+            assert!(msg.contains(&job.display().to_string()), "{ca}: {msg}");
+            if tls != "none" {
+                // Resolved against the config file's folder.
+                let file = dir.path().join(ca).display().to_string();
+                assert!(msg.contains(&file), "{ca}: {msg}");
+            }
+            assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+        }
+    }
+
+    #[test]
     fn missing_credential_variable_is_named_without_a_value() {
         let s = SmtpConfig {
             host: "h".into(),
@@ -1404,6 +1506,7 @@ mod email_tests {
             username_env: Some("RECON_TEST_SURELY_UNSET_USER".into()),
             password_env: Some("RECON_TEST_SURELY_UNSET_PASS".into()),
             timeout: std::time::Duration::from_secs(1),
+            ca: None,
         };
         let msg = format!("{:#}", s.credentials().unwrap_err());
         assert!(msg.contains("RECON_TEST_SURELY_UNSET_USER"), "{msg}");

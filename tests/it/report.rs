@@ -1,6 +1,8 @@
 //! Reports and the email alert (issue 5): XLSX read back with calamine, the HTML report, the
-//! email received by a real SMTP server (Debian's python3-aiosmtpd on loopback), the outbox
-//! when SMTP is down or refuses, and hostile statement text in every format.
+//! email received by a real SMTP server (Debian's python3-aiosmtpd on loopback; plain, STARTTLS
+//! and implicit TLS, with a throwaway CA made per test by the `openssl` CLI), the outbox when
+//! SMTP is down, refuses or fails certificate verification, and hostile statement text in
+//! every format.
 //!
 //! Snapshots live in `tests/snapshots/report/`. When a change is intended, regenerate them
 //! with `RECON_UPDATE_SNAPSHOTS=1 cargo test --test it report` and read the diff before
@@ -94,6 +96,107 @@ impl SmtpServer {
             .into_iter()
             .map(|(_, p)| std::fs::read_to_string(p).expect("message"))
             .collect()
+    }
+}
+
+/// How an aiosmtpd test server speaks TLS.
+#[derive(Debug, Clone, Copy)]
+enum ServerTls {
+    /// Offers STARTTLS and refuses mail before it (aiosmtpd's require_starttls default).
+    StartTls,
+    /// TLS from the first byte (SMTPS).
+    Implicit,
+}
+
+impl SmtpServer {
+    /// Starts a TLS server presenting `pki`'s server certificate.
+    fn start_tls(pki: &TestPki, tls: ServerTls) -> SmtpServer {
+        let (cert_opt, key_opt) = match tls {
+            ServerTls::StartTls => ("--tlscert", "--tlskey"),
+            ServerTls::Implicit => ("--smtpscert", "--smtpskey"),
+        };
+        let (cert, key) = (pki.path("server.pem"), pki.path("server.key"));
+        SmtpServer::start_with(
+            free_port(),
+            &[
+                cert_opt,
+                cert.to_str().expect("utf-8 path"),
+                key_opt,
+                key.to_str().expect("utf-8 path"),
+            ],
+        )
+    }
+}
+
+/// A throwaway CA and a server certificate it signed, made per test with the `openssl` CLI.
+/// rustls accepts only X.509 v3 with the name in subjectAltName and a CA marked
+/// basicConstraints CA:TRUE, so all of that is explicit.
+struct TestPki {
+    dir: tempfile::TempDir,
+}
+
+impl TestPki {
+    /// A CA (`ca.pem`) and a server certificate (`server.pem`, `server.key`) for `names`,
+    /// subjectAltName entries such as `IP:127.0.0.1`.
+    fn new(names: &[&str]) -> TestPki {
+        let pki = TestPki {
+            dir: tempfile::tempdir().expect("pki dir"),
+        };
+        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        pki.openssl(&format!(
+            "req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj /CN=recon-test-CA \
+             -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+        ));
+        pki.openssl(&format!(
+            "req {key} -keyout server.key -out server.csr -subj /CN=recon-test-server"
+        ));
+        std::fs::write(
+            pki.path("server.ext"),
+            format!(
+                "basicConstraints=critical,CA:FALSE\n\
+                 keyUsage=critical,digitalSignature\n\
+                 extendedKeyUsage=serverAuth\n\
+                 subjectAltName={}\n",
+                names.join(",")
+            ),
+        )
+        .expect("server.ext");
+        pki.openssl(
+            "x509 -req -in server.csr -CA ca.pem -CAkey ca.key -set_serial 2 -days 2 \
+             -extfile server.ext -out server.pem",
+        );
+        pki
+    }
+
+    /// For the names a loopback test server answers to.
+    fn loopback() -> TestPki {
+        TestPki::new(&["IP:127.0.0.1", "DNS:localhost"])
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `openssl` in the folder; `args` are split at whitespace.
+    fn openssl(&self, args: &str) {
+        let out = Command::new("openssl")
+            .current_dir(self.dir.path())
+            .args(args.split_whitespace())
+            .output()
+            .expect("the openssl CLI is installed");
+        assert!(
+            out.status.success(),
+            "openssl {args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `ca_file = "…"` trusting this CA.
+    fn ca_file_key(&self) -> String {
+        format!(
+            "ca_file = {:?}\n",
+            self.path("ca.pem").display().to_string()
+        )
     }
 }
 
@@ -241,14 +344,19 @@ fn file_email() -> String {
         .to_string()
 }
 
-/// `[email]` sending to an SMTP server on loopback.
+/// `[email]` sending to an SMTP server on loopback without TLS.
 fn smtp_email(port: u16, extra_smtp: &str) -> String {
+    smtp_email_tls("127.0.0.1", port, "none", extra_smtp)
+}
+
+/// `[email]` sending to `host:port` with the `tls` mode.
+fn smtp_email_tls(host: &str, port: u16, tls: &str, extra_smtp: &str) -> String {
     let with_smtp = file_email().replace(
         "to = [\"finance@bank.test\"]\n",
         "to = [\"finance@bank.test\"]\ntransport = \"smtp\"\n",
     );
     format!(
-        "{with_smtp}[email.smtp]\nhost = \"127.0.0.1\"\nport = {port}\ntls = \"none\"\ntimeout_seconds = 10\n{extra_smtp}"
+        "{with_smtp}[email.smtp]\nhost = \"{host}\"\nport = {port}\ntls = \"{tls}\"\ntimeout_seconds = 10\n{extra_smtp}"
     )
 }
 
@@ -710,6 +818,158 @@ async fn smtp_rejection_is_queued_and_no_secret_reaches_logs_or_files() {
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG));
     assert!(String::from_utf8_lossy(&out.stderr).contains("RECON_TEST_SMTP_USER"));
     assert!(!env.path("out/r2").exists());
+}
+
+/// Asserts the message arrived once, to the expected recipients with the run's subject.
+fn assert_alert_received(server: &SmtpServer, run_id: &str) {
+    let messages = server.messages();
+    assert_eq!(messages.len(), 1);
+    let (headers, _) = parse_message(&messages[0]);
+    assert_eq!(headers["x-rcptto"], "finance@bank.test, treasury@bank.test");
+    assert_eq!(headers["x-mailfrom"], "recon@bank.test");
+    assert_eq!(
+        headers["subject"],
+        format!(
+            "[recon] 2026-11-10: 4 to review, 2 critical, 1 resolved, 0 pending (run {run_id})"
+        )
+    );
+}
+
+/// Runs the binary, expects the alert queued with exit 8, nothing received, and returns the
+/// terminal line that says why.
+fn assert_alert_refused(env: &TestEnv, server: &SmtpServer, run_id: &str) -> String {
+    let out = run_bin(env, run_id, &[]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::ALERT_FAILED),
+        "{stdout}{stderr}"
+    );
+    // The run itself completed; only the alert waits.
+    assert!(env.path(&format!("out/{run_id}/results.csv")).exists());
+    assert!(
+        recon::report::outbox::dir(&env.path("out"))
+            .join(format!("{run_id}.eml"))
+            .exists(),
+        "queued"
+    );
+    assert!(server.messages().is_empty(), "nothing delivered");
+    stdout
+        .lines()
+        .find(|l| l.contains("alert: NOT SENT"))
+        .unwrap_or_else(|| panic!("no alert line in {stdout}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn starttls_delivers_to_a_server_whose_ca_is_in_ca_file() {
+    let pki = TestPki::loopback();
+    // aiosmtpd refuses MAIL before STARTTLS, so a delivery proves the upgrade happened.
+    let server = SmtpServer::start_tls(&pki, ServerTls::StartTls);
+    let env = hostile_env(smtp_email_tls(
+        "127.0.0.1",
+        server.port,
+        "starttls",
+        &pki.ca_file_key(),
+    ))
+    .await;
+    let report = env.try_standard_day("r1").await.expect("run");
+    assert!(
+        matches!(report.alert.status, AlertStatus::Sent(_)),
+        "{:?}",
+        report.alert
+    );
+    assert!(!report.alert.failed());
+    assert_alert_received(&server, "r1");
+}
+
+#[tokio::test]
+async fn implicit_tls_delivers_to_a_server_whose_ca_is_in_ca_file() {
+    let pki = TestPki::loopback();
+    let server = SmtpServer::start_tls(&pki, ServerTls::Implicit);
+    // By name this time: the certificate's DNS:localhost entry is checked.
+    let env = hostile_env(smtp_email_tls(
+        "localhost",
+        server.port,
+        "implicit",
+        &pki.ca_file_key(),
+    ))
+    .await;
+    let report = env.try_standard_day("r1").await.expect("run");
+    assert!(
+        matches!(report.alert.status, AlertStatus::Sent(_)),
+        "{:?}",
+        report.alert
+    );
+    assert_alert_received(&server, "r1");
+}
+
+#[tokio::test]
+async fn certificates_are_verified_an_unknown_ca_or_wrong_name_queues_the_alert() {
+    let pki = TestPki::loopback();
+    for (tls, mode) in [
+        ("starttls", ServerTls::StartTls),
+        ("implicit", ServerTls::Implicit),
+    ] {
+        // Without ca_file the test CA is unknown: refused, queued, exit 8.
+        let server = SmtpServer::start_tls(&pki, mode);
+        let env = hostile_env(smtp_email_tls("127.0.0.1", server.port, tls, "")).await;
+        let line = assert_alert_refused(&env, &server, "r1");
+        assert!(line.contains("UnknownIssuer"), "{tls}: {line}");
+
+        // The CA is trusted but the certificate names another host: refused too.
+        let other = TestPki::new(&["DNS:other.test"]);
+        let server = SmtpServer::start_tls(&other, mode);
+        let env = hostile_env(smtp_email_tls(
+            "127.0.0.1",
+            server.port,
+            tls,
+            &other.ca_file_key(),
+        ))
+        .await;
+        let line = assert_alert_refused(&env, &server, "r1");
+        assert!(line.contains("not valid for name"), "{tls}: {line}");
+    }
+}
+
+#[tokio::test]
+async fn starttls_never_falls_back_to_plain_text() {
+    let pki = TestPki::loopback();
+    // A plain server: it offers no STARTTLS and would accept the message in clear text.
+    let server = SmtpServer::start();
+    let env = hostile_env(smtp_email_tls(
+        "127.0.0.1",
+        server.port,
+        "starttls",
+        &pki.ca_file_key(),
+    ))
+    .await;
+    let line = assert_alert_refused(&env, &server, "r1");
+    assert!(line.contains("STARTTLS"), "{line}");
+}
+
+#[tokio::test]
+async fn an_unusable_ca_file_stops_the_run_before_any_data_is_read() {
+    let env = hostile_env(smtp_email_tls("127.0.0.1", free_port(), "starttls", "")).await;
+    // Named after the data is in place (loading the config for the import would fail).
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    let broken = config.replace(
+        "tls = \"starttls\"\n",
+        "tls = \"starttls\"\nca_file = \"missing-ca.pem\"\n",
+    );
+    assert_ne!(config, broken);
+    std::fs::write(&env.config_path, broken).expect("config");
+    let out = run_bin(&env, "r1", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{stderr}");
+    assert!(
+        stderr.contains("email.smtp.ca_file") && stderr.contains("missing-ca.pem"),
+        "{stderr}"
+    );
+    assert!(!env.path("out/r1").exists());
 }
 
 #[tokio::test]

@@ -77,6 +77,12 @@ enum Command {
         #[arg(long, requires = "date")]
         as_of: Option<String>,
     },
+    /// The run records, newest first (killed runs show as FAILED "interrupted" once the
+    /// next run has taken the lock).
+    Runs {
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
     /// Create or upgrade the database schema (SQLite or PostgreSQL, from the config).
     Migrate {
         /// Job configuration (for the database).
@@ -168,6 +174,19 @@ enum LedgerCommand {
         /// attempts.csv
         #[arg(long)]
         attempts: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsCommand {
+    /// List run records.
+    List {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// How many (newest first).
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
     },
 }
 
@@ -342,6 +361,18 @@ async fn dispatch(command: Command) -> Result<i32> {
             )
             .await?;
             print!("{text}");
+            Ok(exit::OK)
+        }
+        Command::Runs {
+            command: RunsCommand::List { config, limit },
+        } => {
+            let cfg = Config::load(&config)?;
+            let db = recon::db::Db::open(&cfg.database_url).await?;
+            let mut tx = db.begin().await?;
+            let runs = tx.list_runs(limit).await?;
+            tx.rollback().await?;
+            db.close().await;
+            print!("{}", recon::store::RunRecord::render(&runs));
             Ok(exit::OK)
         }
         Command::Migrate { config } => {

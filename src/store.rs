@@ -89,6 +89,68 @@ pub struct AttemptInsert {
     pub error_detail: Option<String>,
 }
 
+/// A run record as listed by `recon runs list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// Id.
+    pub run_id: String,
+    /// First day.
+    pub range_from: String,
+    /// Last day.
+    pub range_to: String,
+    /// Cut-off.
+    pub as_of: String,
+    /// RUNNING, COMPLETED or FAILED.
+    pub status: String,
+    /// Why it failed (or was interrupted).
+    pub error: Option<String>,
+    /// Started (report form).
+    pub started_at: String,
+    /// Finished (report form).
+    pub finished_at: Option<String>,
+}
+
+impl RunRecord {
+    /// Renders records as a table for the terminal. A RUNNING record is either the run that
+    /// holds the lock now or one that was killed; the next run marks the latter FAILED.
+    pub fn render(runs: &[RunRecord]) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        if runs.is_empty() {
+            s.push_str("no runs\n");
+            return s;
+        }
+        let _ = writeln!(
+            s,
+            "{:<36}  {:<23}  {:<9}  {:<20}  {:<20}  error",
+            "run", "range", "status", "started", "finished"
+        );
+        for r in runs {
+            let range = if r.range_from == r.range_to {
+                r.range_from.clone()
+            } else {
+                format!("{}..{}", r.range_from, r.range_to)
+            };
+            let error = r
+                .error
+                .as_deref()
+                .and_then(|e| e.lines().next())
+                .unwrap_or("");
+            let _ = writeln!(
+                s,
+                "{:<36}  {:<23}  {:<9}  {:<20}  {:<20}  {}",
+                r.run_id,
+                range,
+                r.status,
+                r.started_at,
+                r.finished_at.as_deref().unwrap_or("-"),
+                error
+            );
+        }
+        s
+    }
+}
+
 /// The run record's start.
 #[derive(Debug, Clone)]
 pub struct RunStart<'a> {
@@ -702,6 +764,37 @@ macro_rules! store_impl {
                 Ok(n)
             }
 
+            /// The latest `limit` run records, newest first.
+            pub async fn list_runs(conn: &mut Conn, limit: i64) -> Result<Vec<RunRecord>> {
+                use sqlx::Row;
+                let rows = sqlx::query(
+                    "SELECT run_id, range_from, range_to, as_of, status, error, started_at,
+                            finished_at
+                     FROM recon_runs ORDER BY started_at DESC, run_id DESC LIMIT $1",
+                )
+                .bind(limit)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err("reading run records"))?;
+                rows.iter()
+                    .map(|r| -> Result<RunRecord, sqlx::Error> {
+                        Ok(RunRecord {
+                            run_id: r.try_get("run_id")?,
+                            range_from: r.try_get("range_from")?,
+                            range_to: r.try_get("range_to")?,
+                            as_of: r.try_get("as_of")?,
+                            status: r.try_get("status")?,
+                            error: r.try_get("error")?,
+                            started_at: $ts_read(r.try_get::<$TsOut, _>("started_at")?),
+                            finished_at: r
+                                .try_get::<Option<$TsOut>, _>("finished_at")?
+                                .map($ts_read),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(db_err("reading run records"))
+            }
+
             /// (run_id, range_from, as_of, inputs JSON) of run `run_id`, or of the latest
             /// completed run when `None`.
             pub async fn find_run(
@@ -913,6 +1006,11 @@ impl Tx {
     /// See [`sqlite::fail_runs`].
     pub async fn fail_runs(&mut self, run_id: Option<&str>, error: &str, now: &str) -> Result<u64> {
         dispatch!(self, fail_runs(run_id, error, now))
+    }
+
+    /// See [`sqlite::list_runs`].
+    pub async fn list_runs(&mut self, limit: i64) -> Result<Vec<RunRecord>> {
+        dispatch!(self, list_runs(limit))
     }
 
     /// See [`sqlite::find_run`].

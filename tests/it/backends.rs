@@ -265,6 +265,16 @@ async fn a_run_killed_at_any_stage_leaves_nothing_half_done(b: Backend) {
             .texts("SELECT error FROM recon_runs WHERE run_id = 'killed'")
             .await;
         assert!(error[0].contains("interrupted"), "{error:?}");
+        let listed = output(recon(&env, &["runs", "list"]));
+        let listed = String::from_utf8_lossy(&listed.stdout);
+        let killed = listed
+            .lines()
+            .find(|l| l.starts_with("killed "))
+            .unwrap_or_else(|| panic!("{listed}"));
+        assert!(
+            killed.contains("FAILED") && killed.contains("interrupted"),
+            "{listed}"
+        );
         assert!(
             !env.path("out/killed.tmp").exists(),
             "half-written output removed ({stage})"

@@ -122,7 +122,7 @@ impl RunRecord {
         }
         let _ = writeln!(
             s,
-            "{:<36}  {:<23}  {:<9}  {:<20}  {:<20}  error",
+            "{:<36}  {:<23}  {:<9}  {:<27}  {:<27}  error",
             "run", "range", "status", "started", "finished"
         );
         for r in runs {
@@ -138,7 +138,7 @@ impl RunRecord {
                 .unwrap_or("");
             let _ = writeln!(
                 s,
-                "{:<36}  {:<23}  {:<9}  {:<20}  {:<20}  {}",
+                "{:<36}  {:<23}  {:<9}  {:<27}  {:<27}  {}",
                 r.run_id,
                 range,
                 r.status,

@@ -120,6 +120,9 @@ struct RawSource {
     kinds: Option<BTreeMap<String, String>>,
     /// csv/xlsx: value of the `sign` column → `credit` or `debit` (case-insensitive keys).
     signs: Option<BTreeMap<String, String>>,
+    /// csv/xlsx: values of the `status` column that mean booked (case-insensitive). Rows with
+    /// any other status (pending, authorised, cancelled) are not loaded, and are counted.
+    booked_statuses: Option<Vec<String>>,
 }
 
 /// Column mapping as written in the file.
@@ -138,6 +141,7 @@ struct RawColumns {
     booked_time: Option<String>,
     kind: Option<String>,
     batch: Option<String>,
+    status: Option<String>,
 }
 
 /// A validated job configuration.
@@ -372,6 +376,8 @@ pub struct SourceConfig {
     pub kinds: BTreeMap<String, LineKind>,
     /// Upper-cased sign-column value → sign.
     pub signs: BTreeMap<String, Sign>,
+    /// Upper-cased values of the status column that mean booked (empty: no status column).
+    pub booked_statuses: std::collections::BTreeSet<String>,
 }
 
 /// Header names (or `#N` positions) of the canonical fields.
@@ -402,6 +408,8 @@ pub struct Columns {
     pub kind: Option<String>,
     /// Settlement batch column (the grouping key of three-way matching), if any.
     pub batch: Option<String>,
+    /// Booking status column (with `booked_statuses`): only booked rows are lines.
+    pub status: Option<String>,
 }
 
 fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
@@ -614,6 +622,7 @@ impl SourceConfig {
             columns: Columns::default(),
             kinds: default_kinds(),
             signs: BTreeMap::new(),
+            booked_statuses: Default::default(),
         }
     }
 }
@@ -736,6 +745,7 @@ fn source_settings(
             ("columns", s.columns.is_some()),
             ("kinds", s.kinds.is_some()),
             ("signs", s.signs.is_some()),
+            ("booked_statuses", s.booked_statuses.is_some()),
         ];
         if let Some((k, _)) = mapping_keys.iter().find(|(_, set)| *set) {
             return Err(config_error(
@@ -896,6 +906,7 @@ fn source_settings(
         booked_time: c.booked_time,
         kind: c.kind,
         batch: c.batch,
+        status: c.status,
     };
     let col_err = |k: &str, msg: &str| {
         config_error(
@@ -931,6 +942,28 @@ fn source_settings(
                 "key `{}` is missing: map every value of the sign column to credit or debit",
                 key("signs")
             ),
+        ));
+    }
+    let booked_statuses: std::collections::BTreeSet<String> = s
+        .booked_statuses
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v.trim().to_uppercase())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if columns.status.is_some() && booked_statuses.is_empty() {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}` is missing: name the status values that mean booked",
+                key("booked_statuses")
+            ),
+        ));
+    }
+    if columns.status.is_none() && !booked_statuses.is_empty() {
+        return Err(col_err(
+            "status",
+            "missing: `booked_statuses` is given but no status column",
         ));
     }
     if columns.sign.is_none() && !signs.is_empty() {
@@ -1006,6 +1039,7 @@ fn source_settings(
         columns,
         kinds,
         signs,
+        booked_statuses,
     })
 }
 

@@ -97,7 +97,19 @@ pub struct Mapping<'c> {
     booked_time: Option<usize>,
     kind: Option<usize>,
     batch: Option<usize>,
+    status: Option<usize>,
     names: (Arc<str>, Arc<str>),
+}
+
+/// What one row is.
+#[derive(Debug)]
+pub enum Parsed {
+    /// A booked line.
+    Line(Box<StatementLine>),
+    /// Not booked (its status value): not loaded, counted.
+    NotBooked(String),
+    /// Unreadable: which column and why.
+    Bad(String),
 }
 
 impl<'c> Mapping<'c> {
@@ -125,6 +137,7 @@ impl<'c> Mapping<'c> {
             booked_time: opt(&c.booked_time, "booked_time")?,
             kind: opt(&c.kind, "kind")?,
             batch: opt(&c.batch, "batch")?,
+            status: opt(&c.status, "status")?,
             names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
         })
     }
@@ -164,6 +177,26 @@ impl<'c> Mapping<'c> {
             .and_then(|d| money::to_minor(d, currency, exponent))
             .map(Some)
             .map_err(|e| format!("column {name:?}: {e}"))
+    }
+
+    /// Turns one row into a canonical line, unless its status says it is not booked.
+    pub fn row<R: Row>(&self, row: &R, line_no: u64) -> Parsed {
+        if let Some(i) = self.status {
+            let name = self.cfg.columns.status.as_deref().unwrap_or("status");
+            match self.field(row, i, name) {
+                Err(e) => return Parsed::Bad(e),
+                Ok(v) => {
+                    let v = normalize::text(v).to_uppercase();
+                    if !self.cfg.booked_statuses.contains(&v) {
+                        return Parsed::NotBooked(v);
+                    }
+                }
+            }
+        }
+        match self.line(row, line_no) {
+            Ok(l) => Parsed::Line(Box::new(l)),
+            Err(e) => Parsed::Bad(e),
+        }
     }
 
     /// Turns one row into a canonical line, or says which column is wrong.
@@ -311,6 +344,7 @@ impl<'c> Mapping<'c> {
 
 /// Collects accepted lines of one file, dropping re-deliveries within it (same provider id,
 /// same content) and rejecting an id seen before with different content.
+#[derive(Debug)]
 pub struct Collector {
     source: String,
     file: String,
@@ -320,6 +354,8 @@ pub struct Collector {
     pub rejected: Vec<Rejected>,
     /// Dropped re-deliveries.
     pub duplicates: usize,
+    /// Rows not booked: (line, status value).
+    pub not_booked: Vec<(u64, String)>,
     seen: HashMap<String, usize>,
 }
 
@@ -332,6 +368,7 @@ impl Collector {
             lines: Vec::new(),
             rejected: Vec::new(),
             duplicates: 0,
+            not_booked: Vec::new(),
             seen: HashMap::new(),
         }
     }
@@ -347,10 +384,11 @@ impl Collector {
     }
 
     /// Adds a parsed row.
-    pub fn push(&mut self, parsed: Result<StatementLine, String>, line_no: u64) {
+    pub fn push(&mut self, parsed: Parsed, line_no: u64) {
         let line = match parsed {
-            Ok(l) => l,
-            Err(reason) => return self.reject(line_no, reason),
+            Parsed::Line(l) => *l,
+            Parsed::NotBooked(status) => return self.not_booked.push((line_no, status)),
+            Parsed::Bad(reason) => return self.reject(line_no, reason),
         };
         if let Some(id) = &line.provider_txn_id {
             if let Some(&i) = self.seen.get(id) {
@@ -385,19 +423,55 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     let bytes = std::fs::read(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
     let sha256 = sha256_hex(&bytes);
-    let (lines, rejected, duplicates) = parse_bytes(cfg, &file, &bytes)?;
-    let clean = rejected.is_empty();
+    let out = parse_bytes(cfg, &file, &bytes)?;
+    Ok(finish_file(cfg, file, sha256, out, load))
+}
+
+/// Records one csv/xlsx file's collected rows in `load`: lines, rejected rows, counts, and a
+/// warning naming the rows that were not booked. Returns whether the file is clean: no row
+/// rejected and none pending. A not-booked row is never evidence that a payment happened, and
+/// while one is in the file its absence proves nothing either (the pending row may be the
+/// payment), so such a file does not count as complete (DESIGN.md rule 2).
+pub fn finish_file(
+    cfg: &SourceConfig,
+    file: String,
+    sha256: String,
+    out: Collector,
+    load: &mut SourceLoad,
+) -> bool {
+    let clean = out.rejected.is_empty() && out.not_booked.is_empty();
+    if !out.not_booked.is_empty() {
+        let mut by_status: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+        for (line, status) in &out.not_booked {
+            by_status.entry(status).or_default().push(*line);
+        }
+        let parts: Vec<String> = by_status
+            .iter()
+            .map(|(st, lines)| {
+                let shown: Vec<String> = lines.iter().take(5).map(u64::to_string).collect();
+                let more = if lines.len() > 5 { ", …" } else { "" };
+                format!("{st:?} at line(s) {}{more}", shown.join(", "))
+            })
+            .collect();
+        load.warnings.push(format!(
+            "source {}: {file}: {} row(s) not booked were not loaded: {}",
+            cfg.name,
+            out.not_booked.len(),
+            parts.join("; ")
+        ));
+    }
     load.files.push(InputFile {
         source: cfg.name.clone(),
         path: file,
         sha256,
-        lines: lines.len(),
-        rejected: rejected.len(),
-        duplicates,
+        lines: out.lines.len(),
+        rejected: out.rejected.len(),
+        duplicates: out.duplicates,
+        not_booked: out.not_booked.len(),
     });
-    load.lines.extend(lines);
-    load.rejected.extend(rejected);
-    Ok(clean)
+    load.lines.extend(out.lines);
+    load.rejected.extend(out.rejected);
+    clean
 }
 
 /// The 1-based line a record starts on. After a CRLF record end the csv crate reports the
@@ -410,12 +484,8 @@ fn line_of(body: &[u8], p: &::csv::Position) -> u64 {
     }
 }
 
-/// Parses CSV bytes: accepted lines, rejected lines, and the number of dropped re-deliveries.
-pub fn parse_bytes(
-    cfg: &SourceConfig,
-    file: &str,
-    bytes: &[u8],
-) -> Result<(Vec<StatementLine>, Vec<Rejected>, usize)> {
+/// Parses CSV bytes: accepted lines, rejected and not-booked rows, dropped re-deliveries.
+pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Collector> {
     let decoded;
     let bytes = match cfg.encoding {
         None => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
@@ -472,14 +542,14 @@ pub fn parse_bytes(
             continue;
         }
         if cfg.skip_footer == 0 {
-            out.push(mapping.line(&record, line_no), line_no);
+            out.push(mapping.row(&record, line_no), line_no);
             continue;
         }
         held.push_back((record.clone(), line_no));
         if held.len() > cfg.skip_footer
             && let Some((r, n)) = held.pop_front()
         {
-            out.push(mapping.line(&r, n), n);
+            out.push(mapping.row(&r, n), n);
         }
     }
     if held.len() < cfg.skip_footer {
@@ -492,5 +562,5 @@ pub fn parse_bytes(
             ),
         ));
     }
-    Ok((out.lines, out.rejected, out.duplicates))
+    Ok(out)
 }

@@ -190,6 +190,13 @@ pub struct InputFile {
     pub rejected: usize,
     /// Re-delivered duplicates dropped (same provider id, same content).
     pub duplicates: usize,
+    /// Rows whose booking status is not booked (pending, authorised…): not loaded.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_booked: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Everything one source produced for a run.
@@ -598,6 +605,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 lines: 0,
                 rejected: 0,
                 duplicates: 0,
+                not_booked: 0,
             });
             let dropped_before = file.duplicates;
             for l in &mut one.lines {
@@ -610,6 +618,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
             let clean = clean && rejected.is_empty();
             load.rejected.extend(one.rejected);
             load.rejected.extend(rejected);
+            load.warnings.extend(one.warnings);
             load.files.push(file);
             Ok(clean)
         }
@@ -636,6 +645,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 lines: kept,
                 rejected: 0,
                 duplicates: total - kept,
+                not_booked: 0,
             });
             load.facts.extend(parsed.facts);
             Ok(true)
@@ -782,7 +792,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
                     timeparse::day_start(to.succ_opt().unwrap_or(*to), cfg.timezone),
                 )),
                 Some(_) => load.warnings.push(format!(
-                    "source {}: {} has rejected lines, so it is not treated as complete",
+                    "source {}: {} has rejected or not-booked lines, so it is not treated as complete",
                     cfg.name,
                     path.display()
                 )),
@@ -826,7 +836,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
                         coverage.push(span);
                     } else {
                         load.warnings.push(format!(
-                            "source {}: {} has rejected lines, so {day} is not treated as complete",
+                            "source {}: {} has rejected or not-booked lines, so {day} is not treated as complete",
                             cfg.name, path_text
                         ));
                     }

@@ -9,7 +9,7 @@
 //! zone. Error cells are rejected with their row.
 
 use super::csv::{Collector, Mapping, Row};
-use super::{InputFile, SourceLoad, sha256_hex};
+use super::{SourceLoad, sha256_hex};
 use crate::config::SourceConfig;
 use crate::exit::{Failure, fail};
 use anyhow::Result;
@@ -114,18 +114,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     let sha256 = sha256_hex(&bytes);
     let mut out = Collector::new(&cfg.name, &file);
     parse_bytes(cfg, &file, &bytes, &mut out)?;
-    let clean = out.rejected.is_empty();
-    load.files.push(InputFile {
-        source: cfg.name.clone(),
-        path: file,
-        sha256,
-        lines: out.lines.len(),
-        rejected: out.rejected.len(),
-        duplicates: out.duplicates,
-    });
-    load.lines.extend(out.lines);
-    load.rejected.extend(out.rejected);
-    Ok(clean)
+    Ok(super::csv::finish_file(cfg, file, sha256, out, load))
 }
 
 /// Parses workbook bytes into `out`. A workbook that cannot be opened, a missing sheet or a
@@ -210,7 +199,7 @@ pub fn parse_bytes(
         {
             match bad {
                 Some(e) => out.reject(m, e),
-                None => out.push(mapping.line(&r, m), m),
+                None => out.push(mapping.row(&r, m), m),
             }
         }
     }

@@ -667,7 +667,8 @@ fn csv_lines(
     cfg: &SourceConfig,
     bytes: &[u8],
 ) -> (Vec<sources::StatementLine>, Vec<sources::Rejected>) {
-    let (lines, rejected, _) = sources::csv::parse_bytes(cfg, "t.csv", bytes).expect("parse");
+    let out = sources::csv::parse_bytes(cfg, "t.csv", bytes).expect("parse");
+    let (lines, rejected) = (out.lines, out.rejected);
     (lines, rejected)
 }
 
@@ -1043,4 +1044,69 @@ proptest! {
         no_panic(Format::Mt940, &bytes);
         no_panic(Format::Bai2, &bytes);
     }
+}
+
+/// A status column keeps pending and authorised rows out: counted, named in a warning, never
+/// lines, and the file no longer counts as complete (a pending row may be the payment).
+#[test]
+fn rows_that_are_not_booked_are_counted_not_loaded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let map = dir.path().join("m.toml");
+    std::fs::write(
+        &map,
+        "timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\nbooked_statuses = [\"completed\"]\n\
+         [columns]\nbooked_at = \"date\"\namount = \"amount\"\nreference = \"ref\"\nstatus = \"state\"\n",
+    )
+    .expect("write");
+    let cfg = SourceConfig::load_mapping(&map, Format::Csv).expect("mapping");
+    let csv = dir.path().join("st.csv");
+    std::fs::write(
+        &csv,
+        "date,amount,ref,state\n2026-11-27,10.00,A,Completed\n2026-11-27,20.00,B,PENDING\n\
+         2026-11-27,30.00,C,completed\n2026-11-27,40.00,D,Authorised\n",
+    )
+    .expect("write");
+    let mut load = sources::SourceLoad::default();
+    let clean = sources::csv::read_file(&cfg, &csv, &mut load).expect("read");
+    assert!(!clean, "a file with pending rows is not complete");
+    let refs: Vec<_> = load
+        .lines
+        .iter()
+        .map(|l| l.reference.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(refs, ["A", "C"]);
+    assert!(load.rejected.is_empty());
+    assert_eq!(load.files[0].not_booked, 2);
+    assert_eq!(load.files[0].lines, 2);
+    let w = load.warnings.join("\n");
+    assert!(
+        w.contains("2 row(s) not booked")
+            && w.contains("\"PENDING\" at line(s) 3")
+            && w.contains("\"AUTHORISED\" at line(s) 5"),
+        "{w}"
+    );
+
+    // Strict: a status column needs the booked values, and the values need the column.
+    std::fs::write(
+        &map,
+        "timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\n\
+         [columns]\nbooked_at = \"date\"\namount = \"amount\"\nstatus = \"state\"\n",
+    )
+    .expect("write");
+    let e = format!(
+        "{:#}",
+        SourceConfig::load_mapping(&map, Format::Csv).unwrap_err()
+    );
+    assert!(e.contains("booked_statuses"), "{e}");
+    std::fs::write(
+        &map,
+        "timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\nbooked_statuses = [\"X\"]\n\
+         [columns]\nbooked_at = \"date\"\namount = \"amount\"\n",
+    )
+    .expect("write");
+    let e = format!(
+        "{:#}",
+        SourceConfig::load_mapping(&map, Format::Csv).unwrap_err()
+    );
+    assert!(e.contains("columns.status"), "{e}");
 }

@@ -354,7 +354,7 @@ async fn a_malformed_statement_line_is_rejected_and_blocks_resolved_failed() {
         r.summary
             .warnings
             .iter()
-            .any(|w| w.contains("rejected lines"))
+            .any(|w| w.contains("rejected or not-booked lines"))
     );
 }
 
@@ -567,5 +567,82 @@ async fn attempts_may_belong_to_payments_imported_earlier_but_not_to_unknown_one
     assert!(
         format!("{err:#}").contains("a3.csv:2") && format!("{err:#}").contains("P-9"),
         "{err:#}"
+    );
+}
+
+/// The safety case behind the status filter: the provider shows the payment as PENDING. That is
+/// neither proof it was paid (no RESOLVED_SUCCEEDED) nor, in a statement declared complete,
+/// proof it was not (no RESOLVED_FAILED, which would invite a second payment).
+#[tokio::test]
+async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
+    let env = TestEnv::new();
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    std::fs::write(
+        &env.config_path,
+        config
+            .replace(
+                "path = \"statement.csv\"",
+                "path = \"statement.csv\"\nbooked_statuses = [\"BOOKED\"]",
+            )
+            .replace("kind = \"type\"", "kind = \"type\"\nstatus = \"state\""),
+    )
+    .expect("config");
+    env.import(
+        &format!(
+            "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
+             P-2,{IBAN},20.00,EUR,UNKNOWN,2026-11-10T10:00:00Z,2026-11-10T10:00:00Z,A-2,\n"
+        ),
+        "A-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+         A-2,P-2,2026-11-10T10:00:00Z,,UNKNOWN,,timeout\n",
+    )
+    .await;
+    env.write(
+        "statement.csv",
+        &format!(
+            "id,reference,recipient,amount,currency,booked_at,type,state\n\
+             L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,PENDING\n"
+        ),
+    );
+    let report = env
+        .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
+        .await;
+    let rows = outcomes(&report);
+    assert_eq!(
+        rows,
+        vec![
+            row("AWAITING_EVIDENCE", "P-1", ""),
+            row("AWAITING_EVIDENCE", "P-2", ""),
+        ],
+        "no transition on a pending row, and no failure proven by a file that has one"
+    );
+    assert_eq!(report.summary.transitions.applied, 0);
+    assert!(
+        report
+            .summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("not booked") && w.contains("PENDING")),
+        "{:?}",
+        report.summary.warnings
+    );
+    // Once the provider books it, the same payment resolves.
+    env.write(
+        "statement.csv",
+        &format!(
+            "id,reference,recipient,amount,currency,booked_at,type,state\n\
+             L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,BOOKED\n"
+        ),
+    );
+    let report = env
+        .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r2")
+        .await;
+    let rows = outcomes(&report);
+    assert!(
+        rows.contains(&row("RESOLVED_SUCCEEDED", "P-1", "L-1")),
+        "{rows:?}"
+    );
+    assert!(
+        rows.contains(&row("RESOLVED_FAILED", "P-2", "")),
+        "{rows:?}"
     );
 }

@@ -3,7 +3,7 @@
 
 use crate::config::LineKind;
 use crate::ledger::{Payment, Status};
-use crate::matching::settlement::{Batch, CreditStatus, SettlementResult};
+use crate::matching::settlement::{Batch, BatchStatus, CreditStatus, SettlementResult};
 use crate::matching::{MatchResult, Pair};
 use crate::rules::RuleSet;
 use crate::sources::{StatementLine, covers};
@@ -62,6 +62,9 @@ pub enum Outcome {
     UnmatchedBankCredit,
     /// A provider fee or payout line: part of a settlement batch, never a ledger payment.
     SettlementItem,
+    /// A provider batch whose payout never reached the bank: its window (plus the settlement
+    /// lag) has passed on a bank statement that covers the whole window completely.
+    PayoutMissingAtBank,
 }
 
 /// How urgent a ticket is.
@@ -91,7 +94,7 @@ impl Severity {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 20] = [
+    pub const ALL: [Outcome; 21] = [
         Outcome::Matched,
         Outcome::ResolvedSucceeded,
         Outcome::ResolvedFailed,
@@ -112,6 +115,7 @@ impl Outcome {
         Outcome::SettlementMismatch,
         Outcome::UnmatchedBankCredit,
         Outcome::SettlementItem,
+        Outcome::PayoutMissingAtBank,
     ];
 
     /// Contract name.
@@ -137,6 +141,7 @@ impl Outcome {
             Outcome::SettlementMismatch => "SETTLEMENT_MISMATCH",
             Outcome::UnmatchedBankCredit => "UNMATCHED_BANK_CREDIT",
             Outcome::SettlementItem => "SETTLEMENT_ITEM",
+            Outcome::PayoutMissingAtBank => "PAYOUT_MISSING_AT_BANK",
         }
     }
 
@@ -152,7 +157,8 @@ impl Outcome {
             Outcome::AmountMismatch
             | Outcome::CurrencyMismatch
             | Outcome::MissingAtProvider
-            | Outcome::SettlementMismatch => Some(Severity::High),
+            | Outcome::SettlementMismatch
+            | Outcome::PayoutMissingAtBank => Some(Severity::High),
             Outcome::Ambiguous | Outcome::OrphanAtProvider | Outcome::UnmatchedBankCredit => {
                 Some(Severity::Medium)
             }
@@ -375,6 +381,49 @@ pub fn classify(
                 in_settlement_row[pl as usize] = true;
             }
         }
+    }
+    // Batches whose payout never reached the bank: one row on the day of the deadline, with
+    // the provider's payout line(s) (or the batch's first line when the file has none).
+    for b in &st.batches {
+        let BatchStatus::MissingAtBank(deadline) = b.status else {
+            continue;
+        };
+        if deadline < ctx.report_range.0 || deadline >= ctx.report_range.1 {
+            continue;
+        }
+        let shown: Vec<u32> = if b.payout_lines.is_empty() {
+            b.items.iter().take(1).copied().collect()
+        } else {
+            b.payout_lines.clone()
+        };
+        if shown.is_empty() {
+            continue;
+        }
+        for &l in &shown {
+            in_settlement_row[l as usize] = true;
+        }
+        let rule = &rules.settlements[b.rule];
+        let (from, to) = crate::matching::settlement::window(rule, b);
+        line_rows.push(ResultRow {
+            outcome: Outcome::PayoutMissingAtBank,
+            payment: None,
+            lines: sorted_lines(lines, shown),
+            rule: rule.id.clone(),
+            action: Action::Ticket,
+            detail: format!(
+                "provider {} batch {}: net {} {} ({} lines) never reached bank source {}: no credit \
+                 between {} and {}, and that statement covers the window completely",
+                rule.provider,
+                b.key,
+                crate::money::format_minor(b.net_minor, b.currency),
+                b.currency,
+                b.items.len(),
+                rule.bank,
+                crate::timeparse::format_utc(from),
+                crate::timeparse::format_utc(to),
+            )
+            .into(),
+        });
     }
     for (li, l) in lines.iter().enumerate() {
         let in_range = in_range(l);

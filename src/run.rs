@@ -833,7 +833,22 @@ pub(crate) async fn plan(
     })
     .await
     .context("matching task")?;
-    let m = m?;
+    let mut m = m?;
+    {
+        let by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
+            .sources
+            .iter()
+            .zip(&coverage)
+            .map(|(s, c)| (s.name.as_str(), c.as_slice()))
+            .collect();
+        crate::matching::settlement::close_unpaid(
+            &mut m.settlement,
+            &rules.settlements,
+            as_of,
+            cfg.settlement_lag_hours * HOUR,
+            |name| by_name.get(name).copied(),
+        );
+    }
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);

@@ -30,6 +30,10 @@ pub enum BatchStatus {
     Ambiguous(Vec<u32>),
     /// No bank credit (yet).
     Unpaid,
+    /// No bank credit, and none can come any more: the window plus the settlement lag (the
+    /// deadline held here) has passed on a bank statement that covers the whole window
+    /// completely. Reported on the day that holds the deadline.
+    MissingAtBank(Micros),
 }
 
 /// One provider settlement batch.
@@ -152,6 +156,36 @@ pub fn run(lines: &[StatementLine], rules: &[Settlement]) -> Result<SettlementRe
         }
     }
     Ok(result)
+}
+
+/// Marks unpaid batches whose payout can no longer arrive as [`BatchStatus::MissingAtBank`]:
+/// `as_of` is past the window's end plus `lag`, and the rule's bank source covers the whole
+/// window completely (`bank_coverage` by source name). Absence of a credit on an incomplete or
+/// still-open bank statement proves nothing (DESIGN.md rule 2): those stay unpaid.
+pub fn close_unpaid<'c>(
+    result: &mut SettlementResult,
+    rules: &[Settlement],
+    as_of: Micros,
+    lag: Micros,
+    bank_coverage: impl Fn(&str) -> Option<&'c [(Micros, Micros)]>,
+) {
+    for b in &mut result.batches {
+        if b.status != BatchStatus::Unpaid || b.net_minor <= 0 {
+            continue;
+        }
+        let (from, to) = window(&rules[b.rule], b);
+        if as_of < to + lag {
+            continue;
+        }
+        if bank_coverage(&rules[b.rule].bank).is_some_and(|c| crate::sources::covers(c, from, to)) {
+            b.status = BatchStatus::MissingAtBank(to + lag);
+        }
+    }
+}
+
+/// The bank booking window of a batch's payout: around its last line.
+pub fn window(rule: &Settlement, b: &Batch) -> (Micros, Micros) {
+    (b.last_booked - rule.before, b.last_booked + rule.after)
 }
 
 type Counts = (BTreeMap<usize, Vec<u32>>, BTreeMap<u32, Vec<usize>>);

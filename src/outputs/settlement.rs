@@ -53,14 +53,15 @@ pub fn rows(
         let bank: Vec<u32> = match &b.status {
             BatchStatus::Settled(c) | BatchStatus::Mismatch(c) => vec![*c],
             BatchStatus::Ambiguous(cs) => cs.clone(),
-            BatchStatus::Unpaid => Vec::new(),
+            BatchStatus::Unpaid | BatchStatus::MissingAtBank(_) => Vec::new(),
         };
-        let touches = b
-            .items
-            .iter()
-            .chain(&b.payout_lines)
-            .chain(&bank)
-            .any(|&i| in_range(i));
+        let due = matches!(b.status, BatchStatus::MissingAtBank(d) if d >= range.0 && d < range.1);
+        let touches = due
+            || b.items
+                .iter()
+                .chain(&b.payout_lines)
+                .chain(&bank)
+                .any(|&i| in_range(i));
         if !touches {
             continue;
         }
@@ -72,6 +73,7 @@ pub fn rows(
             BatchStatus::Mismatch(_) => "SETTLEMENT_MISMATCH",
             BatchStatus::Ambiguous(_) => "AMBIGUOUS",
             BatchStatus::Unpaid => "AWAITING_BANK",
+            BatchStatus::MissingAtBank(_) => "PAYOUT_MISSING_AT_BANK",
         };
         let ids: Vec<String> = bank
             .iter()

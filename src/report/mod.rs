@@ -94,6 +94,7 @@ impl Family {
             | Outcome::MissingAtProvider
             | Outcome::OrphanAtProvider
             | Outcome::SettlementMismatch
+            | Outcome::PayoutMissingAtBank
             | Outcome::UnmatchedBankCredit => Family::MoneyAtRisk,
             Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
             Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {

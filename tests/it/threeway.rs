@@ -404,3 +404,74 @@ fn settlement_keys_are_validated_strictly() {
     let msg = bad(&ADYEN_RULES.replace("= 0", "= -1"));
     assert!(msg.contains("amount_tolerance_minor"), "{msg}");
 }
+
+/// The bank statement of the payout's window, declared complete, has no credit for batch 380:
+/// once the window (120 h after the batch's last line) and the settlement lag (24 h) have
+/// passed, the payout is missing at the bank — a ticket, reported on the day of that deadline
+/// (2021-01-13 in Amsterdam). Without the completeness declaration, absence proves nothing.
+#[tokio::test]
+async fn a_payout_that_never_reaches_a_complete_bank_statement_is_a_ticket() {
+    let env = adyen_env("0").await;
+    env.write("bank.csv", "id,purpose,amount,currency,booked_at\n");
+    let cfg = std::fs::read_to_string(env.path("recon.toml")).expect("config");
+    let complete = cfg.replace(
+        "path = \"bank.csv\"",
+        "path = \"bank.csv\"\ncomplete_from = \"2021-01-01\"\ncomplete_to = \"2021-01-31\"",
+    );
+    // Not complete: the batch waits, whatever the day.
+    let open = env
+        .run("2021-01-13", "2021-01-20T00:00:00Z", false, "open")
+        .await;
+    assert!(
+        !crate::support::outcomes(&open)
+            .iter()
+            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK"),
+        "an incomplete bank statement proves nothing"
+    );
+    env.write("recon.toml", &complete);
+    // Complete, but the deadline (2021-01-12T23:46:38Z) has not passed at this as-of.
+    let early = env
+        .run("2021-01-13", "2021-01-12T12:00:00Z", true, "early")
+        .await;
+    assert!(
+        !crate::support::outcomes(&early)
+            .iter()
+            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK")
+    );
+    let report = env
+        .run("2021-01-13", "2021-01-20T00:00:00Z", false, "d13")
+        .await;
+    let rows: Vec<Vec<String>> = read_columns(&report.out_dir.join("results.csv"), &RESULT_COLUMNS)
+        .into_iter()
+        .filter(|r| r[1].is_empty())
+        .collect();
+    let settlement = read_columns(&report.out_dir.join("settlement.csv"), &SETTLEMENT_COLUMNS);
+    check(
+        &rows,
+        "adyen_missing_at_bank",
+        "expected.csv",
+        &RESULT_COLUMNS,
+    );
+    check(
+        &settlement,
+        "adyen_missing_at_bank",
+        "settlement.csv",
+        &SETTLEMENT_COLUMNS,
+    );
+    let open = env
+        .texts("SELECT kind FROM review_tickets WHERE status = 'OPEN' ORDER BY kind")
+        .await;
+    assert!(
+        open.iter().any(|o| o == "PAYOUT_MISSING_AT_BANK"),
+        "{open:?}"
+    );
+    // The day before the deadline does not report it.
+    let day12 = env
+        .run("2021-01-12", "2021-01-20T00:00:00Z", true, "d12")
+        .await;
+    assert!(
+        !crate::support::outcomes(&day12)
+            .iter()
+            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK")
+    );
+}

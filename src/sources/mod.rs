@@ -991,6 +991,9 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             )?;
         }
     }
+    for w in load.warnings.iter().filter(|w| w.contains("not booked")) {
+        writeln!(notes, "{w}")?;
+    }
     if !load.rejected.is_empty() {
         let lines: Vec<String> = load
             .rejected

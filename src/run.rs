@@ -63,8 +63,8 @@ pub struct RunReport {
     pub summary: Summary,
     /// For a range run: each day's report, in order, and the range summary.
     pub range: Option<(Vec<RunReport>, RangeSummary)>,
-    /// What happened to the email alert (for a range: one message per day; failed if any
-    /// day's failed).
+    /// What happened to the email alert (for a range: its one message, sent after the last
+    /// day).
     pub alert: Alert,
 }
 
@@ -213,7 +213,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
     let result = if opts.from == opts.to {
-        run_day(
+        match run_day(
             cfg,
             opts,
             opts.from,
@@ -222,13 +222,25 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             &run_id,
             &cfg.output_dir,
             as_of,
-            &mut alert,
         )
         .await
-        .map(|(mut r, _)| {
-            r.alert = alert;
-            r
-        })
+        {
+            Ok((mut r, _, view)) => {
+                // After the commit and the rename: a failed alert never undoes the run.
+                outbox::after_run(
+                    cfg.email.as_ref(),
+                    &mut alert,
+                    &view,
+                    &cfg.output_dir,
+                    &r.out_dir,
+                    opts.dry_run,
+                )
+                .await;
+                r.alert = alert;
+                Ok(r)
+            }
+            Err(e) => Err(e),
+        }
     } else {
         run_range(cfg, opts, &rules, &db, &run_id, as_of, alert).await
     };
@@ -308,6 +320,7 @@ async fn run_range(
         )
     })?;
     let mut reports = Vec::new();
+    let mut views = Vec::new();
     let mut finals = FinalOutcomes::new();
     let mut range = RangeSummary {
         run_id: run_id.to_string(),
@@ -320,24 +333,9 @@ async fn run_range(
     let mut day = opts.from;
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
-        let mut day_alert = alert.clone();
-        let (mut report, outcomes) = run_day(
-            cfg,
-            opts,
-            day,
-            rules,
-            db,
-            &day_id,
-            &dir,
-            as_of,
-            &mut day_alert,
-        )
-        .await?;
-        // One message per day; the range's alert is the first failed day's, else the last.
-        if !alert.failed() {
-            alert = day_alert.clone();
-        }
-        report.alert = day_alert;
+        let (report, outcomes, view) =
+            run_day(cfg, opts, day, rules, db, &day_id, &dir, as_of).await?;
+        views.push(view);
         let s = &report.summary;
         range.days.push(DaySummary {
             date: day.to_string(),
@@ -380,6 +378,18 @@ async fn run_range(
         .last()
         .map(|r| r.summary.clone())
         .unwrap_or_default();
+    // One report and one message for the whole range, after every day is committed.
+    let view = range_view(views, &range, &finals, &reports);
+    range_reports(&dir, &view, &range)?;
+    outbox::after_run(
+        cfg.email.as_ref(),
+        &mut alert,
+        &view,
+        &cfg.output_dir,
+        &dir,
+        opts.dry_run,
+    )
+    .await;
     Ok(RunReport {
         run_id: run_id.to_string(),
         out_dir: dir,
@@ -387,6 +397,78 @@ async fn run_range(
         range: Some((reports, range)),
         alert,
     })
+}
+
+/// The range's report view: its days' items once each, the final outcomes as totals, and a
+/// summary for the whole range (inputs and gates of every day, sums of the effects).
+fn range_view(
+    views: Vec<ReportView>,
+    range: &RangeSummary,
+    finals: &FinalOutcomes,
+    days: &[RunReport],
+) -> ReportView {
+    let mut totals: BTreeMap<outcome::Outcome, reports::OutcomeTotal> = BTreeMap::new();
+    for (o, amount, currency) in finals.values() {
+        if let Some(o) = outcome::Outcome::parse(o) {
+            let t = totals.entry(o).or_default();
+            t.count += 1;
+            *t.amounts.entry(*currency).or_default() += i128::from(*amount);
+        }
+    }
+    let mut summary = days.last().map(|r| r.summary.clone()).unwrap_or_default();
+    summary.run_id = range.run_id.clone();
+    summary.range_from = range.range_from.clone();
+    summary.range_to = range.range_to.clone();
+    summary.outcomes = range.outcomes.clone();
+    summary.transitions = range.transitions.clone();
+    summary.tickets = range.tickets.clone();
+    summary.warnings = range.warnings.clone();
+    summary.timings_ms.clear();
+    summary.inputs.clear();
+    summary.gates.clear();
+    summary.payments_in_scope = finals.keys().filter(|k| !k.starts_with("line:")).count();
+    summary.rejected_lines = 0;
+    for d in days {
+        for i in &d.summary.inputs {
+            if !summary.inputs.contains(i) {
+                summary.inputs.push(i.clone());
+            }
+        }
+        for g in &d.summary.gates {
+            if !summary.gates.contains(g) {
+                summary.gates.push(g.clone());
+            }
+        }
+        summary.rejected_lines = summary.rejected_lines.max(d.summary.rejected_lines);
+    }
+    ReportView::merge(views, summary, totals)
+}
+
+/// The range folder's report.xlsx, report.html and diff.csv (the days' diffs, one header).
+fn range_reports(dir: &std::path::Path, view: &ReportView, range: &RangeSummary) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| fail(Failure::Output, format!("{}: {e}", dir.display()));
+    reports::xlsx::write(&dir.join(reports::XLSX_FILE), view)
+        .map_err(|e| err(&format!("{e:#}")))?;
+    std::fs::write(dir.join(reports::HTML_FILE), reports::html::report(view))
+        .map_err(|e| err(&e))?;
+    let mut diff = String::new();
+    for (i, d) in range.days.iter().enumerate() {
+        let text = std::fs::read_to_string(dir.join(&d.folder).join(reports::DIFF_CSV_FILE))
+            .map_err(|e| err(&e))?;
+        let mut lines = text.lines();
+        if let Some(header) = lines.next()
+            && i == 0
+        {
+            diff.push_str(header);
+            diff.push('\n');
+        }
+        for l in lines {
+            diff.push_str(l);
+            diff.push('\n');
+        }
+    }
+    std::fs::write(dir.join(reports::DIFF_CSV_FILE), diff).map_err(|e| err(&e))?;
+    Ok(())
 }
 
 /// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
@@ -400,8 +482,7 @@ async fn run_day(
     run_id: &str,
     parent: &std::path::Path,
     as_of: Micros,
-    alert: &mut Alert,
-) -> Result<(RunReport, FinalOutcomes)> {
+) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
         from: day,
@@ -431,25 +512,9 @@ async fn run_day(
         crate::fault::point("after_run_record");
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result =
-        match plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await {
-            Ok((report, finals, view)) => {
-                // After the commit and the rename: a failed alert never undoes the run.
-                outbox::after_run(
-                    cfg.email.as_ref(),
-                    alert,
-                    &view,
-                    &cfg.output_dir,
-                    &report.out_dir,
-                    opts.dry_run,
-                )
-                .await;
-                Ok((report, finals))
-            }
-            Err(e) => Err(e),
-        };
+    let result = plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await;
     match &result {
-        Ok((r, _)) => {
+        Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
         }
         Err(e) => tracing::error!(run_id, error = %format!("{e:#}"), "Run failed."),

@@ -348,6 +348,42 @@ impl ReportView {
         }
     }
 
+    /// One view of a range run's days (`days` in order) for its single report and email: each
+    /// item once, as the last day that listed it saw it (a carried-over payment is not repeated),
+    /// `totals` the range's final outcomes, `summary` the range's.
+    pub fn merge(
+        days: Vec<ReportView>,
+        summary: Summary,
+        totals: BTreeMap<Outcome, OutcomeTotal>,
+    ) -> ReportView {
+        let mut by_key: BTreeMap<(Option<String>, Vec<String>), Item> = BTreeMap::new();
+        let (mut transitions_planned, mut ticket_rows) = (0, 0);
+        let mut committed = true;
+        for d in days {
+            transitions_planned += d.transitions_planned;
+            ticket_rows += d.ticket_rows;
+            committed &= d.committed;
+            for i in d.items {
+                by_key.insert((i.payment_id.clone(), i.line_ids.clone()), i);
+            }
+        }
+        let mut items: Vec<Item> = by_key.into_values().collect();
+        items.sort_by(|a, b| a.severity_key().cmp(&b.severity_key()));
+        let mut all: BTreeMap<Outcome, OutcomeTotal> = Outcome::ALL
+            .iter()
+            .map(|o| (*o, OutcomeTotal::default()))
+            .collect();
+        all.extend(totals);
+        ReportView {
+            summary,
+            totals: all,
+            items,
+            transitions_planned,
+            ticket_rows,
+            committed,
+        }
+    }
+
     /// The run's effects as two lines of text (transitions, tickets). Exact counts of what the
     /// commit did once `committed`; before that (the report files) what the rows ask for.
     pub fn effects(&self) -> (String, String) {

@@ -1109,3 +1109,99 @@ async fn attachments_over_the_limit_are_left_out_and_named_in_the_body() {
     );
     assert!(text.contains("diff.csv ("), "{text}");
 }
+
+/// A range re-run sends ONE message for the whole range, from the range folder, with each item
+/// once: a payment carried over from one day to the next is not listed twice. Each day still
+/// has its own reports; the range folder has the merged ones.
+#[tokio::test]
+async fn a_range_sends_one_message_with_each_item_once() {
+    let env = TestEnv::with(Settings {
+        extra: file_email(),
+        ..Settings::default()
+    });
+    env.import(
+        &format!(
+            "P-CARRY,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
+             P-PAID,{IBAN},20.00,EUR,FAILED,2026-11-11T09:00:00Z,2026-11-11T09:00:00Z,A-2,\n"
+        ),
+        "A-1,P-CARRY,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+         A-2,P-PAID,2026-11-11T09:00:00Z,2026-11-11T09:00:01Z,FAILED,,declined\n",
+    )
+    .await;
+    env.statement(&format!(
+        "L-2,P-PAID,{IBAN},20.00,EUR,2026-11-11T09:05:00Z,PAYMENT\n"
+    ));
+    // As of the 12th, P-CARRY's window is still open: AWAITING_EVIDENCE on the 10th and,
+    // carried over, on the 11th.
+    let report = env
+        .try_run(
+            "2026-11-10",
+            "2026-11-11",
+            "2026-11-12T00:00:00Z",
+            false,
+            "rng",
+        )
+        .await
+        .expect("range");
+    let (days, _) = report.range.as_ref().expect("range report");
+    let carried = |d: &recon::run::RunReport| {
+        crate::support::outcomes(d)
+            .iter()
+            .any(|r| r.0 == "AWAITING_EVIDENCE" && r.1 == "P-CARRY")
+    };
+    assert!(
+        carried(&days[0]) && carried(&days[1]),
+        "listed on both days"
+    );
+    let eml = env.path("out/rng/email.eml");
+    assert_eq!(report.alert.status, AlertStatus::Written(eml.clone()));
+    for day in ["2026-11-10", "2026-11-11"] {
+        let dir = env.path(&format!("out/rng/{day}"));
+        assert!(dir.join("report.xlsx").exists(), "{day} keeps its reports");
+        assert!(
+            !dir.join("email.eml").exists(),
+            "{day} sends nothing itself"
+        );
+    }
+    let (headers, parts) = parse_message(&std::fs::read_to_string(&eml).expect("eml"));
+    assert!(
+        headers["subject"].starts_with("[recon] 2026-11-10..2026-11-11:"),
+        "{}",
+        headers["subject"]
+    );
+    assert!(
+        headers["subject"].contains("(run rng)"),
+        "{}",
+        headers["subject"]
+    );
+    // FAILED_BUT_PAID on the 11th reaches treasury too.
+    assert!(
+        headers["to"].contains("treasury@bank.test"),
+        "{}",
+        headers["to"]
+    );
+    let text = part(
+        &parts,
+        |p| p.header("content-type").starts_with("text/plain"),
+        "text",
+    )
+    .text();
+    assert_eq!(text.matches("P-PAID / line L-2").count(), 1, "{text}");
+    // Counted once in the totals, listed once in the report, though both days reported it.
+    let pending_line = text
+        .lines()
+        .find(|l| l.contains("AWAITING_EVIDENCE"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        pending_line.split_whitespace().any(|w| w == "1")
+            && !pending_line.split_whitespace().any(|w| w == "2"),
+        "{pending_line}"
+    );
+    let (pending, _) = sheet_text(&env.path("out/rng/report.xlsx"), "Pending");
+    assert_eq!(pending.matches("P-CARRY").count(), 1, "{pending}");
+    let diff = std::fs::read_to_string(env.path("out/rng/diff.csv")).expect("diff");
+    assert_eq!(diff.matches("outcome,").count(), 1, "one header: {diff}");
+    assert!(diff.contains("FAILED_BUT_PAID,P-PAID"), "{diff}");
+    let (money, _) = sheet_text(&env.path("out/rng/report.xlsx"), "Money at risk");
+    assert!(money.contains("P-PAID"), "{money}");
+}

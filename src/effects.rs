@@ -31,6 +31,10 @@ pub(crate) async fn apply(
 ) -> Result<Vec<(usize, Status)>> {
     let mut conflicts = Vec::new();
     let to_day = opts.to.to_string();
+    let as_of_micros = chrono::DateTime::parse_from_rfc3339(&summary.as_of)
+        .map(|t| t.timestamp_micros())
+        .unwrap_or(0);
+    let evidence_as_of = format!("{to_day}|{as_of_micros:020}");
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
     let mut row_of: Vec<usize> = Vec::new();
     let mut list: Vec<Transition> = Vec::new();
@@ -130,6 +134,7 @@ pub(crate) async fn apply(
             currency,
             evidence_sha256: evidence::fingerprint(&ev),
             evidence: ev.to_string(),
+            evidence_as_of: evidence_as_of.clone(),
         });
     }
     tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");

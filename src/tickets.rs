@@ -30,6 +30,9 @@ pub struct NewTicket {
     pub evidence: String,
     /// sha256 of the evidence's canonical form ([`crate::evidence::fingerprint`]).
     pub evidence_sha256: String,
+    /// Which run's view the evidence is (`YYYY-MM-DD|<as-of µs, 20 digits>`, compared as
+    /// text): evidence from an older view never replaces a newer one.
+    pub evidence_as_of: String,
 }
 
 /// The stable key of a ticket: `OUTCOME|payment_id|` for a payment's ticket (its lines are

@@ -408,8 +408,45 @@ async fn the_cli_shows_a_ticket_and_says_when_the_id_is_unknown() {
     assert!(out.status.success(), "{out:?}");
 }
 
+/// Replaying an older view (the same day with the earlier as-of of its nightly run) sees less
+/// than a later run did. Its different evidence must neither overwrite the newer evidence nor
+/// reopen a ticket a human resolved on it.
+async fn an_older_view_never_reopens_or_overwrites_newer_evidence(b: Backend) {
+    let env = env_on(b).await;
+    // L-9 is booked on the 12th, inside P-1's window: known only to runs as of later.
+    env.statement(&statement_rows(&format!(
+        "L-9,,{IBAN_A},39.00,EUR,2026-11-12T10:00:00Z,PAYMENT\n"
+    )));
+    let early = "2026-11-12T00:00:00Z";
+    env.run(DAY, early, false, "nightly").await;
+    let first = ambiguous(&env, "P-1").await;
+    assert_eq!(first.line_ids, "psp:L-1");
+    env.run(DAY, AS_OF, false, "later").await;
+    let newer = ambiguous(&env, "P-1").await;
+    assert_eq!(newer.ticket_id, first.ticket_id);
+    assert_eq!(newer.line_ids, "psp:L-1;psp:L-9", "the later view adds L-9");
+    let db = env.db().await;
+    tickets::resolve(&db, newer.ticket_id, "alice", "both are fees")
+        .await
+        .expect("resolve");
+    // Replaying the nightly view: no reopen, the newer evidence stays.
+    let replay = env.run(DAY, early, false, "replay").await;
+    assert_eq!(replay.summary.tickets.reopened, 0);
+    let t = ambiguous(&env, "P-1").await;
+    assert_eq!(t.status, "RESOLVED");
+    assert_eq!(t.evidence_sha256, newer.evidence_sha256);
+    assert_eq!(t.line_ids, "psp:L-1;psp:L-9");
+    assert_eq!(t.last_seen_run_id, "replay");
+    // The later view again: the same evidence, still resolved.
+    let again = env.run(DAY, AS_OF, false, "later-again").await;
+    assert_eq!(again.summary.tickets.reopened, 0);
+    assert_eq!(ambiguous(&env, "P-1").await.status, "RESOLVED");
+    db.close().await;
+}
+
 on_both_backends!(
     ambiguous_evidence_lists_every_candidate_and_why,
     show_resolve_reopen_with_actor_note_and_history,
     resolved_stays_resolved_until_the_evidence_changes,
+    an_older_view_never_reopens_or_overwrites_newer_evidence,
 );

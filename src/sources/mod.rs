@@ -231,7 +231,7 @@ pub struct Gate {
     pub file: String,
     /// Days checked, `YYYY-MM-DD..YYYY-MM-DD` (inclusive), or `?` when the statement names none.
     pub period: String,
-    /// `balance_chain`, `control_totals` or `daily_file`.
+    /// `balance_chain`, `control_totals`, `continuity` or `daily_file`.
     pub check: &'static str,
     /// Whether the check passed.
     pub ok: bool,
@@ -329,6 +329,83 @@ fn statement_gates(
                 check,
                 ok,
                 detail,
+            });
+        }
+    }
+    holes
+}
+
+/// Continuity across a source's statements (DESIGN.md rule 2): for each account and currency,
+/// consecutive statements (by period, re-deliveries counted once, overlapping periods skipped)
+/// must hand over the balance — one's closing is the next one's opening. If not, entries are
+/// missing somewhere in the two statements or between them, so both periods and the gap lose
+/// their coverage.
+fn continuity_gates(
+    cfg: &SourceConfig,
+    facts: &[StatementFacts],
+    gates: &mut Vec<Gate>,
+) -> Vec<(Micros, Micros)> {
+    type Key<'f> = (Option<&'f str>, &'static str);
+    let mut by_account: std::collections::BTreeMap<Key<'_>, Vec<&StatementFacts>> =
+        Default::default();
+    for f in facts {
+        let (Some(_), Some(_), Some(o), Some(c)) = (f.from, f.to, f.opening, f.closing) else {
+            continue;
+        };
+        if o.currency != c.currency {
+            continue;
+        }
+        by_account
+            .entry((f.account.as_deref(), o.currency))
+            .or_default()
+            .push(f);
+    }
+    let mut holes = Vec::new();
+    for ((_, cur), mut list) in by_account {
+        let key = |f: &StatementFacts| {
+            (
+                f.from,
+                f.to,
+                f.opening.map(|b| b.amount_minor),
+                f.closing.map(|b| b.amount_minor),
+            )
+        };
+        list.sort_by_key(|f| key(f));
+        list.dedup_by(|a, b| key(a) == key(b));
+        for pair in list.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            let (Some(pf), Some(pt), Some(nf), Some(nt)) = (prev.from, prev.to, next.from, next.to)
+            else {
+                continue;
+            };
+            if nf <= pt {
+                continue; // overlapping periods: not a hand-over
+            }
+            let (Some(closing), Some(opening)) = (prev.closing, next.opening) else {
+                continue;
+            };
+            let ok = closing.amount_minor == opening.amount_minor;
+            let money = |m: i64| crate::money::format_minor(m, cur);
+            if !ok {
+                holes.push((
+                    timeparse::day_start(pf, cfg.timezone),
+                    timeparse::day_start(nt.succ_opt().unwrap_or(nt), cfg.timezone),
+                ));
+            }
+            gates.push(Gate {
+                source: cfg.name.clone(),
+                file: next.file.clone(),
+                period: format!("{pf}..{nt}"),
+                check: "continuity",
+                ok,
+                detail: format!(
+                    "{} closes {} {cur}, {} opens {} {cur} (difference {})",
+                    prev.position,
+                    money(closing.amount_minor),
+                    next.position,
+                    money(opening.amount_minor),
+                    money(opening.amount_minor.saturating_sub(closing.amount_minor)),
+                ),
             });
         }
     }
@@ -853,6 +930,9 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
             }
         }
     }
+    let mut continuity = Vec::new();
+    holes.extend(continuity_gates(cfg, &load.facts, &mut continuity));
+    load.gates.extend(continuity);
     for g in &load.gates {
         // A missing daily file already has its own warning.
         if !g.ok && g.check != "daily_file" {

@@ -475,3 +475,97 @@ async fn a_payout_that_never_reaches_a_complete_bank_statement_is_a_ticket() {
             .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK")
     );
 }
+
+/// Two consecutive MT940 statements must hand over the balance: the second opens with what the
+/// first closed with. If not, entries are missing between them, so neither period (nor the gap)
+/// proves a payment absent. Each statement chains on its own here; only continuity fails.
+async fn continuity_run(second_opening: &str) -> (recon::run::RunReport, TestEnv) {
+    let env = TestEnv::new();
+    let mut cfg = std::fs::read_to_string(&env.config_path).expect("config");
+    cfg.push_str(
+        "\n[[source]]\nname = \"bank\"\nrole = \"bank\"\nformat = \"mt940\"\npath = \"bank.sta\"\ncomplete_from = \"2026-11-01\"\ncomplete_to = \"2026-11-30\"\n",
+    );
+    env.write("recon.toml", &cfg);
+    env.write(
+        "bank.sta",
+        &format!(
+            ":20:STMT-1\r\n:25:NL16SNSB1234567809\r\n:28C:1/1\r\n:60F:C261101EUR1000,00\r\n\
+             :61:2611051105C100,00NTRFNONREF\r\n:86:incoming transfer\r\n:62F:C261115EUR1100,00\r\n-\r\n\
+             :20:STMT-2\r\n:25:NL16SNSB1234567809\r\n:28C:2/1\r\n:60F:C261116EUR{second_opening}\r\n\
+             :61:2611201120C1,00NTRFNONREF\r\n:86:interest\r\n:62F:C261130EUR{}\r\n-\r\n",
+            add_one(second_opening)
+        ),
+    );
+    env.import(
+        "PAY-1,DE89 3704 0044 0532 0130 00,55.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n",
+        "A-1,PAY-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n",
+    )
+    .await;
+    let report = env
+        .run("2026-11-10", "2026-11-20T00:00:00Z", true, "cont")
+        .await;
+    // Each statement chains by itself.
+    assert!(
+        report
+            .summary
+            .gates
+            .iter()
+            .filter(|g| g.check == "balance_chain")
+            .all(|g| g.ok),
+        "{:?}",
+        report.summary.gates
+    );
+    (report, env)
+}
+
+/// `amount` (MT940 decimal comma) plus 1,00.
+fn add_one(amount: &str) -> String {
+    let cents: i64 = amount.replace(',', "").parse::<i64>().expect("amount") + 100;
+    format!("{},{:02}", cents / 100, cents % 100)
+}
+
+#[tokio::test]
+async fn statements_that_hand_over_the_balance_let_absence_prove_failure() {
+    let (report, _env) = continuity_run("1100,00").await;
+    let gate = report
+        .summary
+        .gates
+        .iter()
+        .find(|g| g.check == "continuity")
+        .expect("continuity gate");
+    assert!(gate.ok, "{gate:?}");
+    assert_eq!(gate.period, "2026-11-01..2026-11-30");
+    assert_eq!(outcomes(&report)[0].0, "RESOLVED_FAILED");
+}
+
+#[tokio::test]
+async fn a_balance_gap_between_statements_blocks_resolved_failed() {
+    let (report, _env) = continuity_run("1200,00").await;
+    let gate = report
+        .summary
+        .gates
+        .iter()
+        .find(|g| g.check == "continuity")
+        .expect("continuity gate");
+    assert!(!gate.ok, "{gate:?}");
+    assert!(
+        gate.detail.contains("closes 1100.00 EUR") && gate.detail.contains("opens 1200.00 EUR"),
+        "{}",
+        gate.detail
+    );
+    assert!(gate.detail.contains("difference 100.00"), "{}", gate.detail);
+    assert_eq!(
+        outcomes(&report)[0].0,
+        "AWAITING_EVIDENCE",
+        "missing entries between the statements: absence proves nothing"
+    );
+    assert!(
+        report
+            .summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("continuity")),
+        "{:?}",
+        report.summary.warnings
+    );
+}

@@ -50,6 +50,8 @@ else
     cp "$dir/recon.db" "$dir/run.db"
     url="sqlite://$dir/run.db"
 fi
+# A ledger imported by an older recon gets this one's migrations (a run refuses an old schema).
+RECON_DATABASE_URL="$url" "$bin" migrate --config "$dir/recon.toml" >/dev/null
 echo "== ledger load ($backend)"
 RECON_DATABASE_URL="$url" "$bin" bench-load --config "$dir/recon.toml"
 rm -rf "$dir/out/bench"

@@ -59,12 +59,7 @@ async fn a_balance_that_does_not_chain_blocks_resolved_failed() {
         rows[0].0, "AWAITING_EVIDENCE",
         "a failed gate must keep the payment open: {rows:?}"
     );
-    let gate = report
-        .summary
-        .gates
-        .iter()
-        .find(|g| g.source == "bank" && g.check == "balance_chain")
-        .expect("balance gate");
+    let gate = gate(&report, "balance_chain");
     assert!(!gate.ok);
     assert_eq!(gate.period, "2026-11-01..2026-11-30");
     assert!(gate.detail.contains("difference 100.00"), "{}", gate.detail);
@@ -84,12 +79,7 @@ async fn a_balance_that_chains_lets_the_payment_resolve_failed() {
     let (report, _env) = gate_run("1100,00").await;
     let rows = outcomes(&report);
     assert_eq!(rows[0].0, "RESOLVED_FAILED", "{rows:?}");
-    let gate = report
-        .summary
-        .gates
-        .iter()
-        .find(|g| g.source == "bank" && g.check == "balance_chain")
-        .expect("balance gate");
+    let gate = gate(&report, "balance_chain");
     assert!(gate.ok, "{gate:?}");
 }
 
@@ -518,6 +508,16 @@ async fn continuity_run(second_opening: &str) -> (recon::run::RunReport, TestEnv
     (report, env)
 }
 
+/// The run's gate of `check` on source `bank`.
+fn gate<'r>(report: &'r recon::run::RunReport, check: &str) -> &'r recon::sources::Gate {
+    report
+        .summary
+        .gates
+        .iter()
+        .find(|g| g.source == "bank" && g.check == check)
+        .unwrap_or_else(|| panic!("no {check} gate: {:?}", report.summary.gates))
+}
+
 /// `amount` (MT940 decimal comma) plus 1,00.
 fn add_one(amount: &str) -> String {
     let cents: i64 = amount.replace(',', "").parse::<i64>().expect("amount") + 100;
@@ -527,12 +527,7 @@ fn add_one(amount: &str) -> String {
 #[tokio::test]
 async fn statements_that_hand_over_the_balance_let_absence_prove_failure() {
     let (report, _env) = continuity_run("1100,00").await;
-    let gate = report
-        .summary
-        .gates
-        .iter()
-        .find(|g| g.check == "continuity")
-        .expect("continuity gate");
+    let gate = gate(&report, "continuity");
     assert!(gate.ok, "{gate:?}");
     assert_eq!(gate.period, "2026-11-01..2026-11-30");
     assert_eq!(outcomes(&report)[0].0, "RESOLVED_FAILED");
@@ -541,12 +536,7 @@ async fn statements_that_hand_over_the_balance_let_absence_prove_failure() {
 #[tokio::test]
 async fn a_balance_gap_between_statements_blocks_resolved_failed() {
     let (report, _env) = continuity_run("1200,00").await;
-    let gate = report
-        .summary
-        .gates
-        .iter()
-        .find(|g| g.check == "continuity")
-        .expect("continuity gate");
+    let gate = gate(&report, "continuity");
     assert!(!gate.ok, "{gate:?}");
     assert!(
         gate.detail.contains("closes 1100.00 EUR") && gate.detail.contains("opens 1200.00 EUR"),

@@ -279,6 +279,9 @@ async fn recover_interrupted(db: &Db, cfg: &Config) -> Result<()> {
             tracing::warn!(folder = %path.display(), "Removing the output of an interrupted run.");
             let _ = std::fs::remove_dir_all(&path);
         } else if path.is_dir()
+            // A finished run or range has its summary.json; only an unfinished range can hold
+            // a day's `.tmp` folder.
+            && !path.join("summary.json").exists()
             && let Ok(days) = std::fs::read_dir(&path)
         {
             for d in days.flatten() {
@@ -451,23 +454,22 @@ fn range_reports(dir: &std::path::Path, view: &ReportView, range: &RangeSummary)
         .map_err(|e| err(&format!("{e:#}")))?;
     std::fs::write(dir.join(reports::HTML_FILE), reports::html::report(view))
         .map_err(|e| err(&e))?;
-    let mut diff = String::new();
+    // Streamed: a month of large days must not be held in memory at once.
+    use std::io::{BufRead, Write};
+    let path = dir.join(reports::DIFF_CSV_FILE);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| err(&e))?);
     for (i, d) in range.days.iter().enumerate() {
-        let text = std::fs::read_to_string(dir.join(&d.folder).join(reports::DIFF_CSV_FILE))
+        let day = std::fs::File::open(dir.join(&d.folder).join(reports::DIFF_CSV_FILE))
             .map_err(|e| err(&e))?;
-        let mut lines = text.lines();
-        if let Some(header) = lines.next()
-            && i == 0
-        {
-            diff.push_str(header);
-            diff.push('\n');
+        let mut day = std::io::BufReader::new(day);
+        let mut header = Vec::new();
+        day.read_until(b'\n', &mut header).map_err(|e| err(&e))?;
+        if i == 0 {
+            out.write_all(&header).map_err(|e| err(&e))?;
         }
-        for l in lines {
-            diff.push_str(l);
-            diff.push('\n');
-        }
+        std::io::copy(&mut day, &mut out).map_err(|e| err(&e))?;
     }
-    std::fs::write(dir.join(reports::DIFF_CSV_FILE), diff).map_err(|e| err(&e))?;
+    out.flush().map_err(|e| err(&e))?;
     Ok(())
 }
 

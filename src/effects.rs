@@ -24,17 +24,14 @@ pub(crate) async fn apply(
     matched: &MatchResult,
     rules: &RuleSet,
     summary: &mut Summary,
-    t0: Micros,
+    (t0, as_of): (Micros, Micros),
     run_id: &str,
     opts: &RunOptions,
     now: &str,
 ) -> Result<Vec<(usize, Status)>> {
     let mut conflicts = Vec::new();
     let to_day = opts.to.to_string();
-    let as_of_micros = chrono::DateTime::parse_from_rfc3339(&summary.as_of)
-        .map(|t| t.timestamp_micros())
-        .unwrap_or(0);
-    let evidence_as_of = format!("{to_day}|{as_of_micros:020}");
+    let evidence_as_of = format!("{to_day}|{as_of:020}");
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
     let mut row_of: Vec<usize> = Vec::new();
     let mut list: Vec<Transition> = Vec::new();

@@ -609,7 +609,7 @@ async fn plan_and_apply(
             &matched,
             rules,
             &mut summary,
-            t0,
+            (t0, as_of),
             run_id,
             opts,
             &now,

@@ -1071,7 +1071,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             )?;
         }
     }
-    for w in load.warnings.iter().filter(|w| w.contains("not booked")) {
+    for w in &load.warnings {
         writeln!(notes, "{w}")?;
     }
     if !load.rejected.is_empty() {

@@ -23,14 +23,11 @@ pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
         from_day: "1970-01-01".into(),
     };
     let mut out = String::new();
-    let mut best = f64::MAX;
-    let mut rows = 0usize;
-    for _ in 0..repeat.max(1) {
-        let t = Instant::now();
-        let l = load::load(&db, &cfg.ledger, &range).await?;
-        best = best.min(t.elapsed().as_secs_f64());
-        rows = l.payments.len();
-    }
+    let (db_ref, ledger, range) = (&db, &cfg.ledger, &range);
+    let (best, rows) = best_of(repeat, || async move {
+        Ok(load::load(db_ref, ledger, range).await?.payments.len())
+    })
+    .await?;
     let attempts = count_attempts(&db).await?;
     let backend = match db.pool {
         Pool::Sqlite(_) => "sqlite raw",
@@ -44,26 +41,14 @@ pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
     );
     if let Pool::Postgres(pool) = &db.pool {
         // The same rows as the row-by-row decode below, through COPY: the fair comparison.
-        let mut best = f64::MAX;
-        for _ in 0..repeat.max(1) {
-            let t = Instant::now();
-            let n = copy_raw(pool).await?;
-            best = best.min(t.elapsed().as_secs_f64());
-            rows = n;
-        }
+        let (best, rows) = best_of(repeat, || copy_raw(pool)).await?;
         let _ = writeln!(
             out,
             "{:<22} {rows} rows in {best:.3} s = {:.0} rows/s",
             "postgres COPY (raw)",
             rows as f64 / best
         );
-        let mut best = f64::MAX;
-        for _ in 0..repeat.max(1) {
-            let t = Instant::now();
-            let n = row_by_row(pool).await?;
-            best = best.min(t.elapsed().as_secs_f64());
-            rows = n;
-        }
+        let (best, rows) = best_of(repeat, || row_by_row(pool)).await?;
         let _ = writeln!(
             out,
             "{:<22} {rows} rows in {best:.3} s = {:.0} rows/s",
@@ -73,6 +58,21 @@ pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
     }
     db.close().await;
     Ok(out)
+}
+
+/// Runs `load` `repeat` times (at least once): the best time in seconds and the rows it read.
+async fn best_of<F, Fut>(repeat: usize, mut load: F) -> Result<(f64, usize)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<usize>>,
+{
+    let (mut best, mut rows) = (f64::MAX, 0);
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        rows = load().await?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok((best, rows))
 }
 
 async fn count_attempts(db: &Db) -> Result<usize> {

@@ -272,6 +272,12 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The checked database of the job configuration at `config`.
+async fn open_db(config: &std::path::Path) -> Result<recon::db::Db> {
+    let cfg = Config::load(config)?;
+    recon::db::Db::open(&cfg.database_url).await
+}
+
 fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(value) {
         return Ok(t.with_timezone(&Utc));
@@ -366,8 +372,7 @@ async fn dispatch(command: Command) -> Result<i32> {
         Command::Runs {
             command: RunsCommand::List { config, limit },
         } => {
-            let cfg = Config::load(&config)?;
-            let db = recon::db::Db::open(&cfg.database_url).await?;
+            let db = open_db(&config).await?;
             let mut tx = db.begin().await?;
             let runs = tx.list_runs(limit).await?;
             tx.rollback().await?;
@@ -396,8 +401,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                     attempts,
                 },
         } => {
-            let cfg = Config::load(&config)?;
-            let db = recon::db::Db::open(&cfg.database_url).await?;
+            let db = open_db(&config).await?;
             let r = recon::ledger::import::import(&db, &payments, attempts.as_deref()).await?;
             db.close().await;
             println!("imported {} payments, {} attempts", r.payments, r.attempts);
@@ -406,8 +410,7 @@ async fn dispatch(command: Command) -> Result<i32> {
         Command::Tickets { command } => {
             match command {
                 TicketsCommand::List { config, open, kind } => {
-                    let cfg = Config::load(&config)?;
-                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let db = open_db(&config).await?;
                     let filter = recon::tickets::Filter {
                         open_only: open,
                         kind,
@@ -417,8 +420,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                     print!("{}", recon::tickets::render(&list?));
                 }
                 TicketsCommand::Show { config, id } => {
-                    let cfg = Config::load(&config)?;
-                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let db = open_db(&config).await?;
                     let shown = recon::tickets::show(&db, id).await;
                     db.close().await;
                     let (ticket, history) = shown?;
@@ -430,8 +432,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                     actor,
                     note,
                 } => {
-                    let cfg = Config::load(&config)?;
-                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let db = open_db(&config).await?;
                     let done = recon::tickets::resolve(&db, id, &actor, &note).await;
                     db.close().await;
                     done?;
@@ -443,8 +444,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                     actor,
                     note,
                 } => {
-                    let cfg = Config::load(&config)?;
-                    let db = recon::db::Db::open(&cfg.database_url).await?;
+                    let db = open_db(&config).await?;
                     let done = recon::tickets::reopen(&db, id, &actor, &note).await;
                     db.close().await;
                     done?;

@@ -864,18 +864,12 @@ fn assert_alert_refused(env: &TestEnv, server: &SmtpServer, run_id: &str) -> Str
         .to_string()
 }
 
-#[tokio::test]
-async fn starttls_delivers_to_a_server_whose_ca_is_in_ca_file() {
+/// A run whose alert goes to a TLS server (`server_tls`) at `host` in mode `tls`, trusting the
+/// test CA through `ca_file`: the message must be sent and received.
+async fn delivers_over_tls(server_tls: ServerTls, host: &str, tls: &str) {
     let pki = TestPki::loopback();
-    // aiosmtpd refuses MAIL before STARTTLS, so a delivery proves the upgrade happened.
-    let server = SmtpServer::start_tls(&pki, ServerTls::StartTls);
-    let env = hostile_env(smtp_email_tls(
-        "127.0.0.1",
-        server.port,
-        "starttls",
-        &pki.ca_file_key(),
-    ))
-    .await;
+    let server = SmtpServer::start_tls(&pki, server_tls);
+    let env = hostile_env(smtp_email_tls(host, server.port, tls, &pki.ca_file_key())).await;
     let report = env.try_standard_day("r1").await.expect("run");
     assert!(
         matches!(report.alert.status, AlertStatus::Sent(_)),
@@ -887,24 +881,15 @@ async fn starttls_delivers_to_a_server_whose_ca_is_in_ca_file() {
 }
 
 #[tokio::test]
+async fn starttls_delivers_to_a_server_whose_ca_is_in_ca_file() {
+    // aiosmtpd refuses MAIL before STARTTLS, so a delivery proves the upgrade happened.
+    delivers_over_tls(ServerTls::StartTls, "127.0.0.1", "starttls").await;
+}
+
+#[tokio::test]
 async fn implicit_tls_delivers_to_a_server_whose_ca_is_in_ca_file() {
-    let pki = TestPki::loopback();
-    let server = SmtpServer::start_tls(&pki, ServerTls::Implicit);
     // By name this time: the certificate's DNS:localhost entry is checked.
-    let env = hostile_env(smtp_email_tls(
-        "localhost",
-        server.port,
-        "implicit",
-        &pki.ca_file_key(),
-    ))
-    .await;
-    let report = env.try_standard_day("r1").await.expect("run");
-    assert!(
-        matches!(report.alert.status, AlertStatus::Sent(_)),
-        "{:?}",
-        report.alert
-    );
-    assert_alert_received(&server, "r1");
+    delivers_over_tls(ServerTls::Implicit, "localhost", "implicit").await;
 }
 
 #[tokio::test]

@@ -29,19 +29,29 @@ fn mt940(closing: &str) -> String {
     )
 }
 
-async fn gate_run(closing: &str) -> (recon::run::RunReport, TestEnv) {
+/// A job with a second source, `bank` (its `[[source]]` keys after `name` and `role`), whose
+/// file is `file` = (name, content), and the one UNKNOWN payment PAY-1 of 2026-11-10 (55.00 EUR).
+async fn bank_env(source_keys: &str, file: (&str, &str)) -> TestEnv {
     let env = TestEnv::new();
     let mut cfg = std::fs::read_to_string(&env.config_path).expect("config");
-    cfg.push_str(
-        "\n[[source]]\nname = \"bank\"\nrole = \"bank\"\nformat = \"mt940\"\npath = \"bank.sta\"\ncomplete_from = \"2026-11-01\"\ncomplete_to = \"2026-11-30\"\n",
-    );
+    cfg.push_str(&format!(
+        "\n[[source]]\nname = \"bank\"\nrole = \"bank\"\n{source_keys}"
+    ));
     env.write("recon.toml", &cfg);
-    env.write("bank.sta", &mt940(closing));
+    env.write(file.0, file.1);
     env.import(
         "PAY-1,DE89 3704 0044 0532 0130 00,55.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n",
         "A-1,PAY-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n",
     )
     .await;
+    env
+}
+
+/// MT940 source keys, complete for November 2026.
+const MT940_BANK: &str = "format = \"mt940\"\npath = \"bank.sta\"\ncomplete_from = \"2026-11-01\"\ncomplete_to = \"2026-11-30\"\n";
+
+async fn gate_run(closing: &str) -> (recon::run::RunReport, TestEnv) {
+    let env = bank_env(MT940_BANK, ("bank.sta", &mt940(closing))).await;
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", true, "gate")
         .await;
@@ -106,14 +116,8 @@ async fn a_missing_daily_file_is_a_failed_gate() {
 /// rule, is an unmatched bank credit.
 #[tokio::test]
 async fn bank_debits_match_payments_and_credits_do_not() {
-    let env = TestEnv::new();
-    let mut cfg = std::fs::read_to_string(&env.config_path).expect("config");
-    cfg.push_str(
-        r#"
-[[source]]
-name = "bank"
-role = "bank"
-path = "bank.csv"
+    let env = bank_env(
+        r#"path = "bank.csv"
 timestamp_format = "rfc3339"
 [source.columns]
 provider_txn_id = "id"
@@ -122,15 +126,10 @@ amount = "amount"
 currency = "currency"
 booked_at = "booked_at"
 "#,
-    );
-    env.write("recon.toml", &cfg);
-    env.write(
-        "bank.csv",
-        "id,counterparty,amount,currency,booked_at\nB-1,DE89370400440532013000,-55.00,EUR,2026-11-10T12:00:00Z\nB-2,DE89370400440532013000,55.00,EUR,2026-11-10T13:00:00Z\n",
-    );
-    env.import(
-        "PAY-1,DE89 3704 0044 0532 0130 00,55.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n",
-        "A-1,PAY-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n",
+        (
+            "bank.csv",
+            "id,counterparty,amount,currency,booked_at\nB-1,DE89370400440532013000,-55.00,EUR,2026-11-10T12:00:00Z\nB-2,DE89370400440532013000,55.00,EUR,2026-11-10T13:00:00Z\n",
+        ),
     )
     .await;
     let report = env
@@ -470,27 +469,14 @@ async fn a_payout_that_never_reaches_a_complete_bank_statement_is_a_ticket() {
 /// first closed with. If not, entries are missing between them, so neither period (nor the gap)
 /// proves a payment absent. Each statement chains on its own here; only continuity fails.
 async fn continuity_run(second_opening: &str) -> (recon::run::RunReport, TestEnv) {
-    let env = TestEnv::new();
-    let mut cfg = std::fs::read_to_string(&env.config_path).expect("config");
-    cfg.push_str(
-        "\n[[source]]\nname = \"bank\"\nrole = \"bank\"\nformat = \"mt940\"\npath = \"bank.sta\"\ncomplete_from = \"2026-11-01\"\ncomplete_to = \"2026-11-30\"\n",
-    );
-    env.write("recon.toml", &cfg);
-    env.write(
-        "bank.sta",
-        &format!(
-            ":20:STMT-1\r\n:25:NL16SNSB1234567809\r\n:28C:1/1\r\n:60F:C261101EUR1000,00\r\n\
+    let statements = format!(
+        ":20:STMT-1\r\n:25:NL16SNSB1234567809\r\n:28C:1/1\r\n:60F:C261101EUR1000,00\r\n\
              :61:2611051105C100,00NTRFNONREF\r\n:86:incoming transfer\r\n:62F:C261115EUR1100,00\r\n-\r\n\
              :20:STMT-2\r\n:25:NL16SNSB1234567809\r\n:28C:2/1\r\n:60F:C261116EUR{second_opening}\r\n\
              :61:2611201120C1,00NTRFNONREF\r\n:86:interest\r\n:62F:C261130EUR{}\r\n-\r\n",
-            add_one(second_opening)
-        ),
+        add_one(second_opening)
     );
-    env.import(
-        "PAY-1,DE89 3704 0044 0532 0130 00,55.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n",
-        "A-1,PAY-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n",
-    )
-    .await;
+    let env = bank_env(MT940_BANK, ("bank.sta", &statements)).await;
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", true, "cont")
         .await;

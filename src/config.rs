@@ -1076,7 +1076,7 @@ pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
 
 /// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
 fn resolve_database_url(url: &str, base: &Path) -> Option<String> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if crate::db::is_postgres(url) {
         return Some(url.to_string());
     }
     let rest = url

@@ -67,11 +67,6 @@ fn field(raw: &str) -> Option<Cow<'_, str>> {
     Some(Cow::Owned(out))
 }
 
-/// A SQL string literal (quotes doubled), for the values COPY cannot take as parameters.
-pub fn literal(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +77,5 @@ mod tests {
         assert_eq!(field("abc").as_deref(), Some("abc"));
         assert_eq!(field("a\\tb\\\\c\\n").as_deref(), Some("a\tb\\c\n"));
         assert_eq!(field("").as_deref(), Some(""));
-        assert_eq!(literal("o'k"), "'o''k'");
     }
 }

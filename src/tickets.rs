@@ -6,7 +6,6 @@
 use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::outcome::Outcome;
-use crate::store::Tx;
 use anyhow::Result;
 
 /// A ticket a run wants to exist.
@@ -56,15 +55,6 @@ pub enum Upserted {
     Updated,
     /// It was resolved and its evidence changed: it is OPEN again, the change recorded.
     Reopened,
-}
-
-/// Creates the ticket or marks the existing one as seen by `run_id` (see
-/// [`crate::store::Tx::upsert_tickets`] for what changed evidence does).
-pub async fn upsert(tx: &mut Tx, t: &NewTicket, run_id: &str, now: &str) -> Result<Upserted> {
-    let r = tx
-        .upsert_tickets(std::slice::from_ref(t), run_id, now)
-        .await?;
-    Ok(r.first().copied().unwrap_or(Upserted::Existing))
 }
 
 /// A stored ticket.

@@ -213,18 +213,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
     let result = if opts.from == opts.to {
-        match run_day(
-            cfg,
-            opts,
-            opts.from,
-            &rules,
-            &db,
-            &run_id,
-            &cfg.output_dir,
-            as_of,
-        )
-        .await
-        {
+        match run_day(cfg, opts, opts.from, &rules, &db, &run_id, None, as_of).await {
             Ok((mut r, _, view)) => {
                 // After the commit and the rename: a failed alert never undoes the run.
                 outbox::after_run(
@@ -337,7 +326,7 @@ async fn run_range(
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
         let (report, outcomes, view) =
-            run_day(cfg, opts, day, rules, db, &day_id, &dir, as_of).await?;
+            run_day(cfg, opts, day, rules, db, &day_id, Some(&dir), as_of).await?;
         views.push(view);
         let s = &report.summary;
         range.days.push(DaySummary {
@@ -482,7 +471,7 @@ async fn run_day(
     rules: &RuleSet,
     db: &Db,
     run_id: &str,
-    parent: &std::path::Path,
+    range_dir: Option<&std::path::Path>,
     as_of: Micros,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
@@ -491,10 +480,10 @@ async fn run_day(
         to: day,
         ..opts.clone()
     };
-    let folder = if parent == cfg.output_dir {
-        run_id.to_string()
-    } else {
-        day.to_string()
+    // A single day is `<output_dir>/<run id>/`; a range's day `<range folder>/<YYYY-MM-DD>/`.
+    let (parent, folder) = match range_dir {
+        Some(dir) => (dir, day.to_string()),
+        None => (cfg.output_dir.as_path(), run_id.to_string()),
     };
     if !opts.dry_run {
         let (from, to) = (day.to_string(), day.to_string());
@@ -514,7 +503,17 @@ async fn run_day(
         crate::fault::point("after_run_record");
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result = plan_and_apply(cfg, &day_opts, rules, db, run_id, as_of, parent, &folder).await;
+    let result = plan_and_apply(
+        cfg,
+        &day_opts,
+        rules,
+        db,
+        run_id,
+        as_of,
+        (parent, &folder),
+        range_dir.is_some(),
+    )
+    .await;
     match &result {
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
@@ -545,8 +544,8 @@ async fn plan_and_apply(
     db: &Db,
     run_id: &str,
     as_of: Micros,
-    parent: &std::path::Path,
-    folder: &str,
+    (parent, folder): (&std::path::Path, &str),
+    in_range: bool,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Plan {
         data,
@@ -698,10 +697,10 @@ async fn plan_and_apply(
         tx.commit().await?;
     }
     // Only a range needs each item's outcome (its summary); a million cloned ids cost ~100 MB.
-    let finals = if parent == cfg.output_dir.as_path() {
-        FinalOutcomes::new()
-    } else {
+    let finals = if in_range {
         final_outcomes(&data)
+    } else {
+        FinalOutcomes::new()
     };
     // Freeing a million rows takes a noticeable fraction of a second; nothing waits for it.
     std::thread::spawn(move || drop(data));

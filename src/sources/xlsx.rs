@@ -112,7 +112,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     let bytes = std::fs::read(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
     let sha256 = sha256_hex(&bytes);
-    let mut out = Collector::new(&cfg.name, &file);
+    let mut out = Collector::new(&cfg.name, &file, 0);
     parse_bytes(cfg, &file, &bytes, &mut out)?;
     Ok(super::csv::finish_file(cfg, file, sha256, out, load))
 }

@@ -995,7 +995,7 @@ fn no_panic(format: Format, bytes: &[u8]) {
             let _ = sources::csv::parse_bytes(&fuzz_cfg(format), "f", bytes);
         }
         Format::Xlsx => {
-            let mut out = sources::csv::Collector::new("x", "f");
+            let mut out = sources::csv::Collector::new("x", "f", 0);
             let _ = sources::xlsx::parse_bytes(&fuzz_cfg(format), "f", bytes, &mut out);
         }
         f => {

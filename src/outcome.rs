@@ -351,15 +351,42 @@ pub fn classify(
         near_miss: Arc::from("near_miss"),
         window,
     };
-    let mut rows = Vec::new();
-    let mut ambiguous_payments = vec![false; payments.len()];
-    for (i, p) in payments.iter().enumerate() {
-        if !ctx.in_scope[i] {
-            continue;
+    // One row per payment in scope, in payment order. Each payment is classified on its own,
+    // so the payments are split into one contiguous part per core.
+    let classify_part = |part: std::ops::Range<usize>| -> Vec<ResultRow> {
+        part.filter(|&i| ctx.in_scope[i])
+            .map(|i| classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names))
+            .collect()
+    };
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let mut rows: Vec<ResultRow> = if parts == 1 || payments.len() < 10_000 {
+        classify_part(0..payments.len())
+    } else {
+        let part_len = payments.len().div_ceil(parts);
+        let done: Vec<Vec<ResultRow>> = std::thread::scope(|s| {
+            let running: Vec<_> = (0..payments.len())
+                .step_by(part_len)
+                .map(|start| {
+                    let end = (start + part_len).min(payments.len());
+                    s.spawn(move || classify_part(start..end))
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        let mut rows = Vec::with_capacity(done.iter().map(Vec::len).sum());
+        for part in done {
+            rows.extend(part);
         }
-        let row = classify_payment(i, p, lines, &ix, rules, ctx, &names);
-        ambiguous_payments[i] = row.outcome == Outcome::Ambiguous;
-        rows.push(row);
+        rows
+    };
+    let mut ambiguous_payments = vec![false; payments.len()];
+    for r in &rows {
+        if let Some(p) = r.payment {
+            ambiguous_payments[p as usize] = r.outcome == Outcome::Ambiguous;
+        }
     }
     // Lines: every line not claimed by exactly one payment, if booked in the report range or a
     // candidate of an in-scope payment that went to review.

@@ -929,3 +929,50 @@ fn results_without_the_needed_columns_are_an_error() {
     let err = generate::score(&dir.path().join("expected.csv"), &bad).unwrap_err();
     assert!(format!("{err:#}").contains("payment_id"), "{err:#}");
 }
+
+/// recon itself, end to end on generated data large enough that classification splits the
+/// payments across threads (10,000 and more): every expected row is reproduced, nothing
+/// automatic is wrong, and the rows come out in payment order as with one thread.
+#[tokio::test]
+async fn a_run_on_12000_generated_payments_scores_perfectly() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_into(dir.path(), 12_000, 5);
+    let cfg = recon::config::Config::load(&report.files.config).unwrap();
+    let db = recon::db::Db::open(&cfg.database_url).await.unwrap();
+    recon::ledger::import::import(
+        &db,
+        &dir.path().join("payments.csv"),
+        Some(&dir.path().join("attempts.csv")),
+    )
+    .await
+    .unwrap();
+    db.close().await;
+    let run = recon::run::run(
+        &cfg,
+        &recon::run::RunOptions {
+            from: report.date,
+            to: report.date,
+            as_of: Some(report.as_of),
+            dry_run: false,
+            run_id: Some("gen".into()),
+            wait: false,
+        },
+    )
+    .await
+    .unwrap();
+    let results = run.out_dir.join("results.csv");
+    let score = generate::score(&dir.path().join("expected.csv"), &results).unwrap();
+    assert!(score.is_perfect(), "{score}");
+    assert_eq!(score.wrong_automatic, 0);
+    assert_eq!(score.correct, report.expected_rows);
+    let ids: Vec<String> = rows(&results)
+        .into_iter()
+        .map(|r| r["payment_id"].clone())
+        .filter(|id| !id.is_empty())
+        .collect();
+    assert_eq!(ids.len(), report.payments);
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "payment rows out of order"
+    );
+}

@@ -12,7 +12,8 @@ use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
 use crate::tickets::{self, NewTicket, Upserted};
 use crate::timeparse::Micros;
-use anyhow::Result;
+use anyhow::{Context, Result};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
@@ -20,8 +21,8 @@ use std::time::Instant;
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn apply(
     tx: &mut crate::store::Tx,
-    data: &RunData,
-    matched: &MatchResult,
+    data: &Arc<RunData>,
+    matched: Arc<MatchResult>,
     rules: &RuleSet,
     summary: &mut Summary,
     (t0, as_of): (Micros, Micros),
@@ -32,6 +33,11 @@ pub(crate) async fn apply(
     let mut conflicts = Vec::new();
     let to_day = opts.to.to_string();
     let evidence_as_of = format!("{to_day}|{as_of:020}");
+    // The tickets' evidence is built on another thread while the transitions are written.
+    let tickets = {
+        let (data, rules) = (Arc::clone(data), rules.clone());
+        tokio::task::spawn_blocking(move || new_tickets(&data, &matched, &rules, &evidence_as_of))
+    };
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
     let mut row_of: Vec<usize> = Vec::new();
     let mut list: Vec<Transition> = Vec::new();
@@ -87,7 +93,36 @@ pub(crate) async fn apply(
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
-    // Tickets, batched, keyed by a stable dedupe key, with their evidence and its fingerprint.
+    let new_tickets = tickets.await.context("ticket evidence task")?;
+    tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
+    let started = Instant::now();
+    let upserted = tx.upsert_tickets(&new_tickets, run_id, now).await?;
+    tracing::debug!(
+        run_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Tickets upserted."
+    );
+    for u in upserted {
+        match u {
+            Upserted::Created => summary.tickets.created += 1,
+            Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
+            Upserted::Reopened => {
+                summary.tickets.existing += 1;
+                summary.tickets.reopened += 1;
+            }
+        }
+    }
+    Ok(conflicts)
+}
+
+/// The tickets the rows ask for, keyed by a stable dedupe key, with their evidence and its
+/// fingerprint.
+fn new_tickets(
+    data: &RunData,
+    matched: &MatchResult,
+    rules: &RuleSet,
+    evidence_as_of: &str,
+) -> Vec<NewTicket> {
     let pairs =
         evidence::PairIndex::new(matched, &data.rows, data.payments.len(), data.lines.len());
     let mut new_tickets = Vec::new();
@@ -131,26 +166,8 @@ pub(crate) async fn apply(
             currency,
             evidence_sha256: evidence::fingerprint(&ev),
             evidence: ev.to_string(),
-            evidence_as_of: evidence_as_of.clone(),
+            evidence_as_of: evidence_as_of.to_string(),
         });
     }
-    tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
-    let started = Instant::now();
-    let upserted = tx.upsert_tickets(&new_tickets, run_id, now).await?;
-    tracing::debug!(
-        run_id,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "Tickets upserted."
-    );
-    for u in upserted {
-        match u {
-            Upserted::Created => summary.tickets.created += 1,
-            Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
-            Upserted::Reopened => {
-                summary.tickets.existing += 1;
-                summary.tickets.reopened += 1;
-            }
-        }
-    }
-    Ok(conflicts)
+    new_tickets
 }

@@ -332,13 +332,13 @@ pub fn write_minor(buf: &mut String, amount_minor: i64, currency: &str) {
 }
 
 /// Decimal digits of `v` on the stack.
-struct Digits {
+pub(crate) struct Digits {
     buf: [u8; 20],
     start: usize,
 }
 
 impl Digits {
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.buf[self.start..]).unwrap_or("")
     }
     fn len(&self) -> usize {
@@ -346,7 +346,7 @@ impl Digits {
     }
 }
 
-fn itoa_u64(mut v: u64) -> Digits {
+pub(crate) fn itoa_u64(mut v: u64) -> Digits {
     let mut d = Digits {
         buf: [0; 20],
         start: 20,

@@ -605,7 +605,7 @@ async fn plan_and_apply(
         crate::effects::apply(
             &mut tx,
             &data,
-            &matched,
+            Arc::new(matched),
             rules,
             &mut summary,
             (t0, as_of),
@@ -743,17 +743,23 @@ fn final_outcomes(data: &RunData) -> FinalOutcomes {
     out
 }
 
-/// Writes `results.csv` into `dir`.
+/// Writes `results.csv` and the reports' `diff.csv` (its listed rows) into `dir`.
 fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
     let path = dir.join("results.csv");
-    let f = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    let diff = dir.join(reports::DIFF_CSV_FILE);
+    let create = |path: &std::path::Path| {
+        std::fs::File::create(path)
+            .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+            .with_context(|| format!("creating {}", path.display()))
+    };
     results::write(
-        std::io::BufWriter::new(f),
+        create(&path)?,
+        Some(create(&diff)?),
         &data.rows,
         &data.payments,
         &data.lines,
     )
-    .with_context(|| format!("writing {}", path.display()))
+    .with_context(|| format!("writing {} and {}", path.display(), diff.display()))
 }
 
 pub(crate) async fn plan(
@@ -812,7 +818,7 @@ pub(crate) async fn plan(
     let mut gates = Vec::new();
     for load in loads {
         gates.extend(load.gates);
-        lines.extend(load.lines);
+        sources::absorb(&mut lines, load.lines);
         coverage.push(load.coverage);
         inputs.extend(load.files);
         warnings.extend(load.warnings);

@@ -106,6 +106,10 @@ pub fn to_buffer(view: &ReportView) -> Result<Vec<u8>> {
 
 fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
     let mut wb = Workbook::new();
+    // Level 2 instead of 6: measured on the 1M-payment benchmark's 119k report rows, it
+    // compresses about three times faster for a file of 9.4 MB instead of 7.8 MB, which stays
+    // under the default 10 MiB attachment limit (level 1 gave 12.9 MB).
+    wb.set_zip_compression_level(2);
     // A fixed creation time keeps the file's metadata a function of the run.
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(&view.summary.as_of) {
         let t = t.with_timezone(&chrono::Utc);

@@ -243,8 +243,11 @@ enum TicketsCommand {
 }
 
 fn main() {
-    // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    // mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins (for measuring).
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    }
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

@@ -206,6 +206,7 @@ async fn load_sqlite(
         .await
         .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?;
 
+    let started = std::time::Instant::now();
     let custom = queries.payments_query.as_deref();
     let scan =
         custom.is_none() && wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
@@ -218,6 +219,11 @@ async fn load_sqlite(
         Ok(())
     })
     .await?;
+    tracing::debug!(
+        payments = payments.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Payments read."
+    );
     payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
     let positions = index(&payments);
 
@@ -277,6 +283,10 @@ async fn load_sqlite(
     )
     .await?;
     drop(positions);
+    tracing::debug!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Ledger read."
+    );
     Ok(finish(payments, latest, followups, provider_ids))
 }
 

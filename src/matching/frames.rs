@@ -10,16 +10,57 @@ use anyhow::Result;
 use polars::prelude::*;
 use std::borrow::Cow;
 
-fn key_frame(idx_name: &str, idx: Vec<u32>, keys: Vec<Cow<'_, str>>) -> PolarsResult<LazyFrame> {
-    let n = idx.len();
+/// The hash identifier keys are joined on.
+fn key_hash(key: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::fast::FixedState::with_seed(0x0072_6563_6f6e).hash_one(key)
+}
+
+/// One side of an identifier join: each key's row number and the 64-bit hash of the key.
+/// Joining on the hash instead of the text is faster in Polars (no string columns to build or
+/// compare); every joined pair is then checked on the text itself, so a hash collision can
+/// never link anything.
+fn hashed_frame(
+    row_name: &str,
+    keys: &[Cow<'_, str>],
+    hash: fn(&str) -> u64,
+) -> PolarsResult<LazyFrame> {
+    let rows: Vec<u32> = (0..keys.len() as u32).collect();
+    let hashes: Vec<u64> = keys.iter().map(|k| hash(k)).collect();
     Ok(DataFrame::new(
-        n,
+        keys.len(),
         vec![
-            Column::new(idx_name.into(), idx),
-            Column::new("k".into(), keys),
+            Column::new(row_name.into(), rows),
+            Column::new("h".into(), hashes),
         ],
     )?
     .lazy())
+}
+
+/// Joins line keys to payment keys on equal text: (line, payment) for every equal pair.
+fn join_keys(
+    (li, lk): (&[u32], &[Cow<'_, str>]),
+    (pi, pk): (&[u32], &[Cow<'_, str>]),
+    hash: fn(&str) -> u64,
+) -> Result<Vec<(u32, u32)>> {
+    let df = hashed_frame("s_row", lk, hash)?
+        .join(
+            hashed_frame("p_row", pk, hash)?,
+            [col("h")],
+            [col("h")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .select([col("s_row"), col("p_row")])
+        .collect()?;
+    let s_rows = super::u32s(&df, "s_row")?;
+    let p_rows = super::u32s(&df, "p_row")?;
+    Ok(s_rows
+        .into_iter()
+        .zip(p_rows)
+        .map(|(s, p)| (s as usize, p as usize))
+        .filter(|&(s, p)| lk[s] == pk[p])
+        .map(|(s, p)| (li[s], pi[p]))
+        .collect())
 }
 
 /// Identifier pass: line reference = payment_id, line provider id = a recorded provider id.
@@ -32,7 +73,7 @@ pub(super) fn identifier_pairs(
     ids: Identifiers,
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
-    let mut frames = Vec::new();
+    let mut out = Vec::new();
     let norm = |s| normalize::apply(steps, s);
     let free_lines = || lines.iter().enumerate().filter(|(i, _)| line_free[*i]);
     if ids.reference {
@@ -46,12 +87,7 @@ pub(super) fn identifier_pairs(
             .filter(|(i, _)| pay_free[*i])
             .map(|(i, p)| (i as u32, norm(&p.payment_id)))
             .unzip();
-        frames.push(key_frame("s_idx", li, lk)?.join(
-            key_frame("p_idx", pi, pk)?,
-            [col("k")],
-            [col("k")],
-            JoinArgs::new(JoinType::Inner),
-        ));
+        out.extend(join_keys((&li, &lk), (&pi, &pk), key_hash)?);
     }
     if ids.provider_txn_id {
         let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
@@ -71,17 +107,7 @@ pub(super) fn identifier_pairs(
             .map(|(i, id)| (i, norm(id)))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
-        frames.push(key_frame("s_idx", li, lk)?.join(
-            key_frame("p_idx", pi, pk)?,
-            [col("k")],
-            [col("k")],
-            JoinArgs::new(JoinType::Inner),
-        ));
-    }
-    let mut out = Vec::new();
-    for lf in frames {
-        let df = lf.select([col("s_idx"), col("p_idx")]).collect()?;
-        out.extend(pairs_of(&df)?);
+        out.extend(join_keys((&li, &lk), (&pi, &pk), key_hash)?);
     }
     out.sort_unstable();
     out.dedup();
@@ -175,4 +201,25 @@ pub(super) fn fuzzy_pairs(
         .select([col("s_idx"), col("p_idx")])
         .collect()?;
     pairs_of(&df)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(v: &[&'static str]) -> Vec<Cow<'static, str>> {
+        v.iter().map(|k| Cow::Borrowed(*k)).collect()
+    }
+
+    #[test]
+    fn identifier_keys_link_on_equal_text_even_when_every_hash_collides() {
+        let lines = keys(&["PAY-1", "PAY-2", "PAY-3"]);
+        let pays = keys(&["PAY-2", "PAY-1", "PAY-9"]);
+        let (li, pi) = ([10, 11, 12], [20, 21, 22]);
+        for hash in [key_hash as fn(&str) -> u64, |_: &str| 0] {
+            let mut got = join_keys((&li, &lines), (&pi, &pays), hash).unwrap();
+            got.sort_unstable();
+            assert_eq!(got, [(10, 21), (11, 20)]);
+        }
+    }
 }

@@ -73,6 +73,7 @@ pub fn run(
     let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
     for (pass_idx, pass) in rules.passes.iter().enumerate() {
+        let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
         let pairs = match &pass.kind {
@@ -154,7 +155,14 @@ pub fn run(
             line_free[l as usize] = false;
             pay_free[p as usize] = false;
         }
+        tracing::debug!(
+            pass = %pass.id,
+            pairs = pairs.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "Pass done."
+        );
     }
+    let started = std::time::Instant::now();
     // Near-miss gate: unresolved payments that are still without any evidence.
     let near_pay: Vec<bool> = (0..payments.len())
         .map(|i| pay_free[i] && elig.near_miss[i])
@@ -196,6 +204,11 @@ pub fn run(
                 pass: 0,
             }));
     }
+    tracing::debug!(
+        pairs = result.near_misses.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Near-miss gate done."
+    );
     result.links.sort_unstable();
     result.ambiguous.sort_unstable();
     result.near_misses.sort_unstable();

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Interleaved A/B timing of two recon binaries on the SQLite benchmark data, for a host whose
+# speed drifts (±15 % here within an hour): each round runs every binary once on a fresh copy
+# of the imported ledger, and the medians are compared.
+#   bench/compare.sh BIN_A BIN_B [ROUNDS] [N] [SEED]
+# Needs the data bench/run.sh generated and imported (same N and SEED).
+set -euo pipefail
+[ $# -ge 2 ] || { echo "usage: bench/compare.sh BIN_A BIN_B [ROUNDS] [N] [SEED]" >&2; exit 2; }
+a="$1"; b="$2"; rounds="${3:-5}"; n="${4:-1000000}"; seed="${5:-1}"
+dir="${BENCH_DIR:-/var/tmp/recon-bench}/n$n-s$seed"
+[ -f "$dir/recon.db" ] || { echo "no $dir/recon.db: run bench/run.sh $n $seed first" >&2; exit 2; }
+out="$(mktemp)"
+for _ in $(seq "$rounds"); do
+    for bin in "$a" "$b"; do
+        rm -f "$dir/run.db" "$dir/run.db-wal" "$dir/run.db-shm"
+        cp "$dir/recon.db" "$dir/run.db"
+        rm -rf "$dir/out/compare" "$dir/out/compare.tmp"
+        sync
+        t=$(RECON_DATABASE_URL="sqlite://$dir/run.db" /usr/bin/time -f "%e %U %S %M" \
+            "$bin" run --config "$dir/recon.toml" --date 2026-11-27 --as-of 2026-12-02T00:00:00Z \
+            --run-id compare 2>&1 >/dev/null | tail -1)
+        echo "$bin $t" >> "$out"
+    done
+done
+python3 - "$out" <<'PY'
+import collections, statistics as st, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    name, *v = line.split()
+    runs[name].append([float(x) for x in v])
+for name, rs in runs.items():
+    wall = [r[0] for r in rs]
+    print("%s: wall median %.2f s (min %.2f, max %.2f), user %.2f s, sys %.2f s, peak RSS %.0f MB, %d runs"
+          % (name, st.median(wall), min(wall), max(wall), st.median(r[1] for r in rs),
+             st.median(r[2] for r in rs), max(r[3] for r in rs) / 1024, len(rs)))
+PY
+rm -f "$out"

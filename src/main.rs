@@ -213,33 +213,25 @@ enum TicketsCommand {
         id: i64,
     },
     /// Resolve an open ticket.
-    Resolve {
-        /// Job configuration (for the database).
-        #[arg(long)]
-        config: PathBuf,
-        /// Ticket id.
-        id: i64,
-        /// Who resolves it.
-        #[arg(long)]
-        actor: String,
-        /// Resolution note.
-        #[arg(long)]
-        note: String,
-    },
+    Resolve(TicketChange),
     /// Open a resolved ticket again.
-    Reopen {
-        /// Job configuration (for the database).
-        #[arg(long)]
-        config: PathBuf,
-        /// Ticket id.
-        id: i64,
-        /// Who reopens it.
-        #[arg(long)]
-        actor: String,
-        /// Why.
-        #[arg(long)]
-        note: String,
-    },
+    Reopen(TicketChange),
+}
+
+/// Who changes a ticket's status, and why.
+#[derive(clap::Args)]
+struct TicketChange {
+    /// Job configuration (for the database).
+    #[arg(long)]
+    config: PathBuf,
+    /// Ticket id.
+    id: i64,
+    /// Who resolves or reopens it.
+    #[arg(long)]
+    actor: String,
+    /// The resolution, or why it is opened again.
+    #[arg(long)]
+    note: String,
 }
 
 fn main() {
@@ -298,6 +290,24 @@ fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
             format!("--as-of {value:?} out of range"),
         )
     })
+}
+
+/// `tickets resolve` and `tickets reopen`.
+async fn change_ticket(c: TicketChange, reopen: bool) -> Result<()> {
+    let db = open_db(&c.config).await?;
+    let done = if reopen {
+        recon::tickets::reopen(&db, c.id, &c.actor, &c.note).await
+    } else {
+        recon::tickets::resolve(&db, c.id, &c.actor, &c.note).await
+    };
+    db.close().await;
+    done?;
+    println!(
+        "ticket {} {}",
+        c.id,
+        if reopen { "reopened" } else { "resolved" }
+    );
+    Ok(())
 }
 
 async fn dispatch(command: Command) -> Result<i32> {
@@ -429,30 +439,8 @@ async fn dispatch(command: Command) -> Result<i32> {
                     let (ticket, history) = shown?;
                     print!("{}", recon::tickets::render_one(&ticket, &history));
                 }
-                TicketsCommand::Resolve {
-                    config,
-                    id,
-                    actor,
-                    note,
-                } => {
-                    let db = open_db(&config).await?;
-                    let done = recon::tickets::resolve(&db, id, &actor, &note).await;
-                    db.close().await;
-                    done?;
-                    println!("ticket {id} resolved");
-                }
-                TicketsCommand::Reopen {
-                    config,
-                    id,
-                    actor,
-                    note,
-                } => {
-                    let db = open_db(&config).await?;
-                    let done = recon::tickets::reopen(&db, id, &actor, &note).await;
-                    db.close().await;
-                    done?;
-                    println!("ticket {id} reopened");
-                }
+                TicketsCommand::Resolve(change) => change_ticket(change, false).await?,
+                TicketsCommand::Reopen(change) => change_ticket(change, true).await?,
             }
             Ok(exit::OK)
         }

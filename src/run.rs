@@ -754,7 +754,7 @@ fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
     };
     results::write(
         create(&path)?,
-        Some(create(&diff)?),
+        create(&diff)?,
         &data.rows,
         &data.payments,
         &data.lines,

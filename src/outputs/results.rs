@@ -67,12 +67,12 @@ impl Record {
     }
 }
 
-/// Writes results.csv to `all` and, when given, diff.csv to `listed`: the same rows, only
-/// those the reports list one by one ([`crate::report::is_listed`]). Each row is formatted
+/// Writes results.csv to `all` and diff.csv to `listed`: the same rows, only those the
+/// reports list one by one ([`crate::report::is_listed`]). Each row is formatted
 /// once for both.
 pub fn write<W: Write, D: Write>(
     mut all: W,
-    mut listed: Option<D>,
+    mut listed: D,
     rows: &[ResultRow],
     payments: &[Payment],
     lines: &[StatementLine],
@@ -86,9 +86,7 @@ pub fn write<W: Write, D: Write>(
     }
     rec.end();
     all.write_all(&rec.buf)?;
-    if let Some(d) = listed.as_mut() {
-        d.write_all(&rec.buf)?;
-    }
+    listed.write_all(&rec.buf)?;
     let mut buf = String::with_capacity(128);
     // Joins one value per linked line with `;`.
     let joined =
@@ -154,16 +152,12 @@ pub fn write<W: Write, D: Write>(
         rec.field(&csv_safe(&r.detail));
         rec.end();
         all.write_all(&rec.buf)?;
-        if let Some(d) = listed.as_mut()
-            && crate::report::is_listed(r.outcome)
-        {
-            d.write_all(&rec.buf)?;
+        if crate::report::is_listed(r.outcome) {
+            listed.write_all(&rec.buf)?;
         }
     }
     all.flush()?;
-    if let Some(d) = listed.as_mut() {
-        d.flush()?;
-    }
+    listed.flush()?;
     Ok(())
 }
 

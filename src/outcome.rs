@@ -354,9 +354,14 @@ pub fn classify(
     // One row per payment in scope, in payment order. Each payment is classified on its own,
     // so the payments are split into one contiguous part per core.
     let classify_part = |part: std::ops::Range<usize>| -> Vec<ResultRow> {
-        part.filter(|&i| ctx.in_scope[i])
-            .map(|i| classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names))
-            .collect()
+        // Sized for the whole part up front (a filtered iterator would grow the vector by
+        // doubling, copying it each time); capacity never filled costs no memory.
+        let mut rows = Vec::with_capacity(part.len());
+        rows.extend(
+            part.filter(|&i| ctx.in_scope[i])
+                .map(|i| classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names)),
+        );
+        rows
     };
     let parts = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
     let mut rows: Vec<ResultRow> = if parts == 1 || payments.len() < 10_000 {

@@ -6,12 +6,12 @@
 # Needs the data bench/run.sh generated and imported (same N and SEED).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: bench/compare.sh BIN_A BIN_B [ROUNDS] [N] [SEED]" >&2; exit 2; }
-a="$1"; b="$2"; rounds="${3:-5}"; n="${4:-1000000}"; seed="${5:-1}"
+a="$1"; b="$2"; rounds="${ROUNDS:-5}"; n="${N:-1000000}"; seed="${SEED:-1}"
 dir="${BENCH_DIR:-/var/tmp/recon-bench}/n$n-s$seed"
 [ -f "$dir/recon.db" ] || { echo "no $dir/recon.db: run bench/run.sh $n $seed first" >&2; exit 2; }
 out="$(mktemp)"
 for _ in $(seq "$rounds"); do
-    for bin in "$a" "$b"; do
+    for bin in "$@"; do
         rm -f "$dir/run.db" "$dir/run.db-wal" "$dir/run.db-shm"
         cp "$dir/recon.db" "$dir/run.db"
         rm -rf "$dir/out/compare" "$dir/out/compare.tmp"

@@ -46,14 +46,15 @@ pub(crate) async fn apply(
             let p = &data.payments[pi as usize];
             row_of.push(ri);
             list.push(Transition {
-                payment_id: p.payment_id.clone(),
+                payment_id: p.payment_id.to_string(),
                 from: p.status,
                 to,
-                attempt_id: p.attempt_id.clone(),
+                attempt_id: p.attempt_id.as_ref().map(|a| a.to_string()),
                 provider_payment_id: row
                     .lines
                     .first()
-                    .and_then(|&l| data.lines[l as usize].provider_txn_id.clone()),
+                    .and_then(|&l| data.lines[l as usize].provider_txn_id.as_deref())
+                    .map(str::to_string),
                 reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
             });
         }
@@ -160,7 +161,7 @@ fn new_tickets(
             ),
             kind: row.outcome.as_str().to_string(),
             severity: sev.as_str().to_string(),
-            payment_id: p.map(|p| p.payment_id.clone()),
+            payment_id: p.map(|p| p.payment_id.to_string()),
             line_ids,
             amount_minor: amount,
             currency,

@@ -169,7 +169,7 @@ pub(crate) fn for_row(
             .collect();
         let line_id = l.uid().into_owned();
         candidates.push((
-            (line_id.clone(), p.payment_id.clone(), rel as u8),
+            (line_id.clone(), p.payment_id.to_string(), rel as u8),
             json!({
                 "line_id": line_id,
                 "payment_id": p.payment_id,

@@ -1,5 +1,6 @@
 //! Text normalisation for matching keys, applied once per value before frames are built.
 
+use compact_str::CompactString;
 use std::borrow::Cow;
 
 /// One normalisation step a rule can ask for.
@@ -62,14 +63,14 @@ pub fn apply<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
 }
 
 /// The canonical form every source applies to free text: width folded, trimmed.
-pub fn text(value: &str) -> String {
-    apply(&[Step::FoldWidth, Step::Trim], value).into_owned()
+pub fn text(value: &str) -> CompactString {
+    apply(&[Step::FoldWidth, Step::Trim], value).into()
 }
 
 /// The canonical form of an account identifier (IBAN or account number): width folded,
 /// no white space, upper case.
-pub fn account(value: &str) -> String {
-    apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value).into_owned()
+pub fn account(value: &str) -> CompactString {
+    apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value).into()
 }
 
 #[cfg(test)]

@@ -724,7 +724,7 @@ fn final_outcomes(data: &RunData) -> FinalOutcomes {
         let (key, amount, currency) = match row.payment {
             Some(pi) => {
                 let p = &data.payments[pi as usize];
-                (p.payment_id.clone(), p.amount_minor, p.currency)
+                (p.payment_id.to_string(), p.amount_minor, p.currency)
             }
             None => match row.lines.first() {
                 Some(&li) => {
@@ -883,7 +883,7 @@ pub(crate) async fn plan(
                     Status::Unknown | Status::Submitting | Status::Review
                 ) || p
                     .followup
-                    .as_ref()
+                    .as_deref()
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();

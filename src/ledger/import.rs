@@ -45,7 +45,7 @@ type AttemptRow = crate::store::AttemptInsert;
 
 fn opt(s: &str) -> Option<String> {
     let t = normalize::text(s);
-    (!t.is_empty()).then_some(t)
+    (!t.is_empty()).then(|| t.to_string())
 }
 
 /// Reads a CSV whose header must contain `columns`; yields (line, fields in column order).
@@ -133,7 +133,7 @@ fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
     let mut seen: HashMap<String, u64> = HashMap::new();
     for (line, f) in read_csv(path, &PAYMENT_COLUMNS)? {
         let before = errors.len();
-        let payment_id = normalize::text(&f[0]);
+        let payment_id = normalize::text(&f[0]).to_string();
         if payment_id.is_empty() {
             errors.push(format!("{file}:{line}: column payment_id: empty"));
         } else if let Some(first) = seen.insert(payment_id.clone(), line) {
@@ -141,7 +141,7 @@ fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
                 "{file}:{line}: payment_id {payment_id:?} also at line {first}"
             ));
         }
-        let recipient = normalize::account(&f[1]);
+        let recipient = normalize::account(&f[1]).to_string();
         if recipient.is_empty() {
             errors.push(format!("{file}:{line}: column recipient_account: empty"));
         }
@@ -216,7 +216,7 @@ fn parse_attempts(
     let mut seen: HashMap<String, u64> = HashMap::new();
     for (line, f) in records {
         let before = errors.len();
-        let attempt_id = normalize::text(&f[0]);
+        let attempt_id = normalize::text(&f[0]).to_string();
         if attempt_id.is_empty() {
             errors.push(format!("{file}:{line}: column attempt_id: empty"));
         } else if let Some(first) = seen.insert(attempt_id.clone(), line) {
@@ -224,7 +224,7 @@ fn parse_attempts(
                 "{file}:{line}: attempt_id {attempt_id:?} also at line {first}"
             ));
         }
-        let payment_id = normalize::text(&f[1]);
+        let payment_id = normalize::text(&f[1]).to_string();
         if !known(&payment_id) {
             errors.push(format!(
                 "{file}:{line}: column payment_id: {payment_id:?} is not a known payment"
@@ -294,7 +294,7 @@ pub async fn import(
             let records = read_csv(p, &ATTEMPT_COLUMNS)?;
             let missing: HashSet<String> = records
                 .iter()
-                .map(|(_, f)| normalize::text(&f[1]))
+                .map(|(_, f)| normalize::text(&f[1]).to_string())
                 .filter(|id| !in_file.contains(id.as_str()))
                 .collect();
             let in_db = tx

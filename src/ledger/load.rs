@@ -11,6 +11,7 @@ use crate::db::{Db, Pool};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
+use compact_str::CompactString;
 use foldhash::{HashMap, HashMapExt};
 use sqlx::{PgPool, SqlitePool};
 use std::borrow::Cow;
@@ -143,14 +144,14 @@ fn bad_row(id: &str, what: String) -> anyhow::Error {
     )
 }
 
-fn required(row: &Row, i: i32, id: &str, col: &str) -> Result<String> {
-    row.text(i)
+fn required(row: &Row, i: i32, id: &str, col: &str) -> Result<CompactString> {
+    row.compact(i)
         .ok_or_else(|| bad_row(id, format!("{col} is NULL")))
 }
 
 fn payment(row: &Row) -> Result<Payment> {
     let id = row
-        .text(0)
+        .compact(0)
         .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
     let status = row
         .with_text(4, |t| {
@@ -175,8 +176,8 @@ fn payment(row: &Row) -> Result<Payment> {
             .map_err(|e| bad_row(&id, e.to_string()))?,
         current_status: status,
         status,
-        attempt_id: row.text(7),
-        provider_payment_id: row.text(8),
+        attempt_id: row.compact(7),
+        provider_payment_id: row.compact(8),
         started_at,
         created_at,
         followup: None,
@@ -327,7 +328,7 @@ fn finish(
         }
     }
     for (i, f) in followups {
-        payments[i as usize].followup = Some(f);
+        payments[i as usize].followup = Some(Box::new(f));
     }
     provider_ids.sort_unstable_by_key(|(i, _)| *i);
     LoadedLedger {
@@ -373,7 +374,7 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
     Ok(Payment {
         recipient: text(1)
             .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
-            .to_string(),
+            .into(),
         amount_minor: int(2, "amount_minor")?
             .ok_or_else(|| bad_row(id, "amount_minor is NULL".into()))?,
         currency: crate::money::currency(currency)
@@ -381,12 +382,12 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
             .map_err(|e| bad_row(id, e.to_string()))?,
         current_status: status,
         status,
-        attempt_id: text(7).map(str::to_string),
-        provider_payment_id: text(8).map(str::to_string),
+        attempt_id: text(7).map(CompactString::from),
+        provider_payment_id: text(8).map(CompactString::from),
         started_at: ts(6)?,
         created_at: ts(5)?.ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
         followup: None,
-        payment_id: id.to_string(),
+        payment_id: id.into(),
     })
 }
 

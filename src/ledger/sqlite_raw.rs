@@ -24,6 +24,11 @@ impl Row {
         self.with_text(i, |s| s.to_string())
     }
 
+    /// Text of column `i` inline when short (ids, accounts): no heap allocation.
+    pub fn compact(&self, i: c_int) -> Option<compact_str::CompactString> {
+        self.with_text(i, |s| compact_str::CompactString::from(s))
+    }
+
     /// Runs `f` on column `i`'s text without allocating (None for NULL).
     pub fn with_text<T>(&self, i: c_int, f: impl FnOnce(&str) -> T) -> Option<T> {
         // SAFETY: `stmt` is a live statement positioned on a row (guaranteed by `query`,

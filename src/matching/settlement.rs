@@ -410,14 +410,14 @@ mod tests {
             line_no: 1,
             provider_txn_id: None,
             reference: None,
-            recipient: String::new(),
+            recipient: Default::default(),
             amount_minor: amount,
             currency: "EUR",
             booked_at: 10 * HOUR,
             kind,
             account: None,
             entry: None,
-            batch: batch.map(str::to_string),
+            batch: batch.map(Into::into),
             role,
         }
     }

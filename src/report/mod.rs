@@ -337,13 +337,16 @@ impl ReportView {
             items.push(Item {
                 outcome: r.outcome,
                 severity: r.outcome.ticket_severity(),
-                payment_id: p.map(|p| p.payment_id.clone()),
+                payment_id: p.map(|p| p.payment_id.to_string()),
                 line_ids: ls.iter().map(|l| l.uid().into_owned()).collect(),
                 status: p.map(|p| p.status),
                 amount,
                 line_amounts,
                 recipient,
-                references: ls.iter().filter_map(|l| l.reference.clone()).collect(),
+                references: ls
+                    .iter()
+                    .filter_map(|l| l.reference.as_ref().map(|r| r.to_string()))
+                    .collect(),
                 started_at,
                 booked_at,
                 age_days: since.map_or(0, |s| (as_of - s).max(0) / DAY),

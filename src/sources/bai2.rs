@@ -26,6 +26,7 @@ use super::{Balance, ParseContext, Parsed, StatementFacts, StatementLine};
 use crate::config::LineKind;
 use anyhow::Result;
 use chrono::NaiveDate;
+use compact_str::CompactString;
 use std::sync::Arc;
 
 const CODES: [&str; 8] = ["01", "02", "03", "16", "49", "88", "98", "99"];
@@ -453,9 +454,10 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         source: ctx.source.clone(),
                         file: ctx.file.clone(),
                         line_no: d.line,
-                        provider_txn_id: (!d.bank_ref.is_empty()).then(|| d.bank_ref.clone()),
+                        provider_txn_id: (!d.bank_ref.is_empty())
+                            .then(|| d.bank_ref.as_str().into()),
                         reference,
-                        recipient: String::new(),
+                        recipient: CompactString::default(),
                         amount_minor: d.amount,
                         currency: acc.currency,
                         booked_at: day_start(ctx, date),

@@ -565,7 +565,7 @@ fn statement(
                 source: ctx.source.clone(),
                 file: ctx.file.clone(),
                 line_no: line,
-                provider_txn_id: txn_id,
+                provider_txn_id: txn_id.map(Into::into),
                 reference,
                 recipient: counter
                     .map(|a| crate::normalize::account(&a))

@@ -16,6 +16,7 @@ use crate::exit::{Failure, fail};
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use chrono::NaiveDateTime;
+use compact_str::CompactString;
 use foldhash::HashMap;
 use foldhash::HashMapExt;
 use std::collections::VecDeque;
@@ -188,7 +189,7 @@ impl<'c> Mapping<'c> {
             match self.field(row, i, name) {
                 Err(e) => return Parsed::Bad(e),
                 Ok(v) => {
-                    let v = normalize::text(v).to_uppercase();
+                    let v = normalize::text(v).as_str().to_uppercase();
                     if !self.cfg.booked_statuses.contains(&v) {
                         return Parsed::NotBooked(v);
                     }
@@ -223,7 +224,11 @@ impl<'c> Mapping<'c> {
                 Some(s) => {
                     let sname = c.sign.as_deref().unwrap_or("sign");
                     let flag = self.field(row, s, sname)?;
-                    match self.cfg.signs.get(&normalize::text(flag).to_uppercase()) {
+                    match self
+                        .cfg
+                        .signs
+                        .get(&normalize::text(flag).as_str().to_uppercase())
+                    {
                         Some(Sign::Credit) => v.abs(),
                         Some(Sign::Debit) => -v.abs(),
                         None => {
@@ -297,7 +302,7 @@ impl<'c> Mapping<'c> {
             }
         };
         let recipient = match self.recipient {
-            None => String::new(),
+            None => CompactString::default(),
             Some(i) => {
                 let name = c.recipient.as_deref().unwrap_or("recipient");
                 let r = normalize::account(self.field(row, i, name)?);
@@ -312,7 +317,7 @@ impl<'c> Mapping<'c> {
             Some(i) => {
                 let name = c.kind.as_deref().unwrap_or("kind");
                 let v = self.field(row, i, name)?;
-                let key = normalize::text(v).to_uppercase();
+                let key = normalize::text(v).as_str().to_uppercase();
                 *self.cfg.kinds.get(&key).ok_or_else(|| {
                     format!(
                         "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE or PAYOUT (config key kinds)"
@@ -358,7 +363,7 @@ pub struct Collector {
     pub duplicates: usize,
     /// Rows not booked: (line, status value).
     pub not_booked: Vec<(u64, String)>,
-    seen: HashMap<String, usize>,
+    seen: HashMap<CompactString, usize>,
 }
 
 impl Collector {

@@ -22,6 +22,7 @@ use crate::config::{Format, LineKind, Role, SourceConfig, SourcePath};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
+pub use compact_str::CompactString;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
@@ -47,11 +48,11 @@ pub struct StatementLine {
     /// 1-based physical line number in that file.
     pub line_no: u64,
     /// The provider's transaction id, if the format has one.
-    pub provider_txn_id: Option<String>,
+    pub provider_txn_id: Option<CompactString>,
     /// Free-text reference (trimmed, width-folded), if any.
-    pub reference: Option<String>,
+    pub reference: Option<CompactString>,
     /// Canonical recipient account (no spaces, upper case).
-    pub recipient: String,
+    pub recipient: CompactString,
     /// Amount in minor units of `currency`.
     pub amount_minor: i64,
     /// ISO 4217 code.
@@ -66,7 +67,7 @@ pub struct StatementLine {
     pub entry: Option<EntryRef>,
     /// The provider's settlement batch (csv/xlsx `batch` column): the grouping key of
     /// three-way matching.
-    pub batch: Option<String>,
+    pub batch: Option<CompactString>,
     /// The role of the line's source (set when the source is loaded).
     pub role: Role,
 }
@@ -812,7 +813,7 @@ impl SourceLoad {
 /// What [`SourceLoad::add`] has seen, kept between files so each file costs its own size.
 #[derive(Debug, Clone, Default)]
 pub struct DedupeIndex {
-    by_id: foldhash::HashMap<(Option<Arc<str>>, String), usize>,
+    by_id: foldhash::HashMap<(Option<Arc<str>>, CompactString), usize>,
     by_content: foldhash::HashMap<String, usize>,
     indexed: usize,
 }

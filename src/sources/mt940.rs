@@ -498,7 +498,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             source: ctx.source.clone(),
             file: ctx.file.clone(),
             line_no: e.line,
-            provider_txn_id: e.bank_ref,
+            provider_txn_id: e.bank_ref.map(Into::into),
             reference,
             recipient: counterparty
                 .map(|a| crate::normalize::account(&a))

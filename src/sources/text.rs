@@ -135,7 +135,7 @@ pub fn collapse(s: &str) -> String {
 }
 
 /// Free text for the canonical `reference`: collapsed, width-folded, `None` when empty.
-pub fn reference(s: &str) -> Option<String> {
+pub fn reference(s: &str) -> Option<compact_str::CompactString> {
     let t = crate::normalize::text(&collapse(s));
     (!t.is_empty()).then_some(t)
 }

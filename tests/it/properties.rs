@@ -50,14 +50,14 @@ fn build(
         .iter()
         .enumerate()
         .map(|(i, &(r, a, c, st, m, ppid))| Payment {
-            payment_id: format!("P{i:02}"),
+            payment_id: format!("P{i:02}").into(),
             recipient: RECIPIENTS[r].into(),
             amount_minor: AMOUNTS[a],
             currency: CURRENCIES[c],
             current_status: st,
             status: st,
-            attempt_id: (st != Status::Pending).then(|| format!("A{i}")),
-            provider_payment_id: ppid.map(|p| format!("T{p:02}")),
+            attempt_id: (st != Status::Pending).then(|| format!("A{i}").into()),
+            provider_payment_id: ppid.map(|p| format!("T{p:02}").into()),
             started_at: (st != Status::Pending).then_some(BASE + m * MINUTE),
             created_at: BASE + m * MINUTE,
             followup: None,
@@ -66,7 +66,11 @@ fn build(
     let provider_ids = payments
         .iter()
         .enumerate()
-        .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id)))
+        .filter_map(|(i, p)| {
+            p.provider_payment_id
+                .as_ref()
+                .map(|id| (i as u32, id.to_string()))
+        })
         .collect();
     let lines = ls
         .iter()
@@ -75,8 +79,8 @@ fn build(
             source: "psp".into(),
             file: "st.csv".into(),
             line_no: j as u64 + 2,
-            provider_txn_id: Some(format!("T{j:02}")),
-            reference: reference.map(|p| format!("p{p:02}")),
+            provider_txn_id: Some(format!("T{j:02}").into()),
+            reference: reference.map(|p| format!("p{p:02}").into()),
             recipient: RECIPIENTS[r].into(),
             amount_minor: AMOUNTS[a],
             currency: CURRENCIES[c],
@@ -208,7 +212,7 @@ proptest! {
         if nl > 0 { l2.rotate_left((seed >> 8) as usize % nl); }
         if seed & 1 == 1 { p2.reverse(); l2.reverse(); }
         let ids2: Vec<(u32, String)> = p2.iter().enumerate()
-            .filter_map(|(i, p)| p.provider_payment_id.clone().map(|id| (i as u32, id))).collect();
+            .filter_map(|(i, p)| p.provider_payment_id.as_ref().map(|id| (i as u32, id.to_string()))).collect();
         let got = canonical(&classify(&p2, &ids2, &l2, true), &p2, &l2);
         prop_assert_eq!(got, expected);
     }

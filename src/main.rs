@@ -240,6 +240,7 @@ fn main() {
         // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
     }
+    recon::db::tune_sqlite_memory();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));

@@ -73,10 +73,12 @@ pub(super) fn identifier_pairs(
     ids: Identifiers,
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
-    let mut out = Vec::new();
     let norm = |s| normalize::apply(steps, s);
     let free_lines = || lines.iter().enumerate().filter(|(i, _)| line_free[*i]);
-    if ids.reference {
+    let by_reference = || -> Result<Vec<(u32, u32)>> {
+        if !ids.reference {
+            return Ok(Vec::new());
+        }
         let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
             .filter_map(|(i, l)| l.reference.as_deref().map(|r| (i as u32, norm(r))))
             .filter(|(_, k)| !k.is_empty())
@@ -87,9 +89,12 @@ pub(super) fn identifier_pairs(
             .filter(|(i, _)| pay_free[*i])
             .map(|(i, p)| (i as u32, norm(&p.payment_id)))
             .unzip();
-        out.extend(join_keys((&li, &lk), (&pi, &pk), key_hash)?);
-    }
-    if ids.provider_txn_id {
+        join_keys((&li, &lk), (&pi, &pk), key_hash)
+    };
+    let by_provider_id = || -> Result<Vec<(u32, u32)>> {
+        if !ids.provider_txn_id {
+            return Ok(Vec::new());
+        }
         let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
             .filter_map(|(i, l)| l.provider_txn_id.as_deref().map(|r| (i as u32, norm(r))))
             .filter(|(_, k)| !k.is_empty())
@@ -107,8 +112,17 @@ pub(super) fn identifier_pairs(
             .map(|(i, id)| (i, norm(id)))
             .filter(|(_, k)| !k.is_empty())
             .unzip();
-        out.extend(join_keys((&li, &lk), (&pi, &pk), key_hash)?);
-    }
+        join_keys((&li, &lk), (&pi, &pk), key_hash)
+    };
+    // The two joins are independent; building their keys is single-threaded work, so they
+    // run side by side.
+    let (out, by_id) = std::thread::scope(|s| {
+        let by_id = s.spawn(by_provider_id);
+        let out = by_reference();
+        (out, by_id.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
+    let mut out = out?;
+    out.extend(by_id?);
     out.sort_unstable();
     out.dedup();
     Ok(out)

@@ -31,7 +31,10 @@ pub fn tune_sqlite_memory() {
     // SAFETY: both calls only set process-wide options; they are made by `main` before any
     // thread or connection exists. SQLITE_CONFIG_MEMSTATUS takes one int.
     unsafe {
-        libsqlite3_sys::sqlite3_config(libsqlite3_sys::SQLITE_CONFIG_MEMSTATUS, 0 as std::ffi::c_int);
+        libsqlite3_sys::sqlite3_config(
+            libsqlite3_sys::SQLITE_CONFIG_MEMSTATUS,
+            0 as std::ffi::c_int,
+        );
         #[cfg(target_env = "gnu")]
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }

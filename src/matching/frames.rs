@@ -119,7 +119,12 @@ pub(super) fn identifier_pairs(
     let (out, by_id) = std::thread::scope(|s| {
         let by_id = s.spawn(by_provider_id);
         let out = by_reference();
-        (out, by_id.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        (
+            out,
+            by_id
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+        )
     });
     let mut out = out?;
     out.extend(by_id?);

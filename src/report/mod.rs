@@ -291,10 +291,10 @@ impl ReportView {
         lines: &[StatementLine],
         as_of: Micros,
     ) -> ReportView {
-        let mut totals: BTreeMap<Outcome, OutcomeTotal> = Outcome::ALL
-            .iter()
-            .map(|o| (*o, OutcomeTotal::default()))
-            .collect();
+        // Counted per row of a million: an array by outcome and a short list of currencies,
+        // made into maps once at the end.
+        let mut sums: Vec<(usize, Vec<(&'static str, i128)>)> =
+            vec![Default::default(); Outcome::ALL.len()];
         let mut items = Vec::new();
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         for r in rows {
@@ -312,11 +312,14 @@ impl ReportView {
                 minor: p.amount_minor,
                 currency: p.currency,
             });
-            let t = totals.entry(r.outcome).or_default();
-            t.count += 1;
+            let (count, amounts) = &mut sums[r.outcome as usize];
+            *count += 1;
             let first_line = r.lines.first().map(|&i| line_money(&lines[i as usize]));
             if let Some(m) = amount.or(first_line) {
-                *t.amounts.entry(m.currency).or_default() += i128::from(m.minor);
+                match amounts.iter_mut().find(|(c, _)| *c == m.currency) {
+                    Some((_, sum)) => *sum += i128::from(m.minor),
+                    None => amounts.push((m.currency, i128::from(m.minor))),
+                }
             }
             // MATCHED and FAILED_OK, the bulk of a run, are only counted.
             if !is_listed(r.outcome) {
@@ -360,6 +363,14 @@ impl ReportView {
             });
         }
         sort_items(&mut items);
+        let totals: BTreeMap<Outcome, OutcomeTotal> = Outcome::ALL
+            .iter()
+            .map(|&o| {
+                let (count, amounts) = std::mem::take(&mut sums[o as usize]);
+                let amounts = amounts.into_iter().collect();
+                (o, OutcomeTotal { count, amounts })
+            })
+            .collect();
         ReportView {
             summary: summary.clone(),
             totals,
@@ -530,6 +541,14 @@ pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcomes_index_their_own_position_in_all() {
+        // ReportView::build counts into an array indexed by `outcome as usize`.
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "{o:?}");
+        }
+    }
 
     #[test]
     fn every_outcome_has_one_family_and_review_families_are_the_ticket_ones() {

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Interleaved A/B timing of two recon binaries on the SQLite benchmark data, for a host whose
-# speed drifts (±15 % here within an hour): each round runs every binary once on a fresh copy
-# of the imported ledger, and the medians are compared.
-#   bench/compare.sh BIN_A BIN_B [ROUNDS] [N] [SEED]
+# Interleaved timing of recon binaries on the SQLite benchmark data, for a host whose speed
+# drifts (±15 % here within an hour, more on some days): each round runs every binary once on
+# a fresh copy of the imported ledger, and the medians are compared.
+#   [ROUNDS=5] [N=1000000] [SEED=1] bench/compare.sh BIN_A BIN_B [BIN ...]
+# A "binary" may be a wrapper script that sets environment variables and execs recon.
 # Needs the data bench/run.sh generated and imported (same N and SEED).
 set -euo pipefail
-[ $# -ge 2 ] || { echo "usage: bench/compare.sh BIN_A BIN_B [ROUNDS] [N] [SEED]" >&2; exit 2; }
-a="$1"; b="$2"; rounds="${ROUNDS:-5}"; n="${N:-1000000}"; seed="${SEED:-1}"
+[ $# -ge 2 ] || { echo "usage: [ROUNDS=5] [N=1000000] [SEED=1] bench/compare.sh BIN_A BIN_B [BIN ...]" >&2; exit 2; }
+rounds="${ROUNDS:-5}"; n="${N:-1000000}"; seed="${SEED:-1}"
 dir="${BENCH_DIR:-/var/tmp/recon-bench}/n$n-s$seed"
 [ -f "$dir/recon.db" ] || { echo "no $dir/recon.db: run bench/run.sh $n $seed first" >&2; exit 2; }
 out="$(mktemp)"

@@ -20,7 +20,7 @@ use crate::exit::{Failure, fail};
 use crate::ledger::load::{LoadRange, LoadedLedger};
 use crate::ledger::{Payment, Status};
 use crate::matching;
-use crate::outcome::{self, Action, Context, ResultRow};
+use crate::outcome::{self, Action, Context, Outcome, ResultRow};
 use crate::outputs::results;
 use crate::outputs::summary::{self, Summary};
 use crate::report::outbox::{self, Alert};
@@ -146,13 +146,15 @@ pub struct DaySummary {
 
 /// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
 /// currency).
-type FinalOutcomes = BTreeMap<String, (&'static str, i64, &'static str)>;
+type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
 
 /// The rows of a run: read by the writer thread and the database step at the same time.
 pub(crate) struct RunData {
     pub(crate) payments: Vec<Payment>,
     pub(crate) lines: Vec<StatementLine>,
     pub(crate) rows: Vec<ResultRow>,
+    /// The rows' counts and sums by outcome (summary.json and the reports show them).
+    pub(crate) totals: BTreeMap<Outcome, reports::OutcomeTotal>,
     /// settlement.csv (the three-way view).
     pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
 }
@@ -360,7 +362,12 @@ async fn run_range(
             None => break,
         }
     }
-    range.outcomes = summary::final_outcome_stats(finals.values().copied());
+    let mut sums = summary::OutcomeSums::default();
+    for &(o, amount, currency) in finals.values() {
+        sums.add(o, Some((amount, currency)));
+    }
+    let totals = sums.totals();
+    range.outcomes = summary::outcome_stats(&totals);
     let json = serde_json::to_string_pretty(&range).context("summary.json")? + "\n";
     let tmp = dir.join("summary.json.tmp");
     std::fs::write(&tmp, json)
@@ -371,7 +378,7 @@ async fn run_range(
         .map(|r| r.summary.clone())
         .unwrap_or_default();
     // One report and one message for the whole range, after every day is committed.
-    let view = range_view(views, &range, &finals, &reports);
+    let view = range_view(views, &range, totals, &finals, &reports);
     range_reports(&dir, &view, &range)?;
     outbox::after_run(
         cfg.email.as_ref(),
@@ -396,17 +403,10 @@ async fn run_range(
 fn range_view(
     views: Vec<ReportView>,
     range: &RangeSummary,
+    totals: BTreeMap<Outcome, reports::OutcomeTotal>,
     finals: &FinalOutcomes,
     days: &[RunReport],
 ) -> ReportView {
-    let mut totals: BTreeMap<outcome::Outcome, reports::OutcomeTotal> = BTreeMap::new();
-    for (o, amount, currency) in finals.values() {
-        if let Some(o) = outcome::Outcome::parse(o) {
-            let t = totals.entry(o).or_default();
-            t.count += 1;
-            *t.amounts.entry(*currency).or_default() += i128::from(*amount);
-        }
-    }
     let mut summary = days.last().map(|r| r.summary.clone()).unwrap_or_default();
     summary.run_id = range.run_id.clone();
     summary.range_from = range.range_from.clone();
@@ -590,6 +590,7 @@ async fn plan_and_apply(
             let view = reports::write_files(
                 &tmp,
                 &summary,
+                &data.totals,
                 &data.rows,
                 &data.payments,
                 &data.lines,
@@ -645,6 +646,7 @@ async fn plan_and_apply(
         view = reports::write_files(
             &tmp_dir,
             &summary,
+            &data.totals,
             &data.rows,
             &data.payments,
             &data.lines,
@@ -738,7 +740,7 @@ fn final_outcomes(data: &RunData) -> FinalOutcomes {
                 None => continue,
             },
         };
-        out.insert(key, (row.outcome.as_str(), amount, currency));
+        out.insert(key, (row.outcome, amount, currency));
     }
     out
 }
@@ -929,7 +931,8 @@ pub(crate) async fn plan(
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
 
     let started = Instant::now();
-    let outcomes = summary::outcome_stats(&rows, &payments, &lines);
+    let totals = summary::outcome_totals(&rows, &payments, &lines);
+    let outcomes = summary::outcome_stats(&totals);
     timings.insert("summary".to_string(), started.elapsed().as_millis() as u64);
     let summary = Summary {
         run_id: run_id.to_string(),
@@ -955,6 +958,7 @@ pub(crate) async fn plan(
             payments,
             lines,
             rows,
+            totals,
             settlement,
         },
         matched,

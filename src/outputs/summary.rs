@@ -94,52 +94,96 @@ pub struct Summary {
     pub timings_ms: BTreeMap<String, u64>,
 }
 
-/// Counts and sums rows per outcome and currency.
-pub fn outcome_stats(
+/// Count and sums per currency of one outcome.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutcomeTotal {
+    /// Rows.
+    pub count: usize,
+    /// Currency → sum of minor units.
+    pub amounts: BTreeMap<&'static str, i128>,
+}
+
+/// Counts and sums per outcome and currency, added to once per result row (a million times a
+/// run): an array indexed by outcome and a short list of currencies, made into maps once.
+#[derive(Debug, Clone)]
+pub struct OutcomeSums(Vec<(usize, Vec<(&'static str, i128)>)>);
+
+impl Default for OutcomeSums {
+    fn default() -> Self {
+        OutcomeSums(vec![Default::default(); Outcome::ALL.len()])
+    }
+}
+
+impl OutcomeSums {
+    /// Counts one item of `outcome` and adds its amount (minor units, currency), if any.
+    pub fn add(&mut self, outcome: Outcome, money: Option<(i64, &'static str)>) {
+        let (count, amounts) = &mut self.0[outcome as usize];
+        *count += 1;
+        if let Some((minor, currency)) = money {
+            match amounts.iter_mut().find(|(c, _)| *c == currency) {
+                Some((_, sum)) => *sum += i128::from(minor),
+                None => amounts.push((currency, i128::from(minor))),
+            }
+        }
+    }
+
+    /// Every outcome (zeros included) with its count and sums.
+    pub fn totals(self) -> BTreeMap<Outcome, OutcomeTotal> {
+        Outcome::ALL
+            .into_iter()
+            .zip(self.0)
+            .map(|(o, (count, amounts))| {
+                let amounts = amounts.into_iter().collect();
+                (o, OutcomeTotal { count, amounts })
+            })
+            .collect()
+    }
+}
+
+/// Counts and sums rows per outcome and currency: a payment row counts the payment's amount,
+/// a line row its (first) line's.
+pub fn outcome_totals(
     rows: &[ResultRow],
     payments: &[Payment],
     lines: &[StatementLine],
-) -> BTreeMap<String, OutcomeStats> {
-    final_outcome_stats(rows.iter().map(|r| {
-        let (amount, currency) = match r.payment {
-            Some(p) => {
-                let p = &payments[p as usize];
-                (p.amount_minor, p.currency)
-            }
-            None => {
-                let l = &lines[r.lines[0] as usize];
+) -> BTreeMap<Outcome, OutcomeTotal> {
+    let mut sums = OutcomeSums::default();
+    for r in rows {
+        let money = match r.payment {
+            Some(p) => Some((
+                payments[p as usize].amount_minor,
+                payments[p as usize].currency,
+            )),
+            None => r.lines.first().map(|&l| {
+                let l = &lines[l as usize];
                 (l.amount_minor, l.currency)
-            }
+            }),
         };
-        (r.outcome.as_str(), amount, currency)
-    }))
+        sums.add(r.outcome, money);
+    }
+    sums.totals()
 }
 
-/// Counts and sums (outcome, amount in minor units, currency) items; every outcome is listed.
-pub fn final_outcome_stats(
-    items: impl Iterator<Item = (&'static str, i64, &'static str)>,
-) -> BTreeMap<String, OutcomeStats> {
-    let mut sums: BTreeMap<&'static str, (usize, BTreeMap<&'static str, i128>)> = Outcome::ALL
+/// summary.json's form of `totals`: outcome names, amounts as decimal text.
+pub fn outcome_stats(totals: &BTreeMap<Outcome, OutcomeTotal>) -> BTreeMap<String, OutcomeStats> {
+    totals
         .iter()
-        .map(|o| (o.as_str(), Default::default()))
-        .collect();
-    for (outcome, amount, currency) in items {
-        let e = sums.entry(outcome).or_default();
-        e.0 += 1;
-        *e.1.entry(currency).or_default() += i128::from(amount);
-    }
-    sums.into_iter()
-        .map(|(o, (count, by_cur))| {
-            let amounts = by_cur
-                .into_iter()
-                .map(|(c, v)| {
+        .map(|(o, t)| {
+            let amounts = t
+                .amounts
+                .iter()
+                .map(|(&c, &v)| {
                     let text = i64::try_from(v)
                         .map(|v| money::format_minor(v, c))
                         .unwrap_or_else(|_| format!("{v} (minor units)"));
                     (c.to_string(), text)
                 })
                 .collect();
-            (o.to_string(), OutcomeStats { count, amounts })
+            let stats = OutcomeStats {
+                count: t.count,
+                amounts,
+            };
+            (o.as_str().to_string(), stats)
         })
         .collect()
 }
@@ -202,5 +246,18 @@ impl Summary {
         );
         let _ = writeln!(s, "  results: {out_dir}");
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_index_their_own_position_in_all() {
+        // OutcomeSums counts into an array indexed by `outcome as usize`.
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "{o:?}");
+        }
     }
 }

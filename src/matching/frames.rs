@@ -74,15 +74,21 @@ pub(super) fn identifier_pairs(
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
     let norm = |s| normalize::apply(steps, s);
-    let free_lines = || lines.iter().enumerate().filter(|(i, _)| line_free[*i]);
+    // Free lines' non-empty keys from one field: (line, normalised key).
+    let line_keys = |field: fn(&StatementLine) -> Option<&str>| -> (Vec<u32>, Vec<Cow<'_, str>>) {
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| line_free[*i])
+            .filter_map(|(i, l)| field(l).map(|k| (i as u32, norm(k))))
+            .filter(|(_, k)| !k.is_empty())
+            .unzip()
+    };
     let by_reference = || -> Result<Vec<(u32, u32)>> {
         if !ids.reference {
             return Ok(Vec::new());
         }
-        let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
-            .filter_map(|(i, l)| l.reference.as_deref().map(|r| (i as u32, norm(r))))
-            .filter(|(_, k)| !k.is_empty())
-            .unzip();
+        let (li, lk) = line_keys(|l| l.reference.as_deref());
         let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = payments
             .iter()
             .enumerate()
@@ -95,10 +101,7 @@ pub(super) fn identifier_pairs(
         if !ids.provider_txn_id {
             return Ok(Vec::new());
         }
-        let (li, lk): (Vec<u32>, Vec<Cow<'_, str>>) = free_lines()
-            .filter_map(|(i, l)| l.provider_txn_id.as_deref().map(|r| (i as u32, norm(r))))
-            .filter(|(_, k)| !k.is_empty())
-            .unzip();
+        let (li, lk) = line_keys(|l| l.provider_txn_id.as_deref());
         // Ids recorded on the payment row and on its attempts; repeats only repeat a pair,
         // and pairs are de-duplicated after the join.
         let on_payments = payments

@@ -22,7 +22,7 @@ use crate::config::{Format, LineKind, Role, SourceConfig, SourcePath};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
-pub use compact_str::CompactString;
+use compact_str::CompactString;
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;

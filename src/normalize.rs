@@ -67,6 +67,11 @@ pub fn text(value: &str) -> CompactString {
     apply(&[Step::FoldWidth, Step::Trim], value).into()
 }
 
+/// A status, sign or kind value as looked up in the source's mapping: free text upper-cased.
+pub fn label(value: &str) -> String {
+    apply(&[Step::FoldWidth, Step::Trim, Step::Upper], value).into_owned()
+}
+
 /// The canonical form of an account identifier (IBAN or account number): width folded,
 /// no white space, upper case.
 pub fn account(value: &str) -> CompactString {
@@ -76,6 +81,12 @@ pub fn account(value: &str) -> CompactString {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_are_trimmed_width_folded_and_upper_cased() {
+        assert_eq!(label("  booked "), "BOOKED");
+        assert_eq!(label("\u{FF43}redit"), "CREDIT");
+    }
 
     #[test]
     fn iban_spaces_and_case_do_not_matter() {

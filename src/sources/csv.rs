@@ -189,7 +189,7 @@ impl<'c> Mapping<'c> {
             match self.field(row, i, name) {
                 Err(e) => return Parsed::Bad(e),
                 Ok(v) => {
-                    let v = normalize::text(v).as_str().to_uppercase();
+                    let v = normalize::label(v);
                     if !self.cfg.booked_statuses.contains(&v) {
                         return Parsed::NotBooked(v);
                     }
@@ -224,11 +224,7 @@ impl<'c> Mapping<'c> {
                 Some(s) => {
                     let sname = c.sign.as_deref().unwrap_or("sign");
                     let flag = self.field(row, s, sname)?;
-                    match self
-                        .cfg
-                        .signs
-                        .get(&normalize::text(flag).as_str().to_uppercase())
-                    {
+                    match self.cfg.signs.get(&normalize::label(flag)) {
                         Some(Sign::Credit) => v.abs(),
                         Some(Sign::Debit) => -v.abs(),
                         None => {
@@ -317,7 +313,7 @@ impl<'c> Mapping<'c> {
             Some(i) => {
                 let name = c.kind.as_deref().unwrap_or("kind");
                 let v = self.field(row, i, name)?;
-                let key = normalize::text(v).as_str().to_uppercase();
+                let key = normalize::label(v);
                 *self.cfg.kinds.get(&key).ok_or_else(|| {
                     format!(
                         "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE or PAYOUT (config key kinds)"

@@ -8,6 +8,7 @@ use crate::matching::{MatchResult, Pair};
 use crate::rules::RuleSet;
 use crate::sources::{StatementLine, covers};
 use crate::timeparse::Micros;
+use rayon::prelude::*;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -352,41 +353,21 @@ pub fn classify(
         window,
     };
     // One row per payment in scope, in payment order. Each payment is classified on its own,
-    // so the payments are split into one contiguous part per core.
-    let classify_part = |part: std::ops::Range<usize>| -> Vec<ResultRow> {
-        // Sized for the whole part up front (a filtered iterator would grow the vector by
-        // doubling, copying it each time); capacity never filled costs no memory.
-        let mut rows = Vec::with_capacity(part.len());
-        rows.extend(
-            part.filter(|&i| ctx.in_scope[i])
-                .map(|i| classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names)),
-        );
-        rows
-    };
-    let parts = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let mut rows: Vec<ResultRow> = if parts == 1 || payments.len() < 10_000 {
-        classify_part(0..payments.len())
-    } else {
-        let part_len = payments.len().div_ceil(parts);
-        let done: Vec<Vec<ResultRow>> = std::thread::scope(|s| {
-            let running: Vec<_> = (0..payments.len())
-                .step_by(part_len)
-                .map(|start| {
-                    let end = (start + part_len).min(payments.len());
-                    s.spawn(move || classify_part(start..end))
-                })
-                .collect();
-            running
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
-        let mut rows = Vec::with_capacity(done.iter().map(Vec::len).sum());
-        for part in done {
-            rows.extend(part);
-        }
-        rows
-    };
+    // so rayon spreads them over the cores and writes each row straight into its place.
+    let scope: Vec<u32> = (0..payments.len())
+        .filter(|&i| ctx.in_scope[i])
+        .map(|i| i as u32)
+        .collect();
+    // Room for the line rows too (at most one per line, plus one per missing batch): growing
+    // a million-row vector later would copy it into fresh memory, which costs more than the
+    // copy itself here. Capacity never filled costs no memory.
+    let mut rows: Vec<ResultRow> =
+        Vec::with_capacity(scope.len() + lines.len() + m.settlement.batches.len());
+    rows.par_extend(scope.par_iter().map(|&i| {
+        let i = i as usize;
+        classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names)
+    }));
+    drop(scope);
     let mut ambiguous_payments = vec![false; payments.len()];
     for r in &rows {
         if let Some(p) = r.payment {

@@ -14,6 +14,7 @@ pub mod exit;
 pub mod explain;
 pub mod fault;
 pub mod generate;
+pub mod keyindex;
 pub mod ledger;
 pub mod mask;
 pub mod matching;

@@ -12,6 +12,7 @@ use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use compact_str::CompactString;
+use crate::keyindex::KeyIndex;
 use foldhash::{HashMap, HashMapExt};
 use sqlx::{PgPool, SqlitePool};
 use std::borrow::Cow;
@@ -237,7 +238,7 @@ async fn load_sqlite(
         else {
             return Ok(());
         };
-        let Some(&i) = positions.get(pid.as_str()) else {
+        let Some(i) = positions.get(pid.as_str()) else {
             return Ok(());
         };
         note_latest(&mut latest, i, row.int(0), actor, from, to);
@@ -247,7 +248,7 @@ async fn load_sqlite(
     let mut followups: Vec<(u32, (String, Option<String>))> = Vec::new();
     sqlite_raw::query(&mut conn, FOLLOWUPS_SQL, &[&range.from_day], |row| {
         if let (Some(pid), Some(opened)) = (row.text(0), row.text(1))
-            && let Some(&i) = positions.get(pid.as_str())
+            && let Some(i) = positions.get(pid.as_str())
         {
             followups.push((i, (opened, row.text(2))));
         }
@@ -271,7 +272,7 @@ async fn load_sqlite(
         &[&attempts_lo, &hi],
         |row| {
             // The current attempt's id is usually already on the payment row: skip it.
-            if let Some(Some(i)) = row.with_text(0, |s| positions.get(s).copied())
+            if let Some(Some(i)) = row.with_text(0, |s| positions.get(s))
                 && let Some(Some(ppid)) = row.with_text(1, |id| {
                     (payments[i as usize].provider_payment_id.as_deref() != Some(id))
                         .then(|| id.to_string())
@@ -291,14 +292,29 @@ async fn load_sqlite(
     Ok(finish(payments, latest, followups, provider_ids))
 }
 
-/// payment_id → position, for attaching history, follow-ups and attempts' provider ids. The
-/// map borrows the ids: changes are collected and applied after it is dropped.
-fn index(payments: &[Payment]) -> HashMap<&str, u32> {
-    let mut m = HashMap::with_capacity(payments.len());
-    for (i, p) in payments.iter().enumerate() {
-        m.insert(p.payment_id.as_str(), i as u32);
+/// payment_id → position, for attaching history, follow-ups and attempts' provider ids. It
+/// borrows the payments: changes are collected and applied after it is dropped.
+struct Positions<'a> {
+    payments: &'a [Payment],
+    index: KeyIndex,
+}
+
+impl Positions<'_> {
+    fn get(&self, id: &str) -> Option<u32> {
+        self.index
+            .get(id, |i| self.payments[i as usize].payment_id.as_str())
     }
-    m
+}
+
+fn index(payments: &[Payment]) -> Positions<'_> {
+    let mut index = KeyIndex::with_capacity(payments.len());
+    for (i, p) in payments.iter().enumerate() {
+        // payment_id is the primary key: never taken twice.
+        index.insert_new(&p.payment_id, i as u32, |j| {
+            payments[j as usize].payment_id.as_str()
+        });
+    }
+    Positions { payments, index }
 }
 
 /// recon's latest transition per payment index: (history id, actor, from, to).
@@ -439,7 +455,7 @@ async fn load_pg(
     .map_err(db_err)?;
     let mut latest: Latest = HashMap::new();
     for (id, pid, actor, from, to) in history {
-        if let Some(&i) = positions.get(pid.as_str()) {
+        if let Some(i) = positions.get(pid.as_str()) {
             note_latest(&mut latest, i, id, actor, from, to);
         }
     }
@@ -454,7 +470,7 @@ async fn load_pg(
     let followups: Vec<(u32, (String, Option<String>))> = rows
         .into_iter()
         .filter_map(|(pid, opened, closed)| {
-            positions.get(pid.as_str()).map(|&i| (i, (opened, closed)))
+            positions.get(pid.as_str()).map(|i| (i, (opened, closed)))
         })
         .collect();
     let from = match queries.attempts_query.as_deref() {
@@ -471,7 +487,7 @@ async fn load_pg(
         ),
         |f| {
             if let (Some(Some(pid)), Some(Some(ppid))) = (f.first(), f.get(1))
-                && let Some(&i) = positions.get(pid.as_ref())
+                && let Some(i) = positions.get(pid.as_ref())
                 && payments[i as usize].provider_payment_id.as_deref() != Some(ppid.as_ref())
             {
                 provider_ids.push((i, ppid.to_string()));

@@ -17,8 +17,7 @@ use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use chrono::NaiveDateTime;
 use compact_str::CompactString;
-use foldhash::HashMap;
-use foldhash::HashMapExt;
+use crate::keyindex::KeyIndex;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
@@ -359,7 +358,8 @@ pub struct Collector {
     pub duplicates: usize,
     /// Rows not booked: (line, status value).
     pub not_booked: Vec<(u64, String)>,
-    seen: HashMap<CompactString, usize>,
+    /// Lines by provider_txn_id.
+    seen: KeyIndex,
 }
 
 impl Collector {
@@ -374,7 +374,7 @@ impl Collector {
             rejected: Vec::new(),
             duplicates: 0,
             not_booked: Vec::new(),
-            seen: HashMap::with_capacity(rows),
+            seen: KeyIndex::with_capacity(rows),
         }
     }
 
@@ -396,8 +396,11 @@ impl Collector {
             Parsed::Bad(reason) => return self.reject(line_no, reason),
         };
         if let Some(id) = &line.provider_txn_id {
-            if let Some(&i) = self.seen.get(id) {
-                let first: &StatementLine = &self.lines[i];
+            let lines = &self.lines;
+            let id_of = |j: u32| lines[j as usize].provider_txn_id.as_deref().unwrap_or("");
+            let next = u32::try_from(lines.len()).expect("under 2^32 lines in one file");
+            if let Some(i) = self.seen.insert_new(id, next, id_of) {
+                let first: &StatementLine = &self.lines[i as usize];
                 if first.amount_minor == line.amount_minor
                     && first.currency == line.currency
                     && first.booked_at == line.booked_at
@@ -415,7 +418,6 @@ impl Collector {
                 }
                 return;
             }
-            self.seen.insert(id.clone(), self.lines.len());
         }
         self.lines.push(line);
     }

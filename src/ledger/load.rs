@@ -266,13 +266,14 @@ async fn load_sqlite(
             &hi,
         )
         .await?;
+    let mut last = 0;
     sqlite_raw::query(
         &mut conn,
         &attempt_ids_sql(scan, custom),
         &[&attempts_lo, &hi],
         |row| {
             // The current attempt's id is usually already on the payment row: skip it.
-            if let Some(Some(i)) = row.with_text(0, |s| positions.get(s))
+            if let Some(Some(i)) = row.with_text(0, |s| positions.get_near(s, &mut last))
                 && let Some(Some(ppid)) = row.with_text(1, |id| {
                     (payments[i as usize].provider_payment_id.as_deref() != Some(id))
                         .then(|| id.to_string())
@@ -303,6 +304,22 @@ impl Positions<'_> {
     fn get(&self, id: &str) -> Option<u32> {
         self.index
             .get(id, |i| self.payments[i as usize].payment_id.as_str())
+    }
+
+    /// [`Self::get`], trying first the payment found last and the one after it (`last`).
+    /// Attempts scanned in insertion order of sequentially numbered payments come in payment
+    /// order: they then find their payment without a hash lookup (a random memory access
+    /// each, ~0.25 s for a million attempts). Any other order only costs two compares.
+    fn get_near(&self, id: &str, last: &mut usize) -> Option<u32> {
+        for k in [*last, *last + 1] {
+            if self.payments.get(k).is_some_and(|p| p.payment_id == id) {
+                *last = k;
+                return Some(k as u32);
+            }
+        }
+        let i = self.get(id)?;
+        *last = i as usize;
+        Some(i)
     }
 }
 
@@ -479,6 +496,7 @@ async fn load_pg(
     };
     let attempts_lo = pg_ts(range.attempts_lo.min(range.lo));
     let mut provider_ids: Vec<(u32, String)> = Vec::new();
+    let mut last = 0;
     copy_rows(
         &mut conn,
         &format!(
@@ -487,7 +505,7 @@ async fn load_pg(
         ),
         |f| {
             if let (Some(Some(pid)), Some(Some(ppid))) = (f.first(), f.get(1))
-                && let Some(i) = positions.get(pid.as_ref())
+                && let Some(i) = positions.get_near(pid.as_ref(), &mut last)
                 && payments[i as usize].provider_payment_id.as_deref() != Some(ppid.as_ref())
             {
                 provider_ids.push((i, ppid.to_string()));
@@ -498,4 +516,41 @@ async fn load_pg(
     .await?;
     drop(positions);
     Ok(finish(payments, latest, followups, provider_ids))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pay(id: &str) -> Payment {
+        Payment {
+            payment_id: id.into(),
+            recipient: "DE00".into(),
+            amount_minor: 1,
+            currency: "EUR",
+            current_status: Status::Succeeded,
+            status: Status::Succeeded,
+            attempt_id: None,
+            provider_payment_id: None,
+            started_at: None,
+            created_at: 0,
+            followup: None,
+        }
+    }
+
+    #[test]
+    fn positions_find_ids_in_any_order_and_nothing_else() {
+        let payments: Vec<Payment> = ["A", "B", "C", "D"].into_iter().map(pay).collect();
+        let positions = index(&payments);
+        let mut last = 0;
+        // In order (the fast path), repeated, backwards, skipping ahead, unknown.
+        let found: Vec<Option<u32>> = ["A", "A", "B", "C", "A", "D", "D", "B", "X", "C", ""]
+            .into_iter()
+            .map(|id| positions.get_near(id, &mut last))
+            .collect();
+        let want = [0, 0, 1, 2, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));
+        assert_eq!(found, want);
+        assert_eq!(positions.get("C"), Some(2));
+        assert_eq!(positions.get("E"), None);
+    }
 }

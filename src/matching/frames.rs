@@ -37,7 +37,7 @@ fn hashed_frame(
     .lazy())
 }
 
-/// Joins line keys to payment keys on equal text: (line, payment) for every equal pair.
+/// Joins line keys to payment keys on equal text: (line, payment) for every equal pair, sorted.
 fn join_keys(
     (li, lk): (&[u32], &[Cow<'_, str>]),
     (pi, pk): (&[u32], &[Cow<'_, str>]),
@@ -54,13 +54,16 @@ fn join_keys(
         .collect()?;
     let s_rows = super::u32s(&df, "s_row")?;
     let p_rows = super::u32s(&df, "p_row")?;
-    Ok(s_rows
+    let mut pairs: Vec<(u32, u32)> = s_rows
         .into_iter()
         .zip(p_rows)
         .map(|(s, p)| (s as usize, p as usize))
         .filter(|&(s, p)| lk[s] == pk[p])
         .map(|(s, p)| (li[s], pi[p]))
-        .collect())
+        .collect();
+    // Sorted here, on the join's own thread: the caller only merges.
+    pairs.sort_unstable();
+    Ok(pairs)
 }
 
 /// Identifier pass: line reference = payment_id, line provider id = a recorded provider id.
@@ -131,7 +134,8 @@ pub(super) fn identifier_pairs(
     });
     let mut out = out?;
     out.extend(by_id?);
-    out.sort_unstable();
+    // Two sorted runs: the stable sort merges them in linear time.
+    out.sort();
     out.dedup();
     Ok(out)
 }

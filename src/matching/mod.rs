@@ -209,9 +209,11 @@ pub fn run(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "Near-miss gate done."
     );
-    result.links.sort_unstable();
-    result.ambiguous.sort_unstable();
-    result.near_misses.sort_unstable();
+    // Each pass added its pairs in order: the stable sort merges those runs in linear time
+    // instead of sorting a million pairs from scratch.
+    result.links.sort();
+    result.ambiguous.sort();
+    result.near_misses.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
 }

@@ -22,6 +22,7 @@ pub mod money;
 pub mod normalize;
 pub mod outcome;
 pub mod outputs;
+pub mod prefetch;
 pub mod report;
 pub mod rules;
 pub mod run;

@@ -363,7 +363,13 @@ pub fn classify(
     // copy itself here. Capacity never filled costs no memory.
     let mut rows: Vec<ResultRow> =
         Vec::with_capacity(scope.len() + lines.len() + m.settlement.batches.len());
-    rows.par_extend(scope.par_iter().map(|&i| {
+    rows.par_extend(scope.par_iter().enumerate().map(|(k, &i)| {
+        // Payments come in order, their linked lines in any order.
+        if let Some(&ahead) = scope.get(k + 12)
+            && let Some(pair) = ix.links_by_pay.get(ahead as usize).first()
+        {
+            crate::prefetch::prefetch(&lines[pair.line as usize]);
+        }
         let i = i as usize;
         classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names)
     }));

@@ -100,7 +100,12 @@ pub fn write<W: Write, D: Write>(
             }
         };
     let mut ls: Vec<&StatementLine> = Vec::new();
-    for r in rows {
+    for (k, r) in rows.iter().enumerate() {
+        // Rows come in payment order, their lines in any order: ask for a later row's line
+        // now, so that it is in cache when that row is written.
+        if let Some(&l) = rows.get(k + AHEAD).and_then(|r| r.lines.first()) {
+            crate::prefetch::prefetch(&lines[l as usize]);
+        }
         rec.buf.clear();
         let p = r.payment.map(|i| &payments[i as usize]);
         ls.clear();
@@ -160,6 +165,9 @@ pub fn write<W: Write, D: Write>(
     listed.flush()?;
     Ok(())
 }
+
+/// How many rows ahead [`write`] prefetches.
+const AHEAD: usize = 12;
 
 /// Writes rejected.csv (every input line that was not accepted, with file, line and reason).
 pub fn write_rejected(path: &Path, rejected: &[Rejected]) -> Result<()> {

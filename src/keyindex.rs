@@ -41,11 +41,10 @@ impl KeyIndex {
     ) -> Option<u32> {
         let hasher = &self.hasher;
         let hash = hasher.hash_one(key);
-        match self.table.entry(
-            hash,
-            |&j| key_of(j) == key,
-            |&j| hasher.hash_one(key_of(j)),
-        ) {
+        match self
+            .table
+            .entry(hash, |&j| key_of(j) == key, |&j| hasher.hash_one(key_of(j)))
+        {
             Entry::Occupied(e) => Some(*e.get()),
             Entry::Vacant(v) => {
                 v.insert(i);

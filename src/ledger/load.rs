@@ -9,10 +9,10 @@ use super::{Payment, Status};
 use crate::config::LedgerQueries;
 use crate::db::{Db, Pool};
 use crate::exit::{Failure, fail};
+use crate::keyindex::KeyIndex;
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use compact_str::CompactString;
-use crate::keyindex::KeyIndex;
 use foldhash::{HashMap, HashMapExt};
 use sqlx::{PgPool, SqlitePool};
 use std::borrow::Cow;
@@ -548,7 +548,8 @@ mod tests {
             .into_iter()
             .map(|id| positions.get_near(id, &mut last))
             .collect();
-        let want = [0, 0, 1, 2, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));
+        let want =
+            [0, 0, 1, 2, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));
         assert_eq!(found, want);
         assert_eq!(positions.get("C"), Some(2));
         assert_eq!(positions.get("E"), None);

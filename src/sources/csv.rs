@@ -13,11 +13,11 @@
 use super::{InputFile, ParseContext, Rejected, SourceLoad, StatementLine, sha256_hex, text};
 use crate::config::{LineKind, Sign, SourceConfig, column_index};
 use crate::exit::{Failure, fail};
+use crate::keyindex::KeyIndex;
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use chrono::NaiveDateTime;
 use compact_str::CompactString;
-use crate::keyindex::KeyIndex;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;

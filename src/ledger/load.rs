@@ -575,7 +575,7 @@ mod tests {
             .map(|id| positions.get_near(id, &mut last))
             .collect();
         let want =
-            [0, 0, 1, 2, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));
+            [0, 0, 2, 3, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));
         assert_eq!(found, want);
         assert_eq!(positions.get("C"), Some(2));
         assert_eq!(positions.get("E"), None);

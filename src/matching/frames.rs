@@ -16,54 +16,81 @@ fn key_hash(key: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x0072_6563_6f6e).hash_one(key)
 }
 
-/// One side of an identifier join: each key's row number and the 64-bit hash of the key.
-/// Joining on the hash instead of the text is faster in Polars (no string columns to build or
-/// compare); every joined pair is then checked on the text itself, so a hash collision can
-/// never link anything.
-fn hashed_frame(
-    row_name: &str,
-    keys: &[Cow<'_, str>],
-    hash: fn(&str) -> u64,
-) -> PolarsResult<LazyFrame> {
-    let rows: Vec<u32> = (0..keys.len() as u32).collect();
-    let hashes: Vec<u64> = keys.iter().map(|k| hash(k)).collect();
-    Ok(DataFrame::new(
-        keys.len(),
-        vec![
-            Column::new(row_name.into(), rows),
-            Column::new("h".into(), hashes),
-        ],
-    )?
-    .lazy())
+/// One side of an identifier join: each key's source (what the side's key function takes: a
+/// line, a payment, an attempt) and the 64-bit hash of its normalised key. Joining on the hash
+/// instead of the text is faster in Polars (no string columns to build or compare); every
+/// joined pair is then checked on the text itself, so a hash collision can never link
+/// anything. Only (source, hash) is kept per key, 12 bytes: the normalised keys themselves
+/// were ~100 MB of new memory at a million payments, and new memory is what this pass spent
+/// most of its time on.
+struct Side {
+    src: Vec<u32>,
+    hash: Vec<u64>,
 }
 
-/// Joins line keys to payment keys on equal text: (line, payment) for every equal pair, sorted.
+impl Side {
+    /// The non-empty normalised keys of `keys` (source, raw key), hashed.
+    fn new<'a>(
+        keys: impl Iterator<Item = (u32, &'a str)>,
+        norm: impl Fn(&'a str) -> Cow<'a, str>,
+        hash: fn(&str) -> u64,
+    ) -> Side {
+        let (mut src, mut hashes) = (Vec::new(), Vec::new());
+        for (i, raw) in keys {
+            let key = norm(raw);
+            if !key.is_empty() {
+                src.push(i);
+                hashes.push(hash(&key));
+            }
+        }
+        Side { src, hash: hashes }
+    }
+
+    fn frame(self, src_name: &str) -> PolarsResult<LazyFrame> {
+        Ok(DataFrame::new(
+            self.src.len(),
+            vec![
+                Column::new(src_name.into(), self.src),
+                Column::new("h".into(), self.hash),
+            ],
+        )?
+        .lazy())
+    }
+}
+
+/// Joins line keys to payment keys on their hashes and keeps the pairs whose keys are equal:
+/// `pair(line source, payment source)` says so, returning the (line, payment) they link.
+/// Sorted.
 fn join_keys(
-    (li, lk): (&[u32], &[Cow<'_, str>]),
-    (pi, pk): (&[u32], &[Cow<'_, str>]),
-    hash: fn(&str) -> u64,
+    lines: Side,
+    pays: Side,
+    pair: impl Fn(u32, u32) -> Option<(u32, u32)>,
 ) -> Result<Vec<(u32, u32)>> {
-    let df = hashed_frame("s_row", lk, hash)?
+    let df = lines
+        .frame("s_src")?
         .join(
-            hashed_frame("p_row", pk, hash)?,
+            pays.frame("p_src")?,
             [col("h")],
             [col("h")],
             JoinArgs::new(JoinType::Inner),
         )
-        .select([col("s_row"), col("p_row")])
+        .select([col("s_src"), col("p_src")])
         .collect()?;
-    let s_rows = super::u32s(&df, "s_row")?;
-    let p_rows = super::u32s(&df, "p_row")?;
-    let mut pairs: Vec<(u32, u32)> = s_rows
+    let s_src = super::u32s(&df, "s_src")?;
+    let p_src = super::u32s(&df, "p_src")?;
+    let mut pairs: Vec<(u32, u32)> = s_src
         .into_iter()
-        .zip(p_rows)
-        .map(|(s, p)| (s as usize, p as usize))
-        .filter(|&(s, p)| lk[s] == pk[p])
-        .map(|(s, p)| (li[s], pi[p]))
+        .zip(p_src)
+        .filter_map(|(s, p)| pair(s, p))
         .collect();
     // Sorted here, on the join's own thread: the caller only merges.
     pairs.sort_unstable();
     Ok(pairs)
+}
+
+/// Whether two raw keys are equal once normalised (equal raw text needs no normalising).
+fn same_key(steps: &[Step], a: &str, b: &str) -> bool {
+    a == b || normalize::apply(steps, a) == normalize::apply(steps, b)
 }
 
 /// Identifier pass: line reference = payment_id, line provider id = a recorded provider id.
@@ -77,48 +104,69 @@ pub(super) fn identifier_pairs(
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
     let norm = |s| normalize::apply(steps, s);
-    // Free lines' non-empty keys from one field: (line, normalised key).
-    let line_keys = |field: fn(&StatementLine) -> Option<&str>| -> (Vec<u32>, Vec<Cow<'_, str>>) {
+    // Free lines' keys from one field: (line, raw key).
+    let line_keys = |field: fn(&StatementLine) -> Option<&str>| {
         lines
             .iter()
             .enumerate()
             .filter(|(i, _)| line_free[*i])
-            .filter_map(|(i, l)| field(l).map(|k| (i as u32, norm(k))))
-            .filter(|(_, k)| !k.is_empty())
-            .unzip()
+            .filter_map(move |(i, l)| field(l).map(|k| (i as u32, k)))
     };
     let by_reference = || -> Result<Vec<(u32, u32)>> {
         if !ids.reference {
             return Ok(Vec::new());
         }
-        let (li, lk) = line_keys(|l| l.reference.as_deref());
-        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = payments
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| pay_free[*i])
-            .map(|(i, p)| (i as u32, norm(&p.payment_id)))
-            .unzip();
-        join_keys((&li, &lk), (&pi, &pk), key_hash)
+        let ls = Side::new(line_keys(|l| l.reference.as_deref()), norm, key_hash);
+        let ps = Side::new(
+            payments
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| pay_free[*i])
+                .map(|(i, p)| (i as u32, p.payment_id.as_str())),
+            norm,
+            key_hash,
+        );
+        join_keys(ls, ps, |l, p| {
+            let key = lines[l as usize].reference.as_deref().unwrap_or("");
+            same_key(steps, key, &payments[p as usize].payment_id).then_some((l, p))
+        })
     };
     let by_provider_id = || -> Result<Vec<(u32, u32)>> {
         if !ids.provider_txn_id {
             return Ok(Vec::new());
         }
-        let (li, lk) = line_keys(|l| l.provider_txn_id.as_deref());
-        // Ids recorded on the payment row and on its attempts; repeats only repeat a pair,
-        // and pairs are de-duplicated after the join.
+        let ls = Side::new(line_keys(|l| l.provider_txn_id.as_deref()), norm, key_hash);
+        // Ids recorded on the payment row (source: the payment) and on its attempts (source:
+        // the number of payments plus the attempt's row); repeats only repeat a pair, and
+        // pairs are de-duplicated after the join.
+        let n = payments.len() as u32;
         let on_payments = payments
             .iter()
             .enumerate()
             .filter_map(|(i, p)| p.provider_payment_id.as_deref().map(|id| (i as u32, id)));
-        let on_attempts = provider_ids.iter().map(|(i, id)| (*i, id.as_str()));
-        let (pi, pk): (Vec<u32>, Vec<Cow<'_, str>>) = on_payments
-            .chain(on_attempts)
-            .filter(|(i, _)| pay_free[*i as usize])
-            .map(|(i, id)| (i, norm(id)))
-            .filter(|(_, k)| !k.is_empty())
-            .unzip();
-        join_keys((&li, &lk), (&pi, &pk), key_hash)
+        let on_attempts = provider_ids
+            .iter()
+            .enumerate()
+            .map(|(a, (_, id))| (n + a as u32, id.as_str()));
+        let payment_of = |src: u32| match src.checked_sub(n) {
+            None => (src, payments[src as usize].provider_payment_id.as_deref()),
+            Some(a) => {
+                let (p, id) = &provider_ids[a as usize];
+                (*p, Some(id.as_str()))
+            }
+        };
+        let ps = Side::new(
+            on_payments
+                .chain(on_attempts)
+                .filter(|&(src, _)| pay_free[payment_of(src).0 as usize]),
+            norm,
+            key_hash,
+        );
+        join_keys(ls, ps, |l, src| {
+            let key = lines[l as usize].provider_txn_id.as_deref().unwrap_or("");
+            let (p, id) = payment_of(src);
+            same_key(steps, key, id.unwrap_or("")).then_some((l, p))
+        })
     };
     // The two joins are independent; building their keys is single-threaded work, so they
     // run side by side.
@@ -233,18 +281,25 @@ pub(super) fn fuzzy_pairs(
 mod tests {
     use super::*;
 
-    fn keys(v: &[&'static str]) -> Vec<Cow<'static, str>> {
-        v.iter().map(|k| Cow::Borrowed(*k)).collect()
-    }
-
     #[test]
     fn identifier_keys_link_on_equal_text_even_when_every_hash_collides() {
-        let lines = keys(&["PAY-1", "PAY-2", "PAY-3"]);
-        let pays = keys(&["PAY-2", "PAY-1", "PAY-9"]);
-        let (li, pi) = ([10, 11, 12], [20, 21, 22]);
+        // Normalised to upper case: "pay-2" is PAY-2.
+        let lines = ["PAY-1", "pay-2", "PAY-3"];
+        let pays = ["PAY-2", "PAY-1", "PAY-9"];
+        let steps = [Step::Upper];
         for hash in [key_hash as fn(&str) -> u64, |_: &str| 0] {
-            let mut got = join_keys((&li, &lines), (&pi, &pays), hash).unwrap();
-            got.sort_unstable();
+            let side = |keys: &[&'static str], base: u32| {
+                Side::new(
+                    keys.iter().enumerate().map(|(i, k)| (base + i as u32, *k)),
+                    |k| normalize::apply(&steps, k),
+                    hash,
+                )
+            };
+            let got = join_keys(side(&lines, 10), side(&pays, 20), |l, p| {
+                same_key(&steps, lines[(l - 10) as usize], pays[(p - 20) as usize])
+                    .then_some((l, p))
+            })
+            .unwrap();
             assert_eq!(got, [(10, 21), (11, 20)]);
         }
     }

@@ -365,7 +365,7 @@ pub fn classify(
         Vec::with_capacity(scope.len() + lines.len() + m.settlement.batches.len());
     rows.par_extend(scope.par_iter().enumerate().map(|(k, &i)| {
         // Payments come in order, their linked lines in any order.
-        if let Some(&ahead) = scope.get(k + 12)
+        if let Some(&ahead) = scope.get(k + crate::prefetch::AHEAD)
             && let Some(pair) = ix.links_by_pay.get(ahead as usize).first()
         {
             crate::prefetch::prefetch(&lines[pair.line as usize]);

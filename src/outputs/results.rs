@@ -103,7 +103,10 @@ pub fn write<W: Write, D: Write>(
     for (k, r) in rows.iter().enumerate() {
         // Rows come in payment order, their lines in any order: ask for a later row's line
         // now, so that it is in cache when that row is written.
-        if let Some(&l) = rows.get(k + AHEAD).and_then(|r| r.lines.first()) {
+        if let Some(&l) = rows
+            .get(k + crate::prefetch::AHEAD)
+            .and_then(|r| r.lines.first())
+        {
             crate::prefetch::prefetch(&lines[l as usize]);
         }
         rec.buf.clear();
@@ -165,9 +168,6 @@ pub fn write<W: Write, D: Write>(
     listed.flush()?;
     Ok(())
 }
-
-/// How many rows ahead [`write`] prefetches.
-const AHEAD: usize = 12;
 
 /// Writes rejected.csv (every input line that was not accepted, with file, line and reason).
 pub fn write_rejected(path: &Path, rejected: &[Rejected]) -> Result<()> {

@@ -35,7 +35,10 @@ impl Side {
         norm: impl Fn(&'a str) -> Cow<'a, str>,
         hash: fn(&str) -> u64,
     ) -> Side {
-        let (mut src, mut hashes) = (Vec::new(), Vec::new());
+        // Sized once for the most keys the iterator can yield (capacity never filled costs no
+        // memory; growing would copy the vectors into new memory again and again).
+        let most = keys.size_hint().1.unwrap_or(0);
+        let (mut src, mut hashes) = (Vec::with_capacity(most), Vec::with_capacity(most));
         for (i, raw) in keys {
             let key = norm(raw);
             if !key.is_empty() {

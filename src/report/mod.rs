@@ -306,14 +306,24 @@ impl ReportView {
         lines: &[StatementLine],
         as_of: Micros,
     ) -> ReportView {
-        // Sized once: pushing a hundred thousand items would copy them each time it grows.
-        let mut items = Vec::with_capacity(rows.iter().filter(|r| is_listed(r.outcome)).count());
+        // Sized once (the totals count the rows of each outcome): pushing a hundred thousand
+        // items would copy them each time it grows.
+        let listed: usize = totals
+            .iter()
+            .filter(|(o, _)| is_listed(**o))
+            .map(|(_, t)| t.count)
+            .sum();
+        let mut items = Vec::with_capacity(listed);
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         for r in rows {
             match r.action {
                 Action::Transition(_) | Action::Conflict(_) => transitions_planned += 1,
                 Action::Ticket => ticket_rows += 1,
                 Action::None => {}
+            }
+            // MATCHED and FAILED_OK, the bulk of a run, are only counted.
+            if !is_listed(r.outcome) {
+                continue;
             }
             let p = r.payment.map(|i| &payments[i as usize]);
             let line_money = |l: &StatementLine| Money {
@@ -324,10 +334,6 @@ impl ReportView {
                 minor: p.amount_minor,
                 currency: p.currency,
             });
-            // MATCHED and FAILED_OK, the bulk of a run, are only counted.
-            if !is_listed(r.outcome) {
-                continue;
-            }
             let ls: Vec<&StatementLine> = r.lines.iter().map(|&i| &lines[i as usize]).collect();
             let line_amounts: Vec<Money> = ls.iter().map(|l| line_money(l)).collect();
             let recipient = p

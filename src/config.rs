@@ -5,6 +5,7 @@
 //! `database_url`.
 
 use crate::exit::{Failure, fail};
+use crate::timeparse::Micros;
 use anyhow::Result;
 use chrono::NaiveDate;
 use chrono_tz::Tz;
@@ -37,6 +38,13 @@ struct RawConfig {
     /// How many days back unresolved payments are carried into a run.
     #[serde(default = "default_carry_days")]
     carry_over_days: i64,
+    /// Evidence horizon before a payment's start (a duration like `10m`): lines booked this
+    /// long before `started_at` can still be the payment's.
+    evidence_window_before: Option<String>,
+    /// Evidence horizon after a payment's start (`72h`): RESOLVED_FAILED needs every source to
+    /// cover `[started_at − before, started_at + after]` completely, and the near-miss gate
+    /// looks at the same window.
+    evidence_window_after: Option<String>,
     /// Provider statements.
     #[serde(default, rename = "source")]
     sources: Vec<RawSource>,
@@ -165,6 +173,9 @@ pub struct Config {
     pub settlement_lag_hours: i64,
     /// Carry-over horizon in days.
     pub carry_over_days: i64,
+    /// `evidence_window_before` / `evidence_window_after` as written (`None`: the default, see
+    /// [`crate::rules::RuleSet::for_job`]).
+    pub evidence_window: (Option<Micros>, Option<Micros>),
     /// Statement sources.
     pub sources: Vec<SourceConfig>,
     /// The email alert; `None` when the file has no `[email]` section.
@@ -489,6 +500,19 @@ impl Config {
                 ));
             }
         }
+        let duration = |key: &str, v: &Option<String>| -> Result<Option<Micros>> {
+            v.as_deref()
+                .map(|t| match crate::rules::parse_duration(t) {
+                    Ok(d) if d > 0 => Ok(d),
+                    Ok(_) => Err(config_error(path, format!("key `{key}`: must be positive"))),
+                    Err(e) => Err(config_error(path, format!("key `{key}`: {e}"))),
+                })
+                .transpose()
+        };
+        let evidence_window = (
+            duration("evidence_window_before", &raw.evidence_window_before)?,
+            duration("evidence_window_after", &raw.evidence_window_after)?,
+        );
         let mut sources = Vec::with_capacity(raw.sources.len());
         for (i, s) in raw.sources.into_iter().enumerate() {
             let src = Self::source(path, &base, i, s, timezone)?;
@@ -510,6 +534,7 @@ impl Config {
             stale_submitting_minutes: raw.stale_submitting_minutes,
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,
+            evidence_window,
             sources,
             email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
         })

@@ -37,7 +37,7 @@ pub struct ExplainOptions {
 
 /// Plans the run's day again and explains `opts.id`.
 pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
-    let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+    let rules = RuleSet::for_job(cfg)?;
     let db = Db::open(&cfg.database_url).await?;
     let mut out = String::new();
     let (day, as_of, recorded) = match (opts.date, &opts.run) {

@@ -346,7 +346,7 @@ pub fn classify(
     ctx: &Context<'_>,
 ) -> Vec<ResultRow> {
     let ix = Index::new(m, payments.len(), lines.len());
-    let window = rules.widest_window();
+    let window = rules.evidence_window();
     let names = Names {
         none: Arc::from(""),
         near_miss: Arc::from("near_miss"),

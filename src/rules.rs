@@ -137,10 +137,80 @@ pub struct RuleSet {
     pub settlements: Vec<Settlement>,
     /// sha256 over every rule file's name and bytes.
     pub hash: String,
+    /// The evidence horizon (before, after `started_at`): what RESOLVED_FAILED needs covered
+    /// completely and where the near-miss gate looks. Never narrower than any pass's window;
+    /// see [`RuleSet::for_job`].
+    pub evidence: (Micros, Micros),
 }
 
+/// The evidence horizon when the job config does not set one: 10 minutes before a payment's
+/// start (clocks of ledger and provider differ) to 72 hours after (bookings lag).
+pub const DEFAULT_EVIDENCE_WINDOW: (Micros, Micros) = (10 * MINUTE, 72 * HOUR);
+
 impl RuleSet {
-    /// The widest fuzzy window (before, after); the near-miss gate and ledger loading use it.
+    /// The job's rules: the rule files, checked against the sources, with the job's evidence
+    /// horizon (`evidence_window_before` / `_after`). A horizon the config sets must be at
+    /// least every fuzzy pass's window (a configuration error otherwise); a horizon it leaves
+    /// out is the default widened to the widest pass. It never depends on which passes exist:
+    /// an identifier-only rule set keeps the whole default horizon.
+    pub fn for_job(cfg: &crate::config::Config) -> Result<RuleSet> {
+        let mut rules = RuleSet::load(cfg.rules_dir.as_deref())?;
+        rules.check_sources(&cfg.sources)?;
+        let widest = rules.widest_window();
+        let pick = |key: &str, set: Option<Micros>, default: Micros, widest: Micros| match set {
+            Some(v) if v < widest => {
+                let pass = rules
+                    .passes
+                    .iter()
+                    .find(|p| match p.kind {
+                        PassKind::Fuzzy { before, after, .. } => {
+                            (if key.ends_with("before") {
+                                before
+                            } else {
+                                after
+                            }) > v
+                        }
+                        PassKind::Identifier(_) => false,
+                    })
+                    .map(|p| p.id.to_string())
+                    .unwrap_or_default();
+                Err(fail(
+                    Failure::Config,
+                    format!(
+                        "{}: key `{key}` ({}) is narrower than pass {pass:?}'s window ({}): the \
+                         evidence horizon must hold every window a line can match in",
+                        cfg.path.display(),
+                        crate::timeparse::format_duration(v),
+                        crate::timeparse::format_duration(widest),
+                    ),
+                ))
+            }
+            Some(v) => Ok(v),
+            None => Ok(default.max(widest)),
+        };
+        rules.evidence = (
+            pick(
+                "evidence_window_before",
+                cfg.evidence_window.0,
+                DEFAULT_EVIDENCE_WINDOW.0,
+                widest.0,
+            )?,
+            pick(
+                "evidence_window_after",
+                cfg.evidence_window.1,
+                DEFAULT_EVIDENCE_WINDOW.1,
+                widest.1,
+            )?,
+        );
+        Ok(rules)
+    }
+
+    /// The evidence horizon (see [`RuleSet::evidence`]).
+    pub fn evidence_window(&self) -> (Micros, Micros) {
+        self.evidence
+    }
+
+    /// The widest fuzzy window (before, after): the floor of the evidence horizon.
     pub fn widest_window(&self) -> (Micros, Micros) {
         self.passes
             .iter()
@@ -229,11 +299,18 @@ impl RuleSet {
         if passes.is_empty() {
             return Err(fail(Failure::Config, "rules: no [[pass]] defined"));
         }
-        Ok(RuleSet {
+        let mut rules = RuleSet {
             passes,
             settlements,
             hash: hex::encode(hasher.finalize()),
-        })
+            evidence: DEFAULT_EVIDENCE_WINDOW,
+        };
+        let widest = rules.widest_window();
+        rules.evidence = (
+            DEFAULT_EVIDENCE_WINDOW.0.max(widest.0),
+            DEFAULT_EVIDENCE_WINDOW.1.max(widest.1),
+        );
+        Ok(rules)
     }
 }
 

@@ -185,8 +185,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             format!("--from {} is after --to {}", opts.from, opts.to),
         ));
     }
-    let rules = RuleSet::load(cfg.rules_dir.as_deref())?;
-    rules.check_sources(&cfg.sources)?;
+    let rules = RuleSet::for_job(cfg)?;
     // Missing SMTP credentials are a configuration error, found before any data is read.
     if let Some(email) = &cfg.email
         && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
@@ -807,7 +806,7 @@ pub(crate) async fn plan(
     let tz = cfg.timezone;
     let t0 = timeparse::day_start(opts.from, tz);
     let t1 = timeparse::day_start(opts.to.succ_opt().unwrap_or(opts.to), tz);
-    let (before, after) = rules.widest_window();
+    let (before, after) = rules.evidence_window();
     let carry = cfg.carry_over_days * DAY;
 
     // Statements (on a blocking thread) and the ledger (here) load at the same time. The

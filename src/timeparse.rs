@@ -271,6 +271,16 @@ pub fn day_start(date: NaiveDate, tz: Tz) -> Micros {
     naive.and_utc().timestamp_micros()
 }
 
+/// A duration as the config writes it: `72h`, `10m`, `3d`, `90s` (the largest exact unit).
+pub fn format_duration(d: Micros) -> String {
+    for (unit, name) in [(DAY, "d"), (HOUR, "h"), (MINUTE, "m"), (1_000_000, "s")] {
+        if d % unit == 0 {
+            return format!("{}{name}", d / unit);
+        }
+    }
+    format!("{d}us")
+}
+
 /// The local date of instant `t` in `tz`.
 pub fn local_date(t: Micros, tz: Tz) -> NaiveDate {
     DateTime::<Utc>::from_timestamp_micros(t)

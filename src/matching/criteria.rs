@@ -185,7 +185,7 @@ pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> 
         recipient(&steps, p, l),
         currency(p, l),
         amount(p, l, None),
-        window(p, l, rules.widest_window()),
+        window(p, l, rules.evidence_window()),
     ]
 }
 

@@ -188,7 +188,7 @@ pub fn run(
         .enumerate()
         .map(|(i, l)| l.ledger_candidate() && !claimed[i])
         .collect();
-    let window = rules.widest_window();
+    let window = rules.evidence_window();
     if near_pay.iter().any(|&b| b) && near_lines.iter().any(|&b| b) {
         let pairs = frames::fuzzy_pairs(
             payments,

@@ -55,6 +55,7 @@ pub(crate) async fn apply(
                     .first()
                     .and_then(|&l| data.lines[l as usize].provider_txn_id.as_deref())
                     .map(str::to_string),
+                prior_provider_payment_id: p.provider_payment_id.as_ref().map(|s| s.to_string()),
                 reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
             });
         }
@@ -87,13 +88,27 @@ pub(crate) async fn apply(
     for row in &data.rows {
         let Some(pi) = row.payment else { continue };
         let p = &data.payments[pi as usize];
+        // Carried over (unresolved, or followed up) — not a finished payment that only a
+        // late line brought into this run: closing that would put it into re-runs of earlier
+        // days, which never had it.
+        let carried = p.followup.is_some()
+            || matches!(
+                p.current_status,
+                Status::Unknown | Status::Submitting | Status::Review
+            );
         if row.outcome == Outcome::AwaitingEvidence {
             open.push(p.payment_id.as_str());
-        } else if p.anchor() < t0 || p.followup.is_some() {
+        } else if carried && (p.anchor() < t0 || p.followup.is_some()) {
             closed.push(p.payment_id.as_str());
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
+    let inputs: Vec<(&str, &str, &str)> = summary
+        .inputs
+        .iter()
+        .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .collect();
+    tx.record_inputs(&inputs, &to_day).await?;
     let new_tickets = tickets.await.context("ticket evidence task")?;
     tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
     let started = Instant::now();

@@ -57,8 +57,14 @@ pub struct StatementLine {
     pub amount_minor: i64,
     /// ISO 4217 code.
     pub currency: &'static str,
-    /// Booking instant, UTC microseconds.
+    /// Booking instant, UTC microseconds: for a date-only booking, the start of its day.
     pub booked_at: Micros,
+    /// The last instant the booking can stand for (inclusive): `booked_at` for a timestamp,
+    /// the last microsecond of the day for a date-only booking (DESIGN.md rule 9: a booking
+    /// is as precise as its source; windows test overlap with `[booked_at, booked_to]`).
+    pub booked_to: Micros,
+    /// The day of a date-only booking, in its source's zone (`None`: a timestamp).
+    pub booked_day: Option<NaiveDate>,
     /// Payment or refund.
     pub kind: LineKind,
     /// The statement's own account (bank formats), if the file names it. Mask when printed.
@@ -70,6 +76,10 @@ pub struct StatementLine {
     pub batch: Option<CompactString>,
     /// The role of the line's source (set when the source is loaded).
     pub role: Role,
+    /// Identity of a line without a provider id (set when its source is loaded, see
+    /// [`assign_line_ids`]): a digest of its content, `.2`, `.3`… for the second and third
+    /// identical line. Empty for a line identified by its provider id.
+    pub content_id: CompactString,
 }
 
 /// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
@@ -96,6 +106,21 @@ impl StatementLine {
                 detail: Some(d),
             }) => format!("{}:entry {entry}/detail {d}", self.file),
         }
+    }
+
+    /// The booking as results and reports show it: the UTC instant, or the day of a
+    /// date-only booking (`2026-11-10`), never a made-up midnight.
+    pub fn booked_text(&self) -> String {
+        match self.booked_day {
+            Some(d) => d.format("%Y-%m-%d").to_string(),
+            None => timeparse::format_utc(self.booked_at),
+        }
+    }
+
+    /// Whether the booking can lie in `[from, to]` (inclusive): overlap of the window with
+    /// the booking's own interval.
+    pub fn booked_within(&self, from: Micros, to: Micros) -> bool {
+        self.booked_at <= to && self.booked_to >= from
     }
 
     /// The amount as the ledger sees it. A bank books a payment we sent as a debit, so for a
@@ -154,10 +179,15 @@ impl StatementLine {
         )
     }
 
-    /// Stable identity for results and ticket keys: the provider id, or `source#Lnn`.
+    /// Stable identity for results and ticket keys: the provider id, or `source#<content id>`
+    /// ([`assign_line_ids`]): unique across the source's files and the same when a file is
+    /// delivered again (a position alone is neither: line 2 of two daily files would share it).
     pub fn uid(&self) -> std::borrow::Cow<'_, str> {
         match &self.provider_txn_id {
             Some(id) => id.as_str().into(),
+            None if !self.content_id.is_empty() => {
+                format!("{}#{}", self.source, self.content_id).into()
+            }
             None => format!("{}#L{}", self.source, self.line_no).into(),
         }
     }
@@ -818,6 +848,25 @@ pub struct DedupeIndex {
     indexed: usize,
 }
 
+/// Gives every line without a provider id its content id ([`StatementLine::content_id`]): the
+/// first 12 hex digits of its content fingerprint, and `.N` for the N-th line of the same
+/// content in the source (two equal fees on one day are two lines). Position plays no part,
+/// so a re-delivered or re-ordered file names its lines the same.
+pub fn assign_line_ids(lines: &mut [StatementLine]) {
+    let mut seen: foldhash::HashMap<CompactString, u32> = Default::default();
+    for l in lines.iter_mut().filter(|l| l.provider_txn_id.is_none()) {
+        let fp = l.fingerprint();
+        let digest = CompactString::from(&fp[..12]);
+        let n = seen.entry(digest.clone()).or_insert(0);
+        *n += 1;
+        l.content_id = if *n == 1 {
+            digest
+        } else {
+            compact_str::format_compact!("{digest}.{n}")
+        };
+    }
+}
+
 /// Appends `more` to `all`, moving it when `all` is empty instead of copying every element
 /// (a million statement lines are ~200 MB).
 pub fn absorb<T>(all: &mut Vec<T>, more: Vec<T>) {
@@ -844,6 +893,15 @@ pub fn merge_intervals(mut v: Vec<(Micros, Micros)>) -> Vec<(Micros, Micros)> {
 /// Whether merged `coverage` contains all of `[from, to]`.
 pub fn covers(coverage: &[(Micros, Micros)], from: Micros, to: Micros) -> bool {
     coverage.iter().any(|&(a, b)| a <= from && to < b)
+}
+
+/// The booking interval `[start, end]` (inclusive, UTC) of a date-only booking on `day` in
+/// `tz`: the whole local day.
+pub fn day_booking(day: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
+    (
+        timeparse::day_start(day, tz),
+        timeparse::day_start(day.succ_opt().unwrap_or(day), tz) - 1,
+    )
 }
 
 /// sha256 of bytes as lowercase hex.
@@ -951,6 +1009,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
         }
     }
     load.coverage = subtract_intervals(merge_intervals(coverage), &holes);
+    assign_line_ids(&mut load.lines);
     Ok(load)
 }
 
@@ -1065,7 +1124,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             },
             &crate::money::format_minor(l.amount_minor, l.currency),
             l.currency,
-            &timeparse::format_utc(l.booked_at),
+            &l.booked_text(),
             l.kind.as_str(),
         ])?;
     }

@@ -98,6 +98,7 @@ golden!(
     orphan_at_provider,
     proposed_match,
     refund,
+    returned,
     resolved_failed,
     resolved_succeeded,
     resolved_succeeded_stale_submitting,

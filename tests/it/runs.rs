@@ -225,6 +225,7 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
         to: recon::ledger::Status::Failed,
         attempt_id: Some("A-1".into()),
         provider_payment_id: None,
+        prior_provider_payment_id: None,
         reason: "test".into(),
     };
     // P-1 is SUCCEEDED (recon moved it): a transition from UNKNOWN is refused, not forced.

@@ -877,10 +877,11 @@ fn on_evidence(
             Outcome::Ambiguous,
             every_line(),
             links
-                .first()
-                .or(amb.first())
-                .or(returns.first())
-                .or(returns_amb.first())
+                .iter()
+                .chain(amb)
+                .chain(returns)
+                .chain(returns_amb)
+                .min_by_key(|l| l.pass)
                 .map(pass_id)
                 .unwrap_or(none),
             Action::Ticket,
@@ -889,7 +890,10 @@ fn on_evidence(
     }
     let unresolved = ctx.unresolved(p);
     if !amb.is_empty() || !returns_amb.is_empty() {
-        let first = amb.iter().min_by_key(|a| a.pass).or(returns_amb.first());
+        let first = amb
+            .iter()
+            .min_by_key(|a| a.pass)
+            .or(returns_amb.iter().min_by_key(|a| a.pass));
         return row(
             Outcome::Ambiguous,
             every_line(),
@@ -903,7 +907,7 @@ fn on_evidence(
             },
         );
     }
-    if let Some(ret) = returns.first() {
+    if let Some(ret) = returns.iter().min_by_key(|r| r.pass) {
         // Money that came back confirms nothing (DESIGN.md rule 10).
         let paid = links.len();
         let (outcome, detail) = if paid >= 2 {
@@ -928,14 +932,22 @@ fn on_evidence(
                 ),
             )
         };
-        let rule = links.first().map(pass_id).unwrap_or_else(|| pass_id(ret));
+        let rule = links
+            .iter()
+            .min_by_key(|l| l.pass)
+            .map(pass_id)
+            .unwrap_or_else(|| pass_id(ret));
         return row(outcome, every_line(), rule, Action::Ticket, detail.into());
     }
     if p.status == Status::Submitting && !unresolved {
         return row(
             Outcome::InFlight,
             linked,
-            links.first().map(pass_id).unwrap_or(none),
+            links
+                .iter()
+                .min_by_key(|l| l.pass)
+                .map(pass_id)
+                .unwrap_or(none),
             Action::None,
             "SUBMITTING, younger than the stale age".into(),
         );
@@ -949,7 +961,11 @@ fn on_evidence(
         return row(
             outcome,
             linked,
-            pass_id(&links[0]),
+            links
+                .iter()
+                .min_by_key(|l| l.pass)
+                .map(pass_id)
+                .unwrap_or(none),
             Action::Ticket,
             format!(
                 "{} provider lines for one payment (refund candidate)",

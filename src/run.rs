@@ -665,9 +665,16 @@ async fn plan_and_apply(
     if !conflicts.is_empty() {
         // Rare: someone moved payments between load and write. Say so in the results and
         // the reports.
-        for (ri, to) in conflicts {
-            data.rows[ri].action = Action::Conflict(to);
+        for c in conflicts {
+            let row = &mut data.rows[c.row];
+            row.action = Action::Conflict(c.wanted);
+            if let Some((outcome, detail)) = c.ticket {
+                row.outcome = outcome;
+                row.detail = detail.into();
+            }
         }
+        data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
+        summary.outcomes = summary::outcome_stats(&data.totals);
         write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
         view = reports::write_files(
             &tmp_dir,
@@ -894,7 +901,7 @@ pub(crate) async fn plan(
             let started = Instant::now();
             let loads = sources_cfg
                 .iter()
-                .map(|src| sources::load(src, (first_day, last_day)))
+                .map(|src| sources::load(src, (first_day, last_day), as_of))
                 .collect::<Result<Vec<_>>>()?;
             Ok((loads, started.elapsed().as_millis() as u64))
         })

@@ -914,6 +914,33 @@ macro_rules! store_impl {
                 Ok(rows.into_iter().collect())
             }
 
+            /// (status, attempt_id) of each of `ids` now.
+            pub async fn payment_states(
+                conn: &mut Conn,
+                ids: &[&str],
+            ) -> Result<HashMap<String, (String, Option<String>)>> {
+                let mut out = HashMap::new();
+                for chunk in ids.chunks(BATCH) {
+                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
+                        "SELECT payment_id, status, attempt_id FROM payments WHERE payment_id IN (",
+                    );
+                    let mut sep = q.separated(", ");
+                    for id in chunk {
+                        sep.push_bind(*id);
+                    }
+                    q.push(")");
+                    let rows: Vec<(String, String, Option<String>)> = q
+                        .build_query_as()
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(db_err("reading payments"))?;
+                    for (id, status, attempt) in rows {
+                        out.insert(id, (status, attempt));
+                    }
+                }
+                Ok(out)
+            }
+
             /// Which of `ids` are payments in the database.
             pub async fn payments_in_db(conn: &mut Conn, ids: &[&str]) -> Result<HashSet<String>> {
                 let mut found = HashSet::new();
@@ -1141,6 +1168,14 @@ impl Tx {
         &mut self,
     ) -> Result<std::collections::HashMap<String, String>> {
         dispatch!(self, sources_first_read())
+    }
+
+    /// See [`sqlite::payment_states`].
+    pub async fn payment_states(
+        &mut self,
+        ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
+        dispatch!(self, payment_states(ids))
     }
 
     /// See [`sqlite::payments_in_db`].

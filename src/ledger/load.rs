@@ -163,6 +163,17 @@ const HISTORY_SQL: &str =
 const FOLLOWUPS_SQL: &str = "SELECT payment_id, opened_on, closed_on FROM recon_followups
                              WHERE closed_on IS NULL OR closed_on >= ?1";
 
+/// A ledger recipient in the canonical form statement recipients have (width folded, no white
+/// space, upper case): a ledger row written `de89 3704 …` — by a custom `payments_query`, or
+/// by the payment service itself — compares equal to the statement's `DE893704…` everywhere
+/// (DESIGN.md: normalisation happens once, when values are loaded).
+fn canonical_account(raw: CompactString) -> CompactString {
+    match crate::normalize::account_if_changed(&raw) {
+        Some(c) => c,
+        None => raw,
+    }
+}
+
 fn bad_row(id: &str, what: String) -> anyhow::Error {
     fail(
         Failure::Database,
@@ -194,7 +205,7 @@ fn payment(row: &Row) -> Result<Payment> {
         .transpose()
         .map_err(|e| bad_row(&id, e))?;
     Ok(Payment {
-        recipient: required(row, 1, &id, "recipient_account")?,
+        recipient: canonical_account(required(row, 1, &id, "recipient_account")?),
         amount_minor: row.int(2),
         currency: row
             .with_text(3, |c| crate::money::currency(c).map(|(code, _)| code))
@@ -486,9 +497,11 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         Status::parse(status).ok_or_else(|| bad_row(id, format!("unknown status {status:?}")))?;
     let currency = text(3).ok_or_else(|| bad_row(id, "currency is NULL".into()))?;
     Ok(Payment {
-        recipient: text(1)
-            .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
-            .into(),
+        recipient: canonical_account(
+            text(1)
+                .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
+                .into(),
+        ),
         amount_minor: int(2, "amount_minor")?
             .ok_or_else(|| bad_row(id, "amount_minor is NULL".into()))?,
         currency: crate::money::currency(currency)

@@ -604,6 +604,7 @@ async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
              L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,PENDING\n"
         ),
     );
+    env.control("statement.csv");
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
         .await;
@@ -634,6 +635,7 @@ async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
              L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,BOOKED\n"
         ),
     );
+    env.control("statement.csv");
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r2")
         .await;

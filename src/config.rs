@@ -131,6 +131,12 @@ struct RawSource {
     /// csv/xlsx: values of the `status` column that mean booked (case-insensitive). Rows with
     /// any other status (pending, authorised, cancelled) are not loaded, and are counted.
     booked_statuses: Option<Vec<String>>,
+    /// How a file proves it is complete for its period: `control_file`, `last_line`,
+    /// `statement` (bank formats' own balances and control totals) or `none`.
+    completeness: Option<String>,
+    /// `no_activity`: a file without lines is complete for its period (the source says so);
+    /// `incomplete` (default): an empty file proves nothing.
+    empty_file: Option<String>,
 }
 
 /// Column mapping as written in the file.
@@ -389,6 +395,39 @@ pub struct SourceConfig {
     pub signs: BTreeMap<String, Sign>,
     /// Upper-cased values of the status column that mean booked (empty: no status column).
     pub booked_statuses: std::collections::BTreeSet<String>,
+    /// How a file proves it is complete.
+    pub completeness: Completeness,
+    /// Whether an empty file is complete for its period (`empty_file = "no_activity"`).
+    pub empty_means_no_activity: bool,
+}
+
+/// How a source's files prove that they hold every line of their period (DESIGN.md rule 2:
+/// coverage rests on something the file proves, never on its mere presence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completeness {
+    /// A control file `<file>.ctl` delivered beside each file gives its line count
+    /// (`lines=N`) and/or its sha256 (`sha256=HEX`); the file is complete only when they agree.
+    ControlFile,
+    /// The file is written in booking order, so it covers its period up to its last line's
+    /// booking (a file cut at a line boundary covers less; an empty one nothing).
+    LastLine,
+    /// The statement's own balances and control totals (camt, MT940, BAI2): a statement that
+    /// declares neither proves nothing.
+    Statement,
+    /// Never complete: absence of a line in this source never proves anything.
+    None,
+}
+
+impl Completeness {
+    /// Name as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Completeness::ControlFile => "control_file",
+            Completeness::LastLine => "last_line",
+            Completeness::Statement => "statement",
+            Completeness::None => "none",
+        }
+    }
 }
 
 /// Header names (or `#N` positions) of the canonical fields.
@@ -597,7 +636,30 @@ impl Config {
                 complete,
             }
         };
+        let proof_given = s.completeness.is_some();
         let mut src = source_settings(path, &format!("source[{i}]."), s, None, job_tz)?;
+        let claims = match &source_path {
+            SourcePath::Daily(_) => Some("a daily `{date}` source"),
+            SourcePath::Fixed {
+                complete: Some(_), ..
+            } => Some("a source with complete_from/complete_to"),
+            SourcePath::Fixed { complete: None, .. } => None,
+        };
+        if let Some(what) = claims
+            && !proof_given
+            && src.format.needs_mapping()
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}` is missing: {what} claims completeness, so say how its files prove \
+                     it (DESIGN.md rule 2): `control_file` (a `<file>.ctl` with lines=N and/or \
+                     sha256=HEX beside each file), `last_line` (the file is in booking order and \
+                     covers its period up to its last line) or `none`",
+                    key("completeness")
+                ),
+            ));
+        }
         src.name = name;
         src.path = source_path;
         Ok(src)
@@ -648,6 +710,12 @@ impl SourceConfig {
             kinds: default_kinds(),
             signs: BTreeMap::new(),
             booked_statuses: Default::default(),
+            completeness: if format.needs_mapping() {
+                Completeness::None
+            } else {
+                Completeness::Statement
+            },
+            empty_means_no_activity: false,
         }
     }
 }
@@ -753,6 +821,46 @@ fn source_settings(
             }
         }
     };
+    let completeness = match s.completeness.as_deref() {
+        None => None,
+        Some("control_file") => Some(Completeness::ControlFile),
+        Some("last_line") => Some(Completeness::LastLine),
+        Some("statement") if !format.needs_mapping() => Some(Completeness::Statement),
+        Some("statement") => {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: `statement` is for bank formats, whose files declare balances and \
+                     control totals; a {format} file proves its completeness with `control_file` \
+                     or `last_line`",
+                    key("completeness")
+                ),
+            ));
+        }
+        Some("none") => Some(Completeness::None),
+        Some(other) => {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: unknown value {other:?} (hint: control_file, last_line, statement or none)",
+                    key("completeness")
+                ),
+            ));
+        }
+    };
+    let empty_means_no_activity = match s.empty_file.as_deref() {
+        None | Some("incomplete") => false,
+        Some("no_activity") => true,
+        Some(other) => {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: unknown value {other:?} (hint: `incomplete` or `no_activity`)",
+                    key("empty_file")
+                ),
+            ));
+        }
+    };
     if !format.needs_mapping() {
         // Bank formats define their own layout: a mapping key would be silently ignored.
         let mapping_keys = [
@@ -785,6 +893,8 @@ fn source_settings(
         src.role = role;
         src.timezone = timezone;
         src.encoding = encoding;
+        src.completeness = completeness.unwrap_or(Completeness::Statement);
+        src.empty_means_no_activity = empty_means_no_activity;
         return Ok(src);
     }
     if format == Format::Xlsx && s.delimiter.is_some() {
@@ -1065,6 +1175,8 @@ fn source_settings(
         kinds,
         signs,
         booked_statuses,
+        completeness: completeness.unwrap_or(Completeness::None),
+        empty_means_no_activity,
     })
 }
 

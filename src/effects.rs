@@ -6,7 +6,7 @@ use crate::evidence;
 use crate::ledger::Status;
 use crate::ledger::transitions::{Applied, Transition};
 use crate::matching::MatchResult;
-use crate::outcome::{Action, Outcome};
+use crate::outcome::{Action, Outcome, ResultRow};
 use crate::outputs::summary::Summary;
 use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
@@ -16,8 +16,67 @@ use anyhow::{Context, Result};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// A row whose transition was refused because someone else moved the payment between load
+/// and write.
+pub(crate) struct Conflict {
+    /// Index of the row.
+    pub(crate) row: usize,
+    /// The status recon wanted.
+    pub(crate) wanted: Status,
+    /// What the row says now: the ticket raised for it (DESIGN.md rule 3: record, don't
+    /// force; and never silently), or `None` when the ledger now agrees with recon.
+    pub(crate) ticket: Option<(Outcome, String)>,
+}
+
+/// What a refused transition means, given the payment's status and attempt now: a ticket
+/// (its outcome and detail), or `None` when the ledger moved to exactly what recon wanted.
+fn conflict_ticket(
+    wanted: Status,
+    loaded_attempt: Option<&str>,
+    now: Option<&(String, Option<String>)>,
+) -> Option<(Outcome, String)> {
+    let Some((status, attempt)) = now else {
+        return Some((
+            Outcome::Ambiguous,
+            format!(
+                "transition to {} refused: the payment is no longer in the ledger",
+                wanted.as_str()
+            ),
+        ));
+    };
+    let status = Status::parse(status);
+    let same_attempt = attempt.as_deref() == loaded_attempt;
+    let moved = format!(
+        "the ledger moved it to {} (attempt {}) since this run loaded it",
+        status.map(Status::as_str).unwrap_or("?"),
+        attempt.as_deref().unwrap_or("-")
+    );
+    match (wanted, status) {
+        (w, Some(s)) if w == s && same_attempt => None,
+        (Status::Succeeded, Some(Status::Failed)) => Some((
+            Outcome::FailedButPaid,
+            format!("a provider line shows this payment paid, but {moved}"),
+        )),
+        (Status::Failed, Some(Status::Succeeded)) => Some((
+            Outcome::MissingAtProvider,
+            format!("no provider line in a complete window, but {moved}"),
+        )),
+        (Status::Succeeded, _) if !same_attempt => Some((
+            Outcome::Ambiguous,
+            format!(
+                "a provider line shows this payment paid, but {moved}: a retry may pay it twice"
+            ),
+        )),
+        _ => Some((
+            Outcome::Ambiguous,
+            format!("transition to {} refused: {moved}", wanted.as_str()),
+        )),
+    }
+}
+
 /// Transitions, follow-ups and tickets inside `tx`. Returns the rows whose transition was
-/// refused (someone else moved the payment), with the status recon wanted.
+/// refused (someone else moved the payment), with the status recon wanted and the ticket
+/// raised for each.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn apply(
     tx: &mut crate::store::Tx,
@@ -29,13 +88,14 @@ pub(crate) async fn apply(
     run_id: &str,
     opts: &RunOptions,
     now: &str,
-) -> Result<Vec<(usize, Status)>> {
-    let mut conflicts = Vec::new();
+) -> Result<Vec<Conflict>> {
+    let mut conflicts: Vec<Conflict> = Vec::new();
     let to_day = opts.to.to_string();
     let evidence_as_of = format!("{to_day}|{as_of:020}");
     // The tickets' evidence is built on another thread while the transitions are written.
     let tickets = {
-        let (data, rules) = (Arc::clone(data), rules.clone());
+        let (data, rules, matched) = (Arc::clone(data), rules.clone(), Arc::clone(&matched));
+        let evidence_as_of = evidence_as_of.clone();
         tokio::task::spawn_blocking(move || new_tickets(&data, &matched, &rules, &evidence_as_of))
     };
     // Transitions, batched; each keeps DESIGN.md rule 3's guard and history row.
@@ -55,6 +115,7 @@ pub(crate) async fn apply(
                     .first()
                     .and_then(|&l| data.lines[l as usize].provider_txn_id.as_deref())
                     .map(str::to_string),
+                prior_provider_payment_id: p.provider_payment_id.as_ref().map(|s| s.to_string()),
                 reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
             });
         }
@@ -76,9 +137,47 @@ pub(crate) async fn apply(
             Applied::Conflict => {
                 stats.conflicts += 1;
                 tracing::warn!(run_id, payment_id = %t.payment_id, "Transition refused: the payment was moved by someone else.");
-                conflicts.push((*ri, t.to));
+                conflicts.push(Conflict {
+                    row: *ri,
+                    wanted: t.to,
+                    ticket: None,
+                });
             }
         }
+    }
+    let mut conflict_tickets = Vec::new();
+    if !conflicts.is_empty() {
+        let ids: Vec<&str> = conflicts
+            .iter()
+            .filter_map(|c| data.rows[c.row].payment)
+            .map(|pi| data.payments[pi as usize].payment_id.as_str())
+            .collect();
+        let states = tx.payment_states(&ids).await?;
+        let mut rows = Vec::new();
+        for c in &mut conflicts {
+            let Some(pi) = data.rows[c.row].payment else {
+                continue;
+            };
+            let p = &data.payments[pi as usize];
+            c.ticket = conflict_ticket(
+                c.wanted,
+                p.attempt_id.as_deref(),
+                states.get(p.payment_id.as_str()),
+            );
+            if let Some((outcome, detail)) = &c.ticket {
+                let mut row = data.rows[c.row].clone();
+                row.outcome = *outcome;
+                row.action = Action::Conflict(c.wanted);
+                row.detail = detail.clone().into();
+                rows.push(row);
+            }
+        }
+        let pairs =
+            evidence::PairIndex::new(&matched, &rows, data.payments.len(), data.lines.len());
+        conflict_tickets = rows
+            .iter()
+            .filter_map(|row| ticket_of(row, data, rules, &pairs, &evidence_as_of))
+            .collect();
     }
     // Follow-ups: awaiting payments stay in later runs' scope; carried-over ones are
     // remembered as closed by this range so its re-runs reproduce them.
@@ -87,14 +186,29 @@ pub(crate) async fn apply(
     for row in &data.rows {
         let Some(pi) = row.payment else { continue };
         let p = &data.payments[pi as usize];
+        // Carried over (unresolved, or followed up) — not a finished payment that only a
+        // late line brought into this run: closing that would put it into re-runs of earlier
+        // days, which never had it.
+        let carried = p.followup.is_some()
+            || matches!(
+                p.current_status,
+                Status::Unknown | Status::Submitting | Status::Review
+            );
         if row.outcome == Outcome::AwaitingEvidence {
             open.push(p.payment_id.as_str());
-        } else if p.anchor() < t0 || p.followup.is_some() {
+        } else if carried && (p.anchor() < t0 || p.followup.is_some()) {
             closed.push(p.payment_id.as_str());
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
-    let new_tickets = tickets.await.context("ticket evidence task")?;
+    let inputs: Vec<(&str, &str, &str)> = summary
+        .inputs
+        .iter()
+        .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .collect();
+    tx.record_inputs(&inputs, &to_day).await?;
+    let mut new_tickets = tickets.await.context("ticket evidence task")?;
+    new_tickets.extend(conflict_tickets);
     tracing::debug!(run_id, tickets = new_tickets.len(), "Tickets prepared.");
     let started = Instant::now();
     let upserted = tx.upsert_tickets(&new_tickets, run_id, now).await?;
@@ -126,49 +240,57 @@ fn new_tickets(
 ) -> Vec<NewTicket> {
     let pairs =
         evidence::PairIndex::new(matched, &data.rows, data.payments.len(), data.lines.len());
-    let mut new_tickets = Vec::new();
-    for row in &data.rows {
-        let Some(sev) = row.outcome.ticket_severity() else {
-            continue;
-        };
-        let p = row.payment.map(|i| &data.payments[i as usize]);
-        let line_ids: Vec<String> = row
+    data.rows
+        .iter()
+        .filter_map(|row| ticket_of(row, data, rules, &pairs, evidence_as_of))
+        .collect()
+}
+
+/// The ticket a row asks for, if its outcome raises one.
+fn ticket_of(
+    row: &ResultRow,
+    data: &RunData,
+    rules: &RuleSet,
+    pairs: &evidence::PairIndex,
+    evidence_as_of: &str,
+) -> Option<NewTicket> {
+    let sev = row.outcome.ticket_severity()?;
+    let p = row.payment.map(|i| &data.payments[i as usize]);
+    let line_ids: Vec<String> = row
+        .lines
+        .iter()
+        .map(|&l| {
+            let l = &data.lines[l as usize];
+            format!("{}:{}", l.source, l.uid())
+        })
+        .collect();
+    let line_ids = line_ids.join(";");
+    let (amount, currency) = match p {
+        Some(p) => (Some(p.amount_minor), Some(p.currency.to_string())),
+        None => row
             .lines
-            .iter()
+            .first()
             .map(|&l| {
                 let l = &data.lines[l as usize];
-                format!("{}:{}", l.source, l.uid())
+                (Some(l.amount_minor), Some(l.currency.to_string()))
             })
-            .collect();
-        let line_ids = line_ids.join(";");
-        let (amount, currency) = match p {
-            Some(p) => (Some(p.amount_minor), Some(p.currency.to_string())),
-            None => row
-                .lines
-                .first()
-                .map(|&l| {
-                    let l = &data.lines[l as usize];
-                    (Some(l.amount_minor), Some(l.currency.to_string()))
-                })
-                .unwrap_or((None, None)),
-        };
-        let ev = evidence::for_row(row, &data.payments, &data.lines, rules, &pairs);
-        new_tickets.push(NewTicket {
-            dedupe_key: tickets::dedupe_key(
-                row.outcome.as_str(),
-                p.map(|p| p.payment_id.as_str()),
-                &line_ids,
-            ),
-            kind: row.outcome.as_str().to_string(),
-            severity: sev.as_str().to_string(),
-            payment_id: p.map(|p| p.payment_id.to_string()),
-            line_ids,
-            amount_minor: amount,
-            currency,
-            evidence_sha256: evidence::fingerprint(&ev),
-            evidence: ev.to_string(),
-            evidence_as_of: evidence_as_of.to_string(),
-        });
-    }
-    new_tickets
+            .unwrap_or((None, None)),
+    };
+    let ev = evidence::for_row(row, &data.payments, &data.lines, rules, pairs);
+    Some(NewTicket {
+        dedupe_key: tickets::dedupe_key(
+            row.outcome.as_str(),
+            p.map(|p| p.payment_id.as_str()),
+            &line_ids,
+        ),
+        kind: row.outcome.as_str().to_string(),
+        severity: sev.as_str().to_string(),
+        payment_id: p.map(|p| p.payment_id.to_string()),
+        line_ids,
+        amount_minor: amount,
+        currency,
+        evidence_sha256: evidence::fingerprint(&ev),
+        evidence: ev.to_string(),
+        evidence_as_of: evidence_as_of.to_string(),
+    })
 }

@@ -106,7 +106,7 @@ fn line_json(l: &StatementLine) -> Value {
         "amount": money::format_minor(l.amount_minor, l.currency),
         "currency": l.currency,
         "recipient": mask::account(&l.recipient),
-        "booked_at": timeparse::format_utc(l.booked_at),
+        "booked_at": l.booked_text(),
         "kind": l.kind.as_str(),
     })
 }

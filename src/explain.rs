@@ -97,7 +97,16 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         run_id: None,
         wait: false,
     };
-    let plan = crate::run::plan(cfg, &ropts, &rules, &db, "explain", as_of).await?;
+    let plan = crate::run::plan(
+        cfg,
+        &ropts,
+        &rules,
+        &db,
+        "explain",
+        as_of,
+        &mut Default::default(),
+    )
+    .await?;
     db.close().await;
     if let Some(recorded) = recorded {
         input_changes(&mut out, &recorded, &plan.summary_inputs());
@@ -171,7 +180,7 @@ fn line_text(l: &StatementLine) -> String {
         money::format_minor(l.amount_minor, l.currency),
         l.currency,
         mask::account(&l.recipient),
-        timeparse::format_utc(l.booked_at),
+        l.booked_text(),
         l.reference.as_deref().unwrap_or(""),
     )
 }

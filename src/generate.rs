@@ -222,6 +222,7 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
     let attempts = data.write_payments(&files.payments, &clock)?;
     data.write_attempts(&files.attempts, &clock, &mut rng)?;
     data.write_statement(&files.statement, &clock)?;
+    write_control_file(&files.statement, data.lines.len())?;
     let outcomes = data.write_expected(&files.expected)?;
     write_config(&files.config, opts)?;
 
@@ -1192,6 +1193,23 @@ impl Clock {
     }
 }
 
+/// Writes `<statement>.ctl`, the control file a provider delivers with a complete statement
+/// (`lines=`, `sha256=`): the generated config proves completeness with it.
+fn write_control_file(statement: &Path, lines: usize) -> anyhow::Result<()> {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut f =
+        File::open(statement).with_context(|| format!("cannot read {}", statement.display()))?;
+    std::io::copy(&mut f, &mut hasher)
+        .with_context(|| format!("cannot read {}", statement.display()))?;
+    let ctl = PathBuf::from(format!("{}.ctl", statement.display()));
+    std::fs::write(
+        &ctl,
+        format!("lines={lines}\nsha256={}\n", hex::encode(hasher.finalize())),
+    )
+    .with_context(|| format!("cannot write {}", ctl.display()))
+}
+
 fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {
     let day = |offset: i64| -> anyhow::Result<String> {
         let d = if offset < 0 {
@@ -1220,6 +1238,7 @@ timestamp_format = "rfc3339"
 decimal_separator = "."
 complete_from = "{from}"
 complete_to = "{to}"
+completeness = "control_file"
 
 [source.columns]
 provider_txn_id = "txn_id"

@@ -191,6 +191,12 @@ pub enum MoneyError {
     /// Does not fit in i64 minor units.
     #[error("amount {0:?} is out of range")]
     OutOfRange(String),
+    /// Digit groups that do not fit the declared thousands separator (`47,59` with `,` as the
+    /// thousands separator): the text reads two ways, so it is rejected, never guessed.
+    #[error(
+        "amount {0:?}: digits around the thousands separator {1:?} are not groups of three (is the decimal separator set right?)"
+    )]
+    BadGrouping(String, char),
 }
 
 /// Normalises a currency code (trim, upper case) and returns it with its exponent.
@@ -250,6 +256,19 @@ pub fn parse_decimal(text: &str, fmt: NumberFormat) -> Result<Decimal, MoneyErro
     let mut digits = 0u32;
     let mut scale: Option<u32> = None;
     let mut last_was_digit = false;
+    // Digits since the last thousands separator (or the start), and whether one was seen:
+    // the first group has 1–3 digits, every later one exactly 3.
+    let mut group = 0u32;
+    let mut grouped = false;
+    let grouping = |group: u32, grouped: bool| -> Result<(), MoneyError> {
+        if grouped && group != 3 {
+            return Err(MoneyError::BadGrouping(
+                text.to_string(),
+                fmt.thousands.unwrap_or(','),
+            ));
+        }
+        Ok(())
+    };
     for ch in body.chars() {
         if let Some(d) = ch.to_digit(10).filter(|_| ch.is_ascii_digit()) {
             mantissa = mantissa
@@ -257,18 +276,29 @@ pub fn parse_decimal(text: &str, fmt: NumberFormat) -> Result<Decimal, MoneyErro
                 .and_then(|m| m.checked_add(i128::from(d)))
                 .ok_or_else(|| MoneyError::OutOfRange(text.to_string()))?;
             digits += 1;
-            if let Some(s) = scale.as_mut() {
-                *s += 1;
+            match scale.as_mut() {
+                Some(s) => *s += 1,
+                None => group += 1,
             }
             last_was_digit = true;
         } else if ch == fmt.decimal && scale.is_none() && last_was_digit {
+            grouping(group, grouped)?;
             scale = Some(0);
             last_was_digit = false;
         } else if Some(ch) == fmt.thousands && scale.is_none() && last_was_digit {
+            if !grouped && group > 3 {
+                return Err(MoneyError::BadGrouping(text.to_string(), ch));
+            }
+            grouping(group, grouped)?;
+            grouped = true;
+            group = 0;
             last_was_digit = false;
         } else {
             return Err(bad());
         }
+    }
+    if scale.is_none() && last_was_digit {
+        grouping(group, grouped)?;
     }
     if digits == 0
         || !last_was_digit
@@ -433,6 +463,43 @@ mod tests {
             thousands: Some(','),
         };
         assert_eq!(parse_minor("1,234.50", en, "EUR").unwrap(), 123450);
+        assert_eq!(parse_minor("1,234,567", en, "EUR").unwrap(), 123456700);
+        assert_eq!(parse_minor("-12,345.6", en, "EUR").unwrap(), -1234560);
+        assert_eq!(parse_minor("47.59", en, "EUR").unwrap(), 4759);
+    }
+
+    #[test]
+    fn digit_groups_that_do_not_fit_the_thousands_separator_are_rejected() {
+        // Issue 12 point 8: `47,59` with `,` as thousands separator is a decimal comma the
+        // config did not declare, never 4759.00.
+        let en = NumberFormat {
+            decimal: '.',
+            thousands: Some(','),
+        };
+        for bad in [
+            "47,59",
+            "1,23",
+            "1,2345",
+            "1234,567",
+            "1,234,56",
+            "12,3456.00",
+            "1,23.45",
+        ] {
+            assert!(
+                matches!(parse_decimal(bad, en), Err(MoneyError::BadGrouping(..))),
+                "{bad:?} must be rejected, got {:?}",
+                parse_decimal(bad, en)
+            );
+        }
+        let de = NumberFormat {
+            decimal: ',',
+            thousands: Some('.'),
+        };
+        assert!(matches!(
+            parse_decimal("47.59", de),
+            Err(MoneyError::BadGrouping(..))
+        ));
+        assert_eq!(parse_minor("47,59", de, "EUR").unwrap(), 4759);
     }
 
     #[test]

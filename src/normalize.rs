@@ -78,6 +78,14 @@ pub fn account(value: &str) -> CompactString {
     apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value).into()
 }
 
+/// [`account`], or `None` when the value already is in that form (no copy on the hot path).
+pub fn account_if_changed(value: &str) -> Option<CompactString> {
+    match apply(&[Step::FoldWidth, Step::NoSpaces, Step::Upper], value) {
+        Cow::Borrowed(_) => None,
+        Cow::Owned(s) => Some(s.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 use crate::config::LineKind;
 use crate::ledger::{Payment, Status};
 use crate::matching::settlement::{Batch, BatchStatus, CreditStatus, SettlementResult};
-use crate::matching::{MatchResult, Pair};
+use crate::matching::{MatchResult, Pair, criteria};
 use crate::rules::RuleSet;
 use crate::sources::{StatementLine, covers};
 use crate::timeparse::Micros;
@@ -17,6 +17,7 @@ use std::sync::Arc;
 struct Names {
     none: Arc<str>,
     near_miss: Arc<str>,
+    returns: Arc<str>,
     window: (Micros, Micros),
 }
 
@@ -66,6 +67,9 @@ pub enum Outcome {
     /// A provider batch whose payout never reached the bank: its window (plus the settlement
     /// lag) has passed on a bank statement that covers the whole window completely.
     PayoutMissingAtBank,
+    /// The payment left and its money came back: a return or reversal names it or matches it
+    /// (DESIGN.md rule 10). Never MATCHED or RESOLVED_SUCCEEDED, never transitioned.
+    Returned,
 }
 
 /// How urgent a ticket is.
@@ -95,7 +99,7 @@ impl Severity {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 21] = [
+    pub const ALL: [Outcome; 22] = [
         Outcome::Matched,
         Outcome::ResolvedSucceeded,
         Outcome::ResolvedFailed,
@@ -117,6 +121,7 @@ impl Outcome {
         Outcome::UnmatchedBankCredit,
         Outcome::SettlementItem,
         Outcome::PayoutMissingAtBank,
+        Outcome::Returned,
     ];
 
     /// Contract name.
@@ -143,6 +148,7 @@ impl Outcome {
             Outcome::UnmatchedBankCredit => "UNMATCHED_BANK_CREDIT",
             Outcome::SettlementItem => "SETTLEMENT_ITEM",
             Outcome::PayoutMissingAtBank => "PAYOUT_MISSING_AT_BANK",
+            Outcome::Returned => "RETURNED",
         }
     }
 
@@ -159,7 +165,8 @@ impl Outcome {
             | Outcome::CurrencyMismatch
             | Outcome::MissingAtProvider
             | Outcome::SettlementMismatch
-            | Outcome::PayoutMissingAtBank => Some(Severity::High),
+            | Outcome::PayoutMissingAtBank
+            | Outcome::Returned => Some(Severity::High),
             Outcome::Ambiguous | Outcome::OrphanAtProvider | Outcome::UnmatchedBankCredit => {
                 Some(Severity::Medium)
             }
@@ -224,8 +231,11 @@ pub struct Context<'a> {
     pub coverage: &'a [Vec<(Micros, Micros)>],
     /// Payments in scope (reported).
     pub in_scope: &'a [bool],
-    /// Lines booked in `[from, to)` are reported when unclaimed.
+    /// The run's days, `[from, to)`: settlement rows and deadlines in it are reported.
     pub report_range: (Micros, Micros),
+    /// Lines this run reports: booked in the range, or delivered late (booked before it, in a
+    /// file no earlier run read). Unclaimed ones get a row of their own.
+    pub report_line: &'a [bool],
 }
 
 impl Context<'_> {
@@ -249,6 +259,14 @@ impl Context<'_> {
                 .collect(),
             near_miss: payments.iter().map(|p| self.unresolved(p)).collect(),
         }
+    }
+
+    /// Whether a run as of this context judges recon's own earlier decision about `p`: a run
+    /// whose as-of is earlier than that decision's saw less and only reproduces.
+    fn judges<'p>(&self, p: &'p Payment) -> Option<&'p crate::ledger::ReconChange> {
+        p.recon
+            .as_deref()
+            .filter(|c| c.as_of.is_none_or(|t| t <= self.as_of))
     }
 
     /// Whether no more evidence can arrive for a payment started at `start`: every source
@@ -299,6 +317,11 @@ struct Index {
     links_by_line: Vec<u32>,
     amb_lines: Groups<u32>,
     near_lines: Groups<u32>,
+    returns_by_pay: Groups<Pair>,
+    returns_amb_by_pay: Groups<Pair>,
+    /// Payments a return is linked to (index + 1; 0: none).
+    return_of_line: Vec<u32>,
+    returns_amb_lines: Groups<u32>,
 }
 
 impl Index {
@@ -322,6 +345,24 @@ impl Index {
             near_lines: Groups::new(
                 n_lines,
                 m.near_misses.iter().map(|p| (p.line as usize, p.payment)),
+            ),
+            returns_by_pay: Groups::new(n_pay, m.returns.iter().map(|p| (p.payment as usize, *p))),
+            returns_amb_by_pay: Groups::new(
+                n_pay,
+                m.returns_ambiguous.iter().map(|p| (p.payment as usize, *p)),
+            ),
+            return_of_line: {
+                let mut v = vec![0; n_lines];
+                for p in &m.returns {
+                    v[p.line as usize] = p.payment + 1;
+                }
+                v
+            },
+            returns_amb_lines: Groups::new(
+                n_lines,
+                m.returns_ambiguous
+                    .iter()
+                    .map(|p| (p.line as usize, p.payment)),
             ),
         }
     }
@@ -350,6 +391,7 @@ pub fn classify(
     let names = Names {
         none: Arc::from(""),
         near_miss: Arc::from("near_miss"),
+        returns: Arc::from("returns"),
         window,
     };
     // One row per payment in scope, in payment order. Each payment is classified on its own,
@@ -445,7 +487,7 @@ pub fn classify(
         });
     }
     for (li, l) in lines.iter().enumerate() {
-        let in_range = in_range(l);
+        let in_range = ctx.report_line[li];
         if l.bank_credit() {
             continue;
         }
@@ -472,16 +514,44 @@ pub fn classify(
             continue;
         }
         if l.kind == LineKind::Refund {
-            if in_range {
-                line_rows.push(ResultRow {
+            // A return linked to one payment is reported in that payment's row.
+            if ix.return_of_line[li] > 0 {
+                continue;
+            }
+            let candidates: BTreeSet<u32> = ix.returns_amb_lines.get(li).iter().copied().collect();
+            let of_scope_review = candidates.iter().any(|&p| ambiguous_payments[p as usize]);
+            if !(in_range || of_scope_review) {
+                continue;
+            }
+            line_rows.push(if candidates.is_empty() {
+                ResultRow {
                     outcome: Outcome::Refund,
                     payment: None,
                     lines: vec![li as u32],
                     rule: names.none.clone(),
                     action: Action::None,
-                    detail: "refund line (reported; refunds are not matched yet)".into(),
-                });
-            }
+                    detail: "refund or return that names no loaded payment and matches none by \
+                             recipient and amount"
+                        .into(),
+                }
+            } else {
+                let ids: Vec<&str> = candidates
+                    .iter()
+                    .map(|&p| payments[p as usize].payment_id.as_str())
+                    .collect();
+                ResultRow {
+                    outcome: Outcome::Ambiguous,
+                    payment: None,
+                    lines: vec![li as u32],
+                    rule: names.returns.clone(),
+                    action: Action::Ticket,
+                    detail: format!(
+                        "a return that could be the money of several payments: {}",
+                        ids.join(";")
+                    )
+                    .into(),
+                }
+            });
             continue;
         }
         if ix.links_by_line[li] == 1
@@ -639,7 +709,12 @@ fn settlement_row(
 }
 
 /// Why a single identifier link cannot be taken at face value, checked in order of severity.
-fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static, str>)> {
+/// Money and recipient are compared as the matcher compares them ([`criteria`]).
+fn link_problem(
+    p: &Payment,
+    l: &StatementLine,
+    steps: &[crate::normalize::Step],
+) -> Option<(Outcome, Cow<'static, str>)> {
     if p.status == Status::Failed {
         return Some((
             Outcome::FailedButPaid,
@@ -652,7 +727,7 @@ fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static,
             format!("ledger {} vs provider {}", p.currency, l.currency).into(),
         ));
     }
-    if l.ledger_amount() != p.amount_minor {
+    if !criteria::same_money(p, l) {
         return Some((
             Outcome::AmountMismatch,
             format!(
@@ -664,7 +739,7 @@ fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static,
             .into(),
         ));
     }
-    if l.recipient != p.recipient {
+    if !criteria::same_recipient(steps, p, l) {
         return Some((
             Outcome::Ambiguous,
             "the identifier matches but the provider paid another recipient".into(),
@@ -673,7 +748,79 @@ fn link_problem(p: &Payment, l: &StatementLine) -> Option<(Outcome, Cow<'static,
     None
 }
 
+/// Classifies one payment on the evidence, then re-checks recon's own earlier decision about
+/// it (DESIGN.md rule 8): evidence that contradicts it is a ticket, never a silent replay.
 fn classify_payment(
+    i: usize,
+    p: &Payment,
+    lines: &[StatementLine],
+    ix: &Index,
+    rules: &RuleSet,
+    ctx: &Context<'_>,
+    names: &Names,
+) -> ResultRow {
+    let row = on_evidence(i, p, lines, ix, rules, ctx, names);
+    match ctx.judges(p) {
+        Some(change) => recheck(row, change),
+        None => row,
+    }
+}
+
+/// The row of a payment recon moved earlier, given what the evidence says today: the same
+/// decision reproduces; a contradicting one becomes a ticket without a transition.
+fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow {
+    let when = if change.run_id.is_empty() {
+        "earlier".to_string()
+    } else {
+        format!("in run {}", change.run_id)
+    };
+    match (change.to, row.outcome) {
+        (Status::Failed, Outcome::ResolvedFailed)
+        | (Status::Succeeded, Outcome::ResolvedSucceeded) => row,
+        (
+            Status::Failed,
+            Outcome::ResolvedSucceeded | Outcome::Matched | Outcome::DuplicateAtProvider,
+        ) => {
+            row.outcome = Outcome::FailedButPaid;
+            row.action = Action::Ticket;
+            row.detail = format!(
+                "recon resolved this payment FAILED {when}, but {} line(s) now show it was paid: \
+                 a retry since then may have paid twice",
+                row.lines.len()
+            )
+            .into();
+            row
+        }
+        (Status::Succeeded, Outcome::ResolvedFailed | Outcome::AwaitingEvidence) => {
+            row.outcome = Outcome::MissingAtProvider;
+            row.action = Action::Ticket;
+            row.detail = format!(
+                "recon resolved this payment SUCCEEDED {when}, but no statement line shows it \
+                 any more (withdrawn or corrected): the ledger may say paid for money that never left"
+            )
+            .into();
+            row
+        }
+        (_, _) => {
+            if matches!(row.action, Action::Transition(_)) {
+                // Never a transition against recon's own different decision.
+                row.action = Action::Ticket;
+                row.outcome = Outcome::Ambiguous;
+            }
+            if !row.detail.is_empty() {
+                row.detail = format!(
+                    "{}; recon moved it to {} {when}",
+                    row.detail,
+                    change.to.as_str()
+                )
+                .into();
+            }
+            row
+        }
+    }
+}
+
+fn on_evidence(
     i: usize,
     p: &Payment,
     lines: &[StatementLine],
@@ -684,6 +831,8 @@ fn classify_payment(
 ) -> ResultRow {
     let links = ix.links_by_pay.get(i);
     let amb = ix.amb_by_pay.get(i);
+    let returns = ix.returns_by_pay.get(i);
+    let returns_amb = ix.returns_amb_by_pay.get(i);
     let linked: Vec<u32> = sorted_lines(lines, links.iter().map(|l| l.line).collect());
     let row =
         |outcome, lines: Vec<u32>, rule: &Arc<str>, action, detail: Cow<'static, str>| ResultRow {
@@ -694,10 +843,28 @@ fn classify_payment(
             action,
             detail,
         };
-    let pass_id = |pair: &Pair| &rules.passes[pair.pass].id;
+    let pass_id = |pair: &Pair| -> &Arc<str> {
+        if pair.pass == crate::matching::RETURNS {
+            &names.returns
+        } else {
+            &rules.passes[pair.pass].id
+        }
+    };
     let none = &names.none;
+    let every_line = || {
+        sorted_lines(
+            lines,
+            links
+                .iter()
+                .chain(amb)
+                .chain(returns)
+                .chain(returns_amb)
+                .map(|l| l.line)
+                .collect(),
+        )
+    };
     if p.status == Status::Pending {
-        if links.is_empty() && amb.is_empty() {
+        if links.is_empty() && amb.is_empty() && returns.is_empty() && returns_amb.is_empty() {
             return row(
                 Outcome::NotSubmitted,
                 vec![],
@@ -706,40 +873,83 @@ fn classify_payment(
                 "not sent yet".into(),
             );
         }
-        let all = sorted_lines(
-            lines,
-            links.iter().chain(amb.iter()).map(|l| l.line).collect(),
-        );
         return row(
             Outcome::Ambiguous,
-            all,
-            links.first().or(amb.first()).map(pass_id).unwrap_or(none),
+            every_line(),
+            links
+                .iter()
+                .chain(amb)
+                .chain(returns)
+                .chain(returns_amb)
+                .min_by_key(|l| l.pass)
+                .map(pass_id)
+                .unwrap_or(none),
             Action::Ticket,
             "provider line(s) for a payment the ledger never submitted".into(),
         );
     }
     let unresolved = ctx.unresolved(p);
+    if !amb.is_empty() || !returns_amb.is_empty() {
+        let first = amb
+            .iter()
+            .min_by_key(|a| a.pass)
+            .or(returns_amb.iter().min_by_key(|a| a.pass));
+        return row(
+            Outcome::Ambiguous,
+            every_line(),
+            first.map(pass_id).unwrap_or(none),
+            Action::Ticket,
+            if amb.is_empty() {
+                "a return or reversal that could be this payment's money or another's: a human decides"
+                    .into()
+            } else {
+                "more than one candidate: a human decides".into()
+            },
+        );
+    }
+    if let Some(ret) = returns.iter().min_by_key(|r| r.pass) {
+        // Money that came back confirms nothing (DESIGN.md rule 10).
+        let paid = links.len();
+        let (outcome, detail) = if paid >= 2 {
+            (
+                Outcome::DuplicateAtProvider,
+                format!(
+                    "{paid} provider lines for one payment and {} return(s)",
+                    returns.len()
+                ),
+            )
+        } else {
+            (
+                Outcome::Returned,
+                format!(
+                    "{} return(s) or reversal(s) of this payment{}: its money came back",
+                    returns.len(),
+                    if paid == 1 {
+                        " after its provider line"
+                    } else {
+                        " (its own line is not among the loaded statements)"
+                    }
+                ),
+            )
+        };
+        let rule = links
+            .iter()
+            .min_by_key(|l| l.pass)
+            .map(pass_id)
+            .unwrap_or_else(|| pass_id(ret));
+        return row(outcome, every_line(), rule, Action::Ticket, detail.into());
+    }
     if p.status == Status::Submitting && !unresolved {
         return row(
             Outcome::InFlight,
             linked,
-            links.first().map(pass_id).unwrap_or(none),
+            links
+                .iter()
+                .min_by_key(|l| l.pass)
+                .map(pass_id)
+                .unwrap_or(none),
             Action::None,
             "SUBMITTING, younger than the stale age".into(),
-        );
-    }
-    if !amb.is_empty() {
-        let all = sorted_lines(
-            lines,
-            links.iter().chain(amb.iter()).map(|l| l.line).collect(),
-        );
-        let first = amb.iter().min_by_key(|a| a.pass).unwrap_or(&amb[0]);
-        return row(
-            Outcome::Ambiguous,
-            all,
-            pass_id(first),
-            Action::Ticket,
-            "more than one candidate: a human decides".into(),
         );
     }
     if links.len() >= 2 {
@@ -751,7 +961,11 @@ fn classify_payment(
         return row(
             outcome,
             linked,
-            pass_id(&links[0]),
+            links
+                .iter()
+                .min_by_key(|l| l.pass)
+                .map(pass_id)
+                .unwrap_or(none),
             Action::Ticket,
             format!(
                 "{} provider lines for one payment (refund candidate)",
@@ -763,7 +977,7 @@ fn classify_payment(
     if let Some(link) = links.first() {
         let l = &lines[link.line as usize];
         let pass = &rules.passes[link.pass];
-        if let Some((outcome, detail)) = link_problem(p, l) {
+        if let Some((outcome, detail)) = link_problem(p, l, &pass.normalize) {
             return row(outcome, linked, &pass.id, Action::Ticket, detail);
         }
         if p.status == Status::Succeeded {

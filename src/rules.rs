@@ -141,6 +141,10 @@ pub struct RuleSet {
     /// completely and where the near-miss gate looks. Never narrower than any pass's window;
     /// see [`RuleSet::for_job`].
     pub evidence: (Micros, Micros),
+    /// How far after a payment's start a return or reversal is still compared with it by
+    /// recipient and amount: the carry-over plus the evidence horizon (a return found by
+    /// identifier has no limit but the loaded ledger).
+    pub return_reach: Micros,
 }
 
 /// The evidence horizon when the job config does not set one: 10 minutes before a payment's
@@ -202,6 +206,7 @@ impl RuleSet {
                 widest.1,
             )?,
         );
+        rules.return_reach = cfg.carry_over_days * DAY + rules.evidence.1;
         Ok(rules)
     }
 
@@ -304,12 +309,14 @@ impl RuleSet {
             settlements,
             hash: hex::encode(hasher.finalize()),
             evidence: DEFAULT_EVIDENCE_WINDOW,
+            return_reach: 0,
         };
         let widest = rules.widest_window();
         rules.evidence = (
             DEFAULT_EVIDENCE_WINDOW.0.max(widest.0),
             DEFAULT_EVIDENCE_WINDOW.1.max(widest.1),
         );
+        rules.return_reach = 14 * DAY + rules.evidence.1;
         Ok(rules)
     }
 }

@@ -144,6 +144,11 @@ pub struct DaySummary {
     pub outcomes: BTreeMap<String, usize>,
 }
 
+/// Statement files (source, path, sha256) read by earlier days of the same range, with the day
+/// that read them first: a dry-run range records nothing in the database, yet its days must
+/// see each other's files as a real range would.
+pub(crate) type ReadInRange = BTreeMap<(String, String, String), String>;
+
 /// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
 /// currency).
 type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
@@ -214,7 +219,12 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
     let result = if opts.from == opts.to {
-        match run_day(cfg, opts, opts.from, &rules, &db, &run_id, None, as_of).await {
+        let mut read = ReadInRange::new();
+        match run_day(
+            cfg, opts, opts.from, &rules, &db, &run_id, None, as_of, &mut read,
+        )
+        .await
+        {
             Ok((mut r, _, view)) => {
                 // After the commit and the rename: a failed alert never undoes the run.
                 outbox::after_run(
@@ -325,10 +335,21 @@ async fn run_range(
         ..Default::default()
     };
     let mut day = opts.from;
+    let mut read = ReadInRange::new();
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
-        let (report, outcomes, view) =
-            run_day(cfg, opts, day, rules, db, &day_id, Some(&dir), as_of).await?;
+        let (report, outcomes, view) = run_day(
+            cfg,
+            opts,
+            day,
+            rules,
+            db,
+            &day_id,
+            Some(&dir),
+            as_of,
+            &mut read,
+        )
+        .await?;
         views.push(view);
         let s = &report.summary;
         range.days.push(DaySummary {
@@ -473,6 +494,7 @@ async fn run_day(
     run_id: &str,
     range_dir: Option<&std::path::Path>,
     as_of: Micros,
+    read: &mut ReadInRange,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -512,6 +534,7 @@ async fn run_day(
         as_of,
         (parent, &folder),
         range_dir.is_some(),
+        read,
     )
     .await;
     match &result {
@@ -546,6 +569,7 @@ async fn plan_and_apply(
     as_of: Micros,
     (parent, folder): (&std::path::Path, &str),
     in_range: bool,
+    read: &mut ReadInRange,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Plan {
         data,
@@ -553,7 +577,7 @@ async fn plan_and_apply(
         mut summary,
         rejected,
         t0,
-    } = plan(cfg, opts, rules, db, run_id, as_of).await?;
+    } = plan(cfg, opts, rules, db, run_id, as_of, read).await?;
     crate::fault::point("after_plan");
     let out_dir = parent.join(folder);
     let tmp_dir = parent.join(format!("{folder}.tmp"));
@@ -641,9 +665,16 @@ async fn plan_and_apply(
     if !conflicts.is_empty() {
         // Rare: someone moved payments between load and write. Say so in the results and
         // the reports.
-        for (ri, to) in conflicts {
-            data.rows[ri].action = Action::Conflict(to);
+        for c in conflicts {
+            let row = &mut data.rows[c.row];
+            row.action = Action::Conflict(c.wanted);
+            if let Some((outcome, detail)) = c.ticket {
+                row.outcome = outcome;
+                row.detail = detail.into();
+            }
         }
+        data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
+        summary.outcomes = summary::outcome_stats(&data.totals);
         write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
         view = reports::write_files(
             &tmp_dir,
@@ -749,6 +780,54 @@ fn free_in_background<T: Send + 'static>(value: T) {
     std::thread::spawn(move || drop(value));
 }
 
+/// The statement files (source, path) that no run of a day before `day` read: a file first
+/// read by this day's run (or by a later day's, or never) is new to this day, so its lines
+/// booked before the day are reported here too. Re-runs of the day see the same. A source no
+/// run of an earlier day read at all has nothing late: this is its first day (a new job, or a
+/// new source), and its history is not news.
+async fn late_files<'a>(
+    db: &Db,
+    inputs: &'a [sources::InputFile],
+    day: &str,
+    read: &mut ReadInRange,
+) -> Result<std::collections::HashSet<(&'a str, &'a str)>> {
+    let keys: Vec<(&str, &str, &str)> = inputs
+        .iter()
+        .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .collect();
+    let mut tx = db.begin().await?;
+    let mut first = tx.inputs_first_read(&keys).await?;
+    let mut sources = tx.sources_first_read().await?;
+    tx.rollback().await?;
+    // Earlier days of this range count as if they had recorded what they read.
+    for ((source, path, sha), d) in read.iter() {
+        let f = first
+            .entry((source.clone(), path.clone(), sha.clone()))
+            .or_insert_with(|| d.clone());
+        if d < f {
+            f.clone_from(d);
+        }
+        let s = sources.entry(source.clone()).or_insert_with(|| d.clone());
+        if d < s {
+            s.clone_from(d);
+        }
+    }
+    for &(source, path, sha) in &keys {
+        read.entry((source.to_string(), path.to_string(), sha.to_string()))
+            .or_insert_with(|| day.to_string());
+    }
+    Ok(keys
+        .into_iter()
+        .filter(|(source, path, sha)| {
+            sources.get(*source).is_some_and(|d| d.as_str() < day)
+                && first
+                    .get(&(source.to_string(), path.to_string(), sha.to_string()))
+                    .is_none_or(|d| d.as_str() >= day)
+        })
+        .map(|(source, path, _)| (source, path))
+        .collect())
+}
+
 /// Each reported item's outcome, for a range's final counts.
 fn final_outcomes(data: &RunData) -> FinalOutcomes {
     let mut out = FinalOutcomes::new();
@@ -801,6 +880,7 @@ pub(crate) async fn plan(
     db: &Db,
     run_id: &str,
     as_of: Micros,
+    read: &mut ReadInRange,
 ) -> Result<Plan> {
     let mut timings = BTreeMap::new();
     let tz = cfg.timezone;
@@ -821,7 +901,7 @@ pub(crate) async fn plan(
             let started = Instant::now();
             let loads = sources_cfg
                 .iter()
-                .map(|src| sources::load(src, (first_day, last_day)))
+                .map(|src| sources::load(src, (first_day, last_day), as_of))
                 .collect::<Result<Vec<_>>>()?;
             Ok((loads, started.elapsed().as_millis() as u64))
         })
@@ -899,9 +979,19 @@ pub(crate) async fn plan(
         started.elapsed().as_millis() as u64,
     );
 
+    // Lines this run reports: booked in its days, or booked before them in a file that no
+    // run of an earlier day read (a late delivery surfaces in the first run that has it).
+    let late_files = late_files(db, &inputs, &from_day, read).await?;
+    let report_line: Vec<bool> = lines
+        .iter()
+        .map(|l| {
+            (l.booked_at >= t0 && l.booked_at < t1)
+                || (l.booked_at < t0 && late_files.contains(&(&*l.source, &*l.file)))
+        })
+        .collect();
     // Scope and eligibility.
     let stale_after = cfg.stale_submitting_minutes * MINUTE;
-    let in_scope: Vec<bool> = payments
+    let mut in_scope: Vec<bool> = payments
         .iter()
         .map(|p| {
             let a = p.anchor();
@@ -919,15 +1009,16 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
-    let ctx = Context {
+    let elig = Context {
         as_of,
         stale_after,
         settlement_lag: cfg.settlement_lag_hours * HOUR,
         coverage: &coverage,
         in_scope: &in_scope,
         report_range: (t0, t1),
-    };
-    let elig = ctx.eligibility(&payments);
+        report_line: &report_line,
+    }
+    .eligibility(&payments);
     let started = Instant::now();
     // Polars is CPU-bound and blocks: run it off the async workers.
     let rules_owned = rules.clone();
@@ -954,6 +1045,28 @@ pub(crate) async fn plan(
         );
     }
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
+    // Evidence has no closing hour (DESIGN.md rule 8): a payment that a line this run reports
+    // belongs to (or may belong to) is reported with it, whatever its day or status.
+    for pair in m
+        .links
+        .iter()
+        .chain(&m.ambiguous)
+        .chain(&m.returns)
+        .chain(&m.returns_ambiguous)
+    {
+        if report_line[pair.line as usize] {
+            in_scope[pair.payment as usize] = true;
+        }
+    }
+    let ctx = Context {
+        as_of,
+        stale_after,
+        settlement_lag: cfg.settlement_lag_hours * HOUR,
+        coverage: &coverage,
+        in_scope: &in_scope,
+        report_range: (t0, t1),
+        report_line: &report_line,
+    };
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
     let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));

@@ -236,7 +236,8 @@ macro_rules! store_impl {
                     if !applied.is_empty() {
                         let mut h: QueryBuilder<Db> = QueryBuilder::new(
                             "INSERT INTO payment_status_history (payment_id, from_status, to_status, \
-                             attempt_id, provider_payment_id, actor, run_id, reason, changed_at) ",
+                             attempt_id, provider_payment_id, prior_provider_payment_id, actor, \
+                             run_id, reason, changed_at) ",
                         );
                         h.push_values(&applied, |mut b, t| {
                             b.push_bind(&t.payment_id)
@@ -244,6 +245,7 @@ macro_rules! store_impl {
                                 .push_bind(t.to.as_str())
                                 .push_bind(&t.attempt_id)
                                 .push_bind(&t.provider_payment_id)
+                                .push_bind(t.prior_provider_payment_id.as_deref().unwrap_or(""))
                                 .push_bind("recon")
                                 .push_bind(run_id)
                                 .push_bind(&t.reason)
@@ -850,6 +852,95 @@ macro_rules! store_impl {
                 .map_err(db_err("reading run records"))
             }
 
+            /// Records that the run of `day` read these statement files; a file read before
+            /// keeps the day that read it first.
+            pub async fn record_inputs(
+                conn: &mut Conn,
+                files: &[(&str, &str, &str)],
+                day: &str,
+            ) -> Result<()> {
+                for chunk in files.chunks(BATCH) {
+                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
+                        "INSERT INTO recon_inputs (source, path, sha256, first_day) ",
+                    );
+                    q.push_values(chunk, |mut b, (source, path, sha)| {
+                        b.push_bind(*source).push_bind(*path).push_bind(*sha).push_bind(day);
+                    });
+                    q.push(" ON CONFLICT (source, path, sha256) DO NOTHING");
+                    q.build()
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_err("recording inputs"))?;
+                }
+                Ok(())
+            }
+
+            /// The day that first read each of these files (source, path, sha256), for those
+            /// read before.
+            pub async fn inputs_first_read(
+                conn: &mut Conn,
+                files: &[(&str, &str, &str)],
+            ) -> Result<HashMap<(String, String, String), String>> {
+                let mut out = HashMap::new();
+                for chunk in files.chunks(BATCH) {
+                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
+                        "SELECT source, path, sha256, first_day FROM recon_inputs WHERE path IN (",
+                    );
+                    let mut sep = q.separated(", ");
+                    for (_, path, _) in chunk {
+                        sep.push_bind(*path);
+                    }
+                    q.push(")");
+                    let rows: Vec<(String, String, String, String)> = q
+                        .build_query_as()
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(db_err("reading inputs"))?;
+                    for (source, path, sha, day) in rows {
+                        out.insert((source, path, sha), day);
+                    }
+                }
+                Ok(out)
+            }
+
+            /// The first day any file of each source was read, for sources read before.
+            pub async fn sources_first_read(conn: &mut Conn) -> Result<HashMap<String, String>> {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT source, min(first_day) FROM recon_inputs GROUP BY source",
+                )
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(db_err("reading inputs"))?;
+                Ok(rows.into_iter().collect())
+            }
+
+            /// (status, attempt_id) of each of `ids` now.
+            pub async fn payment_states(
+                conn: &mut Conn,
+                ids: &[&str],
+            ) -> Result<HashMap<String, (String, Option<String>)>> {
+                let mut out = HashMap::new();
+                for chunk in ids.chunks(BATCH) {
+                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
+                        "SELECT payment_id, status, attempt_id FROM payments WHERE payment_id IN (",
+                    );
+                    let mut sep = q.separated(", ");
+                    for id in chunk {
+                        sep.push_bind(*id);
+                    }
+                    q.push(")");
+                    let rows: Vec<(String, String, Option<String>)> = q
+                        .build_query_as()
+                        .fetch_all(&mut *conn)
+                        .await
+                        .map_err(db_err("reading payments"))?;
+                    for (id, status, attempt) in rows {
+                        out.insert(id, (status, attempt));
+                    }
+                }
+                Ok(out)
+            }
+
             /// Which of `ids` are payments in the database.
             pub async fn payments_in_db(conn: &mut Conn, ids: &[&str]) -> Result<HashSet<String>> {
                 let mut found = HashSet::new();
@@ -1057,6 +1148,34 @@ impl Tx {
         run_id: Option<&str>,
     ) -> Result<Option<(String, String, String, String)>> {
         dispatch!(self, find_run(run_id))
+    }
+
+    /// See [`sqlite::record_inputs`].
+    pub async fn record_inputs(&mut self, files: &[(&str, &str, &str)], day: &str) -> Result<()> {
+        dispatch!(self, record_inputs(files, day))
+    }
+
+    /// See [`sqlite::inputs_first_read`].
+    pub async fn inputs_first_read(
+        &mut self,
+        files: &[(&str, &str, &str)],
+    ) -> Result<std::collections::HashMap<(String, String, String), String>> {
+        dispatch!(self, inputs_first_read(files))
+    }
+
+    /// See [`sqlite::sources_first_read`].
+    pub async fn sources_first_read(
+        &mut self,
+    ) -> Result<std::collections::HashMap<String, String>> {
+        dispatch!(self, sources_first_read())
+    }
+
+    /// See [`sqlite::payment_states`].
+    pub async fn payment_states(
+        &mut self,
+        ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
+        dispatch!(self, payment_states(ids))
     }
 
     /// See [`sqlite::payments_in_db`].

@@ -31,26 +31,40 @@ pub fn local_to_utc(naive: NaiveDateTime, tz: Tz) -> Result<Micros, String> {
 
 /// Parses a statement timestamp written in `format`; values without an offset are in `tz`.
 pub fn parse(value: &str, format: &TimestampFormat, tz: Tz) -> Result<Micros, String> {
+    parse_booking(value, format, tz).map(|(t, _)| t)
+}
+
+/// [`parse`], also saying whether the value named only a day: a pattern such as `%d.%m.%Y`
+/// (or a value that matches the pattern only as a date) gives `Some(day)`, and the instant is
+/// that day's start in `tz`. A date-only booking covers the whole day (DESIGN.md rule 9).
+pub fn parse_booking(
+    value: &str,
+    format: &TimestampFormat,
+    tz: Tz,
+) -> Result<(Micros, Option<NaiveDate>), String> {
     let v = value.trim();
     match format {
-        TimestampFormat::Rfc3339 => parse_rfc3339_fast(v.as_bytes()).map(Ok).unwrap_or_else(|| {
-            DateTime::parse_from_rfc3339(v)
-                .map(|d| d.with_timezone(&Utc).timestamp_micros())
-                .map_err(|e| format!("timestamp {v:?} is not RFC 3339 ({e})"))
-        }),
+        TimestampFormat::Rfc3339 => parse_rfc3339_fast(v.as_bytes())
+            .map(Ok)
+            .unwrap_or_else(|| {
+                DateTime::parse_from_rfc3339(v)
+                    .map(|d| d.with_timezone(&Utc).timestamp_micros())
+                    .map_err(|e| format!("timestamp {v:?} is not RFC 3339 ({e})"))
+            })
+            .map(|t| (t, None)),
         TimestampFormat::Pattern(p) => {
             if p.contains("%z") || p.contains("%:z") || p.contains("%#z") {
                 return DateTime::parse_from_str(v, p)
-                    .map(|d| d.with_timezone(&Utc).timestamp_micros())
+                    .map(|d| (d.with_timezone(&Utc).timestamp_micros(), None))
                     .map_err(|e| format!("timestamp {v:?} does not match {p:?} ({e})"));
             }
-            let naive = NaiveDateTime::parse_from_str(v, p)
-                .or_else(|_| {
-                    NaiveDate::parse_from_str(v, p)
-                        .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
-                })
-                .map_err(|e| format!("timestamp {v:?} does not match {p:?} ({e})"))?;
-            local_to_utc(naive, tz)
+            match NaiveDateTime::parse_from_str(v, p) {
+                Ok(naive) => local_to_utc(naive, tz).map(|t| (t, None)),
+                Err(e) => match NaiveDate::parse_from_str(v, p) {
+                    Ok(d) => Ok((day_start(d, tz), Some(d))),
+                    Err(_) => Err(format!("timestamp {v:?} does not match {p:?} ({e})")),
+                },
+            }
         }
     }
 }

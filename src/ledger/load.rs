@@ -152,10 +152,27 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-const HISTORY_SQL: &str = "SELECT id, payment_id, actor, from_status, to_status
-                           FROM payment_status_history WHERE changed_at >= ?1";
+/// The payments' status changes since the range's start, with the as-of of the run that made
+/// each (recon's own changes are taken back for classification; see [`finish`]).
+const HISTORY_SQL: &str =
+    "SELECT h.id, h.payment_id, h.actor, h.from_status, h.to_status, h.run_id,
+                                  r.as_of, h.provider_payment_id, h.prior_provider_payment_id
+                           FROM payment_status_history h
+                           LEFT JOIN recon_runs r ON r.run_id = h.run_id
+                           WHERE h.changed_at >= ?1";
 const FOLLOWUPS_SQL: &str = "SELECT payment_id, opened_on, closed_on FROM recon_followups
                              WHERE closed_on IS NULL OR closed_on >= ?1";
+
+/// A ledger recipient in the canonical form statement recipients have (width folded, no white
+/// space, upper case): a ledger row written `de89 3704 …` — by a custom `payments_query`, or
+/// by the payment service itself — compares equal to the statement's `DE893704…` everywhere
+/// (DESIGN.md: normalisation happens once, when values are loaded).
+fn canonical_account(raw: CompactString) -> CompactString {
+    match crate::normalize::account_if_changed(&raw) {
+        Some(c) => c,
+        None => raw,
+    }
+}
 
 fn bad_row(id: &str, what: String) -> anyhow::Error {
     fail(
@@ -188,7 +205,7 @@ fn payment(row: &Row) -> Result<Payment> {
         .transpose()
         .map_err(|e| bad_row(&id, e))?;
     Ok(Payment {
-        recipient: required(row, 1, &id, "recipient_account")?,
+        recipient: canonical_account(required(row, 1, &id, "recipient_account")?),
         amount_minor: row.int(2),
         currency: row
             .with_text(3, |c| crate::money::currency(c).map(|(code, _)| code))
@@ -201,6 +218,7 @@ fn payment(row: &Row) -> Result<Payment> {
         started_at,
         created_at,
         followup: None,
+        recon: None,
         payment_id: id,
     })
 }
@@ -261,7 +279,20 @@ async fn load_sqlite(
         let Some(i) = positions.get(pid.as_str()) else {
             return Ok(());
         };
-        note_latest(&mut latest, i, row.int(0), actor, from, to);
+        note_latest(
+            &mut latest,
+            i,
+            Change {
+                id: row.int(0),
+                actor,
+                from,
+                to,
+                run_id: row.text(5),
+                as_of: row.text(6),
+                recorded: row.text(7),
+                prior: row.text(8),
+            },
+        );
         Ok(())
     })
     .await?;
@@ -361,15 +392,30 @@ fn index(payments: &[Payment]) -> Positions<'_> {
     Positions { payments, index }
 }
 
-/// recon's latest transition per payment index: (history id, actor, from, to).
-type Latest = HashMap<u32, (i64, String, String, String)>;
+/// One history row of a payment.
+struct Change {
+    id: i64,
+    actor: String,
+    from: String,
+    to: String,
+    run_id: Option<String>,
+    /// The as-of of the run that made it (its text as stored).
+    as_of: Option<String>,
+    /// The provider id the change recorded.
+    recorded: Option<String>,
+    /// The provider id before the change: '' none, NULL not recorded (older rows).
+    prior: Option<String>,
+}
+
+/// The latest history row per payment index.
+type Latest = HashMap<u32, Change>;
 
 /// Keeps the later of two history rows for a payment.
-fn note_latest(latest: &mut Latest, i: u32, id: i64, actor: String, from: String, to: String) {
+fn note_latest(latest: &mut Latest, i: u32, c: Change) {
     match latest.get(&i) {
-        Some((seen, ..)) if *seen > id => {}
+        Some(seen) if seen.id > c.id => {}
         _ => {
-            latest.insert(i, (id, actor, from, to));
+            latest.insert(i, c);
         }
     }
 }
@@ -381,11 +427,30 @@ fn finish(
     followups: Vec<(u32, (String, Option<String>))>,
     mut provider_ids: Vec<(u32, String)>,
 ) -> LoadedLedger {
-    for (i, (_, actor, from, to)) in latest {
+    for (i, c) in latest {
         let p = &mut payments[i as usize];
-        if actor == "recon" && to == p.current_status.as_str() {
-            p.status = Status::parse(&from).unwrap_or(p.current_status);
+        if c.actor != "recon" || c.to != p.current_status.as_str() {
+            continue;
         }
+        p.status = Status::parse(&c.from).unwrap_or(p.current_status);
+        // The provider id recon recorded is taken back while nobody changed it since.
+        if let Some(prior) = c.prior {
+            let prior = (!prior.is_empty()).then_some(prior);
+            // What the change left: the recorded id, or the one the payment had.
+            let left = c.recorded.as_deref().or(prior.as_deref());
+            if p.provider_payment_id.as_deref() == left {
+                p.provider_payment_id = prior.map(|s| s.as_str().into());
+            }
+        }
+        p.recon = Some(Box::new(super::ReconChange {
+            to: p.current_status,
+            run_id: c.run_id.unwrap_or_default(),
+            as_of: c.as_of.as_deref().and_then(|t| {
+                chrono::DateTime::parse_from_rfc3339(t)
+                    .ok()
+                    .map(|d| d.timestamp_micros())
+            }),
+        }));
     }
     for (i, f) in followups {
         payments[i as usize].followup = Some(Box::new(f));
@@ -432,9 +497,11 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         Status::parse(status).ok_or_else(|| bad_row(id, format!("unknown status {status:?}")))?;
     let currency = text(3).ok_or_else(|| bad_row(id, "currency is NULL".into()))?;
     Ok(Payment {
-        recipient: text(1)
-            .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
-            .into(),
+        recipient: canonical_account(
+            text(1)
+                .ok_or_else(|| bad_row(id, "recipient_account is NULL".into()))?
+                .into(),
+        ),
         amount_minor: int(2, "amount_minor")?
             .ok_or_else(|| bad_row(id, "amount_minor is NULL".into()))?,
         currency: crate::money::currency(currency)
@@ -447,6 +514,7 @@ fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         started_at: ts(6)?,
         created_at: ts(5)?.ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
         followup: None,
+        recon: None,
         payment_id: id.into(),
     })
 }
@@ -489,18 +557,39 @@ async fn load_pg(
     payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
     let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
-    let history: Vec<(i64, String, String, String, String)> = sqlx::query_as(
-        "SELECT id, payment_id, actor, from_status, to_status
-         FROM payment_status_history WHERE changed_at >= $1",
-    )
-    .bind(since)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(db_err)?;
+    #[allow(clippy::type_complexity)]
+    let history: Vec<(
+        i64,
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    )> = sqlx::query_as(sqlx::AssertSqlSafe(HISTORY_SQL.replace("?1", "$1")))
+        .bind(since)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_err)?;
     let mut latest: Latest = HashMap::new();
-    for (id, pid, actor, from, to) in history {
+    for (id, pid, actor, from, to, run_id, as_of, recorded, prior) in history {
         if let Some(i) = positions.get(pid.as_str()) {
-            note_latest(&mut latest, i, id, actor, from, to);
+            note_latest(
+                &mut latest,
+                i,
+                Change {
+                    id,
+                    actor,
+                    from,
+                    to,
+                    run_id,
+                    as_of,
+                    recorded,
+                    prior,
+                },
+            );
         }
     }
     let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
@@ -562,6 +651,7 @@ mod tests {
             started_at: None,
             created_at: 0,
             followup: None,
+            recon: None,
         }
     }
 

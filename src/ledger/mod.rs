@@ -88,6 +88,49 @@ pub struct Payment {
     /// Follow-up bookkeeping: (opened_on, closed_on) as YYYY-MM-DD. Boxed: rare, and a
     /// million payments each carrying 48 bytes for it cost 48 MB.
     pub followup: Option<Box<(String, Option<String>)>>,
+    /// recon's own change, when the ledger's latest change to the payment was recon's: the
+    /// fields above then show the payment as it was before it (`status`, and the provider id
+    /// recon recorded is taken back), so a re-run reproduces its decision, and the
+    /// classification re-checks that decision against today's evidence (DESIGN.md rule 8).
+    pub recon: Option<Box<ReconChange>>,
+}
+
+/// recon's latest change to a payment (see [`Payment::recon`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconChange {
+    /// The status recon moved the payment to (its status in the ledger now).
+    pub to: Status,
+    /// The run that made the change.
+    pub run_id: String,
+    /// That run's as-of (`None` when the run record is gone): a run whose as-of is earlier saw
+    /// less than that decision did and does not judge it.
+    pub as_of: Option<Micros>,
+}
+
+impl Payment {
+    /// A payment with only its identity, money and status set (tests and tools).
+    pub fn new(
+        payment_id: &str,
+        recipient: &str,
+        amount_minor: i64,
+        currency: &'static str,
+        status: Status,
+    ) -> Payment {
+        Payment {
+            payment_id: payment_id.into(),
+            recipient: recipient.into(),
+            amount_minor,
+            currency,
+            current_status: status,
+            status,
+            attempt_id: None,
+            provider_payment_id: None,
+            started_at: None,
+            created_at: 0,
+            followup: None,
+            recon: None,
+        }
+    }
 }
 
 impl Payment {

@@ -18,6 +18,9 @@ pub struct Transition {
     pub attempt_id: Option<String>,
     /// Provider id to record (RESOLVED_SUCCEEDED).
     pub provider_payment_id: Option<String>,
+    /// The provider id the payment had when it was loaded (kept in the history row, so a
+    /// re-run can classify on the payment as it was before recon's change).
+    pub prior_provider_payment_id: Option<String>,
     /// Why (outcome, rule, evidence).
     pub reason: String,
 }

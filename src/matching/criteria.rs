@@ -1,6 +1,13 @@
-//! The rules' criteria, checked for ONE payment and ONE line: why a pair qualifies for a pass
-//! or the near-miss gate, or why it does not. The matcher itself works on whole frames; these
-//! checks only explain its pairs (`recon explain`, ticket evidence), so both say the same thing.
+//! The matching criteria, defined once: for a pair of ONE payment and ONE line ([`Fuzzy::holds`],
+//! [`Fuzzy::checks`], [`same_recipient`], [`same_money`]) and, from the same parameters, as the
+//! Polars join predicates over whole frames ([`Fuzzy::predicates`]). The passes, the near-miss
+//! gate, return matching, the acceptance checks of links, `recon explain` and ticket evidence
+//! all take their answer from here (a property test checks that the join and the scalar checks
+//! agree pair for pair).
+//!
+//! Values are compared in canonical form: ledger and statement values are canonicalised when
+//! they are loaded ([`crate::normalize::account`]), and every recipient comparison applies the
+//! pass's own normalisation steps on top.
 
 use crate::config::LineKind;
 use crate::ledger::Payment;
@@ -8,6 +15,8 @@ use crate::rules::{Pass, PassKind, RuleSet};
 use crate::sources::StatementLine;
 use crate::timeparse::{self, Micros};
 use crate::{money, normalize};
+use polars::prelude::{Expr, col, lit};
+use std::borrow::Cow;
 
 /// One criterion with its verdict and a short text that names the values compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,110 +34,296 @@ fn check(ok: bool, yes: impl FnOnce() -> String, no: impl FnOnce() -> String) ->
     }
 }
 
-fn kind(l: &StatementLine) -> Check {
-    check(
-        l.kind == LineKind::Payment && l.ledger_candidate(),
-        || "a PAYMENT line".into(),
-        || {
-            if l.kind != LineKind::Payment {
-                format!("it is a {} line", l.kind.as_str())
-            } else {
-                "it is a credit on a bank account (matched three-way, not to payments)".into()
-            }
-        },
-    )
+/// Recipients are the same once both are normalised with `steps`.
+pub fn same_recipient(steps: &[normalize::Step], p: &Payment, l: &StatementLine) -> bool {
+    normalize::apply(steps, &p.recipient) == normalize::apply(steps, &l.recipient)
 }
 
-fn recipient(steps: &[normalize::Step], p: &Payment, l: &StatementLine) -> Check {
-    check(
-        normalize::apply(steps, &p.recipient) == normalize::apply(steps, &l.recipient),
-        || "same recipient".into(),
-        || "recipient differs".into(),
-    )
+/// The line pays exactly the payment's money: same currency, and the amount as paid to the
+/// recipient ([`StatementLine::ledger_amount`]) equal to the payment's.
+pub fn same_money(p: &Payment, l: &StatementLine) -> bool {
+    l.currency == p.currency && l.ledger_amount() == p.amount_minor
 }
 
-fn currency(p: &Payment, l: &StatementLine) -> Check {
-    check(
-        p.currency == l.currency,
-        || format!("same currency {}", p.currency),
-        || format!("currency {} ≠ {}", l.currency, p.currency),
-    )
+/// A link that checks out: same money and same recipient under the pass's `steps`. Anything
+/// else is disputed evidence (an identifier says one thing, the booking another).
+pub fn clean_link(steps: &[normalize::Step], p: &Payment, l: &StatementLine) -> bool {
+    same_money(p, l) && same_recipient(steps, p, l)
 }
 
-/// Amount within `tolerance` minor units; `None` = any amount (the near-miss gate).
-fn amount(p: &Payment, l: &StatementLine, tolerance: Option<i64>) -> Check {
-    // As paid to the recipient: a bank debit's booked amount negated (see ledger_amount).
-    let paid = l.ledger_amount();
-    let line = money::format_minor(paid, l.currency);
-    let pay = money::format_minor(p.amount_minor, p.currency);
-    match tolerance {
-        None => Check {
-            ok: true,
-            text: if paid == p.amount_minor && l.currency == p.currency {
-                format!("amount {line} (any amount counts)")
-            } else {
-                format!("amount {line} vs {pay} (any amount counts)")
-            },
-        },
-        Some(tol) => {
-            let ok = (paid - p.amount_minor).abs() <= tol;
-            let tol = money::format_minor(tol, p.currency);
-            check(
-                ok,
+/// How a fuzzy criterion compares amounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmountRule {
+    /// The amount as paid within this many minor units of the payment's.
+    Within(i64),
+    /// Any amount (the near-miss gate).
+    Any,
+    /// The money that came back: the line's absolute amount equals the payment's.
+    Returned,
+}
+
+/// Which lines a fuzzy criterion looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRule {
+    /// Lines that can be one of our payments ([`StatementLine::ledger_candidate`]).
+    Payments,
+    /// Returns and reversals (kind `REFUND`).
+    Returns,
+}
+
+/// The fuzzy criteria of a pass, the near-miss gate or return matching: recipient (normalised
+/// with `steps`), currency, amount, and the booking overlapping
+/// `[started_at − window.0, started_at + window.1]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Fuzzy<'a> {
+    /// Recipient normalisation.
+    pub steps: &'a [normalize::Step],
+    /// Window before and after the payment's start.
+    pub window: (Micros, Micros),
+    /// Amount comparison.
+    pub amount: AmountRule,
+    /// Whether the currency must be the same.
+    pub same_currency: bool,
+    /// Which lines qualify.
+    pub lines: LineRule,
+}
+
+/// The near-miss gate's recipient normalisation.
+pub const NEAR_MISS_STEPS: [normalize::Step; 2] =
+    [normalize::Step::NoSpaces, normalize::Step::Upper];
+
+impl<'a> Fuzzy<'a> {
+    /// The criteria of a fuzzy pass; `None` for an identifier pass.
+    pub fn of_pass(pass: &'a Pass) -> Option<Fuzzy<'a>> {
+        match pass.kind {
+            PassKind::Fuzzy {
+                before,
+                after,
+                tolerance_minor,
+            } => Some(Fuzzy {
+                steps: &pass.normalize,
+                window: (before, after),
+                amount: AmountRule::Within(tolerance_minor),
+                same_currency: true,
+                lines: LineRule::Payments,
+            }),
+            PassKind::Identifier(_) => None,
+        }
+    }
+
+    /// The near-miss gate: same recipient and currency inside the evidence horizon, any amount.
+    pub fn near_miss(rules: &RuleSet) -> Fuzzy<'static> {
+        Fuzzy {
+            steps: &NEAR_MISS_STEPS,
+            window: rules.evidence_window(),
+            amount: AmountRule::Any,
+            same_currency: true,
+            lines: LineRule::Payments,
+        }
+    }
+
+    /// Return matching: a return or reversal with the payment's recipient, currency and
+    /// (absolute) amount, booked from the start of the payment's window to `after` past its
+    /// start.
+    pub fn returns(rules: &'a RuleSet, after: Micros) -> Fuzzy<'a> {
+        let steps = rules
+            .passes
+            .iter()
+            .find_map(|p| Fuzzy::of_pass(p).map(|f| f.steps))
+            .unwrap_or(&NEAR_MISS_STEPS);
+        Fuzzy {
+            steps,
+            window: (rules.evidence_window().0, after),
+            amount: AmountRule::Returned,
+            same_currency: true,
+            lines: LineRule::Returns,
+        }
+    }
+
+    /// Whether the line is of the kind these criteria look at.
+    pub fn line_qualifies(&self, l: &StatementLine) -> bool {
+        match self.lines {
+            LineRule::Payments => l.ledger_candidate(),
+            LineRule::Returns => l.kind == LineKind::Refund,
+        }
+    }
+
+    /// A recipient in the form it is compared in.
+    pub fn recipient_key<'s>(&self, recipient: &'s str) -> Cow<'s, str> {
+        normalize::apply(self.steps, recipient)
+    }
+
+    /// The line's amount in the form it is compared with the payment's.
+    pub fn line_amount(&self, l: &StatementLine) -> i64 {
+        match self.amount {
+            AmountRule::Returned => l.ledger_amount().saturating_abs(),
+            _ => l.ledger_amount(),
+        }
+    }
+
+    fn amount_ok(&self, p: &Payment, l: &StatementLine) -> bool {
+        match self.amount {
+            AmountRule::Within(tol) => (self.line_amount(l) - p.amount_minor).abs() <= tol,
+            AmountRule::Any => true,
+            AmountRule::Returned => self.line_amount(l) == p.amount_minor,
+        }
+    }
+
+    fn window_ok(&self, p: &Payment, l: &StatementLine) -> bool {
+        p.started_at
+            .is_some_and(|s| l.booked_within(s - self.window.0, s + self.window.1))
+    }
+
+    /// Whether the pair meets every criterion (what the join keeps).
+    pub fn holds(&self, p: &Payment, l: &StatementLine) -> bool {
+        self.line_qualifies(l)
+            && self.recipient_key(&p.recipient) == self.recipient_key(&l.recipient)
+            && (!self.same_currency || p.currency == l.currency)
+            && self.amount_ok(p, l)
+            && self.window_ok(p, l)
+    }
+
+    /// Every criterion with its verdict, for explanations and ticket evidence.
+    pub fn checks(&self, p: &Payment, l: &StatementLine) -> Vec<Check> {
+        let mut out = vec![self.kind_check(l), self.recipient_check(p, l)];
+        if self.same_currency {
+            out.push(check(
+                p.currency == l.currency,
+                || format!("same currency {}", p.currency),
+                || format!("currency {} ≠ {}", l.currency, p.currency),
+            ));
+        } else {
+            out.push(Check {
+                ok: true,
+                text: if p.currency == l.currency {
+                    format!("currency {} (any currency counts)", l.currency)
+                } else {
+                    format!(
+                        "currency {} vs {} (any currency counts)",
+                        l.currency, p.currency
+                    )
+                },
+            });
+        }
+        out.push(self.amount_check(p, l));
+        out.push(self.window_check(p, l));
+        out
+    }
+
+    fn kind_check(&self, l: &StatementLine) -> Check {
+        match self.lines {
+            LineRule::Payments => check(
+                l.ledger_candidate(),
+                || "a PAYMENT line".into(),
                 || {
-                    if paid == p.amount_minor {
-                        format!("amount {line} equal")
+                    if l.kind != LineKind::Payment {
+                        format!("it is a {} line", l.kind.as_str())
                     } else {
-                        format!("amount {line} within tolerance {tol} of {pay}")
+                        "it is a credit on a bank account (matched three-way, not to payments)"
+                            .into()
                     }
                 },
-                || format!("amount {line} ≠ {pay} (tolerance {tol})"),
-            )
+            ),
+            LineRule::Returns => check(
+                l.kind == LineKind::Refund,
+                || "a return or reversal".into(),
+                || format!("it is a {} line, not a return", l.kind.as_str()),
+            ),
         }
     }
-}
 
-fn window(p: &Payment, l: &StatementLine, (before, after): (Micros, Micros)) -> Check {
-    match p.started_at {
-        None => Check {
-            ok: false,
-            text: "the payment was never sent".into(),
-        },
-        Some(s) => {
-            let (a, b) = (s - before, s + after);
-            let range = format!(
-                "{} .. {}",
-                timeparse::format_utc(a),
-                timeparse::format_utc(b)
-            );
-            let booked = timeparse::format_utc(l.booked_at);
-            check(
-                l.booked_at >= a && l.booked_at <= b,
-                || format!("booked {booked} inside the window {range}"),
-                || format!("booked {booked} outside the window {range}"),
-            )
+    fn recipient_check(&self, p: &Payment, l: &StatementLine) -> Check {
+        check(
+            self.recipient_key(&p.recipient) == self.recipient_key(&l.recipient),
+            || "same recipient".into(),
+            || "recipient differs".into(),
+        )
+    }
+
+    fn amount_check(&self, p: &Payment, l: &StatementLine) -> Check {
+        let paid = self.line_amount(l);
+        let line = money::format_minor(paid, l.currency);
+        let pay = money::format_minor(p.amount_minor, p.currency);
+        match self.amount {
+            AmountRule::Any => Check {
+                ok: true,
+                text: if paid == p.amount_minor && l.currency == p.currency {
+                    format!("amount {line} (any amount counts)")
+                } else {
+                    format!("amount {line} vs {pay} (any amount counts)")
+                },
+            },
+            AmountRule::Returned => check(
+                self.amount_ok(p, l),
+                || format!("{line} came back, the payment's amount"),
+                || format!("{line} came back, the payment was {pay}"),
+            ),
+            AmountRule::Within(tol) => {
+                let tol = money::format_minor(tol, p.currency);
+                check(
+                    self.amount_ok(p, l),
+                    || {
+                        if paid == p.amount_minor {
+                            format!("amount {line} equal")
+                        } else {
+                            format!("amount {line} within tolerance {tol} of {pay}")
+                        }
+                    },
+                    || format!("amount {line} ≠ {pay} (tolerance {tol})"),
+                )
+            }
         }
     }
-}
 
-/// The criteria of a fuzzy pass (kind, recipient, currency, amount and tolerance, window);
-/// `None` for an identifier pass.
-pub fn fuzzy(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Check>> {
-    let PassKind::Fuzzy {
-        before,
-        after,
-        tolerance_minor,
-    } = pass.kind
-    else {
-        return None;
-    };
-    Some(vec![
-        kind(l),
-        recipient(&pass.normalize, p, l),
-        currency(p, l),
-        amount(p, l, Some(tolerance_minor)),
-        window(p, l, (before, after)),
-    ])
+    fn window_check(&self, p: &Payment, l: &StatementLine) -> Check {
+        let Some(s) = p.started_at else {
+            return Check {
+                ok: false,
+                text: "the payment was never sent".into(),
+            };
+        };
+        let (a, b) = (s - self.window.0, s + self.window.1);
+        let range = format!(
+            "{} .. {}",
+            timeparse::format_utc(a),
+            timeparse::format_utc(b)
+        );
+        let booked = match l.booked_day {
+            Some(d) => format!("booked on {d} (date only: the whole day)"),
+            None => format!("booked {}", timeparse::format_utc(l.booked_at)),
+        };
+        check(
+            self.window_ok(p, l),
+            || format!("{booked} inside the window {range}"),
+            || format!("{booked} outside the window {range}"),
+        )
+    }
+
+    /// The same criteria as Polars join predicates over the frames
+    /// [`super::frames::fuzzy_pairs`] builds: line columns `s_rcpt` (recipient key), `s_cur`,
+    /// `s_amt` ([`Fuzzy::line_amount`]), `s_at`, `s_to` (booking interval) and payment columns
+    /// `p_rcpt`, `p_cur`, `p_amt`, `p_start`. Lines and payments are filtered by
+    /// [`Fuzzy::line_qualifies`] and `started_at` before the join.
+    pub fn predicates(&self) -> Vec<Expr> {
+        let mut preds = vec![col("s_rcpt").eq(col("p_rcpt"))];
+        if self.same_currency {
+            preds.push(col("s_cur").eq(col("p_cur")));
+        }
+        match self.amount {
+            AmountRule::Within(0) | AmountRule::Returned => {
+                preds.push(col("s_amt").eq(col("p_amt")))
+            }
+            AmountRule::Within(t) => {
+                preds.push(col("s_amt").gt_eq(col("p_amt") - lit(t)));
+                preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
+            }
+            AmountRule::Any => {}
+        }
+        // Overlap of [s_at, s_to] with [p_start − before, p_start + after].
+        preds.push(col("s_to").gt_eq(col("p_start") - lit(self.window.0)));
+        preds.push(col("s_at").lt_eq(col("p_start") + lit(self.window.1)));
+        preds
+    }
 }
 
 /// The criteria of an identifier pass: which identifier names the payment, then how the money
@@ -168,25 +363,33 @@ pub fn identifier(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Che
             text: "no identifier names the payment".into(),
         }
     };
-    Some(vec![
-        named,
-        recipient(&pass.normalize, p, l),
-        currency(p, l),
-        amount(p, l, Some(0)),
-    ])
+    let exact = Fuzzy {
+        steps: &pass.normalize,
+        window: (0, 0),
+        amount: if l.kind == LineKind::Refund {
+            AmountRule::Returned
+        } else {
+            AmountRule::Within(0)
+        },
+        same_currency: true,
+        lines: LineRule::Payments,
+    };
+    // No kind and no window: an identifier is proof of identity; the money still counts.
+    let mut checks = exact.checks(p, l);
+    checks.truncate(4);
+    checks[0] = named;
+    Some(checks)
 }
 
-/// The near-miss gate's criteria: same recipient and currency, booked inside the widest
-/// window, any amount.
+/// The criteria of a fuzzy pass (kind, recipient, currency, amount and tolerance, window);
+/// `None` for an identifier pass.
+pub fn fuzzy(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Check>> {
+    Fuzzy::of_pass(pass).map(|f| f.checks(p, l))
+}
+
+/// The near-miss gate's criteria (see [`Fuzzy::near_miss`]).
 pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> {
-    let steps = [normalize::Step::NoSpaces, normalize::Step::Upper];
-    vec![
-        kind(l),
-        recipient(&steps, p, l),
-        currency(p, l),
-        amount(p, l, None),
-        window(p, l, rules.evidence_window()),
-    ]
+    Fuzzy::near_miss(rules).checks(p, l)
 }
 
 /// Every fuzzy pass's checks of a pair, by pass index.

@@ -1,11 +1,11 @@
 //! Canonical frames for one pass and the Polars joins that produce candidate pairs.
 
+use super::criteria::Fuzzy;
 use super::pairs_of;
 use crate::ledger::Payment;
 use crate::normalize::{self, Step};
 use crate::rules::Identifiers;
 use crate::sources::StatementLine;
-use crate::timeparse::Micros;
 use anyhow::Result;
 use polars::prelude::*;
 use std::borrow::Cow;
@@ -191,31 +191,29 @@ pub(super) fn identifier_pairs(
     Ok(out)
 }
 
-/// Fuzzy pass: equal recipient and currency, amount equal (or within `tolerance`), booked in
-/// `[started_at - before, started_at + after]`. `tolerance = None` ignores the amount (the
-/// near-miss gate).
+/// Pairs (line, payment) that meet the fuzzy criteria `fz` ([`super::criteria::Fuzzy`]: its
+/// predicates, over frames of the free lines and payments). Sorted and unique.
 pub(super) fn fuzzy_pairs(
     payments: &[Payment],
     lines: &[StatementLine],
     line_free: &[bool],
     pay_free: &[bool],
-    steps: &[Step],
-    (before, after): (Micros, Micros),
-    tolerance: Option<i64>,
+    fz: &Fuzzy<'_>,
 ) -> Result<Vec<(u32, u32)>> {
-    let norm = |s| normalize::apply(steps, s);
     let mut s_idx = Vec::new();
     let mut s_rcpt = Vec::new();
     let mut s_cur = Vec::new();
     let mut s_amt = Vec::new();
     let mut s_at = Vec::new();
+    let mut s_to = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if line_free[i] {
+        if line_free[i] && fz.line_qualifies(l) {
             s_idx.push(i as u32);
-            s_rcpt.push(norm(&l.recipient));
+            s_rcpt.push(fz.recipient_key(&l.recipient));
             s_cur.push(l.currency);
-            s_amt.push(l.ledger_amount());
+            s_amt.push(fz.line_amount(l));
             s_at.push(l.booked_at);
+            s_to.push(l.booked_to);
         }
     }
     let mut p_idx = Vec::new();
@@ -226,7 +224,7 @@ pub(super) fn fuzzy_pairs(
     for (i, p) in payments.iter().enumerate() {
         if let (true, Some(start)) = (pay_free[i], p.started_at) {
             p_idx.push(i as u32);
-            p_rcpt.push(norm(&p.recipient));
+            p_rcpt.push(fz.recipient_key(&p.recipient));
             p_cur.push(p.currency);
             p_amt.push(p.amount_minor);
             p_start.push(start);
@@ -243,6 +241,7 @@ pub(super) fn fuzzy_pairs(
             Column::new("s_cur".into(), s_cur),
             Column::new("s_amt".into(), s_amt),
             Column::new("s_at".into(), s_at),
+            Column::new("s_to".into(), s_to),
         ],
     )?
     .lazy();
@@ -257,24 +256,10 @@ pub(super) fn fuzzy_pairs(
         ],
     )?
     .lazy();
-    let mut preds = vec![
-        col("s_rcpt").eq(col("p_rcpt")),
-        col("s_cur").eq(col("p_cur")),
-    ];
-    match tolerance {
-        Some(0) => preds.push(col("s_amt").eq(col("p_amt"))),
-        Some(t) => {
-            preds.push(col("s_amt").gt_eq(col("p_amt") - lit(t)));
-            preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
-        }
-        None => {}
-    }
-    preds.push(col("s_at").gt_eq(col("p_start") - lit(before)));
-    preds.push(col("s_at").lt_eq(col("p_start") + lit(after)));
     let df = ls
         .join_builder()
         .with(ps)
-        .join_where(preds)
+        .join_where(fz.predicates())
         .select([col("s_idx"), col("p_idx")])
         .collect()?;
     pairs_of(&df)

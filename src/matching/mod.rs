@@ -10,7 +10,6 @@ mod frames;
 pub mod settlement;
 
 use crate::ledger::Payment;
-use crate::normalize;
 use crate::rules::{PassKind, RuleSet};
 use crate::sources::StatementLine;
 use anyhow::{Context, Result};
@@ -37,10 +36,28 @@ pub struct MatchResult {
     /// candidate, identifier links where one line named several payments. Sorted.
     pub ambiguous: Vec<Pair>,
     /// Near misses of unresolved payments left without evidence: a line not cleanly claimed, with the
-    /// same recipient and currency inside the widest window, any amount. `pass` is unused (0).
+    /// same recipient and currency inside the evidence horizon, any amount. `pass` is unused (0).
     pub near_misses: Vec<Pair>,
+    /// Returns and reversals (kind `REFUND`) linked to the payment whose money came back: by
+    /// identifier (`pass` is that pass's index), or by recipient, currency and absolute amount
+    /// when each is the other's only candidate (`pass` is [`RETURNS`]). Sorted.
+    pub returns: Vec<Pair>,
+    /// Returns that could be the money of several payments (or a payment with several
+    /// candidate returns): never decided automatically. Sorted.
+    pub returns_ambiguous: Vec<Pair>,
     /// Three-way matching: provider settlement batches ↔ bank credits.
     pub settlement: settlement::SettlementResult,
+}
+
+/// The `pass` of a return found by recipient, currency and amount (not by a rule pass).
+pub const RETURNS: usize = usize::MAX;
+
+/// The name results and evidence give a pair's pass: the rule's id, or `returns`.
+pub fn pass_name(rules: &RuleSet, pass: usize) -> &str {
+    if pass == RETURNS {
+        return "returns";
+    }
+    rules.passes.get(pass).map(|p| &*p.id).unwrap_or("?")
 }
 
 /// Which payments may take part in what.
@@ -87,11 +104,7 @@ pub fn run(
                 &pass.normalize,
             )
             .with_context(stage)?,
-            PassKind::Fuzzy {
-                before,
-                after,
-                tolerance_minor,
-            } => {
+            PassKind::Fuzzy { .. } => {
                 // Count candidates over everything not cleanly claimed: free sides, contested
                 // links and sides left undecided by earlier passes. Only free sides can pair.
                 let line_mask: Vec<bool> = lines
@@ -105,16 +118,9 @@ pub fn run(
                         elig.linkable[i] && !clean
                     })
                     .collect();
-                frames::fuzzy_pairs(
-                    payments,
-                    lines,
-                    &line_mask,
-                    &pay_mask,
-                    &pass.normalize,
-                    (*before, *after),
-                    Some(*tolerance_minor),
-                )
-                .with_context(stage)?
+                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
+                frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
+                    .with_context(stage)?
             }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
@@ -140,10 +146,7 @@ pub fn run(
                 pay_links[p_us] += 1;
                 // A link is clean only when money and recipient agree; anything else is
                 // disputed evidence (an identifier says one thing, the booking another).
-                if line.ledger_amount() != pay.amount_minor
-                    || line.currency != pay.currency
-                    || line.recipient != pay.recipient
-                {
+                if !criteria::clean_link(&pass.normalize, pay, line) {
                     line_contested[l_us] = true;
                     pay_disputed[p_us] = true;
                 } else {
@@ -188,16 +191,13 @@ pub fn run(
         .enumerate()
         .map(|(i, l)| l.ledger_candidate() && !claimed[i])
         .collect();
-    let window = rules.evidence_window();
     if near_pay.iter().any(|&b| b) && near_lines.iter().any(|&b| b) {
         let pairs = frames::fuzzy_pairs(
             payments,
             lines,
             &near_lines,
             &near_pay,
-            &[normalize::Step::NoSpaces, normalize::Step::Upper],
-            window,
-            None,
+            &criteria::Fuzzy::near_miss(rules),
         )
         .context("near-miss gate")?;
         result
@@ -213,6 +213,7 @@ pub fn run(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "Near-miss gate done."
     );
+    match_returns(payments, provider_ids, lines, rules, elig, &mut result)?;
     // Each pass added its pairs in order: the stable sort merges those runs in linear time
     // instead of sorting a million pairs from scratch.
     result.links.sort();
@@ -220,6 +221,77 @@ pub fn run(
     result.near_misses.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
+}
+
+/// Returns and reversals (DESIGN.md rule 10): a `REFUND` line that names a payment through an
+/// identifier pass is that payment's money coming back; one that names none is compared by
+/// recipient, currency and absolute amount with every payment started in its reach, and
+/// linked only when each is the other's only candidate. Everything else is ambiguous.
+fn match_returns(
+    payments: &[Payment],
+    provider_ids: &[(u32, String)],
+    lines: &[StatementLine],
+    rules: &RuleSet,
+    elig: &Eligibility,
+    result: &mut MatchResult,
+) -> Result<()> {
+    let mut free: Vec<bool> = lines
+        .iter()
+        .map(|l| l.kind == crate::config::LineKind::Refund)
+        .collect();
+    if !free.iter().any(|&b| b) {
+        return Ok(());
+    }
+    for (pass_idx, pass) in rules.passes.iter().enumerate() {
+        let PassKind::Identifier(ids) = &pass.kind else {
+            continue;
+        };
+        let pairs = frames::identifier_pairs(
+            payments,
+            provider_ids,
+            lines,
+            &free,
+            &elig.linkable,
+            *ids,
+            &pass.normalize,
+        )
+        .with_context(|| format!("matching returns by pass {:?}", pass.id))?;
+        let (per_line, _) = count(&pairs, lines.len(), payments.len());
+        for &(l, p) in &pairs {
+            let pair = Pair {
+                line: l,
+                payment: p,
+                pass: pass_idx,
+            };
+            if per_line[l as usize] == 1 {
+                result.returns.push(pair);
+            } else {
+                result.returns_ambiguous.push(pair);
+            }
+        }
+        for &(l, _) in &pairs {
+            free[l as usize] = false;
+        }
+    }
+    let fz = criteria::Fuzzy::returns(rules, rules.return_reach);
+    let pairs = frames::fuzzy_pairs(payments, lines, &free, &elig.linkable, &fz)
+        .context("matching returns by recipient and amount")?;
+    let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
+    for &(l, p) in &pairs {
+        let pair = Pair {
+            line: l,
+            payment: p,
+            pass: RETURNS,
+        };
+        if per_line[l as usize] == 1 && per_pay[p as usize] == 1 {
+            result.returns.push(pair);
+        } else {
+            result.returns_ambiguous.push(pair);
+        }
+    }
+    result.returns.sort();
+    result.returns_ambiguous.sort();
+    Ok(())
 }
 
 /// Candidate counts per line and per payment.

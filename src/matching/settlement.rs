@@ -302,8 +302,14 @@ fn candidate_pairs(
 ) -> Result<Vec<(usize, u32)>> {
     // Bank sources are numbered by the rules that name them.
     let bank_id = |name: &str| rules.iter().position(|r| r.bank == name).map(|p| p as u32);
-    let (mut s_idx, mut s_bank, mut s_cur, mut s_amt, mut s_at) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut s_idx, mut s_bank, mut s_cur, mut s_amt, mut s_at, mut s_to) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
     for &c in credits.keys() {
         let l = &lines[c as usize];
         if let Some(b) = bank_id(&l.source) {
@@ -312,6 +318,7 @@ fn candidate_pairs(
             s_cur.push(l.currency);
             s_amt.push(l.amount_minor);
             s_at.push(l.booked_at);
+            s_to.push(l.booked_to);
         }
     }
     let (mut b_idx, mut b_bank, mut b_cur, mut b_min, mut b_max, mut b_lo, mut b_hi) = (
@@ -350,6 +357,7 @@ fn candidate_pairs(
             Column::new("s_cur".into(), s_cur),
             Column::new("s_amt".into(), s_amt),
             Column::new("s_at".into(), s_at),
+            Column::new("s_to".into(), s_to),
         ],
     )?
     .lazy();
@@ -369,7 +377,8 @@ fn candidate_pairs(
     let mut preds = vec![
         col("s_bank").eq(col("b_bank")),
         col("s_cur").eq(col("b_cur")),
-        col("s_at").gt_eq(col("b_lo")),
+        // A date-only bank booking overlaps the window (DESIGN.md rule 9).
+        col("s_to").gt_eq(col("b_lo")),
         col("s_at").lt_eq(col("b_hi")),
     ];
     if by_amount {
@@ -414,11 +423,14 @@ mod tests {
             amount_minor: amount,
             currency: "EUR",
             booked_at: 10 * HOUR,
+            booked_to: 10 * HOUR,
+            booked_day: None,
             kind,
             account: None,
             entry: None,
             batch: batch.map(Into::into),
             role,
+            content_id: Default::default(),
         }
     }
 

@@ -149,7 +149,13 @@ pub fn write<W: Write, D: Write>(
             timeparse::write_utc(&mut buf, t);
         }
         rec.field(&buf);
-        joined(&mut buf, &ls, &|b, l| timeparse::write_utc(b, l.booked_at));
+        joined(&mut buf, &ls, &|b, l| match l.booked_day {
+            Some(d) => {
+                use std::fmt::Write as _;
+                let _ = write!(b, "{}", d.format("%Y-%m-%d"));
+            }
+            None => timeparse::write_utc(b, l.booked_at),
+        });
         rec.field(&buf);
         joined(&mut buf, &ls, &|b, l| {
             b.push_str(&l.source);

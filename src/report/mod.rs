@@ -96,6 +96,7 @@ impl Family {
             | Outcome::OrphanAtProvider
             | Outcome::SettlementMismatch
             | Outcome::PayoutMissingAtBank
+            | Outcome::Returned
             | Outcome::UnmatchedBankCredit => Family::MoneyAtRisk,
             Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
             Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {

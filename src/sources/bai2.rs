@@ -461,11 +461,14 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         amount_minor: d.amount,
                         currency: acc.currency,
                         booked_at: day_start(ctx, date),
+                        booked_to: super::text::day_end(ctx, date),
+                        booked_day: Some(date),
                         kind: LineKind::Payment,
                         account: Some(acc_id.clone()),
                         entry: None,
                         batch: None,
                         role: crate::config::Role::Provider,
+                        content_id: Default::default(),
                     });
                 }
                 let mut facts = StatementFacts::new(&ctx.file, format!("line {}", acc.line));

@@ -235,7 +235,7 @@ fn sign(ctx: &ParseContext, el: Option<&El>, what: &str, at: u64) -> Result<i64>
 }
 
 /// `Dt` or `DtTm` inside `el` → (UTC micros, local date).
-fn date_of(ctx: &ParseContext, el: &El, what: &str) -> Result<Option<(i64, NaiveDate)>> {
+fn date_of(ctx: &ParseContext, el: &El, what: &str) -> Result<Option<Booking>> {
     if let Some(d) = el.child("Dt") {
         let t = d.text.trim();
         // xs:date may carry a zone (`2017-04-01+02:00`, `…Z`): the day is what counts.
@@ -245,12 +245,33 @@ fn date_of(ctx: &ParseContext, el: &El, what: &str) -> Result<Option<(i64, Naive
             .unwrap_or(t);
         let date = NaiveDate::parse_from_str(day, "%Y-%m-%d")
             .map_err(|e| ctx.error(d.line, format!("{what}: date {t:?}: {e}")))?;
-        return Ok(Some((day_start(ctx, date), date)));
+        return Ok(Some(Booking {
+            at: day_start(ctx, date),
+            to: super::text::day_end(ctx, date),
+            day: date,
+            date_only: true,
+        }));
     }
     if let Some(d) = el.child("DtTm") {
-        return datetime(ctx, d, what).map(Some);
+        return datetime(ctx, d, what).map(|(at, day)| {
+            Some(Booking {
+                at,
+                to: at,
+                day,
+                date_only: false,
+            })
+        });
     }
     Ok(None)
+}
+
+/// When an entry was booked: an instant (`DtTm`), or a whole day (`Dt`).
+#[derive(Debug, Clone, Copy)]
+struct Booking {
+    at: i64,
+    to: i64,
+    day: NaiveDate,
+    date_only: bool,
 }
 
 fn datetime(ctx: &ParseContext, d: &El, what: &str) -> Result<(i64, NaiveDate)> {
@@ -356,7 +377,7 @@ fn statement(
             Some(c) => sign(ctx, Some(c), "Bal", bal.line)?,
         };
         let date = match bal.child("Dt") {
-            Some(d) => date_of(ctx, d, "Bal/Dt")?.map(|x| x.1),
+            Some(d) => date_of(ctx, d, "Bal/Dt")?.map(|x| x.day),
             None => None,
         };
         let b = Balance {
@@ -471,7 +492,12 @@ fn statement(
         // Entries without dates (Lithuanian exports, minimal notifications): the day of a
         // one-day statement period, else of one-day balances, else the day the statement was
         // created.
-        let booked = match booked.or(fallback_day.map(|d| (day_start(ctx, d), d))) {
+        let booked = match booked.or(fallback_day.map(|d| Booking {
+            at: day_start(ctx, d),
+            to: super::text::day_end(ctx, d),
+            day: d,
+            date_only: true,
+        })) {
             Some(b) => b,
             None => {
                 return Err(ctx.error(
@@ -495,8 +521,8 @@ fn statement(
                 ),
             ));
         }
-        facts.from = Some(facts.from.map_or(booked.1, |d| d.min(booked.1)));
-        facts.to = Some(facts.to.map_or(booked.1, |d| d.max(booked.1)));
+        facts.from = Some(facts.from.map_or(booked.day, |d| d.min(booked.day)));
+        facts.to = Some(facts.to.map_or(booked.day, |d| d.max(booked.day)));
         let entry_ref = ntry
             .text_at(&["AcctSvcrRef"])
             .or_else(|| ntry.text_at(&["NtryRef"]));
@@ -572,7 +598,9 @@ fn statement(
                     .unwrap_or_default(),
                 amount_minor,
                 currency: ccy,
-                booked_at: booked.0,
+                booked_at: booked.at,
+                booked_to: booked.to,
+                booked_day: booked.date_only.then_some(booked.day),
                 // A returned payment (R-transaction, `RtrInf`) is money coming back.
                 kind: if tx.is_some_and(|t| t.child("RtrInf").is_some()) {
                     LineKind::Refund
@@ -586,6 +614,7 @@ fn statement(
                 }),
                 batch: None,
                 role: crate::config::Role::Provider,
+                content_id: Default::default(),
             }
         };
         // Split a batch into its details only when every detail has an amount in the

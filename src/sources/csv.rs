@@ -278,9 +278,20 @@ impl<'c> Mapping<'c> {
         } else {
             amount
         };
-        let booked_at = match row.date(self.booked_at) {
-            Some(naive) => timeparse::local_to_utc(naive, self.cfg.timezone)
-                .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
+        let (booked_at, booked_day) = match row.date(self.booked_at) {
+            // A spreadsheet date cell without a time of day is a date (a booking exactly at
+            // midnight is far rarer than a date-formatted cell).
+            Some(naive) if naive.time() == chrono::NaiveTime::MIN && self.booked_time.is_none() => {
+                (
+                    timeparse::day_start(naive.date(), self.cfg.timezone),
+                    Some(naive.date()),
+                )
+            }
+            Some(naive) => (
+                timeparse::local_to_utc(naive, self.cfg.timezone)
+                    .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
+                None,
+            ),
             None => {
                 let booked_text = self.field(row, self.booked_at, &c.booked_at)?;
                 let joined;
@@ -292,7 +303,7 @@ impl<'c> Mapping<'c> {
                         &joined
                     }
                 };
-                timeparse::parse(text, &self.cfg.timestamp_format, self.cfg.timezone)
+                timeparse::parse_booking(text, &self.cfg.timestamp_format, self.cfg.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
             }
         };
@@ -335,11 +346,17 @@ impl<'c> Mapping<'c> {
             amount_minor,
             currency,
             booked_at,
+            booked_to: match booked_day {
+                Some(d) => super::day_booking(d, self.cfg.timezone).1,
+                None => booked_at,
+            },
+            booked_day,
             kind,
             account: None,
             entry: None,
             batch: optional(self.batch),
             role: crate::config::Role::Provider,
+            content_id: Default::default(),
         })
     }
 }

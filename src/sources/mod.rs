@@ -18,7 +18,7 @@ pub mod mt940;
 mod text;
 pub mod xlsx;
 
-use crate::config::{Format, LineKind, Role, SourceConfig, SourcePath};
+use crate::config::{Completeness, Format, LineKind, Role, SourceConfig, SourcePath};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -57,8 +57,14 @@ pub struct StatementLine {
     pub amount_minor: i64,
     /// ISO 4217 code.
     pub currency: &'static str,
-    /// Booking instant, UTC microseconds.
+    /// Booking instant, UTC microseconds: for a date-only booking, the start of its day.
     pub booked_at: Micros,
+    /// The last instant the booking can stand for (inclusive): `booked_at` for a timestamp,
+    /// the last microsecond of the day for a date-only booking (DESIGN.md rule 9: a booking
+    /// is as precise as its source; windows test overlap with `[booked_at, booked_to]`).
+    pub booked_to: Micros,
+    /// The day of a date-only booking, in its source's zone (`None`: a timestamp).
+    pub booked_day: Option<NaiveDate>,
     /// Payment or refund.
     pub kind: LineKind,
     /// The statement's own account (bank formats), if the file names it. Mask when printed.
@@ -70,6 +76,10 @@ pub struct StatementLine {
     pub batch: Option<CompactString>,
     /// The role of the line's source (set when the source is loaded).
     pub role: Role,
+    /// Identity of a line without a provider id (set when its source is loaded, see
+    /// [`assign_line_ids`]): a digest of its content, `.2`, `.3`… for the second and third
+    /// identical line. Empty for a line identified by its provider id.
+    pub content_id: CompactString,
 }
 
 /// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
@@ -96,6 +106,21 @@ impl StatementLine {
                 detail: Some(d),
             }) => format!("{}:entry {entry}/detail {d}", self.file),
         }
+    }
+
+    /// The booking as results and reports show it: the UTC instant, or the day of a
+    /// date-only booking (`2026-11-10`), never a made-up midnight.
+    pub fn booked_text(&self) -> String {
+        match self.booked_day {
+            Some(d) => d.format("%Y-%m-%d").to_string(),
+            None => timeparse::format_utc(self.booked_at),
+        }
+    }
+
+    /// Whether the booking can lie in `[from, to]` (inclusive): overlap of the window with
+    /// the booking's own interval.
+    pub fn booked_within(&self, from: Micros, to: Micros) -> bool {
+        self.booked_at <= to && self.booked_to >= from
     }
 
     /// The amount as the ledger sees it. A bank books a payment we sent as a debit, so for a
@@ -154,10 +179,15 @@ impl StatementLine {
         )
     }
 
-    /// Stable identity for results and ticket keys: the provider id, or `source#Lnn`.
+    /// Stable identity for results and ticket keys: the provider id, or `source#<content id>`
+    /// ([`assign_line_ids`]): unique across the source's files and the same when a file is
+    /// delivered again (a position alone is neither: line 2 of two daily files would share it).
     pub fn uid(&self) -> std::borrow::Cow<'_, str> {
         match &self.provider_txn_id {
             Some(id) => id.as_str().into(),
+            None if !self.content_id.is_empty() => {
+                format!("{}#{}", self.source, self.content_id).into()
+            }
             None => format!("{}#L{}", self.source, self.line_no).into(),
         }
     }
@@ -818,6 +848,25 @@ pub struct DedupeIndex {
     indexed: usize,
 }
 
+/// Gives every line without a provider id its content id ([`StatementLine::content_id`]): the
+/// first 12 hex digits of its content fingerprint, and `.N` for the N-th line of the same
+/// content in the source (two equal fees on one day are two lines). Position plays no part,
+/// so a re-delivered or re-ordered file names its lines the same.
+pub fn assign_line_ids(lines: &mut [StatementLine]) {
+    let mut seen: foldhash::HashMap<CompactString, u32> = Default::default();
+    for l in lines.iter_mut().filter(|l| l.provider_txn_id.is_none()) {
+        let fp = l.fingerprint();
+        let digest = CompactString::from(&fp[..12]);
+        let n = seen.entry(digest.clone()).or_insert(0);
+        *n += 1;
+        l.content_id = if *n == 1 {
+            digest
+        } else {
+            compact_str::format_compact!("{digest}.{n}")
+        };
+    }
+}
+
 /// Appends `more` to `all`, moving it when `all` is empty instead of copying every element
 /// (a million statement lines are ~200 MB).
 pub fn absorb<T>(all: &mut Vec<T>, more: Vec<T>) {
@@ -846,39 +895,53 @@ pub fn covers(coverage: &[(Micros, Micros)], from: Micros, to: Micros) -> bool {
     coverage.iter().any(|&(a, b)| a <= from && to < b)
 }
 
+/// The booking interval `[start, end]` (inclusive, UTC) of a date-only booking on `day` in
+/// `tz`: the whole local day.
+pub fn day_booking(day: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
+    (
+        timeparse::day_start(day, tz),
+        timeparse::day_start(day.succ_opt().unwrap_or(day), tz) - 1,
+    )
+}
+
 /// sha256 of bytes as lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// Loads one configured source. Daily (`{date}`) sources read one file per day in `days`.
-/// A failure to read a file that exists is an error (exit code for inputs); a missing daily
-/// file only narrows coverage.
-pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLoad> {
+/// Loads one configured source. Daily (`{date}`) sources read one file per day in `days`;
+/// a day that has not ended by `as_of` is read when its file is there, and not asked for when
+/// it is not (its file cannot be complete yet). A failure to read a file that exists is an
+/// error (exit code for inputs); a missing daily file only narrows coverage.
+///
+/// Coverage rests on what each file proves ([`Completeness`], DESIGN.md rule 2): a file that
+/// proves nothing — no control file, out of booking order, empty without `empty_file =
+/// "no_activity"`, a statement without balances or control totals — covers nothing.
+pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> Result<SourceLoad> {
     let mut load = SourceLoad::default();
     let mut coverage = Vec::new();
     let mut holes = Vec::new();
+    let span_of = |from: NaiveDate, to: NaiveDate| {
+        (
+            timeparse::day_start(from, cfg.timezone),
+            timeparse::day_start(to.succ_opt().unwrap_or(to), cfg.timezone),
+        )
+    };
     match &cfg.path {
         SourcePath::Fixed { path, complete } => {
-            let before = load.facts.len();
+            let (lines0, facts0) = (load.lines.len(), load.facts.len());
             let clean = read_file(cfg, path, &mut load)?;
-            let span = complete.map(|(from, to)| {
-                (
-                    timeparse::day_start(from, cfg.timezone),
-                    timeparse::day_start(to.succ_opt().unwrap_or(to), cfg.timezone),
-                )
-            });
+            let span = complete.map(|(from, to)| span_of(from, to));
             holes.extend(statement_gates(
                 cfg,
-                &load.facts[before..],
+                &load.facts[facts0..],
                 span,
                 &mut load.gates,
             ));
-            match complete {
-                Some((from, to)) if clean => coverage.push((
-                    timeparse::day_start(*from, cfg.timezone),
-                    timeparse::day_start(to.succ_opt().unwrap_or(*to), cfg.timezone),
-                )),
+            match span {
+                Some(span) if clean => {
+                    coverage.extend(prove(cfg, path, span, &mut load, lines0, facts0));
+                }
                 Some(_) => load.warnings.push(format!(
                     "source {}: {} has rejected or not-booked lines, so it is not treated as complete",
                     cfg.name,
@@ -895,40 +958,41 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
             while day <= days.1 {
                 let path_text = template.replace("{date}", &day.format("%Y-%m-%d").to_string());
                 let path = Path::new(&path_text);
-                let span = (
-                    timeparse::day_start(day, cfg.timezone),
-                    timeparse::day_start(day.succ_opt().unwrap_or(day), cfg.timezone),
-                );
-                load.gates.push(Gate {
-                    source: cfg.name.clone(),
-                    file: path_text.clone(),
-                    period: format!("{day}..{day}"),
-                    check: "daily_file",
-                    ok: path.exists(),
-                    detail: if path.exists() {
-                        "present".to_string()
-                    } else {
-                        "expected daily file is missing".to_string()
-                    },
-                });
-                if path.exists() {
-                    let before = load.facts.len();
+                let span = span_of(day, day);
+                let ended = span.1 <= as_of;
+                let present = path.exists();
+                if ended || present {
+                    load.gates.push(Gate {
+                        source: cfg.name.clone(),
+                        file: path_text.clone(),
+                        period: format!("{day}..{day}"),
+                        check: "daily_file",
+                        ok: present,
+                        detail: if present {
+                            "present".to_string()
+                        } else {
+                            "expected daily file is missing".to_string()
+                        },
+                    });
+                }
+                if present {
+                    let (lines0, facts0) = (load.lines.len(), load.facts.len());
                     let clean = read_file(cfg, path, &mut load)?;
                     holes.extend(statement_gates(
                         cfg,
-                        &load.facts[before..],
+                        &load.facts[facts0..],
                         Some(span),
                         &mut load.gates,
                     ));
                     if clean {
-                        coverage.push(span);
+                        coverage.extend(prove(cfg, path, span, &mut load, lines0, facts0));
                     } else {
                         load.warnings.push(format!(
                             "source {}: {} has rejected or not-booked lines, so {day} is not treated as complete",
                             cfg.name, path_text
                         ));
                     }
-                } else {
+                } else if ended {
                     load.warnings.push(format!(
                         "source {}: no file for {day} ({path_text})",
                         cfg.name
@@ -951,7 +1015,161 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate)) -> Result<SourceLo
         }
     }
     load.coverage = subtract_intervals(merge_intervals(coverage), &holes);
+    assign_line_ids(&mut load.lines);
     Ok(load)
+}
+
+/// What the file just read (its lines from `lines0`, its statements from `facts0`, its file
+/// record last) proves about `span`, the period it claims: the part of `span` it covers
+/// completely under the source's [`Completeness`]. Says why in a warning when that is less.
+fn prove(
+    cfg: &SourceConfig,
+    path: &Path,
+    span: (Micros, Micros),
+    load: &mut SourceLoad,
+    lines0: usize,
+    facts0: usize,
+) -> Option<(Micros, Micros)> {
+    let file = path.display().to_string();
+    let lines = &load.lines[lines0..];
+    let warn = |load: &mut SourceLoad, why: String| {
+        load.warnings.push(format!(
+            "source {}: {file} proves nothing about its period ({why}), so it is not treated as complete",
+            cfg.name
+        ));
+        None
+    };
+    let record = load.files.last().cloned();
+    let held = record
+        .as_ref()
+        .map(|f| f.lines + f.rejected + f.duplicates + f.not_booked)
+        .unwrap_or(0);
+    if held == 0 && cfg.empty_means_no_activity && cfg.completeness != Completeness::None {
+        // The source declares that an empty file means a period without activity.
+        return Some(span);
+    }
+    match cfg.completeness {
+        Completeness::None => None,
+        Completeness::ControlFile => {
+            let ctl = format!("{file}.ctl");
+            let text = match std::fs::read_to_string(&ctl) {
+                Ok(t) => t,
+                Err(e) => return warn(load, format!("no control file {ctl}: {e}")),
+            };
+            match check_control(&text, held, record.as_ref().map(|f| f.sha256.as_str())) {
+                Ok(()) => Some(span),
+                Err(why) => warn(load, format!("control file {ctl}: {why}")),
+            }
+        }
+        Completeness::LastLine => {
+            let Some(last) = lines.last() else {
+                return warn(
+                    load,
+                    "no lines, and the source does not say that an empty file means no activity \
+                     (empty_file = \"no_activity\")"
+                        .into(),
+                );
+            };
+            if let Some(w) = lines.windows(2).find(|w| w[1].booked_at < w[0].booked_at) {
+                return warn(
+                    load,
+                    format!(
+                        "completeness = \"last_line\" needs lines in booking order; {} is booked before {}",
+                        w[1].position(),
+                        w[0].position()
+                    ),
+                );
+            }
+            // Covered up to the last booking: a timestamp covers its instant, a date-only
+            // booking only the days before its own.
+            let end = if last.booked_day.is_some() {
+                last.booked_at
+            } else {
+                last.booked_at.saturating_add(1)
+            };
+            let end = end.min(span.1);
+            if end < span.1 {
+                load.warnings.push(format!(
+                    "source {}: {file} covers its period only up to its last line ({}, {})",
+                    cfg.name,
+                    last.position(),
+                    last.booked_text()
+                ));
+            }
+            (end > span.0).then_some((span.0, end))
+        }
+        Completeness::Statement => {
+            let facts = &load.facts[facts0..];
+            if facts.is_empty() {
+                return warn(load, "no statement in it".into());
+            }
+            if let Some(f) = facts.iter().find(|f| {
+                f.balance_chains() != Some(true) && f.declared_totals_agree() != Some(true)
+            }) {
+                return warn(
+                    load,
+                    format!(
+                        "statement at {} declares no balances that chain and no control totals",
+                        f.position
+                    ),
+                );
+            }
+            Some(span)
+        }
+    }
+}
+
+/// Checks a control file (`lines=N`, `sha256=HEX`, one per line, `#` comments) against the
+/// statement file it describes: `held` lines, bytes with digest `sha256`.
+pub fn check_control(text: &str, held: usize, sha256: Option<&str>) -> Result<(), String> {
+    let mut checked = 0;
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!(
+                "line {}: expected key=value, found {:?}",
+                i + 1,
+                cut(line)
+            ));
+        };
+        let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+        match key.as_str() {
+            "lines" => {
+                let n: usize = value.parse().map_err(|_| {
+                    format!("line {}: lines={:?} is not a count", i + 1, cut(value))
+                })?;
+                if n != held {
+                    return Err(format!("declares {n} lines, the file holds {held}"));
+                }
+            }
+            "sha256" => {
+                if sha256.is_none_or(|s| !s.eq_ignore_ascii_case(value)) {
+                    return Err(format!(
+                        "declares sha256 {}, the file's is {}",
+                        cut(value),
+                        sha256.unwrap_or("?")
+                    ));
+                }
+            }
+            other => return Err(format!("line {}: unknown key {:?}", i + 1, cut(other))),
+        }
+        checked += 1;
+    }
+    if checked == 0 {
+        return Err("declares neither lines= nor sha256=".into());
+    }
+    Ok(())
+}
+
+/// At most 80 characters of `s` for a message.
+fn cut(s: &str) -> String {
+    match s.char_indices().nth(80) {
+        Some((i, _)) => format!("{}… ({} bytes)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
 }
 
 /// Header of `recon parse` output.
@@ -1065,7 +1283,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             },
             &crate::money::format_minor(l.amount_minor, l.currency),
             l.currency,
-            &timeparse::format_utc(l.booked_at),
+            &l.booked_text(),
             l.kind.as_str(),
         ])?;
     }

@@ -506,6 +506,8 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             amount_minor,
             currency: cur,
             booked_at: day_start(ctx, e.booked),
+            booked_to: super::text::day_end(ctx, e.booked),
+            booked_day: Some(e.booked),
             kind: if e.reversal {
                 LineKind::Refund
             } else {
@@ -515,6 +517,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             entry: None,
             batch: None,
             role: crate::config::Role::Provider,
+            content_id: Default::default(),
         });
         facts.from = Some(facts.from.map_or(e.booked, |d| d.min(e.booked)));
         facts.to = Some(facts.to.map_or(e.booked, |d| d.max(e.booked)));

@@ -129,6 +129,12 @@ pub fn day_start(ctx: &ParseContext, date: NaiveDate) -> crate::timeparse::Micro
     crate::timeparse::day_start(date, ctx.timezone)
 }
 
+/// The inclusive end of a date-only booking on `date` (the day's last microsecond in the
+/// source's zone).
+pub fn day_end(ctx: &ParseContext, date: NaiveDate) -> crate::timeparse::Micros {
+    super::day_booking(date, ctx.timezone).1
+}
+
 /// Collapses runs of white space (including line breaks) to one space and trims.
 pub fn collapse(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -922,7 +922,7 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
     let cfg = recon::config::Config::load(&cfg_path).expect("config");
     assert_eq!(cfg.sources[0].format, Format::Camt053);
     let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("day");
-    let load = sources::load(&cfg.sources[0], (day, day)).expect("load");
+    let load = sources::load(&cfg.sources[0], (day, day), i64::MAX).expect("load");
     assert_eq!(load.lines.len(), 1);
     assert_eq!(
         load.lines[0].account.as_deref(),

@@ -46,6 +46,8 @@ async fn run_scenario(name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>, TestEn
     for f in ["payments.csv", "attempts.csv", "statement.csv"] {
         std::fs::copy(dir.join(f), env.path(f)).expect("copy fixture");
     }
+    // Delivered complete, with its control file (DESIGN.md rule 2).
+    env.control("statement.csv");
     env.import_files().await;
     let report = env
         .run(&scenario.date, &scenario.as_of, false, "golden")
@@ -98,6 +100,7 @@ golden!(
     orphan_at_provider,
     proposed_match,
     refund,
+    returned,
     resolved_failed,
     resolved_succeeded,
     resolved_succeeded_stale_submitting,

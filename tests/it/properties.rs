@@ -61,6 +61,7 @@ fn build(
             started_at: (st != Status::Pending).then_some(BASE + m * MINUTE),
             created_at: BASE + m * MINUTE,
             followup: None,
+            recon: None,
         })
         .collect();
     let provider_ids = payments
@@ -85,6 +86,8 @@ fn build(
             amount_minor: AMOUNTS[a],
             currency: CURRENCIES[c],
             booked_at: BASE + m * MINUTE,
+            booked_to: BASE + m * MINUTE,
+            booked_day: None,
             kind: if refund {
                 LineKind::Refund
             } else {
@@ -94,6 +97,7 @@ fn build(
             entry: None,
             batch: None,
             role: recon::config::Role::Provider,
+            content_id: Default::default(),
         })
         .collect();
     (payments, provider_ids, lines)
@@ -112,6 +116,7 @@ fn classify(
         vec![vec![(BASE - DAY, BASE + DAY)]]
     };
     let in_scope = vec![true; payments.len()];
+    let report_line = vec![true; lines.len()];
     let ctx = Context {
         as_of: BASE + 10 * DAY,
         stale_after: 30 * MINUTE,
@@ -119,6 +124,7 @@ fn classify(
         coverage: &coverage,
         in_scope: &in_scope,
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
+        report_line: &report_line,
     };
     let elig = ctx.eligibility(payments);
     let m = matching::run(payments, provider_ids, lines, &rules, &elig).expect("matching");

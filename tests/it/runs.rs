@@ -225,6 +225,7 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
         to: recon::ledger::Status::Failed,
         attempt_id: Some("A-1".into()),
         provider_payment_id: None,
+        prior_provider_payment_id: None,
         reason: "test".into(),
     };
     // P-1 is SUCCEEDED (recon moved it): a transition from UNKNOWN is refused, not forced.
@@ -603,6 +604,7 @@ async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
              L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,PENDING\n"
         ),
     );
+    env.control("statement.csv");
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
         .await;
@@ -633,6 +635,7 @@ async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
              L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT,BOOKED\n"
         ),
     );
+    env.control("statement.csv");
     let report = env
         .run("2026-11-10", "2026-11-20T00:00:00Z", false, "r2")
         .await;

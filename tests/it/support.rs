@@ -163,6 +163,7 @@ name = "psp"
 format = "csv"
 path = "statement.csv"
 timestamp_format = "rfc3339"
+completeness = "control_file"
 {complete}
 [source.columns]
 provider_txn_id = "id"
@@ -187,7 +188,7 @@ kind = "type"
             config_path,
             pg_database: None,
         };
-        env.write("statement.csv", &format!("{STATEMENT_HEADER}\n"));
+        env.statement("");
         env
     }
 
@@ -228,9 +229,17 @@ kind = "type"
         db.close().await;
     }
 
-    /// Writes the statement rows (without header).
+    /// Writes the statement rows (without header), with its control file: the provider
+    /// delivered it complete.
     pub fn statement(&self, rows: &str) {
         self.write("statement.csv", &format!("{STATEMENT_HEADER}\n{rows}"));
+        self.control("statement.csv");
+    }
+
+    /// Writes `<name>.ctl` beside a CSV file of the job folder: its record count (header
+    /// excluded) and sha256, as a bank or provider delivers a control file with a complete file.
+    pub fn control(&self, name: &str) {
+        write_control(&self.path(name));
     }
 
     /// Runs `date` with `as_of`.
@@ -307,6 +316,18 @@ kind = "type"
         }
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
+}
+
+/// Writes `<path>.ctl` for a CSV file with a header: `lines=` its records, `sha256=` its bytes.
+pub fn write_control(path: &Path) {
+    let bytes = std::fs::read(path).expect("read statement");
+    let records = csv::Reader::from_reader(bytes.as_slice()).records().count();
+    let sha = recon::sources::sha256_hex(&bytes);
+    std::fs::write(
+        format!("{}.ctl", path.display()),
+        format!("lines={records}\nsha256={sha}\n"),
+    )
+    .expect("write control file");
 }
 
 /// Reads a CSV file as rows of the named columns (header excluded).

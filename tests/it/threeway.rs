@@ -405,8 +405,10 @@ async fn a_payout_that_never_reaches_a_complete_bank_statement_is_a_ticket() {
     let cfg = std::fs::read_to_string(env.path("recon.toml")).expect("config");
     let complete = cfg.replace(
         "path = \"bank.csv\"",
-        "path = \"bank.csv\"\ncomplete_from = \"2021-01-01\"\ncomplete_to = \"2021-01-31\"",
+        "path = \"bank.csv\"\ncomplete_from = \"2021-01-01\"\ncomplete_to = \"2021-01-31\"\ncompleteness = \"control_file\"",
     );
+    // The bank delivered the (empty) statement with its control file: no activity, proven.
+    env.control("bank.csv");
     // Not complete: the batch waits, whatever the day.
     let open = env
         .run("2021-01-13", "2021-01-20T00:00:00Z", false, "open")

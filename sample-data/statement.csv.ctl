@@ -1,0 +1,2 @@
+lines=15
+sha256=d24a08fb3c9e95ef3cf79b67684d8a3bc60b8e8dc44a9cc0abd2bc564b2aa5eb

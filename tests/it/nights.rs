@@ -61,6 +61,10 @@ struct DayRun {
     dry: bool,
     /// A day of a dry range (runs without the previous days' effects).
     dry_range: bool,
+    /// First day of its range (its own day for a single-day run): a range's day depends on
+    /// what the range's earlier days read and decided (late files surface on the first day
+    /// that reads them), so only runs of the same shape are compared.
+    range_from: i64,
     /// (path relative to the job, sha256) of every statement file read.
     inputs: Vec<(String, String)>,
     /// Lines surely visible (file read, booked at or before the as-of), by key.
@@ -71,6 +75,23 @@ struct DayRun {
     applied: usize,
 }
 
+impl DayRun {
+    /// Runs with equal keys must write byte-identical results.csv.
+    fn key(&self) -> String {
+        let mut key = format!(
+            "{}|{}|{}|{}|",
+            self.day,
+            self.as_of,
+            self.range_from,
+            if self.dry_range { "dry-range" } else { "real" }
+        );
+        for (p, s) in &self.inputs {
+            let _ = write!(key, "{p}={s};");
+        }
+        key
+    }
+}
+
 /// One row of results.csv.
 #[derive(Debug, Clone)]
 struct Row {
@@ -78,6 +99,8 @@ struct Row {
     payment_id: String,
     action: String,
     lines: Vec<LineKey>,
+    /// `source:uid` of each line, as ticket `line_ids` name them.
+    uids: Vec<String>,
     text: String,
 }
 
@@ -105,6 +128,7 @@ struct Ticket {
 
 #[derive(Debug, Clone)]
 struct TicketHistory {
+    id: i64,
     ticket_id: i64,
     from: String,
     to: String,
@@ -150,6 +174,10 @@ struct Harness {
     surfaced: BTreeSet<usize>,
     resolved: BTreeMap<i64, Resolution>,
     line_ticket: BTreeMap<String, BTreeSet<usize>>,
+    /// `source:uid` of each world line, as recon named it in some results.csv.
+    uids: BTreeMap<usize, String>,
+    /// Observations that are not violations.
+    notes: Vec<String>,
     violations: Vec<String>,
     imported_until: Option<Micros>,
     n_runs: usize,
@@ -253,6 +281,8 @@ impl Harness {
             surfaced: BTreeSet::new(),
             resolved: BTreeMap::new(),
             line_ticket: BTreeMap::new(),
+            uids: BTreeMap::new(),
+            notes: Vec::new(),
             violations: Vec::new(),
             imported_until: None,
             n_runs: 0,
@@ -325,7 +355,8 @@ impl Harness {
             actor: r[4].clone(),
             run_id: r[5].clone(),
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .tap_sort(|h| h.id)
     }
 
     async fn tickets(&self) -> Vec<Ticket> {
@@ -347,7 +378,8 @@ impl Harness {
             evidence_as_of: r[7].clone(),
             last_seen_run_id: r[8].clone(),
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .tap_sort(|t| t.id)
     }
 
     async fn ticket_history(&self) -> Vec<TicketHistory> {
@@ -359,6 +391,7 @@ impl Harness {
         .await
         .into_iter()
         .map(|r| TicketHistory {
+            id: r[0].parse().expect("id"),
             ticket_id: r[1].parse().expect("ticket id"),
             from: r[2].clone(),
             to: r[3].clone(),
@@ -367,7 +400,8 @@ impl Harness {
             old_sha: r[6].clone(),
             new_sha: r[7].clone(),
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .tap_sort(|h| h.id)
     }
 
     // ----- the world's side -----
@@ -500,6 +534,7 @@ impl Harness {
                 as_of,
                 dry,
                 dry_range: dry && from != to,
+                range_from: from,
                 inputs,
                 visible,
                 maybe,
@@ -536,6 +571,13 @@ impl Harness {
     fn check_lines(&mut self, i: usize) {
         let dr = self.runs[i].clone();
         let rows = parse_results(&dr.results, self.start());
+        for r in &rows {
+            for (k, u) in r.lines.iter().zip(&r.uids) {
+                if let Some(&l) = dr.visible.get(k).or(dr.maybe.get(k)) {
+                    self.uids.insert(l, u.clone());
+                }
+            }
+        }
         let (t0, t1) = (
             sim::day_start(self.start(), dr.day),
             sim::day_start(self.start(), dr.day + 1),
@@ -597,15 +639,7 @@ impl Harness {
     /// Invariant 4.
     fn check_reproducible(&mut self, i: usize) {
         let dr = self.runs[i].clone();
-        let mut key = format!(
-            "{}|{}|{}|",
-            dr.day,
-            dr.as_of,
-            if dr.dry_range { "dry-range" } else { "day" }
-        );
-        for (p, s) in &dr.inputs {
-            let _ = write!(key, "{p}={s};");
-        }
+        let key = dr.key();
         match self.by_key.get(&key) {
             None => {
                 self.by_key.insert(key, i);
@@ -652,22 +686,7 @@ impl Harness {
     }
 
     fn by_key_real(&self, key: &str, before: usize) -> Option<usize> {
-        (0..before).find(|&j| {
-            let r = &self.runs[j];
-            if r.dry {
-                return false;
-            }
-            let mut k = format!(
-                "{}|{}|{}|",
-                r.day,
-                r.as_of,
-                if r.dry_range { "dry-range" } else { "day" }
-            );
-            for (p, s) in &r.inputs {
-                let _ = write!(k, "{p}={s};");
-            }
-            k == key
-        })
+        (0..before).find(|&j| !self.runs[j].dry && self.runs[j].key() == key)
     }
 
     fn run_by_id(&self, id: &str) -> Option<&DayRun> {
@@ -708,6 +727,12 @@ impl Harness {
             let earlier_text = format!("{earlier:?}");
             earlier.push((h.from.clone(), h.to.clone(), h.run_id.clone()));
             if twice {
+                let all: Vec<String> = history
+                    .iter()
+                    .filter(|x| x.payment_id == h.payment_id)
+                    .map(|x| format!("#{} {}→{} by {} run {}", x.id, x.from, x.to, x.actor, x.run_id))
+                    .collect();
+                let earlier_text = format!("{earlier_text}; history rows: {all:?}");
                 self.violation(
                     night,
                     &label,
@@ -785,7 +810,14 @@ impl Harness {
             .filter(|r| r.night == night)
             .map(|r| r.run_id.clone())
             .collect();
-        // Invariant 2: facts whose evidence this night's runs saw for the first time.
+        // Invariant 2: facts whose evidence a run saw for the first time.
+        let holds = |r: &DayRun, fact: &Fact| {
+            !r.dry
+                && fact
+                    .evidence
+                    .iter()
+                    .all(|l| r.visible.values().any(|v| v == l))
+        };
         for f in 0..self.facts.len() {
             if self.surfaced.contains(&f) {
                 continue;
@@ -795,36 +827,34 @@ impl Harness {
                 continue;
             }
             // The first real run (in order) whose inputs hold all of the evidence.
-            let first = self.runs.iter().find(|r| {
-                !r.dry
-                    && fact
-                        .evidence
-                        .iter()
-                        .all(|l| r.visible.values().any(|v| v == l))
-            });
-            let Some(first) = first.cloned() else {
+            let Some(first) = self.runs.iter().position(|r| holds(r, &fact)) else {
                 continue;
+            };
+            // A line booked after a run's day but before its as-of is in its inputs, yet the
+            // run reports only its day: the next night's run is the one to report it. Such a
+            // fact is held to that run too, and noted when only that one surfaced it.
+            let day_end = |r: &DayRun| sim::day_start(self.world.opts.start, r.day + 1);
+            let in_day = |r: &DayRun| {
+                fact.evidence.iter().all(|&l| {
+                    self.world.lines[l].recon_booked_at(self.world.opts.start) < day_end(r)
+                })
+            };
+            let natural = if in_day(&self.runs[first]) {
+                first
+            } else {
+                match (first..self.runs.len())
+                    .find(|&i| holds(&self.runs[i], &fact) && in_day(&self.runs[i]))
+                {
+                    Some(i) => i,
+                    None => continue, // not due yet
+                }
             };
             self.surfaced.insert(f);
             let pay = &self.world.payments[fact.payment];
             let uids: Vec<String> = fact
                 .evidence
                 .iter()
-                .map(|&l| {
-                    let line = &self.world.lines[l];
-                    let key = first
-                        .visible
-                        .iter()
-                        .find(|(_, v)| **v == l)
-                        .map(|(k, _)| k.clone());
-                    match (line.source, key) {
-                        (Source::Psp, _) => {
-                            format!("psp:{}", line.txn_id.clone().unwrap_or_default())
-                        }
-                        (Source::Bank, Some(LineKey::Bank(n, _))) => format!("bank:bank#L{n}"),
-                        _ => String::new(),
-                    }
-                })
+                .filter_map(|l| self.uids.get(l).cloned())
                 .collect();
             let names = |t: &Ticket| {
                 t.payment_id == pay.id
@@ -832,53 +862,93 @@ impl Harness {
                         .iter()
                         .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u))
             };
-            // Raised or seen by that very run (a ticket from before that the run no longer
-            // confirms does not count).
-            let ok = tickets
-                .iter()
-                .any(|t| names(t) && t.last_seen_run_id == first.run_id);
-            if !ok {
-                let mut s = format!(
-                    "{}: no ticket naming the payment or the line was raised or seen by run {}, the first whose inputs hold the evidence\n    truth: {}",
+            // Raised or seen by that run (or a later day of the same range): a ticket from
+            // before that no run since confirms does not count.
+            let seen_since = |from: usize| {
+                let ids: BTreeSet<&str> = self.runs[from..]
+                    .iter()
+                    .filter(|r| !r.dry)
+                    .map(|r| r.run_id.as_str())
+                    .collect();
+                tickets
+                    .iter()
+                    .any(|t| names(t) && ids.contains(t.last_seen_run_id.as_str()))
+            };
+            // Only what this check can still see: a later run may have moved last_seen.
+            let strict_ok = seen_since(first);
+            let natural_ok = seen_since(natural);
+            let r = self.runs[first].clone();
+            if natural_ok && (strict_ok || natural == first) {
+                if natural != first {
+                    self.notes.push(format!(
+                        "[seed {} night {}] {} of payment {}: its evidence was booked after run {}'s day (before its as-of); surfaced by run {} ({})",
+                        self.seed,
+                        r.night,
+                        fact.what,
+                        pay.id,
+                        r.run_id,
+                        self.runs[natural].run_id,
+                        self.runs[natural].label
+                    ));
+                }
+                continue;
+            }
+            if natural_ok {
+                self.notes.push(format!(
+                    "[seed {} night {}] {} of payment {}: booked after run {}'s day (before its as-of), surfaced a night later by run {} ({})",
+                    self.seed,
+                    r.night,
                     fact.what,
-                    first.run_id,
-                    self.world.describe_payment(fact.payment)
-                );
-                for t in tickets.iter().filter(|t| names(t)) {
-                    let _ = write!(
-                        s,
-                        "\n    ticket {} {} {} lines {} last seen by {}",
-                        t.id, t.kind, t.status, t.line_ids, t.last_seen_run_id
-                    );
-                }
-                for row in parse_results(&first.results, self.start()) {
-                    if row.payment_id == pay.id
-                        || row.lines.iter().any(|k| {
-                            first
-                                .visible
-                                .get(k)
-                                .is_some_and(|l| fact.evidence.contains(l))
-                        })
-                    {
-                        let _ = write!(s, "\n    row of that run: {}", row.text);
-                    }
-                }
-                if !run_ids.contains(&first.run_id) {
-                    let _ = write!(
-                        s,
-                        "\n    (checked late: that run was on night {})",
-                        first.night
-                    );
-                }
-                let night_of = first.night;
-                let label = first.label.clone();
-                self.violation(
-                    night_of,
-                    &label,
-                    "critical fact not surfaced (invariant 2)",
+                    pay.id,
+                    r.run_id,
+                    self.runs[natural].run_id,
+                    self.runs[natural].label
+                ));
+                continue;
+            }
+            let nat = self.runs[natural].clone();
+            let mut s = format!(
+                "{}: no ticket naming the payment or the line was raised or seen by run {}, the first whose inputs hold the evidence{}\n    truth: {}",
+                fact.what,
+                nat.run_id,
+                if natural != first {
+                    format!(" booked within its day (run {} had it too, booked after its day)", r.run_id)
+                } else {
+                    String::new()
+                },
+                self.world.describe_payment(fact.payment)
+            );
+            for t in tickets.iter().filter(|t| names(t)) {
+                let _ = write!(
                     s,
+                    "\n    ticket {} {} {} lines {} last seen by {}",
+                    t.id, t.kind, t.status, t.line_ids, t.last_seen_run_id
                 );
             }
+            for row in parse_results(&nat.results, self.start()) {
+                if row.payment_id == pay.id
+                    || row.lines.iter().any(|k| {
+                        nat.visible
+                            .get(k)
+                            .is_some_and(|l| fact.evidence.contains(l))
+                    })
+                {
+                    let _ = write!(s, "\n    row of that run: {}", row.text);
+                }
+            }
+            if !run_ids.contains(&nat.run_id) {
+                let _ = write!(
+                    s,
+                    "\n    (checked late: that run was on night {})",
+                    nat.night
+                );
+            }
+            self.violation(
+                nat.night,
+                &nat.label,
+                "critical fact not surfaced (invariant 2)",
+                s,
+            );
         }
         // Invariant 2b: one ticket per statement line (line tickets of different lines must not
         // share a dedupe key).
@@ -891,14 +961,7 @@ impl Harness {
                 if row.action != "ticket" || !row.payment_id.is_empty() {
                     continue;
                 }
-                let ids: Vec<String> = row
-                    .lines
-                    .iter()
-                    .map(|k| match k {
-                        LineKey::Psp(id) => format!("psp:{id}"),
-                        LineKey::Bank(n, _) => format!("bank:bank#L{n}"),
-                    })
-                    .collect();
+                let ids = &row.uids;
                 let key = format!("{}||{}", row.outcome, ids.join(";"));
                 let truth: Vec<usize> = row
                     .lines
@@ -1105,7 +1168,23 @@ impl Harness {
             self.violations.len(),
             by_cat
         );
+        for n in &self.notes {
+            let _ = writeln!(s, "  note: {n}");
+        }
         s
+    }
+}
+
+/// Sorting by a numeric key in Rust: `ORDER BY id` next to `CAST(id AS TEXT)` sorts the text
+/// on PostgreSQL (the output column is named `id` too), so "10" came before "8".
+trait TapSort<T> {
+    fn tap_sort(self, key: impl Fn(&T) -> i64) -> Self;
+}
+
+impl<T> TapSort<T> for Vec<T> {
+    fn tap_sort(mut self, key: impl Fn(&T) -> i64) -> Self {
+        self.sort_by_key(|x| key(x));
+        self
     }
 }
 
@@ -1139,8 +1218,10 @@ fn parse_results(bytes: &[u8], _start: chrono::NaiveDate) -> Vec<Row> {
         let pos: Vec<&str> = rec[sl].split(';').filter(|x| !x.is_empty()).collect();
         let booked: Vec<&str> = rec[b].split(';').filter(|x| !x.is_empty()).collect();
         let mut lines = Vec::new();
+        let mut uids = Vec::new();
         for (k, id) in ids.iter().enumerate() {
             let source = pos.get(k).and_then(|p| p.split(':').next()).unwrap_or("");
+            uids.push(format!("{source}:{id}"));
             if source == "bank" {
                 let n: u64 = pos[k]
                     .rsplit(':')
@@ -1158,6 +1239,7 @@ fn parse_results(bytes: &[u8], _start: chrono::NaiveDate) -> Vec<Row> {
             payment_id: rec[p].to_string(),
             action: rec[a].to_string(),
             lines,
+            uids,
             text: rec.iter().collect::<Vec<_>>().join(","),
         });
     }

@@ -126,6 +126,55 @@ impl Default for Probs {
     }
 }
 
+impl Probs {
+    /// Sets one probability by its field name (`paid_twice`, `late`, …), in 1/10 000.
+    pub fn set(&mut self, name: &str, per_10k: u64) -> Result<()> {
+        let field = match name {
+            "bank_rail" => &mut self.bank_rail,
+            "succeeded" => &mut self.succeeded,
+            "failed" => &mut self.failed,
+            "unknown" => &mut self.unknown,
+            "submitting" => &mut self.submitting,
+            "succeeded_but_lost" => &mut self.succeeded_but_lost,
+            "failed_but_paid" => &mut self.failed_but_paid,
+            "unknown_paid" => &mut self.unknown_paid,
+            "paid_twice" => &mut self.paid_twice,
+            "returned" => &mut self.returned,
+            "psp_reference" => &mut self.psp_reference,
+            "bank_reference" => &mut self.bank_reference,
+            "ledger_knows_provider_id" => &mut self.ledger_knows_provider_id,
+            "shared_recipient" => &mut self.shared_recipient,
+            "same_amount" => &mut self.same_amount,
+            "twin" => &mut self.twin,
+            "retry" => &mut self.retry,
+            "foreign_line" => &mut self.foreign_line,
+            "late" => &mut self.late,
+            "never" => &mut self.never,
+            "redelivered" => &mut self.redelivered,
+            "corrected" => &mut self.corrected,
+            "truncated" => &mut self.truncated,
+            other => anyhow::bail!("no probability named {other:?}"),
+        };
+        *field = per_10k.min(10_000);
+        Ok(())
+    }
+
+    /// Applies `name=per_10k,name=per_10k…` (e.g. `paid_twice=0,late=3000`).
+    pub fn apply(&mut self, spec: &str) -> Result<()> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .with_context(|| format!("{part:?}: expected name=per_10k"))?;
+            let value: u64 = value
+                .trim()
+                .parse()
+                .with_context(|| format!("{part:?}: not a number"))?;
+            self.set(name.trim(), value)?;
+        }
+        Ok(())
+    }
+}
+
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimOptions {

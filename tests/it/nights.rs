@@ -32,7 +32,8 @@
 //! prints the seed, the night, the run, the payment or line with its truth and what recon did;
 //! `RECON_SIM_SEEDS=<seed>` replays exactly that world and schedule, and
 //! `recon generate --out DIR --days N --seed S` writes the same world to a folder, and
-//! `RECON_SIM_REPORT=FILE` writes every violation in full to FILE.
+//! `RECON_SIM_REPORT=FILE` writes every violation in full to FILE, `RECON_SIM_DUMP=DIR` each
+//! seed's world (ledger, final files, schedule.csv, truth.csv) to `DIR/seed-N/`.
 
 use crate::support::{Backend, Settings, TestEnv};
 use recon::config::Config;
@@ -68,6 +69,8 @@ struct DayRun {
     /// what the range's earlier days read and decided (late files surface on the first day
     /// that reads them), so only runs of the same shape are compared.
     range_from: i64,
+    /// The night's own run (its late files are new to it).
+    nightly: bool,
     /// (path relative to the job, sha256) of every statement file read.
     inputs: Vec<(String, String)>,
     /// Lines surely visible (file read, booked at or before the as-of), by key.
@@ -179,11 +182,15 @@ struct Harness {
     line_ticket: BTreeMap<String, BTreeSet<usize>>,
     /// `source:uid` of each world line, as recon named it in some results.csv.
     uids: BTreeMap<usize, String>,
+    /// (path, sha256) of every statement file a real run read.
+    read_before: BTreeSet<(String, String)>,
     /// Observations that are not violations.
     notes: Vec<String>,
     violations: Vec<String>,
     imported_until: Option<Micros>,
     n_runs: usize,
+    /// What the checks covered, so a clean run says how much it exercised.
+    stats: BTreeMap<&'static str, usize>,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -286,9 +293,11 @@ impl Harness {
             line_ticket: BTreeMap::new(),
             uids: BTreeMap::new(),
             notes: Vec::new(),
+            read_before: BTreeSet::new(),
             violations: Vec::new(),
             imported_until: None,
             n_runs: 0,
+            stats: BTreeMap::new(),
         }
     }
 
@@ -538,6 +547,7 @@ impl Harness {
                 dry,
                 dry_range: dry && from != to,
                 range_from: from,
+                nightly: label == "nightly",
                 inputs,
                 visible,
                 maybe,
@@ -585,13 +595,32 @@ impl Harness {
             sim::day_start(self.start(), dr.day),
             sim::day_start(self.start(), dr.day + 1),
         );
+        // A file no earlier run read is late: the nightly run that first reads it reports its
+        // lines booked before the day (those before the job's first day are history).
+        let late_files: BTreeSet<String> = if dr.nightly {
+            dr.inputs
+                .iter()
+                .filter(|x| !self.read_before.contains(*x))
+                .map(|x| x.0.clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        if !dr.dry {
+            self.read_before.extend(dr.inputs.iter().cloned());
+        }
+        let history = sim::day_start(self.start(), 0);
         let mut problems = Vec::new();
         for (key, &l) in &dr.visible {
             let line = &self.world.lines[l];
             let b = line.recon_booked_at(self.start());
-            if b < t0 || b >= t1 {
+            let late = b < t0
+                && b >= history
+                && late_files.contains(&self.world.file_name(line.source, line.file_day));
+            if (b < t0 || b >= t1) && !late {
                 continue;
             }
+            *self.stats.entry("lines owned once").or_insert(0) += 1;
             let containing: Vec<&Row> = rows.iter().filter(|r| r.lines.contains(key)).collect();
             // An AMBIGUOUS payment row lists its candidates; it owns only the lines that name
             // it (identifier links).
@@ -605,8 +634,13 @@ impl Harness {
                 .collect();
             if owners.len() != 1 {
                 let mut s = format!(
-                    "{} is booked in the run's day but has {} owner rows (expected 1)\n    truth: {}",
+                    "{} is {} but has {} owner rows (expected 1)\n    truth: {}",
                     line.describe(l, self.start()),
+                    if late {
+                        "booked before the run's day in a late file this run is the first to read"
+                    } else {
+                        "booked in the run's day"
+                    },
                     owners.len(),
                     self.line_truth(l)
                 );
@@ -689,6 +723,7 @@ impl Harness {
                 self.by_key.insert(key, i);
             }
             Some(&j) => {
+                *self.stats.entry("re-runs compared").or_insert(0) += 1;
                 let first = self.runs[j].clone();
                 if first.results != dr.results {
                     let a = String::from_utf8_lossy(&first.results);
@@ -774,6 +809,7 @@ impl Harness {
             };
             let pay = self.world.payments[p].clone();
             let run = self.run_by_id(&h.run_id).cloned();
+            *self.stats.entry("transitions").or_insert(0) += 1;
             let label = run
                 .as_ref()
                 .map(|r| r.label.clone())
@@ -946,6 +982,7 @@ impl Harness {
                 }
             };
             self.surfaced.insert(f);
+            *self.stats.entry("critical facts").or_insert(0) += 1;
             let pay = &self.world.payments[fact.payment];
             let uids: Vec<String> = fact
                 .evidence
@@ -1170,6 +1207,7 @@ impl Harness {
             .filter(|id| by_id.get(id).is_some_and(|t| t.status == "OPEN"))
             .collect();
         for id in reopened {
+            *self.stats.entry("reopened tickets").or_insert(0) += 1;
             self.resolved.remove(&id);
         }
         for p in problems {
@@ -1190,6 +1228,7 @@ impl Harness {
             recon::tickets::resolve(&db, t.id, actor, &format!("checked on night {night}"))
                 .await
                 .expect("resolve");
+            *self.stats.entry("tickets resolved by humans").or_insert(0) += 1;
             self.resolved.insert(
                 t.id,
                 Resolution {
@@ -1266,11 +1305,12 @@ impl Harness {
         }
         let _ = writeln!(
             s,
-            "seed {}: {} day-runs, {} violation(s) {:?}",
+            "seed {}: {} day-runs, {} violation(s) {:?}\n  checked: {:?}",
             self.seed,
             self.runs.len(),
             self.violations.len(),
-            by_cat
+            by_cat,
+            self.stats
         );
         for n in &self.notes {
             let _ = writeln!(s, "  note: {n}");
@@ -1364,6 +1404,11 @@ fn booked_date(text: &str) -> chrono::NaiveDate {
 
 async fn play(opts: SimOptions, backend: Backend) -> Harness {
     let mut h = Harness::new(&opts, backend).await;
+    if let Ok(dir) = std::env::var("RECON_SIM_DUMP") {
+        // The world as `recon generate --days` writes it, plus its schedule and truth.
+        let dir = std::path::Path::new(&dir).join(format!("seed-{}", opts.seed));
+        h.world.write_folder(&dir).expect("RECON_SIM_DUMP");
+    }
     h.play().await;
     h
 }
@@ -1534,7 +1579,10 @@ kind = "type"
     /// Delivers the provider's file of `day` with its control file.
     fn deliver(env: &TestEnv, day: &str, rows: &str) {
         let name = format!("psp-{day}.csv");
-        env.write(&name, &format!("{}\n{rows}", crate::support::STATEMENT_HEADER));
+        env.write(
+            &name,
+            &format!("{}\n{rows}", crate::support::STATEMENT_HEADER),
+        );
         env.control(&name);
     }
 
@@ -1553,19 +1601,37 @@ kind = "type"
     async fn duplicate_named_by_reference_after_a_fuzzy_match_is_flagged() {
         let env = daily_job();
         env.import(
-            &format!("P-1,{R},10.00,EUR,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"),
+            &format!(
+                "P-1,{R},10.00,EUR,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"
+            ),
             "A-1,P-1,2026-11-10T09:00:00Z,2026-11-10T09:00:05Z,SUCCEEDED,,\n",
         )
         .await;
-        deliver(&env, "2026-11-10", &format!("L-1,,{R},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"));
-        let n1 = env.run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1").await;
-        assert_eq!(rows_of(&n1, "P-1"), vec![("MATCHED".into(), "P-1".into(), "L-1".into())]);
+        deliver(
+            &env,
+            "2026-11-10",
+            &format!("L-1,,{R},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"),
+        );
+        let n1 = env
+            .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1")
+            .await;
+        assert_eq!(
+            rows_of(&n1, "P-1"),
+            vec![("MATCHED".into(), "P-1".into(), "L-1".into())]
+        );
         // The provider pays P-1 a second time, and this time names it.
-        deliver(&env, "2026-11-11", &format!("L-2,P-1,{R},10.00,EUR,2026-11-11T10:00:00Z,PAYMENT\n"));
-        let n2 = env.run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2").await;
+        deliver(
+            &env,
+            "2026-11-11",
+            &format!("L-2,P-1,{R},10.00,EUR,2026-11-11T10:00:00Z,PAYMENT\n"),
+        );
+        let n2 = env
+            .run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2")
+            .await;
         let rows = rows_of(&n2, "P-1");
         assert!(
-            rows.iter().any(|r| r.0 == "DUPLICATE_AT_PROVIDER" && r.2 == "L-1;L-2"),
+            rows.iter()
+                .any(|r| r.0 == "DUPLICATE_AT_PROVIDER" && r.2 == "L-1;L-2"),
             "two payouts for P-1 (L-1 matched last night, L-2 names it); recon wrote {rows:?}"
         );
     }
@@ -1586,19 +1652,34 @@ kind = "type"
         )
         .await;
         deliver(&env, "2026-11-10", "");
-        env.run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1").await;
+        env.run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1")
+            .await;
         // One payout to R: P-1's or Q-1's.
-        deliver(&env, "2026-11-11", &format!("L-1,,{R},10.00,EUR,2026-11-11T09:00:00Z,PAYMENT\n"));
-        let n2 = env.run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2").await;
+        deliver(
+            &env,
+            "2026-11-11",
+            &format!("L-1,,{R},10.00,EUR,2026-11-11T09:00:00Z,PAYMENT\n"),
+        );
+        let n2 = env
+            .run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2")
+            .await;
         assert_eq!(rows_of(&n2, "P-1")[0].0, "AMBIGUOUS");
         // Q-1's own payout names it: L-1 is P-1's.
-        deliver(&env, "2026-11-12", &format!("L-2,Q-1,{R},10.00,EUR,2026-11-12T09:00:00Z,PAYMENT\n"));
-        let n3 = env.run("2026-11-12", "2026-11-13T02:00:00Z", false, "n3").await;
+        deliver(
+            &env,
+            "2026-11-12",
+            &format!("L-2,Q-1,{R},10.00,EUR,2026-11-12T09:00:00Z,PAYMENT\n"),
+        );
+        let n3 = env
+            .run("2026-11-12", "2026-11-13T02:00:00Z", false, "n3")
+            .await;
         assert_eq!(
             rows_of(&n3, "P-1"),
             vec![("RESOLVED_SUCCEEDED".into(), "P-1".into(), "L-1".into())]
         );
-        let again = env.run("2026-11-12", "2026-11-13T02:00:00Z", false, "n3-again").await;
+        let again = env
+            .run("2026-11-12", "2026-11-13T02:00:00Z", false, "n3-again")
+            .await;
         assert_eq!(
             std::fs::read_to_string(n3.out_dir.join("results.csv")).expect("n3"),
             std::fs::read_to_string(again.out_dir.join("results.csv")).expect("again"),
@@ -1619,12 +1700,20 @@ kind = "type"
         )
         .await;
         // Night of 11-10: the provider's file is late.
-        let n1 = env.run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1").await;
+        let n1 = env
+            .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1")
+            .await;
         assert_eq!(rows_of(&n1, "F-1")[0].0, "FAILED_OK");
         // Night of 11-11: both files arrive; 11-10's pays the FAILED payment.
-        deliver(&env, "2026-11-10", &format!("L-1,F-1,{R},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"));
+        deliver(
+            &env,
+            "2026-11-10",
+            &format!("L-1,F-1,{R},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"),
+        );
         deliver(&env, "2026-11-11", "");
-        let n2 = env.run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2").await;
+        let n2 = env
+            .run("2026-11-11", "2026-11-12T02:00:00Z", false, "n2")
+            .await;
         assert_eq!(
             rows_of(&n2, "F-1"),
             vec![("FAILED_BUT_PAID".into(), "F-1".into(), "L-1".into())],

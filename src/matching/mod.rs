@@ -60,6 +60,22 @@ pub fn pass_name(rules: &RuleSet, pass: usize) -> &str {
     rules.passes.get(pass).map(|p| &*p.id).unwrap_or("?")
 }
 
+/// Every (line, payment) pair the Polars join of `fz` finds among all `lines` and `payments`
+/// (the frames the passes build): what the property test compares with [`criteria::Fuzzy::holds`].
+pub fn fuzzy_join(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    fz: &criteria::Fuzzy<'_>,
+) -> Result<Vec<(u32, u32)>> {
+    frames::fuzzy_pairs(
+        payments,
+        lines,
+        &vec![true; lines.len()],
+        &vec![true; payments.len()],
+        fz,
+    )
+}
+
 /// Which payments may take part in what.
 #[derive(Debug, Clone)]
 pub struct Eligibility {

@@ -366,10 +366,7 @@ impl ReportView {
                 action: r.action.label(),
                 rule: r.rule.to_string(),
                 detail: r.detail.to_string(),
-                source_lines: ls
-                    .iter()
-                    .map(|l| format!("{}:{}", l.source, l.line_no))
-                    .collect(),
+                source_lines: ls.iter().map(|l| l.source_line()).collect(),
             });
         }
         sort_items(&mut items);

@@ -108,6 +108,24 @@ impl StatementLine {
         }
     }
 
+    /// Where the line is, as results and reports show it: `source:file name:line` (the
+    /// file's name without its folder: two daily files of a source differ by name).
+    pub fn write_source_line(&self, buf: &mut String) {
+        buf.push_str(&self.source);
+        buf.push(':');
+        let file: &str = &self.file;
+        buf.push_str(file.rsplit(['/', '\\']).next().unwrap_or(file));
+        buf.push(':');
+        buf.push_str(crate::money::itoa_u64(self.line_no).as_str());
+    }
+
+    /// [`StatementLine::write_source_line`] as a new string.
+    pub fn source_line(&self) -> String {
+        let mut s = String::with_capacity(48);
+        self.write_source_line(&mut s);
+        s
+    }
+
     /// The booking as results and reports show it: the UTC instant, or the day of a
     /// date-only booking (`2026-11-10`), never a made-up midnight.
     pub fn booked_text(&self) -> String {

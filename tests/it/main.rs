@@ -9,6 +9,7 @@ mod explain;
 mod formats;
 mod generate;
 mod golden;
+mod nightly;
 mod properties;
 mod report;
 mod runs;

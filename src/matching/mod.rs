@@ -36,7 +36,7 @@ pub struct MatchResult {
     /// candidate, identifier links where one line named several payments. Sorted.
     pub ambiguous: Vec<Pair>,
     /// Near misses of unresolved payments left without evidence: a line not cleanly claimed, with the
-    /// same recipient and currency inside the evidence horizon, any amount. `pass` is unused (0).
+    /// same recipient inside the evidence horizon, any amount, any currency. `pass` is unused (0).
     pub near_misses: Vec<Pair>,
     /// Returns and reversals (kind `REFUND`) linked to the payment whose money came back: by
     /// identifier (`pass` is that pass's index), or by recipient, currency and absolute amount

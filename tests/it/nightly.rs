@@ -510,6 +510,20 @@ async fn p4_a_debit_and_its_return_on_one_statement_are_returned_never_resolved(
         open_tickets(&env).await
     );
     assert!(open_tickets(&env).await[0].starts_with("RETURNED|HIGH|P-1|"));
+    // The ticket's evidence names the return and why it is this payment's money.
+    let evidence: serde_json::Value = serde_json::from_str(
+        &env.texts("SELECT evidence FROM review_tickets WHERE kind = 'RETURNED'")
+            .await[0],
+    )
+    .expect("json");
+    let candidates = evidence["candidates"].as_array().expect("candidates");
+    let ret = candidates
+        .iter()
+        .find(|c| c["relation"] == "returned")
+        .unwrap_or_else(|| panic!("no return among {candidates:?}"));
+    assert_eq!(ret["gate"], "returns");
+    let why = ret["qualified_by"].to_string();
+    assert!(why.contains("came back, the payment's amount"), "{why}");
     // The run of the debit's day sees the return too (same evidence, as of the 15th).
     let d10 = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "d10").await;
     assert_eq!(outcomes(&d10)[0].0, "RETURNED");
@@ -1030,4 +1044,104 @@ async fn p10_a_fuzzy_resolution_keeps_its_rule_after_recon_recorded_the_provider
         std::fs::read(again.out_dir.join("results.csv")).expect("b"),
     );
     assert_eq!(again.summary.transitions.already_applied, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 18: the near-miss gate looks at the right look-alikes.
+
+#[tokio::test]
+async fn i18_lines_proven_to_be_another_payments_are_not_look_alikes() {
+    let env = job("", false);
+    ledger(
+        &env,
+        &[
+            // Twins: same recipient and amount, minutes apart; T-1 paid by reference, T-2 lost.
+            (
+                "T-1",
+                IBAN,
+                "50.00",
+                "EUR",
+                "UNKNOWN",
+                "2026-11-10T09:00:00Z",
+            ),
+            (
+                "T-2",
+                IBAN,
+                "50.00",
+                "EUR",
+                "UNKNOWN",
+                "2026-11-10T09:04:00Z",
+            ),
+            // The same recipient is paid another amount the same day (by reference); P-3 lost.
+            (
+                "P-2",
+                IBAN,
+                "80.00",
+                "EUR",
+                "SUCCEEDED",
+                "2026-11-10T11:00:00Z",
+            ),
+            (
+                "P-3",
+                IBAN,
+                "20.00",
+                "EUR",
+                "UNKNOWN",
+                "2026-11-10T12:00:00Z",
+            ),
+        ],
+    )
+    .await;
+    psp(
+        &env,
+        "2026-11-10",
+        &format!(
+            "L-1,T-1,{IBAN},50.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n\
+             L-2,P-2,{IBAN},80.00,EUR,2026-11-10T11:30:00Z,PAYMENT\n"
+        ),
+    );
+    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
+        psp(&env, d, "");
+    }
+    let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
+    assert_eq!(
+        outcomes(&r),
+        vec![
+            row("MATCHED", "P-2", "L-2"),
+            row("RESOLVED_FAILED", "P-3", ""),
+            row("RESOLVED_SUCCEEDED", "T-1", "L-1"),
+            row("RESOLVED_FAILED", "T-2", ""),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn i18_a_look_alike_in_another_currency_blocks_resolved_failed() {
+    let env = job("", false);
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            IBAN,
+            "30.00",
+            "EUR",
+            "UNKNOWN",
+            "2026-11-10T09:00:00Z",
+        )],
+    )
+    .await;
+    psp(
+        &env,
+        "2026-11-10",
+        &format!("L-1,,{IBAN},30.00,USD,2026-11-10T09:30:00Z,PAYMENT\n"),
+    );
+    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
+        psp(&env, d, "");
+    }
+    let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
+    assert_eq!(
+        outcomes(&r),
+        vec![row("AMBIGUOUS", "P-1", "L-1"), row("AMBIGUOUS", "", "L-1")],
+        "a provider that booked our payment in another currency: a retry would pay twice"
+    );
 }

@@ -139,7 +139,7 @@ pub fn run(
                 )
                 .with_context(stage)?;
                 if any_return {
-                    let (returns, rest): (Vec<(u32, u32)>, Vec<(u32, u32)>) = pairs
+                    let (returns, rest): (Vec<_>, Vec<_>) = pairs
                         .into_iter()
                         .partition(|&(l, _)| return_free[l as usize]);
                     pairs = rest;

@@ -97,7 +97,7 @@ fn build(
             entry: None,
             batch: None,
             role: recon::config::Role::Provider,
-            content_id: Default::default(),
+            content_id: 0,
         })
         .collect();
     (payments, provider_ids, lines)
@@ -338,7 +338,7 @@ prop_compose! {
             entry: None,
             batch: None,
             role: if bank { recon::config::Role::Bank } else { recon::config::Role::Provider },
-            content_id: Default::default(),
+            content_id: 0,
         }
     }
 }

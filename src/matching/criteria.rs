@@ -195,10 +195,12 @@ impl<'a> Fuzzy<'a> {
                 || format!("currency {} ≠ {}", l.currency, p.currency),
             ));
         } else {
+            // The words of a same-currency check when the currencies agree: fingerprints of
+            // existing near-miss tickets stay the same.
             out.push(Check {
                 ok: true,
                 text: if p.currency == l.currency {
-                    format!("currency {} (any currency counts)", l.currency)
+                    format!("same currency {}", p.currency)
                 } else {
                     format!(
                         "currency {} vs {} (any currency counts)",

@@ -88,6 +88,7 @@ pub(crate) async fn apply(
     run_id: &str,
     opts: &RunOptions,
     now: &str,
+    sources: &[&str],
 ) -> Result<Vec<Conflict>> {
     let mut conflicts: Vec<Conflict> = Vec::new();
     let to_day = opts.to.to_string();
@@ -201,10 +202,13 @@ pub(crate) async fn apply(
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
+    // Every file read, plus one row per configured source (empty path): a source counts as
+    // expected from its first night on, even when its first file arrives late.
     let inputs: Vec<(&str, &str, &str)> = summary
         .inputs
         .iter()
         .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .chain(sources.iter().map(|s| (*s, "", "")))
         .collect();
     tx.record_inputs(&inputs, &to_day).await?;
     let mut new_tickets = tickets.await.context("ticket evidence task")?;

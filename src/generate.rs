@@ -242,13 +242,14 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
 // ---------------------------------------------------------------------------------------------
 // PRNG
 
-/// xoshiro256** seeded through SplitMix64 (both public domain, Blackman & Vigna).
-struct Rng {
+/// xoshiro256** seeded through SplitMix64 (both public domain, Blackman & Vigna). Shared with
+/// [`crate::sim`], so both generators draw from the same pinned stream.
+pub(crate) struct Rng {
     s: [u64; 4],
 }
 
 impl Rng {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         let mut x = seed;
         let mut splitmix = || {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -262,7 +263,7 @@ impl Rng {
         }
     }
 
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
@@ -275,17 +276,17 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (`n > 0`; multiply-shift, bias below n / 2^64).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// Uniform in `lo..=hi` (`lo <= hi`).
-    fn between(&mut self, lo: i64, hi: i64) -> i64 {
+    pub(crate) fn between(&mut self, lo: i64, hi: i64) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }
 
     /// True with probability `per_10k / 10 000`.
-    fn chance(&mut self, per_10k: u64) -> bool {
+    pub(crate) fn chance(&mut self, per_10k: u64) -> bool {
         self.below(10_000) < per_10k
     }
 }

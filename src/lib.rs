@@ -26,6 +26,7 @@ pub mod prefetch;
 pub mod report;
 pub mod rules;
 pub mod run;
+pub mod sim;
 pub mod sources;
 pub mod store;
 pub mod tickets;

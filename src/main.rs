@@ -120,19 +120,29 @@ enum Command {
         files: Vec<PathBuf>,
     },
     /// Write a seeded synthetic ledger + statement with injected faults and expected outcomes.
+    /// With `--days N`: a world of N days (src/sim.rs): the ledger, the daily `psp` and `bank`
+    /// files in their final delivered state with control files, `schedule.csv` (when each
+    /// version arrived), `truth.csv` and a `recon.toml` for the range.
     Generate {
         /// Output folder.
         #[arg(long)]
         out: PathBuf,
-        /// Number of payments.
-        #[arg(long, default_value_t = 10_000)]
-        payments: usize,
+        /// Number of payments (with --days: per day; default 10000, with --days 60).
+        #[arg(long)]
+        payments: Option<usize>,
         /// Seed.
         #[arg(long, default_value_t = 42)]
         seed: u64,
-        /// Day the payments are started on.
-        #[arg(long, default_value = "2026-11-27")]
-        date: NaiveDate,
+        /// Day the payments are started on (with --days: the first day; default 2026-11-27,
+        /// with --days 2026-10-21).
+        #[arg(long)]
+        date: Option<NaiveDate>,
+        /// Multi-day mode: days with new payments (nights with deliveries and runs follow).
+        #[arg(long)]
+        days: Option<u32>,
+        /// With --days: nights after the last day in which late files still arrive.
+        #[arg(long, default_value_t = 4, requires = "days")]
+        tail: u32,
     },
     /// Compare a run's results.csv with a generated expected.csv.
     Score {
@@ -471,12 +481,36 @@ async fn dispatch(command: Command) -> Result<i32> {
             payments,
             seed,
             date,
+            days: Some(days),
+            tail,
+        } => {
+            let mut opts = recon::sim::SimOptions::new(seed);
+            opts.days = days.max(1);
+            opts.tail = tail;
+            if let Some(n) = payments {
+                opts.payments_per_day = u32::try_from(n).unwrap_or(u32::MAX);
+            }
+            if let Some(d) = date {
+                opts.start = d;
+            }
+            let world = recon::sim::World::build(&opts);
+            println!("{}", world.write_folder(&out)?);
+            Ok(exit::OK)
+        }
+        Command::Generate {
+            out,
+            payments,
+            seed,
+            date,
+            days: None,
+            ..
         } => {
             let report = recon::generate::generate(&recon::generate::GenerateOptions {
                 out_dir: out,
-                payments,
+                payments: payments.unwrap_or(10_000),
                 seed,
-                date,
+                date: date
+                    .unwrap_or_else(|| NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()),
             })?;
             print!("{report}");
             Ok(exit::OK)

@@ -1,0 +1,1743 @@
+//! A seeded world of payment nights: what truly happened to every payment, what the ledger
+//! knows, which statement lines the provider (`psp`) and our bank (`bank`) book, and when each
+//! daily statement file arrives (on time, late, never, re-delivered, corrected, truncated).
+//!
+//! The world is library code shared by `recon generate --days N` (which writes it to a folder)
+//! and the night-by-night harness in `tests/it/nights.rs` (which plays it against recon and
+//! checks safety invariants against the truth). Nothing here calls recon: recon sees the world
+//! only through the files rendered from it.
+//!
+//! Time model (the job's zone is `Europe/Berlin`, which has a 25-hour day at the end of
+//! October):
+//! - business day `i` is the Berlin date `start + i`; payments start on days `0..days`;
+//! - night `n` (0-based) runs recon for day `n` with `as_of` = day `n + 1`, 02:00 Berlin;
+//! - the `psp` writes one file per **UTC** day (`psp-YYYY-MM-DD.csv`, RFC 3339 timestamps), so
+//!   a Berlin day spans two provider files; the `bank` writes one file per Berlin day
+//!   (`bank-YYYY-MM-DD.csv`) with **date-only** bookings and debits as negative amounts;
+//! - a complete delivery comes with a control file `<file>.ctl` (`lines=N`, `sha256=…`);
+//! - file `j` of either source is due on night `j` (it is complete after its day ended).
+//!
+//! Everything random comes from one xoshiro256** stream ([`crate::generate`]'s), so the same
+//! [`SimOptions`] give the same world and byte-identical files.
+
+use crate::generate::Rng;
+use crate::timeparse::{self, HOUR, MINUTE, Micros};
+use anyhow::{Context, Result};
+use chrono::{DateTime, NaiveDate, Utc};
+use chrono_tz::Tz;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The job's time zone.
+pub const JOB_TZ: Tz = chrono_tz::Europe::Berlin;
+/// The provider files' day boundary.
+pub const PSP_TZ: Tz = chrono_tz::UTC;
+/// Evidence window after `started_at` (the config's `evidence_window_after`).
+pub const WINDOW_AFTER: Micros = 72 * HOUR;
+/// Evidence window before `started_at`.
+pub const WINDOW_BEFORE: Micros = 10 * MINUTE;
+/// `settlement_lag_hours`.
+pub const LAG: Micros = 24 * HOUR;
+/// `stale_submitting_minutes`.
+pub const STALE: Micros = 30 * MINUTE;
+/// Local time of the nightly run.
+pub const NIGHT_HOUR: i64 = 2;
+
+/// Probabilities, in units of 1/10 000.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probs {
+    /// Payment goes over the bank rail (else the provider).
+    pub bank_rail: u64,
+    /// Ledger status shares (the rest is PENDING).
+    pub succeeded: u64,
+    /// FAILED.
+    pub failed: u64,
+    /// UNKNOWN (a timeout).
+    pub unknown: u64,
+    /// Stale SUBMITTING.
+    pub submitting: u64,
+    /// A ledger-SUCCEEDED payment that the provider never paid.
+    pub succeeded_but_lost: u64,
+    /// A ledger-FAILED payment that was paid anyway.
+    pub failed_but_paid: u64,
+    /// An UNKNOWN / SUBMITTING payment that was paid.
+    pub unknown_paid: u64,
+    /// A paid payment paid a second time.
+    pub paid_twice: u64,
+    /// A paid payment whose money came back 1–10 days later.
+    pub returned: u64,
+    /// The provider line names the payment in its reference.
+    pub psp_reference: u64,
+    /// The bank line names the payment in its reference.
+    pub bank_reference: u64,
+    /// The ledger recorded the provider's id (SUCCEEDED; other statuses a fraction of it).
+    pub ledger_knows_provider_id: u64,
+    /// A recipient from the shared pool (receives several payments).
+    pub shared_recipient: u64,
+    /// Same amount as the shared recipient's previous payment.
+    pub same_amount: u64,
+    /// A twin: same recipient and amount as a payment minutes earlier.
+    pub twin: u64,
+    /// An earlier failed attempt before the current one.
+    pub retry: u64,
+    /// A line nobody in the ledger sent (per source and day).
+    pub foreign_line: u64,
+    /// A daily file arrives late (1–3 nights).
+    pub late: u64,
+    /// A daily file never arrives.
+    pub never: u64,
+    /// A delivered file is delivered again, identical.
+    pub redelivered: u64,
+    /// A delivered file is replaced later by a corrected one (a line added or withdrawn).
+    pub corrected: u64,
+    /// The first delivery is cut at a line boundary, without a matching control file.
+    pub truncated: u64,
+}
+
+impl Default for Probs {
+    fn default() -> Self {
+        Probs {
+            bank_rail: 3_500,
+            succeeded: 5_200,
+            failed: 1_200,
+            unknown: 1_900,
+            submitting: 800,
+            succeeded_but_lost: 300,
+            failed_but_paid: 2_000,
+            unknown_paid: 5_500,
+            paid_twice: 700,
+            returned: 1_000,
+            psp_reference: 8_500,
+            bank_reference: 5_500,
+            ledger_knows_provider_id: 9_000,
+            shared_recipient: 3_500,
+            same_amount: 4_000,
+            twin: 400,
+            retry: 1_000,
+            foreign_line: 5_000,
+            late: 1_200,
+            never: 300,
+            redelivered: 800,
+            corrected: 700,
+            truncated: 700,
+        }
+    }
+}
+
+impl Probs {
+    /// Sets one probability by its field name (`paid_twice`, `late`, …), in 1/10 000.
+    pub fn set(&mut self, name: &str, per_10k: u64) -> Result<()> {
+        let field = match name {
+            "bank_rail" => &mut self.bank_rail,
+            "succeeded" => &mut self.succeeded,
+            "failed" => &mut self.failed,
+            "unknown" => &mut self.unknown,
+            "submitting" => &mut self.submitting,
+            "succeeded_but_lost" => &mut self.succeeded_but_lost,
+            "failed_but_paid" => &mut self.failed_but_paid,
+            "unknown_paid" => &mut self.unknown_paid,
+            "paid_twice" => &mut self.paid_twice,
+            "returned" => &mut self.returned,
+            "psp_reference" => &mut self.psp_reference,
+            "bank_reference" => &mut self.bank_reference,
+            "ledger_knows_provider_id" => &mut self.ledger_knows_provider_id,
+            "shared_recipient" => &mut self.shared_recipient,
+            "same_amount" => &mut self.same_amount,
+            "twin" => &mut self.twin,
+            "retry" => &mut self.retry,
+            "foreign_line" => &mut self.foreign_line,
+            "late" => &mut self.late,
+            "never" => &mut self.never,
+            "redelivered" => &mut self.redelivered,
+            "corrected" => &mut self.corrected,
+            "truncated" => &mut self.truncated,
+            other => anyhow::bail!("no probability named {other:?}"),
+        };
+        *field = per_10k.min(10_000);
+        Ok(())
+    }
+
+    /// Applies `name=per_10k,name=per_10k…` (e.g. `paid_twice=0,late=3000`).
+    pub fn apply(&mut self, spec: &str) -> Result<()> {
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .with_context(|| format!("{part:?}: expected name=per_10k"))?;
+            let value: u64 = value
+                .trim()
+                .parse()
+                .with_context(|| format!("{part:?}: not a number"))?;
+            self.set(name.trim(), value)?;
+        }
+        Ok(())
+    }
+}
+
+/// What to simulate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimOptions {
+    /// PRNG seed.
+    pub seed: u64,
+    /// Business days with new payments.
+    pub days: u32,
+    /// Nights after the last business day (late files arrive, windows close).
+    pub tail: u32,
+    /// Payments started per day.
+    pub payments_per_day: u32,
+    /// Day 0 (Berlin date).
+    pub start: NaiveDate,
+    /// Probabilities.
+    pub probs: Probs,
+}
+
+impl SimOptions {
+    /// Defaults: 8 days + 4 tail nights, 60 payments a day, starting 2026-10-21 (the 25-hour
+    /// day 2026-10-25 falls inside).
+    pub fn new(seed: u64) -> SimOptions {
+        SimOptions {
+            seed,
+            days: 8,
+            tail: 4,
+            payments_per_day: 60,
+            start: NaiveDate::from_ymd_opt(2026, 10, 21).unwrap_or_default(),
+            probs: Probs::default(),
+        }
+    }
+
+    /// Nights played (`days + tail`).
+    pub fn nights(&self) -> u32 {
+        self.days + self.tail
+    }
+}
+
+/// The two statement sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// Payment provider: daily CSV per UTC day, RFC 3339 bookings, its own transaction ids.
+    Psp,
+    /// Our bank account: daily CSV per Berlin day, date-only bookings, debits negative.
+    Bank,
+}
+
+impl Source {
+    /// Source name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Psp => "psp",
+            Source::Bank => "bank",
+        }
+    }
+
+    /// Zone of the source's file days.
+    pub fn tz(self) -> Tz {
+        match self {
+            Source::Psp => PSP_TZ,
+            Source::Bank => JOB_TZ,
+        }
+    }
+
+    /// Both sources.
+    pub const ALL: [Source; 2] = [Source::Psp, Source::Bank];
+}
+
+/// The ledger status as the payment service recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LedgerStatus {
+    /// Provider confirmed.
+    Succeeded,
+    /// Provider declined (or so the service believes).
+    Failed,
+    /// Timed out.
+    Unknown,
+    /// Sent, no answer recorded (stale after 30 minutes).
+    Submitting,
+    /// Never sent.
+    Pending,
+}
+
+impl LedgerStatus {
+    /// Name in the ledger.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LedgerStatus::Succeeded => "SUCCEEDED",
+            LedgerStatus::Failed => "FAILED",
+            LedgerStatus::Unknown => "UNKNOWN",
+            LedgerStatus::Submitting => "SUBMITTING",
+            LedgerStatus::Pending => "PENDING",
+        }
+    }
+}
+
+/// What truly happened to a payment's money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fate {
+    /// Never paid.
+    Lost,
+    /// Paid once.
+    PaidOnce,
+    /// Paid twice (a second line hours or days later).
+    PaidTwice,
+    /// Paid, then the money came back (a return line 1–10 days later).
+    Returned,
+}
+
+impl Fate {
+    /// Whether money left at least once.
+    pub fn paid(self) -> bool {
+        self != Fate::Lost
+    }
+
+    /// Name for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fate::Lost => "lost (never paid)",
+            Fate::PaidOnce => "paid once",
+            Fate::PaidTwice => "paid twice",
+            Fate::Returned => "paid, then returned",
+        }
+    }
+}
+
+/// One attempt of the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// UUID.
+    pub id: String,
+    /// Start.
+    pub started_at: Micros,
+    /// End, if recorded.
+    pub finished_at: Option<Micros>,
+    /// SUCCEEDED, FAILED, UNKNOWN or empty.
+    pub outcome: &'static str,
+    /// Provider id the service recorded.
+    pub provider_id: Option<String>,
+    /// Error text.
+    pub error: &'static str,
+}
+
+/// One payment: the ledger's view and the truth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payment {
+    /// UUID v4.
+    pub id: String,
+    /// IBAN.
+    pub recipient: String,
+    /// Minor units (positive).
+    pub amount_minor: i64,
+    /// ISO code.
+    pub currency: &'static str,
+    /// Created.
+    pub created_at: Micros,
+    /// Started (None: PENDING).
+    pub started_at: Option<Micros>,
+    /// Business day index.
+    pub day: u32,
+    /// Ledger status.
+    pub status: LedgerStatus,
+    /// Rail.
+    pub rail: Source,
+    /// The provider's id for this payment (provider rail, sent).
+    pub provider_id: Option<String>,
+    /// Provider id on the payment row of the ledger.
+    pub ledger_provider_id: Option<String>,
+    /// Attempts, oldest first; the last is the current one.
+    pub attempts: Vec<Attempt>,
+    /// The truth.
+    pub fate: Fate,
+    /// Indices of its true lines in [`World::lines`]: payment line(s) first, then a return.
+    pub lines: Vec<usize>,
+    /// A twin of this earlier payment (same recipient and amount, minutes apart).
+    pub twin_of: Option<usize>,
+}
+
+impl Payment {
+    /// The current attempt's id.
+    pub fn attempt_id(&self) -> Option<&str> {
+        self.attempts.last().map(|a| a.id.as_str())
+    }
+}
+
+/// Why a line exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRole {
+    /// Money paid out for `payment`; `nth` 0 is the payout, 1 the duplicate.
+    Payment {
+        /// Payment index.
+        payment: usize,
+        /// 0 or 1.
+        nth: u8,
+    },
+    /// Money of `payment` came back.
+    Return {
+        /// Payment index.
+        payment: usize,
+    },
+    /// A booking nobody in our ledger sent (another system's payout).
+    Foreign,
+    /// A line a file carried by mistake and a corrected file withdrew (a copy of `copy_of`).
+    Spurious {
+        /// The line it copies.
+        copy_of: usize,
+    },
+}
+
+/// One statement line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// Source.
+    pub source: Source,
+    /// Provider transaction id (provider lines only).
+    pub txn_id: Option<String>,
+    /// Reference (payment id or free text), possibly empty.
+    pub reference: String,
+    /// Counterparty IBAN.
+    pub recipient: String,
+    /// Signed as booked: provider payouts positive, its returns negative; bank debits
+    /// negative, bank returns positive.
+    pub amount_minor: i64,
+    /// ISO code.
+    pub currency: &'static str,
+    /// The true booking instant (the bank file shows its Berlin date only).
+    pub booked_at: Micros,
+    /// Kind column value (`PAYMENT`/`RETURN` or `DEBIT`/`RETURN`).
+    pub kind: &'static str,
+    /// Why it exists.
+    pub role: LineRole,
+    /// The file day it belongs to (index from `start`, in the source's zone).
+    pub file_day: i64,
+}
+
+impl Line {
+    /// The instant recon gives the booking: the timestamp, or for a date-only bank line the
+    /// start of its Berlin day.
+    pub fn recon_booked_at(&self, start: NaiveDate) -> Micros {
+        match self.source {
+            Source::Psp => self.booked_at,
+            Source::Bank => timeparse::day_start(day_date(start, self.file_day), JOB_TZ),
+        }
+    }
+
+    /// The payment it belongs to, if any (spurious copies name the copied line's payment).
+    pub fn payment(&self, lines: &[Line]) -> Option<usize> {
+        match self.role {
+            LineRole::Payment { payment, .. } | LineRole::Return { payment } => Some(payment),
+            LineRole::Foreign => None,
+            LineRole::Spurious { copy_of } => lines[copy_of].payment(lines),
+        }
+    }
+
+    /// A short description for failure messages.
+    pub fn describe(&self, idx: usize, start: NaiveDate) -> String {
+        let role = match self.role {
+            LineRole::Payment { nth: 0, .. } => "payout".to_string(),
+            LineRole::Payment { .. } => "DUPLICATE payout".to_string(),
+            LineRole::Return { .. } => "RETURN".to_string(),
+            LineRole::Foreign => "foreign (no ledger payment)".to_string(),
+            LineRole::Spurious { copy_of } => format!("spurious copy of line #{copy_of}"),
+        };
+        format!(
+            "line #{idx} [{role}] {} {} file {} ref {:?} {} {} {} booked {}",
+            self.source.name(),
+            self.txn_id.as_deref().unwrap_or("-"),
+            day_date(start, self.file_day),
+            self.reference,
+            mask_tail(&self.recipient),
+            crate::money::format_minor(self.amount_minor, self.currency),
+            self.currency,
+            timeparse::format_utc(self.booked_at),
+        )
+    }
+}
+
+/// The last 4 characters of an account, as recon masks it.
+pub fn mask_tail(account: &str) -> String {
+    let n = account.chars().count();
+    let tail: String = account.chars().skip(n.saturating_sub(4)).collect();
+    format!("****{tail}")
+}
+
+/// What a control file says about its statement file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// No control file.
+    None,
+    /// A matching control file with these fields.
+    Full {
+        /// `lines=N`.
+        lines: bool,
+        /// `sha256=…`.
+        sha: bool,
+    },
+    /// The control file of the complete file, next to a truncated one (does not match).
+    Stale,
+}
+
+/// How a version came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// First delivery, on time.
+    OnTime,
+    /// First delivery, late.
+    Late,
+    /// The same bytes again.
+    Redelivered,
+    /// A first delivery that a correction replaces later.
+    Flawed,
+    /// The corrected file.
+    Corrected,
+    /// Cut at a line boundary.
+    Truncated,
+    /// The complete file after a truncated one.
+    Completed,
+}
+
+impl Event {
+    /// Name in schedule.csv.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::OnTime => "on_time",
+            Event::Late => "late",
+            Event::Redelivered => "redelivered",
+            Event::Flawed => "flawed",
+            Event::Corrected => "corrected",
+            Event::Truncated => "truncated",
+            Event::Completed => "completed",
+        }
+    }
+}
+
+/// One delivered version of a daily file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Version {
+    /// Source.
+    pub source: Source,
+    /// File day index.
+    pub day: i64,
+    /// Night before whose run it is in the inbox.
+    pub arrival: u32,
+    /// Lines in file order.
+    pub lines: Vec<usize>,
+    /// Its control file.
+    pub control: Control,
+    /// For a truncated version: the complete version's lines (what a stale control file
+    /// describes).
+    pub full_lines: Option<Vec<usize>>,
+    /// How it came to be.
+    pub event: Event,
+}
+
+impl Version {
+    /// Whether the file proves its own completeness (a matching control file).
+    pub fn complete(&self) -> bool {
+        matches!(self.control, Control::Full { .. })
+    }
+}
+
+/// The whole world.
+#[derive(Debug, Clone)]
+pub struct World {
+    /// Options it was built from.
+    pub opts: SimOptions,
+    /// Payments in creation order.
+    pub payments: Vec<Payment>,
+    /// Statement lines (true ones, foreign ones and spurious copies).
+    pub lines: Vec<Line>,
+    /// Every delivered version, in arrival order (then source, day).
+    pub versions: Vec<Version>,
+}
+
+/// The simulator's dice for code outside this crate (the night harness decides its re-runs and
+/// human actions with it): the same xoshiro256** stream as the world, seeded separately.
+pub struct Dice(Rng);
+
+impl std::fmt::Debug for Dice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dice")
+    }
+}
+
+impl Dice {
+    /// Dice for `seed` (a different stream than [`World::build`]'s for the same seed).
+    pub fn new(seed: u64) -> Dice {
+        Dice(Rng::new(seed ^ 0xd1ce_d1ce_0000_0002))
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0.below(n)
+    }
+
+    /// Uniform in `lo..=hi`.
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
+        self.0.between(lo, hi)
+    }
+
+    /// True with probability `per_10k / 10 000`.
+    pub fn chance(&mut self, per_10k: u64) -> bool {
+        self.0.chance(per_10k)
+    }
+}
+
+/// The Berlin/UTC date of day index `i`.
+pub fn day_date(start: NaiveDate, i: i64) -> NaiveDate {
+    if i >= 0 {
+        start + chrono::Days::new(i as u64)
+    } else {
+        start - chrono::Days::new(i.unsigned_abs())
+    }
+}
+
+fn day_index(start: NaiveDate, date: NaiveDate) -> i64 {
+    (date - start).num_days()
+}
+
+/// First instant of business day `i` (Berlin).
+pub fn day_start(start: NaiveDate, i: i64) -> Micros {
+    timeparse::day_start(day_date(start, i), JOB_TZ)
+}
+
+/// The as-of of night `n`: day `n + 1`, 02:00 Berlin.
+pub fn night_as_of(start: NaiveDate, n: u32) -> Micros {
+    let date = day_date(start, n as i64 + 1);
+    let naive = date
+        .and_hms_opt(NIGHT_HOUR as u32, 0, 0)
+        .unwrap_or_default();
+    // 02:00 happens twice on the last Sunday of October: the first one.
+    use chrono::TimeZone as _;
+    JOB_TZ
+        .from_local_datetime(&naive)
+        .earliest()
+        .map(|t| t.with_timezone(&Utc).timestamp_micros())
+        .unwrap_or_else(|| day_start(start, n as i64 + 1) + NIGHT_HOUR * HOUR)
+}
+
+fn hex(rng: &mut Rng, n: usize) -> String {
+    let mut s = String::with_capacity(n);
+    while s.len() < n {
+        let v = rng.next_u64();
+        for k in 0..16 {
+            if s.len() == n {
+                break;
+            }
+            let nib = ((v >> (4 * k)) & 0xf) as u32;
+            s.push(char::from_digit(nib, 16).unwrap_or('0'));
+        }
+    }
+    s
+}
+
+/// A UUID v4 in canonical text form, from the PRNG.
+fn uuid(rng: &mut Rng) -> String {
+    let (a, b) = (rng.next_u64(), rng.next_u64());
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000; // variant 10xx
+    let a = (a & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_4000; // version 4
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// A German IBAN with valid check digits.
+fn iban(rng: &mut Rng) -> String {
+    let bban = rng.below(1_000_000_000_000_000_000);
+    let rem = ((bban % 97) * 1_000_000 + 131_400) % 97;
+    format!("DE{:02}{:018}", 98 - rem, bban)
+}
+
+/// Delay of a booking after `started_at`: 1 min .. 48 h, most within hours.
+fn booking_delay(rng: &mut Rng) -> Micros {
+    let secs = match rng.below(100) {
+        0..50 => rng.between(60, 3_600),
+        50..80 => rng.between(3_600, 12 * 3_600),
+        _ => rng.between(12 * 3_600, 48 * 3_600),
+    };
+    secs * 1_000_000
+}
+
+fn file_day_of(source: Source, start: NaiveDate, t: Micros) -> i64 {
+    day_index(start, timeparse::local_date(t, source.tz()))
+}
+
+impl World {
+    /// Builds the world of `opts`.
+    pub fn build(opts: &SimOptions) -> World {
+        let mut rng = Rng::new(opts.seed ^ 0x5151_7e57_0000_0001);
+        let pr = &opts.probs;
+        let start = opts.start;
+        let horizon = opts.nights() as i64;
+        let mut used_recipients: BTreeSet<String> = BTreeSet::new();
+        let mut fresh_recipient = |rng: &mut Rng| loop {
+            let r = iban(rng);
+            if used_recipients.insert(r.clone()) {
+                return r;
+            }
+        };
+        let shared_n = (opts.days as usize * opts.payments_per_day as usize / 12).max(3);
+        let shared: Vec<String> = (0..shared_n).map(|_| fresh_recipient(&mut rng)).collect();
+        // Last (amount, currency) each shared recipient received.
+        let mut last_amount: BTreeMap<usize, (i64, &'static str)> = BTreeMap::new();
+        let mut payments: Vec<Payment> = Vec::new();
+        let mut lines: Vec<Line> = Vec::new();
+        for d in 0..opts.days as i64 {
+            let (t0, t1) = (day_start(start, d), day_start(start, d + 1));
+            let first_of_day = payments.len();
+            for _ in 0..opts.payments_per_day {
+                let rail = if rng.chance(pr.bank_rail) {
+                    Source::Bank
+                } else {
+                    Source::Psp
+                };
+                let currency = match (rail, rng.below(100)) {
+                    (Source::Bank, _) | (_, 0..80) => "EUR",
+                    (_, 80..92) => "USD",
+                    _ => "GBP",
+                };
+                let mut started = t0 + rng.between(0, (t1 - t0) / 1_000_000 - 1) * 1_000_000;
+                let mut amount = match rng.below(100) {
+                    0..60 => rng.between(500, 20_000),
+                    60..92 => rng.between(20_000, 250_000),
+                    _ => rng.between(250_000, 2_000_000),
+                };
+                let mut twin_of = None;
+                let recipient;
+                let same_day = payments.len() - first_of_day;
+                if same_day > 0 && rng.chance(pr.twin) {
+                    let o = first_of_day + rng.below(same_day as u64) as usize;
+                    let other: &Payment = &payments[o];
+                    recipient = other.recipient.clone();
+                    amount = other.amount_minor;
+                    twin_of = Some(o);
+                    let base = other.started_at.unwrap_or(other.created_at);
+                    let gap = rng.between(1, 20) * MINUTE;
+                    started = if base + gap < t1 {
+                        base + gap
+                    } else {
+                        (base - gap).max(t0)
+                    };
+                } else if rng.chance(pr.shared_recipient) {
+                    let k = rng.below(shared.len() as u64) as usize;
+                    recipient = shared[k].clone();
+                    if let Some(&(a, c)) = last_amount.get(&k)
+                        && c == currency
+                        && rng.chance(pr.same_amount)
+                    {
+                        amount = a;
+                    }
+                    last_amount.insert(k, (amount, currency));
+                } else {
+                    recipient = fresh_recipient(&mut rng);
+                }
+                let currency = match twin_of {
+                    Some(o) => payments[o].currency,
+                    None => currency,
+                };
+                let rail = match twin_of {
+                    Some(o) if currency != "EUR" => payments[o].rail,
+                    _ => rail,
+                };
+                let x = rng.below(10_000);
+                let status = if x < pr.succeeded {
+                    LedgerStatus::Succeeded
+                } else if x < pr.succeeded + pr.failed {
+                    LedgerStatus::Failed
+                } else if x < pr.succeeded + pr.failed + pr.unknown {
+                    LedgerStatus::Unknown
+                } else if x < pr.succeeded + pr.failed + pr.unknown + pr.submitting {
+                    LedgerStatus::Submitting
+                } else {
+                    LedgerStatus::Pending
+                };
+                let paid = match status {
+                    LedgerStatus::Succeeded => !rng.chance(pr.succeeded_but_lost),
+                    LedgerStatus::Failed => rng.chance(pr.failed_but_paid),
+                    LedgerStatus::Unknown | LedgerStatus::Submitting => rng.chance(pr.unknown_paid),
+                    LedgerStatus::Pending => false,
+                };
+                let fate = if !paid {
+                    Fate::Lost
+                } else if rng.chance(pr.paid_twice) {
+                    Fate::PaidTwice
+                } else if rng.chance(pr.returned) {
+                    Fate::Returned
+                } else {
+                    Fate::PaidOnce
+                };
+                let id = uuid(&mut rng);
+                let created_at = started - rng.between(0, 180) * 1_000_000;
+                let sent = status != LedgerStatus::Pending;
+                let provider_id =
+                    (sent && rail == Source::Psp).then(|| format!("pt_{}", hex(&mut rng, 24)));
+                let knows = match status {
+                    LedgerStatus::Succeeded => rng.chance(pr.ledger_knows_provider_id),
+                    LedgerStatus::Failed => rng.chance(pr.ledger_knows_provider_id / 2),
+                    LedgerStatus::Unknown => rng.chance(pr.ledger_knows_provider_id / 6),
+                    _ => false,
+                };
+                let ledger_provider_id = if knows { provider_id.clone() } else { None };
+                let mut attempts = Vec::new();
+                if sent && rng.chance(pr.retry) {
+                    let s = started - rng.between(2, 30) * MINUTE;
+                    attempts.push(Attempt {
+                        id: uuid(&mut rng),
+                        started_at: s,
+                        finished_at: Some(s + rng.between(1, 20) * 1_000_000),
+                        outcome: "FAILED",
+                        provider_id: (rail == Source::Psp && rng.chance(7_000))
+                            .then(|| format!("pt_{}", hex(&mut rng, 24))),
+                        error: "declined",
+                    });
+                }
+                if sent {
+                    let (finished, outcome, error) = match status {
+                        LedgerStatus::Succeeded => (
+                            Some(started + rng.between(1, 30) * 1_000_000),
+                            "SUCCEEDED",
+                            "",
+                        ),
+                        LedgerStatus::Failed => (
+                            Some(started + rng.between(1, 30) * 1_000_000),
+                            "FAILED",
+                            "rejected by provider",
+                        ),
+                        LedgerStatus::Unknown => {
+                            (Some(started + 30 * 1_000_000), "UNKNOWN", "timeout")
+                        }
+                        _ => (None, "", ""),
+                    };
+                    attempts.push(Attempt {
+                        id: uuid(&mut rng),
+                        started_at: started,
+                        finished_at: finished,
+                        outcome,
+                        provider_id: ledger_provider_id.clone(),
+                        error,
+                    });
+                }
+                let pi = payments.len();
+                let mut own_lines = Vec::new();
+                if paid {
+                    let b1 = started + booking_delay(&mut rng);
+                    own_lines.push(Self::payment_line(
+                        &mut rng,
+                        pr,
+                        start,
+                        (pi, &id, &recipient, amount, currency, rail),
+                        provider_id.clone(),
+                        b1,
+                        LineRole::Payment {
+                            payment: pi,
+                            nth: 0,
+                        },
+                    ));
+                    match fate {
+                        Fate::PaidTwice => {
+                            let b2 = b1 + rng.between(2 * 3_600, 4 * 24 * 3_600) * 1_000_000;
+                            let txn =
+                                (rail == Source::Psp).then(|| format!("pt_{}", hex(&mut rng, 24)));
+                            own_lines.push(Self::payment_line(
+                                &mut rng,
+                                pr,
+                                start,
+                                (pi, &id, &recipient, amount, currency, rail),
+                                txn,
+                                b2,
+                                LineRole::Payment {
+                                    payment: pi,
+                                    nth: 1,
+                                },
+                            ));
+                        }
+                        Fate::Returned => {
+                            let b2 = b1 + rng.between(24 * 3_600, 10 * 24 * 3_600) * 1_000_000;
+                            let txn =
+                                (rail == Source::Psp).then(|| format!("pt_{}", hex(&mut rng, 24)));
+                            let mut l = Self::payment_line(
+                                &mut rng,
+                                pr,
+                                start,
+                                (pi, &id, &recipient, amount, currency, rail),
+                                txn,
+                                b2,
+                                LineRole::Return { payment: pi },
+                            );
+                            l.amount_minor = -l.amount_minor;
+                            l.kind = "RETURN";
+                            own_lines.push(l);
+                        }
+                        _ => {}
+                    }
+                }
+                let mut idxs = Vec::new();
+                for l in own_lines {
+                    idxs.push(lines.len());
+                    lines.push(l);
+                }
+                payments.push(Payment {
+                    id,
+                    recipient,
+                    amount_minor: amount,
+                    currency,
+                    created_at,
+                    started_at: sent.then_some(started),
+                    day: d as u32,
+                    status,
+                    rail,
+                    provider_id,
+                    ledger_provider_id,
+                    attempts,
+                    fate,
+                    lines: idxs,
+                    twin_of,
+                });
+            }
+        }
+        // Secondary lines (duplicates, returns) may omit the reference only when no other
+        // payment has the same recipient, currency and amount: otherwise a duplicate payout of
+        // one payment would be indistinguishable from the payout of its timed-out twin, a
+        // coincidence no matcher can see through (the simulator must not stage it).
+        let mut keys: BTreeMap<(&str, &str, i64), usize> = BTreeMap::new();
+        for p in &payments {
+            *keys
+                .entry((p.recipient.as_str(), p.currency, p.amount_minor))
+                .or_insert(0) += 1;
+        }
+        let crowded: Vec<bool> = payments
+            .iter()
+            .map(|p| keys[&(p.recipient.as_str(), p.currency, p.amount_minor)] > 1)
+            .collect();
+        for l in &mut lines {
+            let secondary = !matches!(l.role, LineRole::Payment { nth: 0, .. });
+            if let Some(p) = l.payment_lines_owner()
+                && secondary
+                && crowded[p]
+            {
+                l.reference = payments[p].id.clone();
+            }
+        }
+        // Foreign lines: other systems' payouts, to recipients no ledger payment has.
+        for d in -1..horizon {
+            for source in Source::ALL {
+                if source == Source::Bank && d < 0 {
+                    continue;
+                }
+                if !rng.chance(pr.foreign_line) {
+                    continue;
+                }
+                let (a, b) = match source {
+                    Source::Psp => (
+                        timeparse::day_start(day_date(start, d), PSP_TZ),
+                        timeparse::day_start(day_date(start, d + 1), PSP_TZ),
+                    ),
+                    Source::Bank => (day_start(start, d), day_start(start, d + 1)),
+                };
+                let booked = a + rng.between(0, (b - a) / 1_000_000 - 1) * 1_000_000;
+                let amount = rng.between(1_000, 90_000);
+                let recipient = fresh_recipient(&mut rng);
+                let (txn, reference, amount_minor, kind) = match source {
+                    Source::Psp => (
+                        Some(format!("pt_{}", hex(&mut rng, 24))),
+                        if rng.chance(5_000) {
+                            format!("INV-{}", rng.between(10_000, 99_999))
+                        } else {
+                            String::new()
+                        },
+                        amount,
+                        "PAYMENT",
+                    ),
+                    Source::Bank => (None, "Rent October".to_string(), -amount, "DEBIT"),
+                };
+                lines.push(Line {
+                    source,
+                    txn_id: txn,
+                    reference,
+                    recipient,
+                    amount_minor,
+                    currency: "EUR",
+                    booked_at: booked,
+                    kind,
+                    role: LineRole::Foreign,
+                    file_day: file_day_of(source, start, booked),
+                });
+            }
+        }
+        let mut world = World {
+            opts: opts.clone(),
+            payments,
+            lines,
+            versions: Vec::new(),
+        };
+        world.plan_deliveries(&mut rng);
+        world
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn payment_line(
+        rng: &mut Rng,
+        pr: &Probs,
+        start: NaiveDate,
+        (_, id, recipient, amount, currency, rail): (usize, &str, &str, i64, &'static str, Source),
+        txn: Option<String>,
+        booked: Micros,
+        role: LineRole,
+    ) -> Line {
+        let booked = booked / 1_000_000 * 1_000_000;
+        match rail {
+            Source::Psp => Line {
+                source: rail,
+                txn_id: txn,
+                reference: if rng.chance(pr.psp_reference) {
+                    id.to_string()
+                } else {
+                    String::new()
+                },
+                recipient: recipient.to_string(),
+                amount_minor: amount,
+                currency,
+                booked_at: booked,
+                kind: "PAYMENT",
+                role,
+                file_day: file_day_of(rail, start, booked),
+            },
+            Source::Bank => Line {
+                source: rail,
+                txn_id: None,
+                reference: if rng.chance(pr.bank_reference) {
+                    id.to_string()
+                } else {
+                    String::new()
+                },
+                recipient: recipient.to_string(),
+                amount_minor: -amount,
+                currency,
+                booked_at: booked,
+                kind: "DEBIT",
+                role,
+                file_day: file_day_of(rail, start, booked),
+            },
+        }
+    }
+
+    /// The first night whose as-of is at or after `t`.
+    pub fn first_night_at(&self, t: Micros) -> u32 {
+        let mut n = 0;
+        while n < self.opts.nights() + 40 && night_as_of(self.opts.start, n) < t {
+            n += 1;
+        }
+        n
+    }
+
+    /// The first night recon could resolve payment `p` FAILED (its window plus the lag has
+    /// passed), or `u32::MAX` when it never could (not unresolved in the ledger).
+    pub fn earliest_failed_night(&self, p: usize) -> u32 {
+        let pay = &self.payments[p];
+        match (pay.status, pay.started_at) {
+            (LedgerStatus::Unknown | LedgerStatus::Submitting, Some(s)) => {
+                self.first_night_at(s + WINDOW_AFTER + LAG)
+            }
+            _ => u32::MAX,
+        }
+    }
+
+    fn plan_deliveries(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.clone();
+        let horizon = self.opts.nights() as i64;
+        let mut versions = Vec::new();
+        for source in Source::ALL {
+            let first = if source == Source::Psp { -1 } else { 0 };
+            for day in first..horizon {
+                let mut content: Vec<usize> = (0..self.lines.len())
+                    .filter(|&i| self.lines[i].source == source && self.lines[i].file_day == day)
+                    .collect();
+                content.sort_by_key(|&i| (self.lines[i].booked_at, i));
+                let control = Control::Full {
+                    lines: rng.chance(8_000),
+                    sha: true,
+                };
+                let control = match control {
+                    Control::Full { lines, sha } if !lines && !sha => Control::Full {
+                        lines: true,
+                        sha: false,
+                    },
+                    c => c,
+                };
+                let due = day.max(0) as u32;
+                let x = rng.below(10_000);
+                let base = if x < pr.never {
+                    continue;
+                } else if x < pr.never + pr.late {
+                    Some(due + rng.between(1, 3) as u32)
+                } else {
+                    None
+                };
+                let (arrival, event) = match base {
+                    Some(a) => (a, Event::Late),
+                    None => (due, Event::OnTime),
+                };
+                let later = |rng: &mut Rng| arrival + rng.between(1, 3) as u32;
+                let y = rng.below(10_000);
+                let v = |lines: Vec<usize>, arrival, control, event| Version {
+                    source,
+                    day,
+                    arrival,
+                    lines,
+                    control,
+                    full_lines: None,
+                    event,
+                };
+                if y < pr.truncated && !content.is_empty() {
+                    let keep = rng.below(content.len() as u64) as usize;
+                    let stale = rng.chance(4_000);
+                    versions.push(Version {
+                        full_lines: Some(content.clone()),
+                        ..v(
+                            content[..keep].to_vec(),
+                            arrival,
+                            if stale { Control::Stale } else { Control::None },
+                            Event::Truncated,
+                        )
+                    });
+                    if !rng.chance(1_500) {
+                        let a = later(rng);
+                        versions.push(v(content, a, control, Event::Completed));
+                    }
+                } else if y < pr.truncated + pr.corrected {
+                    let fix = later(rng);
+                    // Withhold a true line only where no decision could rest on its absence
+                    // before the correction arrives (see the module doc of nights.rs): a
+                    // payout of an unresolved payment whose FAILED-deadline is after the fix.
+                    let withheld = content.iter().position(|&i| match self.lines[i].role {
+                        LineRole::Payment { payment, .. } | LineRole::Return { payment } => {
+                            self.earliest_failed_night(payment) > fix
+                        }
+                        LineRole::Foreign => true,
+                        LineRole::Spurious { .. } => false,
+                    });
+                    let add = rng.chance(5_000) && withheld.is_some();
+                    let mut flawed = content.clone();
+                    if add {
+                        if let Some(k) = withheld {
+                            flawed.remove(k);
+                        }
+                    } else {
+                        // A spurious copy of a payout in the file, with the payment named.
+                        let payouts: Vec<usize> = content
+                            .iter()
+                            .copied()
+                            .filter(|&i| matches!(self.lines[i].role, LineRole::Payment { .. }))
+                            .collect();
+                        let spurious = if payouts.is_empty() {
+                            None
+                        } else {
+                            let c = payouts[rng.below(payouts.len() as u64) as usize];
+                            let orig = self.lines[c].clone();
+                            let p = orig.payment(&self.lines);
+                            Some(Line {
+                                txn_id: orig
+                                    .txn_id
+                                    .as_ref()
+                                    .map(|_| format!("pt_{}", hex(rng, 24))),
+                                reference: p
+                                    .map(|p| self.payments[p].id.clone())
+                                    .unwrap_or_default(),
+                                booked_at: orig.booked_at + rng.between(0, 600) * 1_000_000,
+                                role: LineRole::Spurious { copy_of: c },
+                                ..orig
+                            })
+                        };
+                        if let Some(mut l) = spurious {
+                            // Keep it in the same file day.
+                            if file_day_of(source, self.opts.start, l.booked_at) != day {
+                                l.booked_at = self.lines[match l.role {
+                                    LineRole::Spurious { copy_of } => copy_of,
+                                    _ => 0,
+                                }]
+                                .booked_at;
+                            }
+                            let at = rng.below(flawed.len() as u64 + 1) as usize;
+                            flawed.insert(at, self.lines.len());
+                            self.lines.push(l);
+                        }
+                    }
+                    if flawed == content {
+                        versions.push(v(content, arrival, control, event));
+                    } else {
+                        versions.push(v(flawed, arrival, control, Event::Flawed));
+                        versions.push(v(content, fix, control, Event::Corrected));
+                    }
+                } else {
+                    versions.push(v(content.clone(), arrival, control, event));
+                    if y < pr.truncated + pr.corrected + pr.redelivered {
+                        let a = later(rng);
+                        versions.push(v(content, a, control, Event::Redelivered));
+                    }
+                }
+            }
+        }
+        versions.sort_by_key(|v| (v.arrival, v.source, v.day));
+        self.versions = versions;
+    }
+
+    /// File name of a source's file for `day`, relative to the job folder.
+    pub fn file_name(&self, source: Source, day: i64) -> String {
+        format!(
+            "inbox/{0}/{0}-{1}.csv",
+            source.name(),
+            day_date(self.opts.start, day).format("%Y-%m-%d")
+        )
+    }
+
+    /// The statement file bytes of `lines` in `source`'s layout.
+    pub fn render_lines(&self, source: Source, lines: &[usize]) -> String {
+        let mut s = String::new();
+        match source {
+            Source::Psp => {
+                s.push_str("txn_id,reference,beneficiary,amount,currency,booked_at,type\n")
+            }
+            Source::Bank => {
+                s.push_str("booking_date,counterparty_iban,amount,currency,reference,type\n")
+            }
+        }
+        for &i in lines {
+            let l = &self.lines[i];
+            let amount = crate::money::format_minor(l.amount_minor, l.currency);
+            match source {
+                Source::Psp => {
+                    // Alternate between UTC and Berlin offsets (both RFC 3339).
+                    let dt =
+                        DateTime::<Utc>::from_timestamp_micros(l.booked_at).unwrap_or_default();
+                    let ts = if i % 2 == 0 {
+                        dt.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+                    } else {
+                        dt.with_timezone(&JOB_TZ)
+                            .format("%Y-%m-%dT%H:%M:%S%:z")
+                            .to_string()
+                    };
+                    let _ = writeln!(
+                        s,
+                        "{},{},{},{},{},{},{}",
+                        l.txn_id.as_deref().unwrap_or(""),
+                        l.reference,
+                        l.recipient,
+                        amount,
+                        l.currency,
+                        ts,
+                        l.kind
+                    );
+                }
+                Source::Bank => {
+                    let _ = writeln!(
+                        s,
+                        "{},{},{},{},{},{}",
+                        day_date(self.opts.start, l.file_day).format("%Y-%m-%d"),
+                        l.recipient,
+                        amount,
+                        l.currency,
+                        l.reference,
+                        l.kind
+                    );
+                }
+            }
+        }
+        s
+    }
+
+    /// The files of version `v`: (relative path, bytes) of the statement and, when it has one,
+    /// of its control file.
+    pub fn render_version(&self, v: &Version) -> Vec<(String, Vec<u8>)> {
+        let name = self.file_name(v.source, v.day);
+        let body = self.render_lines(v.source, &v.lines);
+        let mut out = vec![(name.clone(), body.clone().into_bytes())];
+        let ctl = |lines: &[usize], body: &str, with_lines: bool, with_sha: bool| {
+            let mut c = String::new();
+            if with_lines {
+                let _ = writeln!(c, "lines={}", lines.len());
+            }
+            if with_sha {
+                let _ = writeln!(c, "sha256={}", hex::encode(Sha256::digest(body.as_bytes())));
+            }
+            c
+        };
+        match v.control {
+            Control::None => {}
+            Control::Full { lines, sha } => out.push((
+                format!("{name}.ctl"),
+                ctl(&v.lines, &body, lines, sha).into_bytes(),
+            )),
+            Control::Stale => {
+                let full = v.full_lines.clone().unwrap_or_default();
+                let full_body = self.render_lines(v.source, &full);
+                out.push((
+                    format!("{name}.ctl"),
+                    ctl(&full, &full_body, true, true).into_bytes(),
+                ));
+            }
+        }
+        out
+    }
+
+    /// For each (source, day): the newest version that has arrived by night `n`.
+    pub fn inbox_at(&self, n: u32) -> BTreeMap<(Source, i64), usize> {
+        let mut out = BTreeMap::new();
+        for (k, v) in self.versions.iter().enumerate() {
+            if v.arrival <= n {
+                out.insert((v.source, v.day), k);
+            }
+        }
+        out
+    }
+
+    /// Writes the inbox as of night `n` into `dir` (the job folder): every file present has the
+    /// bytes of its newest arrived version; a control file that version lacks is removed.
+    /// Returns the versions present.
+    pub fn deliver(&self, dir: &Path, n: u32) -> Result<BTreeMap<(Source, i64), usize>> {
+        let inbox = self.inbox_at(n);
+        for &k in inbox.values() {
+            let v = &self.versions[k];
+            let files = self.render_version(v);
+            for (rel, bytes) in &files {
+                let path = dir.join(rel);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("creating {}", parent.display()))?;
+                }
+                let same = std::fs::read(&path).is_ok_and(|b| &b == bytes);
+                if !same || v.arrival == n {
+                    std::fs::write(&path, bytes)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                }
+            }
+            if v.control == Control::None {
+                let ctl = dir.join(format!("{}.ctl", self.file_name(v.source, v.day)));
+                if ctl.exists() {
+                    std::fs::remove_file(&ctl)
+                        .with_context(|| format!("removing {}", ctl.display()))?;
+                }
+            }
+        }
+        Ok(inbox)
+    }
+
+    /// Ledger rows of the payments created in `(after, until]` (`None`: from the beginning):
+    /// payments.csv and attempts.csv text, each with its header.
+    pub fn ledger_csv(&self, after: Option<Micros>, until: Micros) -> (String, String, usize) {
+        let mut pays = crate::ledger::import::PAYMENT_COLUMNS.join(",") + "\n";
+        let mut atts = crate::ledger::import::ATTEMPT_COLUMNS.join(",") + "\n";
+        let ts = |t: Micros| {
+            DateTime::<Utc>::from_timestamp_micros(t)
+                .unwrap_or_default()
+                .format("%Y-%m-%dT%H:%M:%SZ")
+                .to_string()
+        };
+        let mut n = 0;
+        for p in &self.payments {
+            if p.created_at > until || after.is_some_and(|a| p.created_at <= a) {
+                continue;
+            }
+            n += 1;
+            let _ = writeln!(
+                pays,
+                "{},{},{},{},{},{},{},{},{}",
+                p.id,
+                p.recipient,
+                crate::money::format_minor(p.amount_minor, p.currency),
+                p.currency,
+                p.status.as_str(),
+                ts(p.created_at),
+                p.started_at.map(ts).unwrap_or_default(),
+                p.attempt_id().unwrap_or(""),
+                p.ledger_provider_id.as_deref().unwrap_or(""),
+            );
+            for a in &p.attempts {
+                let _ = writeln!(
+                    atts,
+                    "{},{},{},{},{},{},{}",
+                    a.id,
+                    p.id,
+                    ts(a.started_at),
+                    a.finished_at.map(ts).unwrap_or_default(),
+                    a.outcome,
+                    a.provider_id.as_deref().unwrap_or(""),
+                    a.error,
+                );
+            }
+        }
+        (pays, atts, n)
+    }
+
+    /// The job config. `database_url` as written into the file; paths are relative to it.
+    pub fn config_toml(&self, database_url: &str) -> String {
+        format!(
+            r#"# Written by recon's simulator (seed {seed}, {days} days + {tail} nights, {ppd} payments a day).
+timezone = "Europe/Berlin"
+database_url = "{database_url}"
+output_dir = "out"
+stale_submitting_minutes = 30
+settlement_lag_hours = 24
+carry_over_days = 14
+evidence_window_before = "10m"
+evidence_window_after = "72h"
+
+[[source]]
+name = "psp"
+format = "csv"
+path = "inbox/psp/psp-{{date}}.csv"
+timezone = "UTC"
+timestamp_format = "rfc3339"
+completeness = "control_file"
+
+[source.columns]
+provider_txn_id = "txn_id"
+reference = "reference"
+recipient = "beneficiary"
+amount = "amount"
+currency = "currency"
+booked_at = "booked_at"
+kind = "type"
+
+[source.kinds]
+PAYMENT = "PAYMENT"
+RETURN = "REFUND"
+
+[[source]]
+name = "bank"
+role = "bank"
+format = "csv"
+path = "inbox/bank/bank-{{date}}.csv"
+timezone = "Europe/Berlin"
+timestamp_format = "%Y-%m-%d"
+completeness = "control_file"
+
+[source.columns]
+reference = "reference"
+recipient = "counterparty_iban"
+amount = "amount"
+currency = "currency"
+booked_at = "booking_date"
+kind = "type"
+
+[source.kinds]
+DEBIT = "PAYMENT"
+RETURN = "REFUND"
+"#,
+            seed = self.opts.seed,
+            days = self.opts.days,
+            tail = self.opts.tail,
+            ppd = self.opts.payments_per_day,
+        )
+    }
+
+    /// One line per payment: its truth and its lines (for people reading a failure, and for
+    /// scoring a benchmark run).
+    pub fn truth_csv(&self) -> String {
+        let mut s = String::from(
+            "payment_id,day,rail,ledger_status,fate,provider_id,recipient,amount,currency,started_at,lines\n",
+        );
+        for p in &self.payments {
+            let lines: Vec<String> = p
+                .lines
+                .iter()
+                .map(|&i| {
+                    let l = &self.lines[i];
+                    format!(
+                        "{}:{}@{}",
+                        l.source.name(),
+                        l.txn_id.as_deref().unwrap_or(l.kind),
+                        timeparse::format_utc(l.booked_at)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{},{}",
+                p.id,
+                day_date(self.opts.start, p.day as i64),
+                p.rail.name(),
+                p.status.as_str(),
+                match p.fate {
+                    Fate::Lost => "lost",
+                    Fate::PaidOnce => "paid_once",
+                    Fate::PaidTwice => "paid_twice",
+                    Fate::Returned => "returned",
+                },
+                p.provider_id.as_deref().unwrap_or(""),
+                p.recipient,
+                crate::money::format_minor(p.amount_minor, p.currency),
+                p.currency,
+                p.started_at.map(timeparse::format_utc).unwrap_or_default(),
+                lines.join(";"),
+            );
+        }
+        s
+    }
+
+    /// schedule.csv: one row per delivered version.
+    pub fn schedule_csv(&self) -> String {
+        let mut s = String::from("night,as_of,source,file,event,lines,control,sha256\n");
+        for v in &self.versions {
+            let files = self.render_version(v);
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{}",
+                v.arrival,
+                timeparse::format_utc(night_as_of(self.opts.start, v.arrival)),
+                v.source.name(),
+                self.file_name(v.source, v.day),
+                v.event.as_str(),
+                v.lines.len(),
+                match v.control {
+                    Control::None => "none",
+                    Control::Full { .. } => "matching",
+                    Control::Stale => "stale",
+                },
+                hex::encode(Sha256::digest(&files[0].1)),
+            );
+        }
+        s
+    }
+
+    /// A one-paragraph description of payment `p` for failure messages.
+    pub fn describe_payment(&self, p: usize) -> String {
+        let pay = &self.payments[p];
+        let mut s = format!(
+            "payment {} (day {} {}, rail {}, ledger {}, truth: {}; {} {} to {}, started {}, provider id {} (ledger knows: {}){})",
+            pay.id,
+            pay.day,
+            day_date(self.opts.start, pay.day as i64),
+            pay.rail.name(),
+            pay.status.as_str(),
+            pay.fate.as_str(),
+            crate::money::format_minor(pay.amount_minor, pay.currency),
+            pay.currency,
+            mask_tail(&pay.recipient),
+            pay.started_at
+                .map(timeparse::format_utc)
+                .unwrap_or_else(|| "-".into()),
+            pay.provider_id.as_deref().unwrap_or("-"),
+            pay.ledger_provider_id.is_some(),
+            pay.twin_of
+                .map(|t| format!(", twin of {}", self.payments[t].id))
+                .unwrap_or_default(),
+        );
+        for &i in &pay.lines {
+            let _ = write!(s, "\n      {}", self.lines[i].describe(i, self.opts.start));
+            let _ = write!(s, "; {}", self.delivery_of(i));
+        }
+        s
+    }
+
+    /// When line `i` was delivered: the versions that carry it.
+    pub fn delivery_of(&self, i: usize) -> String {
+        let vs: Vec<String> = self
+            .versions
+            .iter()
+            .filter(|v| v.lines.contains(&i))
+            .map(|v| format!("{} night {}", v.event.as_str(), v.arrival))
+            .collect();
+        if vs.is_empty() {
+            "never delivered".into()
+        } else {
+            format!("delivered: {}", vs.join(", "))
+        }
+    }
+
+    /// `recon generate --days N`: the ledger, every file in its final delivered state, the
+    /// schedule of arrivals, the truth and a config, in `dir`.
+    pub fn write_folder(&self, dir: &Path) -> Result<GeneratedWorld> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let last = self.opts.nights().saturating_sub(1);
+        let final_as_of = night_as_of(self.opts.start, last);
+        let (pays, atts, n) = self.ledger_csv(None, i64::MAX);
+        let write = |rel: &str, bytes: &[u8]| -> Result<PathBuf> {
+            let path = dir.join(rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+            Ok(path)
+        };
+        write("payments.csv", pays.as_bytes())?;
+        write("attempts.csv", atts.as_bytes())?;
+        // Every version in arrival order: the last one written per path is the final state.
+        let mut files = 0;
+        for (_, &k) in self.inbox_at(u32::MAX - 1).iter() {
+            let v = &self.versions[k];
+            let rendered = self.render_version(v);
+            for (rel, bytes) in &rendered {
+                write(rel, bytes)?;
+            }
+            if v.control == Control::None {
+                let _ = std::fs::remove_file(
+                    dir.join(format!("{}.ctl", self.file_name(v.source, v.day))),
+                );
+            }
+            files += 1;
+        }
+        write("schedule.csv", self.schedule_csv().as_bytes())?;
+        write("truth.csv", self.truth_csv().as_bytes())?;
+        let config = write(
+            "recon.toml",
+            self.config_toml("sqlite://recon.db").as_bytes(),
+        )?;
+        Ok(GeneratedWorld {
+            config,
+            payments: n,
+            lines: self.lines.len(),
+            files,
+            from: self.opts.start,
+            to: day_date(self.opts.start, last as i64),
+            as_of: final_as_of,
+        })
+    }
+}
+
+impl Line {
+    fn payment_lines_owner(&self) -> Option<usize> {
+        match self.role {
+            LineRole::Payment { payment, .. } | LineRole::Return { payment } => Some(payment),
+            _ => None,
+        }
+    }
+}
+
+/// What [`World::write_folder`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedWorld {
+    /// recon.toml.
+    pub config: PathBuf,
+    /// Payments in the ledger.
+    pub payments: usize,
+    /// Statement lines in the world.
+    pub lines: usize,
+    /// Daily files written.
+    pub files: usize,
+    /// First day.
+    pub from: NaiveDate,
+    /// Last day.
+    pub to: NaiveDate,
+    /// The last night's as-of.
+    pub as_of: Micros,
+}
+
+impl std::fmt::Display for GeneratedWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "generated {} payments, {} statement lines in {} daily files ({} .. {})",
+            self.payments, self.lines, self.files, self.from, self.to
+        )?;
+        let dir = self
+            .config
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        writeln!(
+            f,
+            "import: recon ledger import --config {0}/recon.toml --payments {0}/payments.csv --attempts {0}/attempts.csv",
+            dir
+        )?;
+        write!(
+            f,
+            "run:    recon run --config {} --from {} --to {} --as-of {}",
+            self.config.display(),
+            self.from,
+            self.to,
+            timeparse::format_utc(self.as_of)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_world_and_bytes() {
+        let mut o = SimOptions::new(7);
+        o.payments_per_day = 30;
+        let (a, b) = (World::build(&o), World::build(&o));
+        assert_eq!(a.payments, b.payments);
+        assert_eq!(a.lines, b.lines);
+        assert_eq!(a.versions, b.versions);
+        for (va, vb) in a.versions.iter().zip(&b.versions) {
+            assert_eq!(a.render_version(va), b.render_version(vb));
+        }
+        assert_eq!(a.schedule_csv(), b.schedule_csv());
+        let c = World::build(&SimOptions {
+            seed: 8,
+            ..o.clone()
+        });
+        assert_ne!(a.payments, c.payments);
+    }
+
+    #[test]
+    fn ids_look_right_and_lines_sit_in_their_files() {
+        let w = World::build(&SimOptions::new(3));
+        for p in &w.payments {
+            assert_eq!(p.id.len(), 36);
+            assert_eq!(&p.id[14..15], "4");
+            assert!(uuid::Uuid::parse_str(&p.id).is_ok());
+            assert_eq!(p.recipient.len(), 22);
+            if let Some(id) = &p.provider_id {
+                assert_eq!(id.len(), 27);
+            }
+            if let Some(s) = p.started_at {
+                assert_eq!(
+                    timeparse::local_date(s, JOB_TZ),
+                    day_date(w.opts.start, p.day as i64)
+                );
+                for &l in &p.lines {
+                    assert!(w.lines[l].booked_at > s);
+                }
+            }
+        }
+        for l in &w.lines {
+            assert_eq!(
+                file_day_of(l.source, w.opts.start, l.booked_at),
+                l.file_day,
+                "{l:?}"
+            );
+        }
+        // The night's as-of is 02:00 Berlin; the 25-hour day is in the default range.
+        assert_eq!(
+            timeparse::format_utc(night_as_of(w.opts.start, 3)),
+            "2026-10-25T00:00:00Z"
+        );
+        assert_eq!(
+            timeparse::format_utc(night_as_of(w.opts.start, 4)),
+            "2026-10-26T01:00:00Z"
+        );
+    }
+
+    #[test]
+    fn every_fate_and_delivery_event_occurs() {
+        let mut o = SimOptions::new(11);
+        o.days = 14;
+        let w = World::build(&o);
+        for f in [Fate::Lost, Fate::PaidOnce, Fate::PaidTwice, Fate::Returned] {
+            assert!(w.payments.iter().any(|p| p.fate == f), "{f:?}");
+        }
+        for e in [
+            Event::OnTime,
+            Event::Late,
+            Event::Redelivered,
+            Event::Flawed,
+            Event::Corrected,
+            Event::Truncated,
+            Event::Completed,
+        ] {
+            assert!(w.versions.iter().any(|v| v.event == e), "{e:?}");
+        }
+        assert!(
+            w.payments
+                .iter()
+                .any(|p| p.status == LedgerStatus::Failed && p.fate.paid())
+        );
+        assert!(w.payments.iter().any(|p| p.twin_of.is_some()));
+    }
+}

@@ -88,6 +88,7 @@ pub(crate) async fn apply(
     run_id: &str,
     opts: &RunOptions,
     now: &str,
+    sources: &[&str],
 ) -> Result<Vec<Conflict>> {
     let mut conflicts: Vec<Conflict> = Vec::new();
     let to_day = opts.to.to_string();
@@ -201,10 +202,13 @@ pub(crate) async fn apply(
         }
     }
     tx.followups(&open, &closed, &to_day).await?;
+    // Every file read, plus one row per configured source (empty path): a source counts as
+    // expected from its first night on, even when its first file arrives late.
     let inputs: Vec<(&str, &str, &str)> = summary
         .inputs
         .iter()
         .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .chain(sources.iter().map(|s| (*s, "", "")))
         .collect();
     tx.record_inputs(&inputs, &to_day).await?;
     let mut new_tickets = tickets.await.context("ticket evidence task")?;
@@ -293,4 +297,52 @@ fn ticket_of(
         evidence: ev.to_string(),
         evidence_as_of: evidence_as_of.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now(status: &str, attempt: &str) -> (String, Option<String>) {
+        (status.to_string(), Some(attempt.to_string()))
+    }
+
+    #[test]
+    fn a_refused_transition_is_a_ticket_unless_the_ledger_agrees() {
+        let kind = |wanted, now: Option<&(String, Option<String>)>| {
+            conflict_ticket(wanted, Some("A-1"), now).map(|(o, _)| o)
+        };
+        // Paid, yet failed since: the retry-pays-twice case.
+        assert_eq!(
+            kind(Status::Succeeded, Some(&now("FAILED", "A-1"))),
+            Some(Outcome::FailedButPaid)
+        );
+        // Proven unpaid, yet succeeded since.
+        assert_eq!(
+            kind(Status::Failed, Some(&now("SUCCEEDED", "A-1"))),
+            Some(Outcome::MissingAtProvider)
+        );
+        // A retry started (new attempt) for a payment a line shows paid.
+        assert_eq!(
+            kind(Status::Succeeded, Some(&now("SUBMITTING", "A-2"))),
+            Some(Outcome::Ambiguous)
+        );
+        // A human took it over.
+        assert_eq!(
+            kind(Status::Failed, Some(&now("REVIEW", "A-1"))),
+            Some(Outcome::Ambiguous)
+        );
+        // Gone from the ledger.
+        assert_eq!(kind(Status::Failed, None), Some(Outcome::Ambiguous));
+        // The ledger moved to exactly what recon wanted, on the same attempt: no ticket.
+        assert_eq!(
+            kind(Status::Succeeded, Some(&now("SUCCEEDED", "A-1"))),
+            None
+        );
+        // The same status on another attempt is not agreement.
+        assert_eq!(
+            kind(Status::Succeeded, Some(&now("SUCCEEDED", "A-2"))),
+            Some(Outcome::Ambiguous)
+        );
+    }
 }

@@ -26,6 +26,10 @@ enum Relation {
     Linked,
     Candidate,
     NearMiss,
+    /// A return or reversal of the payment's money.
+    Returned,
+    /// A return that could be this payment's money or another's.
+    ReturnCandidate,
 }
 
 impl Relation {
@@ -34,6 +38,8 @@ impl Relation {
             Relation::Linked => "linked",
             Relation::Candidate => "candidate",
             Relation::NearMiss => "near_miss",
+            Relation::Returned => "returned",
+            Relation::ReturnCandidate => "return_candidate",
         }
     }
 }
@@ -69,6 +75,8 @@ impl PairIndex {
             (&m.links, Relation::Linked),
             (&m.ambiguous, Relation::Candidate),
             (&m.near_misses, Relation::NearMiss),
+            (&m.returns, Relation::Returned),
+            (&m.returns_ambiguous, Relation::ReturnCandidate),
         ];
         for (list, rel) in all {
             for p in list.iter() {
@@ -134,6 +142,9 @@ pub(crate) fn for_row(
         let (p, l) = (&payments[pair.payment as usize], &lines[pair.line as usize]);
         let checks = match rel {
             Relation::NearMiss => criteria::near_miss(rules, p, l),
+            _ if pair.pass == crate::matching::RETURNS => {
+                criteria::Fuzzy::returns(rules, rules.return_reach).checks(p, l)
+            }
             _ => {
                 let pass = &rules.passes[pair.pass];
                 criteria::identifier(pass, p, l)
@@ -143,7 +154,7 @@ pub(crate) fn for_row(
         };
         let gate = match rel {
             Relation::NearMiss => "near_miss",
-            _ => rules.passes.get(pair.pass).map(|p| &*p.id).unwrap_or("?"),
+            _ => crate::matching::pass_name(rules, pair.pass),
         };
         // Other payments paired with this line by the same kind of evidence: the competition.
         let competing: BTreeSet<&str> = ix

@@ -199,7 +199,7 @@ fn write_row(out: &mut String, row: &ResultRow) {
 }
 
 fn pass_name(rules: &RuleSet, pass: usize) -> &str {
-    rules.passes.get(pass).map(|p| &*p.id).unwrap_or("?")
+    crate::matching::pass_name(rules, pass)
 }
 
 /// Why `l` is or is not a fuzzy candidate of `p` in each fuzzy pass: every failed criterion.
@@ -269,11 +269,29 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
             line_text(&data.lines[pair.line as usize])
         );
     }
+    for pair in pairs_of(&m.returns, |x| x.payment == pi) {
+        mentioned.push(pair.line);
+        let _ = writeln!(
+            out,
+            "returned by {:?}: its money came back, so nothing is confirmed (RETURNED): {}",
+            pass_name(rules, pair.pass),
+            line_text(&data.lines[pair.line as usize])
+        );
+    }
+    for pair in pairs_of(&m.returns_ambiguous, |x| x.payment == pi) {
+        mentioned.push(pair.line);
+        let _ = writeln!(
+            out,
+            "a return that could be this payment's money or another's ({:?}): {}",
+            pass_name(rules, pair.pass),
+            line_text(&data.lines[pair.line as usize])
+        );
+    }
     for pair in pairs_of(&m.near_misses, |x| x.payment == pi) {
         mentioned.push(pair.line);
         let _ = writeln!(
             out,
-            "near miss (same recipient and currency inside the window, any amount; blocks \
+            "near miss (same recipient inside the evidence horizon, any amount or currency; blocks \
              RESOLVED_FAILED): {}",
             line_text(&data.lines[pair.line as usize])
         );
@@ -288,8 +306,8 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
         let by_ref = l.reference.as_deref() == Some(p.payment_id.as_str());
         let by_id = l.provider_txn_id.is_some()
             && l.provider_txn_id.as_deref() == p.provider_payment_id.as_deref();
-        let same_party = l.currency == p.currency
-            && normalize::account(&l.recipient) == normalize::account(&p.recipient);
+        // Any currency: the near-miss gate looks at every line to the recipient.
+        let same_party = normalize::account(&l.recipient) == normalize::account(&p.recipient);
         if !(by_ref || by_id || same_party) {
             continue;
         }
@@ -300,12 +318,29 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
         }
         let _ = writeln!(out, "considered: {}", line_text(l));
         if let Some(claim) = m.links.iter().find(|x| x.line == li) {
-            let _ = writeln!(
-                out,
-                "  rejected: already linked to payment {} by pass {:?}",
-                data.payments[claim.payment as usize].payment_id,
-                pass_name(rules, claim.pass)
-            );
+            let owner = &data.payments[claim.payment as usize];
+            let steps = rules
+                .passes
+                .get(claim.pass)
+                .map(|p| p.normalize.as_slice())
+                .unwrap_or(&[]);
+            if crate::matching::criteria::clean_link(steps, owner, l) {
+                let _ = writeln!(
+                    out,
+                    "  not a look-alike: proven to be payment {}'s by pass {:?} (its money and \
+                     recipient check out), so it neither matches nor blocks this one",
+                    owner.payment_id,
+                    pass_name(rules, claim.pass)
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  linked to payment {} by pass {:?}, but its money or recipient differ from \
+                     that payment's: disputed evidence",
+                    owner.payment_id,
+                    pass_name(rules, claim.pass)
+                );
+            }
             continue;
         }
         if by_ref || by_id {
@@ -319,7 +354,7 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
     if mentioned.is_empty() && considered == 0 {
         let _ = writeln!(
             out,
-            "no statement line names this payment or has its recipient and currency"
+            "no statement line names this payment or pays its recipient"
         );
     }
 }
@@ -349,6 +384,8 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
         ("linked", &m.links),
         ("candidate, not unique", &m.ambiguous),
         ("near miss", &m.near_misses),
+        ("return of", &m.returns),
+        ("return, not unique", &m.returns_ambiguous),
     ] {
         for pair in pairs_of(list, |x| x.line == li) {
             mentioned.push(pair.payment);
@@ -369,8 +406,7 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
         if mentioned.contains(&(pi as u32)) {
             continue;
         }
-        let same_party = l.currency == p.currency
-            && normalize::account(&l.recipient) == normalize::account(&p.recipient);
+        let same_party = normalize::account(&l.recipient) == normalize::account(&p.recipient);
         let named = l.reference.as_deref() == Some(p.payment_id.as_str());
         if !(same_party || named) {
             continue;
@@ -386,7 +422,7 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
     if mentioned.is_empty() && considered == 0 {
         let _ = writeln!(
             out,
-            "no loaded payment is named by this line or has its recipient and currency"
+            "no loaded payment is named by this line or has its recipient"
         );
     }
 }

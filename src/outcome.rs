@@ -592,7 +592,7 @@ pub fn classify(
                 rule: names.near_miss.clone(),
                 action: Action::Ticket,
                 detail: format!(
-                    "same recipient and currency as unresolved payment(s) {}, other amount",
+                    "same recipient as unresolved payment(s) {}, inside their window (any amount or currency)",
                     ids.join(";")
                 )
                 .into(),
@@ -1039,7 +1039,7 @@ fn on_evidence(
             sorted_lines(lines, near.to_vec()),
             &names.near_miss,
             Action::Ticket,
-            "a line with the same recipient and currency but another amount is in the window (fee netted?)".into(),
+            "a line to the same recipient (another amount or currency: fee netted, converted?) is in the window".into(),
         );
     }
     let closed = p

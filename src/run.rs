@@ -629,6 +629,7 @@ async fn plan_and_apply(
     let mut tx = db.begin().await?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     let conflicts = if !opts.dry_run {
+        let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
         crate::effects::apply(
             &mut tx,
             &data,
@@ -639,6 +640,7 @@ async fn plan_and_apply(
             run_id,
             opts,
             &now,
+            &sources,
         )
         .await?
     } else {

@@ -334,9 +334,14 @@ macro_rules! store_impl {
                     q.push_values(chunk, |mut b, id| {
                         b.push_bind(*id).push_bind(day).push_bind(day);
                     });
+                    // The latest day that closed it: a payment carried (unresolved) past an
+                    // earlier close stays in the scope of re-runs of the day that resolved it.
                     q.push(
-                        " ON CONFLICT (payment_id) DO UPDATE SET \
-                         closed_on = coalesce(recon_followups.closed_on, excluded.closed_on)",
+                        " ON CONFLICT (payment_id) DO UPDATE SET closed_on = CASE \
+                         WHEN recon_followups.closed_on IS NULL \
+                           OR recon_followups.closed_on < excluded.closed_on \
+                         THEN excluded.closed_on ELSE recon_followups.closed_on END \
+                         WHERE recon_followups.opened_on <= excluded.closed_on",
                     );
                     q.build().execute(&mut *conn).await.map_err(&err)?;
                 }

@@ -111,13 +111,15 @@ impl<'a> Fuzzy<'a> {
         }
     }
 
-    /// The near-miss gate: same recipient and currency inside the evidence horizon, any amount.
+    /// The near-miss gate: the same recipient inside the evidence horizon, any amount, any
+    /// currency (a provider that booked our payment in another currency is exactly the case
+    /// where a retry pays twice).
     pub fn near_miss(rules: &RuleSet) -> Fuzzy<'static> {
         Fuzzy {
             steps: &NEAR_MISS_STEPS,
             window: rules.evidence_window(),
             amount: AmountRule::Any,
-            same_currency: true,
+            same_currency: false,
             lines: LineRule::Payments,
         }
     }
@@ -193,10 +195,12 @@ impl<'a> Fuzzy<'a> {
                 || format!("currency {} ≠ {}", l.currency, p.currency),
             ));
         } else {
+            // The words of a same-currency check when the currencies agree: fingerprints of
+            // existing near-miss tickets stay the same.
             out.push(Check {
                 ok: true,
                 text: if p.currency == l.currency {
-                    format!("currency {} (any currency counts)", l.currency)
+                    format!("same currency {}", p.currency)
                 } else {
                     format!(
                         "currency {} vs {} (any currency counts)",

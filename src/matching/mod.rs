@@ -36,7 +36,7 @@ pub struct MatchResult {
     /// candidate, identifier links where one line named several payments. Sorted.
     pub ambiguous: Vec<Pair>,
     /// Near misses of unresolved payments left without evidence: a line not cleanly claimed, with the
-    /// same recipient and currency inside the evidence horizon, any amount. `pass` is unused (0).
+    /// same recipient inside the evidence horizon, any amount, any currency. `pass` is unused (0).
     pub near_misses: Vec<Pair>,
     /// Returns and reversals (kind `REFUND`) linked to the payment whose money came back: by
     /// identifier (`pass` is that pass's index), or by recipient, currency and absolute amount
@@ -58,6 +58,22 @@ pub fn pass_name(rules: &RuleSet, pass: usize) -> &str {
         return "returns";
     }
     rules.passes.get(pass).map(|p| &*p.id).unwrap_or("?")
+}
+
+/// Every (line, payment) pair the Polars join of `fz` finds among all `lines` and `payments`
+/// (the frames the passes build): what the property test compares with [`criteria::Fuzzy::holds`].
+pub fn fuzzy_join(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    fz: &criteria::Fuzzy<'_>,
+) -> Result<Vec<(u32, u32)>> {
+    frames::fuzzy_pairs(
+        payments,
+        lines,
+        &vec![true; lines.len()],
+        &vec![true; payments.len()],
+        fz,
+    )
 }
 
 /// Which payments may take part in what.
@@ -89,21 +105,51 @@ pub fn run(
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
+    // Returns and reversals not yet tied to a payment.
+    let mut return_free: Vec<bool> = lines
+        .iter()
+        .map(|l| l.kind == crate::config::LineKind::Refund)
+        .collect();
+    let any_return = return_free.iter().any(|&b| b);
     for (pass_idx, pass) in rules.passes.iter().enumerate() {
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
         let pairs = match &pass.kind {
-            PassKind::Identifier(ids) => frames::identifier_pairs(
-                payments,
-                provider_ids,
-                lines,
-                &line_free,
-                &pay_free,
-                *ids,
-                &pass.normalize,
-            )
-            .with_context(stage)?,
+            PassKind::Identifier(ids) => {
+                // Returns ride along in the same join (their keys are few; the payments' side
+                // is the expensive one), and are split off here.
+                let mask: Vec<bool> = if any_return {
+                    line_free
+                        .iter()
+                        .zip(&return_free)
+                        .map(|(&a, &b)| a || b)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                let mut pairs = frames::identifier_pairs(
+                    payments,
+                    provider_ids,
+                    lines,
+                    if any_return { &mask } else { &line_free },
+                    &pay_free,
+                    *ids,
+                    &pass.normalize,
+                )
+                .with_context(stage)?;
+                if any_return {
+                    let (returns, rest): (Vec<_>, Vec<_>) = pairs
+                        .into_iter()
+                        .partition(|&(l, _)| return_free[l as usize]);
+                    pairs = rest;
+                    returns_by_identifier(&returns, pass_idx, lines.len(), &mut result);
+                    for &(l, _) in &returns {
+                        return_free[l as usize] = false;
+                    }
+                }
+                pairs
+            }
             PassKind::Fuzzy { .. } => {
                 // Count candidates over everything not cleanly claimed: free sides, contested
                 // links and sides left undecided by earlier passes. Only free sides can pair.
@@ -213,68 +259,74 @@ pub fn run(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "Near-miss gate done."
     );
-    match_returns(payments, provider_ids, lines, rules, elig, &mut result)?;
+    if any_return {
+        returns_by_amount(payments, lines, rules, elig, &return_free, &mut result)?;
+    }
     // Each pass added its pairs in order: the stable sort merges those runs in linear time
     // instead of sorting a million pairs from scratch.
     result.links.sort();
     result.ambiguous.sort();
     result.near_misses.sort();
+    result.returns.sort();
+    result.returns_ambiguous.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
 }
 
-/// Returns and reversals (DESIGN.md rule 10): a `REFUND` line that names a payment through an
-/// identifier pass is that payment's money coming back; one that names none is compared by
-/// recipient, currency and absolute amount with every payment started in its reach, and
-/// linked only when each is the other's only candidate. Everything else is ambiguous.
-fn match_returns(
+/// Returns and reversals (DESIGN.md rule 10) found by an identifier pass: a `REFUND` line that
+/// names one payment is that payment's money coming back; one that names several is ambiguous.
+fn returns_by_identifier(
+    pairs: &[(u32, u32)],
+    pass: usize,
+    n_lines: usize,
+    result: &mut MatchResult,
+) {
+    let mut per_line = vec![0u32; n_lines];
+    for &(l, _) in pairs {
+        per_line[l as usize] += 1;
+    }
+    for &(l, p) in pairs {
+        let pair = Pair {
+            line: l,
+            payment: p,
+            pass,
+        };
+        if per_line[l as usize] == 1 {
+            result.returns.push(pair);
+        } else {
+            result.returns_ambiguous.push(pair);
+        }
+    }
+}
+
+/// Returns that no identifier tied to a payment (`free`) are compared by recipient, currency
+/// and absolute amount with every payment started in their reach ([`criteria::Fuzzy::returns`]),
+/// and linked only when each is the other's only candidate. Only payments to a recipient some
+/// return names are put in the join: returns are few, payments a million.
+fn returns_by_amount(
     payments: &[Payment],
-    provider_ids: &[(u32, String)],
     lines: &[StatementLine],
     rules: &RuleSet,
     elig: &Eligibility,
+    free: &[bool],
     result: &mut MatchResult,
 ) -> Result<()> {
-    let mut free: Vec<bool> = lines
+    let fz = criteria::Fuzzy::returns(rules, rules.return_reach);
+    let recipients: std::collections::HashSet<std::borrow::Cow<'_, str>> = lines
         .iter()
-        .map(|l| l.kind == crate::config::LineKind::Refund)
+        .enumerate()
+        .filter(|&(i, l)| free[i] && fz.line_qualifies(l))
+        .map(|(_, l)| fz.recipient_key(&l.recipient))
         .collect();
-    if !free.iter().any(|&b| b) {
+    if recipients.is_empty() {
         return Ok(());
     }
-    for (pass_idx, pass) in rules.passes.iter().enumerate() {
-        let PassKind::Identifier(ids) = &pass.kind else {
-            continue;
-        };
-        let pairs = frames::identifier_pairs(
-            payments,
-            provider_ids,
-            lines,
-            &free,
-            &elig.linkable,
-            *ids,
-            &pass.normalize,
-        )
-        .with_context(|| format!("matching returns by pass {:?}", pass.id))?;
-        let (per_line, _) = count(&pairs, lines.len(), payments.len());
-        for &(l, p) in &pairs {
-            let pair = Pair {
-                line: l,
-                payment: p,
-                pass: pass_idx,
-            };
-            if per_line[l as usize] == 1 {
-                result.returns.push(pair);
-            } else {
-                result.returns_ambiguous.push(pair);
-            }
-        }
-        for &(l, _) in &pairs {
-            free[l as usize] = false;
-        }
-    }
-    let fz = criteria::Fuzzy::returns(rules, rules.return_reach);
-    let pairs = frames::fuzzy_pairs(payments, lines, &free, &elig.linkable, &fz)
+    let pay_mask: Vec<bool> = payments
+        .iter()
+        .enumerate()
+        .map(|(i, p)| elig.linkable[i] && recipients.contains(&fz.recipient_key(&p.recipient)))
+        .collect();
+    let pairs = frames::fuzzy_pairs(payments, lines, free, &pay_mask, &fz)
         .context("matching returns by recipient and amount")?;
     let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
     for &(l, p) in &pairs {
@@ -289,8 +341,6 @@ fn match_returns(
             result.returns_ambiguous.push(pair);
         }
     }
-    result.returns.sort();
-    result.returns_ambiguous.sort();
     Ok(())
 }
 

@@ -430,7 +430,7 @@ mod tests {
             entry: None,
             batch: batch.map(Into::into),
             role,
-            content_id: Default::default(),
+            content_id: 0,
         }
     }
 

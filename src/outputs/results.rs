@@ -157,11 +157,7 @@ pub fn write<W: Write, D: Write>(
             None => timeparse::write_utc(b, l.booked_at),
         });
         rec.field(&buf);
-        joined(&mut buf, &ls, &|b, l| {
-            b.push_str(&l.source);
-            b.push(':');
-            b.push_str(money::itoa_u64(l.line_no).as_str());
-        });
+        joined(&mut buf, &ls, &|b, l| l.write_source_line(b));
         rec.field(&csv_safe(&buf));
         rec.field(&csv_safe(&r.detail));
         rec.end();

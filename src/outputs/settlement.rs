@@ -8,7 +8,7 @@ use crate::matching::MatchResult;
 use crate::matching::settlement::{BatchStatus, CreditStatus};
 use crate::rules::RuleSet;
 use crate::sources::StatementLine;
-use crate::timeparse::{self, Micros};
+use crate::timeparse::Micros;
 use anyhow::{Context, Result};
 use std::path::Path;
 
@@ -93,8 +93,7 @@ pub fn rows(
             money(b.net_minor),
             b.payout_minor.map(money).unwrap_or_default(),
             csv_safe(&ids.join(";")).into_owned(),
-            one.map(|l| timeparse::format_utc(l.booked_at))
-                .unwrap_or_default(),
+            one.map(|l| l.booked_text()).unwrap_or_default(),
             one.map(|l| money(l.amount_minor)).unwrap_or_default(),
             one.map(|l| money(l.amount_minor - b.net_minor))
                 .unwrap_or_default(),
@@ -119,7 +118,7 @@ pub fn rows(
             String::new(),
             String::new(),
             csv_safe(&l.uid()).into_owned(),
-            timeparse::format_utc(l.booked_at),
+            l.booked_text(),
             crate::money::format_minor(l.amount_minor, l.currency),
             String::new(),
             "UNMATCHED_BANK_CREDIT".to_string(),

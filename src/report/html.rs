@@ -204,7 +204,7 @@ fn item_table<'a>(
             .map(|m| format!("{} {}", m.text(), m.currency))
             .collect();
         let mut when: Vec<String> = i.started_at.map(utc).into_iter().collect();
-        when.extend(i.booked_at.iter().map(|t| utc(*t)));
+        when.extend(i.booked_at.iter().cloned());
         let _ = writeln!(
             out,
             "<tr><td class=\"sev-{sev}\">{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",

@@ -180,8 +180,9 @@ pub struct Item {
     pub references: Vec<String>,
     /// When the payment's current attempt started (UTC micros).
     pub started_at: Option<Micros>,
-    /// When the lines were booked.
-    pub booked_at: Vec<Micros>,
+    /// When the lines were booked, as shown: the UTC instant, or the day of a date-only
+    /// booking.
+    pub booked_at: Vec<String>,
     /// Whole days between the payment's start (or the first booking) and the run's as-of.
     pub age_days: i64,
     /// What recon does (`ticket`, `transition:SUCCEEDED`, …).
@@ -343,9 +344,9 @@ impl ReportView {
                 .map(mask::account)
                 .unwrap_or_default();
             let started_at = p.and_then(|p| p.started_at);
-            let booked_at: Vec<Micros> = ls.iter().map(|l| l.booked_at).collect();
+            let booked_at: Vec<String> = ls.iter().map(|l| l.booked_text()).collect();
             let since = started_at
-                .or_else(|| booked_at.iter().copied().min())
+                .or_else(|| ls.iter().map(|l| l.booked_at).min())
                 .or(p.map(|p| p.created_at));
             items.push(Item {
                 outcome: r.outcome,
@@ -366,10 +367,7 @@ impl ReportView {
                 action: r.action.label(),
                 rule: r.rule.to_string(),
                 detail: r.detail.to_string(),
-                source_lines: ls
-                    .iter()
-                    .map(|l| format!("{}:{}", l.source, l.line_no))
-                    .collect(),
+                source_lines: ls.iter().map(|l| l.source_line()).collect(),
             });
         }
         sort_items(&mut items);

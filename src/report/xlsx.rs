@@ -288,8 +288,7 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
     if let Some(t) = i.started_at {
         write_text(ws, r, 11, &utc(t))?;
     }
-    let booked: Vec<String> = i.booked_at.iter().map(|t| utc(*t)).collect();
-    write_text(ws, r, 12, &booked.join(";"))?;
+    write_text(ws, r, 12, &i.booked_at.join(";"))?;
     ws.write_number(r, 13, i.age_days as f64)?;
     write_text(ws, r, 14, &i.action)?;
     write_text(ws, r, 15, &i.detail)?;

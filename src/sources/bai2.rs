@@ -468,7 +468,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         entry: None,
                         batch: None,
                         role: crate::config::Role::Provider,
-                        content_id: Default::default(),
+                        content_id: 0,
                     });
                 }
                 let mut facts = StatementFacts::new(&ctx.file, format!("line {}", acc.line));

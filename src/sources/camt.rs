@@ -614,7 +614,7 @@ fn statement(
                 }),
                 batch: None,
                 role: crate::config::Role::Provider,
-                content_id: Default::default(),
+                content_id: 0,
             }
         };
         // Split a batch into its details only when every detail has an amount in the

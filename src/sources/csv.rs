@@ -356,7 +356,7 @@ impl<'c> Mapping<'c> {
             entry: None,
             batch: optional(self.batch),
             role: crate::config::Role::Provider,
-            content_id: Default::default(),
+            content_id: 0,
         })
     }
 }

@@ -77,9 +77,9 @@ pub struct StatementLine {
     /// The role of the line's source (set when the source is loaded).
     pub role: Role,
     /// Identity of a line without a provider id (set when its source is loaded, see
-    /// [`assign_line_ids`]): a digest of its content, `.2`, `.3`… for the second and third
-    /// identical line. Empty for a line identified by its provider id.
-    pub content_id: CompactString,
+    /// [`assign_line_ids`]): 48 bits of its content digest and, above them, its occurrence
+    /// among lines of the same content (1, 2, …). 0 for a line identified by its provider id.
+    pub content_id: u64,
 }
 
 /// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
@@ -106,6 +106,24 @@ impl StatementLine {
                 detail: Some(d),
             }) => format!("{}:entry {entry}/detail {d}", self.file),
         }
+    }
+
+    /// Where the line is, as results and reports show it: `source:file name:line` (the
+    /// file's name without its folder: two daily files of a source differ by name).
+    pub fn write_source_line(&self, buf: &mut String) {
+        buf.push_str(&self.source);
+        buf.push(':');
+        let file: &str = &self.file;
+        buf.push_str(file.rsplit(['/', '\\']).next().unwrap_or(file));
+        buf.push(':');
+        buf.push_str(crate::money::itoa_u64(self.line_no).as_str());
+    }
+
+    /// [`StatementLine::write_source_line`] as a new string.
+    pub fn source_line(&self) -> String {
+        let mut s = String::with_capacity(48);
+        self.write_source_line(&mut s);
+        s
     }
 
     /// The booking as results and reports show it: the UTC instant, or the day of a
@@ -185,8 +203,13 @@ impl StatementLine {
     pub fn uid(&self) -> std::borrow::Cow<'_, str> {
         match &self.provider_txn_id {
             Some(id) => id.as_str().into(),
-            None if !self.content_id.is_empty() => {
-                format!("{}#{}", self.source, self.content_id).into()
+            None if self.content_id != 0 => {
+                let (digest, n) = (self.content_id & 0xFFFF_FFFF_FFFF, self.content_id >> 48);
+                if n <= 1 {
+                    format!("{}#{digest:012x}", self.source).into()
+                } else {
+                    format!("{}#{digest:012x}.{n}", self.source).into()
+                }
             }
             None => format!("{}#L{}", self.source, self.line_no).into(),
         }
@@ -853,17 +876,13 @@ pub struct DedupeIndex {
 /// content in the source (two equal fees on one day are two lines). Position plays no part,
 /// so a re-delivered or re-ordered file names its lines the same.
 pub fn assign_line_ids(lines: &mut [StatementLine]) {
-    let mut seen: foldhash::HashMap<CompactString, u32> = Default::default();
+    let mut seen: foldhash::HashMap<u64, u64> = Default::default();
     for l in lines.iter_mut().filter(|l| l.provider_txn_id.is_none()) {
         let fp = l.fingerprint();
-        let digest = CompactString::from(&fp[..12]);
-        let n = seen.entry(digest.clone()).or_insert(0);
-        *n += 1;
-        l.content_id = if *n == 1 {
-            digest
-        } else {
-            compact_str::format_compact!("{digest}.{n}")
-        };
+        let digest = u64::from_str_radix(&fp[..12], 16).unwrap_or(0);
+        let n = seen.entry(digest).or_insert(0);
+        *n = (*n + 1).min(0xFFFF);
+        l.content_id = (*n << 48) | digest;
     }
 }
 

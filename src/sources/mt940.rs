@@ -517,7 +517,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             entry: None,
             batch: None,
             role: crate::config::Role::Provider,
-            content_id: Default::default(),
+            content_id: 0,
         });
         facts.from = Some(facts.from.map_or(e.booked, |d| d.min(e.booked)));
         facts.to = Some(facts.to.map_or(e.booked, |d| d.max(e.booked)));

@@ -136,7 +136,9 @@ async fn rerun_is_identical_and_changes_nothing_more(b: Backend) {
 }
 
 /// Someone else moves P-2 between recon's load and its write: the guarded update refuses it,
-/// results.csv says so, and the other party's change stands.
+/// results.csv says so, the other party's change stands, and the contradiction is a ticket
+/// (issue 12 point 5: every conflicting guarded transition raises one): recon found no line
+/// in a complete window, yet the ledger now says SUCCEEDED.
 async fn someone_elses_update_between_load_and_write_is_a_conflict(b: Backend) {
     let env = env_on(b).await;
     let (child, marker) = start_paused(&env, run_cmd(&env, "r1"), "after_plan");
@@ -153,6 +155,12 @@ async fn someone_elses_update_between_load_and_write_is_a_conflict(b: Backend) {
     let text = String::from_utf8(results(&env, "r1")).expect("utf-8");
     let p2 = text.lines().find(|l| l.contains(",P-2,")).expect("P-2 row");
     assert!(p2.contains("conflict:FAILED"), "{p2}");
+    assert!(p2.starts_with("MISSING_AT_PROVIDER,"), "{p2}");
+    assert_eq!(
+        env.texts("SELECT kind || '|' || severity || '|' || status FROM review_tickets WHERE payment_id = 'P-2'")
+            .await,
+        ["MISSING_AT_PROVIDER|HIGH|OPEN"]
+    );
     assert_eq!(
         env.texts("SELECT status FROM payments WHERE payment_id = 'P-2'")
             .await,

@@ -13,5 +13,6 @@ mod nights;
 mod properties;
 mod report;
 mod runs;
+mod safety;
 mod threeway;
 mod tickets;

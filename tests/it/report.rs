@@ -28,6 +28,59 @@ const HOSTILE_SCRIPT: &str = "<script>alert(1)</script>";
 // A real SMTP server
 // ----------------------------------------------------------------------------------------
 
+/// A Python that can run aiosmtpd, and the PYTHONPATH it needs: Debian's `python3-aiosmtpd`
+/// when installed (CI installs it), else the PyPI package, installed once into
+/// `/var/tmp/recon-test-pydeps` by the first test that needs it, so `cargo test` works on a
+/// machine where nothing was installed by hand.
+fn aiosmtpd() -> &'static (PathBuf, Option<PathBuf>) {
+    static FOUND: std::sync::OnceLock<(PathBuf, Option<PathBuf>)> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        let has = |python: &str, path: Option<&Path>| {
+            let mut c = Command::new(python);
+            if let Some(p) = path {
+                c.env("PYTHONPATH", p);
+            }
+            c.args(["-c", "import aiosmtpd"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if has("/usr/bin/python3", None) {
+            return ("/usr/bin/python3".into(), None);
+        }
+        let dir = PathBuf::from(
+            std::env::var("RECON_TEST_PYDEPS")
+                .unwrap_or_else(|_| "/var/tmp/recon-test-pydeps".into()),
+        );
+        for python in ["python3", "/usr/bin/python3"] {
+            if has(python, Some(&dir)) {
+                return (python.into(), Some(dir));
+            }
+            let installed = Command::new(python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                ])
+                .arg("--target")
+                .arg(&dir)
+                .arg("aiosmtpd==1.4.6")
+                .status()
+                .is_ok_and(|s| s.success());
+            if installed && has(python, Some(&dir)) {
+                return (python.into(), Some(dir));
+            }
+        }
+        panic!(
+            "no Python with aiosmtpd: install Debian's python3-aiosmtpd (apt-get install -y \
+             python3-aiosmtpd) or let pip reach PyPI"
+        )
+    })
+}
+
 /// aiosmtpd writing every message it accepts into a Maildir; killed on drop.
 struct SmtpServer {
     child: Child,
@@ -51,7 +104,12 @@ impl SmtpServer {
     /// Starts on `port` with extra aiosmtpd options (e.g. `-s 100` to refuse big messages).
     fn start_with(port: u16, options: &[&str]) -> SmtpServer {
         let maildir = tempfile::tempdir().expect("maildir");
-        let child = Command::new("/usr/bin/python3")
+        let (python, path) = aiosmtpd();
+        let mut cmd = Command::new(python);
+        if let Some(p) = path {
+            cmd.env("PYTHONPATH", p);
+        }
+        let child = cmd
             .args(["-m", "aiosmtpd", "-n"])
             .args(options)
             .args(["-l", &format!("127.0.0.1:{port}")])
@@ -61,7 +119,7 @@ impl SmtpServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("python3-aiosmtpd is installed (apt-get install -y python3-aiosmtpd)");
+            .expect("aiosmtpd starts");
         let server = SmtpServer {
             child,
             port,

@@ -95,7 +95,7 @@ async fn ambiguous_evidence_lists_every_candidate_and_why(b: Backend) {
         assert_eq!(t.evidence_sha256.as_deref().map(str::len), Some(64));
     }
 
-    // The near miss: same recipient and currency inside the window, any amount.
+    // The near miss: same recipient inside the window, any amount, any currency.
     let p1 = evidence(&ambiguous(&env, "P-1").await);
     assert_eq!(p1["payment"]["recipient"], "****3000");
     assert_eq!(p1["payment"]["amount"], "40.00");
@@ -105,6 +105,7 @@ async fn ambiguous_evidence_lists_every_candidate_and_why(b: Backend) {
     assert_eq!(c["gate"], "near_miss");
     let why = strings(&c["qualified_by"]);
     assert!(why.contains(&"same recipient".to_string()), "{why:?}");
+    // The same words as before the gate took any currency: fingerprints stay the same.
     assert!(why.contains(&"same currency EUR".to_string()), "{why:?}");
     assert!(
         why.contains(&"amount 39.50 vs 40.00 (any amount counts)".to_string()),

@@ -1537,8 +1537,8 @@ async fn generated_world_runs_as_one_range() {
 }
 
 /// The violations the simulator found, each as the smallest job that shows it. They assert
-/// what the invariants ask for, so they fail on a recon that has the bug; run them with
-/// `cargo test --test it nights::repro -- --ignored`.
+/// what the invariants ask for; the ones still ignored fail on the current recon (run them with
+/// `cargo test --test it nights::repro -- --ignored`), the others guard fixed findings.
 mod repro {
     use crate::support::{Settings, TestEnv, outcomes};
 
@@ -1639,7 +1639,6 @@ kind = "type"
     /// F2: re-running the night that resolved a carried-over payment drops the payment's row
     /// when an earlier night had closed its follow-up with another outcome (AMBIGUOUS).
     #[tokio::test]
-    #[ignore = "recon bug F2 (simulator report): a follow-up closed by an earlier outcome takes the payment out of its resolving night's re-run"]
     async fn rerun_of_the_resolving_night_keeps_a_payment_that_was_ambiguous_before() {
         let env = daily_job();
         env.import(
@@ -1691,7 +1690,6 @@ kind = "type"
     /// ("a source no run of an earlier day read has nothing late") and never reported, although
     /// earlier nights of the job ran without it: a payout of a FAILED payment is never flagged.
     #[tokio::test]
-    #[ignore = "recon bug F3 (simulator report): a source's first file arriving late is treated as history"]
     async fn first_file_of_a_source_arriving_late_still_surfaces_its_lines() {
         let env = daily_job();
         env.import(

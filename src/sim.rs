@@ -827,7 +827,7 @@ impl World {
                         &mut rng,
                         pr,
                         start,
-                        (pi, &id, &recipient, amount, currency, rail),
+                        (&id, &recipient, amount, currency, rail),
                         provider_id.clone(),
                         b1,
                         LineRole::Payment {
@@ -844,7 +844,7 @@ impl World {
                                 &mut rng,
                                 pr,
                                 start,
-                                (pi, &id, &recipient, amount, currency, rail),
+                                (&id, &recipient, amount, currency, rail),
                                 txn,
                                 b2,
                                 LineRole::Payment {
@@ -861,7 +861,7 @@ impl World {
                                 &mut rng,
                                 pr,
                                 start,
-                                (pi, &id, &recipient, amount, currency, rail),
+                                (&id, &recipient, amount, currency, rail),
                                 txn,
                                 b2,
                                 LineRole::Return { payment: pi },
@@ -976,12 +976,11 @@ impl World {
         world
     }
 
-    #[allow(clippy::type_complexity)]
     fn payment_line(
         rng: &mut Rng,
         pr: &Probs,
         start: NaiveDate,
-        (_, id, recipient, amount, currency, rail): (usize, &str, &str, i64, &'static str, Source),
+        (id, recipient, amount, currency, rail): (&str, &str, i64, &'static str, Source),
         txn: Option<String>,
         booked: Micros,
         role: LineRole,
@@ -1055,16 +1054,20 @@ impl World {
                     .filter(|&i| self.lines[i].source == source && self.lines[i].file_day == day)
                     .collect();
                 content.sort_by_key(|&i| (self.lines[i].booked_at, i));
-                let control = Control::Full {
-                    lines: rng.chance(8_000),
-                    sha: true,
-                };
-                let control = match control {
-                    Control::Full { lines, sha } if !lines && !sha => Control::Full {
+                // Control files name the record count, the sha256, or both.
+                let control = match rng.below(100) {
+                    0..70 => Control::Full {
+                        lines: true,
+                        sha: true,
+                    },
+                    70..85 => Control::Full {
                         lines: true,
                         sha: false,
                     },
-                    c => c,
+                    _ => Control::Full {
+                        lines: false,
+                        sha: true,
+                    },
                 };
                 let due = day.max(0) as u32;
                 let x = rng.below(10_000);

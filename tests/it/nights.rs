@@ -220,12 +220,7 @@ impl Harness {
         let world = World::build(opts);
         let env = TestEnv::on(backend, Settings::default()).await;
         let url = env.config().database_url;
-        let mut config = world.config_toml(&url);
-        if std::env::var("RECON_SIM_LEGACY_CONFIG").is_ok() {
-            // For a recon without the completeness contract (harness development only).
-            config = config.replace("completeness = \"control_file\"\n", "");
-        }
-        std::fs::write(&env.config_path, config).expect("config");
+        std::fs::write(&env.config_path, world.config_toml(&url)).expect("config");
         let mut version_by_sha = BTreeMap::new();
         for (k, v) in world.versions.iter().enumerate() {
             let files = world.render_version(v);
@@ -1115,13 +1110,35 @@ impl Harness {
         }
         let mut shared = Vec::new();
         for (key, set) in &self.line_ticket {
-            // Lines that are copies of each other are one line to a human.
-            let distinct: BTreeSet<usize> = set
+            // Lines that are copies of each other are one line to a human, and so are lines of
+            // identical content (a bank file can book two equal debits on one day: which of
+            // them is "the first" depends on which versions of the file a run saw).
+            let content = |l: usize| {
+                let x = &self.world.lines[l];
+                (
+                    x.source,
+                    x.txn_id.clone(),
+                    x.reference.clone(),
+                    x.recipient.clone(),
+                    x.amount_minor,
+                    x.currency,
+                    x.file_day,
+                    match x.source {
+                        Source::Psp => x.booked_at,
+                        Source::Bank => 0,
+                    },
+                    x.kind,
+                )
+            };
+            let distinct: BTreeSet<_> = set
                 .iter()
                 .map(|&l| match self.world.lines[l].role {
                     LineRole::Spurious { copy_of } => copy_of,
                     _ => l,
                 })
+                .map(|l| (content(l), l))
+                .collect::<BTreeMap<_, _>>()
+                .into_values()
                 .collect();
             if distinct.len() > 1 {
                 shared.push((key.clone(), distinct));

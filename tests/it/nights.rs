@@ -1552,7 +1552,6 @@ kind = "type"
     /// of a second payout on a later night, is MATCHED with the second line; the first line
     /// silently loses its payment and the duplicate payout raises no ticket.
     #[tokio::test]
-    #[ignore = "recon bug F1 (simulator report): a duplicate payout that names the payment hides the earlier fuzzy match"]
     async fn duplicate_named_by_reference_after_a_fuzzy_match_is_flagged() {
         let env = daily_job();
         env.import(
@@ -1594,7 +1593,6 @@ kind = "type"
     /// F2: re-running the night that resolved a carried-over payment drops the payment's row
     /// when an earlier night had closed its follow-up with another outcome (AMBIGUOUS).
     #[tokio::test]
-    #[ignore = "recon bug F2 (simulator report): a follow-up closed by an earlier outcome takes the payment out of its resolving night's re-run"]
     async fn rerun_of_the_resolving_night_keeps_a_payment_that_was_ambiguous_before() {
         let env = daily_job();
         env.import(
@@ -1646,7 +1644,6 @@ kind = "type"
     /// ("a source no run of an earlier day read has nothing late") and never reported, although
     /// earlier nights of the job ran without it: a payout of a FAILED payment is never flagged.
     #[tokio::test]
-    #[ignore = "recon bug F3 (simulator report): a source's first file arriving late is treated as history"]
     async fn first_file_of_a_source_arriving_late_still_surfaces_its_lines() {
         let env = daily_job();
         env.import(

@@ -190,15 +190,12 @@ pub fn run(
                 let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
                 let mut pairs = frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
                     .with_context(stage)?;
-                if !elig.old_lines.is_empty() {
-                    // An old line whose only candidate a line of this run now claims was that
-                    // payment's own match (a second payout: both stay its links). Any other
-                    // line does not see payments this run's lines claim.
-                    let (per_line, _) = count(&pairs, lines.len(), payments.len());
-                    pairs.retain(|&(l, p)| {
-                        !new_claim(p as usize) || (old(l as usize) && per_line[l as usize] == 1)
-                    });
-                }
+                // Only old lines see payments this run's lines claim: what an earlier run
+                // matched (or left ambiguous) stays so. A payout named tonight never silently
+                // takes the place of last night's match (both are links: a duplicate), and
+                // never settles last night's ambiguity by elimination (the named payment may
+                // have been paid twice).
+                pairs.retain(|&(l, p)| !new_claim(p as usize) || old(l as usize));
                 pairs
             }
         };

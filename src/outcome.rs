@@ -258,7 +258,6 @@ impl Context<'_> {
                 .map(|p| p.status != Status::Pending)
                 .collect(),
             near_miss: payments.iter().map(|p| self.unresolved(p)).collect(),
-            old_lines: Vec::new(),
         }
     }
 

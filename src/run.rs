@@ -1011,7 +1011,7 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
-    let mut elig = Context {
+    let elig = Context {
         as_of,
         stale_after,
         settlement_lag: cfg.settlement_lag_hours * HOUR,
@@ -1021,11 +1021,6 @@ pub(crate) async fn plan(
         report_line: &report_line,
     }
     .eligibility(&payments);
-    elig.old_lines = lines
-        .iter()
-        .zip(&report_line)
-        .map(|(l, &reported)| l.booked_at < t0 && !reported)
-        .collect();
     let started = Instant::now();
     // Polars is CPU-bound and blocks: run it off the async workers.
     let rules_owned = rules.clone();

@@ -83,11 +83,6 @@ pub struct Eligibility {
     pub linkable: Vec<bool>,
     /// Unresolved (UNKNOWN, stale SUBMITTING, REVIEW): subject to the near-miss gate.
     pub near_miss: Vec<bool>,
-    /// Lines earlier runs already reported (booked before the run's days, not in a late
-    /// file), by line; empty: none. Their fuzzy candidates are what those runs saw: a payment
-    /// that a line of this run claims by identifier is still one of theirs, so a payout named
-    /// tonight does not silently take the place of the one matched last night.
-    pub old_lines: Vec<bool>,
 }
 
 /// Runs every pass of `rules` and the near-miss gate.
@@ -110,7 +105,6 @@ pub fn run(
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
-    let old = |l: usize| elig.old_lines.get(l).copied().unwrap_or(false);
     // The line of each payment's first accepted link (u32::MAX: none).
     let mut claim_line = vec![u32::MAX; payments.len()];
     // Returns and reversals not yet tied to a payment.
@@ -123,21 +117,18 @@ pub fn run(
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
-        // Payments cleanly claimed by a line of this run (not an old one): still candidates
-        // of old lines, and only of those.
-        let new_claim: Vec<bool> = if fuzzy && !elig.old_lines.is_empty() {
+        // Payments cleanly claimed by an earlier pass stay candidates of the lines booked
+        // before (or as late as) the line that claims them: a payout named later never settles
+        // an earlier unnamed one by elimination — the named payment may have been paid twice.
+        // So the outcome does not depend on which night each line arrived.
+        let claimed: Vec<bool> = if fuzzy {
             (0..payments.len())
-                .map(|i| {
-                    pay_links[i] == 1
-                        && !pay_disputed[i]
-                        && claim_line[i] != u32::MAX
-                        && !old(claim_line[i] as usize)
-                })
+                .map(|i| pay_links[i] == 1 && !pay_disputed[i] && claim_line[i] != u32::MAX)
                 .collect()
         } else {
             Vec::new()
         };
-        let new_claim = |p: usize| new_claim.get(p).copied().unwrap_or(false);
+        let claimed = |p: usize| claimed.get(p).copied().unwrap_or(false);
         let pairs = match &pass.kind {
             PassKind::Identifier(ids) => {
                 // Returns ride along in the same join (their keys are few; the payments' side
@@ -184,18 +175,17 @@ pub fn run(
                 let pay_mask: Vec<bool> = (0..payments.len())
                     .map(|i| {
                         let clean = pay_links[i] == 1 && !pay_disputed[i];
-                        elig.linkable[i] && (!clean || new_claim(i))
+                        elig.linkable[i] && (!clean || claimed(i))
                     })
                     .collect();
                 let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
                 let mut pairs = frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
                     .with_context(stage)?;
-                // Only old lines see payments this run's lines claim: what an earlier run
-                // matched (or left ambiguous) stays so. A payout named tonight never silently
-                // takes the place of last night's match (both are links: a duplicate), and
-                // never settles last night's ambiguity by elimination (the named payment may
-                // have been paid twice).
-                pairs.retain(|&(l, p)| !new_claim(p as usize) || old(l as usize));
+                pairs.retain(|&(l, p)| {
+                    !claimed(p as usize)
+                        || lines[claim_line[p as usize] as usize].booked_to
+                            >= lines[l as usize].booked_at
+                });
                 pairs
             }
         };
@@ -216,7 +206,7 @@ pub fn run(
                 unique_line
                     && per_pay[p_us] == 1
                     && line_free[l_us]
-                    && (pay_free[p_us] || new_claim(p_us))
+                    && (pay_free[p_us] || claimed(p_us))
             } else {
                 unique_line
             };

@@ -1145,3 +1145,95 @@ async fn i18_a_look_alike_in_another_currency_blocks_resolved_failed() {
         "a provider that booked our payment in another currency: a retry would pay twice"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Elimination never rests on a later named payout (simulator seeds 15 and 16).
+
+#[tokio::test]
+async fn p1_a_later_payout_naming_one_twin_never_settles_an_earlier_unnamed_one() {
+    for split_nights in [false, true] {
+        let env = job("", false);
+        ledger(
+            &env,
+            &[
+                // Twins: same recipient and amount, minutes apart. A was lost; B was paid twice,
+                // first without a reference, then naming B.
+                ("A", IBAN, "20.00", "EUR", "UNKNOWN", "2026-11-10T09:00:00Z"),
+                (
+                    "B",
+                    IBAN,
+                    "20.00",
+                    "EUR",
+                    "SUCCEEDED",
+                    "2026-11-10T09:06:00Z",
+                ),
+            ],
+        )
+        .await;
+        let unnamed = format!("L-1,,{IBAN},20.00,EUR,2026-11-10T11:00:00Z,PAYMENT\n");
+        let named = format!("L-2,B,{IBAN},20.00,EUR,2026-11-11T10:00:00Z,PAYMENT\n");
+        for d in ["2026-11-12", "2026-11-13"] {
+            psp(&env, d, "");
+        }
+        if split_nights {
+            psp(&env, "2026-11-10", &unnamed);
+            let n1 = night(&env, "2026-11-10", "2026-11-11T02:00:00Z", "n1").await;
+            assert!(has(&n1, "AMBIGUOUS", "A"), "{:?}", outcomes(&n1));
+            psp(&env, "2026-11-11", &named);
+            night(&env, "2026-11-11", "2026-11-12T02:00:00Z", "n2").await;
+        } else {
+            psp(&env, "2026-11-10", &unnamed);
+            psp(&env, "2026-11-11", &named);
+        }
+        // Whatever night each line arrived, L-1 could be A's or B's first payout: no
+        // elimination, on any later night either.
+        let last = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "late").await;
+        let rows = outcomes(&last);
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r.1 == "A" && r.0 == "RESOLVED_SUCCEEDED"),
+            "split {split_nights}: {rows:?}"
+        );
+        assert_eq!(status(&env, "A").await, "UNKNOWN", "split {split_nights}");
+        assert!(
+            has(&last, "AMBIGUOUS", "A"),
+            "split {split_nights}: {rows:?}"
+        );
+        assert!(
+            has(&last, "AMBIGUOUS", "B"),
+            "split {split_nights}: {rows:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn p1_an_unnamed_payout_and_a_later_named_one_for_the_same_payment_are_a_duplicate() {
+    let env = job("", false);
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            IBAN,
+            "20.00",
+            "EUR",
+            "SUCCEEDED",
+            "2026-11-10T09:00:00Z",
+        )],
+    )
+    .await;
+    psp(
+        &env,
+        "2026-11-10",
+        &format!(
+            "L-1,,{IBAN},20.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n\
+             L-2,P-1,{IBAN},20.00,EUR,2026-11-10T15:00:00Z,PAYMENT\n"
+        ),
+    );
+    let r = night(&env, "2026-11-10", "2026-11-11T02:00:00Z", "r").await;
+    assert_eq!(
+        outcomes(&r),
+        vec![row("DUPLICATE_AT_PROVIDER", "P-1", "L-1;L-2")],
+        "the same answer as when the two payouts arrive on different nights"
+    );
+}

@@ -1760,7 +1760,6 @@ mod repro_more {
     /// line is itself old) the ambiguity is settled by elimination: the other payment, which
     /// was never paid, is resolved SUCCEEDED. (Simulator seeds 15, 16, 48, 51.)
     #[tokio::test]
-    #[ignore = "recon bug F1b (simulator report): last night's ambiguity is settled by elimination one night later"]
     async fn an_ambiguity_a_named_payout_left_is_not_settled_by_elimination_the_next_night() {
         let env = super::repro::daily_job();
         env.import(
@@ -1823,7 +1822,6 @@ mod repro_detail {
     /// "recon moved it to SUCCEEDED in run …" (or, for a contradicting outcome, becomes a
     /// ticket). The later-day transition here comes from F1b; simulator seed 55 shows the same.
     #[tokio::test]
-    #[ignore = "recon bug F5 (simulator report): a later day's transition changes an earlier day's re-run in the same range"]
     async fn a_range_run_twice_writes_the_same_bytes_per_day() {
         let env = super::repro::daily_job();
         env.import(

@@ -117,10 +117,11 @@ pub fn run(
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
-        // Payments cleanly claimed by an earlier pass stay candidates of the lines booked
-        // before (or as late as) the line that claims them: a payout named later never settles
-        // an earlier unnamed one by elimination — the named payment may have been paid twice.
-        // So the outcome does not depend on which night each line arrived.
+        // Payments cleanly claimed by an earlier pass stay candidates of every line this pass
+        // compares: a named payout never settles an unnamed one by elimination (the named
+        // payment may have been paid twice), and an unnamed line whose only candidate is a
+        // claimed payment is that payment's second payout. So the outcome does not depend on
+        // the night each line arrived, nor on the order they were booked in.
         let claimed: Vec<bool> = if fuzzy {
             (0..payments.len())
                 .map(|i| pay_links[i] == 1 && !pay_disputed[i] && claim_line[i] != u32::MAX)
@@ -179,14 +180,8 @@ pub fn run(
                     })
                     .collect();
                 let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
-                let mut pairs = frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
-                    .with_context(stage)?;
-                pairs.retain(|&(l, p)| {
-                    !claimed(p as usize)
-                        || lines[claim_line[p as usize] as usize].booked_to
-                            >= lines[l as usize].booked_at
-                });
-                pairs
+                frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
+                    .with_context(stage)?
             }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());

@@ -919,18 +919,28 @@ fn on_evidence(
                 ),
             )
         } else {
-            (
-                Outcome::Returned,
+            (Outcome::Returned, {
+                // Summed in the payment's currency (a return in another currency is named
+                // by its count only).
+                let back: i64 = returns
+                    .iter()
+                    .map(|r| &lines[r.line as usize])
+                    .filter(|l| l.currency == p.currency)
+                    .map(|l| l.ledger_amount().saturating_abs())
+                    .sum();
                 format!(
-                    "{} return(s) or reversal(s) of this payment{}: its money came back",
+                    "{} return(s) or reversal(s) of this payment{}: {} of {} {} came back",
                     returns.len(),
                     if paid == 1 {
                         " after its provider line"
                     } else {
                         " (its own line is not among the loaded statements)"
-                    }
-                ),
-            )
+                    },
+                    crate::money::format_minor(back, p.currency),
+                    crate::money::format_minor(p.amount_minor, p.currency),
+                    p.currency
+                )
+            })
         };
         let rule = links
             .iter()

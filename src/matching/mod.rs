@@ -173,13 +173,27 @@ pub fn run(
                     .enumerate()
                     .map(|(i, l)| l.ledger_candidate() && !line_clean[i])
                     .collect();
-                let pay_mask: Vec<bool> = (0..payments.len())
-                    .map(|i| {
+                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
+                // A claimed payment can only be a candidate of a line to its recipient in its
+                // currency: only those enter the join (claimed payments are most of a day).
+                let wanted: foldhash::HashSet<(std::borrow::Cow<'_, str>, &str)> = lines
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| line_mask[i])
+                    .map(|(_, l)| (fz.recipient_key(&l.recipient), l.currency))
+                    .collect();
+                let pay_mask: Vec<bool> = payments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
                         let clean = pay_links[i] == 1 && !pay_disputed[i];
-                        elig.linkable[i] && (!clean || claimed(i))
+                        elig.linkable[i]
+                            && (!clean
+                                || (claimed(i)
+                                    && wanted
+                                        .contains(&(fz.recipient_key(&p.recipient), p.currency))))
                     })
                     .collect();
-                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
                 frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
                     .with_context(stage)?
             }

@@ -105,8 +105,6 @@ pub fn run(
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
-    // The line of each payment's first accepted link (u32::MAX: none).
-    let mut claim_line = vec![u32::MAX; payments.len()];
     // Returns and reversals not yet tied to a payment.
     let mut return_free: Vec<bool> = lines
         .iter()
@@ -122,14 +120,6 @@ pub fn run(
         // payment may have been paid twice), and an unnamed line whose only candidate is a
         // claimed payment is that payment's second payout. So the outcome does not depend on
         // the night each line arrived, nor on the order they were booked in.
-        let claimed: Vec<bool> = if fuzzy {
-            (0..payments.len())
-                .map(|i| pay_links[i] == 1 && !pay_disputed[i] && claim_line[i] != u32::MAX)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let claimed = |p: usize| claimed.get(p).copied().unwrap_or(false);
         let pairs = match &pass.kind {
             PassKind::Identifier(ids) => {
                 // Returns ride along in the same join (their keys are few; the payments' side
@@ -154,10 +144,14 @@ pub fn run(
                 )
                 .with_context(stage)?;
                 if any_return {
-                    let (returns, rest): (Vec<_>, Vec<_>) = pairs
-                        .into_iter()
-                        .partition(|&(l, _)| return_free[l as usize]);
-                    pairs = rest;
+                    let returns: Vec<(u32, u32)> = pairs
+                        .iter()
+                        .filter(|&&(l, _)| return_free[l as usize])
+                        .copied()
+                        .collect();
+                    if !returns.is_empty() {
+                        pairs.retain(|&(l, _)| !return_free[l as usize]);
+                    }
                     returns_by_identifier(&returns, pass_idx, lines.len(), &mut result);
                     for &(l, _) in &returns {
                         return_free[l as usize] = false;
@@ -189,9 +183,7 @@ pub fn run(
                         let clean = pay_links[i] == 1 && !pay_disputed[i];
                         elig.linkable[i]
                             && (!clean
-                                || (claimed(i)
-                                    && wanted
-                                        .contains(&(fz.recipient_key(&p.recipient), p.currency))))
+                                || wanted.contains(&(fz.recipient_key(&p.recipient), p.currency)))
                     })
                     .collect();
                 frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
@@ -215,16 +207,13 @@ pub fn run(
                 unique_line
                     && per_pay[p_us] == 1
                     && line_free[l_us]
-                    && (pay_free[p_us] || claimed(p_us))
+                    && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us]))
             } else {
                 unique_line
             };
             if accept {
                 let (line, pay) = (&lines[l_us], &payments[p_us]);
                 pay_links[p_us] += 1;
-                if claim_line[p_us] == u32::MAX {
-                    claim_line[p_us] = l;
-                }
                 // A link is clean only when money and recipient agree; anything else is
                 // disputed evidence (an identifier says one thing, the booking another).
                 if !criteria::clean_link(&pass.normalize, pay, line) {

@@ -288,6 +288,13 @@ struct Groups<T> {
 
 impl<T: Copy + Default> Groups<T> {
     fn new(n: usize, entries: impl Iterator<Item = (usize, T)> + Clone) -> Groups<T> {
+        if entries.clone().next().is_none() {
+            // Nothing to group (returns on most days): no per-key offsets at all.
+            return Groups {
+                offsets: Vec::new(),
+                items: Vec::new(),
+            };
+        }
         let mut offsets = vec![0u32; n + 1];
         for (k, _) in entries.clone() {
             offsets[k + 1] += 1;
@@ -305,6 +312,9 @@ impl<T: Copy + Default> Groups<T> {
     }
 
     fn get(&self, k: usize) -> &[T] {
+        if self.offsets.is_empty() {
+            return &[];
+        }
         &self.items[self.offsets[k] as usize..self.offsets[k + 1] as usize]
     }
 }
@@ -352,7 +362,11 @@ impl Index {
                 m.returns_ambiguous.iter().map(|p| (p.payment as usize, *p)),
             ),
             return_of_line: {
-                let mut v = vec![0; n_lines];
+                let mut v = if m.returns.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![0; n_lines]
+                };
                 for p in &m.returns {
                     v[p.line as usize] = p.payment + 1;
                 }
@@ -515,7 +529,7 @@ pub fn classify(
         }
         if l.kind == LineKind::Refund {
             // A return linked to one payment is reported in that payment's row.
-            if ix.return_of_line[li] > 0 {
+            if ix.return_of_line.get(li).is_some_and(|&p| p > 0) {
                 continue;
             }
             let candidates: BTreeSet<u32> = ix.returns_amb_lines.get(li).iter().copied().collect();
@@ -919,18 +933,28 @@ fn on_evidence(
                 ),
             )
         } else {
-            (
-                Outcome::Returned,
+            (Outcome::Returned, {
+                // Summed in the payment's currency (a return in another currency is named
+                // by its count only).
+                let back: i64 = returns
+                    .iter()
+                    .map(|r| &lines[r.line as usize])
+                    .filter(|l| l.currency == p.currency)
+                    .map(|l| l.ledger_amount().saturating_abs())
+                    .sum();
                 format!(
-                    "{} return(s) or reversal(s) of this payment{}: its money came back",
+                    "{} return(s) or reversal(s) of this payment{}: {} of {} {} came back",
                     returns.len(),
                     if paid == 1 {
                         " after its provider line"
                     } else {
                         " (its own line is not among the loaded statements)"
-                    }
-                ),
-            )
+                    },
+                    crate::money::format_minor(back, p.currency),
+                    crate::money::format_minor(p.amount_minor, p.currency),
+                    p.currency
+                )
+            })
         };
         let rule = links
             .iter()

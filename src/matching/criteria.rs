@@ -36,7 +36,9 @@ fn check(ok: bool, yes: impl FnOnce() -> String, no: impl FnOnce() -> String) ->
 
 /// Recipients are the same once both are normalised with `steps`.
 pub fn same_recipient(steps: &[normalize::Step], p: &Payment, l: &StatementLine) -> bool {
-    normalize::apply(steps, &p.recipient) == normalize::apply(steps, &l.recipient)
+    // Both are canonical when loaded: equal text is the common case and needs no steps.
+    p.recipient == l.recipient
+        || normalize::apply(steps, &p.recipient) == normalize::apply(steps, &l.recipient)
 }
 
 /// The line pays exactly the payment's money: same currency, and the amount as paid to the

@@ -105,8 +105,6 @@ pub fn run(
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
     let mut result = MatchResult::default();
-    // The line of each payment's first accepted link (u32::MAX: none).
-    let mut claim_line = vec![u32::MAX; payments.len()];
     // Returns and reversals not yet tied to a payment.
     let mut return_free: Vec<bool> = lines
         .iter()
@@ -117,18 +115,11 @@ pub fn run(
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
-        // Payments cleanly claimed by an earlier pass stay candidates of the lines booked
-        // before (or as late as) the line that claims them: a payout named later never settles
-        // an earlier unnamed one by elimination — the named payment may have been paid twice.
-        // So the outcome does not depend on which night each line arrived.
-        let claimed: Vec<bool> = if fuzzy {
-            (0..payments.len())
-                .map(|i| pay_links[i] == 1 && !pay_disputed[i] && claim_line[i] != u32::MAX)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let claimed = |p: usize| claimed.get(p).copied().unwrap_or(false);
+        // Payments cleanly claimed by an earlier pass stay candidates of every line this pass
+        // compares: a named payout never settles an unnamed one by elimination (the named
+        // payment may have been paid twice), and an unnamed line whose only candidate is a
+        // claimed payment is that payment's second payout. So the outcome does not depend on
+        // the night each line arrived, nor on the order they were booked in.
         let pairs = match &pass.kind {
             PassKind::Identifier(ids) => {
                 // Returns ride along in the same join (their keys are few; the payments' side
@@ -153,10 +144,14 @@ pub fn run(
                 )
                 .with_context(stage)?;
                 if any_return {
-                    let (returns, rest): (Vec<_>, Vec<_>) = pairs
-                        .into_iter()
-                        .partition(|&(l, _)| return_free[l as usize]);
-                    pairs = rest;
+                    let returns: Vec<(u32, u32)> = pairs
+                        .iter()
+                        .filter(|&&(l, _)| return_free[l as usize])
+                        .copied()
+                        .collect();
+                    if !returns.is_empty() {
+                        pairs.retain(|&(l, _)| !return_free[l as usize]);
+                    }
                     returns_by_identifier(&returns, pass_idx, lines.len(), &mut result);
                     for &(l, _) in &returns {
                         return_free[l as usize] = false;
@@ -172,21 +167,27 @@ pub fn run(
                     .enumerate()
                     .map(|(i, l)| l.ledger_candidate() && !line_clean[i])
                     .collect();
-                let pay_mask: Vec<bool> = (0..payments.len())
-                    .map(|i| {
+                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
+                // A claimed payment can only be a candidate of a line to its recipient in its
+                // currency: only those enter the join (claimed payments are most of a day).
+                let wanted: foldhash::HashSet<(std::borrow::Cow<'_, str>, &str)> = lines
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| line_mask[i])
+                    .map(|(_, l)| (fz.recipient_key(&l.recipient), l.currency))
+                    .collect();
+                let pay_mask: Vec<bool> = payments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| {
                         let clean = pay_links[i] == 1 && !pay_disputed[i];
-                        elig.linkable[i] && (!clean || claimed(i))
+                        elig.linkable[i]
+                            && (!clean
+                                || wanted.contains(&(fz.recipient_key(&p.recipient), p.currency)))
                     })
                     .collect();
-                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
-                let mut pairs = frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
-                    .with_context(stage)?;
-                pairs.retain(|&(l, p)| {
-                    !claimed(p as usize)
-                        || lines[claim_line[p as usize] as usize].booked_to
-                            >= lines[l as usize].booked_at
-                });
-                pairs
+                frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
+                    .with_context(stage)?
             }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
@@ -206,16 +207,13 @@ pub fn run(
                 unique_line
                     && per_pay[p_us] == 1
                     && line_free[l_us]
-                    && (pay_free[p_us] || claimed(p_us))
+                    && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us]))
             } else {
                 unique_line
             };
             if accept {
                 let (line, pay) = (&lines[l_us], &payments[p_us]);
                 pay_links[p_us] += 1;
-                if claim_line[p_us] == u32::MAX {
-                    claim_line[p_us] = l;
-                }
                 // A link is clean only when money and recipient agree; anything else is
                 // disputed evidence (an identifier says one thing, the booking another).
                 if !criteria::clean_link(&pass.normalize, pay, line) {

@@ -96,3 +96,49 @@ async fn a_changed_statement_is_flagged_and_unknown_ids_are_errors() {
     assert_eq!(recon::exit::code_for(&err), recon::exit::INPUT);
     assert!(format!("{err:#}").contains("P-404"));
 }
+
+/// Issue 18: explain names the look-alike in another currency that blocked RESOLVED_FAILED,
+/// and says why a line proven to be another payment's is no look-alike.
+#[tokio::test]
+async fn explain_names_the_currency_look_alike_and_why_a_proven_line_is_none() {
+    let env = TestEnv::new();
+    env.import(
+        &format!(
+            "P-1,{IBAN},30.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
+             P-2,{IBAN},80.00,EUR,SUCCEEDED,2026-11-10T10:00:00Z,2026-11-10T10:00:00Z,A-2,\n\
+             P-3,{IBAN},20.00,EUR,UNKNOWN,2026-11-10T11:00:00Z,2026-11-10T11:00:00Z,A-3,\n"
+        ),
+        "A-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+         A-2,P-2,2026-11-10T10:00:00Z,,SUCCEEDED,,\n\
+         A-3,P-3,2026-11-10T11:00:00Z,,UNKNOWN,,timeout\n",
+    )
+    .await;
+    // L-1: the same recipient, 30.00 but in USD, no reference. L-2 names P-2.
+    env.statement(&format!(
+        "L-1,,{IBAN},30.00,USD,2026-11-10T09:30:00Z,PAYMENT\n\
+         L-2,P-2,{IBAN},80.00,EUR,2026-11-10T10:30:00Z,PAYMENT\n"
+    ));
+    env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "r1")
+        .await;
+    let p1 = explain(&env.config(), &opts("P-1")).await.expect("explain");
+    assert!(p1.contains("outcome: AMBIGUOUS   rule: near_miss"), "{p1}");
+    let near = p1
+        .lines()
+        .find(|l| l.starts_with("near miss"))
+        .expect("near miss line");
+    assert!(near.contains("line L-1") && near.contains("USD"), "{near}");
+    assert!(near.contains("any amount or currency"), "{near}");
+    // P-3 is blocked by L-1 too (same recipient, any amount, any currency); L-2 is P-2's.
+    let p3 = explain(&env.config(), &opts("P-3")).await.expect("explain");
+    let l2 = p3
+        .split("considered: line L-2")
+        .nth(1)
+        .expect("L-2 considered");
+    assert!(
+        l2.lines()
+            .nth(1)
+            .is_some_and(|l| l
+                .contains("not a look-alike: proven to be payment P-2's by pass \"identifier\"")),
+        "{p3}"
+    );
+}

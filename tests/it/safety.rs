@@ -1237,3 +1237,44 @@ async fn p1_an_unnamed_payout_and_a_later_named_one_for_the_same_payment_are_a_d
         "the same answer as when the two payouts arrive on different nights"
     );
 }
+
+#[tokio::test]
+async fn p1_a_named_payout_in_a_late_file_does_not_hide_the_unnamed_one_matched_before() {
+    // Simulator seeds 14, 24, 39: the payout naming P-1 is booked first but its file arrives
+    // late; the unnamed second payout arrived first and matched P-1 on its own.
+    let env = job("", false);
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            IBAN,
+            "20.00",
+            "EUR",
+            "SUCCEEDED",
+            "2026-11-10T09:00:00Z",
+        )],
+    )
+    .await;
+    psp(&env, "2026-11-11", "");
+    psp(
+        &env,
+        "2026-11-12",
+        &format!("L-2,,{IBAN},20.00,EUR,2026-11-12T10:00:00Z,PAYMENT\n"),
+    );
+    night(&env, "2026-11-10", "2026-11-11T02:00:00Z", "n10").await;
+    night(&env, "2026-11-11", "2026-11-12T02:00:00Z", "n11").await;
+    let n12 = night(&env, "2026-11-12", "2026-11-13T02:00:00Z", "n12").await;
+    assert_eq!(outcomes(&n12), vec![row("MATCHED", "P-1", "L-2")]);
+    // The file of the 10th arrives: P-1 was paid that day, naming it.
+    psp(
+        &env,
+        "2026-11-10",
+        &format!("L-1,P-1,{IBAN},20.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n"),
+    );
+    psp(&env, "2026-11-13", "");
+    let n13 = night(&env, "2026-11-13", "2026-11-14T02:00:00Z", "n13").await;
+    assert_eq!(
+        outcomes(&n13),
+        vec![row("DUPLICATE_AT_PROVIDER", "P-1", "L-1;L-2")]
+    );
+}

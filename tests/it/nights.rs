@@ -1889,7 +1889,6 @@ mod repro_late_named {
     /// no ticket (a named payout claims its payment for every unnamed line booked after it).
     /// Simulator seeds 14, 24, 39, 42, 48 (and 408, 410, 412, 413, 418 under stress).
     #[tokio::test]
-    #[ignore = "recon bug F1c (simulator report): a late named payout booked before an unnamed one that matched swaps it out silently"]
     async fn a_late_named_payout_booked_earlier_makes_a_duplicate() {
         let env = super::repro::daily_job();
         env.import(

@@ -8,8 +8,9 @@
 //!    return that run could not see yet, a `→FAILED` only for one truly never paid, and never
 //!    two recon transitions for one payment;
 //! 2. critical facts surface: paid although FAILED (ledger or recon), a duplicate payout and a
-//!    return each have a ticket naming the payment or the line, raised or seen by the first run
-//!    whose inputs hold the evidence; two different statement lines never share one ticket;
+//!    return each have a ticket naming the payment (raised or seen by the first run whose inputs
+//!    hold the evidence) or naming one of the evidence lines (open or human-resolved); two
+//!    different statement lines never share one ticket;
 //! 3. every line booked in a run's day appears in that day's results.csv with exactly one
 //!    owner: its own row or the one payment row that links it (rows of AMBIGUOUS payments list
 //!    candidates and own nothing);
@@ -1003,9 +1004,18 @@ impl Harness {
                     .iter()
                     .any(|t| names(t) && ids.contains(t.last_seen_run_id.as_str()))
             };
+            // A ticket about an evidence line itself (an orphan payout outside the payment's
+            // window, say) names the offending line whenever it was raised: it counts while it
+            // is open or a human resolved it.
+            let line_ticket = tickets.iter().any(|t| {
+                (t.status == "OPEN" || t.status == "RESOLVED")
+                    && uids
+                        .iter()
+                        .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u))
+            });
             // Only what this check can still see: a later run may have moved last_seen.
-            let strict_ok = seen_since(first);
-            let natural_ok = seen_since(natural);
+            let strict_ok = line_ticket || seen_since(first);
+            let natural_ok = line_ticket || seen_since(natural);
             let r = self.runs[first].clone();
             if natural_ok && (strict_ok || natural == first) {
                 if natural != first {

@@ -233,6 +233,10 @@ pub struct Context<'a> {
     pub in_scope: &'a [bool],
     /// The run's days, `[from, to)`: settlement rows and deadlines in it are reported.
     pub report_range: (Micros, Micros),
+    /// The run's (first) day, YYYY-MM-DD: a decision made by a later day's run is not judged
+    /// here (a range's days share one as-of), so re-running a range reproduces each day; a
+    /// contradiction there still surfaces as a refused transition's ticket.
+    pub run_day: &'a str,
     /// Lines this run reports: booked in the range, or delivered late (booked before it, in a
     /// file no earlier run read). Unclaimed ones get a row of their own.
     pub report_line: &'a [bool],
@@ -264,9 +268,10 @@ impl Context<'_> {
     /// Whether a run as of this context judges recon's own earlier decision about `p`: a run
     /// whose as-of is earlier than that decision's saw less and only reproduces.
     fn judges<'p>(&self, p: &'p Payment) -> Option<&'p crate::ledger::ReconChange> {
-        p.recon
-            .as_deref()
-            .filter(|c| c.as_of.is_none_or(|t| t <= self.as_of))
+        p.recon.as_deref().filter(|c| {
+            c.as_of.is_none_or(|t| t <= self.as_of)
+                && (c.day.is_empty() || c.day.as_str() <= self.run_day)
+        })
     }
 
     /// Whether no more evidence can arrive for a payment started at `start`: every source

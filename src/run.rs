@@ -1019,6 +1019,7 @@ pub(crate) async fn plan(
         in_scope: &in_scope,
         report_range: (t0, t1),
         report_line: &report_line,
+        run_day: &from_day,
     }
     .eligibility(&payments);
     let started = Instant::now();
@@ -1068,6 +1069,7 @@ pub(crate) async fn plan(
         in_scope: &in_scope,
         report_range: (t0, t1),
         report_line: &report_line,
+        run_day: &from_day,
     };
     let started = Instant::now();
     let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);

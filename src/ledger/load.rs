@@ -156,7 +156,8 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
 /// each (recon's own changes are taken back for classification; see [`finish`]).
 const HISTORY_SQL: &str =
     "SELECT h.id, h.payment_id, h.actor, h.from_status, h.to_status, h.run_id,
-                                  r.as_of, h.provider_payment_id, h.prior_provider_payment_id
+                                  r.as_of, h.provider_payment_id, h.prior_provider_payment_id,
+                                  r.range_to
                            FROM payment_status_history h
                            LEFT JOIN recon_runs r ON r.run_id = h.run_id
                            WHERE h.changed_at >= ?1";
@@ -291,6 +292,7 @@ async fn load_sqlite(
                 as_of: row.text(6),
                 recorded: row.text(7),
                 prior: row.text(8),
+                day: row.text(9),
             },
         );
         Ok(())
@@ -405,6 +407,8 @@ struct Change {
     recorded: Option<String>,
     /// The provider id before the change: '' none, NULL not recorded (older rows).
     prior: Option<String>,
+    /// The day of the run that made it (YYYY-MM-DD).
+    day: Option<String>,
 }
 
 /// The latest history row per payment index.
@@ -445,6 +449,7 @@ fn finish(
         p.recon = Some(Box::new(super::ReconChange {
             to: p.current_status,
             run_id: c.run_id.unwrap_or_default(),
+            day: c.day.unwrap_or_default(),
             as_of: c.as_of.as_deref().and_then(|t| {
                 chrono::DateTime::parse_from_rfc3339(t)
                     .ok()
@@ -568,13 +573,14 @@ async fn load_pg(
         Option<String>,
         Option<String>,
         Option<String>,
+        Option<String>,
     )> = sqlx::query_as(sqlx::AssertSqlSafe(HISTORY_SQL.replace("?1", "$1")))
         .bind(since)
         .fetch_all(&mut *conn)
         .await
         .map_err(db_err)?;
     let mut latest: Latest = HashMap::new();
-    for (id, pid, actor, from, to, run_id, as_of, recorded, prior) in history {
+    for (id, pid, actor, from, to, run_id, as_of, recorded, prior, day) in history {
         if let Some(i) = positions.get(pid.as_str()) {
             note_latest(
                 &mut latest,
@@ -588,6 +594,7 @@ async fn load_pg(
                     as_of,
                     recorded,
                     prior,
+                    day,
                 },
             );
         }

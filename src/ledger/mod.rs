@@ -102,6 +102,8 @@ pub struct ReconChange {
     pub to: Status,
     /// The run that made the change.
     pub run_id: String,
+    /// That run's day (YYYY-MM-DD; empty when the run record is gone).
+    pub day: String,
     /// That run's as-of (`None` when the run record is gone): a run whose as-of is earlier saw
     /// less than that decision did and does not judge it.
     pub as_of: Option<Micros>,

@@ -125,6 +125,7 @@ fn classify(
         in_scope: &in_scope,
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
         report_line: &report_line,
+        run_day: "2026-11-10",
     };
     let elig = ctx.eligibility(payments);
     let m = matching::run(payments, provider_ids, lines, &rules, &elig).expect("matching");

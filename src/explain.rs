@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::ledger::Payment;
-use crate::matching::{MatchResult, Pair, criteria};
+use crate::matching::{MatchResult, Pair, criteria, pass_name};
 use crate::outcome::ResultRow;
 use crate::rules::RuleSet;
 use crate::run::{RunData, RunOptions};
@@ -198,10 +198,6 @@ fn write_row(out: &mut String, row: &ResultRow) {
     }
 }
 
-fn pass_name(rules: &RuleSet, pass: usize) -> &str {
-    crate::matching::pass_name(rules, pass)
-}
-
 /// Why `l` is or is not a fuzzy candidate of `p` in each fuzzy pass: every failed criterion.
 fn fuzzy_reasons(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize, Vec<String>)> {
     criteria::fuzzy_passes(rules, p, l)
@@ -269,23 +265,23 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
             line_text(&data.lines[pair.line as usize])
         );
     }
-    for pair in pairs_of(&m.returns, |x| x.payment == pi) {
-        mentioned.push(pair.line);
-        let _ = writeln!(
-            out,
-            "returned by {:?}: its money came back, so nothing is confirmed (RETURNED): {}",
-            pass_name(rules, pair.pass),
-            line_text(&data.lines[pair.line as usize])
-        );
-    }
-    for pair in pairs_of(&m.returns_ambiguous, |x| x.payment == pi) {
-        mentioned.push(pair.line);
-        let _ = writeln!(
-            out,
-            "a return that could be this payment's money or another's ({:?}): {}",
-            pass_name(rules, pair.pass),
-            line_text(&data.lines[pair.line as usize])
-        );
+    for (list, unique) in [(&m.returns, true), (&m.returns_ambiguous, false)] {
+        for pair in pairs_of(list, |x| x.payment == pi) {
+            mentioned.push(pair.line);
+            let pass = pass_name(rules, pair.pass);
+            let what = if unique {
+                format!(
+                    "returned by {pass:?}: its money came back, so nothing is confirmed (RETURNED)"
+                )
+            } else {
+                format!("a return that could be this payment's money or another's ({pass:?})")
+            };
+            let _ = writeln!(
+                out,
+                "{what}: {}",
+                line_text(&data.lines[pair.line as usize])
+            );
+        }
     }
     for pair in pairs_of(&m.near_misses, |x| x.payment == pi) {
         mentioned.push(pair.line);

@@ -1200,14 +1200,13 @@ fn write_control_file(statement: &Path, lines: usize) -> anyhow::Result<()> {
     let mut hasher = sha2::Sha256::new();
     let mut f =
         File::open(statement).with_context(|| format!("cannot read {}", statement.display()))?;
+    // Streamed: a statement of ten million lines is a gigabyte.
     std::io::copy(&mut f, &mut hasher)
         .with_context(|| format!("cannot read {}", statement.display()))?;
+    let sha = hex::encode(hasher.finalize());
     let ctl = PathBuf::from(format!("{}.ctl", statement.display()));
-    std::fs::write(
-        &ctl,
-        format!("lines={lines}\nsha256={}\n", hex::encode(hasher.finalize())),
-    )
-    .with_context(|| format!("cannot write {}", ctl.display()))
+    std::fs::write(&ctl, crate::sources::control_text(Some(lines), Some(&sha)))
+        .with_context(|| format!("cannot write {}", ctl.display()))
 }
 
 fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {

@@ -242,27 +242,44 @@ pub struct Context<'a> {
     pub report_line: &'a [bool],
 }
 
+/// Whether `p` is unresolved at `as_of`: UNKNOWN, REVIEW, or SUBMITTING older than
+/// `stale_after`.
+pub fn unresolved(p: &Payment, as_of: Micros, stale_after: Micros) -> bool {
+    match p.status {
+        Status::Unknown | Status::Review => true,
+        Status::Submitting => p.started_at.is_none_or(|s| as_of - s >= stale_after),
+        _ => false,
+    }
+}
+
+/// Which payments take part in matching and in the near-miss gate at `as_of` (it needs no
+/// scope: matching runs before the scope is final).
+pub fn eligibility(
+    payments: &[Payment],
+    as_of: Micros,
+    stale_after: Micros,
+) -> crate::matching::Eligibility {
+    crate::matching::Eligibility {
+        linkable: payments
+            .iter()
+            .map(|p| p.status != Status::Pending)
+            .collect(),
+        near_miss: payments
+            .iter()
+            .map(|p| unresolved(p, as_of, stale_after))
+            .collect(),
+    }
+}
+
 impl Context<'_> {
-    /// Whether `p` is unresolved: UNKNOWN, REVIEW, or SUBMITTING older than the stale age.
+    /// Whether `p` is unresolved (see [`unresolved`]).
     pub fn unresolved(&self, p: &Payment) -> bool {
-        match p.status {
-            Status::Unknown | Status::Review => true,
-            Status::Submitting => p
-                .started_at
-                .is_none_or(|s| self.as_of - s >= self.stale_after),
-            _ => false,
-        }
+        unresolved(p, self.as_of, self.stale_after)
     }
 
-    /// Which payments take part in matching and in the near-miss gate.
+    /// Which payments take part in matching and in the near-miss gate (see [`eligibility`]).
     pub fn eligibility(&self, payments: &[Payment]) -> crate::matching::Eligibility {
-        crate::matching::Eligibility {
-            linkable: payments
-                .iter()
-                .map(|p| p.status != Status::Pending)
-                .collect(),
-            near_miss: payments.iter().map(|p| self.unresolved(p)).collect(),
-        }
+        eligibility(payments, self.as_of, self.stale_after)
     }
 
     /// Whether a run as of this context judges recon's own earlier decision about `p`: a run
@@ -820,12 +837,9 @@ fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow
             .into();
             row
         }
+        // Every outcome left moves nothing (the two transitions are judged above): a ticket
+        // says why it differs from recon's earlier decision, other rows stay as they are.
         (_, _) => {
-            if matches!(row.action, Action::Transition(_)) {
-                // Never a transition against recon's own different decision.
-                row.action = Action::Ticket;
-                row.outcome = Outcome::Ambiguous;
-            }
             if !row.detail.is_empty() {
                 row.detail = format!(
                     "{}; recon moved it to {} {when}",

@@ -784,9 +784,10 @@ fn free_in_background<T: Send + 'static>(value: T) {
 
 /// The statement files (source, path) that no run of a day before `day` read: a file first
 /// read by this day's run (or by a later day's, or never) is new to this day, so its lines
-/// booked before the day are reported here too. Re-runs of the day see the same. A source no
-/// run of an earlier day read at all has nothing late: this is its first day (a new job, or a
-/// new source), and its history is not news.
+/// booked before the day are reported here too. Re-runs of the day see the same. A source that
+/// no run of an earlier day had configured has nothing late: this is its first day (a new job,
+/// or a new source), and its history is not news. Every run records its configured sources
+/// (an empty path), so a source whose first file arrives late still has earlier days.
 async fn late_files<'a>(
     db: &Db,
     inputs: &'a [sources::InputFile],
@@ -984,11 +985,23 @@ pub(crate) async fn plan(
     // Lines this run reports: booked in its days, or booked before them in a file that no
     // run of an earlier day read (a late delivery surfaces in the first run that has it).
     let late_files = late_files(db, &inputs, &from_day, read).await?;
+    // A source's lines come file by file: look a file up once, not once per line (a night
+    // loads every line of its horizon, days of them booked before its range).
+    let mut last: Option<(&Arc<str>, bool)> = None;
     let report_line: Vec<bool> = lines
         .iter()
         .map(|l| {
-            (l.booked_at >= t0 && l.booked_at < t1)
-                || (l.booked_at < t0 && late_files.contains(&(&*l.source, &*l.file)))
+            if l.booked_at >= t0 {
+                return l.booked_at < t1;
+            }
+            match last {
+                Some((f, late)) if Arc::ptr_eq(f, &l.file) => late,
+                _ => {
+                    let late = late_files.contains(&(&*l.source, &*l.file));
+                    last = Some((&l.file, late));
+                    late
+                }
+            }
         })
         .collect();
     // Scope and eligibility.
@@ -1011,17 +1024,7 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
-    let elig = Context {
-        as_of,
-        stale_after,
-        settlement_lag: cfg.settlement_lag_hours * HOUR,
-        coverage: &coverage,
-        in_scope: &in_scope,
-        report_range: (t0, t1),
-        report_line: &report_line,
-        run_day: &from_day,
-    }
-    .eligibility(&payments);
+    let elig = outcome::eligibility(&payments, as_of, stale_after);
     let started = Instant::now();
     // Polars is CPU-bound and blocks: run it off the async workers.
     let rules_owned = rules.clone();

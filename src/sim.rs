@@ -1257,14 +1257,12 @@ impl World {
         let body = self.render_lines(v.source, &v.lines);
         let mut out = vec![(name.clone(), body.clone().into_bytes())];
         let ctl = |lines: &[usize], body: &str, with_lines: bool, with_sha: bool| {
-            let mut c = String::new();
-            if with_lines {
-                let _ = writeln!(c, "lines={}", lines.len());
-            }
-            if with_sha {
-                let _ = writeln!(c, "sha256={}", hex::encode(Sha256::digest(body.as_bytes())));
-            }
-            c
+            crate::sources::control_text(
+                with_lines.then_some(lines.len()),
+                with_sha
+                    .then(|| crate::sources::sha256_hex(body.as_bytes()))
+                    .as_deref(),
+            )
         };
         match v.control {
             Control::None => {}

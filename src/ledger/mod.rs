@@ -110,32 +110,6 @@ pub struct ReconChange {
 }
 
 impl Payment {
-    /// A payment with only its identity, money and status set (tests and tools).
-    pub fn new(
-        payment_id: &str,
-        recipient: &str,
-        amount_minor: i64,
-        currency: &'static str,
-        status: Status,
-    ) -> Payment {
-        Payment {
-            payment_id: payment_id.into(),
-            recipient: recipient.into(),
-            amount_minor,
-            currency,
-            current_status: status,
-            status,
-            attempt_id: None,
-            provider_payment_id: None,
-            started_at: None,
-            created_at: 0,
-            followup: None,
-            recon: None,
-        }
-    }
-}
-
-impl Payment {
     /// The instant that places the payment in a day: started_at, or created_at if never sent.
     pub fn anchor(&self) -> Micros {
         self.started_at.unwrap_or(self.created_at)

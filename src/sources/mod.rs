@@ -1138,6 +1138,19 @@ fn prove(
     }
 }
 
+/// The text of a control file for a statement of `lines` data records whose bytes have the
+/// sha256 `sha256` (hex; either may be left out): what [`check_control`] reads.
+pub fn control_text(lines: Option<usize>, sha256: Option<&str>) -> String {
+    let mut c = String::new();
+    if let Some(n) = lines {
+        c.push_str(&format!("lines={n}\n"));
+    }
+    if let Some(h) = sha256 {
+        c.push_str(&format!("sha256={h}\n"));
+    }
+    c
+}
+
 /// Checks a control file (`lines=N`, `sha256=HEX`, one per line, `#` comments) against the
 /// statement file it describes: `held` lines, bytes with digest `sha256`.
 pub fn check_control(text: &str, held: usize, sha256: Option<&str>) -> Result<(), String> {

@@ -322,10 +322,9 @@ kind = "type"
 pub fn write_control(path: &Path) {
     let bytes = std::fs::read(path).expect("read statement");
     let records = csv::Reader::from_reader(bytes.as_slice()).records().count();
-    let sha = recon::sources::sha256_hex(&bytes);
     std::fs::write(
         format!("{}.ctl", path.display()),
-        format!("lines={records}\nsha256={sha}\n"),
+        recon::sources::control_text(Some(records), Some(&recon::sources::sha256_hex(&bytes))),
     )
     .expect("write control file");
 }

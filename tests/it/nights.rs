@@ -1590,38 +1590,17 @@ mod repro {
         });
         env.write(
             "recon.toml",
-            r#"timezone = "UTC"
-database_url = "sqlite://recon.db"
-output_dir = "out"
-
-[[source]]
-name = "psp"
-format = "csv"
-path = "psp-{date}.csv"
-timestamp_format = "rfc3339"
-completeness = "control_file"
-
-[source.columns]
-provider_txn_id = "id"
-reference = "reference"
-recipient = "recipient"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-kind = "type"
-"#,
+            &format!(
+                "timezone = \"UTC\"\ndatabase_url = \"sqlite://recon.db\"\noutput_dir = \"out\"\n\n{}",
+                crate::support::psp_source("psp-{date}.csv", "")
+            ),
         );
         env
     }
 
     /// Delivers the provider's file of `day` with its control file.
     pub(super) fn deliver(env: &TestEnv, day: &str, rows: &str) {
-        let name = format!("psp-{day}.csv");
-        env.write(
-            &name,
-            &format!("{}\n{rows}", crate::support::STATEMENT_HEADER),
-        );
-        env.control(&name);
+        env.deliver(&format!("psp-{day}.csv"), rows);
     }
 
     fn rows_of(report: &recon::run::RunReport, payment: &str) -> Vec<(String, String, String)> {

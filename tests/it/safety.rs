@@ -3,7 +3,7 @@
 //! date-only bank bookings, money that comes back, re-runs after recon moved a payment. Each
 //! test names the point of the issue it holds.
 
-use crate::support::{ATTEMPTS_HEADER, PAYMENTS_HEADER, TestEnv, outcomes, write_control};
+use crate::support::{ATTEMPTS_HEADER, PAYMENTS_HEADER, TestEnv, outcomes, psp_source};
 use recon::exit;
 
 const IBAN: &str = "DE89370400440532013000";
@@ -19,27 +19,9 @@ fn row(o: &str, p: &str, l: &str) -> (String, String, String) {
 fn job(extra: &str, bank: bool) -> TestEnv {
     let env = TestEnv::new();
     let mut cfg = format!(
-        r#"timezone = "Europe/Berlin"
-database_url = "sqlite://recon.db"
-output_dir = "out"
-{extra}
-
-[[source]]
-name = "psp"
-format = "csv"
-path = "psp-{{date}}.csv"
-timestamp_format = "rfc3339"
-completeness = "control_file"
-
-[source.columns]
-provider_txn_id = "id"
-reference = "reference"
-recipient = "recipient"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-kind = "type"
-"#
+        "timezone = \"Europe/Berlin\"\ndatabase_url = \"sqlite://recon.db\"\noutput_dir = \"out\"\n\
+         {extra}\n\n{}",
+        psp_source("psp-{date}.csv", "")
     );
     if bank {
         cfg.push_str(
@@ -73,31 +55,46 @@ RETURN = "REFUND"
 
 /// Delivers the provider's file for `day` (rows without header), with its control file.
 fn psp(env: &TestEnv, day: &str, rows: &str) {
-    let name = format!("psp-{day}.csv");
-    env.write(
-        &name,
-        &format!("id,reference,recipient,amount,currency,booked_at,type\n{rows}"),
-    );
-    write_control(&env.path(&name));
+    env.deliver(&format!("psp-{day}.csv"), rows);
+}
+
+/// Delivers empty provider files for `days`: nothing was paid on them.
+fn quiet(env: &TestEnv, days: &[&str]) {
+    for d in days {
+        psp(env, d, "");
+    }
 }
 
 /// Delivers the bank's file for `day` (rows: purpose,counterparty,amount,currency,date,type).
 fn bank(env: &TestEnv, day: &str, rows: &str) {
-    let name = format!("bank-{day}.csv");
-    env.write(
-        &name,
-        &format!("purpose,counterparty,amount,currency,date,type\n{rows}"),
+    env.deliver_csv(
+        &format!("bank-{day}.csv"),
+        "purpose,counterparty,amount,currency,date,type",
+        rows,
     );
-    write_control(&env.path(&name));
 }
 
-/// Imports payment rows (`id,recipient,amount,currency,status,started`), one attempt each.
-async fn ledger(env: &TestEnv, rows: &[(&str, &str, &str, &str, &str, &str)]) {
+/// A payment row for [`ledger`]: id, recipient, amount (EUR), status, started.
+type Pay<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str);
+
+/// [`Pay`], in one call per payment.
+fn pay<'a>(
+    id: &'a str,
+    rcpt: &'a str,
+    amount: &'a str,
+    status: &'a str,
+    started: &'a str,
+) -> Pay<'a> {
+    (id, rcpt, amount, status, started)
+}
+
+/// Imports EUR payments ([`pay`]), one attempt each.
+async fn ledger(env: &TestEnv, rows: &[Pay<'_>]) {
     let mut p = format!("{PAYMENTS_HEADER}\n");
     let mut a = format!("{ATTEMPTS_HEADER}\n");
-    for (id, rcpt, amount, cur, status, started) in rows {
+    for (id, rcpt, amount, status, started) in rows {
         p.push_str(&format!(
-            "{id},{rcpt},{amount},{cur},{status},{started},{started},A-{id},\n"
+            "{id},{rcpt},{amount},EUR,{status},{started},{started},A-{id},\n"
         ));
         a.push_str(&format!("A-{id},{id},{started},,{status},,\n"));
     }
@@ -166,25 +163,19 @@ async fn p1_a_line_booked_days_later_for_a_failed_payment_is_failed_but_paid_in_
     let env = job("", false);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "FAILED",
-            "2026-11-05T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "FAILED", "2026-11-05T09:00:00Z")],
     )
     .await;
-    for d in [
-        "2026-11-05",
-        "2026-11-06",
-        "2026-11-07",
-        "2026-11-08",
-        "2026-11-09",
-    ] {
-        psp(&env, d, "");
-    }
+    quiet(
+        &env,
+        &[
+            "2026-11-05",
+            "2026-11-06",
+            "2026-11-07",
+            "2026-11-08",
+            "2026-11-09",
+        ],
+    );
     let first = night(&env, "2026-11-05", "2026-11-06T02:00:00Z", "n05").await;
     assert_eq!(outcomes(&first), vec![row("FAILED_OK", "P-1", "")]);
     // Five days later the provider books the payment the ledger called FAILED.
@@ -212,22 +203,8 @@ async fn p1_a_second_line_for_a_matched_or_resolved_payment_is_a_duplicate() {
     ledger(
         &env,
         &[
-            (
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "SUCCEEDED",
-                "2026-11-05T09:00:00Z",
-            ),
-            (
-                "P-2",
-                OTHER,
-                "30.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-05T10:00:00Z",
-            ),
+            pay("P-1", IBAN, "25.00", "SUCCEEDED", "2026-11-05T09:00:00Z"),
+            pay("P-2", OTHER, "30.00", "UNKNOWN", "2026-11-05T10:00:00Z"),
         ],
     )
     .await;
@@ -246,9 +223,7 @@ async fn p1_a_second_line_for_a_matched_or_resolved_payment_is_a_duplicate() {
         "{:?}",
         outcomes(&first)
     );
-    for d in ["2026-11-06", "2026-11-07"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-06", "2026-11-07"]);
     // Three days later both are paid a second time.
     psp(
         &env,
@@ -282,22 +257,8 @@ async fn p1_a_late_file_surfaces_its_evidence_in_the_first_run_that_reads_it() {
     ledger(
         &env,
         &[
-            (
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "FAILED",
-                "2026-11-05T09:00:00Z",
-            ),
-            (
-                "P-2",
-                OTHER,
-                "30.00",
-                "EUR",
-                "SUCCEEDED",
-                "2026-11-04T09:00:00Z",
-            ),
+            pay("P-1", IBAN, "25.00", "FAILED", "2026-11-05T09:00:00Z"),
+            pay("P-2", OTHER, "30.00", "SUCCEEDED", "2026-11-04T09:00:00Z"),
         ],
     )
     .await;
@@ -358,14 +319,7 @@ async fn p2_an_identifier_only_rule_set_keeps_the_whole_horizon() {
     );
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T08:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T08:00:00Z")],
     )
     .await;
     psp(&env, "2026-11-10", "");
@@ -375,9 +329,7 @@ async fn p2_an_identifier_only_rule_set_keeps_the_whole_horizon() {
     assert_eq!(outcomes(&r), vec![row("AWAITING_EVIDENCE", "P-1", "")]);
     assert_eq!(status(&env, "P-1").await, "UNKNOWN");
     // With every file of the horizon (72 h) delivered and the lag passed, it resolves FAILED.
-    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-11", "2026-11-12", "2026-11-13"]);
     let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "b").await;
     assert_eq!(outcomes(&r), vec![row("RESOLVED_FAILED", "P-1", "")]);
 }
@@ -404,22 +356,8 @@ async fn p3_a_same_day_date_only_bank_debit_proves_an_unknown_payment() {
     ledger(
         &env,
         &[
-            (
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T09:00:00Z",
-            ),
-            (
-                "P-2",
-                OTHER,
-                "40.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T15:00:00Z",
-            ),
+            pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z"),
+            pay("P-2", OTHER, "40.00", "UNKNOWN", "2026-11-10T15:00:00Z"),
         ],
     )
     .await;
@@ -471,14 +409,7 @@ async fn p4_a_debit_and_its_return_on_one_statement_are_returned_never_resolved(
     let env = job("", true);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
     for d in ["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"] {
@@ -535,22 +466,8 @@ async fn p4_a_return_nights_after_success_reopens_the_case() {
     ledger(
         &env,
         &[
-            (
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "SUCCEEDED",
-                "2026-11-05T09:00:00Z",
-            ),
-            (
-                "P-2",
-                OTHER,
-                "30.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-05T10:00:00Z",
-            ),
+            pay("P-1", IBAN, "25.00", "SUCCEEDED", "2026-11-05T09:00:00Z"),
+            pay("P-2", OTHER, "30.00", "UNKNOWN", "2026-11-05T10:00:00Z"),
         ],
     )
     .await;
@@ -564,9 +481,7 @@ async fn p4_a_return_nights_after_success_reopens_the_case() {
     );
     let n05 = night(&env, "2026-11-05", "2026-11-06T02:00:00Z", "n05").await;
     assert!(has(&n05, "RESOLVED_SUCCEEDED", "P-2"));
-    for d in ["2026-11-06", "2026-11-07", "2026-11-08"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-06", "2026-11-07", "2026-11-08"]);
     // Four days later both come back: P-1's return names no payment (same recipient and
     // amount), P-2's names it by reference.
     psp(
@@ -601,19 +516,13 @@ async fn p5_a_line_for_a_payment_recon_failed_is_failed_but_paid_on_re_run() {
     let env = job("", false);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
-    for d in ["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"] {
-        psp(&env, d, "");
-    }
+    quiet(
+        &env,
+        &["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"],
+    );
     let first = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "a").await;
     assert_eq!(outcomes(&first), vec![row("RESOLVED_FAILED", "P-1", "")]);
     assert_eq!(status(&env, "P-1").await, "FAILED");
@@ -652,14 +561,7 @@ async fn p5_a_withdrawn_line_after_recon_resolved_succeeded_is_a_ticket() {
     let env = job("", false);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
     psp(
@@ -667,9 +569,7 @@ async fn p5_a_withdrawn_line_after_recon_resolved_succeeded_is_a_ticket() {
         "2026-11-10",
         &format!("T-1,,{IBAN},25.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n"),
     );
-    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-11", "2026-11-12", "2026-11-13"]);
     let first = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "a").await;
     assert_eq!(
         outcomes(&first),
@@ -697,22 +597,8 @@ async fn p6_a_ledger_recipient_written_with_spaces_and_lower_case_is_the_same_re
     ledger(
         &env,
         &[
-            (
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T09:00:00Z",
-            ),
-            (
-                "P-2",
-                OTHER,
-                "30.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T10:00:00Z",
-            ),
+            pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z"),
+            pay("P-2", OTHER, "30.00", "UNKNOWN", "2026-11-10T10:00:00Z"),
         ],
     )
     .await;
@@ -763,9 +649,7 @@ async fn p7_line_two_of_two_daily_files_are_two_tickets() {
         "2026-11-11",
         &format!("fee,{OTHER},-2.00,EUR,2026-11-11,DEBIT\n"),
     );
-    for d in ["2026-11-10", "2026-11-11"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-10", "2026-11-11"]);
     let a = night(&env, "2026-11-10", "2026-11-12T02:00:00Z", "a").await;
     let b = night(&env, "2026-11-11", "2026-11-12T02:00:00Z", "b").await;
     let ida = outcomes(&a)[0].2.clone();
@@ -805,14 +689,7 @@ async fn p8_a_misgrouped_amount_is_a_rejected_line_never_a_bigger_amount() {
     );
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "47.59",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "47.59", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
     psp(
@@ -847,19 +724,13 @@ async fn p8_an_empty_daily_file_is_complete_only_when_the_source_says_so() {
         );
         ledger(
             &env,
-            &[(
-                "P-1",
-                IBAN,
-                "25.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T09:00:00Z",
-            )],
+            &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
         )
         .await;
-        for d in ["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"] {
-            psp(&env, d, "");
-        }
+        quiet(
+            &env,
+            &["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"],
+        );
         let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
         assert_eq!(outcomes(&r), vec![row(want, "P-1", "")], "{empty_file:?}");
     }
@@ -1014,14 +885,7 @@ async fn p10_a_fuzzy_resolution_keeps_its_rule_after_recon_recorded_the_provider
     let env = job("", false);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "25.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
     // No reference: only recipient + amount + window find the line.
@@ -1056,39 +920,11 @@ async fn i18_lines_proven_to_be_another_payments_are_not_look_alikes() {
         &env,
         &[
             // Twins: same recipient and amount, minutes apart; T-1 paid by reference, T-2 lost.
-            (
-                "T-1",
-                IBAN,
-                "50.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T09:00:00Z",
-            ),
-            (
-                "T-2",
-                IBAN,
-                "50.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T09:04:00Z",
-            ),
+            pay("T-1", IBAN, "50.00", "UNKNOWN", "2026-11-10T09:00:00Z"),
+            pay("T-2", IBAN, "50.00", "UNKNOWN", "2026-11-10T09:04:00Z"),
             // The same recipient is paid another amount the same day (by reference); P-3 lost.
-            (
-                "P-2",
-                IBAN,
-                "80.00",
-                "EUR",
-                "SUCCEEDED",
-                "2026-11-10T11:00:00Z",
-            ),
-            (
-                "P-3",
-                IBAN,
-                "20.00",
-                "EUR",
-                "UNKNOWN",
-                "2026-11-10T12:00:00Z",
-            ),
+            pay("P-2", IBAN, "80.00", "SUCCEEDED", "2026-11-10T11:00:00Z"),
+            pay("P-3", IBAN, "20.00", "UNKNOWN", "2026-11-10T12:00:00Z"),
         ],
     )
     .await;
@@ -1100,9 +936,7 @@ async fn i18_lines_proven_to_be_another_payments_are_not_look_alikes() {
              L-2,P-2,{IBAN},80.00,EUR,2026-11-10T11:30:00Z,PAYMENT\n"
         ),
     );
-    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-11", "2026-11-12", "2026-11-13"]);
     let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
     assert_eq!(
         outcomes(&r),
@@ -1120,14 +954,7 @@ async fn i18_a_look_alike_in_another_currency_blocks_resolved_failed() {
     let env = job("", false);
     ledger(
         &env,
-        &[(
-            "P-1",
-            IBAN,
-            "30.00",
-            "EUR",
-            "UNKNOWN",
-            "2026-11-10T09:00:00Z",
-        )],
+        &[pay("P-1", IBAN, "30.00", "UNKNOWN", "2026-11-10T09:00:00Z")],
     )
     .await;
     psp(
@@ -1135,9 +962,7 @@ async fn i18_a_look_alike_in_another_currency_blocks_resolved_failed() {
         "2026-11-10",
         &format!("L-1,,{IBAN},30.00,USD,2026-11-10T09:30:00Z,PAYMENT\n"),
     );
-    for d in ["2026-11-11", "2026-11-12", "2026-11-13"] {
-        psp(&env, d, "");
-    }
+    quiet(&env, &["2026-11-11", "2026-11-12", "2026-11-13"]);
     let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
     assert_eq!(
         outcomes(&r),
@@ -1158,23 +983,14 @@ async fn p1_a_later_payout_naming_one_twin_never_settles_an_earlier_unnamed_one(
             &[
                 // Twins: same recipient and amount, minutes apart. A was lost; B was paid twice,
                 // first without a reference, then naming B.
-                ("A", IBAN, "20.00", "EUR", "UNKNOWN", "2026-11-10T09:00:00Z"),
-                (
-                    "B",
-                    IBAN,
-                    "20.00",
-                    "EUR",
-                    "SUCCEEDED",
-                    "2026-11-10T09:06:00Z",
-                ),
+                pay("A", IBAN, "20.00", "UNKNOWN", "2026-11-10T09:00:00Z"),
+                pay("B", IBAN, "20.00", "SUCCEEDED", "2026-11-10T09:06:00Z"),
             ],
         )
         .await;
         let unnamed = format!("L-1,,{IBAN},20.00,EUR,2026-11-10T11:00:00Z,PAYMENT\n");
         let named = format!("L-2,B,{IBAN},20.00,EUR,2026-11-11T10:00:00Z,PAYMENT\n");
-        for d in ["2026-11-12", "2026-11-13"] {
-            psp(&env, d, "");
-        }
+        quiet(&env, &["2026-11-12", "2026-11-13"]);
         if split_nights {
             psp(&env, "2026-11-10", &unnamed);
             let n1 = night(&env, "2026-11-10", "2026-11-11T02:00:00Z", "n1").await;
@@ -1212,11 +1028,10 @@ async fn p1_an_unnamed_payout_and_a_later_named_one_for_the_same_payment_are_a_d
     let env = job("", false);
     ledger(
         &env,
-        &[(
+        &[pay(
             "P-1",
             IBAN,
             "20.00",
-            "EUR",
             "SUCCEEDED",
             "2026-11-10T09:00:00Z",
         )],
@@ -1245,11 +1060,10 @@ async fn p1_a_named_payout_in_a_late_file_does_not_hide_the_unnamed_one_matched_
     let env = job("", false);
     ledger(
         &env,
-        &[(
+        &[pay(
             "P-1",
             IBAN,
             "20.00",
-            "EUR",
             "SUCCEEDED",
             "2026-11-10T09:00:00Z",
         )],

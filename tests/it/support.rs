@@ -158,22 +158,8 @@ database_url = "{db}"
 output_dir = "out"
 {rules}{extra}
 
-[[source]]
-name = "psp"
-format = "csv"
-path = "statement.csv"
-timestamp_format = "rfc3339"
-completeness = "control_file"
-{complete}
-[source.columns]
-provider_txn_id = "id"
-reference = "reference"
-recipient = "recipient"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-kind = "type"
-"#,
+{source}"#,
+            source = psp_source("statement.csv", &complete),
             tz = settings.timezone,
             extra = settings.extra,
             db = settings
@@ -232,8 +218,19 @@ kind = "type"
     /// Writes the statement rows (without header), with its control file: the provider
     /// delivered it complete.
     pub fn statement(&self, rows: &str) {
-        self.write("statement.csv", &format!("{STATEMENT_HEADER}\n{rows}"));
-        self.control("statement.csv");
+        self.deliver("statement.csv", rows);
+    }
+
+    /// Delivers a provider file `name` of `psp`'s layout ([`STATEMENT_HEADER`], then `rows`)
+    /// complete, with its control file.
+    pub fn deliver(&self, name: &str, rows: &str) {
+        self.deliver_csv(name, STATEMENT_HEADER, rows);
+    }
+
+    /// Delivers a CSV file `name` (`header`, then `rows`) with its control file.
+    pub fn deliver_csv(&self, name: &str, header: &str, rows: &str) {
+        self.write(name, &format!("{header}\n{rows}"));
+        self.control(name);
     }
 
     /// Writes `<name>.ctl` beside a CSV file of the job folder: its record count (header
@@ -316,6 +313,30 @@ kind = "type"
         }
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
     }
+}
+
+/// The `[[source]]` table of the provider source `psp` every test job has: a CSV of
+/// [`STATEMENT_HEADER`]'s columns at `path` (`{date}` for daily files), proven complete by
+/// control files; `extra` holds further keys of the table (e.g. `complete_from`).
+pub fn psp_source(path: &str, extra: &str) -> String {
+    format!(
+        r#"[[source]]
+name = "psp"
+format = "csv"
+path = "{path}"
+timestamp_format = "rfc3339"
+completeness = "control_file"
+{extra}
+[source.columns]
+provider_txn_id = "id"
+reference = "reference"
+recipient = "recipient"
+amount = "amount"
+currency = "currency"
+booked_at = "booked_at"
+kind = "type"
+"#
+    )
 }
 
 /// Writes `<path>.ctl` for a CSV file with a header: `lines=` its records, `sha256=` its bytes.

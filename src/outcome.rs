@@ -449,7 +449,14 @@ pub fn classify(
             crate::prefetch::prefetch(&lines[pair.line as usize]);
         }
         let i = i as usize;
-        classify_payment(i, &payments[i], lines, &ix, rules, ctx, &names)
+        let p = &payments[i];
+        let row = classify_payment(i, p, lines, &ix, rules, ctx, &names);
+        // Evidence that contradicts recon's own earlier decision is a ticket, never a silent
+        // replay (DESIGN.md rule 8).
+        match ctx.judges(p) {
+            Some(change) => recheck(row, change),
+            None => row,
+        }
     }));
     drop(scope);
     let mut ambiguous_payments = vec![false; payments.len()];
@@ -784,24 +791,6 @@ fn link_problem(
     None
 }
 
-/// Classifies one payment on the evidence, then re-checks recon's own earlier decision about
-/// it (DESIGN.md rule 8): evidence that contradicts it is a ticket, never a silent replay.
-fn classify_payment(
-    i: usize,
-    p: &Payment,
-    lines: &[StatementLine],
-    ix: &Index,
-    rules: &RuleSet,
-    ctx: &Context<'_>,
-    names: &Names,
-) -> ResultRow {
-    let row = on_evidence(i, p, lines, ix, rules, ctx, names);
-    match ctx.judges(p) {
-        Some(change) => recheck(row, change),
-        None => row,
-    }
-}
-
 /// The row of a payment recon moved earlier, given what the evidence says today: the same
 /// decision reproduces; a contradicting one becomes a ticket without a transition.
 fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow {
@@ -853,7 +842,9 @@ fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow
     }
 }
 
-fn on_evidence(
+/// Classifies one payment on the evidence (recon's own earlier decision is re-checked by
+/// [`recheck`]).
+fn classify_payment(
     i: usize,
     p: &Payment,
     lines: &[StatementLine],

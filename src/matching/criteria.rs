@@ -189,31 +189,36 @@ impl<'a> Fuzzy<'a> {
 
     /// Every criterion with its verdict, for explanations and ticket evidence.
     pub fn checks(&self, p: &Payment, l: &StatementLine) -> Vec<Check> {
-        let mut out = vec![self.kind_check(l), self.recipient_check(p, l)];
+        vec![
+            self.kind_check(l),
+            self.recipient_check(p, l),
+            self.currency_check(p, l),
+            self.amount_check(p, l),
+            self.window_check(p, l),
+        ]
+    }
+
+    fn currency_check(&self, p: &Payment, l: &StatementLine) -> Check {
         if self.same_currency {
-            out.push(check(
+            return check(
                 p.currency == l.currency,
                 || format!("same currency {}", p.currency),
                 || format!("currency {} ≠ {}", l.currency, p.currency),
-            ));
-        } else {
-            // The words of a same-currency check when the currencies agree: fingerprints of
-            // existing near-miss tickets stay the same.
-            out.push(Check {
-                ok: true,
-                text: if p.currency == l.currency {
-                    format!("same currency {}", p.currency)
-                } else {
-                    format!(
-                        "currency {} vs {} (any currency counts)",
-                        l.currency, p.currency
-                    )
-                },
-            });
+            );
         }
-        out.push(self.amount_check(p, l));
-        out.push(self.window_check(p, l));
-        out
+        // The words of a same-currency check when the currencies agree: fingerprints of
+        // existing near-miss tickets stay the same.
+        Check {
+            ok: true,
+            text: if p.currency == l.currency {
+                format!("same currency {}", p.currency)
+            } else {
+                format!(
+                    "currency {} vs {} (any currency counts)",
+                    l.currency, p.currency
+                )
+            },
+        }
     }
 
     fn kind_check(&self, l: &StatementLine) -> Check {
@@ -371,7 +376,7 @@ pub fn identifier(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Che
     };
     let exact = Fuzzy {
         steps: &pass.normalize,
-        window: (0, 0),
+        window: (0, 0), // not checked
         amount: if l.kind == LineKind::Refund {
             AmountRule::Returned
         } else {
@@ -381,10 +386,12 @@ pub fn identifier(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Che
         lines: LineRule::Payments,
     };
     // No kind and no window: an identifier is proof of identity; the money still counts.
-    let mut checks = exact.checks(p, l);
-    checks.truncate(4);
-    checks[0] = named;
-    Some(checks)
+    Some(vec![
+        named,
+        exact.recipient_check(p, l),
+        exact.currency_check(p, l),
+        exact.amount_check(p, l),
+    ])
 }
 
 /// The criteria of a fuzzy pass (kind, recipient, currency, amount and tolerance, window);

@@ -115,11 +115,6 @@ pub fn run(
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
         let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
-        // Payments cleanly claimed by an earlier pass stay candidates of every line this pass
-        // compares: a named payout never settles an unnamed one by elimination (the named
-        // payment may have been paid twice), and an unnamed line whose only candidate is a
-        // claimed payment is that payment's second payout. So the outcome does not depend on
-        // the night each line arrived, nor on the order they were booked in.
         let pairs = match &pass.kind {
             PassKind::Identifier(ids) => {
                 // Returns ride along in the same join (their keys are few; the payments' side
@@ -160,8 +155,13 @@ pub fn run(
                 pairs
             }
             PassKind::Fuzzy { .. } => {
-                // Count candidates over everything not cleanly claimed: free sides, contested
-                // links and sides left undecided by earlier passes. Only free sides can pair.
+                // Lines: every one not cleanly claimed (free, contested, or left undecided by
+                // an earlier pass) counts as a candidate; only free ones can pair.
+                // Payments: every linkable one counts, and a payment an earlier pass claimed
+                // cleanly can pair too, as its second payout: a named payout never settles an
+                // unnamed one by elimination (the named payment may have been paid twice), so
+                // the outcome depends neither on the night each line arrived nor on the order
+                // they were booked in.
                 let line_mask: Vec<bool> = lines
                     .iter()
                     .enumerate()
@@ -305,6 +305,9 @@ fn returns_by_identifier(
     n_lines: usize,
     result: &mut MatchResult,
 ) {
+    if pairs.is_empty() {
+        return;
+    }
     let mut per_line = vec![0u32; n_lines];
     for &(l, _) in pairs {
         per_line[l as usize] += 1;

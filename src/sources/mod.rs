@@ -319,10 +319,7 @@ fn statement_gates(
             _ => "?".to_string(),
         };
         let span = match (f.from, f.to) {
-            (Some(a), Some(b)) => Some((
-                timeparse::day_start(a, cfg.timezone),
-                timeparse::day_start(b.succ_opt().unwrap_or(b), cfg.timezone),
-            )),
+            (Some(a), Some(b)) => Some(days_span(a, b, cfg.timezone)),
             _ => file_span,
         };
         let cur = f
@@ -441,10 +438,7 @@ fn continuity_gates(
             let ok = closing.amount_minor == opening.amount_minor;
             let money = |m: i64| crate::money::format_minor(m, cur);
             if !ok {
-                holes.push((
-                    timeparse::day_start(pf, cfg.timezone),
-                    timeparse::day_start(nt.succ_opt().unwrap_or(nt), cfg.timezone),
-                ));
+                holes.push(days_span(pf, nt, cfg.timezone));
             }
             gates.push(Gate {
                 source: cfg.name.clone(),
@@ -914,13 +908,19 @@ pub fn covers(coverage: &[(Micros, Micros)], from: Micros, to: Micros) -> bool {
     coverage.iter().any(|&(a, b)| a <= from && to < b)
 }
 
+/// The days `from..=to` in `tz` as a half-open UTC interval `[first start, after last)`.
+pub fn days_span(from: NaiveDate, to: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
+    (
+        timeparse::day_start(from, tz),
+        timeparse::day_start(to.succ_opt().unwrap_or(to), tz),
+    )
+}
+
 /// The booking interval `[start, end]` (inclusive, UTC) of a date-only booking on `day` in
 /// `tz`: the whole local day.
 pub fn day_booking(day: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
-    (
-        timeparse::day_start(day, tz),
-        timeparse::day_start(day.succ_opt().unwrap_or(day), tz) - 1,
-    )
+    let (start, next) = days_span(day, day, tz);
+    (start, next - 1)
 }
 
 /// sha256 of bytes as lowercase hex.
@@ -940,12 +940,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
     let mut load = SourceLoad::default();
     let mut coverage = Vec::new();
     let mut holes = Vec::new();
-    let span_of = |from: NaiveDate, to: NaiveDate| {
-        (
-            timeparse::day_start(from, cfg.timezone),
-            timeparse::day_start(to.succ_opt().unwrap_or(to), cfg.timezone),
-        )
-    };
+    let span_of = |from: NaiveDate, to: NaiveDate| days_span(from, to, cfg.timezone);
     match &cfg.path {
         SourcePath::Fixed { path, complete } => {
             let (lines0, facts0) = (load.lines.len(), load.facts.len());

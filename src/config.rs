@@ -419,6 +419,19 @@ pub enum Completeness {
 }
 
 impl Completeness {
+    /// Every value, in documentation order.
+    pub const ALL: [Completeness; 4] = [
+        Completeness::ControlFile,
+        Completeness::LastLine,
+        Completeness::Statement,
+        Completeness::None,
+    ];
+
+    /// Parses a config value.
+    pub fn parse(value: &str) -> Option<Completeness> {
+        Completeness::ALL.into_iter().find(|c| c.as_str() == value)
+    }
+
     /// Name as written in the config.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -821,12 +834,13 @@ fn source_settings(
             }
         }
     };
-    let completeness = match s.completeness.as_deref() {
+    let completeness = match s
+        .completeness
+        .as_deref()
+        .map(|v| (v, Completeness::parse(v)))
+    {
         None => None,
-        Some("control_file") => Some(Completeness::ControlFile),
-        Some("last_line") => Some(Completeness::LastLine),
-        Some("statement") if !format.needs_mapping() => Some(Completeness::Statement),
-        Some("statement") => {
+        Some((_, Some(Completeness::Statement))) if format.needs_mapping() => {
             return Err(config_error(
                 path,
                 format!(
@@ -837,8 +851,8 @@ fn source_settings(
                 ),
             ));
         }
-        Some("none") => Some(Completeness::None),
-        Some(other) => {
+        Some((_, Some(c))) => Some(c),
+        Some((other, None)) => {
             return Err(config_error(
                 path,
                 format!(
@@ -1712,6 +1726,43 @@ booked_at = "at"
         assert_eq!(c.output_dir, PathBuf::from("/etc/recon/out"));
         assert_eq!(c.sources[0].timezone, chrono_tz::Europe::Berlin);
         assert_eq!(c.stale_submitting_minutes, 30);
+    }
+
+    #[test]
+    fn completeness_is_named_when_claimed_and_checked_when_given() {
+        let with = |extra: &str| {
+            Config::parse(
+                &MINIMAL.replace("timestamp_format", &format!("{extra}\ntimestamp_format")),
+                Path::new("job.toml"),
+            )
+        };
+        // No claim, no key needed; a claim without a proof is an error naming the key.
+        assert_eq!(
+            with("").unwrap().sources[0].completeness,
+            Completeness::None
+        );
+        let daily = MINIMAL.replace("st.csv", "st-{date}.csv");
+        let err = Config::parse(&daily, Path::new("job.toml")).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("source[0].completeness` is missing"),
+            "{err:#}"
+        );
+        for c in Completeness::ALL
+            .into_iter()
+            .filter(|c| *c != Completeness::Statement)
+        {
+            let cfg = with(&format!("completeness = \"{}\"", c.as_str())).unwrap();
+            assert_eq!(cfg.sources[0].completeness, c);
+        }
+        for bad in ["statement", "trust_me"] {
+            let err = with(&format!("completeness = \"{bad}\"")).unwrap_err();
+            assert!(
+                format!("{err:#}").contains("source[0].completeness"),
+                "{err:#}"
+            );
+        }
+        assert!(with("empty_file = \"no_activity\"").unwrap().sources[0].empty_means_no_activity);
+        assert!(with("empty_file = \"maybe\"").is_err());
     }
 
     #[test]

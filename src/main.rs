@@ -143,6 +143,17 @@ enum Command {
         /// With --days: nights after the last day in which late files still arrive.
         #[arg(long, default_value_t = 4, requires = "days")]
         tail: u32,
+        /// How ids are spelled: `uuid` (payment and attempt UUIDs, provider ids `pt_…`) or
+        /// `short` (`PAY-0000001`, the old spelling, to compare against).
+        #[arg(long, value_enum, default_value_t = recon::generate::IdStyle::Uuid, conflicts_with = "days")]
+        ids: recon::generate::IdStyle,
+        /// Row order: `time` (payments by creation, attempts by start, lines by booking) or
+        /// `payment` (the old order: by payment id, lines shuffled).
+        #[arg(long, value_enum, default_value_t = recon::generate::RowOrder::Time, conflicts_with = "days")]
+        order: recon::generate::RowOrder,
+        /// Percent of payments that end in a ticket (e.g. 6 or 1.4).
+        #[arg(long, default_value = "6", value_parser = recon::generate::parse_percent_per_10k, conflicts_with = "days")]
+        exceptions: u32,
     },
     /// Compare a run's results.csv with a generated expected.csv.
     Score {
@@ -483,6 +494,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             date,
             days: Some(days),
             tail,
+            ..
         } => {
             let mut opts = recon::sim::SimOptions::new(seed);
             opts.days = days.max(1);
@@ -503,14 +515,23 @@ async fn dispatch(command: Command) -> Result<i32> {
             seed,
             date,
             days: None,
+            ids,
+            order,
+            exceptions,
             ..
         } => {
             let report = recon::generate::generate(&recon::generate::GenerateOptions {
-                out_dir: out,
-                payments: payments.unwrap_or(10_000),
-                seed,
-                date: date
-                    .unwrap_or_else(|| NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()),
+                ids,
+                order,
+                exceptions_per_10k: exceptions,
+                ..recon::generate::GenerateOptions::new(
+                    out,
+                    payments.unwrap_or(10_000),
+                    seed,
+                    date.unwrap_or_else(|| {
+                        NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()
+                    }),
+                )
             })?;
             print!("{report}");
             Ok(exit::OK)

@@ -15,6 +15,7 @@ pub mod explain;
 pub mod fault;
 pub mod generate;
 pub mod keyindex;
+pub mod keysort;
 pub mod ledger;
 pub mod mask;
 pub mod matching;

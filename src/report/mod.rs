@@ -249,22 +249,7 @@ fn sort_items(items: &mut [Item]) {
         })
     });
     let mut from: Vec<u32> = order.into_iter().map(|(_, i)| i).collect();
-    permute(items, &mut from);
-}
-
-/// Reorders `items` so that position k holds what was at `from[k]`, by swaps along the
-/// permutation's cycles. `from` is left as the identity.
-fn permute<T>(items: &mut [T], from: &mut [u32]) {
-    for start in 0..items.len() {
-        let mut k = start;
-        while from[k] as usize != start {
-            let j = from[k] as usize;
-            items.swap(k, j);
-            from[k] = k as u32;
-            k = j;
-        }
-        from[k] = k as u32;
-    }
+    crate::keysort::permute(items, &mut from);
 }
 
 /// How urgent an outcome is, 0 = most: FAILED_BUT_PAID first (DESIGN.md: highest severity;
@@ -606,16 +591,6 @@ mod tests {
                 (Outcome::OrphanAtProvider, 1_000_000, 1),
             ]
         );
-    }
-
-    #[test]
-    fn permute_moves_each_item_from_its_source_position() {
-        // Two cycles of different lengths and a fixed point.
-        let mut items = vec!['a', 'b', 'c', 'd', 'e', 'f'];
-        let mut from = vec![2, 0, 1, 3, 5, 4];
-        permute(&mut items, &mut from);
-        assert_eq!(items, ['c', 'a', 'b', 'd', 'f', 'e']);
-        assert_eq!(from, [0, 1, 2, 3, 4, 5]);
     }
 
     #[test]

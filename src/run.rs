@@ -597,13 +597,11 @@ async fn plan_and_apply(
     let writer = {
         let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
         tokio::task::spawn_blocking(move || -> Result<u64> {
-            yielding(|| {
-                let started = Instant::now();
-                write_results(&tmp, &data)?;
-                results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
-                crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
-                Ok(started.elapsed().as_millis() as u64)
-            })
+            let started = Instant::now();
+            write_results(&tmp, &data)?;
+            results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+            crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
+            Ok(started.elapsed().as_millis() as u64)
         })
     };
     // The reports (into the same folder, so they appear or not with the results) are written
@@ -751,29 +749,6 @@ async fn plan_and_apply(
         finals,
         view,
     ))
-}
-
-/// Runs `work` on a thread of its own at a lower CPU priority (nice 10; Linux, where the nice
-/// value is per thread), and waits for it. Used for results.csv: three jobs share two cores
-/// after classification (the database transaction, the reports, results.csv), and at equal
-/// priority the transaction, the longest, ran alone for its last ~0.5 s while a core stood
-/// idle. Measured at 1M payments (`bench/compare.sh`, 6 rounds): median 4.29 s against 4.39 s;
-/// lowering the reports too made them the last job instead. Its own thread, because a thread
-/// cannot take its priority back unprivileged, and the blocking pool's threads are reused.
-fn yielding<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setpriority only changes the calling thread's nice value (`who` 0 is
-            // the caller); a failure leaves it unchanged, which is harmless.
-            #[cfg(target_os = "linux")]
-            unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-            }
-            work()
-        })
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
 }
 
 /// Frees `value` on a thread of its own: a million rows (or a hundred thousand report items)

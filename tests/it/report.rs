@@ -403,7 +403,7 @@ fn file_email() -> String {
 }
 
 /// `[email]` sending to an SMTP server on loopback without TLS.
-fn smtp_email(port: u16, extra_smtp: &str) -> String {
+pub(crate) fn smtp_email(port: u16, extra_smtp: &str) -> String {
     smtp_email_tls("127.0.0.1", port, "none", extra_smtp)
 }
 
@@ -421,7 +421,7 @@ fn smtp_email_tls(host: &str, port: u16, tls: &str, extra_smtp: &str) -> String 
 /// A day with one of each money-at-risk case, a resolution, a match and hostile statement
 /// text: a formula in a reference and in a line id, markup in a reference, a 34-character
 /// account and a negative amount.
-async fn hostile_env(email: String) -> TestEnv {
+pub(crate) async fn hostile_env(email: String) -> TestEnv {
     let env = TestEnv::with(Settings {
         extra: email,
         ..Settings::default()
@@ -758,8 +758,10 @@ async fn email_arrives_by_smtp_with_recipients_subject_bodies_and_attachments() 
             .starts_with("application/vnd.openxmlformats")
     );
     assert!(
-        !recon::report::outbox::dir(&env.path("out")).exists(),
-        "nothing queued"
+        recon::report::outbox::queued(&env.path("out"))
+            .expect("outbox")
+            .is_empty(),
+        "nothing left queued"
     );
 }
 

@@ -1,0 +1,174 @@
+//! The fault matrix (issue 16): recon against a broken world — SMTP servers that stall, giant
+//! or hostile input, secrets in odd places. One test per cell; cells already covered
+//! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
+
+use crate::report::{hostile_env, smtp_email};
+use recon::report::outbox::{self, AlertStatus};
+use std::io::Write as _;
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+// ----------------------------------------------------------------------------------------
+// A server that stalls
+// ----------------------------------------------------------------------------------------
+
+/// A TCP server on loopback that accepts every connection and then stalls: it sends nothing,
+/// or only an SMTP greeting, and never reads. Connections stay open until it is dropped.
+struct StalledServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StalledServer {
+    fn start(greeting: bool) -> StalledServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let stop = Arc::clone(&stop);
+            move || {
+                let mut open = Vec::new();
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if let Ok(mut c) = conn {
+                        if greeting {
+                            let _ = c.write_all(b"220 stalled.test ESMTP\r\n");
+                        }
+                        open.push(c);
+                    }
+                }
+            }
+        });
+        StalledServer {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for StalledServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so it sees the flag.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `[email]` over plain SMTP to `port` on loopback with `timeout_seconds = secs`.
+fn email_with_timeout(port: u16, secs: u64) -> String {
+    smtp_email(port, "").replace("timeout_seconds = 10", &format!("timeout_seconds = {secs}"))
+}
+
+/// The status of run `run_id` in `recon_runs`.
+async fn run_status(env: &crate::support::TestEnv, run_id: &str) -> String {
+    let db = env.db().await;
+    let status = match &db.pool {
+        recon::db::Pool::Sqlite(p) => {
+            sqlx::query_scalar("SELECT status FROM recon_runs WHERE run_id = ?")
+                .bind(run_id)
+                .fetch_one(p)
+                .await
+        }
+        recon::db::Pool::Postgres(p) => {
+            sqlx::query_scalar("SELECT status FROM recon_runs WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_one(p)
+                .await
+        }
+    }
+    .unwrap_or_else(|e| panic!("run {run_id}: {e}"));
+    db.close().await;
+    status
+}
+
+// ----------------------------------------------------------------------------------------
+// SMTP
+// ----------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_smtp_server_times_out_and_the_alert_waits_in_the_outbox() {
+    for greeting in [false, true] {
+        let what = if greeting { "greeting only" } else { "silent" };
+        let server = StalledServer::start(greeting);
+        let env = hostile_env(email_with_timeout(server.port, 1)).await;
+        let report = tokio::time::timeout(Duration::from_secs(15), env.try_standard_day("r1"))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the run hangs on a stalled SMTP server"))
+            .expect("run");
+        match &report.alert.status {
+            AlertStatus::Queued { path, error } => {
+                assert!(path.exists(), "{what}: {}", path.display());
+                assert!(error.contains("no answer within 1 s"), "{what}: {error}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+        assert_eq!(run_status(&env, "r1").await, "COMPLETED", "{what}");
+        // The next run takes the lock (no exit 6), tries r1's alert first, and keeps both.
+        let next = tokio::time::timeout(Duration::from_secs(15), env.try_standard_day("r2"))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the next run hangs"))
+            .expect("the next run takes the lock");
+        assert!(
+            next.alert.outbox_error.is_some(),
+            "{what}: {:?}",
+            next.alert
+        );
+        let queued = outbox::queued(&env.path("out")).expect("outbox");
+        let names: Vec<_> = queued
+            .iter()
+            .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["r1.eml", "r2.eml"], "{what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alert_is_queued_before_sending_and_the_lock_does_not_wait_for_smtp() {
+    let server = StalledServer::start(true);
+    // Long enough that r2 runs while r1 is still waiting on the server, even on a slow box.
+    let env = hostile_env(email_with_timeout(server.port, 6)).await;
+    let dir = outbox::dir(&env.path("out"));
+    let both = async {
+        tokio::join!(env.try_standard_day("r1"), async {
+            // While r1 waits on the server, its alert is already safe in the outbox (a kill
+            // now loses nothing) and its lock is free: the next run starts and completes.
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while !(dir.join("r1.eml").exists() && dir.join("r1.envelope.json").exists()) {
+                assert!(
+                    Instant::now() < deadline,
+                    "r1's alert is not in the outbox while it is being delivered"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            env.try_standard_day("r2").await
+        })
+    };
+    let (r1, r2) = tokio::time::timeout(Duration::from_secs(40), both)
+        .await
+        .expect("both runs return");
+    let (r1, r2) = (
+        r1.expect("r1"),
+        r2.expect("r2 is not locked out by r1's delivery"),
+    );
+    // r2 left r1's message to r1 (it is being delivered), so it never waited on it.
+    assert_eq!(r2.alert.outbox_error, None, "{:?}", r2.alert);
+    for r in [&r1, &r2] {
+        assert!(
+            matches!(r.alert.status, AlertStatus::Queued { .. }),
+            "{:?}",
+            r.alert
+        );
+        assert_eq!(run_status(&env, &r.run_id).await, "COMPLETED");
+    }
+    assert_eq!(outbox::queued(&env.path("out")).expect("outbox").len(), 2);
+}

@@ -3,6 +3,8 @@
 //! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
 
 use crate::report::{hostile_env, smtp_email};
+use crate::support::{TestEnv, read_columns};
+use calamine::{Data, Reader, Xlsx, open_workbook};
 use recon::report::outbox::{self, AlertStatus};
 use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
@@ -69,7 +71,7 @@ fn email_with_timeout(port: u16, secs: u64) -> String {
 }
 
 /// The status of run `run_id` in `recon_runs`.
-async fn run_status(env: &crate::support::TestEnv, run_id: &str) -> String {
+async fn run_status(env: &TestEnv, run_id: &str) -> String {
     let db = env.db().await;
     let status = match &db.pool {
         recon::db::Pool::Sqlite(p) => {
@@ -171,4 +173,58 @@ async fn the_alert_is_queued_before_sending_and_the_lock_does_not_wait_for_smtp(
         assert_eq!(run_status(&env, &r.run_id).await, "COMPLETED");
     }
     assert_eq!(outbox::queued(&env.path("out")).expect("outbox").len(), 2);
+}
+
+// ----------------------------------------------------------------------------------------
+// Giant and hostile input
+// ----------------------------------------------------------------------------------------
+
+const IBAN: &str = "DE89370400440532013000";
+
+/// A job of the standard day with no ledger and the statement `rows`.
+async fn statement_only(rows: &str) -> TestEnv {
+    let env = TestEnv::new();
+    env.import("", "").await;
+    env.statement(rows);
+    env
+}
+
+/// Every text cell of every sheet of `xlsx`.
+fn xlsx_cells(xlsx: &std::path::Path) -> Vec<String> {
+    let mut wb: Xlsx<_> = open_workbook(xlsx).expect("open xlsx");
+    let mut out = Vec::new();
+    for name in wb.sheet_names() {
+        let range = wb.worksheet_range(&name).expect("sheet");
+        for c in range.used_cells() {
+            if let Data::String(s) = c.2 {
+                out.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_field_longer_than_an_excel_cell_is_cut_visibly_in_xlsx_and_kept_whole_in_csv() {
+    let id = format!("L-{}", "7".repeat(40_000));
+    let env = statement_only(&format!(
+        "{id},REF-1,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"
+    ))
+    .await;
+    let report = env.try_standard_day("r1").await.expect("the run completes");
+    let cells = xlsx_cells(&report.out_dir.join("report.xlsx"));
+    let cut = cells
+        .iter()
+        .find(|c| c.starts_with("L-777"))
+        .expect("the line's id is in the report");
+    assert!(cut.encode_utf16().count() <= 32_767, "{}", cut.len());
+    assert!(
+        cut.ends_with("… [truncated, 40002 chars]"),
+        "{}",
+        &cut[cut.len() - 40..]
+    );
+    for csv in ["results.csv", "diff.csv"] {
+        let ids = read_columns(&report.out_dir.join(csv), &["provider_txn_id"]);
+        assert!(ids.iter().any(|r| r[0] == id), "{csv} keeps the whole id");
+    }
 }

@@ -63,8 +63,22 @@ pub struct Db {
 fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
     fail(
         Failure::Database,
-        format!("database {}: {what}: {e}", crate::mask::url(url)),
+        format!("database {}: {what}: {}", crate::mask::url(url), message(e)),
     )
+}
+
+/// A database error as text. A "line N" in it counts lines of what recon sent the server (a
+/// statement or a COPY stream), never of an input file; the message says so, so nobody looks
+/// for the fault at that line of a statement.
+pub fn message(e: impl std::fmt::Display) -> String {
+    let text = e.to_string();
+    if text.contains(" line ") {
+        format!(
+            "{text} (that line is one of the data recon sent the database, not of any input file)"
+        )
+    } else {
+        text
+    }
 }
 
 /// Whether `url` names a PostgreSQL database.
@@ -352,4 +366,17 @@ impl Db {
 pub struct RunLock {
     _file: Option<File>,
     _pg: Option<sqlx::PgConnection>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_line_in_a_database_error_is_not_taken_for_a_file_line() {
+        let m = super::message("invalid byte sequence for encoding \"UTF8\": 0x00 at line 1798");
+        assert!(m.contains("not of any input file"), "{m}");
+        assert_eq!(
+            super::message("relation x does not exist"),
+            "relation x does not exist"
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
 
 use crate::report::{hostile_env, smtp_email};
-use crate::support::{TestEnv, read_columns};
+use crate::support::{Backend, PAYMENTS_HEADER, Settings, TestEnv, read_columns};
 use calamine::{Data, Reader, Xlsx, open_workbook};
 use recon::report::outbox::{self, AlertStatus};
 use std::io::Write as _;
@@ -228,3 +228,88 @@ async fn a_field_longer_than_an_excel_cell_is_cut_visibly_in_xlsx_and_kept_whole
         assert!(ids.iter().any(|r| r[0] == id), "{csv} keeps the whole id");
     }
 }
+
+/// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected
+/// at its own file and line, identically on both databases, and the run completes with the
+/// other lines (a tab inside a field is text).
+async fn control_characters_reject_their_line_at_the_statement_position(b: Backend) {
+    let env = TestEnv::on(b, Settings::default()).await;
+    env.import(
+        &format!("P-1,{IBAN},10.00,EUR,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"),
+        "A-1,P-1,2026-11-10T09:00:00Z,2026-11-10T09:00:01Z,SUCCEEDED,,\n",
+    )
+    .await;
+    env.statement(&format!(
+        "L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:05:00Z,PAYMENT\n\
+         L-\0-2,R-2,{IBAN},5.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n\
+         L-3,R-\u{1b}[31m,{IBAN},6.00,EUR,2026-11-10T11:00:00Z,PAYMENT\n\
+         L-4,R-4,{IBAN}\u{9b},7.00,EUR,2026-11-10T12:00:00Z,PAYMENT\n\
+         L-5,R-5\twith a tab,{IBAN},8.00,EUR,2026-11-10T13:00:00Z,PAYMENT\n"
+    ));
+    let report = env
+        .try_standard_day("r1")
+        .await
+        .expect("the run completes on both databases");
+    let rejected = read_columns(
+        &report.out_dir.join("rejected.csv"),
+        &["file", "line", "reason"],
+    );
+    let at: Vec<(String, &str)> = rejected
+        .iter()
+        .map(|r| {
+            let file = std::path::Path::new(&r[0]).file_name().expect("name");
+            (
+                format!("{}:{}", file.to_string_lossy(), r[1]),
+                r[2].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        at.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["statement.csv:3", "statement.csv:4", "statement.csv:5"],
+        "{rejected:?}"
+    );
+    assert!(
+        at[0]
+            .1
+            .contains("provider_txn_id holds the control character U+0000"),
+        "{}",
+        at[0].1
+    );
+    assert!(
+        at[1]
+            .1
+            .contains("reference holds the control character U+001B"),
+        "{}",
+        at[1].1
+    );
+    assert!(
+        at[2]
+            .1
+            .contains("recipient holds the control character U+009B"),
+        "{}",
+        at[2].1
+    );
+    let ids: Vec<String> = crate::support::outcomes(&report)
+        .into_iter()
+        .map(|(o, p, l)| format!("{o} {p} {l}"))
+        .collect();
+    assert_eq!(ids, ["MATCHED P-1 L-1", "ORPHAN_AT_PROVIDER  L-5"]);
+
+    // The ledger import refuses such a file whole, naming file, line and column.
+    env.write(
+        "bad.csv",
+        &format!("{PAYMENTS_HEADER}\nP-\0-9,{IBAN},1.00,EUR,PENDING,2026-11-10T09:00:00Z,,,\n"),
+    );
+    let db = env.db().await;
+    let err = recon::ledger::import::import(&db, &env.path("bad.csv"), None)
+        .await
+        .expect_err("a NUL in a payment id");
+    db.close().await;
+    assert!(
+        format!("{err:#}").contains("bad.csv:2: column payment_id: the control character U+0000"),
+        "{err:#}"
+    );
+}
+
+on_both_backends!(control_characters_reject_their_line_at_the_statement_position);

@@ -547,7 +547,9 @@ async fn run_day(
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
         }
-        Err(e) => tracing::error!(run_id, error = %format!("{e:#}"), "Run failed."),
+        Err(e) => {
+            tracing::error!(run_id, error = %crate::exit::bounded(&format!("{e:#}")), "Run failed.")
+        }
     }
     if let Err(e) = &result
         && !opts.dry_run
@@ -555,7 +557,11 @@ async fn run_day(
         // Best effort: the run record says why it failed; nothing else was committed.
         if let Ok(mut tx) = db.begin().await
             && tx
-                .fail_runs(Some(run_id), &format!("{e:#}"), &now())
+                .fail_runs(
+                    Some(run_id),
+                    &crate::exit::bounded(&format!("{e:#}")),
+                    &now(),
+                )
                 .await
                 .is_ok()
         {

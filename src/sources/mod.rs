@@ -1238,12 +1238,9 @@ pub fn check_control(text: &str, held: usize, sha256: Option<&str>) -> Result<()
     Ok(())
 }
 
-/// At most 80 characters of `s` for a message.
-fn cut(s: &str) -> String {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => format!("{}… ({} bytes)", &s[..i], s.len()),
-        None => s.to_string(),
-    }
+/// At most 80 bytes of `s` for a message, with its length when it was cut.
+pub(crate) fn cut(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::exit::cut_to(s, 80)
 }
 
 /// Header of `recon parse` output.

@@ -2,7 +2,7 @@
 //! or hostile input, secrets in odd places. One test per cell; cells already covered
 //! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
 
-use crate::report::{hostile_env, smtp_email};
+use crate::report::{hostile_env, run_bin, smtp_email};
 use crate::support::{Backend, PAYMENTS_HEADER, Settings, TestEnv, read_columns};
 use calamine::{Data, Reader, Xlsx, open_workbook};
 use recon::report::outbox::{self, AlertStatus};
@@ -70,26 +70,22 @@ fn email_with_timeout(port: u16, secs: u64) -> String {
     smtp_email(port, "").replace("timeout_seconds = 10", &format!("timeout_seconds = {secs}"))
 }
 
-/// The status of run `run_id` in `recon_runs`.
-async fn run_status(env: &TestEnv, run_id: &str) -> String {
+/// The status and error of run `run_id` in `recon_runs`.
+async fn run_record(env: &TestEnv, run_id: &str) -> (String, Option<String>) {
     let db = env.db().await;
-    let status = match &db.pool {
-        recon::db::Pool::Sqlite(p) => {
-            sqlx::query_scalar("SELECT status FROM recon_runs WHERE run_id = ?")
-                .bind(run_id)
-                .fetch_one(p)
-                .await
-        }
-        recon::db::Pool::Postgres(p) => {
-            sqlx::query_scalar("SELECT status FROM recon_runs WHERE run_id = $1")
-                .bind(run_id)
-                .fetch_one(p)
-                .await
-        }
+    let sql = "SELECT status, error FROM recon_runs WHERE run_id = $1";
+    let record = match &db.pool {
+        recon::db::Pool::Sqlite(p) => sqlx::query_as(sql).bind(run_id).fetch_one(p).await,
+        recon::db::Pool::Postgres(p) => sqlx::query_as(sql).bind(run_id).fetch_one(p).await,
     }
     .unwrap_or_else(|e| panic!("run {run_id}: {e}"));
     db.close().await;
-    status
+    record
+}
+
+/// The status of run `run_id` in `recon_runs`.
+async fn run_status(env: &TestEnv, run_id: &str) -> String {
+    run_record(env, run_id).await.0
 }
 
 // ----------------------------------------------------------------------------------------
@@ -227,6 +223,58 @@ async fn a_field_longer_than_an_excel_cell_is_cut_visibly_in_xlsx_and_kept_whole
         let ids = read_columns(&report.out_dir.join(csv), &["provider_txn_id"]);
         assert!(ids.iter().any(|r| r[0] == id), "{csv} keeps the whole id");
     }
+}
+
+#[tokio::test]
+async fn a_file_of_nul_bytes_fails_with_a_short_message_and_its_run_is_recorded_failed() {
+    let env = statement_only("").await;
+    std::fs::write(env.path("statement.csv"), vec![0u8; 5 << 20]).expect("write");
+    env.control("statement.csv");
+    let out = run_bin(&env, "r1", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::INPUT),
+        "{}",
+        &stderr[..stderr.len().min(2000)]
+    );
+    assert!(stderr.len() < 64 * 1024, "{} bytes of stderr", stderr.len());
+    assert!(
+        stderr.contains("line 1: the header line is 5242880 bytes, more than the 65536"),
+        "{}",
+        &stderr[..stderr.len().min(2000)]
+    );
+    let (status, error) = run_record(&env, "r1").await;
+    assert_eq!(status, "FAILED");
+    let error = error.expect("the run record says why");
+    assert!(
+        error.len() <= 4096 + 64,
+        "{} bytes of error in recon_runs",
+        error.len()
+    );
+}
+
+#[tokio::test]
+async fn a_field_over_the_limit_rejects_its_line_and_says_how_long_it_was() {
+    let env = statement_only(&format!(
+        "L-1,R-1,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n\
+         L-2,{},{IBAN},11.00,EUR,2026-11-10T11:00:00Z,PAYMENT\n",
+        "R".repeat(100_000)
+    ))
+    .await;
+    let report = env.try_standard_day("r1").await.expect("the run completes");
+    let rejected = read_columns(&report.out_dir.join("rejected.csv"), &["line", "reason"]);
+    assert_eq!(rejected.len(), 1, "{rejected:?}");
+    assert_eq!(rejected[0][0], "3");
+    assert_eq!(
+        rejected[0][1],
+        "column \"reference\": the field is 100000 bytes, more than the 65536 a field may have"
+    );
+    let ids: Vec<String> = crate::support::outcomes(&report)
+        .into_iter()
+        .map(|(o, _, l)| format!("{o} {l}"))
+        .collect();
+    assert_eq!(ids, ["ORPHAN_AT_PROVIDER L-1"]);
 }
 
 /// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected

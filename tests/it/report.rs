@@ -544,7 +544,7 @@ fn recon_bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_recon"))
 }
 
-fn run_bin(env: &TestEnv, run_id: &str, vars: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_bin(env: &TestEnv, run_id: &str, vars: &[(&str, &str)]) -> std::process::Output {
     recon_bin()
         .args(["run", "--config"])
         .arg(&env.config_path)

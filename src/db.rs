@@ -71,7 +71,7 @@ fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
 /// statement or a COPY stream), never of an input file; the message says so, so nobody looks
 /// for the fault at that line of a statement.
 pub fn message(e: impl std::fmt::Display) -> String {
-    let text = e.to_string();
+    let text = crate::mask::secrets(&e.to_string());
     if text.contains(" line ") {
         format!(
             "{text} (that line is one of the data recon sent the database, not of any input file)"

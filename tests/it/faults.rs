@@ -361,3 +361,60 @@ async fn control_characters_reject_their_line_at_the_statement_position(b: Backe
 }
 
 on_both_backends!(control_characters_reject_their_line_at_the_statement_position);
+
+// ----------------------------------------------------------------------------------------
+// Secrets
+// ----------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_database_password_never_shows_whatever_form_the_url_takes() {
+    let admin = crate::support::pg_admin_url();
+    let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
+    let cases = [
+        // A password in the URL query; the database does not exist, so the run fails (5).
+        (
+            format!("{base}/recon_no_such_db?password=s3cr3t-query-1"),
+            "s3cr3t-query-1",
+            recon::exit::DATABASE,
+        ),
+        // A libpq key-value string: not a URL recon takes (3), said without the password.
+        (
+            "host=127.0.0.1 user=bob password=s3cr3t-libpq-2 dbname=x".to_string(),
+            "s3cr3t-libpq-2",
+            recon::exit::CONFIG,
+        ),
+    ];
+    for (url, secret, code) in cases {
+        let env = TestEnv::with(Settings {
+            database_url: Some(url),
+            ..Settings::default()
+        });
+        let out = run_bin(&env, "r1", &[]);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert!(stderr.contains("***"), "the URL is named, masked: {stderr}");
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{stderr}"
+        );
+    }
+    // A TOML error on the database_url line quotes that line: masked too, the position kept.
+    let env = TestEnv::new();
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    env.write(
+        "recon.toml",
+        &config.replace(
+            "database_url = \"sqlite://recon.db\"",
+            "database_url = \"postgres://bob:s3cr3t-toml-3@db/x",
+        ),
+    );
+    let out = run_bin(&env, "r1", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{stderr}");
+    assert!(stderr.contains("line 2"), "{stderr}");
+    assert!(stderr.contains("postgres://bob:***@db/x"), "{stderr}");
+    assert!(!stderr.contains("s3cr3t-toml-3"), "{stderr}");
+}

@@ -64,17 +64,34 @@ fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<
     if let Some(i) = column_index(name) {
         return Ok(i);
     }
-    header
-        .and_then(|h| h.iter().position(|h| h == name.trim()))
-        .ok_or_else(|| {
-            fail(
-                Failure::Input,
-                format!(
-                    "{file}: column {name:?} (config key columns.{key}) is not in the header; found {}",
-                    header_text(header.unwrap_or(&[]))
-                ),
-            )
-        })
+    let mut at = header
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| *h == name.trim())
+        .map(|(i, _)| i);
+    let first = at.next();
+    // Reading the first of two same-named columns would be a silent guess.
+    if let (Some(a), Some(b)) = (first, at.next()) {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{file}: column {name:?} (config key columns.{key}) appears twice in the header, as column {} and column {} (hint: rename one, or map the column by position, \"#{}\")",
+                a + 1,
+                b + 1,
+                a + 1
+            ),
+        ));
+    }
+    first.ok_or_else(|| {
+        fail(
+            Failure::Input,
+            format!(
+                "{file}: column {name:?} (config key columns.{key}) is not in the header; found {}",
+                header_text(header.unwrap_or(&[]))
+            ),
+        )
+    })
 }
 
 /// One row of a table, whatever the file format: text cells (CSV) or typed cells (xlsx).

@@ -277,6 +277,35 @@ async fn a_field_over_the_limit_rejects_its_line_and_says_how_long_it_was() {
     assert_eq!(ids, ["ORPHAN_AT_PROVIDER L-1"]);
 }
 
+#[tokio::test]
+async fn a_mapped_column_named_twice_in_the_header_is_an_error_naming_both_positions() {
+    let env = statement_only("").await;
+    env.deliver_csv(
+        "statement.csv",
+        "id,reference,recipient,amount,currency,amount,booked_at,type",
+        &format!("L-1,R-1,{IBAN},10.00,EUR,99.00,2026-11-10T10:00:00Z,PAYMENT\n"),
+    );
+    let err = env
+        .try_standard_day("r1")
+        .await
+        .expect_err("which amount is meant?");
+    assert_eq!(recon::exit::code_for(&err), recon::exit::INPUT);
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("column \"amount\" (config key columns.amount) appears twice in the header, as column 4 and column 6"),
+        "{msg}"
+    );
+    // An unmapped duplicate is no question: the run reads the file.
+    env.deliver_csv(
+        "statement.csv",
+        "id,reference,recipient,amount,currency,note,booked_at,type,note",
+        &format!("L-1,R-1,{IBAN},10.00,EUR,a,2026-11-10T10:00:00Z,PAYMENT,b\n"),
+    );
+    env.try_standard_day("r2")
+        .await
+        .expect("an unmapped duplicate is fine");
+}
+
 /// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected
 /// at its own file and line, identically on both databases, and the run completes with the
 /// other lines (a tab inside a field is text).

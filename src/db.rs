@@ -81,6 +81,35 @@ pub fn message(e: impl std::fmt::Display) -> String {
     }
 }
 
+/// How long the first connection to PostgreSQL may take (a slow or loaded server).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One connection before the pool: the pool retries a refused connection until its acquire
+/// timeout (30 s) and then only says it timed out. A refused connection, a wrong password
+/// or a missing database fails here at once with what the server or the OS said; a server
+/// that is merely slow still gets [`CONNECT_TIMEOUT`].
+async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect_with(opts)).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(sqlx::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(db_error(
+                url,
+                "cannot connect: connection refused (hint: is PostgreSQL running and listening at that host and port?)",
+                e,
+            ))
+        }
+        Ok(Err(e)) => Err(db_error(url, "cannot connect", e)),
+        Err(_) => Err(db_error(
+            url,
+            "cannot connect",
+            format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()),
+        )),
+    }
+}
+
 /// Whether `url` names a PostgreSQL database.
 pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
@@ -91,9 +120,10 @@ impl Db {
     pub async fn connect(url: &str) -> Result<Db> {
         if is_postgres(url) {
             let opts = PgConnectOptions::from_str(url).map_err(|e| db_error(url, "bad URL", e))?;
+            probe(url, &opts).await?;
             let pool = PgPoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(Duration::from_secs(30))
+                .acquire_timeout(CONNECT_TIMEOUT)
                 .connect_with(opts)
                 .await
                 .map_err(|e| db_error(url, "cannot connect", e))?;

@@ -392,6 +392,31 @@ async fn control_characters_reject_their_line_at_the_statement_position(b: Backe
 on_both_backends!(control_characters_reject_their_line_at_the_statement_position);
 
 // ----------------------------------------------------------------------------------------
+// PostgreSQL
+// ----------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_unreachable_postgresql_fails_fast_and_says_connection_refused() {
+    // Nothing listens on port 1 of loopback: the OS refuses at once.
+    let env = TestEnv::with(Settings {
+        database_url: Some("postgres://root@127.0.0.1:1/test".into()),
+        ..Settings::default()
+    });
+    let started = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(20), env.try_standard_day("r1"))
+        .await
+        .expect("the run returns")
+        .expect_err("no database");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(recon::exit::code_for(&err), recon::exit::DATABASE);
+    assert!(format!("{err:#}").contains("connection refused"), "{err:#}");
+}
+
+// ----------------------------------------------------------------------------------------
 // Secrets
 // ----------------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 //! or hostile input, secrets in odd places. One test per cell; cells already covered
 //! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
 
-use crate::report::{hostile_env, run_bin, smtp_email};
+use crate::report::{file_email, hostile_env, parse_message, run_bin, smtp_email};
 use crate::support::{Backend, PAYMENTS_HEADER, Settings, TestEnv, read_columns};
 use calamine::{Data, Reader, Xlsx, open_workbook};
 use recon::report::outbox::{self, AlertStatus};
@@ -304,6 +304,58 @@ async fn a_mapped_column_named_twice_in_the_header_is_an_error_naming_both_posit
     env.try_standard_day("r2")
         .await
         .expect("an unmapped duplicate is fine");
+}
+
+#[tokio::test]
+async fn invisible_characters_show_escaped_in_results_reports_and_the_email() {
+    let env = TestEnv::with(Settings {
+        extra: file_email(),
+        ..Settings::default()
+    });
+    env.import("", "").await;
+    // The ledger is the customer's database: a NUL can come from it (SQLite keeps one), and
+    // a NUL before `=` must not hide a formula.
+    env.exec(
+        "INSERT INTO payments VALUES (char(0) || '=HYPERLINK(\"http://evil.test\")', \
+         'DE89370400440532013000', 1000, 'EUR', 'PENDING', '2026-11-10 09:00:00.000000', \
+         NULL, NULL, NULL, '2026-11-10 09:00:00.000000')",
+    )
+    .await;
+    // A right-to-left override in a provider id and an isolate in a reference.
+    env.statement(&format!(
+        "L-\u{202e}1gnp.exe,R-\u{2066}x,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"
+    ));
+    let report = env.try_standard_day("r1").await.expect("run");
+    let raw = |text: &str| text.contains(['\0', '\u{202e}', '\u{2066}']);
+    let results = std::fs::read_to_string(report.out_dir.join("results.csv")).expect("csv");
+    assert!(!raw(&results), "{results:?}");
+    let ids = read_columns(
+        &report.out_dir.join("results.csv"),
+        &["payment_id", "provider_txn_id"],
+    );
+    assert!(
+        ids.iter()
+            .any(|r| r[0] == "<U+0000>=HYPERLINK(\"http://evil.test\")"),
+        "{ids:?}"
+    );
+    assert!(ids.iter().any(|r| r[1] == "L-<U+202E>1gnp.exe"), "{ids:?}");
+    let html = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
+    assert!(!raw(&html));
+    assert!(html.contains("L-&lt;U+202E&gt;1gnp.exe"));
+    let eml = std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml");
+    let (_, parts) = parse_message(&eml);
+    let body = |mime: &str| {
+        parts
+            .iter()
+            .find(|p| p.header("content-type").starts_with(mime))
+            .unwrap_or_else(|| panic!("no {mime} part"))
+            .text()
+    };
+    let (text, html) = (body("text/plain"), body("text/html"));
+    assert!(!raw(&text) && !raw(&html), "{text}");
+    assert!(text.contains("L-<U+202E>1gnp.exe"), "{text}");
+    assert!(text.contains("R-<U+2066>x"), "{text}");
+    assert!(html.contains("L-&lt;U+202E&gt;1gnp.exe"), "{html}");
 }
 
 /// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected

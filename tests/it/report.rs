@@ -271,16 +271,16 @@ impl Drop for SmtpServer {
 
 /// One leaf part: its headers (lower-case names) and decoded body.
 #[derive(Debug)]
-struct Part {
+pub(crate) struct Part {
     headers: BTreeMap<String, String>,
     body: Vec<u8>,
 }
 
 impl Part {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers.get(name).map(String::as_str).unwrap_or("")
     }
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("utf-8 body")
     }
 }
@@ -335,7 +335,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 }
 
 /// Top-level headers and every leaf part of a message.
-fn parse_message(raw: &str) -> (BTreeMap<String, String>, Vec<Part>) {
+pub(crate) fn parse_message(raw: &str) -> (BTreeMap<String, String>, Vec<Part>) {
     let raw = raw.replace("\r\n", "\n");
     let (headers, body) = split_headers(&raw);
     let mut parts = Vec::new();
@@ -396,7 +396,7 @@ fn attachment<'a>(parts: &'a [Part], name: &str) -> &'a Part {
 // ----------------------------------------------------------------------------------------
 
 /// `[email]` with the file transport.
-fn file_email() -> String {
+pub(crate) fn file_email() -> String {
     "[email]\nfrom = \"recon <recon@bank.test>\"\nto = [\"finance@bank.test\"]\n\
      [email.extra_recipients]\nFAILED_BUT_PAID = [\"treasury@bank.test\"]\npending = [\"ops@bank.test\"]\n"
         .to_string()

@@ -286,14 +286,14 @@ pub async fn flush(cfg: &EmailConfig, output_dir: &Path) -> (usize, usize, Optio
         match result {
             Ok(Some(claim)) => {
                 sent += 1;
-                tracing::info!(message = %eml.display(), "Queued alert sent.");
+                tracing::info!(queued = %eml.display(), "Queued alert sent.");
                 claim.remove();
             }
             // Another run is delivering it right now.
             Ok(None) => busy += 1,
             Err(e) => {
                 let error = format!("{e:#}");
-                tracing::error!(message = %eml.display(), error = %error, "Queued alert not sent; kept in the outbox.");
+                tracing::error!(queued = %eml.display(), error = %error, "Queued alert not sent; kept in the outbox.");
                 return (sent, queue.len() - k + busy, Some(error));
             }
         }

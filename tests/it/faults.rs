@@ -171,6 +171,37 @@ async fn the_alert_is_queued_before_sending_and_the_lock_does_not_wait_for_smtp(
     assert_eq!(outbox::queued(&env.path("out")).expect("outbox").len(), 2);
 }
 
+#[tokio::test]
+async fn outbox_log_lines_are_json_with_one_message_key() {
+    // Nothing listens on the port: r1's alert is queued; r2 tries it first and logs why not.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let env = hostile_env(email_with_timeout(port, 1)).await;
+    assert_eq!(
+        run_bin(&env, "r1", &[]).status.code(),
+        Some(recon::exit::ALERT_FAILED)
+    );
+    let out = run_bin(&env, "r2", &[]);
+    assert_eq!(out.status.code(), Some(recon::exit::ALERT_FAILED));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("Queued alert not sent"))
+        .unwrap_or_else(|| panic!("no outbox line in {stderr}"));
+    let record: serde_json::Value = serde_json::from_str(line).expect("a JSON log line");
+    assert!(
+        record["fields"]["queued"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("r1.eml")),
+        "{line}"
+    );
+    // serde_json keeps the last of two equal keys: count them in the text.
+    assert_eq!(line.matches("\"message\":").count(), 1, "{line}");
+}
+
 // ----------------------------------------------------------------------------------------
 // Giant and hostile input
 // ----------------------------------------------------------------------------------------

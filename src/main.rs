@@ -277,7 +277,7 @@ fn main() {
         Ok(rt) => match rt.block_on(dispatch(cli.command)) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", exit::bounded(&format!("{e:#}")));
                 exit::code_for(&e)
             }
         },

@@ -84,6 +84,12 @@ fn read_csv(path: &Path, columns: &[&str]) -> Result<Vec<(u64, Vec<String>)>> {
                     ));
                     continue;
                 }
+                if let Some((c, why)) = idx.iter().zip(columns).find_map(|(&i, c)| {
+                    crate::sources::text::control_character(&r[i]).map(|why| (c, why))
+                }) {
+                    errors.push(format!("{file}:{line}: column {c}: {why}"));
+                    continue;
+                }
                 rows.push((line, idx.iter().map(|&i| r[i].to_string()).collect()));
             }
             Err(e) => {

@@ -507,16 +507,10 @@ pub(crate) fn utc(t: Micros) -> String {
     crate::timeparse::format_utc(t)
 }
 
-/// Replaces control characters (terminal escapes, stray CRs) in text shown in plain text.
+/// Text shown as plain text (the email, the terminal): every control character (terminal
+/// escapes, stray CRs and line breaks) and bidirectional control written as `<U+XXXX>`.
 pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        s.chars()
-            .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-            .collect::<String>()
-            .into()
-    } else {
-        s.into()
-    }
+    crate::outputs::escape_chars(s, |c| c.is_control() || crate::outputs::is_bidi_control(c))
 }
 
 #[cfg(test)]
@@ -603,7 +597,8 @@ mod tests {
 
     #[test]
     fn control_characters_are_replaced_in_text() {
-        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a\u{FFFD}[31mb\u{FFFD}");
+        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a<U+001B>[31mb<U+000D>");
+        assert_eq!(text_safe("x\u{202e}y"), "x<U+202E>y");
         assert_eq!(text_safe("plain"), "plain");
     }
 }

@@ -113,6 +113,11 @@ pub enum RowOrder {
     Payment,
 }
 
+/// With busy recipients, the share of the payments that may share a recipient which take one
+/// from the pool of `payments / 5` recipients, per 10 000 (about 2.5 payments a pooled
+/// recipient).
+const BUSY_SHARE_PER_10K: u64 = 6_000;
+
 /// Default share of payments that end in a ticket, per 10 000 (6 %).
 pub const DEFAULT_EXCEPTIONS_PER_10K: u32 = 600;
 /// Largest accepted `exceptions_per_10k` (the other kinds need the rest of the payments).
@@ -159,6 +164,9 @@ pub struct GenerateOptions {
     /// although FAILED, missing at the provider), per 10 000 payments; orphan lines scale with
     /// them.
     pub exceptions_per_10k: u32,
+    /// Recipients paid several times a day (a pool of `payments / 5` shared by most payments
+    /// whose lines are named), and 1 % of payments lost twins of a payment named by its line.
+    pub busy_recipients: bool,
 }
 
 impl GenerateOptions {
@@ -172,6 +180,7 @@ impl GenerateOptions {
             ids: IdStyle::default(),
             order: RowOrder::default(),
             exceptions_per_10k: DEFAULT_EXCEPTIONS_PER_10K,
+            busy_recipients: false,
         }
     }
 }
@@ -444,6 +453,10 @@ enum Kind {
     NearMiss,
     /// PENDING → NOT_SUBMITTED.
     Pending,
+    /// UNKNOWN, no line, the twin of a `MatchedRef` payment (same recipient, money, minutes
+    /// apart) whose line names it inside this one's window → RESOLVED_FAILED: a line proven to
+    /// be another payment's is no look-alike ([`GenerateOptions::busy_recipients`] only).
+    LostTwin,
 }
 
 impl Kind {
@@ -457,7 +470,11 @@ impl Kind {
             | Kind::AmountMismatch
             | Kind::CurrencyMismatch
             | Kind::Twin => "SUCCEEDED",
-            Kind::UnknownRef | Kind::UnknownFuzzy | Kind::UnknownNone | Kind::NearMiss => "UNKNOWN",
+            Kind::UnknownRef
+            | Kind::UnknownFuzzy
+            | Kind::UnknownNone
+            | Kind::NearMiss
+            | Kind::LostTwin => "UNKNOWN",
             Kind::SubmittingRef | Kind::SubmittingNone => "SUBMITTING",
             Kind::FailedPaid | Kind::FailedOk => "FAILED",
             Kind::Pending => "PENDING",
@@ -468,7 +485,7 @@ impl Kind {
         match self {
             Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy => MATCHED,
             Kind::UnknownRef | Kind::UnknownFuzzy | Kind::SubmittingRef => RESOLVED_SUCCEEDED,
-            Kind::SubmittingNone | Kind::UnknownNone => RESOLVED_FAILED,
+            Kind::SubmittingNone | Kind::UnknownNone | Kind::LostTwin => RESOLVED_FAILED,
             Kind::Missing => MISSING_AT_PROVIDER,
             Kind::Duplicate => DUPLICATE_AT_PROVIDER,
             Kind::AmountMismatch => AMOUNT_MISMATCH,
@@ -522,8 +539,12 @@ fn share(n: usize, per_10k: u64) -> usize {
     ((n as u64 * per_10k + 5_000) / 10_000) as usize
 }
 
+/// Lost twins per 10 000 payments with busy recipients (each pairs with a `MatchedRef`, so twice
+/// as many payments are in a twin pair).
+const LOST_TWINS_PER_10K: u64 = 100;
+
 /// The kinds of `n` payments, in planning order (shuffled by the caller).
-fn plan(n: usize, exceptions_per_10k: u32) -> Vec<Kind> {
+fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
     let mut kinds = Vec::with_capacity(n);
     // Keep one slot for a plain MATCHED payment (refunds need one).
     let mut remaining = n.saturating_sub(1);
@@ -544,7 +565,14 @@ fn plan(n: usize, exceptions_per_10k: u32) -> Vec<Kind> {
         kinds.extend(std::iter::repeat_n(kind, take));
         remaining -= take;
     }
+    let planned = kinds.len();
     kinds.resize(n, Kind::MatchedRef);
+    if busy {
+        // Each lost twin needs a MatchedRef partner, and one MatchedRef stays plain.
+        let plain = n - planned;
+        let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
+        kinds[planned..planned + lost].fill(Kind::LostTwin);
+    }
     kinds
 }
 
@@ -764,14 +792,14 @@ fn digits(n: usize) -> usize {
 impl Data {
     fn build(opts: &GenerateOptions, rng: &mut Rng) -> Self {
         let n = opts.payments;
-        let mut kinds = plan(n, opts.exceptions_per_10k);
+        let mut kinds = plan(n, opts.exceptions_per_10k, opts.busy_recipients);
         shuffle(&mut kinds, rng);
         let bban = Bban::new(rng);
         // Drawn in either style, so that both spell the same world.
         let salts = [(); 6].map(|()| rng.next_u64());
         let pay_width = digits(n).max(7);
-        // Shared recipients (only ever used by identifier-matched and PENDING payments).
-        let pool = (n as u64 / 50).max(1);
+        // Shared recipients (only ever used by payments whose lines are named).
+        let pool = (n as u64 / if opts.busy_recipients { 5 } else { 50 }).max(1);
         let mut next_recipient = pool;
         let mut fresh = move || {
             next_recipient += 1;
@@ -784,8 +812,26 @@ impl Data {
             let idx = i as u32;
             let cur = pick_currency(rng);
             let amount = pick_amount(rng, cur);
-            let shared = matches!(kind, Kind::MatchedRef | Kind::MatchedRetry | Kind::Pending)
-                && rng.chance(1_000);
+            let shared = if opts.busy_recipients {
+                // Recipients paid several times a day: every kind whose line (if any) is named
+                // by identifier with the payment's own money, so that no other payment's
+                // outcome depends on it.
+                matches!(
+                    kind,
+                    Kind::MatchedRef
+                        | Kind::MatchedRetry
+                        | Kind::Pending
+                        | Kind::UnknownRef
+                        | Kind::SubmittingRef
+                        | Kind::UnknownNone
+                        | Kind::SubmittingNone
+                        | Kind::Missing
+                        | Kind::FailedOk
+                ) && rng.chance(BUSY_SHARE_PER_10K)
+            } else {
+                matches!(kind, Kind::MatchedRef | Kind::MatchedRetry | Kind::Pending)
+                    && rng.chance(1_000)
+            };
             let recipient = if shared { rng.below(pool) } else { fresh() };
             let (started, retry_gap) = match kind {
                 Kind::Twin => (rng.between(0, DAY - 1 - MINUTE), 0),
@@ -906,6 +952,7 @@ impl Data {
                 | Kind::Missing
                 | Kind::FailedOk
                 | Kind::Twin
+                | Kind::LostTwin
                 | Kind::Pending => {}
             }
             pays.push(pay);
@@ -939,6 +986,38 @@ impl Data {
                 amount,
                 booked,
             });
+        }
+
+        // Lost twins: each copies a distinct plain MatchedRef's money and recipient and starts
+        // minutes after it; the partner's line, which names the partner, is booked inside both
+        // windows.
+        let lost: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::LostTwin).collect();
+        if !lost.is_empty() {
+            let mut line_of: Vec<u32> = vec![NONE; n];
+            for (k, l) in lines.iter().enumerate() {
+                if l.pay != NONE && line_of[l.pay as usize] == NONE {
+                    line_of[l.pay as usize] = k as u32;
+                }
+            }
+            let partners = (0..n).filter(|&i| {
+                kinds[i] == Kind::MatchedRef
+                    && pays[i].started < DAY - HOUR
+                    && line_of[i] != NONE
+                    && pays[i].partner == NONE
+            });
+            for (b, a) in lost.into_iter().zip(partners.collect::<Vec<_>>()) {
+                let (cur, amount, recipient) = (pays[a].cur, pays[a].amount, pays[a].recipient);
+                let started = pays[a].started + rng.between(MINUTE, 10 * MINUTE);
+                let twin = &mut pays[b];
+                twin.cur = cur;
+                twin.amount = amount;
+                twin.recipient = recipient;
+                twin.started = started;
+                twin.created = (started - rng.between(1, 5)).max(0);
+                pays[a].partner = b as u32;
+                let line = &mut lines[line_of[a] as usize];
+                line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
+            }
         }
 
         // Lines no payment claims are reported by the run whose day they are booked on, so
@@ -1875,7 +1954,7 @@ mod tests {
     fn the_ticket_kinds_scale_with_the_exception_share() {
         let n = 100_000;
         for per_10k in [140, 600, 1_500] {
-            let kinds = plan(n, per_10k);
+            let kinds = plan(n, per_10k, false);
             let tickets = kinds
                 .iter()
                 .filter(|k| PLAN[..TICKET_KINDS].iter().any(|(t, _, _)| t == *k))
@@ -1891,7 +1970,7 @@ mod tests {
     #[test]
     fn the_plan_covers_every_kind_and_keeps_a_plain_match() {
         for n in [0, 1, 2, 17, 18, 19, 50, 1_000, 123_457] {
-            let kinds = plan(n, DEFAULT_EXCEPTIONS_PER_10K);
+            let kinds = plan(n, DEFAULT_EXCEPTIONS_PER_10K, false);
             assert_eq!(kinds.len(), n);
             let twins = kinds.iter().filter(|k| **k == Kind::Twin).count();
             assert_eq!(twins % 2, 0);

@@ -23,7 +23,6 @@ pub mod money;
 pub mod normalize;
 pub mod outcome;
 pub mod outputs;
-pub mod prefetch;
 pub mod report;
 pub mod rules;
 pub mod run;

@@ -13,10 +13,12 @@
 //!
 //! The data is shaped like a payment service's (see [`GenerateOptions::new`]): UUID v4 payment
 //! and attempt ids, provider ids `pt_` + 24 hex digits, payments in creation order, attempts in
-//! start order, statement lines in booking order, and 6 % of payments ending in a ticket. The
-//! old short sequential ids, payment order and exception share stay available
-//! ([`IdStyle::Short`], [`RowOrder::Payment`], `exceptions_per_10k = 140`) to compare against:
-//! the same seed spells the same world in every style.
+//! start order, statement lines in booking order, 6 % of payments ending in a ticket, and
+//! recipients paid several times a day (with lost twins of named payments). The old short
+//! sequential ids, payment order, exception share and distinct recipients stay available
+//! ([`IdStyle::Short`], [`RowOrder::Payment`], `exceptions_per_10k = 140`,
+//! `busy_recipients = false`) to compare against: the same seed spells the same world in every
+//! id style and row order.
 //!
 //! [`score`] compares recon's `results.csv` with `expected.csv`.
 //!
@@ -170,7 +172,7 @@ pub struct GenerateOptions {
 }
 
 impl GenerateOptions {
-    /// Realistic defaults: UUID ids, rows in time order, 6 % exceptions.
+    /// Realistic defaults: UUID ids, rows in time order, 6 % exceptions, busy recipients.
     pub fn new(out_dir: impl Into<PathBuf>, payments: usize, seed: u64, date: NaiveDate) -> Self {
         Self {
             out_dir: out_dir.into(),
@@ -180,7 +182,7 @@ impl GenerateOptions {
             ids: IdStyle::default(),
             order: RowOrder::default(),
             exceptions_per_10k: DEFAULT_EXCEPTIONS_PER_10K,
-            busy_recipients: false,
+            busy_recipients: true,
         }
     }
 }

@@ -154,10 +154,11 @@ enum Command {
         /// Percent of payments that end in a ticket (e.g. 6 or 1.4).
         #[arg(long, default_value = "6", value_parser = recon::generate::parse_percent_per_10k, conflicts_with = "days")]
         exceptions: u32,
-        /// Recipients paid several times a day, and 1 % of payments lost twins (same
-        /// recipient and money, minutes apart) of a payment its line names.
+        /// Recipients paid once each (the old data), instead of several times a day with 1 %
+        /// of payments lost twins (same recipient and money, minutes apart) of a payment its
+        /// line names.
         #[arg(long, conflicts_with = "days")]
-        busy_recipients: bool,
+        distinct_recipients: bool,
     },
     /// Compare a run's results.csv with a generated expected.csv.
     Score {
@@ -522,14 +523,14 @@ async fn dispatch(command: Command) -> Result<i32> {
             ids,
             order,
             exceptions,
-            busy_recipients,
+            distinct_recipients,
             ..
         } => {
             let report = recon::generate::generate(&recon::generate::GenerateOptions {
                 ids,
                 order,
                 exceptions_per_10k: exceptions,
-                busy_recipients,
+                busy_recipients: !distinct_recipients,
                 ..recon::generate::GenerateOptions::new(
                     out,
                     payments.unwrap_or(10_000),

@@ -181,7 +181,7 @@ fn every_outcome_appears_with_2000_payments_and_the_report_counts_match() {
         rows(&dir.path().join("attempts.csv")).len()
     );
     // MATCHED is the bulk, every special case is at least 0.1 %.
-    assert!(counts["MATCHED"] >= 1600, "{counts:?}");
+    assert!(counts["MATCHED"] >= 1500, "{counts:?}");
     for (outcome, n) in &counts {
         assert!(*n >= 2, "{outcome} appears only {n} times in {counts:?}");
     }
@@ -476,9 +476,9 @@ fn ledger_rows_are_consistent() {
     assert_eq!(statuses.len(), 5, "{statuses:?}");
     let submitted = payments.iter().filter(|p| p["status"] != "PENDING").count();
     assert_eq!(attempts.len(), submitted + retried);
-    // Most recipients are distinct, some are shared.
-    assert!(recipients.values().any(|&n| n > 1));
-    assert!(recipients.len() > payments.len() * 9 / 10);
+    // Recipients are paid several times a day, and many only once.
+    assert!(recipients.values().any(|&n| n >= 3));
+    assert!(recipients.values().filter(|&&n| n == 1).count() > payments.len() / 3);
 }
 
 #[test]
@@ -1023,11 +1023,7 @@ async fn run_generated(dir: &Path, report: &GenerateReport) -> std::path::PathBu
 #[tokio::test]
 async fn busy_recipients_and_lost_twins_resolve_without_extra_review() {
     let dir = tempfile::tempdir().unwrap();
-    let report = generate::generate(&GenerateOptions {
-        busy_recipients: true,
-        ..GenerateOptions::new(dir.path(), 12_000, 21, date())
-    })
-    .unwrap();
+    let report = gen_into(dir.path(), 12_000, 21);
     check_against_oracle(dir.path());
     let payments = rows(&dir.path().join("payments.csv"));
     let mut per_recipient: HashMap<&str, usize> = HashMap::new();

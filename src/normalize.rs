@@ -53,6 +53,21 @@ fn apply_step(step: Step, s: &str) -> String {
 
 /// Applies `steps` in order; borrows when the value is already in normal form.
 pub fn apply<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
+    if value.is_ascii() && value.len() <= STACK_KEY {
+        // Byte checks instead of char iteration per step; a copy only when something changes.
+        return with_applied(steps, value, |s| {
+            if std::ptr::eq(s, value) {
+                Cow::Borrowed(value)
+            } else {
+                Cow::Owned(s.to_owned())
+            }
+        });
+    }
+    apply_slowly(steps, value)
+}
+
+/// [`apply`] step by step (any text).
+fn apply_slowly<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
     let mut s = Cow::Borrowed(value);
     for &step in steps {
         if !is_fixed_point(step, &s) {
@@ -72,7 +87,7 @@ const STACK_KEY: usize = 96;
 /// removing all white space), so the steps are applied as a set.
 pub fn with_applied<R>(steps: &[Step], value: &str, f: impl FnOnce(&str) -> R) -> R {
     if !value.is_ascii() || value.len() > STACK_KEY {
-        return f(&apply(steps, value));
+        return f(&apply_slowly(steps, value));
     }
     let (mut upper, mut no_spaces, mut trim) = (false, false, false);
     for step in steps {
@@ -83,8 +98,26 @@ pub fn with_applied<R>(steps: &[Step], value: &str, f: impl FnOnce(&str) -> R) -
             Step::FoldWidth => {}
         }
     }
-    let white = |b: u8| char::from(b).is_whitespace();
+    // ASCII white space as `char::is_whitespace` has it: space and U+0009..=U+000D.
+    let white = |b: u8| b == b' ' || (b'\t'..=b'\r').contains(&b);
     let bytes = value.as_bytes();
+    let spaced = (trim || no_spaces) && bytes.iter().fold(false, |seen, &b| seen | white(b));
+    let lower = upper
+        && bytes
+            .iter()
+            .fold(false, |seen, &b| seen | b.is_ascii_lowercase());
+    if !spaced && !lower {
+        // Already in normal form (most keys of most passes).
+        return f(value);
+    }
+    let mut buf = [0u8; STACK_KEY];
+    if !spaced {
+        // Only the case changes (a lower-case UUID or provider id).
+        let out = &mut buf[..bytes.len()];
+        out.copy_from_slice(bytes);
+        out.make_ascii_uppercase();
+        return f(std::str::from_utf8(out).unwrap_or_default());
+    }
     let bytes = if trim || no_spaces {
         let start = bytes.iter().position(|&b| !white(b)).unwrap_or(bytes.len());
         let end = bytes
@@ -95,7 +128,6 @@ pub fn with_applied<R>(steps: &[Step], value: &str, f: impl FnOnce(&str) -> R) -
     } else {
         bytes
     };
-    let mut buf = [0u8; STACK_KEY];
     let mut n = 0;
     for &b in bytes {
         if no_spaces && white(b) {
@@ -180,8 +212,15 @@ mod tests {
         ];
         for steps in step_sets {
             for v in values {
-                let want = apply(steps, v).into_owned();
+                let want = apply_slowly(steps, v).into_owned();
                 with_applied(steps, v, |got| assert_eq!(got, want, "{steps:?} {v:?}"));
+                let fast = apply(steps, v);
+                assert_eq!(fast, want, "{steps:?} {v:?}");
+                // ASCII is borrowed exactly when nothing changes.
+                if v.is_ascii() {
+                    let borrowed = matches!(fast, Cow::Borrowed(_));
+                    assert_eq!(borrowed, want == *v, "{steps:?} {v:?}");
+                }
             }
         }
     }

@@ -1339,26 +1339,6 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
     for f in files {
         read_file(src, f, &mut load)?;
     }
-    let mut w = ::csv::Writer::from_writer(out);
-    w.write_record(CANONICAL_HEADER)?;
-    for l in &load.lines {
-        w.write_record([
-            crate::outputs::csv_safe(&l.source).as_ref(),
-            crate::outputs::csv_safe(&l.position()).as_ref(),
-            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
-            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
-            &if l.recipient.is_empty() {
-                String::new()
-            } else {
-                crate::mask::account(&l.recipient)
-            },
-            &crate::money::format_minor(l.amount_minor, l.currency),
-            l.currency,
-            &l.booked_text(),
-            l.kind.as_str(),
-        ])?;
-    }
-    w.flush()?;
     for f in &load.facts {
         writeln!(notes, "{}", f.describe())?;
     }
@@ -1389,6 +1369,27 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             ),
         ));
     }
+    // Only a file that reads whole prints lines: a rejected line above returned first.
+    let mut w = ::csv::Writer::from_writer(out);
+    w.write_record(CANONICAL_HEADER)?;
+    for l in &load.lines {
+        w.write_record([
+            crate::outputs::csv_safe(&l.source).as_ref(),
+            crate::outputs::csv_safe(&l.position()).as_ref(),
+            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
+            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
+            &if l.recipient.is_empty() {
+                String::new()
+            } else {
+                crate::mask::account(&l.recipient)
+            },
+            &crate::money::format_minor(l.amount_minor, l.currency),
+            l.currency,
+            &l.booked_text(),
+            l.kind.as_str(),
+        ])?;
+    }
+    w.flush()?;
     Ok(())
 }
 

@@ -1110,3 +1110,28 @@ fn rows_that_are_not_booked_are_counted_not_loaded() {
     );
     assert!(e.contains("columns.status"), "{e}");
 }
+
+/// Issue 15 point 3: `recon parse` prints nothing to stdout unless the whole input reads; the
+/// rejected line is the error.
+#[test]
+fn parse_prints_no_line_of_a_file_with_a_rejected_line() {
+    let cfg = csv_source("");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(
+        &bad,
+        "Datum;Betrag;Text\n27.11.2026;1,00;first\n27.11.2026;zwei;second\n27.11.2026;3,00;third\n",
+    )
+    .expect("write");
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    let err = sources::print_canonical(&cfg, std::slice::from_ref(&bad), &mut out, &mut notes)
+        .expect_err("a rejected line fails the parse");
+    assert!(out.is_empty(), "printed: {}", String::from_utf8_lossy(&out));
+    assert!(format!("{err:#}").contains("bad.csv:3"), "{err:#}");
+    // The same file without the bad line prints its lines.
+    let good = dir.path().join("good.csv");
+    std::fs::write(&good, "Datum;Betrag;Text\n27.11.2026;1,00;first\n").expect("write");
+    sources::print_canonical(&cfg, std::slice::from_ref(&good), &mut out, &mut notes)
+        .expect("parses");
+    assert_eq!(String::from_utf8_lossy(&out).lines().count(), 2);
+}

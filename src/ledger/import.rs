@@ -1,10 +1,23 @@
 //! `recon ledger import`: loads payments (and attempts) from CSV into the database.
 //! All rows are validated first; any bad row rejects the whole import (nothing half-imported).
+//!
+//! Each file is read once, record by record into one reused `csv::ByteRecord`, and validated
+//! in the same pass. The rows then go into the database in one transaction through each
+//! backend's bulk path: a prepared statement stepped through the raw sqlite3 handle
+//! ([`sqlite`]), `COPY … FROM STDIN` on PostgreSQL ([`postgres`]).
+
+mod postgres;
+mod sqlite;
 
 use super::Status;
 use crate::exit::{Failure, fail};
+use crate::keyindex::KeyIndex;
+use crate::store::Tx;
+use crate::timeparse::Micros;
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
+use compact_str::CompactString;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
@@ -40,218 +53,381 @@ pub struct ImportReport {
     pub attempts: usize,
 }
 
-type PaymentRow = crate::store::PaymentInsert;
-type AttemptRow = crate::store::AttemptInsert;
-
-fn opt(s: &str) -> Option<String> {
-    let t = normalize::text(s);
-    (!t.is_empty()).then(|| t.to_string())
+/// A validated payment row and the file line it came from.
+#[derive(Debug, Clone)]
+struct PaymentRow {
+    line: u64,
+    payment_id: CompactString,
+    recipient: CompactString,
+    amount_minor: i64,
+    currency: &'static str,
+    status: Status,
+    created_at: Micros,
+    started_at: Option<Micros>,
+    attempt_id: Option<CompactString>,
+    provider_payment_id: Option<CompactString>,
 }
 
-/// Reads a CSV whose header must contain `columns`; yields (line, fields in column order).
-fn read_csv(path: &Path, columns: &[&str]) -> Result<Vec<(u64, Vec<String>)>> {
-    let file = path.display();
+/// A validated attempt row and the file line it came from.
+#[derive(Debug, Clone)]
+struct AttemptRow {
+    line: u64,
+    attempt_id: CompactString,
+    payment_id: CompactString,
+    started_at: Micros,
+    finished_at: Option<Micros>,
+    outcome: Option<CompactString>,
+    provider_payment_id: Option<CompactString>,
+    error_detail: Option<CompactString>,
+}
+
+/// The validated rows of one file, and its name for messages.
+#[derive(Debug)]
+struct Rows<T> {
+    file: String,
+    rows: Vec<T>,
+}
+
+/// Rejected rows of one file: (line, message), reported in line order.
+#[derive(Debug, Default)]
+struct Errors(Vec<(u64, String)>);
+
+impl Errors {
+    fn push(&mut self, line: u64, msg: String) {
+        self.0.push((line, msg));
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Fails with every message (the first 20 shown) when there are any.
+    fn reject_if_any(mut self) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        self.0.sort_by_key(|(line, _)| *line);
+        let total = self.0.len();
+        let shown: Vec<&str> = self.0.iter().take(20).map(|(_, m)| m.as_str()).collect();
+        let more = if total > shown.len() {
+            format!("\n… and {} more", total - shown.len())
+        } else {
+            String::new()
+        };
+        Err(fail(
+            Failure::Input,
+            format!(
+                "{total} row(s) rejected, nothing imported:\n{}{more}",
+                shown.join("\n")
+            ),
+        ))
+    }
+}
+
+fn opt(s: &str) -> Option<CompactString> {
+    let t = normalize::apply(&[normalize::Step::FoldWidth, normalize::Step::Trim], s);
+    (!t.is_empty()).then(|| CompactString::from(t.as_ref()))
+}
+
+/// Calls `row(line, fields in column order, errors)` for every non-blank record of the CSV at
+/// `path`, whose header must contain `columns`. Records that cannot be read, have the wrong
+/// number of fields, are not UTF-8 or hold a NUL character (which PostgreSQL text cannot hold,
+/// so the same file imports alike on both backends) are rejected here.
+fn each_record<const N: usize>(
+    path: &Path,
+    columns: &[&str; N],
+    errors: &mut Errors,
+    mut row: impl FnMut(u64, &[&str; N], &mut Errors),
+) -> Result<String> {
+    let file = path.display().to_string();
     let mut rdr = csv::ReaderBuilder::new()
         .flexible(true)
         .from_path(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
-    let header = crate::sources::csv::header_of(&mut rdr, &file.to_string())?;
-    let idx: Vec<usize> = columns
-        .iter()
-        .map(|c| {
-            header.iter().position(|h| h == c).ok_or_else(|| {
-                fail(
-                    Failure::Input,
-                    format!("{file}: header has no column {c:?} (expected {columns:?})"),
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
-    for rec in rdr.records() {
-        match rec {
-            Ok(r) => {
-                let line = r.position().map(|p| p.line()).unwrap_or(0);
-                if r.iter().all(|f| f.trim().is_empty()) {
-                    continue;
-                }
-                if r.len() != header.len() {
-                    errors.push(format!(
-                        "{file}:{line}: {} fields, header has {}",
-                        r.len(),
-                        header.len()
-                    ));
-                    continue;
-                }
-                rows.push((line, idx.iter().map(|&i| r[i].to_string()).collect()));
-            }
+    let header = crate::sources::csv::header_of(&mut rdr, &file)?;
+    let mut idx = [0usize; N];
+    for (slot, c) in idx.iter_mut().zip(columns) {
+        *slot = header.iter().position(|h| h == c).ok_or_else(|| {
+            fail(
+                Failure::Input,
+                format!("{file}: header has no column {c:?} (expected {columns:?})"),
+            )
+        })?;
+    }
+    let mut rec = csv::ByteRecord::new();
+    loop {
+        match rdr.read_byte_record(&mut rec) {
+            Ok(false) => break,
+            Ok(true) => {}
             Err(e) => {
                 let line = e.position().map(|p| p.line()).unwrap_or(0);
-                errors.push(format!("{file}:{line}: unreadable record: {e}"));
+                errors.push(line, format!("{file}:{line}: unreadable record: {e}"));
+                if matches!(e.kind(), csv::ErrorKind::Io(_)) {
+                    break;
+                }
+                continue;
             }
         }
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let Ok(text) = std::str::from_utf8(rec.as_slice()) else {
+            errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue; // a blank line (or only separators and spaces)
+        }
+        if rec.len() != header.len() {
+            errors.push(
+                line,
+                format!(
+                    "{file}:{line}: {} fields, header has {}",
+                    rec.len(),
+                    header.len()
+                ),
+            );
+            continue;
+        }
+        if text.contains('\0') {
+            let col = (0..rec.len())
+                .find(|&i| rec[i].contains(&0))
+                .map_or("?", |i| header[i].as_str());
+            errors.push(
+                line,
+                format!("{file}:{line}: column {col}: contains a NUL character"),
+            );
+            continue;
+        }
+        let mut fields = [""; N];
+        let mut utf8 = true;
+        for (f, &i) in fields.iter_mut().zip(&idx) {
+            match std::str::from_utf8(&rec[i]) {
+                Ok(s) => *f = s,
+                Err(_) => utf8 = false, // a character split across fields
+            }
+        }
+        if !utf8 {
+            errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
+            continue;
+        }
+        row(line, &fields, errors);
     }
-    reject_if_any(&errors)?;
-    Ok(rows)
+    Ok(file)
 }
 
-fn reject_if_any(errors: &[String]) -> Result<()> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<&str> = errors.iter().take(20).map(String::as_str).collect();
-    let more = if errors.len() > shown.len() {
-        format!("\n… and {} more", errors.len() - shown.len())
-    } else {
-        String::new()
-    };
-    Err(fail(
-        Failure::Input,
-        format!(
-            "{} row(s) rejected, nothing imported:\n{}{more}",
-            errors.len(),
-            shown.join("\n")
-        ),
-    ))
-}
-
-fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Vec<String>) -> Option<String> {
+fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Errors) -> Option<Micros> {
     match timeparse::parse_ledger(v) {
-        Ok(t) => Some(timeparse::to_db(t)),
+        Ok(t) => Some(t),
         Err(e) => {
-            errors.push(format!("{file}:{line}: column {col}: {e}"));
+            errors.push(line, format!("{file}:{line}: column {col}: {e}"));
             None
         }
     }
 }
 
-fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
+/// First line of each id: valid rows are found through `index` (positions into their rows),
+/// rejected ones through `rejected` (only filled when the import fails anyway).
+struct FirstLines {
+    index: KeyIndex,
+    rejected: HashMap<CompactString, u64>,
+}
+
+impl FirstLines {
+    fn new() -> Self {
+        FirstLines {
+            index: KeyIndex::with_capacity(1024),
+            rejected: HashMap::new(),
+        }
+    }
+
+    /// The line where `id` was seen first, if it was.
+    fn seen<'r>(&self, id: &str, key_of: impl Fn(u32) -> (&'r str, u64)) -> Option<u64> {
+        match self.index.get(id, |i| key_of(i).0) {
+            Some(i) => Some(key_of(i).1),
+            None => self.rejected.get(id).copied(),
+        }
+    }
+}
+
+fn parse_payments(path: &Path) -> Result<Rows<PaymentRow>> {
+    let mut rows: Vec<PaymentRow> = Vec::new();
+    let mut errors = Errors::default();
+    let mut first = FirstLines::new();
     let file = path.display().to_string();
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    for (line, f) in read_csv(path, &PAYMENT_COLUMNS)? {
+    each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
-        let payment_id = normalize::text(&f[0]).to_string();
+        let payment_id = normalize::text(f[0]);
+        let key_of = |i: u32| {
+            let r = &rows[i as usize];
+            (r.payment_id.as_str(), r.line)
+        };
         if payment_id.is_empty() {
-            errors.push(format!("{file}:{line}: column payment_id: empty"));
-        } else if let Some(first) = seen.insert(payment_id.clone(), line) {
-            errors.push(format!(
-                "{file}:{line}: payment_id {payment_id:?} also at line {first}"
-            ));
+            errors.push(line, format!("{file}:{line}: column payment_id: empty"));
+        } else if let Some(at) = first.seen(&payment_id, key_of) {
+            errors.push(
+                line,
+                format!("{file}:{line}: payment_id {payment_id:?} also at line {at}"),
+            );
         }
-        let recipient = normalize::account(&f[1]).to_string();
+        let recipient = normalize::account(f[1]);
         if recipient.is_empty() {
-            errors.push(format!("{file}:{line}: column recipient_account: empty"));
+            errors.push(
+                line,
+                format!("{file}:{line}: column recipient_account: empty"),
+            );
         }
-        let money = money::currency(&f[3]).and_then(|(code, exp)| {
-            money::parse_decimal(&f[2], money::NumberFormat::DOT)
+        let money = money::currency(f[3]).and_then(|(code, exp)| {
+            money::parse_decimal(f[2], money::NumberFormat::DOT)
                 .and_then(|d| money::to_minor(d, code, exp))
                 .map(|m| (code, m))
         });
-        let status = Status::parse(&f[4]);
+        let status = Status::parse(f[4]);
         if status.is_none() {
-            errors.push(format!(
-                "{file}:{line}: column status: {:?} is not one of PENDING, SUBMITTING, SUCCEEDED, FAILED, UNKNOWN, REVIEW",
-                f[4]
-            ));
+            errors.push(
+                line,
+                format!(
+                    "{file}:{line}: column status: {:?} is not one of PENDING, SUBMITTING, SUCCEEDED, FAILED, UNKNOWN, REVIEW",
+                    f[4]
+                ),
+            );
         }
-        let created_at = ts(&file, line, "created_at", &f[5], &mut errors);
-        let started_at = match opt(&f[6]) {
+        let created_at = ts(&file, line, "created_at", f[5], errors);
+        let started_at = match opt(f[6]) {
             None => {
                 if status.is_some_and(|s| s != Status::Pending) {
-                    errors.push(format!(
-                        "{file}:{line}: column started_at: required unless status is PENDING"
-                    ));
+                    errors.push(
+                        line,
+                        format!(
+                            "{file}:{line}: column started_at: required unless status is PENDING"
+                        ),
+                    );
                 }
                 None
             }
-            Some(v) => ts(&file, line, "started_at", &v, &mut errors),
+            Some(v) => ts(&file, line, "started_at", &v, errors),
         };
-        let attempt_id = opt(&f[7]);
+        let attempt_id = opt(f[7]);
         if attempt_id.is_none() && status.is_some_and(|s| s != Status::Pending) {
-            errors.push(format!(
-                "{file}:{line}: column attempt_id: required unless status is PENDING"
-            ));
+            errors.push(
+                line,
+                format!("{file}:{line}: column attempt_id: required unless status is PENDING"),
+            );
         }
-        let (currency, amount_minor) = match money {
-            Ok(m) => m,
-            Err(e) => {
-                errors.push(format!("{file}:{line}: columns amount/currency: {e}"));
-                continue;
+        let valid = match (money, status, created_at) {
+            (Err(e), ..) => {
+                errors.push(line, format!("{file}:{line}: columns amount/currency: {e}"));
+                None
             }
+            (Ok(m), Some(s), Some(c)) if errors.len() == before => Some((m, s, c)),
+            _ => None,
         };
-        if errors.len() > before {
-            continue;
-        }
-        if let (Some(status), Some(created_at)) = (status, created_at) {
-            out.push(PaymentRow {
-                payment_id,
-                recipient,
-                amount_minor,
-                currency,
-                status: status.as_str(),
-                created_at,
-                started_at,
-                attempt_id,
-                provider_payment_id: opt(&f[8]),
-            });
-        }
-    }
-    reject_if_any(&errors)?;
-    Ok(out)
+        let Some(((currency, amount_minor), status, created_at)) = valid else {
+            if !payment_id.is_empty() {
+                first.rejected.entry(payment_id).or_insert(line);
+            }
+            return;
+        };
+        let i = rows.len() as u32;
+        rows.push(PaymentRow {
+            line,
+            payment_id,
+            recipient,
+            amount_minor,
+            currency,
+            status,
+            created_at,
+            started_at,
+            attempt_id,
+            provider_payment_id: opt(f[8]),
+        });
+        let key = rows[i as usize].payment_id.as_str();
+        first
+            .index
+            .insert_new(key, i, |j| rows[j as usize].payment_id.as_str());
+    })?;
+    errors.reject_if_any()?;
+    Ok(Rows { file, rows })
 }
 
-/// Parses attempts; `known(payment_id)` says whether the payment exists (in the file being
-/// imported or in the database).
-fn parse_attempts(
-    path: &Path,
-    records: Vec<(u64, Vec<String>)>,
-    known: impl Fn(&str) -> bool,
-) -> Result<Vec<AttemptRow>> {
+/// Attempts, and the lines whose payment is not in the payments file (to be looked up in the
+/// database) with their payment ids.
+type ParsedAttempts = (Rows<AttemptRow>, Errors, Vec<(u64, CompactString)>);
+
+/// Parses attempts; a payment id is known if `in_file` holds it, otherwise it is returned for
+/// a look-up in the database.
+fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedAttempts> {
+    let mut rows: Vec<AttemptRow> = Vec::new();
+    let mut errors = Errors::default();
+    let mut first = FirstLines::new();
+    let mut elsewhere = Vec::new();
     let file = path.display().to_string();
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    for (line, f) in records {
+    each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
-        let attempt_id = normalize::text(&f[0]).to_string();
+        let attempt_id = normalize::text(f[0]);
+        let key_of = |i: u32| {
+            let r = &rows[i as usize];
+            (r.attempt_id.as_str(), r.line)
+        };
         if attempt_id.is_empty() {
-            errors.push(format!("{file}:{line}: column attempt_id: empty"));
-        } else if let Some(first) = seen.insert(attempt_id.clone(), line) {
-            errors.push(format!(
-                "{file}:{line}: attempt_id {attempt_id:?} also at line {first}"
-            ));
+            errors.push(line, format!("{file}:{line}: column attempt_id: empty"));
+        } else if let Some(at) = first.seen(&attempt_id, key_of) {
+            errors.push(
+                line,
+                format!("{file}:{line}: attempt_id {attempt_id:?} also at line {at}"),
+            );
         }
-        let payment_id = normalize::text(&f[1]).to_string();
-        if !known(&payment_id) {
-            errors.push(format!(
-                "{file}:{line}: column payment_id: {payment_id:?} is not a known payment"
-            ));
-        }
-        let started_at = ts(&file, line, "started_at", &f[2], &mut errors);
-        let finished_at = match opt(&f[3]) {
-            Some(v) => ts(&file, line, "finished_at", &v, &mut errors),
+        let payment_id = normalize::text(f[1]);
+        let started_at = ts(&file, line, "started_at", f[2], errors);
+        let finished_at = match opt(f[3]) {
+            Some(v) => ts(&file, line, "finished_at", &v, errors),
             None => None,
         };
-        if errors.len() > before {
-            continue;
+        let started_at = match started_at {
+            Some(s) if errors.len() == before => s,
+            _ => {
+                if !attempt_id.is_empty() {
+                    first.rejected.entry(attempt_id).or_insert(line);
+                }
+                if !in_file(&payment_id) {
+                    elsewhere.push((line, payment_id));
+                }
+                return;
+            }
+        };
+        if !in_file(&payment_id) {
+            elsewhere.push((line, payment_id.clone()));
         }
-        if let Some(started_at) = started_at {
-            out.push(AttemptRow {
-                attempt_id,
-                payment_id,
-                started_at,
-                finished_at,
-                outcome: opt(&f[4]).map(|o| o.to_uppercase()),
-                provider_payment_id: opt(&f[5]),
-                error_detail: opt(&f[6]),
-            });
-        }
+        let i = rows.len() as u32;
+        rows.push(AttemptRow {
+            line,
+            attempt_id,
+            payment_id,
+            started_at,
+            finished_at,
+            outcome: opt(f[4]).map(|o| match normalize::apply(&[normalize::Step::Upper], &o) {
+                Cow::Borrowed(_) => o,
+                Cow::Owned(u) => u.into(),
+            }),
+            provider_payment_id: opt(f[5]),
+            error_detail: opt(f[6]),
+        });
+        let key = rows[i as usize].attempt_id.as_str();
+        first
+            .index
+            .insert_new(key, i, |j| rows[j as usize].attempt_id.as_str());
+    })?;
+    Ok((Rows { file, rows }, errors, elsewhere))
+}
+
+/// Which of `ids` are payments in the database (one query against a temporary table of them,
+/// none when the ledger is empty).
+async fn payments_in_db(tx: &mut Tx, ids: &[&str]) -> Result<HashSet<String>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
     }
-    reject_if_any(&errors)?;
-    Ok(out)
+    match tx {
+        Tx::Sqlite(t) => sqlite::payments_in_db(t, ids).await,
+        Tx::Postgres(t) => postgres::payments_in_db(t, ids).await,
+    }
 }
 
 /// Validates both files completely, then inserts everything in one transaction.
@@ -260,55 +436,74 @@ pub async fn import(
     payments: &Path,
     attempts: Option<&Path>,
 ) -> Result<ImportReport> {
-    let rows = parse_payments(payments)?;
+    let payments = parse_payments(payments)?;
+    let mut index = KeyIndex::with_capacity(payments.rows.len());
+    for (i, r) in payments.rows.iter().enumerate() {
+        index.insert_new(&r.payment_id, i as u32, |j| {
+            payments.rows[j as usize].payment_id.as_str()
+        });
+    }
+    let in_file = |id: &str| {
+        index
+            .get(id, |j| payments.rows[j as usize].payment_id.as_str())
+            .is_some()
+    };
+    let attempts = attempts.map(|p| parse_attempts(p, in_file)).transpose()?;
     let mut tx = db.begin().await?;
     // Ids already in the database are rejected: an import never overwrites the ledger.
-    let mut existing: Vec<String> = tx
-        .payments_in_db(
-            &rows
-                .iter()
-                .map(|r| r.payment_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .await?
-        .into_iter()
+    let ids: Vec<&str> = payments
+        .rows
+        .iter()
+        .map(|r| r.payment_id.as_str())
         .collect();
+    let mut existing: Vec<String> = payments_in_db(&mut tx, &ids).await?.into_iter().collect();
+    drop(ids);
     if !existing.is_empty() {
         existing.sort();
-        let errors: Vec<String> = existing
-            .iter()
-            .map(|id| {
+        let mut errors = Errors::default();
+        for id in existing {
+            errors.push(
+                0,
                 format!(
                     "{}: payment_id {id:?} is already in the database",
-                    payments.display()
-                )
-            })
-            .collect();
-        reject_if_any(&errors)?;
-    }
-    let in_file: HashSet<&str> = rows.iter().map(|r| r.payment_id.as_str()).collect();
-    let attempt_rows = match attempts {
-        Some(p) => {
-            // Attempts may also belong to payments imported earlier: look up only the ids
-            // the payments file does not have.
-            let records = read_csv(p, &ATTEMPT_COLUMNS)?;
-            let missing: HashSet<String> = records
-                .iter()
-                .map(|(_, f)| normalize::text(&f[1]).to_string())
-                .filter(|id| !in_file.contains(id.as_str()))
-                .collect();
-            let in_db = tx
-                .payments_in_db(&missing.iter().map(String::as_str).collect::<Vec<_>>())
-                .await?;
-            parse_attempts(p, records, |id| in_file.contains(id) || in_db.contains(id))?
+                    payments.file
+                ),
+            );
         }
-        None => Vec::new(),
+        errors.reject_if_any()?;
+    }
+    let attempts = match attempts {
+        Some((rows, mut errors, elsewhere)) => {
+            // Attempts may also belong to payments imported earlier.
+            let ids: HashSet<&str> = elsewhere.iter().map(|(_, id)| id.as_str()).collect();
+            let in_db = payments_in_db(&mut tx, &ids.into_iter().collect::<Vec<_>>()).await?;
+            for (line, id) in &elsewhere {
+                if !in_db.contains(id.as_str()) {
+                    errors.push(
+                        *line,
+                        format!(
+                            "{}:{line}: column payment_id: {id:?} is not a known payment",
+                            rows.file
+                        ),
+                    );
+                }
+            }
+            errors.reject_if_any()?;
+            rows
+        }
+        None => Rows {
+            file: String::new(),
+            rows: Vec::new(),
+        },
     };
-    let now = timeparse::to_db(chrono::Utc::now().timestamp_micros());
-    tx.insert_ledger(&rows, &attempt_rows, &now).await?;
+    let now = chrono::Utc::now().timestamp_micros();
+    match &mut tx {
+        Tx::Sqlite(t) => sqlite::insert(t, &payments, &attempts, now).await?,
+        Tx::Postgres(t) => postgres::insert(t, &payments, &attempts, now).await?,
+    }
     tx.commit().await?;
     Ok(ImportReport {
-        payments: rows.len(),
-        attempts: attempt_rows.len(),
+        payments: payments.rows.len(),
+        attempts: attempts.rows.len(),
     })
 }

@@ -9,6 +9,7 @@ mod explain;
 mod formats;
 mod generate;
 mod golden;
+mod import;
 mod nights;
 mod properties;
 mod report;

@@ -1,0 +1,309 @@
+//! The import's writes on PostgreSQL: `COPY … FROM STDIN` in the text format, in the caller's
+//! transaction (<https://www.postgresql.org/docs/current/sql-copy.html#id-1.9.3.55.9.2>): one
+//! row per line, fields separated by tabs, `\N` for NULL, and a backslash escape for each
+//! backslash, tab, newline and carriage return inside a value. NUL cannot be sent at all;
+//! the parser has rejected it with file:line already.
+
+use super::{AttemptRow, PaymentRow, Rows};
+use crate::exit::{Failure, fail};
+use crate::timeparse::{self, Micros};
+use anyhow::Result;
+use sqlx::PgConnection;
+use sqlx::postgres::PgDatabaseError;
+use std::collections::HashSet;
+use std::io::Write as _;
+
+const COPY_PAYMENTS: &str = "COPY payments (payment_id, recipient_account, amount_minor, \
+     currency, status, created_at, started_at, attempt_id, provider_payment_id, updated_at) \
+     FROM STDIN";
+const COPY_ATTEMPTS: &str = "COPY payment_attempts (attempt_id, payment_id, started_at, \
+     finished_at, outcome, provider_payment_id, error_detail) FROM STDIN";
+
+/// Bytes of COPY data per message sent.
+const CHUNK: usize = 1 << 20;
+
+/// COPY text-format data being built, one row at a time.
+#[derive(Debug, Default)]
+struct CopyText {
+    buf: Vec<u8>,
+    /// Whether the current row has a field yet (the next one needs a tab before it).
+    in_row: bool,
+}
+
+impl CopyText {
+    fn sep(&mut self) {
+        if self.in_row {
+            self.buf.push(b'\t');
+        }
+        self.in_row = true;
+    }
+
+    fn text(&mut self, s: &str) {
+        self.sep();
+        let b = s.as_bytes();
+        if !b.iter().any(|c| matches!(c, b'\\' | b'\t' | b'\n' | b'\r')) {
+            self.buf.extend_from_slice(b);
+            return;
+        }
+        for &c in b {
+            match c {
+                b'\\' => self.buf.extend_from_slice(b"\\\\"),
+                b'\t' => self.buf.extend_from_slice(b"\\t"),
+                b'\n' => self.buf.extend_from_slice(b"\\n"),
+                b'\r' => self.buf.extend_from_slice(b"\\r"),
+                c => self.buf.push(c),
+            }
+        }
+    }
+
+    fn opt<T: AsRef<str>>(&mut self, v: &Option<T>) {
+        match v {
+            Some(s) => self.text(s.as_ref()),
+            None => self.null(),
+        }
+    }
+
+    fn null(&mut self) {
+        self.sep();
+        self.buf.extend_from_slice(b"\\N");
+    }
+
+    fn int(&mut self, n: i64) {
+        self.sep();
+        let _ = write!(self.buf, "{n}");
+    }
+
+    /// A `timestamptz` in UTC: `YYYY-MM-DD HH:MM:SS.ffffff+00`.
+    fn ts(&mut self, t: Micros) {
+        self.sep();
+        let mut b = [0u8; timeparse::DB_LEN];
+        // Ledger timestamps parse from four-digit years, which always fit.
+        let _ = timeparse::write_db(t, &mut b);
+        self.buf.extend_from_slice(&b);
+        self.buf.extend_from_slice(b"+00");
+    }
+
+    fn opt_ts(&mut self, t: Option<Micros>) {
+        match t {
+            Some(t) => self.ts(t),
+            None => self.null(),
+        }
+    }
+
+    fn end_row(&mut self) {
+        self.buf.push(b'\n');
+        self.in_row = false;
+    }
+}
+
+/// The line number PostgreSQL names in an error's context (`COPY payments, line 3, column …`).
+fn copy_line(context: &str, table: &str) -> Option<usize> {
+    let rest = context.split(&format!("COPY {table}, line ")).nth(1)?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// An error of `COPY … FROM STDIN` into `table`. When PostgreSQL names the line of the COPY
+/// stream it rejected, the message names the file's line that became it.
+fn copy_error(
+    e: sqlx::Error,
+    table: &str,
+    file: &str,
+    line_of: impl Fn(usize) -> Option<u64>,
+) -> anyhow::Error {
+    let Some(pg) = e
+        .as_database_error()
+        .and_then(|d| d.try_downcast_ref::<PgDatabaseError>())
+    else {
+        return fail(
+            Failure::Database,
+            format!("{file}: COPY into {table} failed, nothing imported: {e}"),
+        );
+    };
+    // Class 22 (data exception) and 23 (integrity constraint): the data's fault.
+    let kind = if pg.code().starts_with("22") || pg.code().starts_with("23") {
+        Failure::Input
+    } else {
+        Failure::Database
+    };
+    let detail = pg.detail().map(|d| format!(" ({d})")).unwrap_or_default();
+    let context = pg.r#where().unwrap_or("");
+    let msg = match copy_line(context, table) {
+        Some(n) => match n.checked_sub(1).and_then(&line_of) {
+            Some(line) => format!(
+                "{file}:{line}: PostgreSQL rejected line {n} of the COPY stream into {table} \
+                 (this file line), nothing imported: {}{detail}",
+                pg.message()
+            ),
+            None => format!(
+                "{file}: PostgreSQL rejected line {n} of the COPY stream into {table}, \
+                 nothing imported: {}{detail}",
+                pg.message()
+            ),
+        },
+        None => format!(
+            "{file}: PostgreSQL rejected the COPY stream into {table}, nothing imported: \
+             {}{detail} [{context}]",
+            pg.message()
+        ),
+    };
+    fail(kind, msg)
+}
+
+/// Streams `rows` into `COPY … FROM STDIN` (`sql`), `write` encoding each row.
+async fn copy_in<T>(
+    conn: &mut PgConnection,
+    sql: &str,
+    table: &str,
+    rows: &Rows<T>,
+    line: impl Fn(&T) -> u64,
+    mut write: impl FnMut(&T, &mut CopyText),
+) -> Result<()> {
+    let line_of = |i: usize| rows.rows.get(i).map(&line);
+    let err = |e| copy_error(e, table, &rows.file, line_of);
+    let mut copy = conn.copy_in_raw(sql).await.map_err(err)?;
+    let mut out = CopyText {
+        buf: Vec::with_capacity(CHUNK + 4096),
+        in_row: false,
+    };
+    for r in &rows.rows {
+        write(r, &mut out);
+        out.end_row();
+        if out.buf.len() >= CHUNK {
+            copy.send(out.buf.as_slice()).await.map_err(err)?;
+            out.buf.clear();
+        }
+    }
+    if !out.buf.is_empty() {
+        copy.send(out.buf.as_slice()).await.map_err(err)?;
+    }
+    copy.finish().await.map_err(err)?;
+    Ok(())
+}
+
+/// Inserts the rows (the caller's transaction makes it all-or-nothing).
+pub async fn insert(
+    conn: &mut PgConnection,
+    payments: &Rows<PaymentRow>,
+    attempts: &Rows<AttemptRow>,
+    now: Micros,
+) -> Result<()> {
+    copy_in(
+        conn,
+        COPY_PAYMENTS,
+        "payments",
+        payments,
+        |r| r.line,
+        |r, out| {
+            out.text(&r.payment_id);
+            out.text(&r.recipient);
+            out.int(r.amount_minor);
+            out.text(r.currency);
+            out.text(r.status.as_str());
+            out.ts(r.created_at);
+            out.opt_ts(r.started_at);
+            out.opt(&r.attempt_id);
+            out.opt(&r.provider_payment_id);
+            out.ts(now);
+        },
+    )
+    .await?;
+    if attempts.rows.is_empty() {
+        return Ok(());
+    }
+    copy_in(
+        conn,
+        COPY_ATTEMPTS,
+        "payment_attempts",
+        attempts,
+        |r| r.line,
+        |r, out| {
+            out.text(&r.attempt_id);
+            out.text(&r.payment_id);
+            out.ts(r.started_at);
+            out.opt_ts(r.finished_at);
+            out.opt(&r.outcome);
+            out.opt(&r.provider_payment_id);
+            out.opt(&r.error_detail);
+        },
+    )
+    .await
+}
+
+/// Which of `ids` are payments in the database: the ids are copied into a temporary table that
+/// one join compares with the ledger (nothing to compare when the ledger is empty).
+pub async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet<String>> {
+    let err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
+    let any: Option<i32> = sqlx::query_scalar("SELECT 1 FROM payments LIMIT 1")
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err)?;
+    if any.is_none() {
+        return Ok(HashSet::new());
+    }
+    sqlx::query("CREATE TEMP TABLE recon_import_ids (payment_id text NOT NULL) ON COMMIT DROP")
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
+    let rows = Rows {
+        file: "payment ids".to_string(),
+        rows: ids.to_vec(),
+    };
+    copy_in(
+        conn,
+        "COPY recon_import_ids (payment_id) FROM STDIN",
+        "recon_import_ids",
+        &rows,
+        |_| 0,
+        |id, out| out.text(id),
+    )
+    .await?;
+    let found: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT i.payment_id FROM recon_import_ids i \
+         JOIN payments p ON p.payment_id = i.payment_id",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err)?;
+    sqlx::query("DROP TABLE recon_import_ids")
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
+    Ok(found.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_format_escapes_what_it_must() {
+        let mut out = CopyText::default();
+        out.text("a\tb\\c\nd\re,\"f'");
+        out.null();
+        out.int(-1205);
+        out.ts(1_500_000);
+        out.end_row();
+        assert_eq!(
+            String::from_utf8(out.buf).unwrap(),
+            "a\\tb\\\\c\\nd\\re,\"f'\t\\N\t-1205\t1970-01-01 00:00:01.500000+00\n"
+        );
+    }
+
+    #[test]
+    fn copy_context_names_the_stream_line() {
+        assert_eq!(
+            copy_line(
+                "COPY payments, line 17, column amount_minor: \"x\"",
+                "payments"
+            ),
+            Some(17)
+        );
+        assert_eq!(
+            copy_line("COPY payment_attempts, line 3", "payment_attempts"),
+            Some(3)
+        );
+        assert_eq!(copy_line("COPY payment_attempts, line 3", "payments"), None);
+        assert_eq!(copy_line("", "payments"), None);
+    }
+}

@@ -509,7 +509,9 @@ impl Config {
 
     /// Validates configuration text; `path` names it in errors and anchors relative paths.
     pub fn parse(text: &str, path: &Path) -> Result<Config> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| config_error(path, e))?;
+        // A TOML error quotes the offending line, which may hold the database password.
+        let raw: RawConfig = toml::from_str(text)
+            .map_err(|e| config_error(path, crate::mask::secrets(&e.to_string())))?;
         let base = path
             .parent()
             .map(Path::to_path_buf)
@@ -686,7 +688,8 @@ impl SourceConfig {
     pub fn load_mapping(path: &Path, format: Format) -> Result<SourceConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
-        let raw: RawSource = toml::from_str(&text).map_err(|e| config_error(path, e))?;
+        let raw: RawSource = toml::from_str(&text)
+            .map_err(|e| config_error(path, crate::mask::secrets(&e.to_string())))?;
         let name = raw
             .name
             .clone()

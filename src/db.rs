@@ -63,8 +63,51 @@ pub struct Db {
 fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
     fail(
         Failure::Database,
-        format!("database {}: {what}: {e}", crate::mask::url(url)),
+        format!("database {}: {what}: {}", crate::mask::url(url), message(e)),
     )
+}
+
+/// A database error as text. A "line N" in it counts lines of what recon sent the server (a
+/// statement or a COPY stream), never of an input file; the message says so, so nobody looks
+/// for the fault at that line of a statement.
+pub fn message(e: impl std::fmt::Display) -> String {
+    let text = crate::mask::secrets(&e.to_string());
+    if text.contains(" line ") {
+        format!(
+            "{text} (that line is one of the data recon sent the database, not of any input file)"
+        )
+    } else {
+        text
+    }
+}
+
+/// How long the first connection to PostgreSQL may take (a slow or loaded server).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One connection before the pool: the pool retries a refused connection until its acquire
+/// timeout (30 s) and then only says it timed out. A refused connection, a wrong password
+/// or a missing database fails here at once with what the server or the OS said; a server
+/// that is merely slow still gets [`CONNECT_TIMEOUT`].
+async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect_with(opts)).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(sqlx::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(db_error(
+                url,
+                "cannot connect: connection refused (hint: is PostgreSQL running and listening at that host and port?)",
+                e,
+            ))
+        }
+        Ok(Err(e)) => Err(db_error(url, "cannot connect", e)),
+        Err(_) => Err(db_error(
+            url,
+            "cannot connect",
+            format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()),
+        )),
+    }
 }
 
 /// Whether `url` names a PostgreSQL database.
@@ -77,9 +120,10 @@ impl Db {
     pub async fn connect(url: &str) -> Result<Db> {
         if is_postgres(url) {
             let opts = PgConnectOptions::from_str(url).map_err(|e| db_error(url, "bad URL", e))?;
+            probe(url, &opts).await?;
             let pool = PgPoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(Duration::from_secs(30))
+                .acquire_timeout(CONNECT_TIMEOUT)
                 .connect_with(opts)
                 .await
                 .map_err(|e| db_error(url, "cannot connect", e))?;
@@ -352,4 +396,17 @@ impl Db {
 pub struct RunLock {
     _file: Option<File>,
     _pg: Option<sqlx::PgConnection>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_line_in_a_database_error_is_not_taken_for_a_file_line() {
+        let m = super::message("invalid byte sequence for encoding \"UTF8\": 0x00 at line 1798");
+        assert!(m.contains("not of any input file"), "{m}");
+        assert_eq!(
+            super::message("relation x does not exist"),
+            "relation x does not exist"
+        );
+    }
 }

@@ -63,12 +63,35 @@ pub struct Classified {
     pub message: String,
 }
 
-/// Shorthand to build a classified `anyhow::Error`.
+/// The longest error message recon prints, logs or records, in bytes: a message that quotes
+/// giant input (a 200 MB "header") must not become giant itself.
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+
+/// `text` cut to at most `max` bytes (at a character boundary), saying how long it was.
+pub fn cut_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len()).into()
+}
+
+/// `text` cut to [`MAX_MESSAGE_BYTES`].
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    cut_to(text, MAX_MESSAGE_BYTES)
+}
+
+/// Shorthand to build a classified `anyhow::Error` (its message [`bounded`]).
 pub fn fail(failure: Failure, message: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(Classified {
-        failure,
-        message: message.into(),
-    })
+    let message = message.into();
+    let message = match bounded(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(cut) => cut,
+    };
+    anyhow::Error::new(Classified { failure, message })
 }
 
 /// Maps an error chain to an exit code.
@@ -77,4 +100,15 @@ pub fn code_for(err: &anyhow::Error) -> i32 {
         .find_map(|e| e.downcast_ref::<Classified>())
         .map(|c| c.failure.code())
         .unwrap_or(INTERNAL)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_messages_are_cut_at_a_character_boundary_with_their_length() {
+        assert_eq!(super::cut_to("short", 10), "short");
+        let cut = super::cut_to("ééééé", 3);
+        assert_eq!(cut, "é… (10 bytes in all)");
+        assert!(super::bounded(&"x".repeat(1 << 20)).len() < super::MAX_MESSAGE_BYTES + 32);
+    }
 }

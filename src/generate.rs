@@ -11,6 +11,15 @@
 //! a run reports such lines only for the days it covers. Run recon for that one date with
 //! [`GenerateReport::as_of`] (`date + 5 days`), when every window is covered and closed.
 //!
+//! The data is shaped like a payment service's (see [`GenerateOptions::new`]): UUID v4 payment
+//! and attempt ids, provider ids `pt_` + 24 hex digits, payments in creation order, attempts in
+//! start order, statement lines in booking order, 6 % of payments ending in a ticket, and
+//! recipients paid several times a day (with lost twins of named payments). The old short
+//! sequential ids, payment order, exception share and distinct recipients stay available
+//! ([`IdStyle::Short`], [`RowOrder::Payment`], `exceptions_per_10k = 140`,
+//! `busy_recipients = false`) to compare against: the same seed spells the same world in every
+//! id style and row order.
+//!
 //! [`score`] compares recon's `results.csv` with `expected.csv`.
 //!
 //! The generator uses its own xoshiro256** PRNG, so the same [`GenerateOptions`] give
@@ -82,6 +91,62 @@ pub const EXPECTED_HEADER: [&str; 3] = ["outcome", "payment_id", "provider_txn_i
 /// Largest supported `payments` (indices are `u32`; memory is ~100 bytes per payment).
 pub const MAX_PAYMENTS: usize = 100_000_000;
 
+/// How ids are spelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum IdStyle {
+    /// As the payment service writes them: UUID v4 payment and attempt ids, provider ids
+    /// `pt_` + 24 hex digits.
+    #[default]
+    Uuid,
+    /// Short sequential ids (`PAY-0000001`, `ATT-0000001-1`, `PSP-00000001`), the old
+    /// generator's spelling, kept to compare against.
+    Short,
+}
+
+/// In which order the rows of each file come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RowOrder {
+    /// As a database and a provider write them: payments by creation time, attempts by start
+    /// time, statement lines by booking time.
+    #[default]
+    Time,
+    /// Payments and their attempts in payment-id order, statement lines shuffled (the old
+    /// generator's order).
+    Payment,
+}
+
+/// With busy recipients, the share of the payments that may share a recipient which take one
+/// from the pool of `payments / 5` recipients, per 10 000 (about 2.5 payments a pooled
+/// recipient).
+const BUSY_SHARE_PER_10K: u64 = 6_000;
+
+/// Default share of payments that end in a ticket, per 10 000 (6 %).
+pub const DEFAULT_EXCEPTIONS_PER_10K: u32 = 600;
+/// Largest accepted `exceptions_per_10k` (the other kinds need the rest of the payments).
+pub const MAX_EXCEPTIONS_PER_10K: u32 = 5_000;
+
+/// Parses a percentage such as `6`, `1.4` or `0.25` into a share per 10 000 (exact, no floats).
+pub fn parse_percent_per_10k(text: &str) -> Result<u32, String> {
+    let pct: rust_decimal::Decimal = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|e| format!("{text:?} is not a percentage: {e}"))?;
+    let per_10k = pct * rust_decimal::Decimal::ONE_HUNDRED;
+    if per_10k.fract() != rust_decimal::Decimal::ZERO {
+        return Err(format!("{text:?}: at most two decimals (0.01 % steps)"));
+    }
+    let per_10k = rust_decimal::prelude::ToPrimitive::to_u32(&per_10k)
+        .ok_or_else(|| format!("{text:?} is not a percentage between 0 and 50"))?;
+    if per_10k > MAX_EXCEPTIONS_PER_10K {
+        return Err(format!(
+            "{text:?}: at most {} % of payments can be exceptions",
+            MAX_EXCEPTIONS_PER_10K / 100
+        ));
+    }
+    Ok(per_10k)
+}
+
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenerateOptions {
@@ -93,6 +158,33 @@ pub struct GenerateOptions {
     pub seed: u64,
     /// The business date: every payment is created (and, unless PENDING, started) on it (UTC).
     pub date: NaiveDate,
+    /// How ids are spelled. The same seed gives the same world in either style.
+    pub ids: IdStyle,
+    /// Row order of the files.
+    pub order: RowOrder,
+    /// Payments that end in a ticket (twins, near misses, duplicates, money mismatches, paid
+    /// although FAILED, missing at the provider), per 10 000 payments; orphan lines scale with
+    /// them.
+    pub exceptions_per_10k: u32,
+    /// Recipients paid several times a day (a pool of `payments / 5` shared by most payments
+    /// whose lines are named), and 1 % of payments lost twins of a payment named by its line.
+    pub busy_recipients: bool,
+}
+
+impl GenerateOptions {
+    /// Realistic defaults: UUID ids, rows in time order, 6 % exceptions, busy recipients.
+    pub fn new(out_dir: impl Into<PathBuf>, payments: usize, seed: u64, date: NaiveDate) -> Self {
+        Self {
+            out_dir: out_dir.into(),
+            payments,
+            seed,
+            date,
+            ids: IdStyle::default(),
+            order: RowOrder::default(),
+            exceptions_per_10k: DEFAULT_EXCEPTIONS_PER_10K,
+            busy_recipients: true,
+        }
+    }
 }
 
 /// Paths of the generated files.
@@ -210,6 +302,14 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
             opts.payments
         );
     }
+    if opts.exceptions_per_10k > MAX_EXCEPTIONS_PER_10K {
+        bail!(
+            "at most {} % of payments can be exceptions, {}.{:02} % requested",
+            MAX_EXCEPTIONS_PER_10K / 100,
+            opts.exceptions_per_10k / 100,
+            opts.exceptions_per_10k % 100
+        );
+    }
     let clock = Clock::new(opts.date)?;
     let as_of = suggested_as_of(opts.date)?;
     std::fs::create_dir_all(&opts.out_dir)
@@ -217,7 +317,7 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
     let files = GeneratedFiles::in_dir(&opts.out_dir);
 
     let mut rng = Rng::new(opts.seed);
-    let data = Data::build(opts.payments, &mut rng);
+    let data = Data::build(opts, &mut rng);
 
     let attempts = data.write_payments(&files.payments, &clock)?;
     data.write_attempts(&files.attempts, &clock, &mut rng)?;
@@ -355,6 +455,10 @@ enum Kind {
     NearMiss,
     /// PENDING → NOT_SUBMITTED.
     Pending,
+    /// UNKNOWN, no line, the twin of a `MatchedRef` payment (same recipient, money, minutes
+    /// apart) whose line names it inside this one's window → RESOLVED_FAILED: a line proven to
+    /// be another payment's is no look-alike ([`GenerateOptions::busy_recipients`] only).
+    LostTwin,
 }
 
 impl Kind {
@@ -368,7 +472,11 @@ impl Kind {
             | Kind::AmountMismatch
             | Kind::CurrencyMismatch
             | Kind::Twin => "SUCCEEDED",
-            Kind::UnknownRef | Kind::UnknownFuzzy | Kind::UnknownNone | Kind::NearMiss => "UNKNOWN",
+            Kind::UnknownRef
+            | Kind::UnknownFuzzy
+            | Kind::UnknownNone
+            | Kind::NearMiss
+            | Kind::LostTwin => "UNKNOWN",
             Kind::SubmittingRef | Kind::SubmittingNone => "SUBMITTING",
             Kind::FailedPaid | Kind::FailedOk => "FAILED",
             Kind::Pending => "PENDING",
@@ -379,7 +487,7 @@ impl Kind {
         match self {
             Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy => MATCHED,
             Kind::UnknownRef | Kind::UnknownFuzzy | Kind::SubmittingRef => RESOLVED_SUCCEEDED,
-            Kind::SubmittingNone | Kind::UnknownNone => RESOLVED_FAILED,
+            Kind::SubmittingNone | Kind::UnknownNone | Kind::LostTwin => RESOLVED_FAILED,
             Kind::Missing => MISSING_AT_PROVIDER,
             Kind::Duplicate => DUPLICATE_AT_PROVIDER,
             Kind::AmountMismatch => AMOUNT_MISMATCH,
@@ -392,9 +500,10 @@ impl Kind {
     }
 }
 
-/// Share of every special kind per 10 000 payments, and its minimum count. Listed in priority
-/// order: when `payments` is too small for all minimums, the first kinds win. Everything not
-/// planned here is `MatchedRef`.
+/// Share of every special kind per 10 000 payments at [`BASE_EXCEPTIONS_PER_10K`], and its
+/// minimum count. Listed in priority order: when `payments` is too small for all minimums, the
+/// first kinds win. Everything not planned here is `MatchedRef`. The kinds that end in a ticket
+/// (the first seven) are scaled to the asked exception share.
 const PLAN: [(Kind, u64, usize); 16] = [
     (Kind::Twin, 20, 2),
     (Kind::NearMiss, 10, 1),
@@ -413,8 +522,18 @@ const PLAN: [(Kind, u64, usize); 16] = [
     (Kind::MatchedFuzzy, 300, 1),
     (Kind::MatchedRetry, 100, 1),
 ];
-/// Orphan lines per 10 000 payments (at least one when there are payments).
+/// The ticket kinds' share in [`PLAN`] (the first seven entries), per 10 000 payments.
+const BASE_EXCEPTIONS_PER_10K: u64 = 140;
+/// How many of [`PLAN`]'s first entries end in a ticket.
+const TICKET_KINDS: usize = 7;
+/// Orphan lines per 10 000 payments at [`BASE_EXCEPTIONS_PER_10K`] (at least one when there are
+/// payments).
 const ORPHANS_PER_10K: u64 = 30;
+
+/// `base` per 10 000 scaled from [`BASE_EXCEPTIONS_PER_10K`] to `exceptions` per 10 000.
+fn scaled(base: u64, exceptions: u32) -> u64 {
+    (base * u64::from(exceptions) + BASE_EXCEPTIONS_PER_10K / 2) / BASE_EXCEPTIONS_PER_10K
+}
 /// Refund lines per 10 000 payments (at least one when a MATCHED payment exists).
 const REFUNDS_PER_10K: u64 = 20;
 
@@ -422,12 +541,21 @@ fn share(n: usize, per_10k: u64) -> usize {
     ((n as u64 * per_10k + 5_000) / 10_000) as usize
 }
 
+/// Lost twins per 10 000 payments with busy recipients (each pairs with a `MatchedRef`, so twice
+/// as many payments are in a twin pair).
+const LOST_TWINS_PER_10K: u64 = 100;
+
 /// The kinds of `n` payments, in planning order (shuffled by the caller).
-fn plan(n: usize) -> Vec<Kind> {
+fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
     let mut kinds = Vec::with_capacity(n);
     // Keep one slot for a plain MATCHED payment (refunds need one).
     let mut remaining = n.saturating_sub(1);
-    for (kind, per_10k, min) in PLAN {
+    for (k, (kind, per_10k, min)) in PLAN.into_iter().enumerate() {
+        let per_10k = if k < TICKET_KINDS {
+            scaled(per_10k, exceptions_per_10k)
+        } else {
+            per_10k
+        };
         let mut want = share(n, per_10k).max(min);
         if kind == Kind::Twin {
             want += want % 2;
@@ -439,7 +567,14 @@ fn plan(n: usize) -> Vec<Kind> {
         kinds.extend(std::iter::repeat_n(kind, take));
         remaining -= take;
     }
+    let planned = kinds.len();
     kinds.resize(n, Kind::MatchedRef);
+    if busy {
+        // Each lost twin needs a MatchedRef partner, and one MatchedRef stays plain.
+        let plain = n - planned;
+        let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
+        kinds[planned..planned + lost].fill(Kind::LostTwin);
+    }
     kinds
 }
 
@@ -489,8 +624,8 @@ enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reference {
     Empty,
-    /// The payment's id; `noise` 0 = verbatim, 1 = lower case, 2 = a space at `pos`,
-    /// 3 = lower case and a space, 4 = surrounded by spaces.
+    /// The payment's id; `noise` 0 = verbatim, 1 = the other case, 2 = a space at `pos`,
+    /// 3 = the other case and a space, 4 = surrounded by spaces.
     Payment {
         pay: u32,
         noise: u8,
@@ -557,6 +692,10 @@ struct Data {
     /// In statement order: the txn number of `lines[i]` is `i + 1`.
     lines: Vec<Line>,
     bban: Bban,
+    ids: IdStyle,
+    order: RowOrder,
+    /// Keys of the UUID and provider-id spellings.
+    salts: [u64; 6],
     pay_width: usize,
     txn_width: usize,
 }
@@ -610,18 +749,59 @@ fn push_padded(out: &mut String, mut n: u64, width: usize) {
     out.push_str(std::str::from_utf8(&buf[start..]).unwrap_or_default());
 }
 
+/// Length of a UUID in canonical text form.
+const UUID_LEN: usize = 36;
+
+/// SplitMix64's finaliser: a bijection of `u64`, so distinct inputs give distinct outputs.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Appends the low `digits` hex digits of `v`, lower case, zero-padded.
+fn push_hex(out: &mut String, v: u64, digits: u32) {
+    for k in (0..digits).rev() {
+        let nib = ((v >> (4 * k)) & 0xf) as u8;
+        out.push(char::from(if nib < 10 {
+            b'0' + nib
+        } else {
+            b'a' + nib - 10
+        }));
+    }
+}
+
+/// Appends a UUID v4 (canonical, lower case) keyed by `key`. All 64 bits of `mix64(key + a)`
+/// are kept (the version and variant bits sit elsewhere), so distinct keys never collide.
+fn push_uuid(out: &mut String, key: u64, a: u64, b: u64) {
+    let hi = mix64(key.wrapping_add(a));
+    let lo = mix64(key ^ b);
+    push_hex(out, hi >> 32, 8);
+    out.push('-');
+    push_hex(out, hi >> 16, 4);
+    out.push_str("-4");
+    push_hex(out, hi >> 4, 3);
+    out.push('-');
+    push_hex(out, 0x8000 | (hi & 0xf) << 10 | (lo & 0x3ff), 4);
+    out.push('-');
+    push_hex(out, lo >> 10, 12);
+}
+
 fn digits(n: usize) -> usize {
     n.max(1).ilog10() as usize + 1
 }
 
 impl Data {
-    fn build(n: usize, rng: &mut Rng) -> Self {
-        let mut kinds = plan(n);
+    fn build(opts: &GenerateOptions, rng: &mut Rng) -> Self {
+        let n = opts.payments;
+        let mut kinds = plan(n, opts.exceptions_per_10k, opts.busy_recipients);
         shuffle(&mut kinds, rng);
         let bban = Bban::new(rng);
+        // Drawn in either style, so that both spell the same world.
+        let salts = [(); 6].map(|()| rng.next_u64());
         let pay_width = digits(n).max(7);
-        // Shared recipients (only ever used by identifier-matched and PENDING payments).
-        let pool = (n as u64 / 50).max(1);
+        // Shared recipients (only ever used by payments whose lines are named).
+        let pool = (n as u64 / if opts.busy_recipients { 5 } else { 50 }).max(1);
         let mut next_recipient = pool;
         let mut fresh = move || {
             next_recipient += 1;
@@ -634,8 +814,26 @@ impl Data {
             let idx = i as u32;
             let cur = pick_currency(rng);
             let amount = pick_amount(rng, cur);
-            let shared = matches!(kind, Kind::MatchedRef | Kind::MatchedRetry | Kind::Pending)
-                && rng.chance(1_000);
+            let shared = if opts.busy_recipients {
+                // Recipients paid several times a day: every kind whose line (if any) is named
+                // by identifier with the payment's own money, so that no other payment's
+                // outcome depends on it.
+                matches!(
+                    kind,
+                    Kind::MatchedRef
+                        | Kind::MatchedRetry
+                        | Kind::Pending
+                        | Kind::UnknownRef
+                        | Kind::SubmittingRef
+                        | Kind::UnknownNone
+                        | Kind::SubmittingNone
+                        | Kind::Missing
+                        | Kind::FailedOk
+                ) && rng.chance(BUSY_SHARE_PER_10K)
+            } else {
+                matches!(kind, Kind::MatchedRef | Kind::MatchedRetry | Kind::Pending)
+                    && rng.chance(1_000)
+            };
             let recipient = if shared { rng.below(pool) } else { fresh() };
             let (started, retry_gap) = match kind {
                 Kind::Twin => (rng.between(0, DAY - 1 - MINUTE), 0),
@@ -667,7 +865,10 @@ impl Data {
                 phantom,
             };
 
-            let id_len = pay_width + 4;
+            let id_len = match opts.ids {
+                IdStyle::Uuid => UUID_LEN,
+                IdStyle::Short => pay_width + 4,
+            };
             let by_ref = |rng: &mut Rng| {
                 let (noise, pos) = if rng.chance(1_000) {
                     (
@@ -753,6 +954,7 @@ impl Data {
                 | Kind::Missing
                 | Kind::FailedOk
                 | Kind::Twin
+                | Kind::LostTwin
                 | Kind::Pending => {}
             }
             pays.push(pay);
@@ -788,6 +990,38 @@ impl Data {
             });
         }
 
+        // Lost twins: each copies a distinct plain MatchedRef's money and recipient and starts
+        // minutes after it; the partner's line, which names the partner, is booked inside both
+        // windows.
+        let lost: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::LostTwin).collect();
+        if !lost.is_empty() {
+            let mut line_of: Vec<u32> = vec![NONE; n];
+            for (k, l) in lines.iter().enumerate() {
+                if l.pay != NONE && line_of[l.pay as usize] == NONE {
+                    line_of[l.pay as usize] = k as u32;
+                }
+            }
+            let partners = (0..n).filter(|&i| {
+                kinds[i] == Kind::MatchedRef
+                    && pays[i].started < DAY - HOUR
+                    && line_of[i] != NONE
+                    && pays[i].partner == NONE
+            });
+            for (b, a) in lost.into_iter().zip(partners.collect::<Vec<_>>()) {
+                let (cur, amount, recipient) = (pays[a].cur, pays[a].amount, pays[a].recipient);
+                let started = pays[a].started + rng.between(MINUTE, 10 * MINUTE);
+                let twin = &mut pays[b];
+                twin.cur = cur;
+                twin.amount = amount;
+                twin.recipient = recipient;
+                twin.started = started;
+                twin.created = (started - rng.between(1, 5)).max(0);
+                pays[a].partner = b as u32;
+                let line = &mut lines[line_of[a] as usize];
+                line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
+            }
+        }
+
         // Lines no payment claims are reported by the run whose day they are booked on, so
         // orphans and refunds are booked on `date` itself.
 
@@ -795,7 +1029,7 @@ impl Data {
         let orphans = if n == 0 {
             0
         } else {
-            share(n, ORPHANS_PER_10K).max(1)
+            share(n, scaled(ORPHANS_PER_10K, opts.exceptions_per_10k)).max(1)
         };
         for k in 0..orphans {
             let cur = pick_currency(rng);
@@ -841,6 +1075,11 @@ impl Data {
         }
 
         shuffle(&mut lines, rng);
+        if opts.order == RowOrder::Time {
+            // A provider writes its statement in booking order (stable: equal times keep the
+            // shuffled order).
+            lines.sort_by_key(|l| l.booked);
+        }
         for (pos, line) in lines.iter().enumerate() {
             if line.pay == NONE {
                 continue;
@@ -868,26 +1107,63 @@ impl Data {
             pays,
             lines,
             bban,
+            ids: opts.ids,
+            order: opts.order,
+            salts,
             pay_width,
             txn_width,
         }
     }
 
     fn push_payment_id(&self, out: &mut String, idx: u32) {
-        out.push_str("PAY-");
-        push_padded(out, u64::from(idx) + 1, self.pay_width);
+        match self.ids {
+            IdStyle::Uuid => push_uuid(out, u64::from(idx), self.salts[0], self.salts[1]),
+            IdStyle::Short => {
+                out.push_str("PAY-");
+                push_padded(out, u64::from(idx) + 1, self.pay_width);
+            }
+        }
     }
 
     fn push_attempt_id(&self, out: &mut String, idx: u32, n: u8) {
-        out.push_str("ATT-");
-        push_padded(out, u64::from(idx) + 1, self.pay_width);
-        out.push('-');
-        out.push(char::from(b'0' + n));
+        match self.ids {
+            IdStyle::Uuid => push_uuid(
+                out,
+                u64::from(idx) << 2 | u64::from(n),
+                self.salts[2],
+                self.salts[3],
+            ),
+            IdStyle::Short => {
+                out.push_str("ATT-");
+                push_padded(out, u64::from(idx) + 1, self.pay_width);
+                out.push('-');
+                out.push(char::from(b'0' + n));
+            }
+        }
     }
 
     fn push_txn_id(&self, out: &mut String, txn: u32) {
-        out.push_str("PSP-");
-        push_padded(out, u64::from(txn), self.txn_width);
+        match self.ids {
+            IdStyle::Uuid => {
+                // `pt_` + 24 hex digits; the first 16 are a bijection of the txn number.
+                out.push_str("pt_");
+                push_hex(out, mix64(u64::from(txn).wrapping_add(self.salts[4])), 16);
+                push_hex(out, mix64(u64::from(txn) ^ self.salts[5]) >> 32, 8);
+            }
+            IdStyle::Short => {
+                out.push_str("PSP-");
+                push_padded(out, u64::from(txn), self.txn_width);
+            }
+        }
+    }
+
+    /// Payment indices in `payments.csv` order: by creation time, or by index.
+    fn payment_order(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.pays.len() as u32).collect();
+        if self.order == RowOrder::Time {
+            order.sort_by_key(|&i| (self.pays[i as usize].created, i));
+        }
+        order
     }
 
     /// `payments.csv`; returns the number of attempts the ledger holds.
@@ -901,7 +1177,8 @@ impl Data {
         let mut attempt = String::new();
         let mut provider = String::new();
         let mut attempts = 0;
-        for (i, p) in self.pays.iter().enumerate() {
+        for i in self.payment_order() {
+            let p = &self.pays[i as usize];
             for s in [
                 &mut id,
                 &mut recipient,
@@ -912,14 +1189,14 @@ impl Data {
             ] {
                 s.clear();
             }
-            self.push_payment_id(&mut id, i as u32);
+            self.push_payment_id(&mut id, i);
             self.bban.push_iban(&mut recipient, p.recipient);
             clock.push(&mut created, p.created)?;
             if p.kind != Kind::Pending {
                 clock.push(&mut started, p.started)?;
                 let n = if p.kind == Kind::MatchedRetry { 2 } else { 1 };
                 attempts += usize::from(n);
-                self.push_attempt_id(&mut attempt, i as u32, n);
+                self.push_attempt_id(&mut attempt, i, n);
             }
             if p.records_id {
                 self.push_txn_id(&mut provider, p.txn_a);
@@ -945,8 +1222,29 @@ impl Data {
     }
 
     /// `attempts.csv`: the current attempt of every submitted payment (and the failed first
-    /// attempt of retried ones), in payment order.
+    /// attempt of retried ones), by start time (or in payment order).
     fn write_attempts(&self, path: &Path, clock: &Clock, rng: &mut Rng) -> anyhow::Result<()> {
+        /// One attempt: (started, payment, attempt number, finished).
+        type Attempt = (i64, u32, u8, Option<i64>);
+        // Drawn in payment order whatever the row order, so both orders hold the same world.
+        let mut all: Vec<Attempt> = Vec::with_capacity(self.pays.len() + self.pays.len() / 50);
+        for (i, p) in self.pays.iter().enumerate() {
+            if p.kind == Kind::Pending {
+                continue;
+            }
+            if p.kind == Kind::MatchedRetry {
+                let first = p.started - p.retry_gap;
+                all.push((first, i as u32, 1, Some(first + rng.between(1, 20))));
+            }
+            let n = if p.kind == Kind::MatchedRetry { 2 } else { 1 };
+            let finished = matches!(p.kind.status(), "SUCCEEDED" | "FAILED")
+                .then(|| p.started + rng.between(1, 20));
+            all.push((p.started, i as u32, n, finished));
+        }
+        if self.order == RowOrder::Time {
+            all.sort_unstable();
+        }
+
         let mut w = csv_writer(path)?;
         w.write_record(ATTEMPTS_HEADER)?;
         let mut id = String::new();
@@ -954,47 +1252,33 @@ impl Data {
         let mut started = String::new();
         let mut finished = String::new();
         let mut provider = String::new();
-        for (i, p) in self.pays.iter().enumerate() {
-            if p.kind == Kind::Pending {
-                continue;
+        for (start, i, n, end) in all {
+            let p = &self.pays[i as usize];
+            for s in [
+                &mut id,
+                &mut attempt,
+                &mut started,
+                &mut finished,
+                &mut provider,
+            ] {
+                s.clear();
             }
-            id.clear();
-            self.push_payment_id(&mut id, i as u32);
-            if p.kind == Kind::MatchedRetry {
-                let first = p.started - p.retry_gap;
-                attempt.clear();
-                started.clear();
-                finished.clear();
-                self.push_attempt_id(&mut attempt, i as u32, 1);
-                clock.push(&mut started, first)?;
-                clock.push(&mut finished, first + rng.between(1, 20))?;
-                w.write_record([
-                    attempt.as_str(),
-                    &id,
-                    &started,
-                    &finished,
-                    "FAILED",
-                    "",
-                    FAILED_DETAILS[p.detail as usize],
-                ])?;
+            self.push_payment_id(&mut id, i);
+            self.push_attempt_id(&mut attempt, i, n);
+            clock.push(&mut started, start)?;
+            if let Some(end) = end {
+                clock.push(&mut finished, end)?;
             }
-            attempt.clear();
-            started.clear();
-            finished.clear();
-            provider.clear();
-            let n = if p.kind == Kind::MatchedRetry { 2 } else { 1 };
-            self.push_attempt_id(&mut attempt, i as u32, n);
-            clock.push(&mut started, p.started)?;
+            let first_of_retry = p.kind == Kind::MatchedRetry && n == 1;
             let (outcome, detail) = match p.kind.status() {
+                _ if first_of_retry => ("FAILED", FAILED_DETAILS[p.detail as usize]),
                 "SUCCEEDED" => ("SUCCEEDED", ""),
                 "FAILED" => ("FAILED", FAILED_DETAILS[p.detail as usize]),
                 "UNKNOWN" => ("UNKNOWN", UNKNOWN_DETAILS[p.detail as usize]),
                 _ => ("", ""),
             };
-            if outcome == "SUCCEEDED" || outcome == "FAILED" {
-                clock.push(&mut finished, p.started + rng.between(1, 20))?;
-            }
-            if p.records_id {
+            if first_of_retry {
+            } else if p.records_id {
                 self.push_txn_id(&mut provider, p.txn_a);
             } else if p.phantom != 0 {
                 self.push_txn_id(&mut provider, p.phantom);
@@ -1027,7 +1311,11 @@ impl Data {
                     out.push(' ');
                 }
                 if noise == 1 || noise == 3 {
-                    out[start..].make_ascii_lowercase();
+                    // The other case than the ledger's spelling.
+                    match self.ids {
+                        IdStyle::Uuid => out[start..].make_ascii_uppercase(),
+                        IdStyle::Short => out[start..].make_ascii_lowercase(),
+                    }
                 }
                 if noise == 2 || noise == 3 {
                     out.insert(start + pos as usize, ' ');
@@ -1105,23 +1393,35 @@ impl Data {
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         let mut w = csv_writer(path)?;
         w.write_record(EXPECTED_HEADER)?;
-        let mut id = String::new();
+        // Payment rows sorted by payment id, then line rows sorted by txn id.
+        let mut ids: Vec<(String, u32)> = (0..self.pays.len() as u32)
+            .map(|i| {
+                let mut id = String::with_capacity(UUID_LEN);
+                self.push_payment_id(&mut id, i);
+                (id, i)
+            })
+            .collect();
+        ids.sort_unstable();
         let mut txn = String::new();
-        for (i, p) in self.pays.iter().enumerate() {
-            id.clear();
+        for (id, i) in &ids {
+            let p = &self.pays[*i as usize];
             txn.clear();
-            self.push_payment_id(&mut id, i as u32);
             if p.txn_a != 0 {
                 self.push_txn_id(&mut txn, p.txn_a);
             }
             if p.txn_b != 0 {
-                txn.push(';');
-                self.push_txn_id(&mut txn, p.txn_b);
+                // The two txn ids in text order, as `score` compares them.
+                let a = txn.clone();
+                let mut b = String::new();
+                self.push_txn_id(&mut b, p.txn_b);
+                let (first, second) = if a <= b { (a, b) } else { (b, a) };
+                txn = format!("{first};{second}");
             }
             let outcome = p.kind.outcome();
             *counts.entry(outcome).or_default() += 1;
-            w.write_record([outcome, &id, &txn])?;
+            w.write_record([outcome, id, &txn])?;
         }
+        let mut line_rows: Vec<(String, &'static str)> = Vec::new();
         for (pos, line) in self.lines.iter().enumerate() {
             let outcome = match line.role {
                 Role::Claimed => continue,
@@ -1129,8 +1429,12 @@ impl Data {
                 Role::Refund => REFUND,
                 Role::Twin | Role::NearMiss => AMBIGUOUS,
             };
-            txn.clear();
+            let mut txn = String::new();
             self.push_txn_id(&mut txn, pos as u32 + 1);
+            line_rows.push((txn, outcome));
+        }
+        line_rows.sort_unstable();
+        for (txn, outcome) in line_rows {
             *counts.entry(outcome).or_default() += 1;
             w.write_record([outcome, "", &txn])?;
         }
@@ -1619,9 +1923,56 @@ mod tests {
     }
 
     #[test]
+    fn uuids_are_canonical_v4_and_distinct_and_provider_ids_have_their_shape() {
+        let mut seen = HashSet::new();
+        let mut out = String::new();
+        for key in 0..20_000u64 {
+            out.clear();
+            push_uuid(&mut out, key, 0x1234_5678, 0x9abc_def0);
+            let uuid = uuid::Uuid::parse_str(&out).unwrap();
+            assert_eq!(uuid.get_version_num(), 4);
+            assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122);
+            assert_eq!(uuid.hyphenated().to_string(), out);
+            assert!(seen.insert(out.clone()), "{out} twice");
+        }
+        let mut hex = String::new();
+        push_hex(&mut hex, 0xab_cdef, 8);
+        assert_eq!(hex, "00abcdef");
+    }
+
+    #[test]
+    fn percentages_parse_exactly() {
+        assert_eq!(parse_percent_per_10k("6"), Ok(600));
+        assert_eq!(parse_percent_per_10k("1.4"), Ok(140));
+        assert_eq!(parse_percent_per_10k("0.25%"), Ok(25));
+        assert_eq!(parse_percent_per_10k("0"), Ok(0));
+        assert!(parse_percent_per_10k("0.125").is_err());
+        assert!(parse_percent_per_10k("-1").is_err());
+        assert!(parse_percent_per_10k("51").is_err());
+        assert!(parse_percent_per_10k("six").is_err());
+    }
+
+    #[test]
+    fn the_ticket_kinds_scale_with_the_exception_share() {
+        let n = 100_000;
+        for per_10k in [140, 600, 1_500] {
+            let kinds = plan(n, per_10k, false);
+            let tickets = kinds
+                .iter()
+                .filter(|k| PLAN[..TICKET_KINDS].iter().any(|(t, _, _)| t == *k))
+                .count();
+            let want = n * per_10k as usize / 10_000;
+            assert!(
+                tickets.abs_diff(want) <= n * 4 / 10_000, // each of seven kinds rounds to 1 per 10 000
+                "{tickets} tickets for {per_10k}"
+            );
+        }
+    }
+
+    #[test]
     fn the_plan_covers_every_kind_and_keeps_a_plain_match() {
         for n in [0, 1, 2, 17, 18, 19, 50, 1_000, 123_457] {
-            let kinds = plan(n);
+            let kinds = plan(n, DEFAULT_EXCEPTIONS_PER_10K, false);
             assert_eq!(kinds.len(), n);
             let twins = kinds.iter().filter(|k| **k == Kind::Twin).count();
             assert_eq!(twins % 2, 0);
@@ -1629,7 +1980,12 @@ mod tests {
                 assert!(kinds.contains(&Kind::MatchedRef), "{n}");
             }
             if n >= 50 {
-                for (kind, per_10k, _) in PLAN {
+                for (k, (kind, per_10k, _)) in PLAN.into_iter().enumerate() {
+                    let per_10k = if k < TICKET_KINDS {
+                        scaled(per_10k, DEFAULT_EXCEPTIONS_PER_10K)
+                    } else {
+                        per_10k
+                    };
                     let count = kinds.iter().filter(|k| **k == kind).count();
                     assert!(count >= 1, "{kind:?} missing for {n}");
                     if n >= 1_000 {

@@ -15,11 +15,6 @@ use std::path::PathBuf;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_delay` in mimalloc.h (v2 and v3): how long freed memory is kept before it
-/// goes back to the OS. 0 returns it at once: measured at 1M payments, peak RSS ~860 MB
-/// instead of ~1 GB at the same wall time.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
 #[derive(Parser)]
 #[command(
     name = "recon",
@@ -143,6 +138,22 @@ enum Command {
         /// With --days: nights after the last day in which late files still arrive.
         #[arg(long, default_value_t = 4, requires = "days")]
         tail: u32,
+        /// How ids are spelled: `uuid` (payment and attempt UUIDs, provider ids `pt_…`) or
+        /// `short` (`PAY-0000001`, the old spelling, to compare against).
+        #[arg(long, value_enum, default_value_t = recon::generate::IdStyle::Uuid, conflicts_with = "days")]
+        ids: recon::generate::IdStyle,
+        /// Row order: `time` (payments by creation, attempts by start, lines by booking) or
+        /// `payment` (the old order: by payment id, lines shuffled).
+        #[arg(long, value_enum, default_value_t = recon::generate::RowOrder::Time, conflicts_with = "days")]
+        order: recon::generate::RowOrder,
+        /// Percent of payments that end in a ticket (e.g. 6 or 1.4).
+        #[arg(long, default_value = "6", value_parser = recon::generate::parse_percent_per_10k, conflicts_with = "days")]
+        exceptions: u32,
+        /// Recipients paid once each (the old data), instead of several times a day with 1 %
+        /// of payments lost twins (same recipient and money, minutes apart) of a payment its
+        /// line names.
+        #[arg(long, conflicts_with = "days")]
+        distinct_recipients: bool,
     },
     /// Compare a run's results.csv with a generated expected.csv.
     Score {
@@ -245,11 +256,6 @@ struct TicketChange {
 }
 
 fn main() {
-    // mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins (for measuring).
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
-    }
     recon::db::tune_sqlite_memory();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
@@ -266,7 +272,7 @@ fn main() {
         Ok(rt) => match rt.block_on(dispatch(cli.command)) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                eprintln!("error: {}", exit::bounded(&format!("{e:#}")));
                 exit::code_for(&e)
             }
         },
@@ -483,6 +489,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             date,
             days: Some(days),
             tail,
+            ..
         } => {
             let mut opts = recon::sim::SimOptions::new(seed);
             opts.days = days.max(1);
@@ -503,14 +510,25 @@ async fn dispatch(command: Command) -> Result<i32> {
             seed,
             date,
             days: None,
+            ids,
+            order,
+            exceptions,
+            distinct_recipients,
             ..
         } => {
             let report = recon::generate::generate(&recon::generate::GenerateOptions {
-                out_dir: out,
-                payments: payments.unwrap_or(10_000),
-                seed,
-                date: date
-                    .unwrap_or_else(|| NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()),
+                ids,
+                order,
+                exceptions_per_10k: exceptions,
+                busy_recipients: !distinct_recipients,
+                ..recon::generate::GenerateOptions::new(
+                    out,
+                    payments.unwrap_or(10_000),
+                    seed,
+                    date.unwrap_or_else(|| {
+                        NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()
+                    }),
+                )
             })?;
             print!("{report}");
             Ok(exit::OK)

@@ -30,23 +30,96 @@ pub fn write_account(buf: &mut String, value: &str) {
     }
 }
 
-/// Hides the password of a URL like `postgres://user:secret@host/db`.
+/// Hides the password of a database URL in every form it can take: `postgres://user:secret@host/db`,
+/// `postgres://user@host/db?password=secret`, or a libpq string `host=h password=secret`.
 pub fn url(value: &str) -> String {
-    match (value.find("://"), value.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &value[scheme_end + 3..at];
-            match userinfo.find(':') {
-                Some(colon) => format!(
-                    "{}{}:***{}",
-                    &value[..scheme_end + 3],
-                    &userinfo[..colon],
-                    &value[at..]
-                ),
-                None => value.to_string(),
-            }
+    secrets(value)
+}
+
+/// Whether a key names a secret (`password`, `sslpassword`, `passwd`, `pwd`, `secret`,
+/// `token`, `api_key` …), in any case.
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    [
+        "pass",
+        "pwd",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "private_key",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+}
+
+/// Hides every secret-looking value in free text, such as a config line quoted by a TOML
+/// parse error: the password of any `scheme://user:password@` URL, and the value of every
+/// `key=value` / `key = "value"` pair whose key names a secret (URL queries, libpq strings,
+/// TOML lines). Each hidden value reads `***`.
+pub fn secrets(text: &str) -> String {
+    let mut hide: Vec<(usize, usize)> = Vec::new();
+    let bytes = text.as_bytes();
+    let stops = |b: u8| b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`');
+    // URL passwords: `://user:password@`, within the authority.
+    let mut from = 0;
+    while let Some(p) = text[from..].find("://") {
+        let start = from + p + 3;
+        let end = (start..bytes.len())
+            .find(|&i| stops(bytes[i]) || matches!(bytes[i], b'/' | b'?' | b'#'))
+            .unwrap_or(bytes.len());
+        if let Some(at) = text[start..end].rfind('@')
+            && let Some(colon) = text[start..start + at].find(':')
+        {
+            hide.push((start + colon + 1, start + at));
         }
-        _ => value.to_string(),
+        from = end.max(start);
     }
+    // `key=value` pairs with a secret key: the value up to a separator, or a quoted value.
+    for (eq, _) in text.match_indices('=') {
+        let key_end = text[..eq].trim_end().len();
+        let key_start = text[..key_end]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+            .map_or(0, |i| i + 1);
+        if key_start == key_end || !is_secret_key(&text[key_start..key_end]) {
+            continue;
+        }
+        let value_start = eq + 1 + (text[eq + 1..].len() - text[eq + 1..].trim_start().len());
+        let (start, end) = match bytes.get(value_start) {
+            Some(&q @ (b'"' | b'\'')) => {
+                let start = value_start + 1;
+                let end = text[start..]
+                    .find([q as char, '\n'])
+                    .map_or(text.len(), |i| start + i);
+                (start, end)
+            }
+            _ => {
+                let end = (value_start..bytes.len())
+                    .find(|&i| stops(bytes[i]) || matches!(bytes[i], b'&' | b';' | b','))
+                    .unwrap_or(bytes.len());
+                (value_start, end)
+            }
+        };
+        if end > start {
+            hide.push((start, end));
+        }
+    }
+    if hide.is_empty() {
+        return text.to_string();
+    }
+    hide.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in hide {
+        if end <= at {
+            continue;
+        }
+        out.push_str(&text[at..start.max(at)]);
+        out.push_str("***");
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -64,5 +137,28 @@ mod tests {
     fn url_passwords_are_hidden() {
         assert_eq!(url("postgres://bob:s3cret@db/x"), "postgres://bob:***@db/x");
         assert_eq!(url("sqlite://a.db"), "sqlite://a.db");
+        assert_eq!(
+            url("postgres://bob@db/x?sslmode=require&password=s3cret&x=1"),
+            "postgres://bob@db/x?sslmode=require&password=***&x=1"
+        );
+        assert_eq!(
+            url("host=db user=bob password='s3 cret' dbname=x"),
+            "host=db user=bob password='***' dbname=x"
+        );
+        assert_eq!(url("host=db PassWord=s3cret"), "host=db PassWord=***");
+    }
+
+    #[test]
+    fn secrets_in_config_text_are_hidden() {
+        let line = "2 | database_url = \"postgres://bob:s3:cret@db:5432/x\n  |   ^";
+        assert_eq!(
+            secrets(line),
+            "2 | database_url = \"postgres://bob:***@db:5432/x\n  |   ^"
+        );
+        assert_eq!(
+            secrets("smtp_password = \"hunter2\" # x"),
+            "smtp_password = \"***\" # x"
+        );
+        assert_eq!(secrets("timezone = \"UTC\""), "timezone = \"UTC\"");
     }
 }

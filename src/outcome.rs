@@ -441,13 +441,7 @@ pub fn classify(
     // copy itself here. Capacity never filled costs no memory.
     let mut rows: Vec<ResultRow> =
         Vec::with_capacity(scope.len() + lines.len() + m.settlement.batches.len());
-    rows.par_extend(scope.par_iter().enumerate().map(|(k, &i)| {
-        // Payments come in order, their linked lines in any order.
-        if let Some(&ahead) = scope.get(k + crate::prefetch::AHEAD)
-            && let Some(pair) = ix.links_by_pay.get(ahead as usize).first()
-        {
-            crate::prefetch::prefetch(&lines[pair.line as usize]);
-        }
+    rows.par_extend(scope.par_iter().map(|&i| {
         let i = i as usize;
         let p = &payments[i];
         let row = classify_payment(i, p, lines, &ix, rules, ctx, &names);

@@ -6,9 +6,10 @@
 //! 3. outputs are written into `<run>.tmp/`;
 //! 4. transitions, tickets and follow-ups are committed in ONE database transaction;
 //! 5. the output folder is renamed into place, then the run record is marked COMPLETED;
-//! 6. the email alert is delivered (after messages an earlier run left in the outbox). A
-//!    failed alert never undoes the run: the message is queued and [`RunReport::alert`] says
-//!    so (exit code [`crate::exit::ALERT_FAILED`]).
+//! 6. the email alert is queued in the outbox, the run lock is released, and the alert is
+//!    delivered (messages an earlier run left in the outbox went first, under the lock). A
+//!    failed alert never undoes the run: the message stays queued and [`RunReport::alert`]
+//!    says so (exit code [`crate::exit::ALERT_FAILED`]).
 //!
 //! A re-run of the same range reproduces the same `results.csv`: classification uses the
 //! status before recon's own transitions, and follow-ups keep carried-over payments in the
@@ -208,7 +209,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     });
     let opening = Instant::now();
     let db = Db::open(&cfg.database_url).await?;
-    let _lock = db.lock(opts.wait).await?;
+    let lock = db.lock(opts.wait).await?;
     tracing::debug!(
         elapsed_ms = opening.elapsed().as_millis() as u64,
         "Database open, schema checked, run lock held."
@@ -226,7 +227,8 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         .await
         {
             Ok((mut r, _, view)) => {
-                // After the commit and the rename: a failed alert never undoes the run.
+                // After the commit and the rename: a failed alert never undoes the run, and
+                // the lock is released before the alert is sent.
                 outbox::after_run(
                     cfg.email.as_ref(),
                     &mut alert,
@@ -234,6 +236,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
                     &cfg.output_dir,
                     &r.out_dir,
                     opts.dry_run,
+                    lock,
                 )
                 .await;
                 r.alert = alert;
@@ -243,7 +246,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             Err(e) => Err(e),
         }
     } else {
-        run_range(cfg, opts, &rules, &db, &run_id, as_of, alert).await
+        run_range(cfg, opts, &rules, &db, &run_id, as_of, alert, lock).await
     };
     let closing = Instant::now();
     db.close().await;
@@ -298,6 +301,7 @@ async fn recover_interrupted(db: &Db, cfg: &Config) -> Result<()> {
 /// A range runs day by day, exactly as the nightly runs would have (each day sees the
 /// follow-ups the previous day left), each day committed on its own, into
 /// `<output_dir>/<run id>/<YYYY-MM-DD>/`, with one `summary.json` for the range written last.
+#[allow(clippy::too_many_arguments)]
 async fn run_range(
     cfg: &Config,
     opts: &RunOptions,
@@ -306,6 +310,7 @@ async fn run_range(
     run_id: &str,
     as_of: Micros,
     mut alert: Alert,
+    lock: crate::db::RunLock,
 ) -> Result<RunReport> {
     let dir = cfg.output_dir.join(run_id);
     if dir.exists() {
@@ -408,6 +413,7 @@ async fn run_range(
         &cfg.output_dir,
         &dir,
         opts.dry_run,
+        lock,
     )
     .await;
     Ok(RunReport {
@@ -541,7 +547,9 @@ async fn run_day(
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
         }
-        Err(e) => tracing::error!(run_id, error = %format!("{e:#}"), "Run failed."),
+        Err(e) => {
+            tracing::error!(run_id, error = %crate::exit::bounded(&format!("{e:#}")), "Run failed.")
+        }
     }
     if let Err(e) = &result
         && !opts.dry_run
@@ -549,7 +557,11 @@ async fn run_day(
         // Best effort: the run record says why it failed; nothing else was committed.
         if let Ok(mut tx) = db.begin().await
             && tx
-                .fail_runs(Some(run_id), &format!("{e:#}"), &now())
+                .fail_runs(
+                    Some(run_id),
+                    &crate::exit::bounded(&format!("{e:#}")),
+                    &now(),
+                )
                 .await
                 .is_ok()
         {
@@ -597,13 +609,11 @@ async fn plan_and_apply(
     let writer = {
         let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
         tokio::task::spawn_blocking(move || -> Result<u64> {
-            yielding(|| {
-                let started = Instant::now();
-                write_results(&tmp, &data)?;
-                results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
-                crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
-                Ok(started.elapsed().as_millis() as u64)
-            })
+            let started = Instant::now();
+            write_results(&tmp, &data)?;
+            results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+            crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
+            Ok(started.elapsed().as_millis() as u64)
         })
     };
     // The reports (into the same folder, so they appear or not with the results) are written
@@ -751,29 +761,6 @@ async fn plan_and_apply(
         finals,
         view,
     ))
-}
-
-/// Runs `work` on a thread of its own at a lower CPU priority (nice 10; Linux, where the nice
-/// value is per thread), and waits for it. Used for results.csv: three jobs share two cores
-/// after classification (the database transaction, the reports, results.csv), and at equal
-/// priority the transaction, the longest, ran alone for its last ~0.5 s while a core stood
-/// idle. Measured at 1M payments (`bench/compare.sh`, 6 rounds): median 4.29 s against 4.39 s;
-/// lowering the reports too made them the last job instead. Its own thread, because a thread
-/// cannot take its priority back unprivileged, and the blocking pool's threads are reused.
-fn yielding<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setpriority only changes the calling thread's nice value (`who` 0 is
-            // the caller); a failure leaves it unchanged, which is harmless.
-            #[cfg(target_os = "linux")]
-            unsafe {
-                libc::setpriority(libc::PRIO_PROCESS, 0, 10);
-            }
-            work()
-        })
-        .join()
-        .unwrap_or_else(|e| std::panic::resume_unwind(e))
-    })
 }
 
 /// Frees `value` on a thread of its own: a million rows (or a hundred thousand report items)

@@ -20,7 +20,12 @@ const SQLITE_BATCH: usize = 500;
 const PG_BATCH: usize = 4500;
 
 fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
-    move |e| fail(Failure::Database, format!("{what}: {e}"))
+    move |e| {
+        fail(
+            Failure::Database,
+            format!("{what}: {}", crate::db::message(e)),
+        )
+    }
 }
 
 /// Timestamp bound for SQLite: the fixed-width UTC text the schema stores.

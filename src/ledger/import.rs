@@ -131,8 +131,8 @@ fn opt(s: &str) -> Option<CompactString> {
 
 /// Calls `row(line, fields in column order, errors)` for every non-blank record of the CSV at
 /// `path`, whose header must contain `columns`. Records that cannot be read, have the wrong
-/// number of fields, are not UTF-8 or hold a NUL character (which PostgreSQL text cannot hold,
-/// so the same file imports alike on both backends) are rejected here.
+/// number of fields, are not UTF-8 or hold a control character other than tab and line breaks
+/// (NUL among them, which PostgreSQL text cannot hold) are rejected here.
 fn each_record<const N: usize>(
     path: &Path,
     columns: &[&str; N],
@@ -187,16 +187,6 @@ fn each_record<const N: usize>(
             );
             continue;
         }
-        if text.contains('\0') {
-            let col = (0..rec.len())
-                .find(|&i| rec[i].contains(&0))
-                .map_or("?", |i| header[i].as_str());
-            errors.push(
-                line,
-                format!("{file}:{line}: column {col}: contains a NUL character"),
-            );
-            continue;
-        }
         let mut fields = [""; N];
         let mut utf8 = true;
         for (f, &i) in fields.iter_mut().zip(&idx) {
@@ -207,6 +197,12 @@ fn each_record<const N: usize>(
         }
         if !utf8 {
             errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
+            continue;
+        }
+        if let Some((c, why)) = fields.iter().zip(columns).find_map(|(f, c)| {
+            crate::sources::text::control_character(f).map(|why| (c, why))
+        }) {
+            errors.push(line, format!("{file}:{line}: column {c}: {why}"));
             continue;
         }
         row(line, &fields, errors);

@@ -265,7 +265,7 @@ async fn load_sqlite(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "Payments read."
     );
-    payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
+    crate::keysort::sort_by_text_key(&mut payments, |p| p.payment_id.as_str());
     let positions = index(&payments);
 
     // recon's own latest transition: classify on the status before it, so that re-running a
@@ -319,14 +319,13 @@ async fn load_sqlite(
             &hi,
         )
         .await?;
-    let mut last = 0;
     sqlite_raw::query(
         &mut conn,
         &attempt_ids_sql(scan, custom),
         &[&attempts_lo, &hi],
         |row| {
             // The current attempt's id is usually already on the payment row: skip it.
-            if let Some(Some(i)) = row.with_text(0, |s| positions.get_near(s, &mut last))
+            if let Some(Some(i)) = row.with_text(0, |s| positions.get(s))
                 && let Some(Some(ppid)) = row.with_text(1, |id| {
                     (payments[i as usize].provider_payment_id.as_deref() != Some(id))
                         .then(|| id.to_string())
@@ -357,29 +356,6 @@ impl Positions<'_> {
     fn get(&self, id: &str) -> Option<u32> {
         self.index
             .get(id, |i| self.payments[i as usize].payment_id.as_str())
-    }
-
-    /// [`Self::get`], looking first at the few payments from the one found last on (`last`):
-    /// payments are sorted by id, and attempts scanned in insertion order of sequentially
-    /// numbered payments come in that order too, with gaps where a payment has no attempt with
-    /// a provider id. They then find their payment without a hash lookup (a random memory
-    /// access each, ~0.25 s for a million attempts). Any other order costs at most eight
-    /// compares of neighbouring ids before the lookup.
-    fn get_near(&self, id: &str, last: &mut usize) -> Option<u32> {
-        let ahead = self.payments.len().min(*last + 8);
-        for k in *last..ahead {
-            match self.payments[k].payment_id.as_str().cmp(id) {
-                std::cmp::Ordering::Less => {}
-                std::cmp::Ordering::Equal => {
-                    *last = k;
-                    return Some(k as u32);
-                }
-                std::cmp::Ordering::Greater => break,
-            }
-        }
-        let i = self.get(id)?;
-        *last = i as usize;
-        Some(i)
     }
 }
 
@@ -559,7 +535,7 @@ async fn load_pg(
         Ok(())
     })
     .await?;
-    payments.sort_unstable_by(|a, b| a.payment_id.cmp(&b.payment_id));
+    crate::keysort::sort_by_text_key(&mut payments, |p| p.payment_id.as_str());
     let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
     #[allow(clippy::type_complexity)]
@@ -619,7 +595,6 @@ async fn load_pg(
     };
     let attempts_lo = pg_ts(range.attempts_lo.min(range.lo));
     let mut provider_ids: Vec<(u32, String)> = Vec::new();
-    let mut last = 0;
     copy_rows(
         &mut conn,
         &format!(
@@ -628,7 +603,7 @@ async fn load_pg(
         ),
         |f| {
             if let (Some(Some(pid)), Some(Some(ppid))) = (f.first(), f.get(1))
-                && let Some(i) = positions.get_near(pid.as_ref(), &mut last)
+                && let Some(i) = positions.get(pid.as_ref())
                 && payments[i as usize].provider_payment_id.as_deref() != Some(ppid.as_ref())
             {
                 provider_ids.push((i, ppid.to_string()));
@@ -666,11 +641,10 @@ mod tests {
     fn positions_find_ids_in_any_order_and_nothing_else() {
         let payments: Vec<Payment> = ["A", "B", "C", "D"].into_iter().map(pay).collect();
         let positions = index(&payments);
-        let mut last = 0;
-        // In order (the fast path), repeated, with a gap, backwards, unknown.
+        // In order, repeated, with a gap, backwards, unknown.
         let found: Vec<Option<u32>> = ["A", "A", "C", "D", "A", "D", "D", "B", "X", "C", ""]
             .into_iter()
-            .map(|id| positions.get_near(id, &mut last))
+            .map(|id| positions.get(id))
             .collect();
         let want =
             [0, 0, 2, 3, 0, 3, 3, 1, u32::MAX, 2, u32::MAX].map(|i| (i != u32::MAX).then_some(i));

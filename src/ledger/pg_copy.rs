@@ -15,7 +15,12 @@ pub async fn copy_rows(
     select: &str,
     mut each: impl FnMut(&[Option<Cow<'_, str>>]) -> Result<()>,
 ) -> Result<u64> {
-    let err = |e: sqlx::Error| fail(Failure::Database, format!("loading the ledger: {e}"));
+    let err = |e: sqlx::Error| {
+        fail(
+            Failure::Database,
+            format!("loading the ledger: {}", crate::db::message(e)),
+        )
+    };
     let mut stream = conn
         .copy_out_raw(&format!("COPY ({select}) TO STDOUT"))
         .await
@@ -27,7 +32,10 @@ pub async fn copy_rows(
             let row = std::str::from_utf8(row).map_err(|e| {
                 fail(
                     Failure::Database,
-                    format!("loading the ledger: row {rows} is not UTF-8: {e}"),
+                    format!(
+                        "loading the ledger: row {} of the database's COPY stream (not a line of any file) is not UTF-8: {e}",
+                        rows + 1
+                    ),
                 )
             })?;
             let fields: Vec<Option<Cow<'_, str>>> = row.split('\t').map(field).collect();

@@ -8,7 +8,6 @@ use crate::rules::Identifiers;
 use crate::sources::StatementLine;
 use anyhow::Result;
 use polars::prelude::*;
-use std::borrow::Cow;
 
 /// The hash identifier keys are joined on.
 fn key_hash(key: &str) -> u64 {
@@ -29,21 +28,19 @@ struct Side {
 }
 
 impl Side {
-    /// The non-empty normalised keys of `keys` (source, raw key), hashed.
+    /// The keys of `keys` (source, raw key) that `hash` gives a hash (the non-empty ones).
     fn new<'a>(
         keys: impl Iterator<Item = (u32, &'a str)>,
-        norm: impl Fn(&'a str) -> Cow<'a, str>,
-        hash: fn(&str) -> u64,
+        hash: impl Fn(&'a str) -> Option<u64>,
     ) -> Side {
         // Sized once for the most keys the iterator can yield (capacity never filled costs no
         // memory; growing would copy the vectors into new memory again and again).
         let most = keys.size_hint().1.unwrap_or(0);
         let (mut src, mut hashes) = (Vec::with_capacity(most), Vec::with_capacity(most));
         for (i, raw) in keys {
-            let key = norm(raw);
-            if !key.is_empty() {
+            if let Some(h) = hash(raw) {
                 src.push(i);
-                hashes.push(hash(&key));
+                hashes.push(h);
             }
         }
         Side { src, hash: hashes }
@@ -93,7 +90,12 @@ fn join_keys(
 
 /// Whether two raw keys are equal once normalised (equal raw text needs no normalising).
 fn same_key(steps: &[Step], a: &str, b: &str) -> bool {
-    a == b || normalize::apply(steps, a) == normalize::apply(steps, b)
+    a == b || normalize::with_applied(steps, a, |a| normalize::with_applied(steps, b, |b| a == b))
+}
+
+/// The hash of a raw key once normalised, `None` when that is empty.
+fn normalised_hash(steps: &[Step], raw: &str, hash: fn(&str) -> u64) -> Option<u64> {
+    normalize::with_applied(steps, raw, |k| (!k.is_empty()).then(|| hash(k)))
 }
 
 /// Identifier pass: line reference = payment_id, line provider id = a recorded provider id.
@@ -106,7 +108,7 @@ pub(super) fn identifier_pairs(
     ids: Identifiers,
     steps: &[Step],
 ) -> Result<Vec<(u32, u32)>> {
-    let norm = |s| normalize::apply(steps, s);
+    let hashed = |raw: &str| normalised_hash(steps, raw, key_hash);
     // Free lines' keys from one field: (line, raw key).
     let line_keys = |field: fn(&StatementLine) -> Option<&str>| {
         lines
@@ -119,15 +121,14 @@ pub(super) fn identifier_pairs(
         if !ids.reference {
             return Ok(Vec::new());
         }
-        let ls = Side::new(line_keys(|l| l.reference.as_deref()), norm, key_hash);
+        let ls = Side::new(line_keys(|l| l.reference.as_deref()), hashed);
         let ps = Side::new(
             payments
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| pay_free[*i])
                 .map(|(i, p)| (i as u32, p.payment_id.as_str())),
-            norm,
-            key_hash,
+            hashed,
         );
         join_keys(ls, ps, |l, p| {
             let key = lines[l as usize].reference.as_deref().unwrap_or("");
@@ -138,7 +139,7 @@ pub(super) fn identifier_pairs(
         if !ids.provider_txn_id {
             return Ok(Vec::new());
         }
-        let ls = Side::new(line_keys(|l| l.provider_txn_id.as_deref()), norm, key_hash);
+        let ls = Side::new(line_keys(|l| l.provider_txn_id.as_deref()), hashed);
         // Ids recorded on the payment row (source: the payment) and on its attempts (source:
         // the number of payments plus the attempt's row); repeats only repeat a pair, and
         // pairs are de-duplicated after the join.
@@ -162,8 +163,7 @@ pub(super) fn identifier_pairs(
             on_payments
                 .chain(on_attempts)
                 .filter(|&(src, _)| pay_free[payment_of(src).0 as usize]),
-            norm,
-            key_hash,
+            hashed,
         );
         join_keys(ls, ps, |l, src| {
             let key = lines[l as usize].provider_txn_id.as_deref().unwrap_or("");
@@ -279,8 +279,7 @@ mod tests {
             let side = |keys: &[&'static str], base: u32| {
                 Side::new(
                     keys.iter().enumerate().map(|(i, k)| (base + i as u32, *k)),
-                    |k| normalize::apply(&steps, k),
-                    hash,
+                    |k| normalised_hash(&steps, k, hash),
                 )
             };
             let got = join_keys(side(&lines, 10), side(&pays, 20), |l, p| {

@@ -191,11 +191,7 @@ pub fn run(
             }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
-        for (k, &(l, p)) in pairs.iter().enumerate() {
-            // Pairs come in line order, their payments in any order.
-            if let Some(&(_, ahead)) = pairs.get(k + crate::prefetch::AHEAD) {
-                crate::prefetch::prefetch(&payments[ahead as usize]);
-            }
+        for &(l, p) in &pairs {
             let (l_us, p_us) = (l as usize, p as usize);
             let pair = Pair {
                 line: l,

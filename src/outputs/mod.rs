@@ -6,12 +6,58 @@ pub mod results;
 pub mod settlement;
 pub mod summary;
 
-/// Neutralises a text cell for spreadsheet tools: a leading `= + - @`, tab or CR is prefixed
-/// with `'` so it is never evaluated as a formula (DESIGN.md rule 6).
-pub fn csv_safe(value: &str) -> std::borrow::Cow<'_, str> {
-    match value.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r') => format!("'{value}").into(),
-        _ => value.into(),
+use std::borrow::Cow;
+
+/// Whether `c` changes the direction text is shown in (U+202A–U+202E, U+2066–U+2069, the
+/// marks U+200E, U+200F and U+061C): such a character makes a value read as something else
+/// ("Trojan Source").
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `value` with every character `hide` picks written as `<U+XXXX>`.
+pub fn escape_chars(value: &str, hide: impl Fn(char) -> bool) -> Cow<'_, str> {
+    // Fast path: every such character is a control byte or starts with 0xC2, 0xD8 or 0xE2.
+    if !value
+        .bytes()
+        .any(|b| b < 0x20 || matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2))
+        || !value.chars().any(&hide)
+    {
+        return value.into();
+    }
+    let mut out = String::with_capacity(value.len() + 16);
+    for c in value.chars() {
+        if hide(c) {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// Text for a report or data file, with what a reader cannot see made visible: control
+/// characters (NUL, ESC, …; tab and line breaks are text) and bidirectional controls are
+/// written as `<U+XXXX>`.
+pub fn visible(value: &str) -> Cow<'_, str> {
+    escape_chars(value, |c| {
+        (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || is_bidi_control(c)
+    })
+}
+
+/// Neutralises a text cell for spreadsheet tools: invisible characters are made
+/// [`visible`], and a cell starting (after spaces) with `= + - @`, or with tab or CR, is
+/// prefixed with `'` so it is never evaluated as a formula (DESIGN.md rule 6).
+pub fn csv_safe(value: &str) -> Cow<'_, str> {
+    let value = visible(value);
+    let formula = matches!(value.chars().next(), Some('\t' | '\r'))
+        || value
+            .trim_start_matches(' ')
+            .starts_with(['=', '+', '-', '@']);
+    if formula {
+        format!("'{value}").into()
+    } else {
+        value
     }
 }
 
@@ -25,5 +71,9 @@ mod tests {
             assert!(csv_safe(hostile).starts_with('\''), "{hostile:?}");
         }
         assert_eq!(csv_safe("PAY-1"), "PAY-1");
+        assert_eq!(csv_safe("\0=1+1"), "<U+0000>=1+1");
+        assert_eq!(csv_safe("  =1+1"), "'  =1+1");
+        assert_eq!(csv_safe("L-\u{202e}1"), "L-<U+202E>1");
+        assert_eq!(csv_safe("multi\nline"), "multi\nline");
     }
 }

@@ -100,15 +100,7 @@ pub fn write<W: Write, D: Write>(
             }
         };
     let mut ls: Vec<&StatementLine> = Vec::new();
-    for (k, r) in rows.iter().enumerate() {
-        // Rows come in payment order, their lines in any order: ask for a later row's line
-        // now, so that it is in cache when that row is written.
-        if let Some(&l) = rows
-            .get(k + crate::prefetch::AHEAD)
-            .and_then(|r| r.lines.first())
-        {
-            crate::prefetch::prefetch(&lines[l as usize]);
-        }
+    for r in rows {
         rec.buf.clear();
         let p = r.payment.map(|i| &payments[i as usize]);
         ls.clear();

@@ -6,10 +6,12 @@
 use super::{Family, Item, ReportView, total_text, utc};
 use std::fmt::Write as _;
 
-/// Escapes text for HTML element content and quoted attribute values.
+/// Escapes text for HTML element content and quoted attribute values; invisible characters
+/// are shown as `<U+XXXX>` first ([`crate::outputs::visible`]).
 pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+    let s = crate::outputs::visible(s);
     if !s.contains(['&', '<', '>', '"', '\'']) {
-        return s.into();
+        return s;
     }
     let mut out = String::with_capacity(s.len() + 16);
     for c in s.chars() {

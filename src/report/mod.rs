@@ -249,22 +249,7 @@ fn sort_items(items: &mut [Item]) {
         })
     });
     let mut from: Vec<u32> = order.into_iter().map(|(_, i)| i).collect();
-    permute(items, &mut from);
-}
-
-/// Reorders `items` so that position k holds what was at `from[k]`, by swaps along the
-/// permutation's cycles. `from` is left as the identity.
-fn permute<T>(items: &mut [T], from: &mut [u32]) {
-    for start in 0..items.len() {
-        let mut k = start;
-        while from[k] as usize != start {
-            let j = from[k] as usize;
-            items.swap(k, j);
-            from[k] = k as u32;
-            k = j;
-        }
-        from[k] = k as u32;
-    }
+    crate::keysort::permute(items, &mut from);
 }
 
 /// How urgent an outcome is, 0 = most: FAILED_BUT_PAID first (DESIGN.md: highest severity;
@@ -522,16 +507,10 @@ pub(crate) fn utc(t: Micros) -> String {
     crate::timeparse::format_utc(t)
 }
 
-/// Replaces control characters (terminal escapes, stray CRs) in text shown in plain text.
+/// Text shown as plain text (the email, the terminal): every control character (terminal
+/// escapes, stray CRs and line breaks) and bidirectional control written as `<U+XXXX>`.
 pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.chars().any(char::is_control) {
-        s.chars()
-            .map(|c| if c.is_control() { '\u{FFFD}' } else { c })
-            .collect::<String>()
-            .into()
-    } else {
-        s.into()
-    }
+    crate::outputs::escape_chars(s, |c| c.is_control() || crate::outputs::is_bidi_control(c))
 }
 
 #[cfg(test)]
@@ -609,16 +588,6 @@ mod tests {
     }
 
     #[test]
-    fn permute_moves_each_item_from_its_source_position() {
-        // Two cycles of different lengths and a fixed point.
-        let mut items = vec!['a', 'b', 'c', 'd', 'e', 'f'];
-        let mut from = vec![2, 0, 1, 3, 5, 4];
-        permute(&mut items, &mut from);
-        assert_eq!(items, ['c', 'a', 'b', 'd', 'f', 'e']);
-        assert_eq!(from, [0, 1, 2, 3, 4, 5]);
-    }
-
-    #[test]
     fn sums_beyond_i64_stay_exact() {
         let big = i128::from(i64::MAX) * 3;
         assert_eq!(total_text(big, "EUR"), "276701161105643274.21");
@@ -628,7 +597,8 @@ mod tests {
 
     #[test]
     fn control_characters_are_replaced_in_text() {
-        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a\u{FFFD}[31mb\u{FFFD}");
+        assert_eq!(text_safe("a\u{1b}[31mb\r"), "a<U+001B>[31mb<U+000D>");
+        assert_eq!(text_safe("x\u{202e}y"), "x<U+202E>y");
         assert_eq!(text_safe("plain"), "plain");
     }
 }

@@ -1,18 +1,21 @@
-//! Delivering the alert, and the outbox that keeps it when SMTP is down or refuses it.
+//! Delivering the alert, and the outbox that keeps it when SMTP is down, stalls or refuses it.
 //!
 //! The alert leaves only after the run committed and its folder is in place, so a failed
-//! alert never undoes a run. A message SMTP did not take is written to
+//! alert never undoes a run. Over SMTP the message is first written to
 //! `<output_dir>/outbox/<run id>.eml` (the message as sent) with `<run id>.envelope.json`
-//! (sender and recipients); the next run sends queued messages first, oldest first, and
-//! deletes each one the server accepted. Credentials are read from the environment at
-//! sending time and never logged.
+//! (sender and recipients), then the run lock is released, then it is sent; it is deleted only
+//! once the server accepted it, so neither a stalled server nor a kill loses it. Every stage
+//! of the SMTP exchange is bounded by `email.smtp.timeout_seconds`. The next run sends queued
+//! messages first, oldest first, skipping one another process is delivering. Credentials are
+//! read from the environment at sending time and never logged.
 
 use crate::config::{EmailConfig, EmailTransport, SmtpConfig, SmtpTls};
 use anyhow::{Context, Result};
+use lettre::Message;
 use lettre::address::Envelope;
-use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
-use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use lettre::transport::smtp::authentication::{Credentials, DEFAULT_MECHANISMS};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, Certificate, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
 use std::path::{Path, PathBuf};
 
 /// The outbox folder under the output root.
@@ -118,30 +121,67 @@ fn tls_parameters(smtp: &SmtpConfig) -> Result<TlsParameters> {
         .with_context(|| format!("TLS parameters for {}", smtp.host))
 }
 
-/// The SMTP transport of the config, with credentials from the environment.
-fn transport(smtp: &SmtpConfig) -> Result<AsyncSmtpTransport<Tokio1Executor>> {
-    let mut b = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(smtp.host.as_str())
-        .port(smtp.port)
-        .timeout(Some(smtp.timeout));
-    // `Required`: STARTTLS or no delivery, never a silent fallback to plain text.
-    b = match smtp.tls {
-        SmtpTls::StartTls => b.tls(Tls::Required(tls_parameters(smtp)?)),
-        SmtpTls::Implicit => b.tls(Tls::Wrapper(tls_parameters(smtp)?)),
-        SmtpTls::None => b.tls(Tls::None),
-    };
-    if let Some((user, password)) = smtp.credentials()? {
-        b = b.credentials(Credentials::new(user, password));
+/// One stage of the SMTP exchange, bounded by the configured timeout: lettre's own timeout
+/// covers only the TCP connect, so a server that accepts and then never answers (or sends
+/// only its greeting) would otherwise hang the alert, and with it the run, forever.
+async fn stage<T>(
+    smtp: &SmtpConfig,
+    what: &str,
+    work: impl std::future::Future<Output = Result<T, lettre::transport::smtp::Error>>,
+) -> Result<T> {
+    let server = format!("SMTP {}:{}", smtp.host, smtp.port);
+    match tokio::time::timeout(smtp.timeout, work).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(anyhow::anyhow!("{server}: {what}: {e}")),
+        Err(_) => Err(anyhow::anyhow!(
+            "{server}: {what}: no answer within {} s (email.smtp.timeout_seconds)",
+            smtp.timeout.as_secs()
+        )),
     }
-    Ok(b.build())
 }
 
-/// Sends raw bytes; the error says which server, never the credentials.
+/// Sends raw bytes, every stage (connect with TLS, greeting and EHLO; STARTTLS; AUTH; the
+/// envelope and the data; QUIT) within `smtp.timeout`. `starttls` is required: a server that
+/// does not offer it gets no message. The error says which server and stage, never the
+/// credentials.
 async fn send_raw(smtp: &SmtpConfig, envelope: &Envelope, bytes: &[u8]) -> Result<()> {
-    let t = transport(smtp)?;
-    t.send_raw(envelope, bytes)
-        .await
-        .map(|_| ())
-        .map_err(|e| anyhow::anyhow!("SMTP {}:{}: {e}", smtp.host, smtp.port))
+    let hello = ClientId::default();
+    let implicit = match smtp.tls {
+        SmtpTls::Implicit => Some(tls_parameters(smtp)?),
+        SmtpTls::StartTls | SmtpTls::None => None,
+    };
+    let credentials = smtp
+        .credentials()?
+        .map(|(user, password)| Credentials::new(user, password));
+    let mut conn = stage(
+        smtp,
+        "connect and greeting",
+        AsyncSmtpConnection::connect_tokio1(
+            (smtp.host.as_str(), smtp.port),
+            Some(smtp.timeout),
+            &hello,
+            implicit,
+            None,
+        ),
+    )
+    .await?;
+    let sent = async {
+        if smtp.tls == SmtpTls::StartTls {
+            let params = tls_parameters(smtp)?;
+            stage(smtp, "STARTTLS", conn.starttls(params, &hello)).await?;
+        }
+        if let Some(c) = &credentials {
+            stage(smtp, "AUTH", conn.auth(DEFAULT_MECHANISMS, c)).await?;
+        }
+        stage(smtp, "sending the message", conn.send(envelope, bytes)).await
+    }
+    .await;
+    // The server accepted the message: QUIT is a courtesy, bounded too. After a failed stage
+    // the connection is only dropped (a failed TLS upgrade leaves nothing to write to).
+    if sent.is_ok() {
+        let _ = tokio::time::timeout(smtp.timeout, conn.quit()).await;
+    }
+    sent.map(|_| ())
 }
 
 fn envelope_json(envelope: &Envelope) -> String {
@@ -229,48 +269,93 @@ pub async fn flush(cfg: &EmailConfig, output_dir: &Path) -> (usize, usize, Optio
         );
         return (0, queue.len(), None);
     };
-    let mut sent = 0;
+    let (mut sent, mut busy) = (0, 0);
     for (k, eml) in queue.iter().enumerate() {
         let env_path = eml.with_extension("envelope.json");
         let result = async {
+            let Some(claim) = Claim::take(eml)? else {
+                return Ok(None);
+            };
             let envelope = read_envelope(&env_path)?;
             let bytes = std::fs::read(eml).with_context(|| format!("reading {}", eml.display()))?;
-            send_raw(smtp, &envelope, &bytes).await
+            send_raw(smtp, &envelope, &bytes)
+                .await
+                .map(|()| Some(claim))
         }
         .await;
         match result {
-            Ok(()) => {
+            Ok(Some(claim)) => {
                 sent += 1;
-                tracing::info!(message = %eml.display(), "Queued alert sent.");
-                // The message first: an envelope without a message is ignored.
-                let _ = std::fs::remove_file(eml);
-                let _ = std::fs::remove_file(&env_path);
+                tracing::info!(queued = %eml.display(), "Queued alert sent.");
+                claim.remove();
             }
+            // Another run is delivering it right now.
+            Ok(None) => busy += 1,
             Err(e) => {
                 let error = format!("{e:#}");
-                tracing::error!(message = %eml.display(), error = %error, "Queued alert not sent; kept in the outbox.");
-                return (sent, queue.len() - k, Some(error));
+                tracing::error!(queued = %eml.display(), error = %error, "Queued alert not sent; kept in the outbox.");
+                return (sent, queue.len() - k + busy, Some(error));
             }
         }
     }
-    (sent, 0, None)
+    (sent, busy, None)
+}
+
+/// A queued message this process is delivering: its `.eml`, open and exclusively locked, so
+/// another run's [`flush`] leaves it alone. The OS drops the lock with the process, so a
+/// delivery killed half-way leaves the message queued for the next run.
+#[derive(Debug)]
+struct Claim {
+    eml: PathBuf,
+    _file: std::fs::File,
+}
+
+impl Claim {
+    /// Claims `eml`; `None` when another process holds it.
+    fn take(eml: &Path) -> Result<Option<Claim>> {
+        let file =
+            std::fs::File::open(eml).with_context(|| format!("opening {}", eml.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Claim {
+                eml: eml.to_path_buf(),
+                _file: file,
+            })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("locking {}", eml.display()))
+            }
+        }
+    }
+
+    /// The server accepted the message: it leaves the outbox (the message first: an envelope
+    /// without a message is ignored).
+    fn remove(self) {
+        let _ = std::fs::remove_file(&self.eml);
+        let _ = std::fs::remove_file(self.eml.with_extension("envelope.json"));
+    }
 }
 
 /// Delivers this run's message after the commit and rename. Never fails: what went wrong is
-/// in the returned status (and the outbox).
-pub async fn deliver(
+/// in the returned status (and the outbox). Over SMTP the message is queued in the outbox and
+/// claimed *before* anything is sent, then `lock` (the run lock) is released: the database
+/// work is done, and a stalled server must not keep the next run out. The message leaves the
+/// outbox only once the server accepted it.
+#[allow(clippy::too_many_arguments)]
+pub async fn deliver<L>(
     cfg: &EmailConfig,
     output_dir: &Path,
     run_dir: &Path,
     run_id: &str,
     message: &Message,
     dry_run: bool,
+    lock: L,
 ) -> AlertStatus {
     let eml = run_dir.join(super::EML_FILE);
     let bytes = message.formatted();
     let smtp = match &cfg.transport {
         EmailTransport::Smtp(smtp) if !dry_run => smtp,
         _ => {
+            drop(lock);
             return match write_atomic(&eml, &bytes) {
                 Ok(()) if dry_run => AlertStatus::DryRun(eml),
                 Ok(()) => AlertStatus::Written(eml),
@@ -282,25 +367,34 @@ pub async fn deliver(
         }
     };
     let envelope = message.envelope();
-    match send_raw(smtp, envelope, &bytes).await {
-        Ok(()) => {
+    // Under the run lock no other run flushes the outbox, so the claim is taken before any
+    // other process can see the entry.
+    let queued = queue(output_dir, run_id, envelope, &bytes).and_then(|path| {
+        let claim = Claim::take(&path)?.with_context(|| format!("{} is locked", path.display()))?;
+        Ok((path, claim))
+    });
+    drop(lock);
+    match (send_raw(smtp, envelope, &bytes).await, queued) {
+        (Ok(()), queued) => {
             let to: Vec<String> = envelope.to().iter().map(|a| a.to_string()).collect();
+            match queued {
+                Ok((_, claim)) => claim.remove(),
+                Err(q) => {
+                    tracing::warn!(run_id, error = %format!("{q:#}"), "Alert sent, but it could not be queued first.")
+                }
+            }
             tracing::info!(run_id, recipients = to.len(), "Alert sent.");
             AlertStatus::Sent(to)
         }
-        Err(e) => {
+        (Err(e), Ok((path, _claim))) => {
             let error = format!("{e:#}");
-            match queue(output_dir, run_id, envelope, &bytes) {
-                Ok(path) => {
-                    tracing::error!(run_id, error = %error, queued = %path.display(), "Alert not sent; queued in the outbox.");
-                    AlertStatus::Queued { path, error }
-                }
-                Err(q) => {
-                    let both = format!("{error}; queueing failed too: {q:#}");
-                    tracing::error!(run_id, error = %both, "Alert not sent and not queued.");
-                    AlertStatus::Failed(both)
-                }
-            }
+            tracing::error!(run_id, error = %error, queued = %path.display(), "Alert not sent; queued in the outbox.");
+            AlertStatus::Queued { path, error }
+        }
+        (Err(e), Err(q)) => {
+            let both = format!("{e:#}; queueing failed too: {q:#}");
+            tracing::error!(run_id, error = %both, "Alert not sent and not queued.");
+            AlertStatus::Failed(both)
         }
     }
 }
@@ -317,22 +411,24 @@ pub async fn before_run(email: Option<&EmailConfig>, output_dir: &Path, dry_run:
     alert
 }
 
-/// Call after the commit and the rename of `run_dir`: builds the run's message from `view`
-/// and delivers it (or queues it), recording what happened in `alert`.
-pub async fn after_run(
+/// Call after the commit and the rename of `run_dir`, with the run lock: builds the run's
+/// message from `view` and delivers it (or queues it), recording what happened in `alert`.
+/// The lock is released once the message is safe in the outbox, before it is sent.
+pub async fn after_run<L>(
     email: Option<&EmailConfig>,
     alert: &mut Alert,
     view: &super::ReportView,
     output_dir: &Path,
     run_dir: &Path,
     dry_run: bool,
+    lock: L,
 ) {
     let Some(email) = email else {
         return;
     };
     let run_id = view.summary.run_id.as_str();
     alert.status = match super::email::build(email, view, run_dir) {
-        Ok(message) => deliver(email, output_dir, run_dir, run_id, &message, dry_run).await,
+        Ok(message) => deliver(email, output_dir, run_dir, run_id, &message, dry_run, lock).await,
         Err(e) => {
             tracing::error!(run_id, error = %format!("{e:#}"), "Alert not built.");
             AlertStatus::Failed(format!("{e:#}"))

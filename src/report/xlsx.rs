@@ -77,10 +77,33 @@ fn write_money(
     Ok(())
 }
 
-/// A text cell from any source, neutralised.
+/// Excel's limit for the text of one cell, in UTF-16 code units.
+const MAX_CELL_UNITS: usize = 32_767;
+
+/// `s` cut to fit one cell, ending with a marker that says so and how long the value was. The
+/// report is a view: results.csv and diff.csv keep the whole value.
+fn fit_cell(s: &str) -> std::borrow::Cow<'_, str> {
+    // A UTF-8 byte never stands for more than one UTF-16 unit.
+    if s.len() <= MAX_CELL_UNITS || s.encode_utf16().count() <= MAX_CELL_UNITS {
+        return s.into();
+    }
+    let marker = format!("… [truncated, {} chars]", s.chars().count());
+    let budget = MAX_CELL_UNITS - marker.encode_utf16().count();
+    let mut units = 0;
+    let end = s
+        .char_indices()
+        .find(|(_, c)| {
+            units += c.len_utf16();
+            units > budget
+        })
+        .map_or(s.len(), |(i, _)| i);
+    format!("{}{marker}", &s[..end]).into()
+}
+
+/// A text cell from any source, neutralised and cut to Excel's cell limit.
 fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), XlsxError> {
     if !s.is_empty() {
-        ws.write_string(row, col, csv_safe(s).as_ref())?;
+        ws.write_string(row, col, fit_cell(&csv_safe(s)).as_ref())?;
     }
     Ok(())
 }

@@ -40,21 +40,58 @@ pub fn header_of<R: std::io::Read>(
         .collect())
 }
 
+/// The longest header line recon reads, in bytes: a file whose first line is longer is not a
+/// statement (a 200 MB file of NUL bytes is one "header").
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+/// The longest field recon reads, in bytes; a longer one rejects its line.
+pub const MAX_FIELD_BYTES: usize = 64 * 1024;
+
+/// The header's names for a message: each cut, at most 40 of them.
+fn header_text(header: &[String]) -> String {
+    let names: Vec<String> = header
+        .iter()
+        .take(40)
+        .map(|h| format!("{:?}", super::cut(h)))
+        .collect();
+    let more = match header.len() {
+        n if n > 40 => format!(", … ({n} columns in all)"),
+        _ => String::new(),
+    };
+    format!("[{}{more}]", names.join(", "))
+}
+
 fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<usize> {
     if let Some(i) = column_index(name) {
         return Ok(i);
     }
-    header
-        .and_then(|h| h.iter().position(|h| h == name.trim()))
-        .ok_or_else(|| {
-            fail(
-                Failure::Input,
-                format!(
-                    "{file}: column {name:?} (config key columns.{key}) is not in the header; found {:?}",
-                    header.unwrap_or(&[])
-                ),
-            )
-        })
+    let mut at = header
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| *h == name.trim())
+        .map(|(i, _)| i);
+    let first = at.next();
+    // Reading the first of two same-named columns would be a silent guess.
+    if let (Some(a), Some(b)) = (first, at.next()) {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{file}: column {name:?} (config key columns.{key}) appears twice in the header, as column {} and column {} (hint: rename one, or map the column by position, \"#{}\")",
+                a + 1,
+                b + 1,
+                a + 1
+            ),
+        ));
+    }
+    first.ok_or_else(|| {
+        fail(
+            Failure::Input,
+            format!(
+                "{file}: column {name:?} (config key columns.{key}) is not in the header; found {}",
+                header_text(header.unwrap_or(&[]))
+            ),
+        )
+    })
 }
 
 /// One row of a table, whatever the file format: text cells (CSV) or typed cells (xlsx).
@@ -395,8 +432,12 @@ impl Collector {
         }
     }
 
-    /// Records a rejected line.
+    /// Records a rejected line (its reason [`crate::exit::bounded`]).
     pub fn reject(&mut self, line: u64, reason: String) {
+        let reason = match crate::exit::bounded(&reason) {
+            std::borrow::Cow::Borrowed(_) => reason,
+            std::borrow::Cow::Owned(cut) => cut,
+        };
         self.rejected.push(Rejected {
             source: self.source.clone(),
             file: self.file.clone(),
@@ -528,6 +569,16 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     }
     let body = &bytes[offset..];
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let first_line = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+    if cfg.has_header && first_line > MAX_HEADER_BYTES {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{file}: line {}: the header line is {first_line} bytes, more than the {MAX_HEADER_BYTES} a header may have (hint: is this a statement file?)",
+                cfg.skip_lines + 1
+            ),
+        ));
+    }
     let mut reader = ::csv::ReaderBuilder::new()
         .delimiter(cfg.delimiter)
         .has_headers(cfg.has_header)
@@ -565,6 +616,24 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
             .map(|p| line_base + line_of(body, p))
             .unwrap_or(line_no);
         if record.is_blank() {
+            continue;
+        }
+        if let Some((i, f)) = record
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.len() > MAX_FIELD_BYTES)
+        {
+            let name = header
+                .as_ref()
+                .and_then(|h| h.get(i))
+                .map_or_else(|| format!("#{}", i + 1), |n| format!("{:?}", super::cut(n)));
+            out.reject(
+                line_no,
+                format!(
+                    "column {name}: the field is {} bytes, more than the {MAX_FIELD_BYTES} a field may have",
+                    f.len()
+                ),
+            );
             continue;
         }
         if cfg.skip_footer == 0 {

@@ -15,7 +15,7 @@ pub mod bai2;
 pub mod camt;
 pub mod csv;
 pub mod mt940;
-mod text;
+pub(crate) mod text;
 pub mod xlsx;
 
 use crate::config::{Completeness, Format, LineKind, Role, SourceConfig, SourcePath};
@@ -736,12 +736,16 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
             for l in &mut one.lines {
                 l.role = cfg.role;
             }
-            let (kept, rejected) = load.add(one.lines, true);
+            let (lines, bad) = without_control_characters(std::mem::take(&mut one.lines));
+            file.lines -= bad.len();
+            file.rejected += bad.len();
+            let (kept, rejected) = load.add(lines, true);
             file.duplicates = dropped_before + (file.lines - kept - rejected.len());
             file.lines = kept;
             file.rejected += rejected.len();
-            let clean = clean && rejected.is_empty();
+            let clean = clean && rejected.is_empty() && bad.is_empty();
             load.rejected.extend(one.rejected);
+            load.rejected.extend(bad);
             load.rejected.extend(rejected);
             load.warnings.extend(one.warnings);
             load.files.push(file);
@@ -760,22 +764,65 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
             for l in &mut parsed.lines {
                 l.role = cfg.role;
             }
-            let total = parsed.lines.len();
-            let (kept, rejected) = load.add(parsed.lines, false);
+            let (lines, bad) = without_control_characters(parsed.lines);
+            let total = lines.len();
+            let (kept, rejected) = load.add(lines, false);
             debug_assert!(rejected.is_empty());
             load.files.push(InputFile {
                 source: cfg.name.clone(),
                 path: file,
                 sha256: sha256_hex(&bytes),
                 lines: kept,
-                rejected: 0,
+                rejected: bad.len(),
                 duplicates: total - kept,
                 not_booked: 0,
             });
             load.facts.extend(parsed.facts);
-            Ok(true)
+            let clean = bad.is_empty();
+            load.rejected.extend(bad);
+            Ok(clean)
         }
     }
+}
+
+/// Splits off the lines whose text holds a control character ([`text::control_character`]),
+/// as rejected lines at their own file and line: the same on every database (PostgreSQL
+/// refuses NUL in text) and in every report.
+fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>, Vec<Rejected>) {
+    let reason = |l: &StatementLine| {
+        [
+            ("provider_txn_id", l.provider_txn_id.as_deref()),
+            ("reference", l.reference.as_deref()),
+            ("recipient", Some(l.recipient.as_str())),
+            ("batch", l.batch.as_deref()),
+            ("account", l.account.as_deref()),
+        ]
+        .into_iter()
+        .find_map(|(name, v)| {
+            v.and_then(text::control_character)
+                .map(|why| format!("{name} holds {why}"))
+        })
+    };
+    if !lines.iter().any(|l| reason(l).is_some()) {
+        return (lines, Vec::new());
+    }
+    let mut bad = Vec::new();
+    let kept = lines
+        .into_iter()
+        .filter(|l| match reason(l) {
+            None => true,
+            Some(reason) => {
+                bad.push(Rejected {
+                    source: l.source.to_string(),
+                    file: l.file.to_string(),
+                    line: l.line_no,
+                    reason,
+                });
+                false
+            }
+        })
+        .collect();
+    (kept, bad)
 }
 
 impl SourceLoad {
@@ -1191,12 +1238,9 @@ pub fn check_control(text: &str, held: usize, sha256: Option<&str>) -> Result<()
     Ok(())
 }
 
-/// At most 80 characters of `s` for a message.
-fn cut(s: &str) -> String {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => format!("{}… ({} bytes)", &s[..i], s.len()),
-        None => s.to_string(),
-    }
+/// At most 80 bytes of `s` for a message, with its length when it was cut.
+pub(crate) fn cut(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::exit::cut_to(s, 80)
 }
 
 /// Header of `recon parse` output.

@@ -71,6 +71,26 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
     }
 }
 
+/// Why `value` is not accepted as input text: it holds a control character (NUL, ESC,
+/// backspace, C1 …), which PostgreSQL refuses (NUL) or which garbles every report. Tab and
+/// line breaks are text: real bank exports carry multi-line references in quoted cells.
+/// `None` when it is clean. The reason names the character and its position, not the value.
+pub fn control_character(value: &str) -> Option<String> {
+    // Fast path: every control character is a byte below 0x20, 0x7F, or 0xC2 0x80–0x9F.
+    if !value.bytes().any(|b| b < 0x20 || b == 0x7f || b == 0xc2) {
+        return None;
+    }
+    let (at, c) = value
+        .chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))?;
+    Some(format!(
+        "the control character U+{:04X} at character {} (hint: control characters other than tab and line breaks are not accepted in input text)",
+        c as u32,
+        at + 1
+    ))
+}
+
 /// IBM code page 852 (DOS Latin 2), bytes 0x80–0xFF.
 const IBM852: [char; 128] = [
     'Ç', 'ü', 'é', 'â', 'ä', 'ů', 'ć', 'ç', 'ł', 'ë', 'Ő', 'ő', 'î', 'Ź', 'Ä', 'Ć', //

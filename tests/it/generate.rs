@@ -29,13 +29,7 @@ fn day_start(d: NaiveDate) -> DateTime<Utc> {
 }
 
 fn gen_into(dir: &Path, payments: usize, seed: u64) -> GenerateReport {
-    generate::generate(&GenerateOptions {
-        out_dir: dir.to_path_buf(),
-        payments,
-        seed,
-        date: date(),
-    })
-    .unwrap()
+    generate::generate(&GenerateOptions::new(dir, payments, seed, date())).unwrap()
 }
 
 /// A CSV file as rows of column → value.
@@ -187,7 +181,7 @@ fn every_outcome_appears_with_2000_payments_and_the_report_counts_match() {
         rows(&dir.path().join("attempts.csv")).len()
     );
     // MATCHED is the bulk, every special case is at least 0.1 %.
-    assert!(counts["MATCHED"] >= 1600, "{counts:?}");
+    assert!(counts["MATCHED"] >= 1500, "{counts:?}");
     for (outcome, n) in &counts {
         assert!(*n >= 2, "{outcome} appears only {n} times in {counts:?}");
     }
@@ -228,10 +222,20 @@ fn every_payment_appears_exactly_once_and_rows_are_sorted() {
     let ids: Vec<&str> = payments.iter().map(|r| r["payment_id"].as_str()).collect();
     let unique: HashSet<&str> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "payment ids are not unique");
+    for id in &ids {
+        let uuid = uuid::Uuid::parse_str(id).unwrap();
+        assert_eq!(uuid.get_version_num(), 4, "{id}");
+        assert_eq!(uuid.hyphenated().to_string(), *id, "not canonical: {id}");
+    }
+    // As a database holds them: in creation order, which is not id order.
+    let created: Vec<&str> = payments.iter().map(|r| r["created_at"].as_str()).collect();
     assert!(
-        ids.iter()
-            .all(|id| id.starts_with("PAY-") && id.len() == 11)
+        created.windows(2).all(|w| w[0] <= w[1]),
+        "not in creation order"
     );
+    assert!(ids.windows(2).any(|w| w[0] > w[1]));
+    let mut ids = ids;
+    ids.sort_unstable();
 
     let payment_rows: Vec<&str> = expected
         .iter()
@@ -303,6 +307,7 @@ fn every_statement_line_is_accounted_for_exactly_once() {
             let parts: Vec<&str> = txn.split(';').filter(|t| !t.is_empty()).collect();
             if r["outcome"] == "DUPLICATE_AT_PROVIDER" {
                 assert_eq!(parts.len(), 2, "{r:?}");
+                assert!(parts.iter().all(|t| t.len() == 27 && t.starts_with("pt_")));
                 assert!(parts[0] < parts[1], "not sorted: {r:?}");
             } else {
                 assert!(parts.len() <= 1, "{r:?}");
@@ -337,6 +342,10 @@ fn every_statement_line_is_accounted_for_exactly_once() {
         .map(|r| (r["payment_id"].as_str(), r["outcome"].as_str()))
         .collect();
     let mut phantom = 0;
+    let missing = outcome_of
+        .values()
+        .filter(|o| **o == "MISSING_AT_PROVIDER")
+        .count();
     for p in &payments {
         let id = p["provider_payment_id"].as_str();
         if !id.is_empty() && !txn_set.contains(id) {
@@ -344,7 +353,7 @@ fn every_statement_line_is_accounted_for_exactly_once() {
             phantom += 1;
         }
     }
-    assert!(phantom <= 6);
+    assert!(phantom > 0 && phantom < missing, "{phantom} of {missing}");
 }
 
 #[test]
@@ -383,6 +392,17 @@ fn ledger_rows_are_consistent() {
         .map(|a| (a["attempt_id"].as_str(), a))
         .collect();
     assert_eq!(by_attempt.len(), attempts.len(), "attempt ids not unique");
+    let mut of_payment: HashMap<&str, Vec<&HashMap<String, String>>> = HashMap::new();
+    for a in &attempts {
+        assert!(uuid::Uuid::parse_str(&a["attempt_id"]).is_ok(), "{a:?}");
+        of_payment
+            .entry(a["payment_id"].as_str())
+            .or_default()
+            .push(a);
+    }
+    // As the payment service writes them: by start time, not grouped by payment.
+    let starts: Vec<&str> = attempts.iter().map(|a| a["started_at"].as_str()).collect();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "not in time order");
 
     let mut recipients: HashMap<&str, usize> = HashMap::new();
     let mut retried = 0;
@@ -438,12 +458,14 @@ fn ledger_rows_are_consistent() {
             }
             other => panic!("status {other}"),
         }
-        let suffix = format!("ATT-{}-", &id[4..]);
-        assert!(p["attempt_id"].starts_with(&suffix), "{p:?}");
-        if p["attempt_id"].ends_with("-2") {
+        let own = &of_payment[id];
+        if own.len() == 2 {
             retried += 1;
             assert_eq!(status, "SUCCEEDED");
-            let first = by_attempt[format!("{suffix}1").as_str()];
+            let first = own
+                .iter()
+                .find(|a| a["attempt_id"] != p["attempt_id"])
+                .unwrap();
             assert_eq!(first["outcome"], "FAILED");
             assert!(first["provider_payment_id"].is_empty());
             assert!(ts(&first["finished_at"]) < started);
@@ -454,9 +476,9 @@ fn ledger_rows_are_consistent() {
     assert_eq!(statuses.len(), 5, "{statuses:?}");
     let submitted = payments.iter().filter(|p| p["status"] != "PENDING").count();
     assert_eq!(attempts.len(), submitted + retried);
-    // Most recipients are distinct, some are shared.
-    assert!(recipients.values().any(|&n| n > 1));
-    assert!(recipients.len() > payments.len() * 9 / 10);
+    // Recipients are paid several times a day, and many only once.
+    assert!(recipients.values().any(|&n| n >= 3));
+    assert!(recipients.values().filter(|&&n| n == 1).count() > payments.len() / 3);
 }
 
 #[test]
@@ -528,7 +550,8 @@ fn references_and_beneficiaries_carry_some_noise() {
         .iter()
         .filter(|l| {
             let r = l["reference"].as_str();
-            r.contains(' ') || r.starts_with("pay-")
+            // A space, or the ledger's lower-case UUID written in upper case.
+            r.contains(' ') || r.bytes().any(|b| b.is_ascii_uppercase()) && r.len() == 36
         })
         .count();
     let noisy_iban = statement
@@ -605,15 +628,23 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
         .enumerate()
         .map(|(i, p)| (norm(&p.id), i))
         .collect();
+    let by_id_raw: HashMap<String, usize> = pays
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.clone(), i))
+        .collect();
     let mut by_provider_id: HashMap<String, usize> = HashMap::new();
     for r in rows(&dir.join("payments.csv")) {
         if !r["provider_payment_id"].is_empty() {
-            by_provider_id.insert(r["provider_payment_id"].clone(), by_id[&r["payment_id"]]);
+            by_provider_id.insert(
+                r["provider_payment_id"].clone(),
+                by_id_raw[&r["payment_id"]],
+            );
         }
     }
     for r in rows(&dir.join("attempts.csv")) {
         if !r["provider_payment_id"].is_empty() {
-            let p = by_id[&r["payment_id"]];
+            let p = by_id_raw[&r["payment_id"]];
             let old = by_provider_id.insert(r["provider_payment_id"].clone(), p);
             assert!(old.is_none() || old == Some(p));
         }
@@ -720,6 +751,7 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
         };
         out.push((outcome.to_string(), p.id.clone(), txn));
     }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
     let mut line_rows = Vec::new();
     for (li, l) in lines.iter().enumerate() {
         if linked[li] {
@@ -937,12 +969,28 @@ fn results_without_the_needed_columns_are_an_error() {
 async fn a_run_on_12000_generated_payments_scores_perfectly() {
     let dir = tempfile::tempdir().unwrap();
     let report = gen_into(dir.path(), 12_000, 5);
+    let results = run_generated(dir.path(), &report).await;
+    let ids: Vec<String> = rows(&results)
+        .into_iter()
+        .map(|r| r["payment_id"].clone())
+        .filter(|id| !id.is_empty())
+        .collect();
+    assert_eq!(ids.len(), report.payments);
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "payment rows out of order"
+    );
+}
+
+/// Imports the generated ledger, runs recon on the generated day, and asserts a perfect score;
+/// returns the path of results.csv.
+async fn run_generated(dir: &Path, report: &GenerateReport) -> std::path::PathBuf {
     let cfg = recon::config::Config::load(&report.files.config).unwrap();
     let db = recon::db::Db::open(&cfg.database_url).await.unwrap();
     recon::ledger::import::import(
         &db,
-        &dir.path().join("payments.csv"),
-        Some(&dir.path().join("attempts.csv")),
+        &dir.join("payments.csv"),
+        Some(&dir.join("attempts.csv")),
     )
     .await
     .unwrap();
@@ -961,18 +1009,154 @@ async fn a_run_on_12000_generated_payments_scores_perfectly() {
     .await
     .unwrap();
     let results = run.out_dir.join("results.csv");
-    let score = generate::score(&dir.path().join("expected.csv"), &results).unwrap();
+    let score = generate::score(&dir.join("expected.csv"), &results).unwrap();
     assert!(score.is_perfect(), "{score}");
     assert_eq!(score.wrong_automatic, 0);
     assert_eq!(score.correct, report.expected_rows);
-    let ids: Vec<String> = rows(&results)
-        .into_iter()
-        .map(|r| r["payment_id"].clone())
-        .filter(|id| !id.is_empty())
+    results
+}
+
+/// Issue 18: recipients paid several times a day, and lost payments whose twin (same
+/// recipient and money, minutes apart) is named by its line inside their window. The named
+/// line is proven to be the twin's, so the lost one resolves FAILED instead of going to
+/// review, and nothing else goes to review either.
+#[tokio::test]
+async fn busy_recipients_and_lost_twins_resolve_without_extra_review() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_into(dir.path(), 12_000, 21);
+    check_against_oracle(dir.path());
+    let payments = rows(&dir.path().join("payments.csv"));
+    let mut per_recipient: HashMap<&str, usize> = HashMap::new();
+    for p in &payments {
+        *per_recipient
+            .entry(p["recipient_account"].as_str())
+            .or_default() += 1;
+    }
+    let busy = per_recipient.values().filter(|&&n| n >= 3).count();
+    assert!(busy >= 500, "{busy} recipients with three payments or more");
+    // Lost twins: UNKNOWN, no line, another payment to the same recipient with the same money
+    // started minutes before.
+    type Row = HashMap<String, String>;
+    let mut same_money: HashMap<(&str, &str, &str), Vec<&Row>> = HashMap::new();
+    for p in &payments {
+        same_money
+            .entry((
+                p["recipient_account"].as_str(),
+                p["amount"].as_str(),
+                p["currency"].as_str(),
+            ))
+            .or_default()
+            .push(p);
+    }
+    let expected = rows(&dir.path().join("expected.csv"));
+    let outcome: HashMap<&str, &str> = expected
+        .iter()
+        .filter(|r| !r["payment_id"].is_empty())
+        .map(|r| (r["payment_id"].as_str(), r["outcome"].as_str()))
         .collect();
-    assert_eq!(ids.len(), report.payments);
+    let lost_twins = same_money
+        .values()
+        .filter(|ps| {
+            ps.len() == 2
+                && ps.iter().any(|p| {
+                    p["status"] == "UNKNOWN"
+                        && outcome[p["payment_id"].as_str()] == "RESOLVED_FAILED"
+                })
+                && ps
+                    .iter()
+                    .any(|p| outcome[p["payment_id"].as_str()] == "MATCHED")
+        })
+        .count();
+    assert!(lost_twins >= 100, "{lost_twins} lost twins");
+    run_generated(dir.path(), &report).await;
+}
+
+/// The old spelling and order describe the same world: the same outcomes, the same money.
+#[test]
+fn short_ids_in_payment_order_spell_the_same_world() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ra = gen_into(a.path(), 1500, 8);
+    let rb = generate::generate(&GenerateOptions {
+        ids: generate::IdStyle::Short,
+        order: generate::RowOrder::Payment,
+        ..GenerateOptions::new(b.path(), 1500, 8, date())
+    })
+    .unwrap();
+    assert_eq!(ra.outcomes, rb.outcomes);
+    assert_eq!(ra.statement_lines, rb.statement_lines);
+    let money = |dir: &Path, file: &str, cols: &[&str]| {
+        let mut v: Vec<String> = rows(&dir.join(file))
+            .iter()
+            .map(|r| {
+                cols.iter()
+                    .map(|c| r[*c].as_str())
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    for (file, cols) in [
+        (
+            "payments.csv",
+            &[
+                "recipient_account",
+                "amount",
+                "currency",
+                "status",
+                "created_at",
+            ][..],
+        ),
+        (
+            "statement.csv",
+            &["beneficiary", "amount", "currency", "booked_at", "type"][..],
+        ),
+    ] {
+        assert_eq!(
+            money(a.path(), file, cols),
+            money(b.path(), file, cols),
+            "{file}"
+        );
+    }
+    let short = rows(&b.path().join("payments.csv"));
+    assert!(short.iter().all(|r| r["payment_id"].starts_with("PAY-")));
     assert!(
-        ids.windows(2).all(|w| w[0] < w[1]),
-        "payment rows out of order"
+        short
+            .windows(2)
+            .all(|w| w[0]["payment_id"] < w[1]["payment_id"])
     );
+    check_against_oracle(b.path());
+}
+
+/// `exceptions_per_10k` sets the share of payments whose expected outcome is a ticket.
+#[test]
+fn the_exception_share_is_the_share_of_payments_ending_in_a_ticket() {
+    const TICKETS: [&str; 7] = [
+        "AMBIGUOUS",
+        "DUPLICATE_AT_PROVIDER",
+        "AMOUNT_MISMATCH",
+        "CURRENCY_MISMATCH",
+        "FAILED_BUT_PAID",
+        "MISSING_AT_PROVIDER",
+        "ORPHAN_AT_PROVIDER",
+    ];
+    for (per_10k, lo, hi) in [(600, 580, 620), (140, 130, 150)] {
+        let dir = tempfile::tempdir().unwrap();
+        generate::generate(&GenerateOptions {
+            exceptions_per_10k: per_10k,
+            ..GenerateOptions::new(dir.path(), 10_000, 3, date())
+        })
+        .unwrap();
+        let tickets = rows(&dir.path().join("expected.csv"))
+            .iter()
+            .filter(|r| !r["payment_id"].is_empty() && TICKETS.contains(&r["outcome"].as_str()))
+            .count();
+        assert!(
+            (lo..=hi).contains(&tickets),
+            "{tickets} payment tickets at {per_10k}"
+        );
+        check_against_oracle(dir.path());
+    }
 }

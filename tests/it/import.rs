@@ -476,7 +476,7 @@ async fn special_characters_in_text_round_trip(b: Backend) {
     let err = import(&env, "nul.csv", None).await.expect_err("a NUL");
     let msg = format!("{err:#}");
     assert!(
-        msg.contains("nul.csv:3: column attempt_id: contains a NUL character"),
+        msg.contains("nul.csv:3: column attempt_id: the control character U+0000"),
         "{msg}"
     );
     assert_eq!(count(&env, "payments").await, details.len());

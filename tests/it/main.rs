@@ -6,6 +6,7 @@ mod support;
 
 mod backends;
 mod explain;
+mod faults;
 mod formats;
 mod generate;
 mod golden;

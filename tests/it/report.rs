@@ -271,16 +271,16 @@ impl Drop for SmtpServer {
 
 /// One leaf part: its headers (lower-case names) and decoded body.
 #[derive(Debug)]
-struct Part {
+pub(crate) struct Part {
     headers: BTreeMap<String, String>,
     body: Vec<u8>,
 }
 
 impl Part {
-    fn header(&self, name: &str) -> &str {
+    pub(crate) fn header(&self, name: &str) -> &str {
         self.headers.get(name).map(String::as_str).unwrap_or("")
     }
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("utf-8 body")
     }
 }
@@ -335,7 +335,7 @@ fn base64_decode(text: &str) -> Vec<u8> {
 }
 
 /// Top-level headers and every leaf part of a message.
-fn parse_message(raw: &str) -> (BTreeMap<String, String>, Vec<Part>) {
+pub(crate) fn parse_message(raw: &str) -> (BTreeMap<String, String>, Vec<Part>) {
     let raw = raw.replace("\r\n", "\n");
     let (headers, body) = split_headers(&raw);
     let mut parts = Vec::new();
@@ -396,14 +396,14 @@ fn attachment<'a>(parts: &'a [Part], name: &str) -> &'a Part {
 // ----------------------------------------------------------------------------------------
 
 /// `[email]` with the file transport.
-fn file_email() -> String {
+pub(crate) fn file_email() -> String {
     "[email]\nfrom = \"recon <recon@bank.test>\"\nto = [\"finance@bank.test\"]\n\
      [email.extra_recipients]\nFAILED_BUT_PAID = [\"treasury@bank.test\"]\npending = [\"ops@bank.test\"]\n"
         .to_string()
 }
 
 /// `[email]` sending to an SMTP server on loopback without TLS.
-fn smtp_email(port: u16, extra_smtp: &str) -> String {
+pub(crate) fn smtp_email(port: u16, extra_smtp: &str) -> String {
     smtp_email_tls("127.0.0.1", port, "none", extra_smtp)
 }
 
@@ -421,7 +421,7 @@ fn smtp_email_tls(host: &str, port: u16, tls: &str, extra_smtp: &str) -> String 
 /// A day with one of each money-at-risk case, a resolution, a match and hostile statement
 /// text: a formula in a reference and in a line id, markup in a reference, a 34-character
 /// account and a negative amount.
-async fn hostile_env(email: String) -> TestEnv {
+pub(crate) async fn hostile_env(email: String) -> TestEnv {
     let env = TestEnv::with(Settings {
         extra: email,
         ..Settings::default()
@@ -544,7 +544,7 @@ fn recon_bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_recon"))
 }
 
-fn run_bin(env: &TestEnv, run_id: &str, vars: &[(&str, &str)]) -> std::process::Output {
+pub(crate) fn run_bin(env: &TestEnv, run_id: &str, vars: &[(&str, &str)]) -> std::process::Output {
     recon_bin()
         .args(["run", "--config"])
         .arg(&env.config_path)
@@ -758,8 +758,10 @@ async fn email_arrives_by_smtp_with_recipients_subject_bodies_and_attachments() 
             .starts_with("application/vnd.openxmlformats")
     );
     assert!(
-        !recon::report::outbox::dir(&env.path("out")).exists(),
-        "nothing queued"
+        recon::report::outbox::queued(&env.path("out"))
+            .expect("outbox")
+            .is_empty(),
+        "nothing left queued"
     );
 }
 

@@ -10,15 +10,15 @@ mod postgres;
 mod sqlite;
 
 use super::Status;
+use crate::db::Pool;
 use crate::exit::{Failure, fail};
 use crate::keyindex::KeyIndex;
-use crate::store::Tx;
 use crate::timeparse::Micros;
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use compact_str::CompactString;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 
 /// Expected header of the payments CSV.
@@ -199,9 +199,11 @@ fn each_record<const N: usize>(
             errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
             continue;
         }
-        if let Some((c, why)) = fields.iter().zip(columns).find_map(|(f, c)| {
-            crate::sources::text::control_character(f).map(|why| (c, why))
-        }) {
+        if let Some((c, why)) = fields
+            .iter()
+            .zip(columns)
+            .find_map(|(f, c)| crate::sources::text::control_character(f).map(|why| (c, why)))
+        {
             errors.push(line, format!("{file}:{line}: column {c}: {why}"));
             continue;
         }
@@ -220,49 +222,52 @@ fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Errors) -> Option<
     }
 }
 
-/// First line of each id: valid rows are found through `index` (positions into their rows),
-/// rejected ones through `rejected` (only filled when the import fails anyway).
-struct FirstLines {
-    index: KeyIndex,
-    rejected: HashMap<CompactString, u64>,
+/// About how many records the CSV at `path` has (its size over the mean length of its first
+/// lines), to size the rows and the id index once: growing them copies everything and touches
+/// fresh memory, which is what parsing a million rows spent most of its time on.
+fn estimate_records(path: &Path) -> usize {
+    use std::io::Read as _;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = vec![0u8; 64 << 10];
+    let n = f.read(&mut head).unwrap_or(0);
+    let lines = head[..n].iter().filter(|&&b| b == b'\n').count();
+    if lines < 2 {
+        return 16;
+    }
+    let estimate = len as usize / (n / lines).max(1);
+    (estimate + estimate / 8).min(1 << 27)
 }
 
-impl FirstLines {
-    fn new() -> Self {
-        FirstLines {
-            index: KeyIndex::with_capacity(1024),
-            rejected: HashMap::new(),
-        }
-    }
-
-    /// The line where `id` was seen first, if it was.
-    fn seen<'r>(&self, id: &str, key_of: impl Fn(u32) -> (&'r str, u64)) -> Option<u64> {
-        match self.index.get(id, |i| key_of(i).0) {
-            Some(i) => Some(key_of(i).1),
-            None => self.rejected.get(id).copied(),
-        }
-    }
-}
-
-fn parse_payments(path: &Path) -> Result<Rows<PaymentRow>> {
-    let mut rows: Vec<PaymentRow> = Vec::new();
+/// Parses payments; also returns the index of their ids (positions in the rows).
+fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
+    let capacity = estimate_records(path);
+    let mut rows: Vec<PaymentRow> = Vec::with_capacity(capacity);
+    let mut index = KeyIndex::with_capacity(capacity);
     let mut errors = Errors::default();
-    let mut first = FirstLines::new();
     let file = path.display().to_string();
     each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
         let payment_id = normalize::text(f[0]);
-        let key_of = |i: u32| {
-            let r = &rows[i as usize];
-            (r.payment_id.as_str(), r.line)
-        };
+        // Position `i` is taken by the id only if it is new; then a row is pushed there below
+        // (a placeholder when the line is rejected: the import fails anyway).
+        let i = rows.len() as u32;
+        let mut taken = false;
         if payment_id.is_empty() {
             errors.push(line, format!("{file}:{line}: column payment_id: empty"));
-        } else if let Some(at) = first.seen(&payment_id, key_of) {
-            errors.push(
-                line,
-                format!("{file}:{line}: payment_id {payment_id:?} also at line {at}"),
-            );
+        } else {
+            match index.insert_new(&payment_id, i, |j| rows[j as usize].payment_id.as_str()) {
+                Some(j) => errors.push(
+                    line,
+                    format!(
+                        "{file}:{line}: payment_id {payment_id:?} also at line {}",
+                        rows[j as usize].line
+                    ),
+                ),
+                None => taken = true,
+            }
         }
         let recipient = normalize::account(f[1]);
         if recipient.is_empty() {
@@ -308,40 +313,31 @@ fn parse_payments(path: &Path) -> Result<Rows<PaymentRow>> {
                 format!("{file}:{line}: column attempt_id: required unless status is PENDING"),
             );
         }
-        let valid = match (money, status, created_at) {
+        let ((currency, amount_minor), status, created_at) = match (money, status, created_at) {
             (Err(e), ..) => {
                 errors.push(line, format!("{file}:{line}: columns amount/currency: {e}"));
-                None
+                (("", 0), Status::Pending, 0)
             }
-            (Ok(m), Some(s), Some(c)) if errors.len() == before => Some((m, s, c)),
-            _ => None,
+            (Ok(m), s, c) => (m, s.unwrap_or(Status::Pending), c.unwrap_or(0)),
         };
-        let Some(((currency, amount_minor), status, created_at)) = valid else {
-            if !payment_id.is_empty() {
-                first.rejected.entry(payment_id).or_insert(line);
-            }
-            return;
-        };
-        let i = rows.len() as u32;
-        rows.push(PaymentRow {
-            line,
-            payment_id,
-            recipient,
-            amount_minor,
-            currency,
-            status,
-            created_at,
-            started_at,
-            attempt_id,
-            provider_payment_id: opt(f[8]),
-        });
-        let key = rows[i as usize].payment_id.as_str();
-        first
-            .index
-            .insert_new(key, i, |j| rows[j as usize].payment_id.as_str());
+        debug_assert!(taken || errors.len() > before);
+        if taken {
+            rows.push(PaymentRow {
+                line,
+                payment_id,
+                recipient,
+                amount_minor,
+                currency,
+                status,
+                created_at,
+                started_at,
+                attempt_id,
+                provider_payment_id: opt(f[8]),
+            });
+        }
     })?;
     errors.reject_if_any()?;
-    Ok(Rows { file, rows })
+    Ok((Rows { file, rows }, index))
 }
 
 /// Attempts, and the lines whose payment is not in the payments file (to be looked up in the
@@ -351,80 +347,79 @@ type ParsedAttempts = (Rows<AttemptRow>, Errors, Vec<(u64, CompactString)>);
 /// Parses attempts; a payment id is known if `in_file` holds it, otherwise it is returned for
 /// a look-up in the database.
 fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedAttempts> {
-    let mut rows: Vec<AttemptRow> = Vec::new();
+    let capacity = estimate_records(path);
+    let mut rows: Vec<AttemptRow> = Vec::with_capacity(capacity);
+    let mut index = KeyIndex::with_capacity(capacity);
     let mut errors = Errors::default();
-    let mut first = FirstLines::new();
     let mut elsewhere = Vec::new();
     let file = path.display().to_string();
     each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
-        let before = errors.len();
         let attempt_id = normalize::text(f[0]);
-        let key_of = |i: u32| {
-            let r = &rows[i as usize];
-            (r.attempt_id.as_str(), r.line)
-        };
+        // As for payments: position `i` is taken only by a new id, and then a row is pushed.
+        let i = rows.len() as u32;
+        let mut taken = false;
         if attempt_id.is_empty() {
             errors.push(line, format!("{file}:{line}: column attempt_id: empty"));
-        } else if let Some(at) = first.seen(&attempt_id, key_of) {
-            errors.push(
-                line,
-                format!("{file}:{line}: attempt_id {attempt_id:?} also at line {at}"),
-            );
+        } else {
+            match index.insert_new(&attempt_id, i, |j| rows[j as usize].attempt_id.as_str()) {
+                Some(j) => errors.push(
+                    line,
+                    format!(
+                        "{file}:{line}: attempt_id {attempt_id:?} also at line {}",
+                        rows[j as usize].line
+                    ),
+                ),
+                None => taken = true,
+            }
         }
         let payment_id = normalize::text(f[1]);
-        let started_at = ts(&file, line, "started_at", f[2], errors);
+        let started_at = ts(&file, line, "started_at", f[2], errors).unwrap_or(0);
         let finished_at = match opt(f[3]) {
             Some(v) => ts(&file, line, "finished_at", &v, errors),
             None => None,
         };
-        let started_at = match started_at {
-            Some(s) if errors.len() == before => s,
-            _ => {
-                if !attempt_id.is_empty() {
-                    first.rejected.entry(attempt_id).or_insert(line);
-                }
-                if !in_file(&payment_id) {
-                    elsewhere.push((line, payment_id));
-                }
-                return;
-            }
-        };
         if !in_file(&payment_id) {
             elsewhere.push((line, payment_id.clone()));
         }
-        let i = rows.len() as u32;
-        rows.push(AttemptRow {
-            line,
-            attempt_id,
-            payment_id,
-            started_at,
-            finished_at,
-            outcome: opt(f[4]).map(|o| match normalize::apply(&[normalize::Step::Upper], &o) {
-                Cow::Borrowed(_) => o,
-                Cow::Owned(u) => u.into(),
-            }),
-            provider_payment_id: opt(f[5]),
-            error_detail: opt(f[6]),
-        });
-        let key = rows[i as usize].attempt_id.as_str();
-        first
-            .index
-            .insert_new(key, i, |j| rows[j as usize].attempt_id.as_str());
+        if taken {
+            rows.push(AttemptRow {
+                line,
+                attempt_id,
+                payment_id,
+                started_at,
+                finished_at,
+                outcome: opt(f[4]).map(|o| match normalize::apply(&[normalize::Step::Upper], &o) {
+                    Cow::Borrowed(_) => o,
+                    Cow::Owned(u) => u.into(),
+                }),
+                provider_payment_id: opt(f[5]),
+                error_detail: opt(f[6]),
+            });
+        }
     })?;
     Ok((Rows { file, rows }, errors, elsewhere))
 }
 
-/// Which of `ids` are payments in the database (one query against a temporary table of them,
-/// none when the ledger is empty).
-async fn payments_in_db(tx: &mut Tx, ids: &[&str]) -> Result<HashSet<String>> {
-    if ids.is_empty() {
-        return Ok(HashSet::new());
-    }
-    match tx {
-        Tx::Sqlite(t) => sqlite::payments_in_db(t, ids).await,
-        Tx::Postgres(t) => postgres::payments_in_db(t, ids).await,
-    }
+/// What the import needs of a database, inside the one transaction it runs in.
+trait Ledger {
+    /// Which of `ids` are payments in the database.
+    async fn payments_in_db(&mut self, ids: &[&str]) -> Result<HashSet<String>>;
+
+    /// Readies the tables for many rows (called once, before the inserts).
+    async fn begin_bulk(&mut self) -> Result<()>;
+
+    /// Inserts payments; `now` is their `updated_at`.
+    async fn insert_payments(&mut self, rows: &Rows<PaymentRow>, now: Micros) -> Result<()>;
+
+    /// Inserts attempts.
+    async fn insert_attempts(&mut self, rows: &Rows<AttemptRow>) -> Result<()>;
+
+    /// Undoes what [`Ledger::begin_bulk`] changed (called once, after the inserts).
+    async fn end_bulk(&mut self) -> Result<()>;
 }
+
+/// Attempts being parsed on a thread of their own while the payments go into the database.
+type PendingAttempts = tokio::task::JoinHandle<Result<ParsedAttempts>>;
 
 /// Validates both files completely, then inserts everything in one transaction.
 pub async fn import(
@@ -432,27 +427,52 @@ pub async fn import(
     payments: &Path,
     attempts: Option<&Path>,
 ) -> Result<ImportReport> {
-    let payments = parse_payments(payments)?;
-    let mut index = KeyIndex::with_capacity(payments.rows.len());
-    for (i, r) in payments.rows.iter().enumerate() {
-        index.insert_new(&r.payment_id, i as u32, |j| {
-            payments.rows[j as usize].payment_id.as_str()
-        });
+    let t = std::time::Instant::now();
+    let (payments, index) = parse_payments(payments)?;
+    tracing::debug!(
+        rows = payments.rows.len(),
+        ms = t.elapsed().as_millis() as u64,
+        "Parsed payments."
+    );
+    let payments = std::sync::Arc::new(payments);
+    let attempts = attempts.map(|path| {
+        let (path, payments) = (path.to_path_buf(), payments.clone());
+        tokio::task::spawn_blocking(move || {
+            let t = std::time::Instant::now();
+            let in_file = |id: &str| {
+                index
+                    .get(id, |j| payments.rows[j as usize].payment_id.as_str())
+                    .is_some()
+            };
+            let parsed = parse_attempts(&path, in_file);
+            tracing::debug!(ms = t.elapsed().as_millis() as u64, "Parsed attempts.");
+            parsed
+        })
+    });
+    match &db.pool {
+        Pool::Sqlite(pool) => sqlite::import(pool, &payments, attempts).await,
+        Pool::Postgres(pool) => postgres::import(pool, &payments, attempts).await,
     }
-    let in_file = |id: &str| {
-        index
-            .get(id, |j| payments.rows[j as usize].payment_id.as_str())
-            .is_some()
-    };
-    let attempts = attempts.map(|p| parse_attempts(p, in_file)).transpose()?;
-    let mut tx = db.begin().await?;
+}
+
+/// The checks only the database can make and the inserts, on `ledger` (in a transaction the
+/// caller commits when this succeeds).
+async fn check_and_insert(
+    ledger: &mut impl Ledger,
+    payments: &Rows<PaymentRow>,
+    attempts: Option<PendingAttempts>,
+) -> Result<ImportReport> {
     // Ids already in the database are rejected: an import never overwrites the ledger.
     let ids: Vec<&str> = payments
         .rows
         .iter()
         .map(|r| r.payment_id.as_str())
         .collect();
-    let mut existing: Vec<String> = payments_in_db(&mut tx, &ids).await?.into_iter().collect();
+    let mut existing: Vec<String> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        ledger.payments_in_db(&ids).await?.into_iter().collect()
+    };
     drop(ids);
     if !existing.is_empty() {
         existing.sort();
@@ -468,38 +488,56 @@ pub async fn import(
         }
         errors.reject_if_any()?;
     }
-    let attempts = match attempts {
-        Some((rows, mut errors, elsewhere)) => {
-            // Attempts may also belong to payments imported earlier.
-            let ids: HashSet<&str> = elsewhere.iter().map(|(_, id)| id.as_str()).collect();
-            let in_db = payments_in_db(&mut tx, &ids.into_iter().collect::<Vec<_>>()).await?;
-            for (line, id) in &elsewhere {
-                if !in_db.contains(id.as_str()) {
-                    errors.push(
-                        *line,
-                        format!(
-                            "{}:{line}: column payment_id: {id:?} is not a known payment",
-                            rows.file
-                        ),
-                    );
-                }
+    let t = std::time::Instant::now();
+    ledger.begin_bulk().await?;
+    ledger
+        .insert_payments(payments, chrono::Utc::now().timestamp_micros())
+        .await?;
+    tracing::debug!(
+        rows = payments.rows.len(),
+        ms = t.elapsed().as_millis() as u64,
+        "Inserted the payments."
+    );
+    let mut attempt_rows = 0;
+    if let Some(pending) = attempts {
+        let (rows, mut errors, elsewhere) = pending
+            .await
+            .map_err(|e| fail(Failure::Input, format!("parsing the attempts: {e}")))??;
+        // Attempts may also belong to payments imported earlier.
+        let ids: HashSet<&str> = elsewhere.iter().map(|(_, id)| id.as_str()).collect();
+        let in_db = if ids.is_empty() {
+            HashSet::new()
+        } else {
+            ledger
+                .payments_in_db(&ids.into_iter().collect::<Vec<_>>())
+                .await?
+        };
+        for (line, id) in &elsewhere {
+            if !in_db.contains(id.as_str()) {
+                errors.push(
+                    *line,
+                    format!(
+                        "{}:{line}: column payment_id: {id:?} is not a known payment",
+                        rows.file
+                    ),
+                );
             }
-            errors.reject_if_any()?;
-            rows
         }
-        None => Rows {
-            file: String::new(),
-            rows: Vec::new(),
-        },
-    };
-    let now = chrono::Utc::now().timestamp_micros();
-    match &mut tx {
-        Tx::Sqlite(t) => sqlite::insert(t, &payments, &attempts, now).await?,
-        Tx::Postgres(t) => postgres::insert(t, &payments, &attempts, now).await?,
+        errors.reject_if_any()?;
+        let t = std::time::Instant::now();
+        ledger.insert_attempts(&rows).await?;
+        tracing::debug!(
+            rows = rows.rows.len(),
+            ms = t.elapsed().as_millis() as u64,
+            "Inserted the attempts."
+        );
+        attempt_rows = rows.rows.len();
     }
-    tx.commit().await?;
+    let t = std::time::Instant::now();
+    ledger.end_bulk().await?;
+    tracing::debug!(ms = t.elapsed().as_millis() as u64, "Ended the bulk load.");
     Ok(ImportReport {
         payments: payments.rows.len(),
-        attempts: attempts.rows.len(),
+        attempts: attempt_rows,
     })
 }

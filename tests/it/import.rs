@@ -482,7 +482,92 @@ async fn special_characters_in_text_round_trip(b: Backend) {
     assert_eq!(count(&env, "payments").await, details.len());
 }
 
+/// The ledger tables' indexes and constraints, by name.
+async fn schema(env: &TestEnv, b: Backend) -> Vec<String> {
+    let sql = match b {
+        Backend::Sqlite => {
+            "SELECT name || ':' || coalesce(sql, '') FROM sqlite_master \
+             WHERE tbl_name IN ('payments', 'payment_attempts') ORDER BY name"
+        }
+        Backend::Postgres => {
+            "SELECT indexdef FROM pg_indexes WHERE tablename IN ('payments', 'payment_attempts') \
+             UNION ALL SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint \
+             WHERE conrelid IN ('payments'::regclass, 'payment_attempts'::regclass) ORDER BY 1"
+        }
+    };
+    rows(env, sql, 1)
+        .await
+        .into_iter()
+        .map(|r| r[0].clone().unwrap_or_default())
+        .collect()
+}
+
+/// Into an empty ledger the import builds secondary indexes (and, on PostgreSQL, checks foreign
+/// keys) after the rows: a failure half-way leaves them as they were, and a success rebuilds
+/// every one of them.
+async fn a_bulk_load_into_an_empty_ledger_keeps_its_schema(b: Backend) {
+    let env = TestEnv::on(b, Settings::default()).await;
+    let before = schema(&env, b).await;
+    assert!(before.len() >= 5, "{before:?}");
+    match b {
+        Backend::Sqlite => {
+            env.exec(
+                "CREATE TRIGGER no_blocked BEFORE INSERT ON payment_attempts \
+                 WHEN NEW.error_detail = 'blocked' BEGIN SELECT RAISE(ABORT, 'blocked'); END",
+            )
+            .await
+        }
+        Backend::Postgres => {
+            env.exec(
+                "ALTER TABLE payment_attempts ADD CONSTRAINT no_blocked \
+                 CHECK (error_detail IS DISTINCT FROM 'blocked')",
+            )
+            .await
+        }
+    }
+    let with_check = schema(&env, b).await;
+    write_large(&env, "F", 20_000, |_| None);
+    let path = env.path("Fattempts.csv");
+    let text = std::fs::read_to_string(&path).expect("attempts");
+    std::fs::write(
+        &path,
+        text.replace(
+            "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,SUCCEEDED,,",
+            "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,FAILED,,blocked",
+        ),
+    )
+    .expect("attempts");
+    let err = import(&env, "Fpayments.csv", Some("Fattempts.csv"))
+        .await
+        .expect_err("rejected by the database");
+    let msg = format!("{err:#}");
+    assert!(msg.contains("Fattempts.csv:17002:"), "{msg}");
+    if b == Backend::Postgres {
+        assert!(
+            msg.contains("line 17001 of the COPY stream into payment_attempts"),
+            "{msg}"
+        );
+    }
+    assert_eq!(count(&env, "payments").await, 0, "{msg}");
+    assert_eq!(schema(&env, b).await, with_check);
+    write_large(&env, "G", 20_000, |_| None);
+    import(&env, "Gpayments.csv", Some("Gattempts.csv"))
+        .await
+        .expect("import");
+    assert_eq!(schema(&env, b).await, with_check);
+    assert_eq!(count(&env, "payment_attempts").await, 20_000);
+    // The foreign key holds again: an attempt of no payment is refused.
+    let orphan = "INSERT INTO payment_attempts (attempt_id, payment_id, started_at) \
+                  VALUES ('AX', 'nope', '2026-11-27 09:00:00.000000')";
+    let refused = match env.db().await.pool {
+        recon::db::Pool::Sqlite(p) => sqlx::query(orphan).execute(&p).await.is_err(),
+        recon::db::Pool::Postgres(p) => sqlx::query(orphan).execute(&p).await.is_err(),
+    };
+    assert!(refused, "the foreign key is enforced after the import");
+}
+
 on_both_backends!(
+    a_bulk_load_into_an_empty_ledger_keeps_its_schema,
     every_field_round_trips_exactly,
     a_bad_row_in_a_large_file_rejects_everything,
     duplicates_in_the_file_name_both_lines,

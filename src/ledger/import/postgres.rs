@@ -4,12 +4,12 @@
 //! backslash, tab, newline and carriage return inside a value. NUL cannot be sent at all;
 //! the parser has rejected it with file:line already.
 
-use super::{AttemptRow, PaymentRow, Rows};
+use super::{AttemptRow, ImportReport, Ledger, PaymentRow, PendingAttempts, Rows};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
-use sqlx::PgConnection;
 use sqlx::postgres::PgDatabaseError;
+use sqlx::{PgConnection, PgPool};
 use std::collections::HashSet;
 use std::io::Write as _;
 
@@ -181,58 +181,168 @@ async fn copy_in<T>(
     Ok(())
 }
 
-/// Inserts the rows (the caller's transaction makes it all-or-nothing).
-pub async fn insert(
-    conn: &mut PgConnection,
+/// Runs the import in one transaction.
+pub async fn import(
+    pool: &PgPool,
     payments: &Rows<PaymentRow>,
-    attempts: &Rows<AttemptRow>,
-    now: Micros,
-) -> Result<()> {
-    copy_in(
-        conn,
-        COPY_PAYMENTS,
-        "payments",
-        payments,
-        |r| r.line,
-        |r, out| {
-            out.text(&r.payment_id);
-            out.text(&r.recipient);
-            out.int(r.amount_minor);
-            out.text(r.currency);
-            out.text(r.status.as_str());
-            out.ts(r.created_at);
-            out.opt_ts(r.started_at);
-            out.opt(&r.attempt_id);
-            out.opt(&r.provider_payment_id);
-            out.ts(now);
-        },
-    )
-    .await?;
-    if attempts.rows.is_empty() {
-        return Ok(());
+    attempts: Option<PendingAttempts>,
+) -> Result<ImportReport> {
+    let err = |what: &'static str| {
+        move |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {what}: {e}"))
+    };
+    let mut tx = pool.begin().await.map_err(err("starting a transaction"))?;
+    let mut ledger = PgLedger {
+        conn: &mut tx,
+        deferred: Vec::new(),
+    };
+    let report = super::check_and_insert(&mut ledger, payments, attempts).await?;
+    let t = std::time::Instant::now();
+    tx.commit().await.map_err(err("commit"))?;
+    tracing::debug!(ms = t.elapsed().as_millis() as u64, "Committed.");
+    Ok(report)
+}
+
+/// The import's view of a PostgreSQL connection in a transaction.
+struct PgLedger<'c> {
+    conn: &'c mut PgConnection,
+    /// Index and foreign-key definitions to restore at the end of the bulk load.
+    deferred: Vec<String>,
+}
+
+impl Ledger for PgLedger<'_> {
+    async fn payments_in_db(&mut self, ids: &[&str]) -> Result<HashSet<String>> {
+        payments_in_db(self.conn, ids).await
     }
-    copy_in(
-        conn,
-        COPY_ATTEMPTS,
-        "payment_attempts",
-        attempts,
-        |r| r.line,
-        |r, out| {
-            out.text(&r.attempt_id);
-            out.text(&r.payment_id);
-            out.ts(r.started_at);
-            out.opt_ts(r.finished_at);
-            out.opt(&r.outcome);
-            out.opt(&r.provider_payment_id);
-            out.opt(&r.error_detail);
-        },
+
+    async fn begin_bulk(&mut self) -> Result<()> {
+        self.deferred = defer_indexes(self.conn).await?;
+        Ok(())
+    }
+
+    async fn insert_payments(&mut self, rows: &Rows<PaymentRow>, now: Micros) -> Result<()> {
+        copy_in(
+            self.conn,
+            COPY_PAYMENTS,
+            "payments",
+            rows,
+            |r| r.line,
+            |r, out| {
+                out.text(&r.payment_id);
+                out.text(&r.recipient);
+                out.int(r.amount_minor);
+                out.text(r.currency);
+                out.text(r.status.as_str());
+                out.ts(r.created_at);
+                out.opt_ts(r.started_at);
+                out.opt(&r.attempt_id);
+                out.opt(&r.provider_payment_id);
+                out.ts(now);
+            },
+        )
+        .await
+    }
+
+    async fn insert_attempts(&mut self, rows: &Rows<AttemptRow>) -> Result<()> {
+        if rows.rows.is_empty() {
+            return Ok(());
+        }
+        copy_in(
+            self.conn,
+            COPY_ATTEMPTS,
+            "payment_attempts",
+            rows,
+            |r| r.line,
+            |r, out| {
+                out.text(&r.attempt_id);
+                out.text(&r.payment_id);
+                out.ts(r.started_at);
+                out.opt_ts(r.finished_at);
+                out.opt(&r.outcome);
+                out.opt(&r.provider_payment_id);
+                out.opt(&r.error_detail);
+            },
+        )
+        .await
+    }
+
+    async fn end_bulk(&mut self) -> Result<()> {
+        for sql in std::mem::take(&mut self.deferred) {
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&mut *self.conn)
+                .await
+                .map_err(|e| {
+                    fail(
+                        Failure::Input,
+                        format!(
+                            "ledger import: the rows were rejected, nothing imported ({sql}): {e}"
+                        ),
+                    )
+                })?;
+        }
+        Ok(())
+    }
+}
+
+/// When both ledger tables are empty, drops their secondary indexes and foreign keys (inside
+/// the transaction) and returns the statements that restore them: one sort per index and one
+/// join per foreign key after the rows are in, instead of work per row.
+async fn defer_indexes(conn: &mut PgConnection) -> Result<Vec<String>> {
+    let err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
+    let any: Option<i32> = sqlx::query_scalar(
+        "SELECT 1 FROM payments UNION ALL SELECT 1 FROM payment_attempts LIMIT 1",
     )
+    .fetch_optional(&mut *conn)
     .await
+    .map_err(err)?;
+    if any.is_some() {
+        return Ok(Vec::new());
+    }
+    // Memory for the index builds at the end, for this transaction only.
+    sqlx::query("SET LOCAL maintenance_work_mem = '256MB'")
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
+    let fks: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT conrelid::regclass::text, conname::text, pg_get_constraintdef(oid) \
+         FROM pg_constraint WHERE contype = 'f' \
+         AND conrelid IN ('payments'::regclass, 'payment_attempts'::regclass) ORDER BY 1, 2",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err)?;
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i \
+         WHERE i.indrelid IN ('payments'::regclass, 'payment_attempts'::regclass) \
+         AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid) \
+         ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err)?;
+    let mut restore = Vec::new();
+    for (table, name, def) in fks {
+        let name = format!("\"{}\"", name.replace('"', "\"\""));
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {table} DROP CONSTRAINT {name}"
+        )))
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
+        restore.push(format!("ALTER TABLE {table} ADD CONSTRAINT {name} {def}"));
+    }
+    for (name, def) in indexes {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX {name}")))
+            .execute(&mut *conn)
+            .await
+            .map_err(err)?;
+        restore.insert(0, def);
+    }
+    Ok(restore)
 }
 
 /// Which of `ids` are payments in the database: the ids are copied into a temporary table that
 /// one join compares with the ledger (nothing to compare when the ledger is empty).
-pub async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet<String>> {
+async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet<String>> {
     let err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
     let any: Option<i32> = sqlx::query_scalar("SELECT 1 FROM payments LIMIT 1")
         .fetch_optional(&mut *conn)

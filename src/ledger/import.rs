@@ -241,6 +241,32 @@ fn estimate_records(path: &Path) -> usize {
     (estimate + estimate / 8).min(1 << 27)
 }
 
+/// Records `id` (of column `col` at `file:line`) in `index` at position `next`, the row the
+/// caller pushes next (`row(j)` reads the id and line of earlier row `j`), unless it is empty
+/// or an earlier row has it: then says so in `errors` and returns false.
+fn take_id<'r>(
+    (index, next): (&mut KeyIndex, usize),
+    id: &str,
+    (file, line, col): (&str, u64, &str),
+    errors: &mut Errors,
+    row: impl Fn(u32) -> (&'r str, u64),
+) -> bool {
+    if id.is_empty() {
+        errors.push(line, format!("{file}:{line}: column {col}: empty"));
+        return false;
+    }
+    match index.insert_new(id, next as u32, |j| row(j).0) {
+        Some(j) => {
+            errors.push(
+                line,
+                format!("{file}:{line}: {col} {id:?} also at line {}", row(j).1),
+            );
+            false
+        }
+        None => true,
+    }
+}
+
 /// Parses payments; also returns the index of their ids (positions in the rows).
 fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
     let capacity = estimate_records(path);
@@ -251,24 +277,18 @@ fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
     each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
         let payment_id = normalize::text(f[0]);
-        // Position `i` is taken by the id only if it is new; then a row is pushed there below
-        // (a placeholder when the line is rejected: the import fails anyway).
-        let i = rows.len() as u32;
-        let mut taken = false;
-        if payment_id.is_empty() {
-            errors.push(line, format!("{file}:{line}: column payment_id: empty"));
-        } else {
-            match index.insert_new(&payment_id, i, |j| rows[j as usize].payment_id.as_str()) {
-                Some(j) => errors.push(
-                    line,
-                    format!(
-                        "{file}:{line}: payment_id {payment_id:?} also at line {}",
-                        rows[j as usize].line
-                    ),
-                ),
-                None => taken = true,
-            }
-        }
+        // A new id takes the next position, and then a row is pushed there below (a
+        // placeholder when the line is rejected: the import fails anyway).
+        let taken = take_id(
+            (&mut index, rows.len()),
+            &payment_id,
+            (&file, line, "payment_id"),
+            errors,
+            |j| {
+                let r = &rows[j as usize];
+                (r.payment_id.as_str(), r.line)
+            },
+        );
         let recipient = normalize::account(f[1]);
         if recipient.is_empty() {
             errors.push(
@@ -355,23 +375,17 @@ fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedA
     let file = path.display().to_string();
     each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
         let attempt_id = normalize::text(f[0]);
-        // As for payments: position `i` is taken only by a new id, and then a row is pushed.
-        let i = rows.len() as u32;
-        let mut taken = false;
-        if attempt_id.is_empty() {
-            errors.push(line, format!("{file}:{line}: column attempt_id: empty"));
-        } else {
-            match index.insert_new(&attempt_id, i, |j| rows[j as usize].attempt_id.as_str()) {
-                Some(j) => errors.push(
-                    line,
-                    format!(
-                        "{file}:{line}: attempt_id {attempt_id:?} also at line {}",
-                        rows[j as usize].line
-                    ),
-                ),
-                None => taken = true,
-            }
-        }
+        // As for payments: a new id takes the next position, and then a row is pushed.
+        let taken = take_id(
+            (&mut index, rows.len()),
+            &attempt_id,
+            (&file, line, "attempt_id"),
+            errors,
+            |j| {
+                let r = &rows[j as usize];
+                (r.attempt_id.as_str(), r.line)
+            },
+        );
         let payment_id = normalize::text(f[1]);
         let started_at = ts(&file, line, "started_at", f[2], errors).unwrap_or(0);
         let finished_at = match opt(f[3]) {

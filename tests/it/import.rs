@@ -233,6 +233,59 @@ async fn every_field_round_trips_exactly(b: Backend) {
     );
 }
 
+/// Makes the database itself (a trigger on SQLite, a CHECK constraint on PostgreSQL) refuse
+/// rows of `table` whose `column` is `value`: a fault only the database can find.
+async fn refuse(env: &TestEnv, b: Backend, table: &str, column: &str, value: &str) {
+    let sql = match b {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER refuse_{column} BEFORE INSERT ON {table} WHEN NEW.{column} = '{value}' \
+             BEGIN SELECT RAISE(ABORT, 'refused {value}'); END"
+        ),
+        Backend::Postgres => format!(
+            "ALTER TABLE {table} ADD CONSTRAINT refuse_{column} \
+             CHECK ({column} IS DISTINCT FROM '{value}')"
+        ),
+    };
+    let sql = sqlx::AssertSqlSafe(sql);
+    match env.db().await.pool {
+        recon::db::Pool::Sqlite(p) => sqlx::query(sql).execute(&p).await.map(|_| ()),
+        recon::db::Pool::Postgres(p) => sqlx::query(sql).execute(&p).await.map(|_| ()),
+    }
+    .expect("refusing rows");
+}
+
+/// Replaces `from` with `to` in the job folder's file `name`.
+fn edit(env: &TestEnv, name: &str, from: &str, to: &str) {
+    let path = env.path(name);
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert!(text.contains(from), "{name} has no {from:?}");
+    std::fs::write(&path, text.replace(from, to)).expect("write");
+}
+
+/// The message (with its causes) and the error of an import that must fail.
+async fn rejection(
+    env: &TestEnv,
+    payments: &str,
+    attempts: Option<&str>,
+) -> (String, anyhow::Error) {
+    let err = import(env, payments, attempts)
+        .await
+        .expect_err("the import must be rejected");
+    (format!("{err:#}"), err)
+}
+
+/// Asserts that the import is rejected with a message containing `expected`; returns it.
+async fn rejected_with(
+    env: &TestEnv,
+    payments: &str,
+    attempts: Option<&str>,
+    expected: &str,
+) -> String {
+    let (msg, _) = rejection(env, payments, attempts).await;
+    assert!(msg.contains(expected), "{msg}");
+    msg
+}
+
 /// Writes `n` payments (each with one attempt) named `{prefix}{i}`; `bad(i)` may replace row i.
 fn write_large(env: &TestEnv, prefix: &str, n: usize, bad: impl Fn(usize) -> Option<String>) {
     let mut p = format!("{PAYMENTS_HEADER}\n");
@@ -270,10 +323,7 @@ async fn a_bad_row_in_a_large_file_rejects_everything(b: Backend) {
             format!("BIG{i:06},{IBAN},1.001,EUR,SUCCEEDED,2026-11-27T08:00:00Z,2026-11-27T09:00:00Z,ABIG{i:06},")
         })
     });
-    let err = import(&env, "BIGpayments.csv", Some("BIGattempts.csv"))
-        .await
-        .expect_err("a bad row");
-    let msg = format!("{err:#}");
+    let (msg, err) = rejection(&env, "BIGpayments.csv", Some("BIGattempts.csv")).await;
     assert_eq!(exit::code_for(&err), exit::INPUT, "{msg}");
     assert!(
         msg.contains("BIGpayments.csv:12346:") && msg.contains("1.001"),
@@ -284,31 +334,19 @@ async fn a_bad_row_in_a_large_file_rejects_everything(b: Backend) {
 
     // A row only the database rejects, deep in the stream (a constraint the parser does not
     // know of): the whole import is rolled back, and the message names the file's line.
-    match b {
-        Backend::Sqlite => {
-            env.exec(
-                "CREATE TRIGGER no_blocked BEFORE INSERT ON payments \
-                 WHEN NEW.recipient_account = 'BLOCKED' BEGIN SELECT RAISE(ABORT, 'recipient is blocked'); END",
-            )
-            .await
-        }
-        Backend::Postgres => {
-            env.exec(
-                "ALTER TABLE payments ADD CONSTRAINT no_blocked CHECK (recipient_account <> 'BLOCKED')",
-            )
-            .await
-        }
-    }
+    refuse(&env, b, "payments", "recipient_account", "BLOCKED").await;
     write_large(&env, "DB", 20_000, |i| {
         (i == 15_000).then(|| {
             format!("DB{i:06},blocked,1.00,EUR,SUCCEEDED,2026-11-27T08:00:00Z,2026-11-27T09:00:00Z,ADB{i:06},")
         })
     });
-    let err = import(&env, "DBpayments.csv", Some("DBattempts.csv"))
-        .await
-        .expect_err("rejected by the database");
-    let msg = format!("{err:#}");
-    assert!(msg.contains("DBpayments.csv:15002:"), "{msg}");
+    let msg = rejected_with(
+        &env,
+        "DBpayments.csv",
+        Some("DBattempts.csv"),
+        "DBpayments.csv:15002:",
+    )
+    .await;
     assert!(msg.contains("nothing imported"), "{msg}");
     if b == Backend::Postgres {
         assert!(
@@ -320,21 +358,19 @@ async fn a_bad_row_in_a_large_file_rejects_everything(b: Backend) {
 
     // A bad attempt late in the attempts file also rejects the payments before it.
     write_large(&env, "ATT", 20_000, |_| None);
-    let path = env.path("ATTattempts.csv");
-    let text = std::fs::read_to_string(&path).expect("attempts");
-    std::fs::write(
-        &path,
-        text.replace("AATT019000,ATT019000,", "AATT019000,NOPE,"),
-    )
-    .expect("attempts");
-    let err = import(&env, "ATTpayments.csv", Some("ATTattempts.csv"))
-        .await
-        .expect_err("an unknown payment");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("ATTattempts.csv:19002: column payment_id: \"NOPE\" is not a known payment"),
-        "{msg}"
+    edit(
+        &env,
+        "ATTattempts.csv",
+        "AATT019000,ATT019000,",
+        "AATT019000,NOPE,",
     );
+    rejected_with(
+        &env,
+        "ATTpayments.csv",
+        Some("ATTattempts.csv"),
+        "ATTattempts.csv:19002: column payment_id: \"NOPE\" is not a known payment",
+    )
+    .await;
     assert_eq!(dump(&env, b).await, before, "the database is unchanged");
 }
 
@@ -343,38 +379,34 @@ async fn duplicates_in_the_file_name_both_lines(b: Backend) {
     write_large(&env, "D", 3_000, |i| {
         (i == 2_500).then(|| format!("D000007,{IBAN},1.00,EUR,PENDING,2026-11-27T08:00:00Z,,,"))
     });
-    let path = env.path("Dattempts.csv");
-    let text = std::fs::read_to_string(&path).expect("attempts");
-    std::fs::write(
-        &path,
-        text.replace("AD000100,D000100,", "AD000009,D000100,"),
-    )
-    .expect("attempts");
-    let err = import(&env, "Dpayments.csv", Some("Dattempts.csv"))
-        .await
-        .expect_err("a duplicate payment");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("Dpayments.csv:2502: payment_id \"D000007\" also at line 9"),
-        "{msg}"
+    edit(
+        &env,
+        "Dattempts.csv",
+        "AD000100,D000100,",
+        "AD000009,D000100,",
     );
+    rejected_with(
+        &env,
+        "Dpayments.csv",
+        Some("Dattempts.csv"),
+        "Dpayments.csv:2502: payment_id \"D000007\" also at line 9",
+    )
+    .await;
     // The payments file is fixed; the attempts file still repeats an attempt id.
     write_large(&env, "E", 3_000, |_| None);
-    let path = env.path("Eattempts.csv");
-    let text = std::fs::read_to_string(&path).expect("attempts");
-    std::fs::write(
-        &path,
-        text.replace("AE000100,E000100,", "AE000009,E000100,"),
-    )
-    .expect("attempts");
-    let err = import(&env, "Epayments.csv", Some("Eattempts.csv"))
-        .await
-        .expect_err("a duplicate attempt");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("Eattempts.csv:102: attempt_id \"AE000009\" also at line 11"),
-        "{msg}"
+    edit(
+        &env,
+        "Eattempts.csv",
+        "AE000100,E000100,",
+        "AE000009,E000100,",
     );
+    rejected_with(
+        &env,
+        "Epayments.csv",
+        Some("Eattempts.csv"),
+        "Eattempts.csv:102: attempt_id \"AE000009\" also at line 11",
+    )
+    .await;
     assert_eq!(count(&env, "payments").await, 0);
 }
 
@@ -394,18 +426,19 @@ async fn ids_already_in_the_database_reject_the_import(b: Backend) {
         )),
         _ => None,
     });
-    let path = env.path("Yattempts.csv");
-    let text = std::fs::read_to_string(&path).expect("attempts");
-    std::fs::write(
-        &path,
-        text.replace("AY000010,Y000010,", "AY000010,Y000011,")
-            .replace("AY002900,Y002900,", "AY002900,Y002901,"),
-    )
-    .expect("attempts");
-    let err = import(&env, "Ypayments.csv", Some("Yattempts.csv"))
-        .await
-        .expect_err("ids already imported");
-    let msg = format!("{err:#}");
+    edit(
+        &env,
+        "Yattempts.csv",
+        "AY000010,Y000010,",
+        "AY000010,Y000011,",
+    );
+    edit(
+        &env,
+        "Yattempts.csv",
+        "AY002900,Y002900,",
+        "AY002900,Y002901,",
+    );
+    let (msg, err) = rejection(&env, "Ypayments.csv", Some("Yattempts.csv")).await;
     assert_eq!(exit::code_for(&err), exit::INPUT, "{msg}");
     assert!(
         msg.contains("payment_id \"X000042\" is already in the database")
@@ -473,12 +506,13 @@ async fn special_characters_in_text_round_trip(b: Backend) {
         "nul.csv",
         &format!("{PAYMENTS_HEADER}\nQ-1,{IBAN},1.00,EUR,PENDING,2026-11-27T08:00:00Z,,,\nQ-2,{IBAN},1.00,EUR,FAILED,2026-11-27T08:00:00Z,2026-11-27T08:00:00Z,A\0,\n"),
     );
-    let err = import(&env, "nul.csv", None).await.expect_err("a NUL");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("nul.csv:3: column attempt_id: the control character U+0000"),
-        "{msg}"
-    );
+    rejected_with(
+        &env,
+        "nul.csv",
+        None,
+        "nul.csv:3: column attempt_id: the control character U+0000",
+    )
+    .await;
     assert_eq!(count(&env, "payments").await, details.len());
 }
 
@@ -509,39 +543,22 @@ async fn a_bulk_load_into_an_empty_ledger_keeps_its_schema(b: Backend) {
     let env = TestEnv::on(b, Settings::default()).await;
     let before = schema(&env, b).await;
     assert!(before.len() >= 5, "{before:?}");
-    match b {
-        Backend::Sqlite => {
-            env.exec(
-                "CREATE TRIGGER no_blocked BEFORE INSERT ON payment_attempts \
-                 WHEN NEW.error_detail = 'blocked' BEGIN SELECT RAISE(ABORT, 'blocked'); END",
-            )
-            .await
-        }
-        Backend::Postgres => {
-            env.exec(
-                "ALTER TABLE payment_attempts ADD CONSTRAINT no_blocked \
-                 CHECK (error_detail IS DISTINCT FROM 'blocked')",
-            )
-            .await
-        }
-    }
+    refuse(&env, b, "payment_attempts", "error_detail", "blocked").await;
     let with_check = schema(&env, b).await;
     write_large(&env, "F", 20_000, |_| None);
-    let path = env.path("Fattempts.csv");
-    let text = std::fs::read_to_string(&path).expect("attempts");
-    std::fs::write(
-        &path,
-        text.replace(
-            "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,SUCCEEDED,,",
-            "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,FAILED,,blocked",
-        ),
+    edit(
+        &env,
+        "Fattempts.csv",
+        "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,SUCCEEDED,,",
+        "AF017000,F017000,2026-11-27T09:00:00Z,2026-11-27T09:00:01Z,FAILED,,blocked",
+    );
+    let msg = rejected_with(
+        &env,
+        "Fpayments.csv",
+        Some("Fattempts.csv"),
+        "Fattempts.csv:17002:",
     )
-    .expect("attempts");
-    let err = import(&env, "Fpayments.csv", Some("Fattempts.csv"))
-        .await
-        .expect_err("rejected by the database");
-    let msg = format!("{err:#}");
-    assert!(msg.contains("Fattempts.csv:17002:"), "{msg}");
+    .await;
     if b == Backend::Postgres {
         assert!(
             msg.contains("line 17001 of the COPY stream into payment_attempts"),

@@ -283,20 +283,35 @@ impl Ledger for PgLedger<'_> {
     }
 }
 
+fn db_err(e: sqlx::Error) -> anyhow::Error {
+    fail(
+        Failure::Database,
+        format!("ledger import: {}", crate::db::message(e)),
+    )
+}
+
+/// Whether `sql` (a static query) returns a row.
+async fn has_rows(conn: &mut PgConnection, sql: &'static str) -> Result<bool> {
+    let any: Option<i32> = sqlx::query_scalar(sql)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_err)?;
+    Ok(any.is_some())
+}
+
 /// When both ledger tables are empty, drops their secondary indexes and foreign keys (inside
 /// the transaction) and returns the statements that restore them: one sort per index and one
 /// join per foreign key after the rows are in, instead of work per row.
 async fn defer_indexes(conn: &mut PgConnection) -> Result<Vec<String>> {
-    let err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
-    let any: Option<i32> = sqlx::query_scalar(
+    if has_rows(
+        conn,
         "SELECT 1 FROM payments UNION ALL SELECT 1 FROM payment_attempts LIMIT 1",
     )
-    .fetch_optional(&mut *conn)
-    .await
-    .map_err(err)?;
-    if any.is_some() {
+    .await?
+    {
         return Ok(Vec::new());
     }
+    let err = db_err;
     // Memory for the index builds at the end, for this transaction only.
     sqlx::query("SET LOCAL maintenance_work_mem = '256MB'")
         .execute(&mut *conn)
@@ -343,14 +358,10 @@ async fn defer_indexes(conn: &mut PgConnection) -> Result<Vec<String>> {
 /// Which of `ids` are payments in the database: the ids are copied into a temporary table that
 /// one join compares with the ledger (nothing to compare when the ledger is empty).
 async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet<String>> {
-    let err = |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {e}"));
-    let any: Option<i32> = sqlx::query_scalar("SELECT 1 FROM payments LIMIT 1")
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(err)?;
-    if any.is_none() {
+    if !has_rows(conn, "SELECT 1 FROM payments LIMIT 1").await? {
         return Ok(HashSet::new());
     }
+    let err = db_err;
     sqlx::query("CREATE TEMP TABLE recon_import_ids (payment_id text NOT NULL) ON COMMIT DROP")
         .execute(&mut *conn)
         .await

@@ -214,20 +214,24 @@ impl Ledger for SqliteLedger<'_> {
     }
 }
 
+/// Whether `sql` returns a row.
+fn has_rows(raw: &Raw, sql: &str) -> Result<bool> {
+    let mut any = false;
+    raw.query(sql, &[], |_| {
+        any = true;
+        Ok(())
+    })?;
+    Ok(any)
+}
+
 /// When both ledger tables are empty, drops their secondary indexes (inside the transaction)
 /// and returns the statements that build them again: one sort per index after the rows are
 /// in instead of a B-tree insert per row.
 fn defer_indexes(raw: &Raw) -> Result<Vec<String>> {
-    let mut any = false;
-    raw.query(
+    if has_rows(
+        raw,
         "SELECT 1 FROM payments UNION ALL SELECT 1 FROM payment_attempts LIMIT 1",
-        &[],
-        |_| {
-            any = true;
-            Ok(())
-        },
-    )?;
-    if any {
+    )? {
         return Ok(Vec::new());
     }
     let mut indexes = Vec::new();
@@ -252,13 +256,8 @@ fn defer_indexes(raw: &Raw) -> Result<Vec<String>> {
 /// join compares with the ledger (nothing to compare when the ledger is empty).
 async fn payments_in_db(conn: &mut SqliteConnection, ids: &[&str]) -> Result<HashSet<String>> {
     sqlite_raw::with_raw(conn, |raw| {
-        let mut any = false;
-        raw.query("SELECT 1 FROM payments LIMIT 1", &[], |_| {
-            any = true;
-            Ok(())
-        })?;
         let mut found = HashSet::new();
-        if !any {
+        if !has_rows(raw, "SELECT 1 FROM payments LIMIT 1")? {
             return Ok(found);
         }
         raw.exec("CREATE TEMP TABLE recon_import_ids (payment_id TEXT NOT NULL)")?;

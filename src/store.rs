@@ -52,48 +52,6 @@ fn pg_ts_read(t: chrono::DateTime<chrono::Utc>) -> String {
     crate::timeparse::format_utc(t.timestamp_micros())
 }
 
-/// A payment row to insert (`recon ledger import`); timestamps in recon's UTC text form.
-#[derive(Debug, Clone)]
-pub struct PaymentInsert {
-    /// Id.
-    pub payment_id: String,
-    /// Canonical recipient.
-    pub recipient: String,
-    /// Minor units.
-    pub amount_minor: i64,
-    /// ISO 4217.
-    pub currency: &'static str,
-    /// Status name.
-    pub status: &'static str,
-    /// Created.
-    pub created_at: String,
-    /// Started.
-    pub started_at: Option<String>,
-    /// Current attempt.
-    pub attempt_id: Option<String>,
-    /// Provider id.
-    pub provider_payment_id: Option<String>,
-}
-
-/// An attempt row to insert.
-#[derive(Debug, Clone)]
-pub struct AttemptInsert {
-    /// Id.
-    pub attempt_id: String,
-    /// Payment.
-    pub payment_id: String,
-    /// Started.
-    pub started_at: String,
-    /// Finished.
-    pub finished_at: Option<String>,
-    /// Outcome text.
-    pub outcome: Option<String>,
-    /// Provider id.
-    pub provider_payment_id: Option<String>,
-    /// Error text.
-    pub error_detail: Option<String>,
-}
-
 /// A run record as listed by `recon runs list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {
@@ -950,82 +908,6 @@ macro_rules! store_impl {
                 }
                 Ok(out)
             }
-
-            /// Which of `ids` are payments in the database.
-            pub async fn payments_in_db(conn: &mut Conn, ids: &[&str]) -> Result<HashSet<String>> {
-                let mut found = HashSet::new();
-                for chunk in ids.chunks(BATCH) {
-                    let mut q: QueryBuilder<Db> =
-                        QueryBuilder::new("SELECT payment_id FROM payments WHERE payment_id IN (");
-                    let mut sep = q.separated(", ");
-                    for id in chunk {
-                        sep.push_bind(*id);
-                    }
-                    q.push(")");
-                    let rows: Vec<(String,)> = q
-                        .build_query_as()
-                        .fetch_all(&mut *conn)
-                        .await
-                        .map_err(db_err("ledger import"))?;
-                    found.extend(rows.into_iter().map(|(id,)| id));
-                }
-                Ok(found)
-            }
-
-            /// Inserts payments and attempts (the caller's transaction makes it all-or-nothing).
-            pub async fn insert_ledger(
-                conn: &mut Conn,
-                payments: &[PaymentInsert],
-                attempts: &[AttemptInsert],
-                now: &str,
-            ) -> Result<()> {
-                for chunk in payments.chunks(BATCH) {
-                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
-                        "INSERT INTO payments (payment_id, recipient_account, amount_minor, currency, status, \
-                         created_at, started_at, attempt_id, provider_payment_id, updated_at) ",
-                    );
-                    q.push_values(chunk, |mut b, r| {
-                        b.push_bind(&r.payment_id)
-                            .push_bind(&r.recipient)
-                            .push_bind(r.amount_minor)
-                            .push_bind(r.currency)
-                            .push_bind(r.status)
-                            .push_bind($ts(&r.created_at))
-                            .push_bind(r.started_at.as_deref().and_then($ts))
-                            .push_bind(&r.attempt_id)
-                            .push_bind(&r.provider_payment_id)
-                            .push_bind($ts(now));
-                    });
-                    q.build()
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(db_err("ledger import"))?;
-                }
-                for chunk in attempts.chunks(BATCH) {
-                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
-                        "INSERT INTO payment_attempts (attempt_id, payment_id, started_at, finished_at, \
-                         outcome, provider_payment_id, error_detail) ",
-                    );
-                    q.push_values(chunk, |mut b, r| {
-                        b.push_bind(&r.attempt_id)
-                            .push_bind(&r.payment_id)
-                            .push_bind($ts(&r.started_at))
-                            .push_bind(r.finished_at.as_deref().and_then($ts))
-                            .push_bind(&r.outcome)
-                            .push_bind(&r.provider_payment_id)
-                            .push_bind(&r.error_detail);
-                    });
-                    q.build().execute(&mut *conn).await.map_err(|e| {
-                        fail(
-                            Failure::Input,
-                            format!(
-                                "ledger import: attempts rejected by the database, nothing imported: {e}"
-                            ),
-                        )
-                    })?;
-                }
-                Ok(())
-            }
         }
     };
 }
@@ -1186,24 +1068,6 @@ impl Tx {
         ids: &[&str],
     ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
         dispatch!(self, payment_states(ids))
-    }
-
-    /// See [`sqlite::payments_in_db`].
-    pub async fn payments_in_db(
-        &mut self,
-        ids: &[&str],
-    ) -> Result<std::collections::HashSet<String>> {
-        dispatch!(self, payments_in_db(ids))
-    }
-
-    /// See [`sqlite::insert_ledger`].
-    pub async fn insert_ledger(
-        &mut self,
-        payments: &[PaymentInsert],
-        attempts: &[AttemptInsert],
-        now: &str,
-    ) -> Result<()> {
-        dispatch!(self, insert_ledger(payments, attempts, now))
     }
 
     /// Commits.

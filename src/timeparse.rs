@@ -73,6 +73,9 @@ pub fn parse_booking(
 /// (also with `T`) taken as UTC.
 pub fn parse_ledger(value: &str) -> Result<Micros, String> {
     let v = value.trim();
+    if let Some(t) = parse_rfc3339_fast(v.as_bytes()) {
+        return Ok(t);
+    }
     if let Ok(d) = DateTime::parse_from_rfc3339(v) {
         return Ok(d.with_timezone(&Utc).timestamp_micros());
     }
@@ -100,6 +103,44 @@ fn fields(t: Micros) -> Option<(i32, u32, u32, u32, u32, u32, u32)> {
         time.second(),
         time.nanosecond() / 1000,
     ))
+}
+
+/// Length of the database form [`to_db`] writes.
+pub const DB_LEN: usize = 26;
+
+/// Writes the database form of `t` (see [`to_db`]) into `out` without allocating; false
+/// (and `out` untouched) when `t` is outside the years 0..=9999 the fixed width can hold.
+pub fn write_db(t: Micros, out: &mut [u8; DB_LEN]) -> bool {
+    let Some((y, mo, d, h, mi, s, us)) = fields(t) else {
+        return false;
+    };
+    if !(0..=9999).contains(&y) {
+        return false;
+    }
+    let mut put = |at: usize, width: usize, mut v: u32| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y as u32);
+    put(5, 2, mo);
+    put(8, 2, d);
+    put(11, 2, h);
+    put(14, 2, mi);
+    put(17, 2, s);
+    put(20, 6, us);
+    for (i, c) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b' '),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+    ] {
+        out[i] = c;
+    }
+    true
 }
 
 /// The database form: `YYYY-MM-DD HH:MM:SS.ffffff` in UTC, fixed width so it sorts as text.
@@ -207,7 +248,11 @@ fn parse_rfc3339_fast(b: &[u8]) -> Option<Micros> {
     let offset_minutes = match b.get(i..)? {
         [b'Z' | b'z'] => 0,
         [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let m = digits(&[*h1, *h2])? * 60 + digits(&[*m1, *m2])?;
+            let (oh, om) = (digits(&[*h1, *h2])?, digits(&[*m1, *m2])?);
+            if oh > 23 || om > 59 {
+                return None; // chrono's parser decides (and rejects)
+            }
+            let m = oh * 60 + om;
             if *sign == b'-' { -m } else { m }
         }
         _ => return None,
@@ -382,6 +427,44 @@ mod tests {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_utc(1_500_000), "1970-01-01T00:00:01.500000Z");
         assert_eq!(format_utc(-1), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn db_form_written_in_place_is_to_db() {
+        for t in [
+            0,
+            -1,
+            1_500_000,
+            1_795_000_000_123_456,
+            253_402_300_799_999_999,
+        ] {
+            let mut b = [0u8; DB_LEN];
+            assert!(write_db(t, &mut b));
+            assert_eq!(std::str::from_utf8(&b).unwrap(), to_db(t), "{t}");
+        }
+        let mut b = [0u8; DB_LEN];
+        assert!(!write_db(253_402_300_800_000_000, &mut b), "year 10000");
+        assert!(!write_db(-62_167_219_200_000_001, &mut b), "year -1");
+    }
+
+    #[test]
+    fn ledger_fast_path_agrees_with_chrono() {
+        for text in [
+            "2026-11-28T10:15:00Z",
+            "2026-11-28t10:15:00.5z",
+            "2026-11-28 10:15:00.123456789+01:00",
+            "2026-11-28T10:15:00-23:59",
+            "1969-12-31T23:59:59.9999999Z",
+        ] {
+            let slow = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc)
+                .timestamp_micros();
+            assert_eq!(parse_ledger(text), Ok(slow), "{text}");
+        }
+        assert!(parse_ledger("2026-11-28T10:15:00+24:00").is_err());
+        assert!(parse_ledger("2026-11-28T10:15:00+01:60").is_err());
+        assert!(parse_ledger("2026-02-30T10:15:00Z").is_err());
     }
 
     #[test]

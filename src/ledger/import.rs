@@ -1,11 +1,24 @@
 //! `recon ledger import`: loads payments (and attempts) from CSV into the database.
 //! All rows are validated first; any bad row rejects the whole import (nothing half-imported).
+//!
+//! Each file is read once, record by record into one reused `csv::ByteRecord`, and validated
+//! in the same pass. The rows then go into the database in one transaction through each
+//! backend's bulk path: a prepared statement stepped through the raw sqlite3 handle
+//! ([`sqlite`]), `COPY … FROM STDIN` on PostgreSQL ([`postgres`]).
+
+mod postgres;
+mod sqlite;
 
 use super::Status;
+use crate::db::Pool;
 use crate::exit::{Failure, fail};
+use crate::keyindex::KeyIndex;
+use crate::timeparse::Micros;
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
-use std::collections::{HashMap, HashSet};
+use compact_str::CompactString;
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// Expected header of the payments CSV.
@@ -40,225 +53,387 @@ pub struct ImportReport {
     pub attempts: usize,
 }
 
-type PaymentRow = crate::store::PaymentInsert;
-type AttemptRow = crate::store::AttemptInsert;
-
-fn opt(s: &str) -> Option<String> {
-    let t = normalize::text(s);
-    (!t.is_empty()).then(|| t.to_string())
+/// A validated payment row and the file line it came from.
+#[derive(Debug, Clone)]
+struct PaymentRow {
+    line: u64,
+    payment_id: CompactString,
+    recipient: CompactString,
+    amount_minor: i64,
+    currency: &'static str,
+    status: Status,
+    created_at: Micros,
+    started_at: Option<Micros>,
+    attempt_id: Option<CompactString>,
+    provider_payment_id: Option<CompactString>,
 }
 
-/// Reads a CSV whose header must contain `columns`; yields (line, fields in column order).
-fn read_csv(path: &Path, columns: &[&str]) -> Result<Vec<(u64, Vec<String>)>> {
-    let file = path.display();
+/// A validated attempt row and the file line it came from.
+#[derive(Debug, Clone)]
+struct AttemptRow {
+    line: u64,
+    attempt_id: CompactString,
+    payment_id: CompactString,
+    started_at: Micros,
+    finished_at: Option<Micros>,
+    outcome: Option<CompactString>,
+    provider_payment_id: Option<CompactString>,
+    error_detail: Option<CompactString>,
+}
+
+/// The validated rows of one file, and its name for messages.
+#[derive(Debug)]
+struct Rows<T> {
+    file: String,
+    rows: Vec<T>,
+}
+
+/// Rejected rows of one file: (line, message), reported in line order.
+#[derive(Debug, Default)]
+struct Errors(Vec<(u64, String)>);
+
+impl Errors {
+    fn push(&mut self, line: u64, msg: String) {
+        self.0.push((line, msg));
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Fails with every message (the first 20 shown) when there are any.
+    fn reject_if_any(mut self) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        self.0.sort_by_key(|(line, _)| *line);
+        let total = self.0.len();
+        let shown: Vec<&str> = self.0.iter().take(20).map(|(_, m)| m.as_str()).collect();
+        let more = if total > shown.len() {
+            format!("\n… and {} more", total - shown.len())
+        } else {
+            String::new()
+        };
+        Err(fail(
+            Failure::Input,
+            format!(
+                "{total} row(s) rejected, nothing imported:\n{}{more}",
+                shown.join("\n")
+            ),
+        ))
+    }
+}
+
+fn opt(s: &str) -> Option<CompactString> {
+    let t = normalize::apply(&[normalize::Step::FoldWidth, normalize::Step::Trim], s);
+    (!t.is_empty()).then(|| CompactString::from(t.as_ref()))
+}
+
+/// Calls `row(line, fields in column order, errors)` for every non-blank record of the CSV at
+/// `path`, whose header must contain `columns`. Records that cannot be read, have the wrong
+/// number of fields, are not UTF-8 or hold a control character other than tab and line breaks
+/// (NUL among them, which PostgreSQL text cannot hold) are rejected here.
+fn each_record<const N: usize>(
+    path: &Path,
+    columns: &[&str; N],
+    errors: &mut Errors,
+    mut row: impl FnMut(u64, &[&str; N], &mut Errors),
+) -> Result<String> {
+    let file = path.display().to_string();
     let mut rdr = csv::ReaderBuilder::new()
         .flexible(true)
         .from_path(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
-    let header = crate::sources::csv::header_of(&mut rdr, &file.to_string())?;
-    let idx: Vec<usize> = columns
-        .iter()
-        .map(|c| {
-            header.iter().position(|h| h == c).ok_or_else(|| {
-                fail(
-                    Failure::Input,
-                    format!("{file}: header has no column {c:?} (expected {columns:?})"),
-                )
-            })
-        })
-        .collect::<Result<_>>()?;
-    let mut rows = Vec::new();
-    let mut errors = Vec::new();
-    for rec in rdr.records() {
-        match rec {
-            Ok(r) => {
-                let line = r.position().map(|p| p.line()).unwrap_or(0);
-                if r.iter().all(|f| f.trim().is_empty()) {
-                    continue;
-                }
-                if r.len() != header.len() {
-                    errors.push(format!(
-                        "{file}:{line}: {} fields, header has {}",
-                        r.len(),
-                        header.len()
-                    ));
-                    continue;
-                }
-                if let Some((c, why)) = idx.iter().zip(columns).find_map(|(&i, c)| {
-                    crate::sources::text::control_character(&r[i]).map(|why| (c, why))
-                }) {
-                    errors.push(format!("{file}:{line}: column {c}: {why}"));
-                    continue;
-                }
-                rows.push((line, idx.iter().map(|&i| r[i].to_string()).collect()));
-            }
+    let header = crate::sources::csv::header_of(&mut rdr, &file)?;
+    let mut idx = [0usize; N];
+    for (slot, c) in idx.iter_mut().zip(columns) {
+        *slot = header.iter().position(|h| h == c).ok_or_else(|| {
+            fail(
+                Failure::Input,
+                format!("{file}: header has no column {c:?} (expected {columns:?})"),
+            )
+        })?;
+    }
+    let mut rec = csv::ByteRecord::new();
+    loop {
+        match rdr.read_byte_record(&mut rec) {
+            Ok(false) => break,
+            Ok(true) => {}
             Err(e) => {
                 let line = e.position().map(|p| p.line()).unwrap_or(0);
-                errors.push(format!("{file}:{line}: unreadable record: {e}"));
+                errors.push(line, format!("{file}:{line}: unreadable record: {e}"));
+                if matches!(e.kind(), csv::ErrorKind::Io(_)) {
+                    break;
+                }
+                continue;
             }
         }
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let Ok(text) = std::str::from_utf8(rec.as_slice()) else {
+            errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue; // a blank line (or only separators and spaces)
+        }
+        if rec.len() != header.len() {
+            errors.push(
+                line,
+                format!(
+                    "{file}:{line}: {} fields, header has {}",
+                    rec.len(),
+                    header.len()
+                ),
+            );
+            continue;
+        }
+        let mut fields = [""; N];
+        let mut utf8 = true;
+        for (f, &i) in fields.iter_mut().zip(&idx) {
+            match std::str::from_utf8(&rec[i]) {
+                Ok(s) => *f = s,
+                Err(_) => utf8 = false, // a character split across fields
+            }
+        }
+        if !utf8 {
+            errors.push(line, format!("{file}:{line}: unreadable record: not UTF-8"));
+            continue;
+        }
+        if let Some((c, why)) = fields
+            .iter()
+            .zip(columns)
+            .find_map(|(f, c)| crate::sources::text::control_character(f).map(|why| (c, why)))
+        {
+            errors.push(line, format!("{file}:{line}: column {c}: {why}"));
+            continue;
+        }
+        row(line, &fields, errors);
     }
-    reject_if_any(&errors)?;
-    Ok(rows)
+    Ok(file)
 }
 
-fn reject_if_any(errors: &[String]) -> Result<()> {
-    if errors.is_empty() {
-        return Ok(());
-    }
-    let shown: Vec<&str> = errors.iter().take(20).map(String::as_str).collect();
-    let more = if errors.len() > shown.len() {
-        format!("\n… and {} more", errors.len() - shown.len())
-    } else {
-        String::new()
-    };
-    Err(fail(
-        Failure::Input,
-        format!(
-            "{} row(s) rejected, nothing imported:\n{}{more}",
-            errors.len(),
-            shown.join("\n")
-        ),
-    ))
-}
-
-fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Vec<String>) -> Option<String> {
+fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Errors) -> Option<Micros> {
     match timeparse::parse_ledger(v) {
-        Ok(t) => Some(timeparse::to_db(t)),
+        Ok(t) => Some(t),
         Err(e) => {
-            errors.push(format!("{file}:{line}: column {col}: {e}"));
+            errors.push(line, format!("{file}:{line}: column {col}: {e}"));
             None
         }
     }
 }
 
-fn parse_payments(path: &Path) -> Result<Vec<PaymentRow>> {
+/// About how many records the CSV at `path` has (its size over the mean length of its first
+/// lines), to size the rows and the id index once: growing them copies everything and touches
+/// fresh memory, which is what parsing a million rows spent most of its time on.
+fn estimate_records(path: &Path) -> usize {
+    use std::io::Read as _;
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = vec![0u8; 64 << 10];
+    let n = f.read(&mut head).unwrap_or(0);
+    let lines = head[..n].iter().filter(|&&b| b == b'\n').count();
+    if lines < 2 {
+        return 16;
+    }
+    let estimate = len as usize / (n / lines).max(1);
+    (estimate + estimate / 8).min(1 << 27)
+}
+
+/// Records `id` (of column `col` at `file:line`) in `index` at position `next`, the row the
+/// caller pushes next (`row(j)` reads the id and line of earlier row `j`), unless it is empty
+/// or an earlier row has it: then says so in `errors` and returns false.
+fn take_id<'r>(
+    (index, next): (&mut KeyIndex, usize),
+    id: &str,
+    (file, line, col): (&str, u64, &str),
+    errors: &mut Errors,
+    row: impl Fn(u32) -> (&'r str, u64),
+) -> bool {
+    if id.is_empty() {
+        errors.push(line, format!("{file}:{line}: column {col}: empty"));
+        return false;
+    }
+    match index.insert_new(id, next as u32, |j| row(j).0) {
+        Some(j) => {
+            errors.push(
+                line,
+                format!("{file}:{line}: {col} {id:?} also at line {}", row(j).1),
+            );
+            false
+        }
+        None => true,
+    }
+}
+
+/// Parses payments; also returns the index of their ids (positions in the rows).
+fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
+    let capacity = estimate_records(path);
+    let mut rows: Vec<PaymentRow> = Vec::with_capacity(capacity);
+    let mut index = KeyIndex::with_capacity(capacity);
+    let mut errors = Errors::default();
     let file = path.display().to_string();
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    for (line, f) in read_csv(path, &PAYMENT_COLUMNS)? {
+    each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
-        let payment_id = normalize::text(&f[0]).to_string();
-        if payment_id.is_empty() {
-            errors.push(format!("{file}:{line}: column payment_id: empty"));
-        } else if let Some(first) = seen.insert(payment_id.clone(), line) {
-            errors.push(format!(
-                "{file}:{line}: payment_id {payment_id:?} also at line {first}"
-            ));
-        }
-        let recipient = normalize::account(&f[1]).to_string();
+        let payment_id = normalize::text(f[0]);
+        // A new id takes the next position, and then a row is pushed there below (a
+        // placeholder when the line is rejected: the import fails anyway).
+        let taken = take_id(
+            (&mut index, rows.len()),
+            &payment_id,
+            (&file, line, "payment_id"),
+            errors,
+            |j| {
+                let r = &rows[j as usize];
+                (r.payment_id.as_str(), r.line)
+            },
+        );
+        let recipient = normalize::account(f[1]);
         if recipient.is_empty() {
-            errors.push(format!("{file}:{line}: column recipient_account: empty"));
+            errors.push(
+                line,
+                format!("{file}:{line}: column recipient_account: empty"),
+            );
         }
-        let money = money::currency(&f[3]).and_then(|(code, exp)| {
-            money::parse_decimal(&f[2], money::NumberFormat::DOT)
+        let money = money::currency(f[3]).and_then(|(code, exp)| {
+            money::parse_decimal(f[2], money::NumberFormat::DOT)
                 .and_then(|d| money::to_minor(d, code, exp))
                 .map(|m| (code, m))
         });
-        let status = Status::parse(&f[4]);
+        let status = Status::parse(f[4]);
         if status.is_none() {
-            errors.push(format!(
-                "{file}:{line}: column status: {:?} is not one of PENDING, SUBMITTING, SUCCEEDED, FAILED, UNKNOWN, REVIEW",
-                f[4]
-            ));
+            errors.push(
+                line,
+                format!(
+                    "{file}:{line}: column status: {:?} is not one of PENDING, SUBMITTING, SUCCEEDED, FAILED, UNKNOWN, REVIEW",
+                    f[4]
+                ),
+            );
         }
-        let created_at = ts(&file, line, "created_at", &f[5], &mut errors);
-        let started_at = match opt(&f[6]) {
+        let created_at = ts(&file, line, "created_at", f[5], errors);
+        let started_at = match opt(f[6]) {
             None => {
                 if status.is_some_and(|s| s != Status::Pending) {
-                    errors.push(format!(
-                        "{file}:{line}: column started_at: required unless status is PENDING"
-                    ));
+                    errors.push(
+                        line,
+                        format!(
+                            "{file}:{line}: column started_at: required unless status is PENDING"
+                        ),
+                    );
                 }
                 None
             }
-            Some(v) => ts(&file, line, "started_at", &v, &mut errors),
+            Some(v) => ts(&file, line, "started_at", &v, errors),
         };
-        let attempt_id = opt(&f[7]);
+        let attempt_id = opt(f[7]);
         if attempt_id.is_none() && status.is_some_and(|s| s != Status::Pending) {
-            errors.push(format!(
-                "{file}:{line}: column attempt_id: required unless status is PENDING"
-            ));
+            errors.push(
+                line,
+                format!("{file}:{line}: column attempt_id: required unless status is PENDING"),
+            );
         }
-        let (currency, amount_minor) = match money {
-            Ok(m) => m,
-            Err(e) => {
-                errors.push(format!("{file}:{line}: columns amount/currency: {e}"));
-                continue;
+        let ((currency, amount_minor), status, created_at) = match (money, status, created_at) {
+            (Err(e), ..) => {
+                errors.push(line, format!("{file}:{line}: columns amount/currency: {e}"));
+                (("", 0), Status::Pending, 0)
             }
+            (Ok(m), s, c) => (m, s.unwrap_or(Status::Pending), c.unwrap_or(0)),
         };
-        if errors.len() > before {
-            continue;
-        }
-        if let (Some(status), Some(created_at)) = (status, created_at) {
-            out.push(PaymentRow {
+        debug_assert!(taken || errors.len() > before);
+        if taken {
+            rows.push(PaymentRow {
+                line,
                 payment_id,
                 recipient,
                 amount_minor,
                 currency,
-                status: status.as_str(),
+                status,
                 created_at,
                 started_at,
                 attempt_id,
-                provider_payment_id: opt(&f[8]),
+                provider_payment_id: opt(f[8]),
             });
         }
-    }
-    reject_if_any(&errors)?;
-    Ok(out)
+    })?;
+    errors.reject_if_any()?;
+    Ok((Rows { file, rows }, index))
 }
 
-/// Parses attempts; `known(payment_id)` says whether the payment exists (in the file being
-/// imported or in the database).
-fn parse_attempts(
-    path: &Path,
-    records: Vec<(u64, Vec<String>)>,
-    known: impl Fn(&str) -> bool,
-) -> Result<Vec<AttemptRow>> {
+/// Attempts, and the lines whose payment is not in the payments file (to be looked up in the
+/// database) with their payment ids.
+type ParsedAttempts = (Rows<AttemptRow>, Errors, Vec<(u64, CompactString)>);
+
+/// Parses attempts; a payment id is known if `in_file` holds it, otherwise it is returned for
+/// a look-up in the database.
+fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedAttempts> {
+    let capacity = estimate_records(path);
+    let mut rows: Vec<AttemptRow> = Vec::with_capacity(capacity);
+    let mut index = KeyIndex::with_capacity(capacity);
+    let mut errors = Errors::default();
+    let mut elsewhere = Vec::new();
     let file = path.display().to_string();
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    let mut seen: HashMap<String, u64> = HashMap::new();
-    for (line, f) in records {
-        let before = errors.len();
-        let attempt_id = normalize::text(&f[0]).to_string();
-        if attempt_id.is_empty() {
-            errors.push(format!("{file}:{line}: column attempt_id: empty"));
-        } else if let Some(first) = seen.insert(attempt_id.clone(), line) {
-            errors.push(format!(
-                "{file}:{line}: attempt_id {attempt_id:?} also at line {first}"
-            ));
-        }
-        let payment_id = normalize::text(&f[1]).to_string();
-        if !known(&payment_id) {
-            errors.push(format!(
-                "{file}:{line}: column payment_id: {payment_id:?} is not a known payment"
-            ));
-        }
-        let started_at = ts(&file, line, "started_at", &f[2], &mut errors);
-        let finished_at = match opt(&f[3]) {
-            Some(v) => ts(&file, line, "finished_at", &v, &mut errors),
+    each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
+        let attempt_id = normalize::text(f[0]);
+        // As for payments: a new id takes the next position, and then a row is pushed.
+        let taken = take_id(
+            (&mut index, rows.len()),
+            &attempt_id,
+            (&file, line, "attempt_id"),
+            errors,
+            |j| {
+                let r = &rows[j as usize];
+                (r.attempt_id.as_str(), r.line)
+            },
+        );
+        let payment_id = normalize::text(f[1]);
+        let started_at = ts(&file, line, "started_at", f[2], errors).unwrap_or(0);
+        let finished_at = match opt(f[3]) {
+            Some(v) => ts(&file, line, "finished_at", &v, errors),
             None => None,
         };
-        if errors.len() > before {
-            continue;
+        if !in_file(&payment_id) {
+            elsewhere.push((line, payment_id.clone()));
         }
-        if let Some(started_at) = started_at {
-            out.push(AttemptRow {
+        if taken {
+            rows.push(AttemptRow {
+                line,
                 attempt_id,
                 payment_id,
                 started_at,
                 finished_at,
-                outcome: opt(&f[4]).map(|o| o.to_uppercase()),
-                provider_payment_id: opt(&f[5]),
-                error_detail: opt(&f[6]),
+                outcome: opt(f[4]).map(|o| match normalize::apply(&[normalize::Step::Upper], &o) {
+                    Cow::Borrowed(_) => o,
+                    Cow::Owned(u) => u.into(),
+                }),
+                provider_payment_id: opt(f[5]),
+                error_detail: opt(f[6]),
             });
         }
-    }
-    reject_if_any(&errors)?;
-    Ok(out)
+    })?;
+    Ok((Rows { file, rows }, errors, elsewhere))
 }
+
+/// What the import needs of a database, inside the one transaction it runs in.
+trait Ledger {
+    /// Which of `ids` are payments in the database.
+    async fn payments_in_db(&mut self, ids: &[&str]) -> Result<HashSet<String>>;
+
+    /// Readies the tables for many rows (called once, before the inserts).
+    async fn begin_bulk(&mut self) -> Result<()>;
+
+    /// Inserts payments; `now` is their `updated_at`.
+    async fn insert_payments(&mut self, rows: &Rows<PaymentRow>, now: Micros) -> Result<()>;
+
+    /// Inserts attempts.
+    async fn insert_attempts(&mut self, rows: &Rows<AttemptRow>) -> Result<()>;
+
+    /// Undoes what [`Ledger::begin_bulk`] changed (called once, after the inserts).
+    async fn end_bulk(&mut self) -> Result<()>;
+}
+
+/// Attempts being parsed on a thread of their own while the payments go into the database.
+type PendingAttempts = tokio::task::JoinHandle<Result<ParsedAttempts>>;
 
 /// Validates both files completely, then inserts everything in one transaction.
 pub async fn import(
@@ -266,55 +441,117 @@ pub async fn import(
     payments: &Path,
     attempts: Option<&Path>,
 ) -> Result<ImportReport> {
-    let rows = parse_payments(payments)?;
-    let mut tx = db.begin().await?;
+    let t = std::time::Instant::now();
+    let (payments, index) = parse_payments(payments)?;
+    tracing::debug!(
+        rows = payments.rows.len(),
+        ms = t.elapsed().as_millis() as u64,
+        "Parsed payments."
+    );
+    let payments = std::sync::Arc::new(payments);
+    let attempts = attempts.map(|path| {
+        let (path, payments) = (path.to_path_buf(), payments.clone());
+        tokio::task::spawn_blocking(move || {
+            let t = std::time::Instant::now();
+            let in_file = |id: &str| {
+                index
+                    .get(id, |j| payments.rows[j as usize].payment_id.as_str())
+                    .is_some()
+            };
+            let parsed = parse_attempts(&path, in_file);
+            tracing::debug!(ms = t.elapsed().as_millis() as u64, "Parsed attempts.");
+            parsed
+        })
+    });
+    match &db.pool {
+        Pool::Sqlite(pool) => sqlite::import(pool, &payments, attempts).await,
+        Pool::Postgres(pool) => postgres::import(pool, &payments, attempts).await,
+    }
+}
+
+/// The checks only the database can make and the inserts, on `ledger` (in a transaction the
+/// caller commits when this succeeds).
+async fn check_and_insert(
+    ledger: &mut impl Ledger,
+    payments: &Rows<PaymentRow>,
+    attempts: Option<PendingAttempts>,
+) -> Result<ImportReport> {
     // Ids already in the database are rejected: an import never overwrites the ledger.
-    let mut existing: Vec<String> = tx
-        .payments_in_db(
-            &rows
-                .iter()
-                .map(|r| r.payment_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .await?
-        .into_iter()
+    let ids: Vec<&str> = payments
+        .rows
+        .iter()
+        .map(|r| r.payment_id.as_str())
         .collect();
+    let mut existing: Vec<String> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        ledger.payments_in_db(&ids).await?.into_iter().collect()
+    };
+    drop(ids);
     if !existing.is_empty() {
         existing.sort();
-        let errors: Vec<String> = existing
-            .iter()
-            .map(|id| {
+        let mut errors = Errors::default();
+        for id in existing {
+            errors.push(
+                0,
                 format!(
                     "{}: payment_id {id:?} is already in the database",
-                    payments.display()
-                )
-            })
-            .collect();
-        reject_if_any(&errors)?;
-    }
-    let in_file: HashSet<&str> = rows.iter().map(|r| r.payment_id.as_str()).collect();
-    let attempt_rows = match attempts {
-        Some(p) => {
-            // Attempts may also belong to payments imported earlier: look up only the ids
-            // the payments file does not have.
-            let records = read_csv(p, &ATTEMPT_COLUMNS)?;
-            let missing: HashSet<String> = records
-                .iter()
-                .map(|(_, f)| normalize::text(&f[1]).to_string())
-                .filter(|id| !in_file.contains(id.as_str()))
-                .collect();
-            let in_db = tx
-                .payments_in_db(&missing.iter().map(String::as_str).collect::<Vec<_>>())
-                .await?;
-            parse_attempts(p, records, |id| in_file.contains(id) || in_db.contains(id))?
+                    payments.file
+                ),
+            );
         }
-        None => Vec::new(),
-    };
-    let now = timeparse::to_db(chrono::Utc::now().timestamp_micros());
-    tx.insert_ledger(&rows, &attempt_rows, &now).await?;
-    tx.commit().await?;
+        errors.reject_if_any()?;
+    }
+    let t = std::time::Instant::now();
+    ledger.begin_bulk().await?;
+    ledger
+        .insert_payments(payments, chrono::Utc::now().timestamp_micros())
+        .await?;
+    tracing::debug!(
+        rows = payments.rows.len(),
+        ms = t.elapsed().as_millis() as u64,
+        "Inserted the payments."
+    );
+    let mut attempt_rows = 0;
+    if let Some(pending) = attempts {
+        let (rows, mut errors, elsewhere) = pending
+            .await
+            .map_err(|e| fail(Failure::Input, format!("parsing the attempts: {e}")))??;
+        // Attempts may also belong to payments imported earlier.
+        let ids: HashSet<&str> = elsewhere.iter().map(|(_, id)| id.as_str()).collect();
+        let in_db = if ids.is_empty() {
+            HashSet::new()
+        } else {
+            ledger
+                .payments_in_db(&ids.into_iter().collect::<Vec<_>>())
+                .await?
+        };
+        for (line, id) in &elsewhere {
+            if !in_db.contains(id.as_str()) {
+                errors.push(
+                    *line,
+                    format!(
+                        "{}:{line}: column payment_id: {id:?} is not a known payment",
+                        rows.file
+                    ),
+                );
+            }
+        }
+        errors.reject_if_any()?;
+        let t = std::time::Instant::now();
+        ledger.insert_attempts(&rows).await?;
+        tracing::debug!(
+            rows = rows.rows.len(),
+            ms = t.elapsed().as_millis() as u64,
+            "Inserted the attempts."
+        );
+        attempt_rows = rows.rows.len();
+    }
+    let t = std::time::Instant::now();
+    ledger.end_bulk().await?;
+    tracing::debug!(ms = t.elapsed().as_millis() as u64, "Ended the bulk load.");
     Ok(ImportReport {
-        payments: rows.len(),
-        attempts: attempt_rows.len(),
+        payments: payments.rows.len(),
+        attempts: attempt_rows,
     })
 }

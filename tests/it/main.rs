@@ -10,6 +10,7 @@ mod faults;
 mod formats;
 mod generate;
 mod golden;
+mod import;
 mod nights;
 mod properties;
 mod report;

@@ -15,6 +15,11 @@ use std::path::PathBuf;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in mimalloc.h (v2 and v3): how long freed memory is kept before it
+/// goes back to the OS. 0 returns it at once: measured at 1M payments, peak RSS ~860 MB
+/// instead of ~1 GB at the same wall time.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 #[derive(Parser)]
 #[command(
     name = "recon",
@@ -256,6 +261,11 @@ struct TicketChange {
 }
 
 fn main() {
+    // mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins (for measuring).
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    }
     recon::db::tune_sqlite_memory();
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")

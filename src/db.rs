@@ -4,6 +4,7 @@
 use crate::exit::{Failure, fail};
 use crate::store::Tx;
 use anyhow::Result;
+use sqlx::ConnectOptions as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, PgPool, SqlitePool};
@@ -115,11 +116,18 @@ pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// Statements slower than this are logged at debug level, not as warnings: building an index
+/// over a million imported rows takes seconds by design, and sqlx's default (a WARN per
+/// statement over 1 s) put database internals into every large import's output.
+const SLOW_STATEMENT: Duration = Duration::from_secs(1);
+
 impl Db {
     /// Connects without touching the schema (`recon migrate` uses this).
     pub async fn connect(url: &str) -> Result<Db> {
         if is_postgres(url) {
-            let opts = PgConnectOptions::from_str(url).map_err(|e| db_error(url, "bad URL", e))?;
+            let opts = PgConnectOptions::from_str(url)
+                .map_err(|e| db_error(url, "bad URL", e))?
+                .log_slow_statements(log::LevelFilter::Debug, SLOW_STATEMENT);
             probe(url, &opts).await?;
             let pool = PgPoolOptions::new()
                 .max_connections(4)
@@ -142,7 +150,8 @@ impl Db {
             .busy_timeout(Duration::from_secs(30))
             // 16 MiB page cache: measured at 1M payments, 64 and 256 MiB were no faster, only bigger.
             .pragma("cache_size", "-16384")
-            .pragma("temp_store", "memory");
+            .pragma("temp_store", "memory")
+            .log_slow_statements(log::LevelFilter::Debug, SLOW_STATEMENT);
         let file = {
             let p = opts.get_filename();
             (p.as_os_str() != ":memory:").then(|| p.to_path_buf())

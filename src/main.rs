@@ -115,6 +115,10 @@ enum Command {
         /// Source name in the config (default: the first source).
         #[arg(long, requires = "config")]
         source: Option<String>,
+        /// Print recipients in full instead of masked, to check a recipient mapping on your
+        /// own machine (reports, results and email always mask them).
+        #[arg(long)]
+        unmasked: bool,
         /// Files to read.
         #[arg(required = true)]
         files: Vec<PathBuf>,
@@ -476,6 +480,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             mapping,
             config,
             source,
+            unmasked,
             files,
         } => {
             let src = recon::sources::parse_settings(
@@ -484,9 +489,15 @@ async fn dispatch(command: Command) -> Result<i32> {
                 config.as_deref(),
                 source.as_deref(),
             )?;
+            let recipients = if unmasked {
+                recon::sources::Recipients::Unmasked
+            } else {
+                recon::sources::Recipients::Masked
+            };
             recon::sources::print_canonical(
                 &src,
                 &files,
+                recipients,
                 std::io::stdout().lock(),
                 std::io::stderr().lock(),
             )?;

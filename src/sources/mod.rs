@@ -1324,6 +1324,15 @@ pub fn parse_settings(
     }
 }
 
+/// How `recon parse` shows recipients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recipients {
+    /// Masked as in every report and email (`****3000`).
+    Masked,
+    /// In full, for checking a recipient mapping locally (`recon parse --unmasked`).
+    Unmasked,
+}
+
 /// `recon parse`: reads `files` as source `src` (one load, so a line delivered twice counts
 /// once) and writes canonical lines as CSV to `out`; statement facts, dropped re-deliveries
 /// and rejected lines go to `notes` (stderr). Recipients are masked. Fails (input exit code)
@@ -1331,6 +1340,7 @@ pub fn parse_settings(
 pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
     src: &SourceConfig,
     files: &[std::path::PathBuf],
+    recipients: Recipients,
     out: W,
     mut notes: N,
 ) -> Result<()> {
@@ -1378,10 +1388,10 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             crate::outputs::csv_safe(&l.position()).as_ref(),
             crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
             crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
-            &if l.recipient.is_empty() {
-                String::new()
-            } else {
-                crate::mask::account(&l.recipient)
+            &match recipients {
+                _ if l.recipient.is_empty() => String::new(),
+                Recipients::Masked => crate::mask::account(&l.recipient),
+                Recipients::Unmasked => crate::outputs::csv_safe(&l.recipient).into_owned(),
             },
             &crate::money::format_minor(l.amount_minor, l.currency),
             l.currency,

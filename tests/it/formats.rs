@@ -352,8 +352,14 @@ fn parse(rel: &str, format: Format) -> Result<(String, String), String> {
         .map_err(|e| format!("{e:#}"))?;
     let mut out = Vec::new();
     let mut notes = Vec::new();
-    sources::print_canonical(&src, std::slice::from_ref(&path), &mut out, &mut notes)
-        .map_err(|e| format!("{e:#}"))?;
+    sources::print_canonical(
+        &src,
+        std::slice::from_ref(&path),
+        sources::Recipients::Masked,
+        &mut out,
+        &mut notes,
+    )
+    .map_err(|e| format!("{e:#}"))?;
     let shown = path.display().to_string();
     let fix = |b: Vec<u8>| {
         String::from_utf8(b)
@@ -1124,14 +1130,64 @@ fn parse_prints_no_line_of_a_file_with_a_rejected_line() {
     )
     .expect("write");
     let (mut out, mut notes) = (Vec::new(), Vec::new());
-    let err = sources::print_canonical(&cfg, std::slice::from_ref(&bad), &mut out, &mut notes)
-        .expect_err("a rejected line fails the parse");
+    let masked = sources::Recipients::Masked;
+    let err = sources::print_canonical(
+        &cfg,
+        std::slice::from_ref(&bad),
+        masked,
+        &mut out,
+        &mut notes,
+    )
+    .expect_err("a rejected line fails the parse");
     assert!(out.is_empty(), "printed: {}", String::from_utf8_lossy(&out));
     assert!(format!("{err:#}").contains("bad.csv:3"), "{err:#}");
     // The same file without the bad line prints its lines.
     let good = dir.path().join("good.csv");
     std::fs::write(&good, "Datum;Betrag;Text\n27.11.2026;1,00;first\n").expect("write");
-    sources::print_canonical(&cfg, std::slice::from_ref(&good), &mut out, &mut notes)
-        .expect("parses");
+    sources::print_canonical(
+        &cfg,
+        std::slice::from_ref(&good),
+        masked,
+        &mut out,
+        &mut notes,
+    )
+    .expect("parses");
     assert_eq!(String::from_utf8_lossy(&out).lines().count(), 2);
+}
+
+/// Issue 15 point 13: `recon parse --unmasked` shows recipients in full (to check a recipient
+/// mapping); without it they are masked as everywhere else.
+#[test]
+fn parse_masks_recipients_unless_asked_not_to() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "delimiter = \";\"\ntimestamp_format = \"%d.%m.%Y\"\ndecimal_separator = \",\"\ncurrency = \"EUR\"\n[columns]\nbooked_at = \"Datum\"\namount = \"Betrag\"\nrecipient = \"IBAN\"\n",
+    )
+    .expect("write");
+    let cfg = SourceConfig::load_mapping(&m, Format::Csv).expect("mapping");
+    let f = dir.path().join("s.csv");
+    std::fs::write(
+        &f,
+        "Datum;Betrag;IBAN\n27.11.2026;1,00;DE89 3704 0044 0532 0130 00\n",
+    )
+    .expect("write");
+    let show = |recipients| {
+        let (mut out, mut notes) = (Vec::new(), Vec::new());
+        sources::print_canonical(
+            &cfg,
+            std::slice::from_ref(&f),
+            recipients,
+            &mut out,
+            &mut notes,
+        )
+        .expect("parses");
+        String::from_utf8(out).expect("utf-8")
+    };
+    let masked = show(sources::Recipients::Masked);
+    assert!(!masked.contains("DE89370400440532013000"), "{masked}");
+    assert!(masked.contains("3000"), "{masked}");
+    let full = show(sources::Recipients::Unmasked);
+    assert!(full.contains(",DE89370400440532013000,"), "{full}");
 }

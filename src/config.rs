@@ -104,6 +104,8 @@ struct RawSource {
     amount_symbols: Option<String>,
     /// csv: field delimiter, `,` by default.
     delimiter: Option<String>,
+    /// csv: the quote character, `"` by default (`'` for exports that quote with it).
+    quote: Option<String>,
     /// csv/xlsx: whether the first row after `skip_lines` is a header (default true). Without
     /// one, columns are named by position: `#1`, `#2`, …
     has_header: Option<bool>,
@@ -375,6 +377,8 @@ pub struct SourceConfig {
     pub amount_symbols: Vec<char>,
     /// Field delimiter byte.
     pub delimiter: u8,
+    /// Quote byte.
+    pub quote: u8,
     /// Whether a header row follows the preamble.
     pub has_header: bool,
     /// Preamble lines (xlsx: rows) to skip.
@@ -716,6 +720,7 @@ impl SourceConfig {
             number_format: crate::money::NumberFormat::DOT,
             amount_symbols: Vec::new(),
             delimiter: b',',
+            quote: b'"',
             has_header: true,
             skip_lines: 0,
             skip_footer: 0,
@@ -886,6 +891,7 @@ fn source_settings(
             ("thousands_separator", s.thousands_separator.is_some()),
             ("amount_symbols", s.amount_symbols.is_some()),
             ("delimiter", s.delimiter.is_some()),
+            ("quote", s.quote.is_some()),
             ("has_header", s.has_header.is_some()),
             ("skip_lines", s.skip_lines.is_some()),
             ("skip_footer", s.skip_footer.is_some()),
@@ -914,11 +920,16 @@ fn source_settings(
         src.empty_means_no_activity = empty_means_no_activity;
         return Ok(src);
     }
-    if format == Format::Xlsx && s.delimiter.is_some() {
-        return Err(config_error(
-            path,
-            format!("key `{}`: not used by format xlsx", key("delimiter")),
-        ));
+    for (name, set) in [
+        ("delimiter", s.delimiter.is_some()),
+        ("quote", s.quote.is_some()),
+    ] {
+        if format == Format::Xlsx && set {
+            return Err(config_error(
+                path,
+                format!("key `{}`: not used by format xlsx", key(name)),
+            ));
+        }
     }
     if format == Format::Csv && s.sheet.is_some() {
         return Err(config_error(
@@ -973,6 +984,12 @@ fn source_settings(
         &key("delimiter"),
         s.delimiter.as_deref().unwrap_or(","),
         &[',', ';', '\t', '|'],
+    )?;
+    let quote = single_char(
+        path,
+        &key("quote"),
+        s.quote.as_deref().unwrap_or("\""),
+        &['"', '\''],
     )?;
     let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
     if let Some(c) = amount_symbols.iter().find(|c| {
@@ -1182,6 +1199,7 @@ fn source_settings(
         number_format: crate::money::NumberFormat { decimal, thousands },
         amount_symbols,
         delimiter: delimiter as u8,
+        quote: quote as u8,
         has_header,
         skip_lines: s.skip_lines.unwrap_or(0),
         skip_footer: s.skip_footer.unwrap_or(0),

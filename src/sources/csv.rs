@@ -581,6 +581,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     }
     let mut reader = ::csv::ReaderBuilder::new()
         .delimiter(cfg.delimiter)
+        .quote(cfg.quote)
         .has_headers(cfg.has_header)
         .flexible(true)
         .from_reader(body);

@@ -1191,3 +1191,35 @@ fn parse_masks_recipients_unless_asked_not_to() {
     let full = show(sources::Recipients::Unmasked);
     assert!(full.contains(",DE89370400440532013000,"), "{full}");
 }
+
+/// Issue 15 point 8: the quote character is a key (`quote = "'"`), checked like the delimiter.
+#[test]
+fn exports_quoted_with_apostrophes_read_with_the_quote_key() {
+    let cfg = csv_source("quote = \"'\"");
+    let (lines, rejected) = csv_lines(
+        &cfg,
+        b"Datum;Betrag;Text\n27.11.2026;'12,50';'Rechnung; Teil 2'\n",
+    );
+    assert!(rejected.is_empty(), "{rejected:?}");
+    assert_eq!(lines[0].amount_minor, 1_250);
+    assert_eq!(lines[0].reference.as_deref(), Some("Rechnung; Teil 2"));
+    // Without the key the apostrophes are text and the `;` splits the field.
+    let (lines, _) = csv_lines(
+        &csv_source(""),
+        b"Datum;Betrag;Text\n27.11.2026;3,00;'Rechnung; Teil 2'\n",
+    );
+    assert_eq!(lines[0].reference.as_deref(), Some("'Rechnung"));
+    // Only `"` and `'` are quote characters.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let m = dir.path().join("m.toml");
+    std::fs::write(
+        &m,
+        "quote = \"x\"\ntimestamp_format = \"rfc3339\"\n[columns]\nbooked_at = \"D\"\namount = \"A\"\n",
+    )
+    .expect("write");
+    let err = format!(
+        "{:#}",
+        SourceConfig::load_mapping(&m, Format::Csv).unwrap_err()
+    );
+    assert!(err.contains("quote"), "{err}");
+}

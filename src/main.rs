@@ -9,6 +9,34 @@ use recon::exit;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// `print!` that ends the command quietly when the reader has gone (`recon score … | head`):
+/// everything the command had to do is done by the time it prints. Any other failure to write
+/// is the output error it is.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `println!` counterpart of [`out!`].
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(exit::OK);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(exit::OUTPUT);
+    }
+}
+
 /// mimalloc instead of glibc malloc: measured at 1M payments (README "Benchmark"), the run's
 /// wall time drops by a quarter (Polars allocates a lot) and its peak RSS with it, because
 /// glibc's per-thread arenas keep the Polars and writer threads' freed memory.
@@ -333,7 +361,7 @@ async fn change_ticket(c: TicketChange, reopen: bool) -> Result<()> {
     };
     db.close().await;
     done?;
-    println!(
+    outln!(
         "ticket {} {}",
         c.id,
         if reopen { "reopened" } else { "resolved" }
@@ -378,10 +406,10 @@ async fn dispatch(command: Command) -> Result<i32> {
             .await?;
             let out_dir = report.out_dir.display().to_string();
             match &report.range {
-                Some((_, range)) => print!("{}", range.text(&out_dir)),
-                None => print!("{}", report.summary.text(&out_dir)),
+                Some((_, range)) => out!("{}", range.text(&out_dir)),
+                None => out!("{}", report.summary.text(&out_dir)),
             }
-            println!("  {}", report.alert.text());
+            outln!("  {}", report.alert.text());
             if report.alert.failed() {
                 eprintln!(
                     "warning: the run completed, but an alert was not sent (exit code {})",
@@ -410,7 +438,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 },
             )
             .await?;
-            print!("{text}");
+            out!("{text}");
             Ok(exit::OK)
         }
         Command::Runs {
@@ -421,7 +449,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             let runs = tx.list_runs(limit).await?;
             tx.rollback().await?;
             db.close().await;
-            print!("{}", recon::store::RunRecord::render(&runs));
+            out!("{}", recon::store::RunRecord::render(&runs));
             Ok(exit::OK)
         }
         Command::Migrate { config } => {
@@ -431,9 +459,9 @@ async fn dispatch(command: Command) -> Result<i32> {
             db.check_schema().await?;
             db.close().await;
             if applied.is_empty() {
-                println!("schema up to date");
+                outln!("schema up to date");
             } else {
-                println!("applied migration(s) {applied:?}");
+                outln!("applied migration(s) {applied:?}");
             }
             Ok(exit::OK)
         }
@@ -448,7 +476,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             let db = open_db(&config).await?;
             let r = recon::ledger::import::import(&db, &payments, attempts.as_deref()).await?;
             db.close().await;
-            println!("imported {} payments, {} attempts", r.payments, r.attempts);
+            outln!("imported {} payments, {} attempts", r.payments, r.attempts);
             Ok(exit::OK)
         }
         Command::Tickets { command } => {
@@ -461,14 +489,14 @@ async fn dispatch(command: Command) -> Result<i32> {
                     };
                     let list = recon::tickets::list_filtered(&db, &filter).await;
                     db.close().await;
-                    print!("{}", recon::tickets::render(&list?));
+                    out!("{}", recon::tickets::render(&list?));
                 }
                 TicketsCommand::Show { config, id } => {
                     let db = open_db(&config).await?;
                     let shown = recon::tickets::show(&db, id).await;
                     db.close().await;
                     let (ticket, history) = shown?;
-                    print!("{}", recon::tickets::render_one(&ticket, &history));
+                    out!("{}", recon::tickets::render_one(&ticket, &history));
                 }
                 TicketsCommand::Resolve(change) => change_ticket(change, false).await?,
                 TicketsCommand::Reopen(change) => change_ticket(change, true).await?,
@@ -522,7 +550,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 opts.start = d;
             }
             let world = recon::sim::World::build(&opts);
-            println!("{}", world.write_folder(&out)?);
+            outln!("{}", world.write_folder(&out)?);
             Ok(exit::OK)
         }
         Command::Generate {
@@ -551,26 +579,26 @@ async fn dispatch(command: Command) -> Result<i32> {
                     }),
                 )
             })?;
-            print!("{report}");
+            out!("{report}");
             Ok(exit::OK)
         }
         Command::Score { expected, results } => {
             let score = recon::generate::score(&expected, &results)?;
-            print!("{score}");
+            out!("{score}");
             Ok(exit::OK)
         }
         Command::BenchLoad { config, repeat } => {
             let cfg = Config::load(&config)?;
-            print!("{}", recon::bench::bench_load(&cfg, repeat).await?);
+            out!("{}", recon::bench::bench_load(&cfg, repeat).await?);
             Ok(exit::OK)
         }
         Command::Demo { sample } => {
             let report = recon::demo::run(&sample).await?;
-            print!(
+            out!(
                 "{}",
                 report.summary.text(&report.out_dir.display().to_string())
             );
-            println!("  {}", report.alert.text());
+            outln!("  {}", report.alert.text());
             Ok(exit::OK)
         }
     }

@@ -1160,3 +1160,28 @@ fn the_exception_share_is_the_share_of_payments_ending_in_a_ticket() {
         check_against_oracle(dir.path());
     }
 }
+
+/// `recon score … | head`: a reader that goes away ends the command quietly, never with a
+/// panic and a backtrace.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    gen_into(dir.path(), 50, 1);
+    let expected = dir.path().join("expected.csv");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+        .arg("score")
+        .arg("--expected")
+        .arg(&expected)
+        .arg("--results")
+        .arg(&expected)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the command has written anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+}

@@ -140,6 +140,14 @@ pub fn with_applied<R>(steps: &[Step], value: &str, f: impl FnOnce(&str) -> R) -
     f(std::str::from_utf8(&buf[..n]).unwrap_or_default())
 }
 
+/// A control character that is not part of text (NUL, ESC, backspace, C1 …): everything
+/// `char::is_control` says but tab and line breaks, which real bank exports carry inside
+/// quoted cells. Input with one is rejected ([`crate::sources::text::control_character`]);
+/// output shows it escaped ([`crate::outputs::visible`]).
+pub fn is_stray_control(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
+}
+
 /// The canonical form every source applies to free text: width folded, trimmed.
 pub fn text(value: &str) -> CompactString {
     apply(&[Step::FoldWidth, Step::Trim], value).into()

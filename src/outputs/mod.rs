@@ -41,7 +41,7 @@ pub fn escape_chars(value: &str, hide: impl Fn(char) -> bool) -> Cow<'_, str> {
 /// written as `<U+XXXX>`.
 pub fn visible(value: &str) -> Cow<'_, str> {
     escape_chars(value, |c| {
-        (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || is_bidi_control(c)
+        crate::normalize::is_stray_control(c) || is_bidi_control(c)
     })
 }
 

@@ -86,7 +86,7 @@ pub fn control_character(value: &str) -> Option<String> {
     let (at, c) = value
         .chars()
         .enumerate()
-        .find(|(_, c)| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))?;
+        .find(|(_, c)| crate::normalize::is_stray_control(*c))?;
     Some(format!(
         "the control character U+{:04X} at character {} (hint: control characters other than tab and line breaks are not accepted in input text)",
         c as u32,

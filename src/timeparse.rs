@@ -145,6 +145,12 @@ pub fn write_db(t: Micros, out: &mut [u8; DB_LEN]) -> bool {
 
 /// The database form: `YYYY-MM-DD HH:MM:SS.ffffff` in UTC, fixed width so it sorts as text.
 pub fn to_db(t: Micros) -> String {
+    let mut b = [0u8; DB_LEN];
+    if write_db(t, &mut b) {
+        // Only ASCII digits and separators were written.
+        return String::from_utf8_lossy(&b).into_owned();
+    }
+    // Years the fixed width cannot hold.
     fields(t)
         .map(|(y, mo, d, h, mi, s, us)| {
             format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")

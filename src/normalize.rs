@@ -56,7 +56,7 @@ pub fn apply<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
     if value.is_ascii() && value.len() <= STACK_KEY {
         // Byte checks instead of char iteration per step; a copy only when something changes.
         return with_applied(steps, value, |s| {
-            if std::ptr::eq(s, value) {
+            if s == value {
                 Cow::Borrowed(value)
             } else {
                 Cow::Owned(s.to_owned())
@@ -210,6 +210,7 @@ mod tests {
         let long = "x".repeat(STACK_KEY + 3);
         let values = [
             " pay-000 0012 ",
+            "inner space",
             "ea590ca0-9d7a-4a7e-9c90-7447621262c5",
             "\tPT_1d02\x0b4ecb\r\n",
             "ＰＡＹ－１",

@@ -45,6 +45,9 @@ struct RawConfig {
     /// cover `[started_at − before, started_at + after]` completely, and the near-miss gate
     /// looks at the same window.
     evidence_window_after: Option<String>,
+    /// Folder that receives the files `recon pull` fetches for remote sources, one sub-folder
+    /// per source (relative to this file; default `inbox`).
+    inbox: Option<PathBuf>,
     /// Provider statements.
     #[serde(default, rename = "source")]
     sources: Vec<RawSource>,
@@ -139,6 +142,8 @@ struct RawSource {
     /// `no_activity`: a file without lines is complete for its period (the source says so);
     /// `incomplete` (default): an empty file proves nothing.
     empty_file: Option<String>,
+    /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see [`crate::pull`].
+    remote: Option<crate::pull::remote::RawRemote>,
 }
 
 /// Column mapping as written in the file.
@@ -186,6 +191,8 @@ pub struct Config {
     pub evidence_window: (Option<Micros>, Option<Micros>),
     /// Statement sources.
     pub sources: Vec<SourceConfig>,
+    /// Where `recon pull` puts the files of remote sources (`<inbox>/<source>/…`).
+    pub inbox: PathBuf,
     /// The email alert; `None` when the file has no `[email]` section.
     pub email: Option<EmailConfig>,
 }
@@ -403,6 +410,9 @@ pub struct SourceConfig {
     pub completeness: Completeness,
     /// Whether an empty file is complete for its period (`empty_file = "no_activity"`).
     pub empty_means_no_activity: bool,
+    /// Where the files are published when `path` is remote; `path` is then the local copy in
+    /// the inbox, which runs read (see [`crate::pull`]).
+    pub remote: Option<crate::pull::remote::Remote>,
 }
 
 /// How a source's files prove that they hold every line of their period (DESIGN.md rule 2:
@@ -571,9 +581,10 @@ impl Config {
             duration("evidence_window_before", &raw.evidence_window_before)?,
             duration("evidence_window_after", &raw.evidence_window_after)?,
         );
+        let inbox = join_clean(&base, raw.inbox.unwrap_or_else(|| PathBuf::from("inbox")));
         let mut sources = Vec::with_capacity(raw.sources.len());
         for (i, s) in raw.sources.into_iter().enumerate() {
-            let src = Self::source(path, &base, i, s, timezone)?;
+            let src = Self::source(path, &base, &inbox, i, s, timezone)?;
             if sources.iter().any(|o: &SourceConfig| o.name == src.name) {
                 return Err(config_error(
                     path,
@@ -594,6 +605,7 @@ impl Config {
             carry_over_days: raw.carry_over_days,
             evidence_window,
             sources,
+            inbox,
             email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
         })
     }
@@ -601,8 +613,9 @@ impl Config {
     fn source(
         path: &Path,
         base: &Path,
+        inbox: &Path,
         i: usize,
-        s: RawSource,
+        mut s: RawSource,
         job_tz: Tz,
     ) -> Result<SourceConfig> {
         let key = |k: &str| format!("source[{i}].{k}");
@@ -638,6 +651,50 @@ impl Config {
                 ));
             }
         };
+        // A remote source is read from its copy in the inbox (`recon pull` fetches it).
+        let remote = if crate::pull::remote::is_remote(&file) {
+            Some(crate::pull::remote::Remote::parse(
+                path,
+                &key(""),
+                &file,
+                s.remote.take(),
+                base,
+            )?)
+        } else if s.remote.is_some() {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: [source.remote] needs a remote path (sftp://, s3:// or https://)",
+                    key("remote")
+                ),
+            ));
+        } else {
+            None
+        };
+        match remote {
+            Some(mut r) => {
+                r.inbox_dir = inbox.join(&name);
+                let (dir, local) = (r.inbox_dir.clone(), r.local.clone());
+                Self::source_at(path, &dir, &local, Some(r), i, s, job_tz, name, complete)
+            }
+            None => Self::source_at(path, base, &file, None, i, s, job_tz, name, complete),
+        }
+    }
+
+    /// The rest of [`Config::source`]: `file` relative to `base`.
+    #[allow(clippy::too_many_arguments)]
+    fn source_at(
+        path: &Path,
+        base: &Path,
+        file: &str,
+        remote: Option<crate::pull::remote::Remote>,
+        i: usize,
+        s: RawSource,
+        job_tz: Tz,
+        name: String,
+        complete: Option<(NaiveDate, NaiveDate)>,
+    ) -> Result<SourceConfig> {
+        let key = |k: &str| format!("source[{i}].{k}");
         let source_path = if file.contains("{date}") {
             if complete.is_some() {
                 return Err(config_error(
@@ -648,10 +705,10 @@ impl Config {
                     ),
                 ));
             }
-            SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
+            SourcePath::Daily(join_clean(base, file).to_string_lossy().into_owned())
         } else {
             SourcePath::Fixed {
-                path: join_clean(base, &file),
+                path: join_clean(base, file),
                 complete,
             }
         };
@@ -681,6 +738,7 @@ impl Config {
         }
         src.name = name;
         src.path = source_path;
+        src.remote = remote;
         Ok(src)
     }
 }
@@ -737,6 +795,7 @@ impl SourceConfig {
                 Completeness::Statement
             },
             empty_means_no_activity: false,
+            remote: None,
         }
     }
 }
@@ -758,6 +817,15 @@ fn source_settings(
     job_tz: Tz,
 ) -> Result<SourceConfig> {
     let key = |k: &str| format!("{prefix}{k}");
+    if s.remote.is_some() {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}`: only a job's [[source]] can be remote",
+                key("remote")
+            ),
+        ));
+    }
     let written = match &s.format {
         None => None,
         Some(f) => Some(Format::parse(f).ok_or_else(|| {
@@ -1212,6 +1280,7 @@ fn source_settings(
         booked_statuses,
         completeness: completeness.unwrap_or(Completeness::None),
         empty_means_no_activity,
+        remote: None,
     })
 }
 

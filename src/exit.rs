@@ -23,6 +23,11 @@ pub const OUTPUT: i32 = 7;
 /// earlier run) could not be sent; it waits in `<output_dir>/outbox/`. Do not re-run the
 /// range for this: the next run sends the outbox first.
 pub const ALERT_FAILED: i32 = 8;
+/// `recon pull` (or the pull of `recon run --pull`) could not fetch every remote file within
+/// its retry budget, or a server was refused (host key, credentials). What was fetched is in
+/// the inbox; the days of the files that were not are incomplete, and `recon run --pull` still
+/// ran on what is local (so its results are committed: do not treat it as a failed run).
+pub const PULL_INCOMPLETE: i32 = 9;
 
 /// What kind of failure stopped a command; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

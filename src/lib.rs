@@ -23,6 +23,7 @@ pub mod money;
 pub mod normalize;
 pub mod outcome;
 pub mod outputs;
+pub mod pull;
 pub mod report;
 pub mod rules;
 pub mod run;

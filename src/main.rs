@@ -87,6 +87,24 @@ enum Command {
         /// If another run holds the run lock, wait for it instead of exiting with code 6.
         #[arg(long)]
         wait: bool,
+        /// First pull the remote sources' files for the range into the inbox (see `recon pull`).
+        #[arg(long)]
+        pull: bool,
+    },
+    /// Fetch the files of remote sources (sftp://, s3://, https://) into the local inbox.
+    Pull {
+        /// Job configuration (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// One day (default: yesterday in the configured time zone).
+        #[arg(long, conflicts_with_all = ["from", "to"])]
+        date: Option<NaiveDate>,
+        /// First day of a range.
+        #[arg(long, requires = "to")]
+        from: Option<NaiveDate>,
+        /// Last day of a range (inclusive).
+        #[arg(long, requires = "from")]
+        to: Option<NaiveDate>,
     },
     /// Why a payment or statement line got its outcome: pass, rule, candidates and reasons.
     Explain {
@@ -351,6 +369,39 @@ fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
     })
 }
 
+/// The days of `--date` / `--from --to`; default yesterday in the job's zone.
+fn days(
+    cfg: &Config,
+    date: Option<NaiveDate>,
+    from: Option<NaiveDate>,
+    to: Option<NaiveDate>,
+) -> (NaiveDate, NaiveDate) {
+    match (date, from, to) {
+        (Some(d), _, _) => (d, d),
+        (None, Some(f), Some(t)) => (f, t),
+        _ => {
+            let today = Utc::now().with_timezone(&cfg.timezone).date_naive();
+            let y = today.pred_opt().unwrap_or(today);
+            (y, y)
+        }
+    }
+}
+
+/// Pulls the remote sources for `from..=to`; prints the tally on stdout and every warning on
+/// stderr.
+async fn pull_and_report(
+    cfg: &Config,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> Result<recon::pull::PullReport> {
+    let report = recon::pull::pull(cfg, from, to).await?;
+    outln!("{}", report.text());
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(report)
+}
+
 /// `tickets resolve` and `tickets reopen`.
 async fn change_ticket(c: TicketChange, reopen: bool) -> Result<()> {
     let db = open_db(&c.config).await?;
@@ -380,16 +431,13 @@ async fn dispatch(command: Command) -> Result<i32> {
             dry_run,
             run_id,
             wait,
+            pull,
         } => {
             let cfg = Config::load(&config)?;
-            let (from, to) = match (date, from, to) {
-                (Some(d), _, _) => (d, d),
-                (None, Some(f), Some(t)) => (f, t),
-                _ => {
-                    let today = Utc::now().with_timezone(&cfg.timezone).date_naive();
-                    let y = today.pred_opt().unwrap_or(today);
-                    (y, y)
-                }
+            let (from, to) = days(&cfg, date, from, to);
+            let pulled = match pull {
+                true => Some(pull_and_report(&cfg, from, to).await?),
+                false => None,
             };
             let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
             let report = recon::run::run(
@@ -417,7 +465,29 @@ async fn dispatch(command: Command) -> Result<i32> {
                 );
                 return Ok(exit::ALERT_FAILED);
             }
+            if pulled.is_some_and(|p| !p.complete()) {
+                eprintln!(
+                    "warning: the run completed on the local inbox, but the pull could not fetch                      every file (exit code {}); those days are incomplete",
+                    exit::PULL_INCOMPLETE
+                );
+                return Ok(exit::PULL_INCOMPLETE);
+            }
             Ok(exit::OK)
+        }
+        Command::Pull {
+            config,
+            date,
+            from,
+            to,
+        } => {
+            let cfg = Config::load(&config)?;
+            let (from, to) = days(&cfg, date, from, to);
+            let report = pull_and_report(&cfg, from, to).await?;
+            Ok(if report.complete() {
+                exit::OK
+            } else {
+                exit::PULL_INCOMPLETE
+            })
         }
         Command::Explain {
             config,

@@ -990,16 +990,19 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
     let span_of = |from: NaiveDate, to: NaiveDate| days_span(from, to, cfg.timezone);
     match &cfg.path {
         SourcePath::Fixed { path, complete } => {
-            let (lines0, facts0) = (load.lines.len(), load.facts.len());
-            let clean = read_file(cfg, path, &mut load)?;
             let span = complete.map(|(from, to)| span_of(from, to));
-            holes.extend(statement_gates(
-                cfg,
-                &load.facts[facts0..],
-                span,
-                &mut load.gates,
-            ));
-            match span {
+            holes.extend(pull_holes(cfg, None, span, &mut load));
+            for path in &pulled_versions(cfg, path) {
+                let path = path.as_path();
+                let (lines0, facts0) = (load.lines.len(), load.facts.len());
+                let clean = read_file(cfg, path, &mut load)?;
+                holes.extend(statement_gates(
+                    cfg,
+                    &load.facts[facts0..],
+                    span,
+                    &mut load.gates,
+                ));
+                match span {
                 Some(span) if clean => {
                     coverage.extend(prove(cfg, path, span, &mut load, lines0, facts0));
                 }
@@ -1013,6 +1016,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                     cfg.name
                 )),
             }
+            }
         }
         SourcePath::Daily(template) => {
             let mut day = days.0;
@@ -1022,6 +1026,7 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                 let span = span_of(day, day);
                 let ended = span.1 <= as_of;
                 let present = path.exists();
+                holes.extend(pull_holes(cfg, Some(day), Some(span), &mut load));
                 if ended || present {
                     load.gates.push(Gate {
                         source: cfg.name.clone(),
@@ -1036,7 +1041,9 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                         },
                     });
                 }
-                if present {
+                for path in pulled_versions(cfg, path).iter().filter(|_| present) {
+                    let path = path.as_path();
+                    let path_text = path.display().to_string();
                     let (lines0, facts0) = (load.lines.len(), load.facts.len());
                     let clean = read_file(cfg, path, &mut load)?;
                     holes.extend(statement_gates(
@@ -1053,7 +1060,8 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                             cfg.name, path_text
                         ));
                     }
-                } else if ended {
+                }
+                if !present && ended {
                     load.warnings.push(format!(
                         "source {}: no file for {day} ({path_text})",
                         cfg.name
@@ -1078,6 +1086,45 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
     load.coverage = subtract_intervals(merge_intervals(coverage), &holes);
     assign_line_ids(&mut load.lines);
     Ok(load)
+}
+
+/// The local files of `path`: for a pulled source every version `recon pull` kept (see
+/// [`crate::pull::manifest::local_versions`]), else `path` alone.
+fn pulled_versions(cfg: &SourceConfig, path: &Path) -> Vec<std::path::PathBuf> {
+    match &cfg.remote {
+        Some(_) => crate::pull::manifest::local_versions(path),
+        None => vec![path.to_path_buf()],
+    }
+}
+
+/// For a pulled source: the period the last pull could not fetch (day `day`, or a fixed file's
+/// period `span`) is not complete, whatever an older copy proves (issue 14: a failed pull
+/// leaves its days incomplete and the run says so).
+fn pull_holes(
+    cfg: &SourceConfig,
+    day: Option<NaiveDate>,
+    span: Option<(Micros, Micros)>,
+    load: &mut SourceLoad,
+) -> Option<(Micros, Micros)> {
+    let dir = &cfg.remote.as_ref()?.inbox_dir;
+    let day_text = day.map(|d| d.format("%Y-%m-%d").to_string());
+    let failed = crate::pull::manifest::failures(dir, day_text.as_deref());
+    let f = failed.first()?;
+    load.warnings.push(format!(
+        "source {}: the last pull could not fetch {} ({}){}; {} is not treated as complete",
+        cfg.name,
+        f.remote,
+        f.error,
+        if f.at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", f.at)
+        },
+        day_text
+            .map(|d| format!("day {d}"))
+            .unwrap_or_else(|| "its period".into())
+    ));
+    span
 }
 
 /// What the file just read (its lines from `lines0`, its statements from `facts0`, its file

@@ -118,10 +118,14 @@ pub struct Remote {
 }
 
 /// Whether a source `path` names a remote location rather than a local file.
+/// Any `scheme://` counts (so `ftp://` is an error that names the key, not a local folder).
 pub fn is_remote(path: &str) -> bool {
-    ["sftp://", "s3://", "https://", "http://"]
-        .iter()
-        .any(|p| path.len() >= p.len() && path[..p.len()].eq_ignore_ascii_case(p))
+    path.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.len() >= 2
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '+')
+    })
 }
 
 impl Remote {

@@ -13,6 +13,7 @@ mod golden;
 mod import;
 mod nights;
 mod properties;
+mod pull;
 mod report;
 mod runs;
 mod safety;

@@ -88,7 +88,7 @@ struct SmtpServer {
     maildir: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
@@ -189,14 +189,14 @@ impl SmtpServer {
 /// A throwaway CA and a server certificate it signed, made per test with the `openssl` CLI.
 /// rustls accepts only X.509 v3 with the name in subjectAltName and a CA marked
 /// basicConstraints CA:TRUE, so all of that is explicit.
-struct TestPki {
+pub(crate) struct TestPki {
     dir: tempfile::TempDir,
 }
 
 impl TestPki {
     /// A CA (`ca.pem`) and a server certificate (`server.pem`, `server.key`) for `names`,
     /// subjectAltName entries such as `IP:127.0.0.1`.
-    fn new(names: &[&str]) -> TestPki {
+    pub(crate) fn new(names: &[&str]) -> TestPki {
         let pki = TestPki {
             dir: tempfile::tempdir().expect("pki dir"),
         };
@@ -227,11 +227,11 @@ impl TestPki {
     }
 
     /// For the names a loopback test server answers to.
-    fn loopback() -> TestPki {
+    pub(crate) fn loopback() -> TestPki {
         TestPki::new(&["IP:127.0.0.1", "DNS:localhost"])
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 

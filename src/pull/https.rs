@@ -127,16 +127,6 @@ impl Client {
 /// A reqwest error as a retryable failure, without the URL (it may carry a query secret) and
 /// with its causes (the TLS reason is in the chain).
 fn transient(e: reqwest::Error) -> FetchError {
-    let certificate = {
-        let mut text = String::new();
-        let mut cur: Option<&dyn std::error::Error> = Some(&e);
-        while let Some(c) = cur {
-            text.push_str(&c.to_string());
-            text.push_str(": ");
-            cur = c.source();
-        }
-        text
-    };
     let e = e.without_url();
     let mut msg = e.to_string();
     let mut cur = std::error::Error::source(&e);
@@ -147,7 +137,7 @@ fn transient(e: reqwest::Error) -> FetchError {
     }
     let msg = crate::mask::secrets(&msg);
     // An untrusted certificate will not become trusted by asking again.
-    if certificate.contains("certificate") || certificate.contains("UnknownIssuer") {
+    if msg.contains("certificate") || msg.contains("UnknownIssuer") {
         FetchError::Fatal(msg)
     } else {
         FetchError::Transient(msg)

@@ -151,6 +151,13 @@ impl Client {
         })
     }
 
+    /// Forgets a connection that a timeout interrupted mid-request.
+    fn reset(&mut self) {
+        if let Client::Sftp(c) = self {
+            c.reset();
+        }
+    }
+
     async fn get(&mut self, path: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
         match self {
             Client::Https(c) => c.get(path, known).await,
@@ -369,10 +376,13 @@ async fn fetch_one(
         .await
         {
             Ok(r) => r,
-            Err(_) => Err(FetchError::Transient(format!(
-                "timed out after {} s",
-                remote.timeout.as_secs()
-            ))),
+            Err(_) => {
+                client.reset();
+                Err(FetchError::Transient(format!(
+                    "timed out after {} s (timeout_seconds)",
+                    remote.timeout.as_secs()
+                )))
+            }
         };
         let attempt = attempt.and_then(|g| match g {
             Got::Body {

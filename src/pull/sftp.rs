@@ -176,6 +176,11 @@ impl Client {
         Ok(())
     }
 
+    /// Drops the connection; the next request opens a new one.
+    pub fn reset(&mut self) {
+        self.conn = None;
+    }
+
     /// Reads `path`, unless its size and mtime are `known`'s.
     pub async fn get(&mut self, path: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
         if self.conn.is_none() {

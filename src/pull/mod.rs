@@ -198,6 +198,9 @@ async fn pull_source(
             format!("source {}: cannot create {}: {e}", src.name, dir.display()),
         )
     })?;
+    // One pull per source at a time (two `run --pull` may overlap before the run lock): the
+    // manifest is read, changed and written whole. flock is released when the process dies.
+    let _lock = lock(&dir, &src.name)?;
     let mut manifest = Manifest::load(&dir)?;
     let mut client = Client::new(&src.name, remote)?;
     let days: Vec<Option<String>> = match &src.path {
@@ -276,6 +279,35 @@ async fn pull_source(
         .save(&dir)
         .map_err(|e| fail(Failure::Output, format!("source {}: {e:#}", src.name)))?;
     Ok(())
+}
+
+/// Holds an exclusive `flock` on `<dir>/.pull.lock` (exit code 6 when another pull has it).
+fn lock(dir: &Path, source: &str) -> Result<std::fs::File> {
+    use std::os::fd::AsRawFd as _;
+    let path = dir.join(".pull.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            fail(
+                Failure::Output,
+                format!("source {source}: cannot open {}: {e}", path.display()),
+            )
+        })?;
+    // SAFETY: flock on a descriptor this function owns; no memory is shared.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(fail(
+            Failure::Locked,
+            format!(
+                "source {source}: another recon pull holds {} (try again when it has finished)",
+                path.display()
+            ),
+        ));
+    }
+    Ok(file)
 }
 
 /// The control file of a remote file: `<path>.ctl` (before a URL's query).
@@ -460,7 +492,15 @@ async fn fetch_one(
         out.local = Some(dir.join(local).display().to_string());
         return out;
     }
-    let version = versions.iter().map(|e| e.version).max().unwrap_or(0) + 1;
+    // Never reuse a local name, even one the manifest does not list (a crash between the
+    // rename and the manifest write): kept versions are never overwritten.
+    let mut version = versions.iter().map(|e| e.version).max().unwrap_or(0) + 1;
+    while dir
+        .join(manifest::version_name(&file.local, version))
+        .exists()
+    {
+        version += 1;
+    }
     let local = manifest::version_name(&file.local, version);
     if let Err(e) = write_atomic(dir, &local, &bytes, Some(sha.as_str())) {
         out.error = Some(format!("{e:#}"));
@@ -507,8 +547,10 @@ fn now_text() -> String {
 }
 
 /// Writes `bytes` to `dir/rel` atomically: a temporary file beside it, fsync, read back and
-/// checked (size and, when given, `sha256`), then renamed over the target and the folder
-/// synced. Returns the target path. A failure leaves nothing behind.
+/// checked (size and, when given, `sha256`), then moved to the target and the folder synced.
+/// With `sha256` (a pulled file) an existing target is an error, never replaced; without it
+/// (the manifest) the target is replaced. Returns the target path. A failure leaves nothing
+/// behind.
 pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8], sha256: Option<&str>) -> Result<String> {
     use std::io::Write as _;
     let target = dir.join(rel);
@@ -545,8 +587,17 @@ pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8], sha256: Option<&str>) -
                 );
             }
         }
-        std::fs::rename(&tmp, &target)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), target.display()))?;
+        if sha256.is_some() {
+            // A pulled file never replaces another: link (fails if the name exists), unlink.
+            std::fs::hard_link(&tmp, &target).with_context(|| {
+                format!("cannot link {} to {}", tmp.display(), target.display())
+            })?;
+            let _ = std::fs::remove_file(&tmp);
+        } else {
+            std::fs::rename(&tmp, &target).with_context(|| {
+                format!("cannot rename {} to {}", tmp.display(), target.display())
+            })?;
+        }
         if let Ok(d) = std::fs::File::open(&parent) {
             let _ = d.sync_all();
         }

@@ -445,14 +445,14 @@ fn statuses(r: &PullReport) -> Vec<(String, Status)> {
         .collect()
 }
 
-/// Every file under `dir`, relative, sorted.
+/// Every file under `dir`, relative, sorted (temporary files included; the lock file left out).
 fn tree(dir: &Path) -> Vec<String> {
     fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
             let p = e.path();
             if p.is_dir() {
                 walk(base, &p, out);
-            } else {
+            } else if p.file_name().is_some_and(|n| n != ".pull.lock") {
                 out.push(p.strip_prefix(base).expect("prefix").display().to_string());
             }
         }
@@ -1051,4 +1051,79 @@ fn remote_paths_are_checked_before_anything_is_fetched() {
         assert!(!text.contains("u:p@"), "{text}");
         assert_eq!(recon::exit::code_for(&err), recon::exit::CONFIG, "{text}");
     }
+}
+
+#[tokio::test]
+async fn https_a_refused_token_is_not_retried_and_an_unset_variable_stops_before_any_request() {
+    let https = Https::start();
+    let publish = |n: &str, t: &str| https.server.publish(n, t);
+    publish_day(&publish, "2026-11-10", "");
+    let table = |var: &str| https.remote_table("").replace("RECON_TEST_PSP_TOKEN", var);
+    // SAFETY: as set_token (a variable only this test uses).
+    unsafe { std::env::set_var("RECON_TEST_WRONG_TOKEN", "not-the-token") };
+    let env = job(&https.url(), &table("RECON_TEST_WRONG_TOKEN"));
+    let r = pull(&env, "2026-11-10", "2026-11-10").await;
+    assert_eq!(r.files[0].status, Status::Failed, "{r:?}");
+    assert_eq!(r.files[0].retries, 0);
+    let e = r.files[0].error.as_deref().unwrap_or("");
+    assert!(e.contains("401") && !e.contains("not-the-token"), "{e}");
+    // The control file is not asked for after its data file failed.
+    assert_eq!(https.requests(), vec!["GET /psp-2026-11-10.csv 401"]);
+
+    let env = job(&https.url(), &table("RECON_TEST_UNSET_TOKEN"));
+    let err = recon::pull::pull(
+        &env.config(),
+        "2026-11-10".parse().expect("day"),
+        "2026-11-10".parse().expect("day"),
+    )
+    .await
+    .expect_err("unset variable");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("RECON_TEST_UNSET_TOKEN") && text.contains("remote.token_env"),
+        "{text}"
+    );
+    assert_eq!(recon::exit::code_for(&err), recon::exit::CONFIG);
+    assert_eq!(https.requests().len(), 1, "no request without credentials");
+}
+
+#[tokio::test]
+async fn recon_pull_exits_6_while_another_pull_of_the_source_runs_and_9_when_a_file_failed() {
+    use std::os::fd::AsRawFd as _;
+    set_token();
+    let https = Https::start();
+    let publish = |n: &str, t: &str| https.server.publish(n, t);
+    publish_day(&publish, "2026-11-10", "");
+    https.plan("/psp-2026-11-10.csv", &["500"; 200]);
+    let env = job(
+        &https.url(),
+        &https.remote_table("retry_budget_seconds = 1\n"),
+    );
+    let recon_pull = || {
+        Command::new(env!("CARGO_BIN_EXE_recon"))
+            .args(["pull", "--date", "2026-11-10", "--config"])
+            .arg(&env.config_path)
+            .env("RECON_TEST_PSP_TOKEN", TOKEN)
+            .output()
+            .expect("recon runs")
+    };
+    std::fs::create_dir_all(env.path("inbox/psp")).expect("inbox");
+    let held = std::fs::File::create(env.path("inbox/psp/.pull.lock")).expect("lock file");
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(
+        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let out = recon_pull();
+    assert_eq!(out.status.code(), Some(recon::exit::LOCKED), "{out:?}");
+    assert!(https.requests().is_empty());
+    drop(held);
+    let out = recon_pull();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::PULL_INCOMPLETE),
+        "{out:?}"
+    );
+    assert!(stdout.contains("1 failed"), "{stdout}");
 }

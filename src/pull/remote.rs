@@ -431,3 +431,58 @@ pub fn secret_env(source: &str, key: &str, name: &str) -> Result<String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(url: &str, table: &str) -> Result<Remote> {
+        let raw: RawRemote = toml::from_str(table).expect("table");
+        Remote::parse(
+            Path::new("job.toml"),
+            "source[0].",
+            url,
+            Some(raw),
+            Path::new("/etc/recon"),
+        )
+    }
+
+    const KEY: &str = "host_key = \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\"\nprivate_key_file = \"k\"\n";
+
+    #[test]
+    fn the_local_copy_starts_at_the_first_dated_segment() {
+        let r = parse("sftp://recon@h:2222/out/{date}/stmt.csv", KEY).expect("valid");
+        assert_eq!(r.local, "{date}/stmt.csv");
+        assert_eq!(
+            r.location,
+            Location::Sftp {
+                host: "h".into(),
+                port: 2222,
+                user: "recon".into(),
+                path: "/out/{date}/stmt.csv".into()
+            }
+        );
+        assert_eq!(
+            r.access.private_key_file,
+            Some(PathBuf::from("/etc/recon/k"))
+        );
+        let r = parse("s3://b/a/b/psp-{date}.csv", "").expect("valid");
+        assert_eq!(r.local, "psp-{date}.csv");
+        assert_eq!(r.remote_for("2026-11-10"), "a/b/psp-2026-11-10.csv");
+        let r = parse("https://h/x/all.csv?format=csv", "").expect("valid");
+        assert_eq!(r.local, "all.csv");
+    }
+
+    #[test]
+    fn secrets_never_sit_in_the_url_and_keys_belong_to_their_protocol() {
+        let e = parse("sftp://u:pw@h/x.csv", KEY).expect_err("password");
+        assert!(format!("{e}").contains("key only") && !format!("{e}").contains("pw@"));
+        let e = parse("s3://b/x.csv", "token_env = \"T\"").expect_err("https key on s3");
+        assert!(format!("{e}").contains("source[0].remote.token_env"), "{e}");
+        let e = parse("https://h/x.csv", "user_env = \"U\"").expect_err("half basic");
+        assert!(format!("{e}").contains("together"), "{e}");
+        assert!(parse("https://h/", "").is_err());
+        assert!(parse("https://h/../x.csv", "").is_err());
+        assert!(is_remote("SFTP://h/x") && is_remote("ftp://h/x") && !is_remote("C:x.csv"));
+    }
+}

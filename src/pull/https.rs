@@ -3,7 +3,7 @@
 //! with a bearer token or basic credentials from environment variables.
 
 use super::remote::{Remote, secret_env};
-use super::{FetchError, Got, manifest::Entry};
+use super::{FetchError, Got, download::Download, manifest::Entry};
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 use reqwest::StatusCode;
@@ -76,8 +76,13 @@ impl Client {
         Ok(Client { http, auth })
     }
 
-    /// GETs `url`; `known` makes it conditional.
-    pub async fn get(&mut self, url: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
+    /// GETs `url` into `to`; `known` makes it conditional.
+    pub async fn get(
+        &mut self,
+        url: &str,
+        known: Option<&Entry>,
+        to: &mut Download,
+    ) -> Result<Got, FetchError> {
         let mut req = self.http.get(url);
         req = match &self.auth {
             Auth::None => req,
@@ -114,9 +119,11 @@ impl Client {
         let etag = header(ETAG);
         let mtime = header(LAST_MODIFIED);
         let declared = resp.content_length();
-        let bytes = resp.bytes().await.map_err(transient)?;
+        let mut resp = resp;
+        while let Some(chunk) = resp.chunk().await.map_err(transient)? {
+            to.write(&chunk)?;
+        }
         Ok(Got::Body {
-            bytes: bytes.to_vec(),
             declared,
             etag,
             mtime,

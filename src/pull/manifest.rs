@@ -76,8 +76,7 @@ impl Manifest {
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');
-        super::write_atomic(dir, FILE_NAME, text.as_bytes(), None)
-            .map(|_| ())
+        super::write_atomic(dir, FILE_NAME, text.as_bytes())
             .with_context(|| format!("cannot write {}", dir.join(FILE_NAME).display()))
     }
 

@@ -11,6 +11,7 @@
 //! Transient errors are retried with exponential backoff inside the source's time budget;
 //! after it the file's day is recorded as failed, and runs treat that day as incomplete.
 
+pub mod download;
 pub mod https;
 pub mod manifest;
 pub mod remote;
@@ -21,6 +22,7 @@ use crate::config::{Completeness, Config, SourceConfig, SourcePath};
 use crate::exit::{Failure, fail};
 use anyhow::{Context, Result};
 use chrono::NaiveDate;
+use download::Download;
 use manifest::{Entry, Manifest};
 use remote::{Location, Remote};
 use std::path::Path;
@@ -31,10 +33,8 @@ use std::time::{Duration, Instant};
 pub enum Got {
     /// The server says the file is the one already pulled (etag or size + mtime).
     NotModified,
-    /// The file's bytes.
+    /// The file's bytes were written to the [`download::Download`].
     Body {
-        /// Content.
-        bytes: Vec<u8>,
         /// The size the server announced before sending it, if it did.
         declared: Option<u64>,
         /// Entity tag.
@@ -158,11 +158,16 @@ impl Client {
         }
     }
 
-    async fn get(&mut self, path: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
+    async fn get(
+        &mut self,
+        path: &str,
+        known: Option<&Entry>,
+        to: &mut Download,
+    ) -> Result<Got, FetchError> {
         match self {
-            Client::Https(c) => c.get(path, known).await,
-            Client::S3(c) => c.get(path, known).await,
-            Client::Sftp(c) => c.get(path, known).await,
+            Client::Https(c) => c.get(path, known, to).await,
+            Client::S3(c) => c.get(path, known, to).await,
+            Client::Sftp(c) => c.get(path, known, to).await,
         }
     }
 }
@@ -400,10 +405,18 @@ async fn fetch_one(
         None => manifest.latest(&file.shown).cloned(),
     };
     let mut backoff = remote.initial_backoff;
-    let got = loop {
+    let (got, mut download) = loop {
+        let mut download = match Download::new(dir) {
+            Ok(d) => d,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                out.fatal = true;
+                return out;
+            }
+        };
         let attempt = match tokio::time::timeout(
             remote.timeout,
-            client.get(&file.path, known.as_ref()),
+            client.get(&file.path, known.as_ref(), &mut download),
         )
         .await
         {
@@ -418,17 +431,16 @@ async fn fetch_one(
         };
         let attempt = attempt.and_then(|g| match g {
             Got::Body {
-                ref bytes,
-                declared: Some(n),
-                ..
-            } if n != bytes.len() as u64 => Err(FetchError::Transient(format!(
+                declared: Some(n), ..
+            } if n != download.len() => Err(FetchError::Transient(format!(
                 "truncated: {} of the {n} bytes the server announced",
-                bytes.len()
+                download.len()
             ))),
+            Got::Body { .. } => download.finish().map(|_| g),
             g => Ok(g),
         });
         match attempt {
-            Ok(g) => break g,
+            Ok(g) => break (g, download),
             Err(FetchError::NotFound) => {
                 out.status = Status::Missing;
                 return out;
@@ -455,17 +467,22 @@ async fn fetch_one(
             }
         }
     };
-    let (bytes, etag, mtime) = match got {
+    let (etag, mtime) = match got {
         Got::NotModified => {
             out.status = Status::Unchanged;
             out.local = known.map(|k| dir.join(&k.local).display().to_string());
             return out;
         }
-        Got::Body {
-            bytes, etag, mtime, ..
-        } => (bytes, etag, mtime),
+        Got::Body { etag, mtime, .. } => (etag, mtime),
     };
-    let sha = crate::sources::sha256_hex(&bytes);
+    let sha = match download.finish() {
+        Ok(sha) => sha,
+        Err(e) => {
+            out.error = Some(e.to_string());
+            return out;
+        }
+    };
+    let size = download.len();
     let versions: Vec<Entry> = match &file.control_of {
         Some(_) => manifest
             .versions(&file.shown)
@@ -502,8 +519,8 @@ async fn fetch_one(
         version += 1;
     }
     let local = manifest::version_name(&file.local, version);
-    if let Err(e) = write_atomic(dir, &local, &bytes, Some(sha.as_str())) {
-        out.error = Some(format!("{e:#}"));
+    if let Err(e) = download.keep(&dir.join(&local)) {
+        out.error = Some(e.to_string());
         return out;
     }
     if version > 1 {
@@ -532,7 +549,7 @@ async fn fetch_one(
         remote: file.shown.clone(),
         local: local.clone(),
         version,
-        size: bytes.len() as u64,
+        size,
         etag,
         mtime,
         sha256: sha,
@@ -546,59 +563,21 @@ fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// Writes `bytes` to `dir/rel` atomically: a temporary file beside it, fsync, read back and
-/// checked (size and, when given, `sha256`), then moved to the target and the folder synced.
-/// With `sha256` (a pulled file) an existing target is an error, never replaced; without it
-/// (the manifest) the target is replaced. Returns the target path. A failure leaves nothing
-/// behind.
-pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8], sha256: Option<&str>) -> Result<String> {
+/// Writes `bytes` to `dir/rel` atomically (the manifest): a temporary file beside it, fsync,
+/// rename over the target, folder synced. A failure leaves nothing behind.
+pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
     use std::io::Write as _;
     let target = dir.join(rel);
-    let parent = target.parent().unwrap_or(dir).to_path_buf();
-    std::fs::create_dir_all(&parent)
-        .with_context(|| format!("cannot create {}", parent.display()))?;
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = parent.join(format!(".{name}.part-{}", uuid::Uuid::new_v4().simple()));
+    let tmp = dir.join(format!(".{rel}.part-{}", uuid::Uuid::new_v4().simple()));
     let result = (|| -> Result<()> {
         let mut f = std::fs::File::create(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         f.write_all(bytes)
             .and_then(|_| f.sync_all())
             .with_context(|| format!("cannot write {}", tmp.display()))?;
-        drop(f);
-        let back = std::fs::read(&tmp).with_context(|| format!("cannot read {}", tmp.display()))?;
-        if back.len() != bytes.len() {
-            anyhow::bail!(
-                "{}: wrote {} bytes, read back {}",
-                tmp.display(),
-                bytes.len(),
-                back.len()
-            );
-        }
-        if let Some(want) = sha256 {
-            let got = crate::sources::sha256_hex(&back);
-            if got != want {
-                anyhow::bail!(
-                    "{}: sha256 read back {got}, downloaded {want}",
-                    tmp.display()
-                );
-            }
-        }
-        if sha256.is_some() {
-            // A pulled file never replaces another: link (fails if the name exists), unlink.
-            std::fs::hard_link(&tmp, &target).with_context(|| {
-                format!("cannot link {} to {}", tmp.display(), target.display())
-            })?;
-            let _ = std::fs::remove_file(&tmp);
-        } else {
-            std::fs::rename(&tmp, &target).with_context(|| {
-                format!("cannot rename {} to {}", tmp.display(), target.display())
-            })?;
-        }
-        if let Ok(d) = std::fs::File::open(&parent) {
+        std::fs::rename(&tmp, &target)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), target.display()))?;
+        if let Ok(d) = std::fs::File::open(dir) {
             let _ = d.sync_all();
         }
         Ok(())
@@ -606,5 +585,5 @@ pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8], sha256: Option<&str>) -
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result.map(|_| target.display().to_string())
+    result
 }

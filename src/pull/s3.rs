@@ -3,9 +3,10 @@
 //! object_store's are switched off.
 
 use super::remote::{Location, Remote, secret_env};
-use super::{FetchError, Got, manifest::Entry};
+use super::{FetchError, Got, download::Download, manifest::Entry};
 use crate::exit::{Failure, fail};
 use anyhow::Result;
+use futures_util::TryStreamExt as _;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, GetOptions, ObjectStore, RetryConfig};
@@ -53,8 +54,13 @@ impl Client {
         Ok(Client { store })
     }
 
-    /// GETs `key`; `known`'s etag makes it conditional.
-    pub async fn get(&mut self, key: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
+    /// GETs `key` into `to`; `known`'s etag makes it conditional.
+    pub async fn get(
+        &mut self,
+        key: &str,
+        known: Option<&Entry>,
+        to: &mut Download,
+    ) -> Result<Got, FetchError> {
         let path = ObjectPath::from(key);
         let opts = GetOptions {
             if_none_match: known.and_then(|k| k.etag.clone()),
@@ -68,9 +74,11 @@ impl Client {
             Err(e) => return Err(classify(e)),
         };
         let meta = result.meta.clone();
-        let bytes = result.bytes().await.map_err(classify)?;
+        let mut stream = result.into_stream();
+        while let Some(chunk) = stream.try_next().await.map_err(classify)? {
+            to.write(&chunk)?;
+        }
         Ok(Got::Body {
-            bytes: bytes.to_vec(),
             declared: Some(meta.size),
             etag: meta.e_tag,
             mtime: Some(

@@ -3,13 +3,14 @@
 //! before authentication, never accepted. Login is by key only.
 
 use super::remote::{Location, Remote, secret_env};
-use super::{FetchError, Got, manifest::Entry};
+use super::{FetchError, Got, download::Download, manifest::Entry};
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
 use russh_sftp::client::SftpSession;
 use russh_sftp::protocol::StatusCode;
 use std::sync::Arc;
+use tokio::io::AsyncReadExt as _;
 
 /// Why the SSH layer failed.
 #[derive(Debug)]
@@ -182,11 +183,16 @@ impl Client {
     }
 
     /// Reads `path`, unless its size and mtime are `known`'s.
-    pub async fn get(&mut self, path: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
+    pub async fn get(
+        &mut self,
+        path: &str,
+        known: Option<&Entry>,
+        to: &mut Download,
+    ) -> Result<Got, FetchError> {
         if self.conn.is_none() {
             self.connect().await?;
         }
-        let result = self.read(path, known).await;
+        let result = self.read(path, known, to).await;
         if matches!(result, Err(FetchError::Transient(_))) {
             // The next attempt reconnects.
             self.conn = None;
@@ -194,7 +200,12 @@ impl Client {
         result
     }
 
-    async fn read(&self, path: &str, known: Option<&Entry>) -> Result<Got, FetchError> {
+    async fn read(
+        &self,
+        path: &str,
+        known: Option<&Entry>,
+        to: &mut Download,
+    ) -> Result<Got, FetchError> {
         let Some((_, sftp)) = &self.conn else {
             return Err(FetchError::Transient("not connected".into()));
         };
@@ -210,9 +221,19 @@ impl Client {
         {
             return Ok(Got::NotModified);
         }
-        let bytes = sftp.read(path).await.map_err(sftp_error)?;
+        let mut file = sftp.open(path).await.map_err(sftp_error)?;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = file
+                .read(&mut buf)
+                .await
+                .map_err(|e| FetchError::Transient(format!("sftp: reading {path}: {e}")))?;
+            if n == 0 {
+                break;
+            }
+            to.write(&buf[..n])?;
+        }
         Ok(Got::Body {
-            bytes,
             declared: meta.size,
             etag: None,
             mtime,

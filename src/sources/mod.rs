@@ -992,7 +992,17 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
         SourcePath::Fixed { path, complete } => {
             let span = complete.map(|(from, to)| span_of(from, to));
             holes.extend(pull_holes(cfg, None, span, &mut load));
-            for path in &pulled_versions(cfg, path) {
+            // A remote file that was never pulled (missing at the server) proves nothing; a
+            // local fixed file that is missing is an input error, as before.
+            let unpulled = cfg.remote.is_some() && !path.exists();
+            if unpulled {
+                load.warnings.push(format!(
+                    "source {}: no pulled copy of its file ({}), so absence of a line never proves a failure",
+                    cfg.name,
+                    path.display()
+                ));
+            }
+            for path in pulled_versions(cfg, path).iter().filter(|_| !unpulled) {
                 let path = path.as_path();
                 let (lines0, facts0) = (load.lines.len(), load.facts.len());
                 let clean = read_file(cfg, path, &mut load)?;

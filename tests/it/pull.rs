@@ -379,12 +379,17 @@ impl Sshd {
 
 /// A job whose provider source `psp` is published at `url` (daily, with control files).
 fn job(url: &str, remote_table: &str) -> TestEnv {
+    job_with(url, "", remote_table)
+}
+
+/// [`job`] with further keys of the `[[source]]` table (`source_keys`).
+fn job_with(url: &str, source_keys: &str, remote_table: &str) -> TestEnv {
     let env = TestEnv::new();
     env.write(
         "recon.toml",
         &format!(
             "timezone = \"Europe/Berlin\"\ndatabase_url = \"sqlite://recon.db\"\noutput_dir = \"out\"\n\n{}{remote_table}",
-            psp_source(url, "")
+            psp_source(url, source_keys)
         ),
     );
     env
@@ -1126,4 +1131,47 @@ async fn recon_pull_exits_6_while_another_pull_of_the_source_runs_and_9_when_a_f
         "{out:?}"
     );
     assert!(stdout.contains("1 failed"), "{stdout}");
+}
+
+#[tokio::test]
+async fn a_fixed_remote_file_missing_at_the_server_covers_nothing_and_the_run_still_runs() {
+    set_token();
+    let https = Https::start();
+    let url = format!("https://127.0.0.1:{}/all.csv", https.server.port);
+    let env = job_with(
+        &url,
+        "complete_from = \"2026-11-01\"\ncomplete_to = \"2026-11-30\"\n",
+        &https.remote_table(""),
+    );
+    unknown_payment(&env).await;
+    let r = pull(&env, "2026-11-10", "2026-11-10").await;
+    assert_eq!(statuses(&r), vec![("all.csv".into(), Status::Missing)]);
+    let run = env
+        .run("2026-11-10", "2026-12-05T00:00:00Z", true, "r")
+        .await;
+    assert_eq!(
+        outcomes(&run),
+        vec![("AWAITING_EVIDENCE".into(), "P-1".into(), String::new())]
+    );
+    assert!(
+        run.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("no pulled copy")),
+        "{:?}",
+        run.summary.warnings
+    );
+    // Once published and pulled (with its control file), the month is complete.
+    let (text, ctl) = statement("");
+    https.server.publish("all.csv", &text);
+    https.server.publish("all.csv.ctl", &ctl);
+    let r = pull(&env, "2026-11-10", "2026-11-10").await;
+    assert_eq!(r.count(Status::New), 2, "{r:?}");
+    let run = env
+        .run("2026-11-10", "2026-12-05T00:00:00Z", true, "r2")
+        .await;
+    assert_eq!(
+        outcomes(&run),
+        vec![("RESOLVED_FAILED".into(), "P-1".into(), String::new())]
+    );
 }

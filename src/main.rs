@@ -467,7 +467,8 @@ async fn dispatch(command: Command) -> Result<i32> {
             }
             if pulled.is_some_and(|p| !p.complete()) {
                 eprintln!(
-                    "warning: the run completed on the local inbox, but the pull could not fetch                      every file (exit code {}); those days are incomplete",
+                    "warning: the run completed on the local inbox, but the pull could not fetch \
+                     every file (exit code {}); those days are incomplete",
                     exit::PULL_INCOMPLETE
                 );
                 return Ok(exit::PULL_INCOMPLETE);

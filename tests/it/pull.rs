@@ -1009,6 +1009,10 @@ async fn run_pull_fetches_then_runs_on_the_inbox_with_inputs_hashed_in_the_summa
         "{stderr}"
     );
     assert!(stderr.contains("could not pull"), "{stderr}");
+    assert!(
+        stderr.contains("the pull could not fetch every file (exit code 9)"),
+        "{stderr}"
+    );
     let summary = std::fs::read_to_string(env.path("out/nightly2/summary.json")).expect("summary");
     assert!(summary.contains("could not fetch"), "{summary}");
 }

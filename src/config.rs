@@ -652,7 +652,7 @@ impl Config {
             }
         };
         // A remote source is read from its copy in the inbox (`recon pull` fetches it).
-        let remote = if crate::pull::remote::is_remote(&file) {
+        let mut remote = if crate::pull::remote::is_remote(&file) {
             Some(crate::pull::remote::Remote::parse(
                 path,
                 &key(""),
@@ -671,30 +671,15 @@ impl Config {
         } else {
             None
         };
-        match remote {
-            Some(mut r) => {
+        // Its `path` is then the local copy under `<inbox>/<source>/`.
+        let (base, file) = match &mut remote {
+            Some(r) => {
                 r.inbox_dir = inbox.join(&name);
-                let (dir, local) = (r.inbox_dir.clone(), r.local.clone());
-                Self::source_at(path, &dir, &local, Some(r), i, s, job_tz, name, complete)
+                (r.inbox_dir.clone(), r.local.clone())
             }
-            None => Self::source_at(path, base, &file, None, i, s, job_tz, name, complete),
-        }
-    }
-
-    /// The rest of [`Config::source`]: `file` relative to `base`.
-    #[allow(clippy::too_many_arguments)]
-    fn source_at(
-        path: &Path,
-        base: &Path,
-        file: &str,
-        remote: Option<crate::pull::remote::Remote>,
-        i: usize,
-        s: RawSource,
-        job_tz: Tz,
-        name: String,
-        complete: Option<(NaiveDate, NaiveDate)>,
-    ) -> Result<SourceConfig> {
-        let key = |k: &str| format!("source[{i}].{k}");
+            None => (base.to_path_buf(), file),
+        };
+        let base = base.as_path();
         let source_path = if file.contains("{date}") {
             if complete.is_some() {
                 return Err(config_error(
@@ -705,10 +690,10 @@ impl Config {
                     ),
                 ));
             }
-            SourcePath::Daily(join_clean(base, file).to_string_lossy().into_owned())
+            SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
         } else {
             SourcePath::Fixed {
-                path: join_clean(base, file),
+                path: join_clean(base, &file),
                 complete,
             }
         };

@@ -8,6 +8,13 @@ use rust_decimal::Decimal;
 
 /// ISO 4217 alphabetic codes with their minor-unit exponent (active codes, 2024 list).
 /// Codes not listed here are rejected: a typo in a currency must not create a new currency.
+///
+/// ISO 4217 gives no minor unit ("N.A.") for the precious metals (XAG, XAU, XPD, XPT), the
+/// bond-market units and special drawing rights (XBA–XBD, XDR, XSU, XUA), the testing code
+/// XTS and XXX ("no currency"), which anonymised and test statements use. recon reads them
+/// with a fixed working exponent: 4 for the metals (accounts are kept in fractions of an
+/// ounce), 2 for the others. An amount written with more decimals is rejected with its
+/// position, like any other, never rounded.
 const CURRENCIES: &[(&str, u32)] = &[
     ("AED", 2),
     ("AFN", 2),
@@ -160,9 +167,22 @@ const CURRENCIES: &[(&str, u32)] = &[
     ("VUV", 0),
     ("WST", 2),
     ("XAF", 0),
+    ("XAG", 4),
+    ("XAU", 4),
+    ("XBA", 2),
+    ("XBB", 2),
+    ("XBC", 2),
+    ("XBD", 2),
     ("XCD", 2),
+    ("XDR", 2),
     ("XOF", 0),
+    ("XPD", 4),
     ("XPF", 0),
+    ("XPT", 4),
+    ("XSU", 2),
+    ("XTS", 2),
+    ("XUA", 2),
+    ("XXX", 2),
     ("YER", 2),
     ("ZAR", 2),
     ("ZMW", 2),

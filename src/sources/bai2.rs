@@ -37,6 +37,9 @@ struct Record {
     code: &'static str,
     line: u64,
     body: String,
+    /// Where each `88` continuation starts: the index of its first field in `body`'s
+    /// comma-separated fields (the 16's text continuations are marked in `body` instead).
+    breaks: Vec<usize>,
 }
 
 fn split_records(ctx: &ParseContext, text: &str) -> Result<Vec<Record>> {
@@ -101,6 +104,7 @@ fn split_records(ctx: &ParseContext, text: &str) -> Result<Vec<Record>> {
                 code,
                 line: line_no,
                 body: body.to_string(),
+                breaks: Vec::new(),
             });
             prev_open = end == line.len() && !line.trim_end().ends_with('/');
         }
@@ -205,6 +209,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 prev.body.push('\u{1f}');
                 prev.body.push_str(t);
             } else {
+                prev.breaks.push(prev.body.split(',').count());
                 prev.body.push(',');
                 prev.body.push_str(&r.body);
             }
@@ -325,8 +330,30 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                     entries_gross: 0,
                     details: Vec::new(),
                 };
-                while let Some(code) = q.pop_front() {
+                // A physical record continued by an 88 ends `…,/`: where that last, empty
+                // field stands for a type code, an amount or a count, it only closes the
+                // physical record (some banks write `…,015,450000,,,/` then `88,040,…`, or
+                // split a group as `…,040,/` then `88,300000,,/`), and the summary
+                // continues in the 88's first field (BAI2: a field is never split across
+                // records). An empty funds type there is the field itself.
+                let total = fields.len();
+                let artifacts: Vec<usize> = rec
+                    .breaks
+                    .iter()
+                    .filter_map(|&b| b.checked_sub(1))
+                    .filter(|&i| fields.get(i).is_some_and(|f| f.trim().is_empty()))
+                    .collect();
+                let skip_artifact = |q: &mut std::collections::VecDeque<&str>| {
+                    if artifacts.contains(&(total - q.len())) {
+                        q.pop_front();
+                    }
+                };
+                loop {
+                    skip_artifact(&mut q);
+                    let Some(code) = q.pop_front() else { break };
+                    skip_artifact(&mut q);
                     let amt = q.pop_front().unwrap_or("");
+                    skip_artifact(&mut q);
                     let _count = q.pop_front();
                     let funds = q.pop_front().unwrap_or("");
                     skip_funds(&mut q, funds).map_err(&err)?;

@@ -5,6 +5,7 @@
 mod support;
 
 mod backends;
+mod bank_codes;
 mod explain;
 mod faults;
 mod formats;

@@ -1067,7 +1067,11 @@ fn classify_payment(
             sorted_lines(lines, near.to_vec()),
             &names.near_miss,
             Action::Ticket,
-            "a line to the same recipient (another amount or currency: fee netted, converted?) is in the window".into(),
+            if near.iter().all(|&l| lines[l as usize].recipient.is_empty()) {
+                "a line without a recipient, of this payment's currency and amount, is in the window: it may be this payment's money".into()
+            } else {
+                "a line to the same recipient (another amount or currency: fee netted, converted?) is in the window".into()
+            },
         );
     }
     let closed = p

@@ -180,8 +180,10 @@ impl<'a> Fuzzy<'a> {
 
     /// Whether the pair meets every criterion (what the join keeps).
     pub fn holds(&self, p: &Payment, l: &StatementLine) -> bool {
+        let key = self.recipient_key(&l.recipient);
         self.line_qualifies(l)
-            && self.recipient_key(&p.recipient) == self.recipient_key(&l.recipient)
+            && !key.is_empty()
+            && self.recipient_key(&p.recipient) == key
             && (!self.same_currency || p.currency == l.currency)
             && self.amount_ok(p, l)
             && self.window_ok(p, l)
@@ -402,7 +404,23 @@ pub fn fuzzy(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Check>> 
 
 /// The near-miss gate's criteria (see [`Fuzzy::near_miss`]).
 pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> {
-    Fuzzy::near_miss(rules).checks(p, l)
+    let fz = Fuzzy::near_miss(rules);
+    if !fz.recipient_key(&l.recipient).is_empty() {
+        return fz.checks(p, l);
+    }
+    // A line without a recipient is a look-alike by currency and amount (see
+    // `matching::blank_recipient_near_misses`).
+    let blank = Fuzzy {
+        amount: AmountRule::Within(0),
+        same_currency: true,
+        ..fz
+    };
+    let mut checks = blank.checks(p, l);
+    checks[1] = Check {
+        ok: true,
+        text: "the line names no recipient (it may be this payment's)".into(),
+    };
+    checks
 }
 
 /// Every fuzzy pass's checks of a pair, by pass index.

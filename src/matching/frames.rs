@@ -207,9 +207,12 @@ pub(super) fn fuzzy_pairs(
     let mut s_at = Vec::new();
     let mut s_to = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if line_free[i] && fz.line_qualifies(l) {
+        // A line without a recipient (a bank fee, a BAI2 entry) is nobody's by recipient: an
+        // empty key must not join payments whose recipient is empty too.
+        let key = fz.recipient_key(&l.recipient);
+        if line_free[i] && fz.line_qualifies(l) && !key.is_empty() {
             s_idx.push(i as u32);
-            s_rcpt.push(fz.recipient_key(&l.recipient));
+            s_rcpt.push(key);
             s_cur.push(l.currency);
             s_amt.push(fz.line_amount(l));
             s_at.push(l.booked_at);

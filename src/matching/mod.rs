@@ -274,6 +274,11 @@ pub fn run(
                 pass: 0,
             }));
     }
+    // A line without a recipient says nothing about whose money it is: one with a free
+    // payment's currency and amount inside its evidence horizon could be that payment, so it
+    // blocks "no provider line" as surely as a line to the same recipient (DESIGN.md rule 1).
+    let blank = blank_recipient_near_misses(payments, lines, &near_lines, &near_pay, rules);
+    result.near_misses.extend(blank);
     tracing::debug!(
         pairs = result.near_misses.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -291,6 +296,52 @@ pub fn run(
     result.returns_ambiguous.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
+}
+
+/// Near misses of lines without a recipient: same currency and amount (as the ledger sees
+/// it), booked inside the payment's evidence horizon. Keyed by (currency, amount), so the
+/// cost is one lookup per free payment, never a pair loop.
+fn blank_recipient_near_misses(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    near_lines: &[bool],
+    near_pay: &[bool],
+    rules: &RuleSet,
+) -> Vec<Pair> {
+    let fz = criteria::Fuzzy::near_miss(rules);
+    let mut by_money: std::collections::HashMap<(&str, i64), Vec<u32>> =
+        std::collections::HashMap::new();
+    for (i, l) in lines.iter().enumerate() {
+        if near_lines[i] && fz.line_qualifies(l) && fz.recipient_key(&l.recipient).is_empty() {
+            by_money
+                .entry((l.currency, l.ledger_amount()))
+                .or_default()
+                .push(i as u32);
+        }
+    }
+    if by_money.is_empty() {
+        return Vec::new();
+    }
+    let (before, after) = fz.window;
+    let mut out = Vec::new();
+    for (pi, p) in payments.iter().enumerate() {
+        let (true, Some(start)) = (near_pay[pi], p.started_at) else {
+            continue;
+        };
+        let Some(ls) = by_money.get(&(p.currency, p.amount_minor)) else {
+            continue;
+        };
+        out.extend(
+            ls.iter()
+                .filter(|&&li| lines[li as usize].booked_within(start - before, start + after))
+                .map(|&line| Pair {
+                    line,
+                    payment: pi as u32,
+                    pass: 0,
+                }),
+        );
+    }
+    out
 }
 
 /// Returns and reversals (DESIGN.md rule 10) found by an identifier pass: a `REFUND` line that

@@ -348,11 +348,9 @@ impl<'c> Mapping<'c> {
             None => CompactString::default(),
             Some(i) => {
                 let name = c.recipient.as_deref().unwrap_or("recipient");
-                let r = normalize::account(self.field(row, i, name)?);
-                if r.is_empty() {
-                    return Err(format!("column {name:?}: empty recipient"));
-                }
-                r
+                // Empty is allowed (a bank fee has no counterparty): the line then takes no
+                // part in recipient-based matching (see `matching`).
+                normalize::account(self.field(row, i, name)?)
             }
         };
         let kind = match self.kind {

@@ -1092,3 +1092,66 @@ async fn p1_a_named_payout_in_a_late_file_does_not_hide_the_unnamed_one_matched_
         vec![row("DUPLICATE_AT_PROVIDER", "P-1", "L-1;L-2")]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 15.2: a statement line without a recipient (a bank fee, a BAI2 entry).
+
+#[tokio::test]
+async fn i15_a_line_without_a_recipient_is_read_takes_no_recipient_match_and_blocks_resolved_failed()
+ {
+    let env = job("", true);
+    ledger(
+        &env,
+        &[
+            // Lost at the provider; the bank shows a debit of its amount without a counterparty.
+            pay("P-1", IBAN, "25.00", "UNKNOWN", "2026-11-10T09:00:00Z"),
+            // Lost; nothing of its amount anywhere.
+            pay("P-2", OTHER, "40.00", "UNKNOWN", "2026-11-10T15:00:00Z"),
+        ],
+    )
+    .await;
+    for d in ["2026-11-10", "2026-11-11", "2026-11-12", "2026-11-13"] {
+        psp(&env, d, "");
+        bank(&env, d, "");
+    }
+    // A fee without counterparty (was: the whole file rejected for "empty recipient"), and a
+    // debit of P-1's amount without counterparty or reference.
+    bank(
+        &env,
+        "2026-11-10",
+        "account fee,,-3.50,EUR,2026-11-10,DEBIT\n\
+         ,,-25.00,EUR,2026-11-10,DEBIT\n",
+    );
+    let r = night(&env, "2026-11-10", "2026-11-15T02:00:00Z", "r").await;
+    assert_eq!(r.summary.rejected_lines, 0, "{:?}", r.summary.warnings);
+    let rows = crate::support::read_columns(
+        &r.out_dir.join("results.csv"),
+        &["outcome", "payment_id", "source_lines"],
+    );
+    // P-1 may have been paid (the debit could be its money): a human decides, never
+    // RESOLVED_FAILED. P-2 has no look-alike anywhere: failed. Neither line is matched by
+    // recipient to anything.
+    assert_eq!(
+        rows,
+        vec![
+            vec!["AMBIGUOUS", "P-1", "bank:bank-2026-11-10.csv:3"],
+            vec!["RESOLVED_FAILED", "P-2", ""],
+            vec!["ORPHAN_AT_PROVIDER", "", "bank:bank-2026-11-10.csv:2"],
+            vec!["AMBIGUOUS", "", "bank:bank-2026-11-10.csv:3"],
+        ]
+    );
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+    assert_eq!(status(&env, "P-2").await, "FAILED");
+    // The reviewer's ticket says why the line counts.
+    let evidence = env
+        .texts("SELECT evidence FROM review_tickets WHERE payment_id = 'P-1'")
+        .await;
+    assert_eq!(evidence.len(), 1, "{evidence:?}");
+    assert!(
+        evidence[0].contains("the line names no recipient (it may be this payment's)")
+            && evidence[0].contains("amount 25.00 equal")
+            && evidence[0].contains("it may be this payment's money"),
+        "{}",
+        evidence[0]
+    );
+}

@@ -94,54 +94,35 @@ fn bai2_really_malformed_summaries_are_still_rejected_with_their_line() {
     }
 }
 
-const CAMT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02">
- <BkToCstmrStmt>
-  <Stmt>
-   <Id>S1</Id>
-   <Acct><Id><IBAN>DE89370400440532013000</IBAN></Id></Acct>
-   <Ntry>
-    <Amt Ccy="CCY">10.00</Amt>
-    <CdtDbtInd>CRDT</CdtDbtInd>
-    <Sts>BOOK</Sts>
-    <BookgDt><Dt>2026-11-27</Dt></BookgDt>
-   </Ntry>
-  </Stmt>
- </BkToCstmrStmt>
-</Document>
-"#;
+/// The one-entry camt.053 of the formats tests, in currency `code`.
+fn camt(code: &str) -> String {
+    crate::formats::CAMT.replace("Ccy=\"EUR\"", &format!("Ccy=\"{code}\""))
+}
 
 #[test]
 fn iso_codes_without_a_minor_unit_parse_with_the_code_kept() {
     // XXX (no currency) and XTS (testing) in anonymised camt.053 samples: two decimals.
     for code in ["XXX", "XTS", "XDR"] {
-        let p = parse(Format::Camt053, &CAMT.replace("CCY", code)).expect(code);
+        let p = parse(Format::Camt053, &camt(code)).expect(code);
         assert_eq!(p.lines[0].currency, code);
         assert_eq!(p.lines[0].amount_minor, 1000, "{code}");
     }
     // Precious metals are kept in fractions of an ounce: four decimals.
-    let p = parse(
-        Format::Camt053,
-        &CAMT.replace("CCY", "XAU").replace("10.00", "1.2345"),
-    )
-    .expect("XAU");
+    let p = parse(Format::Camt053, &camt("XAU").replace("10.00", "1.2345")).expect("XAU");
     assert_eq!(
         (p.lines[0].currency, p.lines[0].amount_minor),
         ("XAU", 12345)
     );
     // More decimals than the working exponent are rejected with the position, never rounded.
-    let e = parse(
-        Format::Camt053,
-        &CAMT.replace("CCY", "XXX").replace("10.00", "10.005"),
-    )
-    .err()
-    .unwrap_or_default();
+    let e = parse(Format::Camt053, &camt("XXX").replace("10.00", "10.005"))
+        .err()
+        .unwrap_or_default();
     assert!(
         e.contains("f:8: entry 1") && e.contains("more decimals"),
         "{e}"
     );
     // A code ISO 4217 does not have is still an error.
-    let e = parse(Format::Camt053, &CAMT.replace("CCY", "XYZ"))
+    let e = parse(Format::Camt053, &camt("XYZ"))
         .err()
         .unwrap_or_default();
     assert!(e.contains("XYZ"), "{e}");

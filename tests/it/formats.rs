@@ -514,7 +514,7 @@ fn bank_err(format: Format, bytes: &[u8]) -> String {
     }
 }
 
-const CAMT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+pub(crate) const CAMT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02">
  <BkToCstmrStmt>
   <Stmt>

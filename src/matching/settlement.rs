@@ -431,6 +431,7 @@ mod tests {
             batch: batch.map(Into::into),
             role,
             content_id: 0,
+            original: None,
         }
     }
 

@@ -718,7 +718,9 @@ fn mt940_encoding_comes_from_the_mapping() {
     let (bytes, _, _) = encoding_rs::ISO_8859_2.encode(text);
     let e = bank_err(Format::Mt940, &bytes);
     assert!(
-        e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding`"),
+        e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding = \"")
+            && e.contains("decodes cleanly as ")
+            && e.contains("iso-8859-2"),
         "{e}"
     );
     let mut c = ctx("f");

@@ -306,10 +306,11 @@ impl<'c> Mapping<'c> {
     /// Which `skip_rows` rule the row meets, if any.
     fn skip_rule<R: Row>(&self, row: &R) -> Option<String> {
         self.skip.iter().find_map(|(i, rule)| {
-            let cell = normalize::label(row.text(*i)?);
+            let written = row.text(*i)?;
+            let cell = normalize::label(written);
             let hit = rule.values.iter().any(|v| *v == cell)
                 || rule.contains.iter().any(|v| cell.contains(v.as_str()));
-            hit.then(|| format!("{} = {:?}", rule.column, super::cut(&cell)))
+            hit.then(|| format!("{} {:?}", rule.column, super::cut(written.trim())))
         })
     }
 
@@ -666,7 +667,7 @@ impl Collector {
     }
 }
 
-/// Lines by the value that put them in a list, for a message: `"X" at line(s) 3, 7, …`.
+/// Lines by the value that put them in a list, for a message: `X at line(s) 3, 7, …`.
 fn lines_by_value(rows: &[(u64, String)]) -> String {
     let mut by: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
     for (line, v) in rows {
@@ -676,7 +677,7 @@ fn lines_by_value(rows: &[(u64, String)]) -> String {
         .map(|(v, lines)| {
             let shown: Vec<String> = lines.iter().take(5).map(u64::to_string).collect();
             let more = if lines.len() > 5 { ", …" } else { "" };
-            format!("{v:?} at line(s) {}{more}", shown.join(", "))
+            format!("{v} at line(s) {}{more}", shown.join(", "))
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -713,14 +714,19 @@ fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<Stateme
                 (l, written, by_line.get(&i).copied())
             })
             .collect();
+        // Booking order decides the direction; a file of one day may be either.
+        let (first, last) = (rows[0].0.booked_at, rows[rows.len() - 1].0.booked_at);
         let forward = chain(rows.iter().copied());
         let backward = chain(rows.iter().rev().copied());
-        let (c, order) =
-            if forward.breaks.is_empty() || backward.breaks.len() >= forward.breaks.len() {
-                (forward, "")
-            } else {
-                (backward, " (rows newest first)")
-            };
+        let newest_first = first > last
+            || (first == last
+                && !forward.breaks.is_empty()
+                && backward.breaks.len() < forward.breaks.len());
+        let (c, order) = if newest_first {
+            (backward, " (rows newest first)")
+        } else {
+            (forward, "")
+        };
         let mut f = StatementFacts::new(file, format!("line {}{order}", rows[0].0.line_no));
         f.currency = Some(cur);
         let days = rows.iter().map(|(l, _, _)| match l.booked_day {

@@ -305,7 +305,11 @@ const FILES: &[(&str, Format, Expect)] = &[
     ("bank-csv/recon_fx_card.csv", Format::Csv, Golden),
     ("bank-csv/recon_oberbank_wide.csv", Format::Csv, Golden),
     ("bank-csv/recon_notices.csv", Format::Csv, Golden),
-    ("provider-csv/recon_adyen_balance_fee.csv", Format::Csv, Golden),
+    (
+        "provider-csv/recon_adyen_balance_fee.csv",
+        Format::Csv,
+        Golden,
+    ),
     ("bank-csv/recon_running_balance.csv", Format::Csv, Golden),
     (
         "bank-csv/recon_latin1_crlf.csv",

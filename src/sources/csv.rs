@@ -308,7 +308,7 @@ impl<'c> Mapping<'c> {
         self.skip.iter().find_map(|(i, rule)| {
             let written = row.text(*i)?;
             let cell = normalize::label(written);
-            let hit = rule.values.iter().any(|v| *v == cell)
+            let hit = rule.values.contains(&cell)
                 || rule.contains.iter().any(|v| cell.contains(v.as_str()));
             hit.then(|| format!("{} {:?}", rule.column, super::cut(written.trim())))
         })

@@ -113,7 +113,10 @@ fn covers(load: &SourceLoad, from: &str, to: &str) -> bool {
     sources::covers(&load.coverage, a, b - 1)
 }
 
-fn original(l: &StatementLine) -> Option<(i64, &'static str)> {
+/// A line's amount in its original currency, as (minor units, code).
+type Original = Option<(i64, &'static str)>;
+
+fn original(l: &StatementLine) -> Original {
     l.original.as_ref().map(|o| (o.amount_minor, o.currency))
 }
 
@@ -126,7 +129,7 @@ fn p4_the_original_currency_amount_is_kept_beside_the_account_amount() {
     let cfg = mapping(rel);
     let (clean, load) = read(&cfg, &fixture(rel));
     assert!(clean && load.rejected.is_empty(), "{:?}", load.rejected);
-    let got: Vec<(i64, &str, Option<(i64, &str)>)> = load
+    let got: Vec<_> = load
         .lines
         .iter()
         .map(|l| (l.amount_minor, l.currency, original(l)))

@@ -727,14 +727,19 @@ fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<Stateme
         } else {
             (forward, "")
         };
-        let mut f = StatementFacts::new(file, format!("line {}{order}", rows[0].0.line_no));
-        f.currency = Some(cur);
         let days = rows.iter().map(|(l, _, _)| match l.booked_day {
             Some(d) => d,
             None => crate::timeparse::local_date(l.booked_at, cfg.timezone),
         });
-        f.from = days.clone().min();
-        f.to = days.max();
+        let (from, to) = (days.clone().min(), days.max());
+        let booked = match (from, to) {
+            (Some(a), Some(b)) => format!(", bookings {a}..{b}"),
+            _ => String::new(),
+        };
+        // No period of its own: a chain that breaks voids what the whole file claims (the
+        // file lost rows), not only the days of its lines.
+        let mut f = StatementFacts::new(file, format!("line {}{order}{booked}", rows[0].0.line_no));
+        f.currency = Some(cur);
         let bal = |amount_minor| Balance {
             amount_minor,
             currency: cur,
@@ -845,6 +850,12 @@ pub fn finish_file(
     let clean = out.rejected.is_empty() && out.not_booked.is_empty();
     load.facts.extend(balance_facts(cfg, &file, &out));
     if !out.skipped.is_empty() {
+        tracing::info!(
+            source = %cfg.name,
+            file = %file,
+            skipped = out.skipped.len(),
+            "Skipped rows that are no statement lines."
+        );
         load.notes.push(format!(
             "source {}: {file}: {} row(s) that are no statement lines were skipped (skip_rows / skip_zero_amounts): {}",
             cfg.name,

@@ -144,15 +144,56 @@ struct RawSource {
     empty_file: Option<String>,
     /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see [`crate::pull`].
     remote: Option<crate::pull::remote::RawRemote>,
+    /// csv/xlsx: what joins the cells of a text field mapped to several columns (default " ").
+    join_separator: Option<String>,
+    /// csv/xlsx: `"amount - fee"` or `"amount + fee"`: the line's amount is computed from the
+    /// amount and the `fee` column (providers that report the fee separately).
+    net_amount: Option<String>,
+    /// csv/xlsx: rows that are not statement lines (notices, balance rows), by value. They are
+    /// counted and listed, and do not make the file incomplete.
+    skip_rows: Option<Vec<RawSkipRow>>,
+    /// csv/xlsx: skip rows whose amount is zero (notice rows), counted like `skip_rows`.
+    skip_zero_amounts: Option<bool>,
+}
+
+/// One `[[skip_rows]]` rule as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSkipRow {
+    /// Header name or `#N` position of the column tested.
+    column: String,
+    /// Cell values (trimmed, case-insensitive) that mark a row to skip.
+    #[serde(default)]
+    values: Vec<String>,
+    /// Texts (case-insensitive) whose presence anywhere in the cell marks a row to skip.
+    #[serde(default)]
+    contains: Vec<String>,
+}
+
+/// A text field's columns as written: one name, or a list joined with `join_separator`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum RawColumnList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl RawColumnList {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            RawColumnList::One(s) => vec![s],
+            RawColumnList::Many(v) => v,
+        }
+    }
 }
 
 /// Column mapping as written in the file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawColumns {
-    provider_txn_id: Option<String>,
-    reference: Option<String>,
-    recipient: Option<String>,
+    provider_txn_id: Option<RawColumnList>,
+    reference: Option<RawColumnList>,
+    recipient: Option<RawColumnList>,
     amount: Option<String>,
     debit: Option<String>,
     credit: Option<String>,
@@ -161,8 +202,12 @@ struct RawColumns {
     booked_at: String,
     booked_time: Option<String>,
     kind: Option<String>,
-    batch: Option<String>,
+    batch: Option<RawColumnList>,
     status: Option<String>,
+    original_amount: Option<String>,
+    original_currency: Option<String>,
+    fee: Option<String>,
+    balance: Option<String>,
 }
 
 /// A validated job configuration.
@@ -208,6 +253,10 @@ pub enum LineKind {
     Fee,
     /// The provider's payout of a settlement batch to our bank (not part of the batch's net).
     Payout,
+    /// A movement of the provider balance that is none of the above (Adyen `Balancetransfer`,
+    /// reserve adjustments): part of its settlement batch's net like a fee, never a ledger
+    /// payment, a return or a payout.
+    Balance,
 }
 
 impl LineKind {
@@ -218,6 +267,7 @@ impl LineKind {
             LineKind::Refund => "REFUND",
             LineKind::Fee => "FEE",
             LineKind::Payout => "PAYOUT",
+            LineKind::Balance => "BALANCE",
         }
     }
 }
@@ -413,6 +463,35 @@ pub struct SourceConfig {
     /// Where the files are published when `path` is remote; `path` is then the local copy in
     /// the inbox, which runs read (see [`crate::pull`]).
     pub remote: Option<crate::pull::remote::Remote>,
+    /// What joins the cells of a text field mapped to several columns.
+    pub join_separator: String,
+    /// How the `fee` column makes the line's amount (`None`: no fee column).
+    pub net_amount: Option<NetAmount>,
+    /// Rows that are not statement lines, by value (csv/xlsx).
+    pub skip_rows: Vec<SkipRow>,
+    /// Skip rows whose amount is zero (csv/xlsx).
+    pub skip_zero_amounts: bool,
+}
+
+/// How a separately reported fee makes a line's amount (`net_amount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetAmount {
+    /// `amount - fee`.
+    MinusFee,
+    /// `amount + fee`.
+    PlusFee,
+}
+
+/// A `[[skip_rows]]` rule: rows whose `column` cell equals one of `values` or contains one of
+/// `contains` (trimmed, upper-cased here and when compared) are not statement lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipRow {
+    /// Header name or `#N`.
+    pub column: String,
+    /// Upper-cased whole values.
+    pub values: Vec<String>,
+    /// Upper-cased substrings.
+    pub contains: Vec<String>,
 }
 
 /// How a source's files prove that they hold every line of their period (DESIGN.md rule 2:
@@ -487,6 +566,19 @@ pub struct Columns {
     pub batch: Option<String>,
     /// Booking status column (with `booked_statuses`): only booked rows are lines.
     pub status: Option<String>,
+    /// More columns of a text field mapped to a list (`reference = ["A", "B", "#9.."]`), by
+    /// field name: the first column is in the field itself, these follow it, joined with
+    /// `join_separator`. `#N..` is column N and every field after it.
+    pub more: BTreeMap<&'static str, Vec<String>>,
+    /// The amount in the original (foreign) currency, beside the account-currency amount.
+    pub original_amount: Option<String>,
+    /// The original currency's ISO code.
+    pub original_currency: Option<String>,
+    /// A fee reported separately; with `net_amount` it makes the line's amount.
+    pub fee: Option<String>,
+    /// The account's running balance after each row; when mapped, each row's balance must
+    /// be the previous one plus its amount (a completeness gate).
+    pub balance: Option<String>,
 }
 
 fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
@@ -781,6 +873,10 @@ impl SourceConfig {
             },
             empty_means_no_activity: false,
             remote: None,
+            join_separator: " ".to_string(),
+            net_amount: None,
+            skip_rows: Vec::new(),
+            skip_zero_amounts: false,
         }
     }
 }
@@ -955,6 +1051,10 @@ fn source_settings(
             ("kinds", s.kinds.is_some()),
             ("signs", s.signs.is_some()),
             ("booked_statuses", s.booked_statuses.is_some()),
+            ("join_separator", s.join_separator.is_some()),
+            ("net_amount", s.net_amount.is_some()),
+            ("skip_rows", s.skip_rows.is_some()),
+            ("skip_zero_amounts", s.skip_zero_amounts.is_some()),
         ];
         if let Some((k, _)) = mapping_keys.iter().find(|(_, set)| *set) {
             return Err(config_error(
@@ -1076,11 +1176,12 @@ fn source_settings(
             "REFUND" => LineKind::Refund,
             "FEE" => LineKind::Fee,
             "PAYOUT" => LineKind::Payout,
+            "BALANCE" => LineKind::Balance,
             other => {
                 return Err(config_error(
                     path,
                     format!(
-                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE or PAYOUT",
+                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE",
                         key("kinds")
                     ),
                 ));
@@ -1115,10 +1216,33 @@ fn source_settings(
         ));
     };
     let has_header = s.has_header.unwrap_or(true);
+    let mut more = BTreeMap::new();
+    let mut text_field = |k: &'static str, v: Option<RawColumnList>| -> Result<Option<String>> {
+        let Some(v) = v else { return Ok(None) };
+        let mut v = v.into_vec();
+        if v.is_empty() || v.iter().any(|c| c.trim().is_empty()) {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: give a column name or a non-empty list of them",
+                    key(&format!("columns.{k}"))
+                ),
+            ));
+        }
+        let first = v.remove(0);
+        if !v.is_empty() {
+            more.insert(k, v);
+        }
+        Ok(Some(first))
+    };
+    let provider_txn_id = text_field("provider_txn_id", c.provider_txn_id)?;
+    let reference = text_field("reference", c.reference)?;
+    let recipient = text_field("recipient", c.recipient)?;
+    let batch = text_field("batch", c.batch)?;
     let columns = Columns {
-        provider_txn_id: c.provider_txn_id,
-        reference: c.reference,
-        recipient: c.recipient,
+        provider_txn_id,
+        reference,
+        recipient,
         amount: c.amount,
         debit: c.debit,
         credit: c.credit,
@@ -1127,8 +1251,13 @@ fn source_settings(
         booked_at: c.booked_at,
         booked_time: c.booked_time,
         kind: c.kind,
-        batch: c.batch,
+        batch,
         status: c.status,
+        more,
+        original_amount: c.original_amount,
+        original_currency: c.original_currency,
+        fee: c.fee,
+        balance: c.balance,
     };
     let col_err = |k: &str, msg: &str| {
         config_error(
@@ -1227,9 +1356,14 @@ fn source_settings(
             ("booked_time", &columns.booked_time),
             ("kind", &columns.kind),
             ("batch", &columns.batch),
+            ("original_amount", &columns.original_amount),
+            ("original_currency", &columns.original_currency),
+            ("fee", &columns.fee),
+            ("balance", &columns.balance),
         ] {
             if let Some(v) = v
                 && column_index(v).is_none()
+                && column_rest(v).is_none()
             {
                 return Err(col_err(
                     k,
@@ -1237,6 +1371,116 @@ fn source_settings(
                 ));
             }
         }
+        for (k, list) in &columns.more {
+            if let Some(v) = list
+                .iter()
+                .find(|v| column_index(v).is_none() && column_rest(v).is_none())
+            {
+                return Err(col_err(
+                    k,
+                    &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
+                ));
+            }
+        }
+    }
+    for (k, v) in [
+        ("amount", &columns.amount),
+        ("debit", &columns.debit),
+        ("credit", &columns.credit),
+        ("original_amount", &columns.original_amount),
+        ("fee", &columns.fee),
+        ("balance", &columns.balance),
+    ] {
+        if let Some(v) = v
+            && column_rest(v).is_some()
+        {
+            return Err(col_err(
+                k,
+                &format!("{v:?}: `#N..` (column N and all after it) is for text fields only"),
+            ));
+        }
+    }
+    match (&columns.original_amount, &columns.original_currency) {
+        (Some(_), None) => {
+            return Err(col_err(
+                "original_currency",
+                "missing: an original amount needs its currency column (it is never read as the account currency)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(col_err(
+                "original_amount",
+                "missing: `original_currency` is given but no original amount column",
+            ));
+        }
+        _ => {}
+    }
+    let net_amount = match (s.net_amount.as_deref(), &columns.fee) {
+        (None, None) => None,
+        (Some(v), Some(_)) => match v.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["amount", "-", "fee"] => Some(NetAmount::MinusFee),
+            ["amount", "+", "fee"] => Some(NetAmount::PlusFee),
+            _ => {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{}`: {v:?} (hint: \"amount - fee\" or \"amount + fee\")",
+                        key("net_amount")
+                    ),
+                ));
+            }
+        },
+        (Some(_), None) => {
+            return Err(col_err(
+                "fee",
+                "missing: `net_amount` is given but no fee column",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}` is missing: say how the fee column makes the amount (\"amount - fee\" or \"amount + fee\")",
+                    key("net_amount")
+                ),
+            ));
+        }
+    };
+    let mut skip_rows = Vec::new();
+    for (i, r) in s.skip_rows.unwrap_or_default().into_iter().enumerate() {
+        let up = |v: &[String]| -> Vec<String> {
+            v.iter()
+                .map(|x| x.trim().to_uppercase())
+                .filter(|x| !x.is_empty())
+                .collect()
+        };
+        let rule = SkipRow {
+            column: r.column.clone(),
+            values: up(&r.values),
+            contains: up(&r.contains),
+        };
+        let k = key(&format!("skip_rows[{i}]"));
+        if rule.values.is_empty() && rule.contains.is_empty() {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{k}`: give `values` or `contains` (the cells that mark a row to skip)"
+                ),
+            ));
+        }
+        if r.column.trim().is_empty()
+            || column_rest(&r.column).is_some()
+            || (!has_header && column_index(&r.column).is_none())
+        {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{k}.column`: {:?} is not one column (a header name, or `#N`)",
+                    r.column
+                ),
+            ));
+        }
+        skip_rows.push(rule);
     }
     Ok(SourceConfig {
         name: String::new(),
@@ -1266,6 +1510,10 @@ fn source_settings(
         completeness: completeness.unwrap_or(Completeness::None),
         empty_means_no_activity,
         remote: None,
+        join_separator: s.join_separator.unwrap_or_else(|| " ".to_string()),
+        net_amount,
+        skip_rows,
+        skip_zero_amounts: s.skip_zero_amounts.unwrap_or(false),
     })
 }
 
@@ -1276,6 +1524,12 @@ pub fn column_index(name: &str) -> Option<usize> {
         .and_then(|n| n.parse::<usize>().ok())
         .filter(|&n| n >= 1)
         .map(|n| n - 1)
+}
+
+/// A `#N..` column reference (column N and every field after it, for rows wider than the
+/// header) as the 0-based index of its first column.
+pub fn column_rest(name: &str) -> Option<usize> {
+    name.trim().strip_suffix("..").and_then(column_index)
 }
 
 /// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show

@@ -528,7 +528,7 @@ pub fn classify(
         if l.bank_credit() {
             continue;
         }
-        if matches!(l.kind, LineKind::Fee | LineKind::Payout) {
+        if matches!(l.kind, LineKind::Fee | LineKind::Payout | LineKind::Balance) {
             if in_range && !in_settlement_row[li] {
                 let batch = l
                     .batch

@@ -431,6 +431,7 @@ mod tests {
             batch: batch.map(Into::into),
             role,
             content_id: 0,
+            original: None,
         }
     }
 
@@ -460,6 +461,24 @@ mod tests {
         assert_eq!(r.batches[0].net_minor, 8_950);
         assert_eq!(r.batches[0].payout_minor, Some(8_950));
         assert_eq!(r.batches[0].status, BatchStatus::Settled(4));
+        assert_eq!(r.credits[&4], CreditStatus::Settled(0));
+    }
+
+    /// A provider balance movement (Adyen `Balancetransfer`) is part of its batch's net, like
+    /// a fee: never the payout, never a bank credit's match on its own.
+    #[test]
+    fn a_balance_line_counts_in_its_batch_net() {
+        let lines = vec![
+            line("psp", Role::Provider, Some("7"), 10_000, LineKind::Payment),
+            line("psp", Role::Provider, Some("7"), -50, LineKind::Fee),
+            line("psp", Role::Provider, Some("7"), 500, LineKind::Balance),
+            line("psp", Role::Provider, Some("7"), -10_450, LineKind::Payout),
+            line("bank", Role::Bank, None, 10_450, LineKind::Payment),
+        ];
+        let r = run(&lines, &[rule(0)]).expect("run");
+        assert_eq!(r.batches[0].net_minor, 10_450);
+        assert_eq!(r.batches[0].items, [0, 1, 2]);
+        assert_eq!(r.batches[0].payout_lines, [3]);
         assert_eq!(r.credits[&4], CreditStatus::Settled(0));
     }
 

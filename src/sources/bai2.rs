@@ -496,6 +496,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         batch: None,
                         role: crate::config::Role::Provider,
                         content_id: 0,
+                        original: None,
                     });
                 }
                 let mut facts = StatementFacts::new(&ctx.file, format!("line {}", acc.line));

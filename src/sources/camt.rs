@@ -615,6 +615,7 @@ fn statement(
                 batch: None,
                 role: crate::config::Role::Provider,
                 content_id: 0,
+                original: None,
             }
         };
         // Split a batch into its details only when every detail has an amount in the

@@ -10,8 +10,11 @@
 //!
 //! The row → line mapping ([`Mapping`]) is shared with [`super::xlsx`].
 
-use super::{InputFile, ParseContext, Rejected, SourceLoad, StatementLine, sha256_hex, text};
-use crate::config::{LineKind, Sign, SourceConfig, column_index};
+use super::{
+    Balance, InputFile, OriginalAmount, ParseContext, Rejected, SourceLoad, StatementFacts,
+    StatementLine, sha256_hex, text,
+};
+use crate::config::{LineKind, NetAmount, Sign, SkipRow, SourceConfig, column_index, column_rest};
 use crate::exit::{Failure, fail};
 use crate::keyindex::KeyIndex;
 use crate::{money, normalize, timeparse};
@@ -61,6 +64,11 @@ fn header_text(header: &[String]) -> String {
 }
 
 fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<usize> {
+    let key = if key.starts_with("skip_rows") {
+        key.to_string()
+    } else {
+        format!("columns.{key}")
+    };
     if let Some(i) = column_index(name) {
         return Ok(i);
     }
@@ -76,7 +84,7 @@ fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<
         return Err(fail(
             Failure::Input,
             format!(
-                "{file}: column {name:?} (config key columns.{key}) appears twice in the header, as column {} and column {} (hint: rename one, or map the column by position, \"#{}\")",
+                "{file}: column {name:?} (config key {key}) appears twice in the header, as column {} and column {} (hint: rename one, or map the column by position, \"#{}\")",
                 a + 1,
                 b + 1,
                 a + 1
@@ -87,7 +95,7 @@ fn find(header: Option<&[String]>, name: &str, key: &str, file: &str) -> Result<
         fail(
             Failure::Input,
             format!(
-                "{file}: column {name:?} (config key columns.{key}) is not in the header; found {}",
+                "{file}: column {name:?} (config key {key}) is not in the header; found {}",
                 header_text(header.unwrap_or(&[]))
             ),
         )
@@ -119,12 +127,28 @@ impl Row for ::csv::StringRecord {
     }
 }
 
+/// One column of a text field: a single cell, or a cell and every field after it (`#N..`,
+/// for rows wider than the header).
+#[derive(Debug, Clone, Copy)]
+enum Pick {
+    One(usize),
+    Rest(usize),
+}
+
+/// A column as messages name it: `#9 ("Name")`, or `#9` without a header name.
+fn column_name(header: Option<&[String]>, i: usize) -> String {
+    match header.and_then(|h| h.get(i)).filter(|n| !n.is_empty()) {
+        Some(n) => format!("#{} ({:?})", i + 1, super::cut(n)),
+        None => format!("#{}", i + 1),
+    }
+}
+
 /// Column positions resolved from the header, with the source's settings.
 pub struct Mapping<'c> {
     cfg: &'c SourceConfig,
-    txn: Option<usize>,
-    reference: Option<usize>,
-    recipient: Option<usize>,
+    txn: Vec<Pick>,
+    reference: Vec<Pick>,
+    recipient: Vec<Pick>,
     amount: Option<usize>,
     debit: Option<usize>,
     credit: Option<usize>,
@@ -133,8 +157,13 @@ pub struct Mapping<'c> {
     booked_at: usize,
     booked_time: Option<usize>,
     kind: Option<usize>,
-    batch: Option<usize>,
+    batch: Vec<Pick>,
     status: Option<usize>,
+    original_amount: Option<usize>,
+    original_currency: Option<usize>,
+    fee: Option<usize>,
+    balance: Option<usize>,
+    skip: Vec<(usize, &'c SkipRow)>,
     names: (Arc<str>, Arc<str>),
 }
 
@@ -143,10 +172,12 @@ pub struct Mapping<'c> {
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum Parsed {
-    /// A booked line.
-    Line(StatementLine),
+    /// A booked line, with the running balance after it when a balance column is mapped.
+    Line(StatementLine, Option<i64>),
     /// Not booked (its status value): not loaded, counted.
     NotBooked(String),
+    /// Not a statement line (which `skip_rows` rule, or a zero amount): not loaded, counted.
+    Skipped(String),
     /// Unreadable: which column and why.
     Bad(String),
 }
@@ -162,11 +193,32 @@ impl<'c> Mapping<'c> {
         let opt = |v: &Option<String>, key: &str| {
             v.as_deref().map(|n| find(header, n, key, file)).transpose()
         };
+        let picks = |v: &Option<String>, key: &'static str| -> Result<Vec<Pick>> {
+            let Some(first) = v else {
+                return Ok(Vec::new());
+            };
+            let more = c.more.get(key).map(Vec::as_slice).unwrap_or(&[]);
+            std::iter::once(first)
+                .chain(more)
+                .map(|n| match column_rest(n) {
+                    Some(i) => Ok(Pick::Rest(i)),
+                    None => find(header, n, key, file).map(Pick::One),
+                })
+                .collect()
+        };
+        let skip = cfg
+            .skip_rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                find(header, &r.column, &format!("skip_rows[{i}].column"), file).map(|at| (at, r))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Mapping {
             cfg,
-            txn: opt(&c.provider_txn_id, "provider_txn_id")?,
-            reference: opt(&c.reference, "reference")?,
-            recipient: opt(&c.recipient, "recipient")?,
+            txn: picks(&c.provider_txn_id, "provider_txn_id")?,
+            reference: picks(&c.reference, "reference")?,
+            recipient: picks(&c.recipient, "recipient")?,
             amount: opt(&c.amount, "amount")?,
             debit: opt(&c.debit, "debit")?,
             credit: opt(&c.credit, "credit")?,
@@ -175,8 +227,13 @@ impl<'c> Mapping<'c> {
             booked_at: find(header, &c.booked_at, "booked_at", file)?,
             booked_time: opt(&c.booked_time, "booked_time")?,
             kind: opt(&c.kind, "kind")?,
-            batch: opt(&c.batch, "batch")?,
+            batch: picks(&c.batch, "batch")?,
             status: opt(&c.status, "status")?,
+            original_amount: opt(&c.original_amount, "original_amount")?,
+            original_currency: opt(&c.original_currency, "original_currency")?,
+            fee: opt(&c.fee, "fee")?,
+            balance: opt(&c.balance, "balance")?,
+            skip,
             names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
         })
     }
@@ -218,8 +275,51 @@ impl<'c> Mapping<'c> {
             .map_err(|e| format!("column {name:?}: {e}"))
     }
 
-    /// Turns one row into a canonical line, unless its status says it is not booked.
+    /// The text of a field mapped to `picks`: the cells joined with `join_separator` (empty
+    /// ones left out), `None` when every cell is empty or the field is not mapped.
+    fn joined<R: Row>(&self, row: &R, picks: &[Pick]) -> Option<CompactString> {
+        let mut out = String::new();
+        let mut add = |cell: &str| {
+            let t = normalize::text(cell);
+            if !t.is_empty() {
+                if !out.is_empty() {
+                    out.push_str(&self.cfg.join_separator);
+                }
+                out.push_str(&t);
+            }
+        };
+        for p in picks {
+            match *p {
+                Pick::One(i) => add(row.text(i).unwrap_or("")),
+                Pick::Rest(from) => {
+                    let mut i = from;
+                    while let Some(t) = row.text(i) {
+                        add(t);
+                        i += 1;
+                    }
+                }
+            }
+        }
+        (!out.is_empty()).then(|| CompactString::from(out))
+    }
+
+    /// Which `skip_rows` rule the row meets, if any.
+    fn skip_rule<R: Row>(&self, row: &R) -> Option<String> {
+        self.skip.iter().find_map(|(i, rule)| {
+            let written = row.text(*i)?;
+            let cell = normalize::label(written);
+            let hit = rule.values.contains(&cell)
+                || rule.contains.iter().any(|v| cell.contains(v.as_str()));
+            hit.then(|| format!("{} {:?}", rule.column, super::cut(written.trim())))
+        })
+    }
+
+    /// Turns one row into a canonical line, unless its status says it is not booked or a
+    /// `skip_rows` rule says it is no statement line.
     pub fn row<R: Row>(&self, row: &R, line_no: u64) -> Parsed {
+        if let Some(why) = self.skip_rule(row) {
+            return Parsed::Skipped(why);
+        }
         if let Some(i) = self.status {
             let name = self.cfg.columns.status.as_deref().unwrap_or("status");
             match self.field(row, i, name) {
@@ -232,10 +332,28 @@ impl<'c> Mapping<'c> {
                 }
             }
         }
-        match self.line(row, line_no) {
-            Ok(l) => Parsed::Line(l),
-            Err(e) => Parsed::Bad(e),
+        let line = match self.line(row, line_no) {
+            Ok(l) => l,
+            Err(e) => return Parsed::Bad(e),
+        };
+        if self.cfg.skip_zero_amounts && line.amount_minor == 0 {
+            return Parsed::Skipped("amount 0".into());
         }
+        let balance = match self.balance {
+            None => None,
+            Some(i) => {
+                let name = self.cfg.columns.balance.as_deref().unwrap_or("balance");
+                let exponent = match text::currency(line.currency) {
+                    Ok((_, e)) => e,
+                    Err(e) => return Parsed::Bad(e),
+                };
+                match self.amount_cell(row, i, name, line.currency, exponent) {
+                    Ok(b) => b,
+                    Err(e) => return Parsed::Bad(e),
+                }
+            }
+        };
+        Parsed::Line(line, balance)
     }
 
     /// Turns one row into a canonical line, or says which column is wrong.
@@ -310,10 +428,65 @@ impl<'c> Mapping<'c> {
                 }
             }
         };
+        let amount = match (self.fee, self.cfg.net_amount) {
+            (Some(i), Some(how)) => {
+                let name = c.fee.as_deref().unwrap_or("fee");
+                // A blank fee cell is no fee (exports leave it empty on rows without one).
+                let fee = self
+                    .amount_cell(row, i, name, currency, exponent)?
+                    .unwrap_or(0);
+                match how {
+                    NetAmount::MinusFee => amount.checked_sub(fee),
+                    NetAmount::PlusFee => amount.checked_add(fee),
+                }
+                .ok_or_else(|| format!("column {name:?}: the net amount is out of range"))?
+            }
+            _ => amount,
+        };
         let amount_minor = if self.cfg.negate_amounts {
             -amount
         } else {
             amount
+        };
+        let original = match (self.original_amount, self.original_currency) {
+            (Some(ai), Some(ci)) => {
+                let aname = c.original_amount.as_deref().unwrap_or("original_amount");
+                let cname = c
+                    .original_currency
+                    .as_deref()
+                    .unwrap_or("original_currency");
+                let code = self.field(row, ci, cname)?.trim();
+                let written = self.field(row, ai, aname)?;
+                match (code.is_empty(), written.trim().is_empty()) {
+                    (true, true) => None,
+                    (true, false) => {
+                        // An amount without its currency would be read in the account's.
+                        return Err(format!(
+                            "column {cname:?}: empty, but column {aname:?} holds an original amount"
+                        ));
+                    }
+                    (false, true) => {
+                        return Err(format!(
+                            "column {aname:?}: empty, but column {cname:?} names an original currency"
+                        ));
+                    }
+                    (false, false) => {
+                        let (ocur, oexp) =
+                            text::currency(code).map_err(|e| format!("column {cname:?}: {e}"))?;
+                        let v = self
+                            .amount_cell(row, ai, aname, ocur, oexp)?
+                            .unwrap_or(0)
+                            .abs();
+                        // The line's direction is its account amount's; the original is
+                        // often written unsigned.
+                        Some(Box::new(OriginalAmount {
+                            amount_minor: if amount_minor < 0 { -v } else { v },
+                            currency: ocur,
+                        }))
+                    }
+                }
+            }
+            _ => None,
         };
         let (booked_at, booked_day) = match row.date(self.booked_at) {
             // A spreadsheet date cell without a time of day is a date (a booking exactly at
@@ -344,13 +517,19 @@ impl<'c> Mapping<'c> {
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
             }
         };
-        let recipient = match self.recipient {
-            None => CompactString::default(),
-            Some(i) => {
+        let recipient = match self.recipient.as_slice() {
+            [] => CompactString::default(),
+            picks => {
                 let name = c.recipient.as_deref().unwrap_or("recipient");
                 // Empty is allowed (a bank fee has no counterparty): the line then takes no
                 // part in recipient-based matching (see `matching`).
-                normalize::account(self.field(row, i, name)?)
+                match picks {
+                    [Pick::One(i)] => normalize::account(self.field(row, *i, name)?),
+                    _ => self
+                        .joined(row, picks)
+                        .map(|r| normalize::account(&r))
+                        .unwrap_or_default(),
+                }
             }
         };
         let kind = match self.kind {
@@ -361,22 +540,18 @@ impl<'c> Mapping<'c> {
                 let key = normalize::label(v);
                 *self.cfg.kinds.get(&key).ok_or_else(|| {
                     format!(
-                        "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE or PAYOUT (config key kinds)"
+                        "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE, PAYOUT or BALANCE (config key kinds)"
                     )
                 })?
             }
         };
-        let optional = |i: Option<usize>| {
-            i.and_then(|i| row.text(i))
-                .map(normalize::text)
-                .filter(|s| !s.is_empty())
-        };
+        let optional = |picks: &[Pick]| self.joined(row, picks);
         Ok(StatementLine {
             source: self.names.0.clone(),
             file: self.names.1.clone(),
             line_no,
-            provider_txn_id: optional(self.txn),
-            reference: optional(self.reference),
+            provider_txn_id: optional(&self.txn),
+            reference: optional(&self.reference),
             recipient,
             amount_minor,
             currency,
@@ -389,9 +564,10 @@ impl<'c> Mapping<'c> {
             kind,
             account: None,
             entry: None,
-            batch: optional(self.batch),
+            batch: optional(&self.batch),
             role: crate::config::Role::Provider,
             content_id: 0,
+            original,
         })
     }
 }
@@ -410,6 +586,10 @@ pub struct Collector {
     pub duplicates: usize,
     /// Rows not booked: (line, status value).
     pub not_booked: Vec<(u64, String)>,
+    /// Rows that are no statement lines: (line, the rule that matched).
+    pub skipped: Vec<(u64, String)>,
+    /// Running balances of accepted lines, in file order: (index into `lines`, balance).
+    pub balances: Vec<(usize, i64)>,
     /// Lines by provider_txn_id.
     seen: KeyIndex,
 }
@@ -426,6 +606,8 @@ impl Collector {
             rejected: Vec::new(),
             duplicates: 0,
             not_booked: Vec::new(),
+            skipped: Vec::new(),
+            balances: Vec::new(),
             seen: KeyIndex::with_capacity(rows),
         }
     }
@@ -446,9 +628,10 @@ impl Collector {
 
     /// Adds a parsed row.
     pub fn push(&mut self, parsed: Parsed, line_no: u64) {
-        let line = match parsed {
-            Parsed::Line(l) => l,
+        let (line, balance) = match parsed {
+            Parsed::Line(l, b) => (l, b),
             Parsed::NotBooked(status) => return self.not_booked.push((line_no, status)),
+            Parsed::Skipped(why) => return self.skipped.push((line_no, why)),
             Parsed::Bad(reason) => return self.reject(line_no, reason),
         };
         if let Some(id) = &line.provider_txn_id {
@@ -475,8 +658,168 @@ impl Collector {
                 return;
             }
         }
+        if let Some(b) = balance {
+            self.balances.push((self.lines.len(), b));
+        }
         self.lines.push(line);
     }
+}
+
+/// Lines by the value that put them in a list, for a message: `X at line(s) 3, 7, …`.
+fn lines_by_value(rows: &[(u64, String)]) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
+    for (line, v) in rows {
+        by.entry(v).or_default().push(*line);
+    }
+    by.iter()
+        .map(|(v, lines)| {
+            let shown: Vec<String> = lines.iter().take(5).map(u64::to_string).collect();
+            let more = if lines.len() > 5 { ", …" } else { "" };
+            format!("{v} at line(s) {}{more}", shown.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Checks a file's running balance column (DESIGN.md rule 2): each row's balance must be
+/// the previous balance plus the row's amount as written (before `negate_amounts`). Rows
+/// without a balance carry their amount to the next row that has one. Files newest-first
+/// are read backwards. One statement per currency, so the completeness gates
+/// (`balance_chain`, and `control_totals` for the rows that break the chain) judge it as they
+/// judge a bank statement's balances.
+fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<StatementFacts> {
+    let mut facts = Vec::new();
+    if cfg.columns.balance.is_none() || out.lines.is_empty() {
+        return facts;
+    }
+    let by_line: std::collections::HashMap<usize, i64> = out.balances.iter().copied().collect();
+    let mut currencies: Vec<&'static str> = out.lines.iter().map(|l| l.currency).collect();
+    currencies.sort_unstable();
+    currencies.dedup();
+    for cur in currencies {
+        // (line, amount as written, balance after it)
+        let rows: Vec<(&StatementLine, i64, Option<i64>)> = out
+            .lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.currency == cur)
+            .map(|(i, l)| {
+                let written = if cfg.negate_amounts {
+                    -l.amount_minor
+                } else {
+                    l.amount_minor
+                };
+                (l, written, by_line.get(&i).copied())
+            })
+            .collect();
+        // Booking order decides the direction; a file of one day may be either.
+        let (first, last) = (rows[0].0.booked_at, rows[rows.len() - 1].0.booked_at);
+        let forward = chain(rows.iter().copied());
+        let backward = chain(rows.iter().rev().copied());
+        let newest_first = first > last
+            || (first == last
+                && !forward.breaks.is_empty()
+                && backward.breaks.len() < forward.breaks.len());
+        let (c, order) = if newest_first {
+            (backward, " (rows newest first)")
+        } else {
+            (forward, "")
+        };
+        let days = rows.iter().map(|(l, _, _)| match l.booked_day {
+            Some(d) => d,
+            None => crate::timeparse::local_date(l.booked_at, cfg.timezone),
+        });
+        let (from, to) = (days.clone().min(), days.max());
+        let booked = match (from, to) {
+            (Some(a), Some(b)) => format!(", bookings {a}..{b}"),
+            _ => String::new(),
+        };
+        // No period of its own: a chain that breaks voids what the whole file claims (the
+        // file lost rows), not only the days of its lines.
+        let mut f = StatementFacts::new(file, format!("line {}{order}{booked}", rows[0].0.line_no));
+        f.currency = Some(cur);
+        let bal = |amount_minor| Balance {
+            amount_minor,
+            currency: cur,
+            date: None,
+        };
+        f.opening = c.opening.map(bal);
+        f.closing = c.closing.map(bal);
+        f.entries = c.entries;
+        f.entries_sum = c.sum;
+        f.entries_gross = c.gross;
+        if !c.breaks.is_empty() {
+            f.control_totals_checked = true;
+            let money = |m: i64| crate::money::format_minor(m, cur);
+            f.control_problems = c
+                .breaks
+                .iter()
+                .take(5)
+                .map(|(l, prev, amount, got)| {
+                    format!(
+                        "line {}: balance {} is not the previous balance {} + amount {} = {} {cur}",
+                        l.line_no,
+                        money(*got),
+                        money(*prev),
+                        money(*amount),
+                        money(prev.saturating_add(*amount)),
+                    )
+                })
+                .collect();
+            if c.breaks.len() > 5 {
+                f.control_problems.push(format!(
+                    "{} more rows break the running balance",
+                    c.breaks.len() - 5
+                ));
+            }
+        }
+        facts.push(f);
+    }
+    facts
+}
+
+/// A running balance walked in booking order.
+struct Chain<'l> {
+    opening: Option<i64>,
+    closing: Option<i64>,
+    entries: u64,
+    sum: i64,
+    gross: i64,
+    /// (row, previous balance, amount since it, the row's balance)
+    breaks: Vec<(&'l StatementLine, i64, i64, i64)>,
+}
+
+fn chain<'l>(rows: impl Iterator<Item = (&'l StatementLine, i64, Option<i64>)>) -> Chain<'l> {
+    let mut c = Chain {
+        opening: None,
+        closing: None,
+        entries: 0,
+        sum: 0,
+        gross: 0,
+        breaks: Vec::new(),
+    };
+    let (mut pending, mut n, mut gross) = (0i64, 0u64, 0i64);
+    for (l, amount, balance) in rows {
+        pending = pending.saturating_add(amount);
+        n += 1;
+        gross = gross.saturating_add(amount.saturating_abs());
+        let Some(b) = balance else { continue };
+        // Rows after the last balance are outside the chain.
+        c.sum = c.sum.saturating_add(pending);
+        c.entries += n;
+        c.gross = c.gross.saturating_add(gross);
+        (n, gross) = (0, 0);
+        match c.closing {
+            None => c.opening = Some(b.saturating_sub(pending)),
+            Some(prev) if prev.checked_add(pending) != Some(b) => {
+                c.breaks.push((l, prev, pending, b));
+            }
+            Some(_) => {}
+        }
+        c.closing = Some(b);
+        pending = 0;
+    }
+    c
 }
 
 /// Reads one CSV file into `load`. Returns whether every data line was accepted.
@@ -503,6 +846,21 @@ pub fn finish_file(
     load: &mut SourceLoad,
 ) -> bool {
     let clean = out.rejected.is_empty() && out.not_booked.is_empty();
+    load.facts.extend(balance_facts(cfg, &file, &out));
+    if !out.skipped.is_empty() {
+        tracing::info!(
+            source = %cfg.name,
+            file = %file,
+            skipped = out.skipped.len(),
+            "Skipped rows that are no statement lines."
+        );
+        load.notes.push(format!(
+            "source {}: {file}: {} row(s) that are no statement lines were skipped (skip_rows / skip_zero_amounts): {}",
+            cfg.name,
+            out.skipped.len(),
+            lines_by_value(&out.skipped)
+        ));
+    }
     if !out.not_booked.is_empty() {
         let mut by_status: std::collections::BTreeMap<&str, Vec<u64>> = Default::default();
         for (line, status) in &out.not_booked {
@@ -531,6 +889,7 @@ pub fn finish_file(
         rejected: out.rejected.len(),
         duplicates: out.duplicates,
         not_booked: out.not_booked.len(),
+        skipped: out.skipped.len(),
     });
     super::absorb(&mut load.lines, out.lines);
     load.rejected.extend(out.rejected);
@@ -584,6 +943,19 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
         .flexible(true)
         .from_reader(body);
     let header = if cfg.has_header {
+        if let Err(e) = reader.headers()
+            && let ::csv::ErrorKind::Utf8 { err, .. } = e.kind()
+        {
+            return Err(fail(
+                Failure::Input,
+                format!(
+                    "{file}: line {}: the header is not valid UTF-8 in column #{} {}",
+                    cfg.skip_lines + 1,
+                    err.field() + 1,
+                    text::encoding_hint(bytes, None)
+                ),
+            ));
+        }
         Some(header_of(&mut reader, file)?)
     } else {
         None
@@ -596,6 +968,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     // Footer records are held back until we know they are not the last `skip_footer` ones.
     let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(cfg.skip_footer);
     let mut record = ::csv::StringRecord::new();
+    let mut hint: Option<String> = None;
     loop {
         let line_no = line_base + line_of(body, reader.position());
         match reader.read_record(&mut record) {
@@ -606,7 +979,19 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
                     .position()
                     .map(|p| line_base + line_of(body, p))
                     .unwrap_or(line_no);
-                out.reject(line, format!("unreadable record: {e}"));
+                let reason = match e.kind() {
+                    // The csv crate counts records and fields from 0 and places a record after
+                    // a CRLF on the line before: say the line and column a user sees.
+                    ::csv::ErrorKind::Utf8 { err, .. } => {
+                        let hint = hint.get_or_insert_with(|| text::encoding_hint(bytes, None));
+                        format!(
+                            "column {}: not valid UTF-8 {hint}",
+                            column_name(header.as_deref(), err.field())
+                        )
+                    }
+                    _ => format!("unreadable record: {e}"),
+                };
+                out.reject(line, reason);
                 continue;
             }
         }

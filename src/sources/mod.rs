@@ -80,6 +80,20 @@ pub struct StatementLine {
     /// [`assign_line_ids`]): 48 bits of its content digest and, above them, its occurrence
     /// among lines of the same content (1, 2, …). 0 for a line identified by its provider id.
     pub content_id: u64,
+    /// The amount in the original (foreign) currency, when the statement gives one beside
+    /// the account-currency amount (csv/xlsx `original_amount`). Informational: matching
+    /// compares `amount_minor` and `currency`, the money that moved on this account.
+    pub original: Option<Box<OriginalAmount>>,
+}
+
+/// An amount in the currency a line was originally made in (a foreign-currency card payment
+/// or transfer booked in the account's currency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OriginalAmount {
+    /// Minor units of `currency`, with the line's own direction (the sign of `amount_minor`).
+    pub amount_minor: i64,
+    /// ISO 4217 code.
+    pub currency: &'static str,
 }
 
 /// Where an XML line sits: the n-th entry of the file (1-based) and, for a batch booking split
@@ -247,6 +261,10 @@ pub struct InputFile {
     /// Rows whose booking status is not booked (pending, authorised…): not loaded.
     #[serde(skip_serializing_if = "is_zero")]
     pub not_booked: usize,
+    /// Rows that are not statement lines (`skip_rows`, `skip_zero_amounts`: notices, balance
+    /// rows): not loaded, and no reason to doubt the file's completeness.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -272,6 +290,9 @@ pub struct SourceLoad {
     pub dedupe: DedupeIndex,
     /// Completeness gates checked while loading (see [`Gate`]).
     pub gates: Vec<Gate>,
+    /// What was read but is no statement line, for people (rows skipped by `skip_rows`);
+    /// unlike `warnings` no doubt about completeness.
+    pub notes: Vec<String>,
 }
 
 /// One completeness gate (DESIGN.md rule 2, issue 4 point 4): a check of what a statement
@@ -731,6 +752,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 rejected: 0,
                 duplicates: 0,
                 not_booked: 0,
+                skipped: 0,
             });
             let dropped_before = file.duplicates;
             for l in &mut one.lines {
@@ -748,6 +770,8 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
             load.rejected.extend(bad);
             load.rejected.extend(rejected);
             load.warnings.extend(one.warnings);
+            load.notes.extend(one.notes);
+            load.facts.extend(one.facts);
             load.files.push(file);
             Ok(clean)
         }
@@ -776,6 +800,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 rejected: bad.len(),
                 duplicates: total - kept,
                 not_booked: 0,
+                skipped: 0,
             });
             load.facts.extend(parsed.facts);
             let clean = bad.is_empty();
@@ -1160,7 +1185,7 @@ fn prove(
     let record = load.files.last().cloned();
     let held = record
         .as_ref()
-        .map(|f| f.lines + f.rejected + f.duplicates + f.not_booked)
+        .map(|f| f.lines + f.rejected + f.duplicates + f.not_booked + f.skipped)
         .unwrap_or(0);
     if held == 0 && cfg.empty_means_no_activity && cfg.completeness != Completeness::None {
         // The source declares that an empty file means a period without activity.
@@ -1418,7 +1443,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             )?;
         }
     }
-    for w in &load.warnings {
+    for w in load.warnings.iter().chain(&load.notes) {
         writeln!(notes, "{w}")?;
     }
     if !load.rejected.is_empty() {
@@ -1438,23 +1463,41 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
     }
     // Only a file that reads whole prints lines: a rejected line above returned first.
     let mut w = ::csv::Writer::from_writer(out);
-    w.write_record(CANONICAL_HEADER)?;
+    // The original-currency columns only for a mapping that has them, so the output of every
+    // other source keeps its shape.
+    let original = src.columns.original_amount.is_some();
+    let mut header = CANONICAL_HEADER.to_vec();
+    if original {
+        header.extend(["original_amount", "original_currency"]);
+    }
+    w.write_record(&header)?;
     for l in &load.lines {
-        w.write_record([
-            crate::outputs::csv_safe(&l.source).as_ref(),
-            crate::outputs::csv_safe(&l.position()).as_ref(),
-            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).as_ref(),
-            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).as_ref(),
-            &match recipients {
+        let (oa, oc) = match &l.original {
+            Some(o) => (
+                crate::money::format_minor(o.amount_minor, o.currency),
+                o.currency,
+            ),
+            None => (String::new(), ""),
+        };
+        let mut row: Vec<String> = vec![
+            crate::outputs::csv_safe(&l.source).into_owned(),
+            crate::outputs::csv_safe(&l.position()).into_owned(),
+            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).into_owned(),
+            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).into_owned(),
+            match recipients {
                 _ if l.recipient.is_empty() => String::new(),
                 Recipients::Masked => crate::mask::account(&l.recipient),
                 Recipients::Unmasked => crate::outputs::csv_safe(&l.recipient).into_owned(),
             },
-            &crate::money::format_minor(l.amount_minor, l.currency),
-            l.currency,
-            &l.booked_text(),
-            l.kind.as_str(),
-        ])?;
+            crate::money::format_minor(l.amount_minor, l.currency),
+            l.currency.to_string(),
+            l.booked_text(),
+            l.kind.as_str().to_string(),
+        ];
+        if original {
+            row.extend([oa, oc.to_string()]);
+        }
+        w.write_record(&row)?;
     }
     w.flush()?;
     Ok(())

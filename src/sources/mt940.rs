@@ -518,6 +518,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             batch: None,
             role: crate::config::Role::Provider,
             content_id: 0,
+            original: None,
         });
         facts.from = Some(facts.from.map_or(e.booked, |d| d.min(e.booked)));
         facts.to = Some(facts.to.map_or(e.booked, |d| d.max(e.booked)));

@@ -16,10 +16,13 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
         None => {
             let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
             std::str::from_utf8(body).map(Cow::Borrowed).map_err(|e| {
-                let line = 1 + body[..e.valid_up_to()].iter().filter(|&&b| b == b'\n').count();
+                let line = 1 + body[..e.valid_up_to()]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count();
                 ctx.error(
                     line,
-                    "not valid UTF-8 (hint: set the source's `encoding`, e.g. windows-1252, iso-8859-2 or gbk)",
+                    format!("not valid UTF-8 {}", encoding_hint(bytes, None)),
                 )
             })
         }
@@ -31,7 +34,11 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                         let at = text.find('\u{fffd}').unwrap_or(0);
                         return Err(ctx.error(
                             line_of(&text, at),
-                            format!("bytes that are not valid {}", e.name()),
+                            format!(
+                                "bytes that are not valid {} {}",
+                                e.name(),
+                                encoding_hint(bytes, Some(enc))
+                            ),
                         ));
                     }
                     text
@@ -57,9 +64,10 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                 return Err(ctx.error(
                     line_of(&text, at),
                     format!(
-                        "decoding as {} gives the control character U+{:04X}: the file is in another encoding (hint: windows-1252, iso-8859-2, ibm852)",
+                        "decoding as {} gives the control character U+{:04X}: the file is in another encoding {}",
                         enc.name(),
-                        c as u32
+                        c as u32,
+                        encoding_hint(bytes, Some(enc))
                     ),
                 ));
             }
@@ -68,6 +76,91 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                 Cow::Owned(s) => Cow::Owned(s.strip_prefix('\u{feff}').unwrap_or(&s).to_string()),
             })
         }
+    }
+}
+
+/// The encodings a statement may be in that `encoding_hint` tries, as the `encoding` key
+/// spells them: the single-byte tables of European bank exports and IBM 852 (Central European
+/// MT940). Multi-byte ones (GBK, Shift_JIS) decode most Latin bytes too, so they are offered
+/// only when chardetng guesses them.
+const CANDIDATES: [&str; 6] = [
+    "utf-8",
+    "windows-1252",
+    "iso-8859-15",
+    "iso-8859-2",
+    "windows-1250",
+    "ibm852",
+];
+
+/// `bytes` decoded as `label`, when that decoding is clean: no invalid sequence, no control
+/// character other than tab and line breaks, and (IBM 852, whose table decodes any byte) no
+/// box-drawing character, which no statement text holds.
+fn decodes_cleanly(bytes: &[u8], label: &str) -> bool {
+    let text: Cow<'_, str> = if label == "ibm852" {
+        Cow::Owned(
+            bytes
+                .iter()
+                .map(|&b| {
+                    if b < 0x80 {
+                        b as char
+                    } else {
+                        IBM852[usize::from(b - 0x80)]
+                    }
+                })
+                .collect(),
+        )
+    } else {
+        let Some(enc) = encoding_rs::Encoding::for_label(label.as_bytes()) else {
+            return false;
+        };
+        let (text, had_errors) = enc.decode_without_bom_handling(bytes);
+        if had_errors {
+            return false;
+        }
+        text
+    };
+    !text.chars().any(|c| {
+        (c.is_control() && !matches!(c, '\t' | '\r' | '\n'))
+            || c == '\u{fffd}'
+            || (label == "ibm852" && ('\u{2500}'..='\u{25ff}').contains(&c))
+    })
+}
+
+/// The encodings in which `bytes` decode cleanly, most likely first (chardetng's guess, then
+/// the order of [`CANDIDATES`]), leaving out `tried`.
+pub fn clean_encodings(bytes: &[u8], tried: Option<TextEncoding>) -> Vec<String> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let mut detector = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
+    detector.feed(bytes, true);
+    let guess = detector
+        .guess(None, chardetng::Utf8Detection::Allow)
+        .name()
+        .to_ascii_lowercase();
+    let tried = tried.map(|t| t.name().to_ascii_lowercase());
+    let mut out: Vec<String> = Vec::new();
+    for c in std::iter::once(guess.as_str()).chain(CANDIDATES) {
+        if !out.iter().any(|o| o == c) && tried.as_deref() != Some(c) && decodes_cleanly(bytes, c) {
+            out.push(c.to_string());
+        }
+    }
+    out
+}
+
+/// The hint for a file that does not decode: the `encoding` values under which it does.
+pub fn encoding_hint(bytes: &[u8], tried: Option<TextEncoding>) -> String {
+    match clean_encodings(bytes, tried).as_slice() {
+        [] => format!(
+            "(hint: none of {} decodes the file cleanly; is it a statement file?)",
+            CANDIDATES.join(", ")
+        ),
+        [first, ..] if *first == "utf-8" => {
+            "(hint: the file is UTF-8: leave out the source's `encoding`)".to_string()
+        }
+        found => format!(
+            "(hint: set the source's `encoding = \"{}\"`; the file decodes cleanly as {})",
+            found[0],
+            found.join(", ")
+        ),
     }
 }
 

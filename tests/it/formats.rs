@@ -301,6 +301,30 @@ const FILES: &[(&str, Format, Expect)] = &[
         Format::Xlsx,
         Golden,
     ),
+    // Own fixtures (`recon_*`, written for issue 15 in the shapes of the real files above).
+    ("bank-csv/recon_fx_card.csv", Format::Csv, Golden),
+    ("bank-csv/recon_oberbank_wide.csv", Format::Csv, Golden),
+    ("bank-csv/recon_notices.csv", Format::Csv, Golden),
+    (
+        "provider-csv/recon_adyen_balance_fee.csv",
+        Format::Csv,
+        Golden,
+    ),
+    ("bank-csv/recon_running_balance.csv", Format::Csv, Golden),
+    (
+        "bank-csv/recon_latin1_crlf.csv",
+        Format::Csv,
+        Rejected(
+            "recon_latin1_crlf.csv:2: column #9 (\"Name\"): not valid UTF-8 (hint: set the source's `encoding = \"windows-1252\"`",
+        ),
+    ),
+    (
+        "mt940/recon_ibm852.sta",
+        Format::Mt940,
+        Rejected(
+            "recon_ibm852.sta:6: not valid UTF-8 (hint: set the source's `encoding = \"ibm852\"`; the file decodes cleanly as ibm852)",
+        ),
+    ),
 ];
 
 fn repo() -> PathBuf {
@@ -718,7 +742,9 @@ fn mt940_encoding_comes_from_the_mapping() {
     let (bytes, _, _) = encoding_rs::ISO_8859_2.encode(text);
     let e = bank_err(Format::Mt940, &bytes);
     assert!(
-        e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding`"),
+        e.contains("f:5: not valid UTF-8 (hint: set the source's `encoding = \"")
+            && e.contains("decodes cleanly as ")
+            && e.contains("iso-8859-2"),
         "{e}"
     );
     let mut c = ctx("f");

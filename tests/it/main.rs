@@ -12,6 +12,7 @@ mod formats;
 mod generate;
 mod golden;
 mod import;
+mod mappings;
 mod nights;
 mod properties;
 mod pull;

@@ -98,6 +98,7 @@ fn build(
             batch: None,
             role: recon::config::Role::Provider,
             content_id: 0,
+            original: None,
         })
         .collect();
     (payments, provider_ids, lines)
@@ -340,6 +341,7 @@ prop_compose! {
             batch: None,
             role: if bank { recon::config::Role::Bank } else { recon::config::Role::Provider },
             content_id: 0,
+            original: None,
         }
     }
 }

@@ -311,6 +311,9 @@ const FILES: &[(&str, Format, Expect)] = &[
         Golden,
     ),
     ("bank-csv/recon_running_balance.csv", Format::Csv, Golden),
+    ("bank-csv/recon_fee_no_counterparty.csv", Format::Csv, Golden),
+    ("bai2/recon_03_continued.bai2", Format::Bai2, Golden),
+    ("camt053/recon_xxx_anonymised.xml", Format::Camt053, Golden),
     (
         "bank-csv/recon_latin1_crlf.csv",
         Format::Csv,

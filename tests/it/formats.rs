@@ -311,7 +311,19 @@ const FILES: &[(&str, Format, Expect)] = &[
         Golden,
     ),
     ("bank-csv/recon_running_balance.csv", Format::Csv, Golden),
-    ("bank-csv/recon_fee_no_counterparty.csv", Format::Csv, Golden),
+    (
+        "bank-csv/recon_fee_no_counterparty.csv",
+        Format::Csv,
+        Golden,
+    ),
+    ("bank-csv/recon_apostrophe_quotes.csv", Format::Csv, Golden),
+    (
+        "bank-csv/recon_misgrouped_digits.csv",
+        Format::Csv,
+        Rejected(
+            "recon_misgrouped_digits.csv:3: column \"Amount\": amount \"47,59\": digits around the thousands separator ',' are not groups of three",
+        ),
+    ),
     ("bai2/recon_03_continued.bai2", Format::Bai2, Golden),
     ("camt053/recon_xxx_anonymised.xml", Format::Camt053, Golden),
     (

@@ -308,16 +308,16 @@ async fn one(
         };
         if wait > cfg.backoff_max || Instant::now() + wait >= deadline {
             q.verdict = "unanswered".into();
-            q.detail = format!(
-                "{why}; the next attempt ({} ms away) is beyond {}",
-                wait.as_millis(),
+            // No wait in the answer: results.csv stays the same for the same answers.
+            let why = format!(
+                "{why}; the next attempt would be beyond {}",
                 if wait > cfg.backoff_max {
                     "backoff_max_ms"
                 } else {
                     "the time budget"
                 }
             );
-            let why = q.detail.clone();
+            q.detail = format!("{why} ({} ms away)", wait.as_millis());
             queries.push(q);
             return (Answer::Unanswered { why }, queries, true);
         }

@@ -393,7 +393,90 @@ fn skip_value(b: &[u8], pos: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::raw_at;
+    use super::*;
+
+    fn cfg(extra: &str) -> StatusApiConfig {
+        let text = format!(
+            "name = \"t\"\nurl = \"https://x/{{payment_id}}\"\n{extra}\n[pointers]\nstatus = \"/s\"\n\
+             payment_id = \"/p\"\nprovider_payment_id = \"/id\"\namount = \"/a\"\ncurrency = \"/c\"\n\
+             [statuses]\nsucceeded = [\"ok\"]\nnot_found = [\"nf\"]\n"
+        );
+        let raw: super::super::config::RawStatusApi = toml::from_str(&text).expect("block");
+        raw.validate(std::path::Path::new("t.toml"), 0)
+            .expect("valid")
+    }
+
+    fn payment(provider_id: Option<&str>) -> Payment {
+        Payment {
+            payment_id: "P-1".into(),
+            recipient: "R".into(),
+            amount_minor: 1005,
+            currency: "EUR",
+            current_status: Status::Unknown,
+            status: Status::Unknown,
+            attempt_id: None,
+            provider_payment_id: provider_id.map(Into::into),
+            started_at: Some(0),
+            created_at: 0,
+            followup: None,
+            recon: None,
+        }
+    }
+
+    fn verdict(c: &StatusApiConfig, p: &Payment, body: &str) -> (String, String) {
+        match judge(c, p, body.as_bytes()) {
+            Answer::Evidence { meaning, .. } => (meaning.as_str().into(), String::new()),
+            Answer::NotEvidence { outcome, why } => (outcome.as_str().into(), why),
+            Answer::Unanswered { why } => ("unanswered".into(), why),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_evidence_only_about_this_payment_and_its_exact_money() {
+        let c = cfg("");
+        let p = payment(Some("psp-1"));
+        let v = |body: &str| verdict(&c, &p, body).0;
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","id":"psp-1","a":10.05,"c":"EUR"}"#),
+            "succeeded"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":"10.050","c":"eur"}"#),
+            "succeeded"
+        );
+        // 10.05 written with more digits than f64 keeps apart from it.
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":10.0500000000000000001,"c":"EUR"}"#),
+            "AMBIGUOUS"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":10.06,"c":"EUR"}"#),
+            "AMOUNT_MISMATCH"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","id":"psp-2","a":10.05,"c":"EUR"}"#),
+            "AMBIGUOUS"
+        );
+        assert_eq!(v(r#"{"s":"ok","a":10.05,"c":"EUR"}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"{"s":"ok","p":"P-1","a":10.05}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"{"s":"ok","p":"P-1","a":1e1,"c":"EUR"}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"[1,2]"#), "AMBIGUOUS");
+        // not_found need not echo money, but echoed money must be ours.
+        assert_eq!(v(r#"{"s":"nf","p":"P-1"}"#), "not_found");
+        assert_eq!(
+            v(r#"{"s":"nf","p":"P-1","a":"1.00","c":"EUR"}"#),
+            "AMOUNT_MISMATCH"
+        );
+        let minor = cfg("amount_unit = \"minor\"");
+        assert_eq!(
+            verdict(&minor, &p, r#"{"s":"ok","p":"P-1","a":1005,"c":"EUR"}"#).0,
+            "succeeded"
+        );
+        assert_eq!(
+            verdict(&minor, &p, r#"{"s":"ok","p":"P-1","a":10.05,"c":"EUR"}"#).0,
+            "AMBIGUOUS"
+        );
+    }
 
     #[test]
     fn raw_at_keeps_a_number_as_written() {

@@ -84,6 +84,9 @@ pub fn url_for(template: &str, p: &Payment) -> Option<String> {
 
 /// Asks about `targets` (indexes into `payments`).
 pub async fn ask(cfg: &StatusApiConfig, payments: &[Payment], targets: &[u32]) -> Result<Asked> {
+    let Some(template) = cfg.url.as_deref() else {
+        return Ok(Asked::default());
+    };
     let headers = cfg.header_values()?;
     let mut map = reqwest::header::HeaderMap::new();
     for (h, v) in &headers {
@@ -110,7 +113,7 @@ pub async fn ask(cfg: &StatusApiConfig, payments: &[Payment], targets: &[u32]) -
     }
     let http = reqwest::Client::builder()
         .use_rustls_tls()
-        .https_only(cfg.url.starts_with("https://"))
+        .https_only(template.starts_with("https://"))
         .default_headers(map)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(cfg.timeout)
@@ -178,7 +181,7 @@ async fn one(
 ) -> (Answer, Vec<Query>, bool) {
     use std::sync::atomic::Ordering::SeqCst;
     let mut queries = Vec::new();
-    let Some(url) = url_for(&cfg.url, p) else {
+    let Some(url) = cfg.url.as_deref().and_then(|t| url_for(t, p)) else {
         return (
             Answer::Unanswered {
                 why: "the URL needs a provider id the ledger does not have".into(),

@@ -20,7 +20,11 @@ pub(crate) struct RawStatusApi {
     method: String,
     /// URL template: `{payment_id}`, `{provider_payment_id}`, `{reference}` are replaced by the
     /// payment's values, percent-encoded. `https://` (plain `http://` only to a loopback host).
-    url: String,
+    /// Without it recon asks no one and reads only `webhook_path`.
+    url: Option<String>,
+    /// The provider's callbacks as the payment service stored them: a JSON-lines file, or a
+    /// folder of `*.jsonl` files (relative to the config). One event a line.
+    webhook_path: Option<std::path::PathBuf>,
     /// Plain headers (no secrets here: this file is not a secret store).
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -73,6 +77,8 @@ struct RawPointers {
     provider_payment_id: Option<String>,
     amount: String,
     currency: String,
+    /// A webhook event's time (RFC 3339): the latest event of a payment wins.
+    event_time: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -153,6 +159,8 @@ pub struct Pointers {
     pub amount: String,
     /// Currency.
     pub currency: String,
+    /// A webhook event's time.
+    pub event_time: Option<String>,
 }
 
 /// A validated `[[status_api]]` block.
@@ -162,8 +170,10 @@ pub struct StatusApiConfig {
     pub name: String,
     /// HTTP method.
     pub method: reqwest::Method,
-    /// URL template.
-    pub url: String,
+    /// URL template (`None`: webhooks only).
+    pub url: Option<String>,
+    /// Webhook events file or folder.
+    pub webhook_path: Option<std::path::PathBuf>,
     /// Plain headers.
     pub headers: Vec<(String, String)>,
     /// Header → environment variable with its value.
@@ -211,53 +221,70 @@ impl RawStatusApi {
             "POST" => reqwest::Method::POST,
             other => return Err(err("method", format!("{other:?} (hint: GET or POST)"))),
         };
-        // Every `{…}` must be a known placeholder; at least one must name the payment.
-        let mut rest = self.url.as_str();
-        while let Some(open) = rest.find('{') {
-            let close = rest[open..]
-                .find('}')
-                .ok_or_else(|| err("url", "unclosed `{`".into()))?;
-            let ph = &rest[open..open + close + 1];
-            if !PLACEHOLDERS.contains(&ph) {
+        match (&self.url, &self.webhook_path) {
+            (None, None) => {
                 return Err(err(
                     "url",
-                    format!(
-                        "unknown placeholder {ph} (hint: {})",
-                        PLACEHOLDERS.join(", ")
-                    ),
+                    "is missing (hint: a status URL, a webhook_path, or both)".into(),
                 ));
             }
-            rest = &rest[open + close + 1..];
+            (_, Some(_)) if self.pointers.event_time.is_none() => {
+                return Err(err(
+                    "pointers.event_time",
+                    "is needed with webhook_path: the latest event of a payment wins".into(),
+                ));
+            }
+            _ => {}
         }
-        if !PLACEHOLDERS.iter().any(|p| self.url.contains(p)) {
-            return Err(err(
-                "url",
-                "names no payment (hint: use {payment_id}, {provider_payment_id} or {reference})"
-                    .into(),
-            ));
-        }
-        let probe = PLACEHOLDERS
-            .iter()
-            .fold(self.url.clone(), |u, p| u.replace(p, "x"));
-        let parsed = reqwest::Url::parse(&probe).map_err(|e| err("url", format!("{e}")))?;
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(err(
-                "url",
-                "must not hold credentials (hint: put them in secret_headers)".into(),
-            ));
-        }
-        let loopback = matches!(
-            parsed.host_str(),
-            Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
-        );
-        match parsed.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            s => {
+        if let Some(url) = &self.url {
+            // Every `{…}` must be a known placeholder; at least one must name the payment.
+            let mut rest = url.as_str();
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..]
+                    .find('}')
+                    .ok_or_else(|| err("url", "unclosed `{`".into()))?;
+                let ph = &rest[open..open + close + 1];
+                if !PLACEHOLDERS.contains(&ph) {
+                    return Err(err(
+                        "url",
+                        format!(
+                            "unknown placeholder {ph} (hint: {})",
+                            PLACEHOLDERS.join(", ")
+                        ),
+                    ));
+                }
+                rest = &rest[open + close + 1..];
+            }
+            if !PLACEHOLDERS.iter().any(|p| url.contains(p)) {
                 return Err(err(
                     "url",
-                    format!("scheme {s}: must be https (plain http only to a loopback host)"),
+                    "names no payment (hint: use {payment_id}, {provider_payment_id} or {reference})"
+                        .into(),
                 ));
+            }
+            let probe = PLACEHOLDERS
+                .iter()
+                .fold(url.clone(), |u, p| u.replace(p, "x"));
+            let parsed = reqwest::Url::parse(&probe).map_err(|e| err("url", format!("{e}")))?;
+            if !parsed.username().is_empty() || parsed.password().is_some() {
+                return Err(err(
+                    "url",
+                    "must not hold credentials (hint: put them in secret_headers)".into(),
+                ));
+            }
+            let loopback = matches!(
+                parsed.host_str(),
+                Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+            );
+            match parsed.scheme() {
+                "https" => {}
+                "http" if loopback => {}
+                s => {
+                    return Err(err(
+                        "url",
+                        format!("scheme {s}: must be https (plain http only to a loopback host)"),
+                    ));
+                }
             }
         }
         if self.max_in_flight == 0 {
@@ -293,6 +320,7 @@ impl RawStatusApi {
             ),
             ("pointers.amount", Some(&p.amount)),
             ("pointers.currency", Some(&p.currency)),
+            ("pointers.event_time", p.event_time.as_ref()),
         ] {
             if let Some(v) = v
                 && !v.is_empty()
@@ -350,6 +378,9 @@ impl RawStatusApi {
             name: self.name,
             method,
             url: self.url,
+            webhook_path: self
+                .webhook_path
+                .map(|w| path.parent().map(|base| base.join(&w)).unwrap_or(w)),
             headers: self.headers.into_iter().collect(),
             secret_headers: self.secret_headers.into_iter().collect(),
             max_in_flight: self.max_in_flight,
@@ -368,6 +399,7 @@ impl RawStatusApi {
                 provider_payment_id: p.provider_payment_id,
                 amount: p.amount,
                 currency: p.currency,
+                event_time: p.event_time,
             },
             statuses,
         })

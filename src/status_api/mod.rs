@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod record;
 pub mod verdict;
+pub mod webhooks;
 
 pub use config::StatusApiConfig;
 
@@ -94,7 +95,7 @@ pub async fn ask_for_run(
 ) -> Result<StatusEvidence> {
     let started = std::time::Instant::now();
     let asked = client::ask(cfg, payments, targets).await?;
-    let mut warnings = Vec::new();
+    let (hooks, mut warnings) = webhooks::answers(cfg, payments, targets)?;
     let unanswered = asked
         .answers
         .iter()
@@ -132,7 +133,17 @@ pub async fn ask_for_run(
     Ok(StatusEvidence {
         rule: Arc::from(format!("status_api:{}", cfg.name)),
         cfg: cfg.clone(),
-        answers: asked.answers.into_iter().collect(),
+        answers: {
+            let mut api: HashMap<u32, Answer> = asked.answers.into_iter().collect();
+            let mut all = HashMap::new();
+            for (i, h) in hooks {
+                if let Some(a) = webhooks::combine(api.remove(&i), Some(h)) {
+                    all.insert(i, a);
+                }
+            }
+            all.extend(api);
+            all
+        },
         horizon: window_after + lag,
         as_of,
         warnings,

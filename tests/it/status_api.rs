@@ -667,3 +667,139 @@ fn a_bad_status_api_block_is_rejected_with_its_key() {
         assert!(msg.contains("recon.toml"), "{msg}");
     }
 }
+
+/// A webhook event line (pointers of [`block`], event time at `/at`).
+fn event(id: &str, status: &str, at: &str, amount: &str) -> String {
+    format!(
+        r#"{{"id":"psp-{id}","status":"{status}","reference":"{id}","amount":"{amount}","currency":"EUR","at":"{at}"}}"#
+    )
+}
+
+/// A block that reads webhook events from `hooks/` (and asks `stub` when given).
+fn hook_block(stub: Option<&Stub>, extra: &str) -> String {
+    let text = match stub {
+        Some(s) => block(s, extra),
+        None => block_without_url(extra),
+    };
+    text.replace(
+        "[status_api.headers]",
+        "webhook_path = \"hooks\"\n[status_api.headers]",
+    )
+    .replace(
+        "currency = \"/currency\"",
+        "currency = \"/currency\"\nevent_time = \"/at\"",
+    )
+}
+
+fn block_without_url(extra: &str) -> String {
+    let fake = Stub {
+        port: 0,
+        state: Arc::new(StubState::default()),
+    };
+    block(&fake, extra)
+        .lines()
+        .filter(|l| !l.starts_with("url = "))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_events_the_latest_by_event_time_wins_and_is_validated() {
+    let env = job(Backend::Sqlite, &hook_block(None, "")).await;
+    let ids = ["P-1", "P-2", "P-3", "P-4", "P-5"];
+    unknown(&env, &ids.map(|i| (i, "10.00"))).await;
+    std::fs::create_dir_all(env.path("hooks")).unwrap();
+    let t = |h: u32| format!("2026-11-10T{h:02}:00:00Z");
+    let a = [
+        // Out of order, and the final event delivered twice.
+        event("P-1", "PROCESSING", &t(10), "10.00"),
+        event("P-1", "PAID", &t(12), "10.00"),
+        event("P-1", "PROCESSING", &t(11), "10.00"),
+        // The latest event names other money.
+        event("P-2", "PAID", &t(10), "10.00"),
+        event("P-2", "PAID", &t(11), "10.01"),
+        // Two different words at the same latest time.
+        event("P-3", "PAID", &t(13), "10.00"),
+        event("P-3", "REJECTED", &t(13), "10.00"),
+        "not json".to_string(),
+        event("P-99", "PAID", &t(10), "10.00"),
+    ];
+    let b = [
+        event("P-1", "PAID", &t(12), "10.00"),
+        // Not final unless declared.
+        event("P-4", "REJECTED", &t(10), "10.00"),
+        r#"{"status":"PAID","reference":"P-5","amount":"10.00","currency":"EUR"}"#.to_string(),
+    ];
+    env.write("hooks/a.jsonl", &(a.join("\n") + "\n"));
+    env.write("hooks/b.jsonl", &(b.join("\n") + "\n"));
+    env.write("hooks/ignored.txt", "whatever");
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    let got: Vec<String> = ids.iter().map(|i| outcome_of(&r, i)).collect();
+    assert_eq!(
+        got,
+        [
+            "RESOLVED_SUCCEEDED",
+            "AMOUNT_MISMATCH",
+            "AMBIGUOUS",
+            "AWAITING_EVIDENCE",
+            "AMBIGUOUS"
+        ]
+    );
+    assert_eq!(status(&env, "P-1").await, "SUCCEEDED");
+    assert_eq!(
+        one(
+            &env,
+            "SELECT provider_payment_id FROM payments WHERE payment_id = 'P-1'".into()
+        )
+        .await,
+        "psp-P-1"
+    );
+    for i in ["P-2", "P-3", "P-4", "P-5"] {
+        assert_eq!(status(&env, i).await, "UNKNOWN", "{i}");
+    }
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("1 webhook line(s) are not JSON") && w.contains("a.jsonl:8")),
+        "{:?}",
+        r.summary.warnings
+    );
+    let open = tickets(&env).await;
+    assert_eq!(
+        open,
+        ["AMOUNT_MISMATCH|P-2", "AMBIGUOUS|P-3", "AMBIGUOUS|P-5"]
+    );
+    let again = run(&env, "2026-11-20T00:00:00Z", "r2").await;
+    assert_eq!(outcomes(&again), outcomes(&r));
+    assert_eq!(again.summary.transitions.applied, 0);
+    assert_eq!(again.summary.tickets.created, 0);
+    assert_eq!(tickets(&env).await, open);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_that_contradicts_the_status_api_is_a_ticket() {
+    let stub = Stub::start().await;
+    stub.script("P-1", &[Reply::Status("PAID", "10.00", "EUR")]);
+    stub.script("P-2", &[Reply::Status("PROCESSING", "10.00", "EUR")]);
+    let env = job(
+        Backend::Sqlite,
+        &hook_block(Some(&stub), "failed_is_final = true"),
+    )
+    .await;
+    unknown(&env, &[("P-1", "10.00"), ("P-2", "10.00")]).await;
+    std::fs::create_dir_all(env.path("hooks")).unwrap();
+    let events = [
+        event("P-1", "REJECTED", "2026-11-10T10:00:00Z", "10.00"),
+        event("P-2", "PAID", "2026-11-10T10:00:00Z", "10.00"),
+    ];
+    env.write("hooks/events.jsonl", &events.join("\n"));
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    // Paid by one word, failed by the other: a human decides.
+    assert_eq!(outcome_of(&r, "P-1"), "AMBIGUOUS");
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+    // "Still processing" gives way to the webhook's final word.
+    assert_eq!(outcome_of(&r, "P-2"), "RESOLVED_SUCCEEDED");
+    assert_eq!(tickets(&env).await, ["AMBIGUOUS|P-1"]);
+}

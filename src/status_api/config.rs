@@ -25,6 +25,9 @@ pub(crate) struct RawStatusApi {
     /// The provider's callbacks as the payment service stored them: a JSON-lines file, or a
     /// folder of `*.jsonl` files (relative to the config). One event a line.
     webhook_path: Option<std::path::PathBuf>,
+    /// The same callbacks read from the job's database: one SELECT whose first column is each
+    /// event's JSON as text (PostgreSQL: `SELECT payload::text FROM …`).
+    webhook_query: Option<String>,
     /// Plain headers (no secrets here: this file is not a secret store).
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -174,6 +177,8 @@ pub struct StatusApiConfig {
     pub url: Option<String>,
     /// Webhook events file or folder.
     pub webhook_path: Option<std::path::PathBuf>,
+    /// Webhook events query.
+    pub webhook_query: Option<String>,
     /// Plain headers.
     pub headers: Vec<(String, String)>,
     /// Header → environment variable with its value.
@@ -221,20 +226,28 @@ impl RawStatusApi {
             "POST" => reqwest::Method::POST,
             other => return Err(err("method", format!("{other:?} (hint: GET or POST)"))),
         };
-        match (&self.url, &self.webhook_path) {
-            (None, None) => {
-                return Err(err(
-                    "url",
-                    "is missing (hint: a status URL, a webhook_path, or both)".into(),
-                ));
-            }
-            (_, Some(_)) if self.pointers.event_time.is_none() => {
-                return Err(err(
-                    "pointers.event_time",
-                    "is needed with webhook_path: the latest event of a payment wins".into(),
-                ));
-            }
-            _ => {}
+        let hooks = self.webhook_path.is_some() || self.webhook_query.is_some();
+        if self.url.is_none() && !hooks {
+            return Err(err(
+                "url",
+                "is missing (hint: a status URL, webhook_path / webhook_query, or both)".into(),
+            ));
+        }
+        if hooks && self.pointers.event_time.is_none() {
+            return Err(err(
+                "pointers.event_time",
+                "is needed with webhooks: the latest event of a payment wins".into(),
+            ));
+        }
+        if self
+            .webhook_query
+            .as_deref()
+            .is_some_and(|q| q.trim().is_empty() || q.contains(';'))
+        {
+            return Err(err(
+                "webhook_query",
+                "must be one SELECT without `;`".into(),
+            ));
         }
         if let Some(url) = &self.url {
             // Every `{…}` must be a known placeholder; at least one must name the payment.
@@ -381,6 +394,7 @@ impl RawStatusApi {
             webhook_path: self
                 .webhook_path
                 .map(|w| path.parent().map(|base| base.join(&w)).unwrap_or(w)),
+            webhook_query: self.webhook_query,
             headers: self.headers.into_iter().collect(),
             secret_headers: self.secret_headers.into_iter().collect(),
             max_in_flight: self.max_in_flight,

@@ -1,5 +1,6 @@
 //! Webhook events as evidence (issue 14 part 3): the provider's callbacks as the payment
-//! service stored them, JSON lines in a file or a folder of `*.jsonl` files, read with the same
+//! service stored them (JSON lines in a file or a folder of `*.jsonl` files, or the rows of a
+//! query on the job's database, `webhook_query`), read with the same
 //! pointers and status mapping as the status API. Events may be duplicated and out of order:
 //! per payment the latest event by the provider's event time wins, and it is validated as a
 //! status answer is ([`super::verdict::judge`]). Different answers at the same latest time are
@@ -41,26 +42,61 @@ fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// The answer the latest webhook event gives each of `targets`, and warnings for summary.json
 /// (lines that name no payment or are not JSON, a missing path).
-pub fn answers(
+pub async fn answers(
     cfg: &StatusApiConfig,
+    db: &crate::db::Db,
     payments: &[Payment],
     targets: &[u32],
 ) -> Result<(Answers, Vec<String>)> {
     let mut warnings = Vec::new();
-    let Some(path) = &cfg.webhook_path else {
-        return Ok((Vec::new(), warnings));
-    };
-    let list = match files(path) {
-        Ok(l) => l,
-        Err(e) => {
-            warnings.push(format!(
-                "status_api {}: webhook_path {}: {e}: no webhook evidence this run",
+    // (where, text) of every stored event.
+    let mut stored: Vec<(String, String)> = Vec::new();
+    if let Some(path) = &cfg.webhook_path {
+        match files(path) {
+            Ok(list) => {
+                for file in &list {
+                    let text = std::fs::read_to_string(file).map_err(|e| {
+                        crate::exit::fail(
+                            crate::exit::Failure::Input,
+                            format!("status_api {}: {}: {e}", cfg.name, file.display()),
+                        )
+                    })?;
+                    for (n, line) in text.lines().enumerate() {
+                        stored.push((format!("{}:{}", file.display(), n + 1), line.to_string()));
+                    }
+                }
+            }
+            Err(e) => warnings.push(format!(
+                "status_api {}: webhook_path {}: {e}: no webhook events from files this run",
                 cfg.name,
                 path.display()
-            ));
-            return Ok((Vec::new(), warnings));
+            )),
         }
-    };
+    }
+    if let Some(q) = &cfg.webhook_query {
+        // The job's own configuration, like the ledger queries: not user input.
+        let q = || sqlx::AssertSqlSafe(q.clone());
+        let rows: Vec<Option<String>> = match &db.pool {
+            crate::db::Pool::Sqlite(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+            crate::db::Pool::Postgres(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+        }
+        .map_err(|e| {
+            crate::exit::fail(
+                crate::exit::Failure::Database,
+                format!(
+                    "status_api {}: key `webhook_query`: {} (hint: one text column, the event's JSON)",
+                    cfg.name,
+                    crate::db::message(e)
+                ),
+            )
+        })?;
+        for (n, r) in rows.into_iter().enumerate() {
+            stored.push((
+                format!("webhook_query row {}", n + 1),
+                r.unwrap_or_default(),
+            ));
+        }
+    }
     let by_id: HashMap<&str, u32> = targets
         .iter()
         .map(|&i| (payments[i as usize].payment_id.as_str(), i))
@@ -68,46 +104,37 @@ pub fn answers(
     let ptr = &cfg.pointers;
     let mut events: HashMap<u32, Vec<Event>> = HashMap::new();
     let mut unreadable: Vec<String> = Vec::new();
-    for file in &list {
-        let text = std::fs::read_to_string(file).map_err(|e| {
-            crate::exit::fail(
-                crate::exit::Failure::Input,
-                format!("status_api {}: {}: {e}", cfg.name, file.display()),
-            )
-        })?;
-        for (n, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let at = format!("{}:{}", file.display(), n + 1);
-            let Ok(json) = serde_json::from_str::<Value>(line) else {
-                unreadable.push(at);
-                continue;
-            };
-            let claimed = [&ptr.payment_id, &ptr.reference]
-                .into_iter()
-                .flatten()
-                .find_map(|p| json.pointer(p).and_then(Value::as_str));
-            let Some(claimed) = claimed else {
-                unreadable.push(at);
-                continue;
-            };
-            let Some(&i) = by_id.get(claimed.trim()) else {
-                continue;
-            };
-            let time = ptr
-                .event_time
-                .as_deref()
-                .and_then(|p| json.pointer(p))
-                .and_then(Value::as_str)
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t.trim()).ok())
-                .map(|t| t.timestamp_micros());
-            events.entry(i).or_default().push(Event {
-                time,
-                at,
-                text: line.to_string(),
-            });
+    for (at, line) in stored {
+        if line.trim().is_empty() {
+            continue;
         }
+        let Ok(json) = serde_json::from_str::<Value>(&line) else {
+            unreadable.push(at);
+            continue;
+        };
+        let claimed = [&ptr.payment_id, &ptr.reference]
+            .into_iter()
+            .flatten()
+            .find_map(|p| json.pointer(p).and_then(Value::as_str));
+        let Some(claimed) = claimed else {
+            unreadable.push(at);
+            continue;
+        };
+        let Some(&i) = by_id.get(claimed.trim()) else {
+            continue;
+        };
+        let time = ptr
+            .event_time
+            .as_deref()
+            .and_then(|p| json.pointer(p))
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t.trim()).ok())
+            .map(|t| t.timestamp_micros());
+        events.entry(i).or_default().push(Event {
+            time,
+            at,
+            text: line,
+        });
     }
     if !unreadable.is_empty() {
         let shown: Vec<&str> = unreadable.iter().take(5).map(String::as_str).collect();

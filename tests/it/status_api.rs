@@ -383,6 +383,7 @@ async fn an_answer_about_another_payment_or_other_money_is_a_ticket_not_a_transi
 on_both_backends!(
     succeeded_is_the_guarded_transition_and_a_rerun_repeats_nothing,
     an_answer_about_another_payment_or_other_money_is_a_ticket_not_a_transition,
+    webhook_events_from_a_table_of_the_job_database,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -652,6 +653,8 @@ fn a_bad_status_api_block_is_rejected_with_its_key() {
             "key `max_in_flight`",
         ),
         ("url = \"https://x/{payment_id}\"\nbogus = 1", "bogus"),
+        ("webhook_path = \"hooks\"", "key `pointers.event_time`"),
+        ("", "key `url`: is missing"),
     ];
     for (keys, want) in cases {
         let env = TestEnv::new();
@@ -802,4 +805,30 @@ async fn a_webhook_that_contradicts_the_status_api_is_a_ticket() {
     // "Still processing" gives way to the webhook's final word.
     assert_eq!(outcome_of(&r, "P-2"), "RESOLVED_SUCCEEDED");
     assert_eq!(tickets(&env).await, ["AMBIGUOUS|P-1"]);
+}
+
+async fn webhook_events_from_a_table_of_the_job_database(b: Backend) {
+    let block = block_without_url("webhook_query = \"SELECT payload FROM provider_webhooks\"")
+        .replace(
+            "currency = \"/currency\"",
+            "currency = \"/currency\"\nevent_time = \"/at\"",
+        );
+    let env = job(b, &block).await;
+    unknown(&env, &[("P-1", "10.00"), ("P-2", "10.00")]).await;
+    env.exec("CREATE TABLE provider_webhooks (payload TEXT)")
+        .await;
+    let rows = [
+        event("P-1", "PAID", "2026-11-10T12:00:00Z", "10.00"),
+        event("P-1", "PROCESSING", "2026-11-10T11:00:00Z", "10.00"),
+        event("P-2", "PAID", "2026-11-10T12:00:00Z", "12.00"),
+    ];
+    for r in rows {
+        let sql = format!("INSERT INTO provider_webhooks (payload) VALUES ('{r}')");
+        env.exec(Box::leak(sql.into_boxed_str())).await;
+    }
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    assert_eq!(outcome_of(&r, "P-1"), "RESOLVED_SUCCEEDED");
+    assert_eq!(outcome_of(&r, "P-2"), "AMOUNT_MISMATCH");
+    assert_eq!(status(&env, "P-1").await, "SUCCEEDED");
+    assert_eq!(status(&env, "P-2").await, "UNKNOWN");
 }

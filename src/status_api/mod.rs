@@ -66,7 +66,7 @@ impl StatusEvidence {
         }
     }
 
-    /// The provider id each succeeded answer names (recorded by the transition).
+    /// The provider id each answer that is evidence names (its transition records it).
     pub fn provider_ids(&self) -> HashMap<u32, String> {
         self.answers
             .iter()

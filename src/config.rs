@@ -53,6 +53,9 @@ struct RawConfig {
     sources: Vec<RawSource>,
     /// The email alert (`[email]`); no email is built when absent.
     email: Option<RawEmail>,
+    /// Provider status queries (`[[status_api]]`, at most one).
+    #[serde(default)]
+    status_api: Vec<crate::status_api::config::RawStatusApi>,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -240,6 +243,8 @@ pub struct Config {
     pub inbox: PathBuf,
     /// The email alert; `None` when the file has no `[email]` section.
     pub email: Option<EmailConfig>,
+    /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
+    pub status_api: Option<crate::status_api::StatusApiConfig>,
 }
 
 /// Kind of a statement line.
@@ -699,6 +704,22 @@ impl Config {
             sources,
             inbox,
             email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
+            status_api: match raw.status_api.len() {
+                0 | 1 => raw
+                    .status_api
+                    .into_iter()
+                    .next()
+                    .map(|a| a.validate(path, 0))
+                    .transpose()?,
+                n => {
+                    return Err(config_error(
+                        path,
+                        format!(
+                            "{n} [[status_api]] blocks (hint: one provider status API per job)"
+                        ),
+                    ));
+                }
+            },
         })
     }
 

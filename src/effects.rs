@@ -115,7 +115,8 @@ pub(crate) async fn apply(
                     .lines
                     .first()
                     .and_then(|&l| data.lines[l as usize].provider_txn_id.as_deref())
-                    .map(str::to_string),
+                    .map(str::to_string)
+                    .or_else(|| data.status_provider_ids.get(&pi).cloned()),
                 prior_provider_payment_id: p.provider_payment_id.as_ref().map(|s| s.to_string()),
                 reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
             });

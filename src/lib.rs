@@ -29,6 +29,7 @@ pub mod rules;
 pub mod run;
 pub mod sim;
 pub mod sources;
+pub mod status_api;
 pub mod store;
 pub mod tickets;
 pub mod timeparse;

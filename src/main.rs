@@ -229,6 +229,19 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// Benchmark: status-API queries against a loopback provider stub (payments/s).
+    #[command(hide = true)]
+    BenchStatus {
+        /// UNKNOWN payments to ask about.
+        #[arg(long, default_value_t = 2000)]
+        payments: usize,
+        /// Requests open at once, at most.
+        #[arg(long, default_value_t = 64)]
+        max_in_flight: usize,
+        /// The stub's latency per request, in milliseconds.
+        #[arg(long, default_value_t = 50)]
+        latency_ms: u64,
+    },
     /// Reconcile the bundled sample-data with a fresh SQLite database.
     Demo {
         /// Folder with the sample (recon.toml, payments.csv, attempts.csv, statement.csv).
@@ -661,6 +674,18 @@ async fn dispatch(command: Command) -> Result<i32> {
         Command::BenchLoad { config, repeat } => {
             let cfg = Config::load(&config)?;
             out!("{}", recon::bench::bench_load(&cfg, repeat).await?);
+            Ok(exit::OK)
+        }
+        Command::BenchStatus {
+            payments,
+            max_in_flight,
+            latency_ms,
+        } => {
+            let latency = std::time::Duration::from_millis(latency_ms);
+            out!(
+                "{}",
+                recon::status_api::bench::run(payments, max_in_flight, latency).await?
+            );
             Ok(exit::OK)
         }
         Command::Demo { sample } => {

@@ -422,6 +422,20 @@ pub fn classify(
     rules: &RuleSet,
     ctx: &Context<'_>,
 ) -> Vec<ResultRow> {
+    classify_with(payments, lines, m, rules, ctx, &|_, _, row| row)
+}
+
+/// [`classify`] with further evidence about payments (provider status answers): `more` turns
+/// the row the statements give payment `i` into the row all evidence gives it, before recon's
+/// own earlier decision is re-checked.
+pub fn classify_with(
+    payments: &[Payment],
+    lines: &[StatementLine],
+    m: &MatchResult,
+    rules: &RuleSet,
+    ctx: &Context<'_>,
+    more: &(dyn Fn(usize, &Payment, ResultRow) -> ResultRow + Sync),
+) -> Vec<ResultRow> {
     let ix = Index::new(m, payments.len(), lines.len());
     let window = rules.evidence_window();
     let names = Names {
@@ -444,7 +458,7 @@ pub fn classify(
     rows.par_extend(scope.par_iter().map(|&i| {
         let i = i as usize;
         let p = &payments[i];
-        let row = classify_payment(i, p, lines, &ix, rules, ctx, &names);
+        let row = more(i, p, classify_payment(i, p, lines, &ix, rules, ctx, &names));
         // Evidence that contradicts recon's own earlier decision is a ticket, never a silent
         // replay (DESIGN.md rule 8).
         match ctx.judges(p) {

@@ -163,6 +163,8 @@ pub(crate) struct RunData {
     pub(crate) totals: BTreeMap<Outcome, reports::OutcomeTotal>,
     /// settlement.csv (the three-way view).
     pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
+    /// Payment index → the provider id a status answer gave it (its transition records it).
+    pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
 }
 
 /// Everything classification produced, before any effect.
@@ -198,6 +200,10 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         && !opts.dry_run
     {
         smtp.credentials()?;
+    }
+    // So are the status API's secret headers.
+    if let Some(api) = &cfg.status_api {
+        api.header_values()?;
     }
     let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
     let run_id = opts.run_id.clone().unwrap_or_else(|| {
@@ -1061,8 +1067,38 @@ pub(crate) async fn plan(
         report_line: &report_line,
         run_day: &from_day,
     };
+    // Provider status answers (`[[status_api]]`) for the unresolved payments in scope.
+    let status = match &cfg.status_api {
+        Some(api) => {
+            let started = Instant::now();
+            let targets = crate::status_api::targets(&payments, &in_scope, as_of, stale_after);
+            let ev = crate::status_api::ask_for_run(
+                api,
+                db,
+                run_id,
+                &payments,
+                &targets,
+                opts.dry_run,
+                (rules.evidence_window().1, ctx.settlement_lag, as_of),
+            )
+            .await?;
+            warnings.extend(ev.warnings.iter().cloned());
+            timings.insert(
+                "status_api".to_string(),
+                started.elapsed().as_millis() as u64,
+            );
+            Some(ev)
+        }
+        None => None,
+    };
     let started = Instant::now();
-    let rows = outcome::classify(&payments, &lines, &m, rules, &ctx);
+    let rows = match &status {
+        Some(ev) => outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row| {
+            ev.overlay(i, p, row)
+        }),
+        None => outcome::classify(&payments, &lines, &m, rules, &ctx),
+    };
+    let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     let matched = m;
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
@@ -1097,6 +1133,7 @@ pub(crate) async fn plan(
             rows,
             totals,
             settlement,
+            status_provider_ids,
         },
         matched,
         summary,

@@ -19,5 +19,6 @@ mod pull;
 mod report;
 mod runs;
 mod safety;
+mod status_api;
 mod threeway;
 mod tickets;

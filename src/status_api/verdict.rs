@@ -1,0 +1,492 @@
+//! What a status answer proves about one payment, and how it combines with the statement
+//! evidence of the same payment.
+//!
+//! An answer is evidence only if it is about *this* payment: the echoed payment id /
+//! reference, the amount and the currency must equal the ledger's (a `not_found` answer need
+//! not echo money the provider does not know, but money it does echo must be equal). Anything
+//! else is not evidence and becomes a ticket saying why. A status answer never overrules a
+//! statement line: when they disagree a human decides.
+
+use super::config::{Meaning, StatusApiConfig};
+use crate::ledger::{Payment, Status};
+use crate::outcome::{Action, Outcome, ResultRow};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// What one payment's query yielded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// An answer about this payment.
+    Evidence {
+        /// What the provider's status means.
+        meaning: Meaning,
+        /// The provider's status as written.
+        status: String,
+        /// The provider's id of the payment, when the answer has one.
+        provider_id: Option<String>,
+    },
+    /// A 2xx answer that is not about this payment or cannot be read: a ticket of `outcome`.
+    NotEvidence {
+        /// AMBIGUOUS (another payment, unreadable), AMOUNT_MISMATCH or CURRENCY_MISMATCH.
+        outcome: Outcome,
+        /// Why.
+        why: String,
+    },
+    /// No answer (timeouts, errors, the budget): nothing is proven, the payment waits.
+    Unanswered {
+        /// Why.
+        why: String,
+    },
+}
+
+impl Answer {
+    /// The verdict's name in the query log.
+    pub fn verdict(&self) -> &'static str {
+        match self {
+            Answer::Evidence { meaning, .. } => meaning.as_str(),
+            Answer::NotEvidence { .. } => "not_evidence",
+            Answer::Unanswered { .. } => "unanswered",
+        }
+    }
+}
+
+/// Judges a 2xx body about `p`.
+pub fn judge(cfg: &StatusApiConfig, p: &Payment, body: &[u8]) -> Answer {
+    let bad = |outcome: Outcome, why: String| Answer::NotEvidence { outcome, why };
+    let Ok(text) = std::str::from_utf8(body) else {
+        return bad(Outcome::Ambiguous, "malformed body: not UTF-8".into());
+    };
+    let json: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return bad(Outcome::Ambiguous, format!("malformed body: {e}")),
+    };
+    let ptr = &cfg.pointers;
+    let text_at = |pointer: &str| -> Option<String> {
+        match json.pointer(pointer)? {
+            Value::String(s) => Some(s.trim().to_string()),
+            Value::Number(_) => raw_at(text, pointer).map(str::to_string),
+            _ => None,
+        }
+    };
+    let Some(status) = text_at(&ptr.status) else {
+        return bad(
+            Outcome::Ambiguous,
+            format!("malformed body: no status at {}", ptr.status),
+        );
+    };
+    let Some(&meaning) = cfg.statuses.get(&status) else {
+        return bad(
+            Outcome::Ambiguous,
+            format!("provider status {status:?} is not listed in [status_api.statuses]"),
+        );
+    };
+    // The echo: every configured id must be present and ours.
+    for (what, pointer) in [
+        ("payment id", &ptr.payment_id),
+        ("reference", &ptr.reference),
+    ] {
+        let Some(pointer) = pointer else { continue };
+        match text_at(pointer) {
+            None => {
+                return bad(
+                    Outcome::Ambiguous,
+                    format!("the answer does not echo the {what} (nothing at {pointer})"),
+                );
+            }
+            Some(v) if v != p.payment_id.as_str() => {
+                return bad(
+                    Outcome::Ambiguous,
+                    format!("the answer is about {what} {v:?}, not this payment"),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    let provider_id = ptr.provider_payment_id.as_deref().and_then(text_at);
+    if let (Some(theirs), Some(ours)) = (&provider_id, &p.provider_payment_id)
+        && theirs != ours.as_str()
+    {
+        return bad(
+            Outcome::Ambiguous,
+            format!("the answer names provider id {theirs:?}, the ledger {ours:?}"),
+        );
+    }
+    let money_optional = meaning == Meaning::NotFound;
+    match text_at(&ptr.currency) {
+        None if money_optional => {}
+        None => {
+            return bad(
+                Outcome::Ambiguous,
+                format!("malformed body: no currency at {}", ptr.currency),
+            );
+        }
+        Some(c) if !c.eq_ignore_ascii_case(p.currency) => {
+            return bad(
+                Outcome::CurrencyMismatch,
+                format!("ledger {} vs provider {c}", p.currency),
+            );
+        }
+        Some(_) => {}
+    }
+    match text_at(&ptr.amount) {
+        None if money_optional => {}
+        None => {
+            return bad(
+                Outcome::Ambiguous,
+                format!("malformed body: no amount at {}", ptr.amount),
+            );
+        }
+        Some(a) => {
+            let parsed = if cfg.amount_minor {
+                a.parse::<i64>().map_err(|e| e.to_string())
+            } else {
+                crate::money::parse_minor(&a, crate::money::NumberFormat::DOT, p.currency)
+                    .map_err(|e| e.to_string())
+            };
+            match parsed {
+                Err(e) => {
+                    return bad(
+                        Outcome::Ambiguous,
+                        format!("malformed body: amount {a:?}: {e}"),
+                    );
+                }
+                Ok(m) if m != p.amount_minor => {
+                    return bad(
+                        Outcome::AmountMismatch,
+                        format!(
+                            "ledger {} vs provider {} {}",
+                            crate::money::format_minor(p.amount_minor, p.currency),
+                            crate::money::format_minor(m, p.currency),
+                            p.currency
+                        ),
+                    );
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    Answer::Evidence {
+        meaning,
+        status,
+        provider_id,
+    }
+}
+
+/// The row of payment `p` once its answer is taken into account. `row` is what the statement
+/// evidence says; `horizon_closed` whether no statement evidence can still arrive by time.
+pub fn overlay(
+    row: ResultRow,
+    p: &Payment,
+    answer: &Answer,
+    cfg: &StatusApiConfig,
+    horizon_closed: bool,
+    rule: &Arc<str>,
+) -> ResultRow {
+    let statement_based = matches!(
+        row.outcome,
+        Outcome::AwaitingEvidence | Outcome::ResolvedFailed | Outcome::ResolvedSucceeded
+    );
+    let name = &cfg.name;
+    let ticket = |mut row: ResultRow, outcome: Outcome, detail: String| {
+        row.outcome = outcome;
+        row.action = Action::Ticket;
+        row.rule = rule.clone();
+        row.detail = Cow::Owned(detail);
+        row
+    };
+    let note = |mut row: ResultRow, text: String| {
+        row.detail = if row.detail.is_empty() {
+            Cow::Owned(text)
+        } else {
+            Cow::Owned(format!("{}; {text}", row.detail))
+        };
+        row
+    };
+    match answer {
+        Answer::Unanswered { why } => note(row, format!("status_api {name}: no answer ({why})")),
+        Answer::NotEvidence { outcome, why } if statement_based => ticket(
+            row,
+            *outcome,
+            format!("status_api {name}: the answer is not evidence: {why}"),
+        ),
+        Answer::NotEvidence { why, .. } => {
+            note(row, format!("status_api {name}: not evidence: {why}"))
+        }
+        Answer::Evidence {
+            meaning, status, ..
+        } => {
+            let says = format!("status_api {name} says {status:?} ({})", meaning.as_str());
+            match (row.outcome, meaning) {
+                (Outcome::AwaitingEvidence, Meaning::Succeeded) => ResultRow {
+                    outcome: Outcome::ResolvedSucceeded,
+                    action: Action::Transition(Status::Succeeded),
+                    rule: rule.clone(),
+                    detail: Cow::Owned(format!("{} and {says}", p.status.as_str())),
+                    ..row
+                },
+                (Outcome::AwaitingEvidence, Meaning::Failed) if cfg.failed_is_final => ResultRow {
+                    outcome: Outcome::ResolvedFailed,
+                    action: Action::Transition(Status::Failed),
+                    rule: rule.clone(),
+                    detail: Cow::Owned(format!("{says}, declared final")),
+                    ..row
+                },
+                (Outcome::AwaitingEvidence, Meaning::NotFound)
+                    if cfg.not_found_is_final && horizon_closed =>
+                {
+                    ResultRow {
+                        outcome: Outcome::ResolvedFailed,
+                        action: Action::Transition(Status::Failed),
+                        rule: rule.clone(),
+                        detail: Cow::Owned(format!(
+                            "{says}, declared final, and the evidence horizon has closed"
+                        )),
+                        ..row
+                    }
+                }
+                (Outcome::AwaitingEvidence, Meaning::NotFound) if cfg.not_found_is_final => {
+                    note(row, format!("{says}; the evidence horizon is still open"))
+                }
+                (Outcome::AwaitingEvidence, _) => note(row, format!("{says}, not final")),
+                (Outcome::ResolvedSucceeded, Meaning::Failed | Meaning::NotFound) => ticket(
+                    row,
+                    Outcome::Ambiguous,
+                    format!(
+                        "a statement line shows this payment paid, but {says}: the evidence contradicts itself"
+                    ),
+                ),
+                (Outcome::ResolvedFailed, Meaning::Succeeded | Meaning::Pending) => ticket(
+                    row,
+                    Outcome::Ambiguous,
+                    format!(
+                        "no statement line in a complete window, but {says}: the evidence contradicts itself"
+                    ),
+                ),
+                _ => note(row, says),
+            }
+        }
+    }
+}
+
+/// The raw JSON text of the value at `pointer` (RFC 6901) in valid JSON `text`: a number's
+/// digits exactly as written, so amounts never pass through `f64`.
+pub fn raw_at<'a>(text: &'a str, pointer: &str) -> Option<&'a str> {
+    let b = text.as_bytes();
+    let mut pos = ws(b, 0);
+    if pointer.is_empty() {
+        let end = skip_value(b, pos)?;
+        return Some(&text[pos..end]);
+    }
+    for token in pointer.strip_prefix('/')?.split('/') {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        match *b.get(pos)? {
+            b'{' => {
+                pos = ws(b, pos + 1);
+                let mut found = None;
+                while *b.get(pos)? != b'}' {
+                    let (key, end) = string(text, pos)?;
+                    pos = ws(b, end);
+                    if *b.get(pos)? != b':' {
+                        return None;
+                    }
+                    pos = ws(b, pos + 1);
+                    if key == token && found.is_none() {
+                        found = Some(pos);
+                    }
+                    pos = ws(b, skip_value(b, pos)?);
+                    if *b.get(pos)? == b',' {
+                        pos = ws(b, pos + 1);
+                    }
+                }
+                pos = found?;
+            }
+            b'[' => {
+                let want: usize = token.parse().ok()?;
+                pos = ws(b, pos + 1);
+                let mut i = 0;
+                loop {
+                    if *b.get(pos)? == b']' {
+                        return None;
+                    }
+                    if i == want {
+                        break;
+                    }
+                    pos = ws(b, skip_value(b, pos)?);
+                    if *b.get(pos)? == b',' {
+                        pos = ws(b, pos + 1);
+                    }
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+    }
+    let end = skip_value(b, pos)?;
+    Some(&text[pos..end])
+}
+
+fn ws(b: &[u8], mut pos: usize) -> usize {
+    while pos < b.len() && matches!(b[pos], b' ' | b'\t' | b'\n' | b'\r') {
+        pos += 1;
+    }
+    pos
+}
+
+/// A JSON string at `pos`: its decoded text and the position after it.
+fn string(text: &str, pos: usize) -> Option<(String, usize)> {
+    let b = text.as_bytes();
+    if *b.get(pos)? != b'"' {
+        return None;
+    }
+    let end = skip_value(b, pos)?;
+    let decoded: String = serde_json::from_str(&text[pos..end]).ok()?;
+    Some((decoded, end))
+}
+
+/// The position after the JSON value at `pos`.
+fn skip_value(b: &[u8], pos: usize) -> Option<usize> {
+    match *b.get(pos)? {
+        b'"' => {
+            let mut i = pos + 1;
+            while i < b.len() {
+                match b[i] {
+                    b'\\' => i += 2,
+                    b'"' => return Some(i + 1),
+                    _ => i += 1,
+                }
+            }
+            None
+        }
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = pos;
+            while i < b.len() {
+                match b[i] {
+                    b'"' => {
+                        i = skip_value(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        _ => {
+            let mut i = pos;
+            while i < b.len() && !matches!(b[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                i += 1;
+            }
+            (i > pos).then_some(i)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> StatusApiConfig {
+        let text = format!(
+            "name = \"t\"\nurl = \"https://x/{{payment_id}}\"\n{extra}\n[pointers]\nstatus = \"/s\"\n\
+             payment_id = \"/p\"\nprovider_payment_id = \"/id\"\namount = \"/a\"\ncurrency = \"/c\"\n\
+             [statuses]\nsucceeded = [\"ok\"]\nnot_found = [\"nf\"]\n"
+        );
+        let raw: super::super::config::RawStatusApi = toml::from_str(&text).expect("block");
+        raw.validate(std::path::Path::new("t.toml"), 0)
+            .expect("valid")
+    }
+
+    fn payment(provider_id: Option<&str>) -> Payment {
+        Payment {
+            payment_id: "P-1".into(),
+            recipient: "R".into(),
+            amount_minor: 1005,
+            currency: "EUR",
+            current_status: Status::Unknown,
+            status: Status::Unknown,
+            attempt_id: None,
+            provider_payment_id: provider_id.map(Into::into),
+            started_at: Some(0),
+            created_at: 0,
+            followup: None,
+            recon: None,
+        }
+    }
+
+    fn verdict(c: &StatusApiConfig, p: &Payment, body: &str) -> (String, String) {
+        match judge(c, p, body.as_bytes()) {
+            Answer::Evidence { meaning, .. } => (meaning.as_str().into(), String::new()),
+            Answer::NotEvidence { outcome, why } => (outcome.as_str().into(), why),
+            Answer::Unanswered { why } => ("unanswered".into(), why),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_evidence_only_about_this_payment_and_its_exact_money() {
+        let c = cfg("");
+        let p = payment(Some("psp-1"));
+        let v = |body: &str| verdict(&c, &p, body).0;
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","id":"psp-1","a":10.05,"c":"EUR"}"#),
+            "succeeded"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":"10.050","c":"eur"}"#),
+            "succeeded"
+        );
+        // 10.05 written with more digits than f64 keeps apart from it.
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":10.0500000000000000001,"c":"EUR"}"#),
+            "AMBIGUOUS"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":10.06,"c":"EUR"}"#),
+            "AMOUNT_MISMATCH"
+        );
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","id":"psp-2","a":10.05,"c":"EUR"}"#),
+            "AMBIGUOUS"
+        );
+        assert_eq!(v(r#"{"s":"ok","a":10.05,"c":"EUR"}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"{"s":"ok","p":"P-1","a":10.05}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"{"s":"ok","p":"P-1","a":1e1,"c":"EUR"}"#), "AMBIGUOUS");
+        assert_eq!(v(r#"[1,2]"#), "AMBIGUOUS");
+        // not_found need not echo money, but echoed money must be ours.
+        assert_eq!(v(r#"{"s":"nf","p":"P-1"}"#), "not_found");
+        assert_eq!(
+            v(r#"{"s":"nf","p":"P-1","a":"1.00","c":"EUR"}"#),
+            "AMOUNT_MISMATCH"
+        );
+        let minor = cfg("amount_unit = \"minor\"");
+        assert_eq!(
+            verdict(&minor, &p, r#"{"s":"ok","p":"P-1","a":1005,"c":"EUR"}"#).0,
+            "succeeded"
+        );
+        assert_eq!(
+            verdict(&minor, &p, r#"{"s":"ok","p":"P-1","a":10.05,"c":"EUR"}"#).0,
+            "AMBIGUOUS"
+        );
+    }
+
+    #[test]
+    fn raw_at_keeps_a_number_as_written() {
+        let t = r#"{"a": {"x": [1, {"amount": 12.10}], "s": "q\"}"}, "amount": 1e2, "b~/c": 3}"#;
+        assert_eq!(raw_at(t, "/a/x/1/amount"), Some("12.10"));
+        assert_eq!(raw_at(t, "/amount"), Some("1e2"));
+        assert_eq!(raw_at(t, "/b~0~1c"), Some("3"));
+        assert_eq!(raw_at(t, "/a/s"), Some(r#""q\"}""#));
+        assert_eq!(raw_at(t, "/a/x/2"), None);
+        assert_eq!(raw_at(t, "/nope"), None);
+        assert_eq!(raw_at("[]", "/0"), None);
+    }
+}

@@ -43,18 +43,7 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                     }
                     text
                 }
-                TextEncoding::Ibm852 => Cow::Owned(
-                    bytes
-                        .iter()
-                        .map(|&b| {
-                            if b < 0x80 {
-                                b as char
-                            } else {
-                                IBM852[usize::from(b - 0x80)]
-                            }
-                        })
-                        .collect(),
-                ),
+                TextEncoding::Ibm852 => Cow::Owned(ibm852(bytes)),
             };
             // C1 control characters never occur in statements: they mean the bytes were
             // decoded with the wrong single-byte table (e.g. IBM852 read as ISO-8859-2), which
@@ -92,23 +81,26 @@ const CANDIDATES: [&str; 6] = [
     "ibm852",
 ];
 
+/// `bytes` decoded with the IBM 852 table (ASCII below 0x80).
+fn ibm852(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|&b| {
+            if b < 0x80 {
+                b as char
+            } else {
+                IBM852[usize::from(b - 0x80)]
+            }
+        })
+        .collect()
+}
+
 /// `bytes` decoded as `label`, when that decoding is clean: no invalid sequence, no control
 /// character other than tab and line breaks, and (IBM 852, whose table decodes any byte) no
 /// box-drawing character, which no statement text holds.
 fn decodes_cleanly(bytes: &[u8], label: &str) -> bool {
     let text: Cow<'_, str> = if label == "ibm852" {
-        Cow::Owned(
-            bytes
-                .iter()
-                .map(|&b| {
-                    if b < 0x80 {
-                        b as char
-                    } else {
-                        IBM852[usize::from(b - 0x80)]
-                    }
-                })
-                .collect(),
-        )
+        Cow::Owned(ibm852(bytes))
     } else {
         let Some(enc) = encoding_rs::Encoding::for_label(label.as_bytes()) else {
             return false;

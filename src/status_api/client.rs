@@ -1,7 +1,8 @@
 //! Asking the provider: one task per payment, at most `max_in_flight` requests open (a tokio
 //! semaphore held only while a request is open, never during a backoff), a timeout per request
 //! (body included), retries with exponential backoff and full jitter on timeouts, connection
-//! errors, 429 and 5xx (a `Retry-After` in seconds is honoured), and one time budget for all.
+//! errors, 429 and 5xx (a `Retry-After` in seconds or as an HTTP date is honoured), and one
+//! time budget for all.
 
 use super::config::StatusApiConfig;
 use super::verdict::{self, Answer};
@@ -162,6 +163,17 @@ pub async fn ask(cfg: &StatusApiConfig, payments: &[Payment], targets: &[u32]) -
     Ok(out)
 }
 
+/// A `Retry-After` value: delay-seconds, or an HTTP date (RFC 9110: IMF-fixdate, which RFC 2822
+/// parsing reads), as seconds from `now` (0 for a date already past). Anything else: `None`.
+fn retry_after_secs(v: &str, now: chrono::DateTime<chrono::Utc>) -> Option<u64> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(s);
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    Some(u64::try_from((at.with_timezone(&chrono::Utc) - now).num_seconds()).unwrap_or(0))
+}
+
 /// A random fraction in [0, 1) (uuid's v4 source; no extra crate).
 fn jitter() -> f64 {
     (uuid::Uuid::new_v4().as_u128() as u64 >> 11) as f64 / (1u64 << 53) as f64
@@ -221,7 +233,7 @@ async fn one(
                 .headers()
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
+                .and_then(|v| retry_after_secs(v, chrono::Utc::now()));
             let mut resp = resp;
             let mut body = Vec::new();
             while let Some(chunk) = resp.chunk().await? {
@@ -328,5 +340,28 @@ async fn one(
         q.detail = format!("{why}; retrying in {} ms", wait.as_millis());
         queries.push(q);
         tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-02T07:28:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(retry_after_secs(" 7 ", now), Some(7));
+        assert_eq!(
+            retry_after_secs("Wed, 02 Dec 2026 07:28:30 GMT", now),
+            Some(30)
+        );
+        assert_eq!(
+            retry_after_secs("Wed, 02 Dec 2026 07:00:00 GMT", now),
+            Some(0)
+        );
+        assert_eq!(retry_after_secs("soon", now), None);
+        assert_eq!(retry_after_secs("-5", now), None);
     }
 }

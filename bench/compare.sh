@@ -15,6 +15,9 @@ for _ in $(seq "$rounds"); do
     for bin in "$@"; do
         rm -f "$dir/run.db" "$dir/run.db-wal" "$dir/run.db-shm"
         cp "$dir/recon.db" "$dir/run.db"
+        # Each binary brings the copy to its own schema (untimed): binaries on either side of a
+        # migration compare on the same imported ledger.
+        RECON_DATABASE_URL="sqlite://$dir/run.db" "$bin" migrate --config "$dir/recon.toml" >/dev/null
         rm -rf "$dir/out/compare" "$dir/out/compare.tmp"
         sync
         t=$(RECON_DATABASE_URL="sqlite://$dir/run.db" /usr/bin/time -f "%e %U %S %M" \

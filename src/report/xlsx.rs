@@ -59,11 +59,30 @@ impl Formats {
     }
 }
 
-/// The cell value of an exact amount. XLSX stores numbers as IEEE doubles: fine for display
-/// and filters (15 significant digits), never used for reconciling — results.csv keeps the
-/// exact decimal text.
-fn number(d: rust_decimal::Decimal) -> f64 {
-    d.to_f64().unwrap_or(f64::NAN)
+/// The cell value of an exact amount, when a number cell can hold it exactly. XLSX stores
+/// numbers as IEEE doubles; an amount the double would change (more than ~15 significant
+/// digits) is `None` and written as its exact text instead, so the sheet never shows an amount
+/// other than the one reconciled (results.csv always keeps the exact decimal text).
+fn number(d: rust_decimal::Decimal) -> Option<f64> {
+    let v = d.to_f64().filter(|v| v.is_finite())?;
+    // Rust prints the shortest text that reads back as `v`: equal to `d` only if exact.
+    let back: rust_decimal::Decimal = format!("{v}").parse().ok()?;
+    (back == d).then_some(v)
+}
+
+/// An amount as a number cell in its currency format, or as exact text (see [`number`]).
+fn write_amount(
+    ws: &mut Worksheet,
+    fmts: &mut Formats,
+    (row, col): (u32, u16),
+    d: rust_decimal::Decimal,
+    currency: &'static str,
+) -> Result<(), XlsxError> {
+    match number(d) {
+        Some(v) => ws.write_number_with_format(row, col, v, fmts.money(currency))?,
+        None => ws.write_string(row, col, format!("{d} {currency}"))?,
+    };
+    Ok(())
 }
 
 fn write_money(
@@ -73,8 +92,7 @@ fn write_money(
     col: u16,
     m: Money,
 ) -> Result<(), XlsxError> {
-    ws.write_number_with_format(row, col, number(m.decimal()), fmts.money(m.currency))?;
-    Ok(())
+    write_amount(ws, fmts, (row, col), m.decimal(), m.currency)
 }
 
 /// Excel's limit for the text of one cell, in UTF-16 code units.
@@ -183,9 +201,7 @@ fn summary_sheet(
             write_row(ws, r)?;
             let d = rust_decimal::Decimal::try_from_i128_with_scale(*sum, exponent(cur));
             match d {
-                Ok(d) => {
-                    ws.write_number_with_format(r, 3, number(d), fmts.money(cur))?;
-                }
+                Ok(d) => write_amount(ws, fmts, (r, 3), d, cur)?,
                 Err(_) => {
                     ws.write_string(r, 3, total_text(*sum, cur))?;
                 }
@@ -317,4 +333,19 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
     write_text(ws, r, 15, &i.detail)?;
     write_text(ws, r, 16, &i.source_lines.join(";"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_amount_a_double_would_change_is_not_a_number_cell() {
+        let d = |t: &str| t.parse::<rust_decimal::Decimal>().unwrap();
+        assert_eq!(number(d("1234.56")), Some(1234.56));
+        assert_eq!(number(d("-0.10")), Some(-0.1));
+        assert_eq!(number(d("0")), Some(0.0));
+        // 17 significant digits: the nearest double is another amount.
+        assert_eq!(number(d("123456789012345.67")), None);
+    }
 }

@@ -21,45 +21,35 @@ pub async fn append(tx: &mut Tx, run_id: &str, api: &str, queries: &[Query]) -> 
     };
     // 13 binds a row: 500 rows stay under SQLite's and PostgreSQL's parameter limits.
     for chunk in queries.chunks(500) {
+        // One body for both backends; only the timestamp's bound type differs.
+        macro_rules! insert {
+            ($db:ty, $conn:expr, $ts:expr) => {{
+                let mut q: QueryBuilder<$db> = QueryBuilder::new(COLUMNS);
+                q.push_values(chunk, |mut b, r| {
+                    b.push_bind(&r.request_id)
+                        .push_bind(run_id)
+                        .push_bind(api)
+                        .push_bind(&r.payment_id)
+                        .push_bind(i64::from(r.attempt))
+                        .push_bind(&r.url)
+                        .push_bind(r.status_code.map(i64::from))
+                        .push_bind(r.latency_ms as i64)
+                        .push_bind(&r.body_sha256)
+                        .push_bind(&r.verdict)
+                        .push_bind(&r.provider_status)
+                        .push_bind(&r.detail)
+                        .push_bind($ts(r.sent_at));
+                });
+                q.build().execute($conn).await.map_err(err)?;
+            }};
+        }
         match tx {
-            Tx::Sqlite(t) => {
-                let mut q: QueryBuilder<sqlx::Sqlite> = QueryBuilder::new(COLUMNS);
-                q.push_values(chunk, |mut b, r| {
-                    b.push_bind(&r.request_id)
-                        .push_bind(run_id)
-                        .push_bind(api)
-                        .push_bind(&r.payment_id)
-                        .push_bind(i64::from(r.attempt))
-                        .push_bind(&r.url)
-                        .push_bind(r.status_code.map(i64::from))
-                        .push_bind(r.latency_ms as i64)
-                        .push_bind(&r.body_sha256)
-                        .push_bind(&r.verdict)
-                        .push_bind(&r.provider_status)
-                        .push_bind(&r.detail)
-                        .push_bind(crate::timeparse::to_db(r.sent_at));
-                });
-                q.build().execute(&mut **t).await.map_err(err)?;
-            }
-            Tx::Postgres(t) => {
-                let mut q: QueryBuilder<sqlx::Postgres> = QueryBuilder::new(COLUMNS);
-                q.push_values(chunk, |mut b, r| {
-                    b.push_bind(&r.request_id)
-                        .push_bind(run_id)
-                        .push_bind(api)
-                        .push_bind(&r.payment_id)
-                        .push_bind(i64::from(r.attempt))
-                        .push_bind(&r.url)
-                        .push_bind(r.status_code.map(i64::from))
-                        .push_bind(r.latency_ms as i64)
-                        .push_bind(&r.body_sha256)
-                        .push_bind(&r.verdict)
-                        .push_bind(&r.provider_status)
-                        .push_bind(&r.detail)
-                        .push_bind(chrono::DateTime::from_timestamp_micros(r.sent_at));
-                });
-                q.build().execute(&mut **t).await.map_err(err)?;
-            }
+            Tx::Sqlite(t) => insert!(sqlx::Sqlite, &mut **t, crate::timeparse::to_db),
+            Tx::Postgres(t) => insert!(
+                sqlx::Postgres,
+                &mut **t,
+                chrono::DateTime::from_timestamp_micros
+            ),
         }
     }
     Ok(())

@@ -6,6 +6,7 @@ mod support;
 
 mod backends;
 mod bank_codes;
+mod docs;
 mod explain;
 mod faults;
 mod formats;

@@ -113,23 +113,87 @@ async fn wide_range(
     Ok(covered > 0 && covered.saturating_mul(4) > (max + 1 - min))
 }
 
-/// An upper bound of the payments a scan returns: rowids are unique, so the table holds at most
-/// max(rowid) − min(rowid) + 1 rows. Two index-end lookups, where counting the range in the
-/// index (`at_most`) reads it whole: ~40–100 ms at a million payments. A scan is only chosen
-/// for a range that covers a good part of the table, so the bound stays close.
-async fn rowid_span(conn: &mut sqlx::SqliteConnection) -> Result<usize> {
-    let mut n = 0i64;
+/// The smallest and largest rowid of the payments ((0, -1) when empty): rowids are unique, so
+/// a scan returns at most max − min + 1 rows, which sizes its vector once. Two index-end
+/// lookups, where counting the range in the index (`at_most`) reads it whole. A scan is only
+/// chosen for a range that covers a good part of the table, so the bound stays close.
+async fn rowid_bounds(conn: &mut sqlx::SqliteConnection) -> Result<(i64, i64)> {
+    let mut bounds = (0i64, -1i64);
     sqlite_raw::query(
         conn,
-        "SELECT (SELECT max(rowid) FROM payments) - (SELECT min(rowid) FROM payments) + 1",
+        "SELECT (SELECT min(rowid) FROM payments), (SELECT max(rowid) FROM payments)",
         &[],
         |row| {
-            n = row.int(0);
+            bounds = (row.int(0), row.int(1));
             Ok(())
         },
     )
     .await?;
-    Ok(usize::try_from(n).unwrap_or(0))
+    Ok(bounds)
+}
+
+/// A scan of at least this many rowids is read in two halves on two connections at once: the
+/// payments' decoding is CPU work, and the statements are parsed beside it on one other core.
+const SPLIT_SCAN_ROWS: i64 = 200_000;
+
+/// Reads the payments of a full scan (`sql` without a rowid condition), in two rowid halves on
+/// two connections at once when the table is large. Each half is its own read (as every query
+/// of the load is): a row is read once, whole, and the guarded write catches any change since.
+async fn scan_payments(
+    pool: &SqlitePool,
+    conn: &mut sqlx::SqliteConnection,
+    sql: &str,
+    (lo, hi): (&str, &str),
+) -> Result<Vec<Payment>> {
+    let (min, max) = rowid_bounds(conn).await?;
+    let rows = |from: i64, to: i64| usize::try_from(to - from + 1).unwrap_or(0);
+    if max - min + 1 < SPLIT_SCAN_ROWS {
+        return read_payments(conn, sql, (lo, hi), rows(min, max)).await;
+    }
+    let mid = min + (max - min + 1) / 2;
+    let upper = {
+        let pool = pool.clone();
+        let (sql, lo, hi) = (format!("{sql} AND rowid >= {mid}"), lo.to_string(), hi.to_string());
+        let capacity = rows(mid, max);
+        tokio::spawn(async move {
+            let mut conn = pool
+                .acquire()
+                .await
+                .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?;
+            read_payments(&mut conn, &sql, (&lo, &hi), capacity).await
+        })
+    };
+    let lower = read_payments(
+        conn,
+        &format!("{sql} AND rowid < {mid}"),
+        (lo, hi),
+        // Room for both halves: the upper one moves in without a second copy of the lower.
+        rows(min, max),
+    )
+    .await;
+    // Joined before the lower half's error is returned: the task holds a pool connection.
+    let upper = upper
+        .await
+        .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")));
+    let mut lower = lower?;
+    lower.extend(upper??);
+    Ok(lower)
+}
+
+/// The payments `sql` (parameters `?1`, `?2` = `lo`, `hi`) returns.
+async fn read_payments(
+    conn: &mut sqlx::SqliteConnection,
+    sql: &str,
+    (lo, hi): (&str, &str),
+    capacity: usize,
+) -> Result<Vec<Payment>> {
+    let mut out = Vec::with_capacity(capacity);
+    sqlite_raw::query(conn, sql, &[lo, hi], |row| {
+        out.push(payment(row)?);
+        Ok(())
+    })
+    .await?;
+    Ok(out)
 }
 
 /// An upper bound of the payments the bundled query returns for `[lo, hi)`, from the index on
@@ -250,16 +314,15 @@ async fn load_sqlite(
     let custom = queries.payments_query.as_deref();
     let scan =
         custom.is_none() && wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
-    let mut payments = Vec::with_capacity(match custom {
-        None if scan => rowid_span(&mut conn).await?,
-        None => at_most(&mut conn, &lo, &hi).await?,
-        Some(_) => 0,
-    });
-    sqlite_raw::query(&mut conn, &payments_sql(scan, custom), &[&lo, &hi], |row| {
-        payments.push(payment(row)?);
-        Ok(())
-    })
-    .await?;
+    let sql = payments_sql(scan, custom);
+    let mut payments = match custom {
+        None if scan => scan_payments(pool, &mut conn, &sql, (&lo, &hi)).await?,
+        None => {
+            let capacity = at_most(&mut conn, &lo, &hi).await?;
+            read_payments(&mut conn, &sql, (&lo, &hi), capacity).await?
+        }
+        Some(_) => read_payments(&mut conn, &sql, (&lo, &hi), 0).await?,
+    };
     tracing::debug!(
         payments = payments.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -281,7 +281,13 @@ fn ticket_of(
             })
             .unwrap_or((None, None)),
     };
-    let ev = evidence::for_row(row, &data.payments, &data.lines, rules, pairs);
+    let (evidence, evidence_sha256) = evidence::seal(evidence::for_row(
+        row,
+        &data.payments,
+        &data.lines,
+        rules,
+        pairs,
+    ));
     Some(NewTicket {
         dedupe_key: tickets::dedupe_key(
             row.outcome.as_str(),
@@ -294,8 +300,8 @@ fn ticket_of(
         line_ids,
         amount_minor: amount,
         currency,
-        evidence_sha256: evidence::fingerprint(&ev),
-        evidence: ev.to_string(),
+        evidence_sha256,
+        evidence,
         evidence_as_of: evidence_as_of.to_string(),
     })
 }

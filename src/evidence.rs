@@ -209,6 +209,12 @@ pub(crate) fn for_row(
 /// The decision-relevant part of `evidence` (see the module docs).
 pub fn canonical(evidence: &Value) -> Value {
     let mut v = evidence.clone();
+    strip_volatile(&mut v);
+    v
+}
+
+/// Removes from `v`, in place, what the canonical form leaves out (see the module docs).
+fn strip_volatile(v: &mut Value) {
     if let Some(o) = v.as_object_mut() {
         o.remove("detail");
         let strip = |p: &mut Value| {
@@ -230,13 +236,38 @@ pub fn canonical(evidence: &Value) -> Value {
             }
         }
     }
-    v
+}
+
+/// sha256 (hex) of `v`'s text, serialised straight into the hash.
+fn sha256_of(v: &Value) -> String {
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    // Writing into memory cannot fail, and a Value always serialises.
+    let _ = serde_json::to_writer(&mut h, v);
+    hex::encode(h.0.finalize())
 }
 
 /// sha256 (hex) of the canonical form of `evidence`. serde_json keeps object keys sorted, and
 /// every list in the evidence is built sorted, so equal evidence gives equal text.
 pub fn fingerprint(evidence: &Value) -> String {
-    hex::encode(Sha256::digest(canonical(evidence).to_string().as_bytes()))
+    sha256_of(&canonical(evidence))
+}
+
+/// The stored text of `evidence` and its [`fingerprint`], consuming it: a ticket's evidence
+/// is serialised once for the store and once, stripped in place, for the hash.
+pub fn seal(mut evidence: Value) -> (String, String) {
+    let text = evidence.to_string();
+    strip_volatile(&mut evidence);
+    (text, sha256_of(&evidence))
 }
 
 fn text(v: &Value) -> String {
@@ -430,6 +461,12 @@ mod tests {
         assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_ne!(fingerprint(&a), fingerprint(&ev("40.00", &["L-1"])));
         assert_ne!(fingerprint(&a), fingerprint(&ev("39.50", &["L-1", "L-9"])));
+        // Sealing gives the stored text and the same fingerprint.
+        assert_eq!(seal(a.clone()), (a.to_string(), fingerprint(&a)));
+        assert_eq!(
+            fingerprint(&a),
+            hex::encode(Sha256::digest(canonical(&a).to_string().as_bytes()))
+        );
     }
 
     #[test]

@@ -153,7 +153,11 @@ async fn scan_payments(
     let mid = min + (max - min + 1) / 2;
     let upper = {
         let pool = pool.clone();
-        let (sql, lo, hi) = (format!("{sql} AND rowid >= {mid}"), lo.to_string(), hi.to_string());
+        let (sql, lo, hi) = (
+            format!("{sql} AND rowid >= {mid}"),
+            lo.to_string(),
+            hi.to_string(),
+        );
         let capacity = rows(mid, max);
         tokio::spawn(async move {
             let mut conn = pool

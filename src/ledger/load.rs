@@ -160,11 +160,16 @@ async fn scan_payments(
         );
         let capacity = rows(mid, max);
         tokio::spawn(async move {
+            // Out of the pool and closed after: its page cache is not kept for the rest of
+            // the run.
             let mut conn = pool
                 .acquire()
                 .await
-                .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?;
-            read_payments(&mut conn, &sql, (&lo, &hi), capacity).await
+                .map_err(|e| fail(Failure::Database, format!("loading the ledger: {e}")))?
+                .detach();
+            let read = read_payments(&mut conn, &sql, (&lo, &hi), capacity).await;
+            let _ = sqlx::Connection::close(conn).await;
+            read
         })
     };
     let lower = read_payments(

@@ -107,6 +107,22 @@ pub fn code_for(err: &anyhow::Error) -> i32 {
         .unwrap_or(INTERNAL)
 }
 
+/// Writes `text` to standard output and flushes it, for the commands' own output (`recon`'s and
+/// `recon-tools`' `out!` macros). A reader that has gone (`recon runs list … | head`) ends the
+/// process quietly with [`OK`]: everything the command had to do is done by the time it
+/// prints. Any other failure to write is the [`OUTPUT`] error it is.
+pub fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(OK);
+        }
+        eprintln!("error: cannot write to standard output: {e}");
+        std::process::exit(OUTPUT);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,9 +1,14 @@
 //! Fault-injection points for the crash-safety tests (issue 3: "a run killed at any point").
 //!
-//! When `RECON_FAULT_PAUSE` is `STAGE:MARKER_FILE` and the run reaches `STAGE`, the process
-//! creates `MARKER_FILE` and waits there until the file is deleted, so a test can SIGKILL it at
-//! exactly that stage, or change the database under it and let it go on. Unset (always, in
-//! production) a point costs one environment lookup per run stage.
+//! Compiled in only with the cargo feature `fault-injection`, which no production build has:
+//! recon's own dev-dependency on itself enables it for `cargo test`, so the `recon` binary the
+//! tests spawn has the points. Elsewhere [`point`] is an empty inline function and the run path
+//! compiles to what it would be without the calls.
+//!
+//! With the feature, when `RECON_FAULT_PAUSE` is `STAGE:MARKER_FILE` and the run reaches
+//! `STAGE`, the process creates `MARKER_FILE` and waits there until the file is deleted, so a
+//! test can SIGKILL it at exactly that stage, or change the database under it and let it go on.
+//! Unset, a point costs one environment lookup per run stage.
 
 /// The stages a run passes, in order.
 pub const STAGES: [&str; 5] = [
@@ -15,6 +20,7 @@ pub const STAGES: [&str; 5] = [
 ];
 
 /// Pauses here if the environment asks for it (see the module docs).
+#[cfg(feature = "fault-injection")]
 pub fn point(stage: &str) {
     let Ok(spec) = std::env::var("RECON_FAULT_PAUSE") else {
         return;
@@ -32,3 +38,8 @@ pub fn point(stage: &str) {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Without the feature `fault-injection`: nothing (see the module docs).
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn point(_stage: &str) {}

@@ -3,8 +3,11 @@
 //! Data flows one way: [`sources`] + [`ledger`] → canonical frames → [`matching`] →
 //! [`outcome`]s → [`outputs`]. [`run`] ties one reconciliation together; `main.rs` only parses
 //! the command line and maps errors to exit codes.
+//!
+//! The test and benchmark tools (data generator, scorer, simulator of nights, `bench-load`,
+//! `bench-status`) are the separate workspace crate `recon-tools` (`tools/`), which uses this
+//! library as any other program would; nothing here depends on it.
 
-pub mod bench;
 pub mod config;
 pub mod db;
 pub mod demo;
@@ -13,7 +16,6 @@ pub mod evidence;
 pub mod exit;
 pub mod explain;
 pub mod fault;
-pub mod generate;
 pub mod keyindex;
 pub mod keysort;
 pub mod ledger;
@@ -27,7 +29,6 @@ pub mod pull;
 pub mod report;
 pub mod rules;
 pub mod run;
-pub mod sim;
 pub mod sources;
 pub mod status_api;
 pub mod store;

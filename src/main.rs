@@ -9,32 +9,19 @@ use recon::exit;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// `print!` that ends the command quietly when the reader has gone (`recon score … | head`):
-/// everything the command had to do is done by the time it prints. Any other failure to write
-/// is the output error it is.
+/// `print!` that ends the command quietly when the reader has gone (`recon runs list … | head`);
+/// see [`exit::write_stdout`].
 macro_rules! out {
     ($($arg:tt)*) => {
-        write_stdout(format_args!($($arg)*))
+        exit::write_stdout(format_args!($($arg)*))
     };
 }
 
 /// `println!` counterpart of [`out!`].
 macro_rules! outln {
     ($($arg:tt)*) => {
-        write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+        exit::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
     };
-}
-
-fn write_stdout(text: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(exit::OK);
-        }
-        eprintln!("error: cannot write to standard output: {e}");
-        std::process::exit(exit::OUTPUT);
-    }
 }
 
 /// mimalloc instead of glibc malloc: measured at 1M payments (README "Benchmark"), the run's
@@ -168,79 +155,6 @@ enum Command {
         /// Files to read.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-    },
-    /// Write a seeded synthetic ledger + statement with injected faults and expected outcomes.
-    /// With `--days N`: a world of N days (src/sim.rs): the ledger, the daily `psp` and `bank`
-    /// files in their final delivered state with control files, `schedule.csv` (when each
-    /// version arrived), `truth.csv` and a `recon.toml` for the range.
-    Generate {
-        /// Output folder.
-        #[arg(long)]
-        out: PathBuf,
-        /// Number of payments (with --days: per day; default 10000, with --days 60).
-        #[arg(long)]
-        payments: Option<usize>,
-        /// Seed.
-        #[arg(long, default_value_t = 42)]
-        seed: u64,
-        /// Day the payments are started on (with --days: the first day; default 2026-11-27,
-        /// with --days 2026-10-21).
-        #[arg(long)]
-        date: Option<NaiveDate>,
-        /// Multi-day mode: days with new payments (nights with deliveries and runs follow).
-        #[arg(long)]
-        days: Option<u32>,
-        /// With --days: nights after the last day in which late files still arrive.
-        #[arg(long, default_value_t = 4, requires = "days")]
-        tail: u32,
-        /// How ids are spelled: `uuid` (payment and attempt UUIDs, provider ids `pt_…`) or
-        /// `short` (`PAY-0000001`, the old spelling, to compare against).
-        #[arg(long, value_enum, default_value_t = recon::generate::IdStyle::Uuid, conflicts_with = "days")]
-        ids: recon::generate::IdStyle,
-        /// Row order: `time` (payments by creation, attempts by start, lines by booking) or
-        /// `payment` (the old order: by payment id, lines shuffled).
-        #[arg(long, value_enum, default_value_t = recon::generate::RowOrder::Time, conflicts_with = "days")]
-        order: recon::generate::RowOrder,
-        /// Percent of payments that end in a ticket (e.g. 6 or 1.4).
-        #[arg(long, default_value = "6", value_parser = recon::generate::parse_percent_per_10k, conflicts_with = "days")]
-        exceptions: u32,
-        /// Recipients paid once each (the old data), instead of several times a day with 1 %
-        /// of payments lost twins (same recipient and money, minutes apart) of a payment its
-        /// line names.
-        #[arg(long, conflicts_with = "days")]
-        distinct_recipients: bool,
-    },
-    /// Compare a run's results.csv with a generated expected.csv.
-    Score {
-        /// expected.csv from `recon generate`.
-        #[arg(long)]
-        expected: PathBuf,
-        /// results.csv from `recon run`.
-        #[arg(long)]
-        results: PathBuf,
-    },
-    /// Benchmark: load the whole ledger and print rows/s (release builds only).
-    #[command(hide = true)]
-    BenchLoad {
-        /// Job configuration (for the database).
-        #[arg(long)]
-        config: PathBuf,
-        /// Repetitions (the best is reported).
-        #[arg(long, default_value_t = 3)]
-        repeat: usize,
-    },
-    /// Benchmark: status-API queries against a loopback provider stub (payments/s).
-    #[command(hide = true)]
-    BenchStatus {
-        /// UNKNOWN payments to ask about.
-        #[arg(long, default_value_t = 2000)]
-        payments: usize,
-        /// Requests open at once, at most.
-        #[arg(long, default_value_t = 64)]
-        max_in_flight: usize,
-        /// The stub's latency per request, in milliseconds.
-        #[arg(long, default_value_t = 50)]
-        latency_ms: u64,
     },
     /// Reconcile the bundled sample-data with a fresh SQLite database.
     Demo {
@@ -613,79 +527,6 @@ async fn dispatch(command: Command) -> Result<i32> {
                 std::io::stdout().lock(),
                 std::io::stderr().lock(),
             )?;
-            Ok(exit::OK)
-        }
-        Command::Generate {
-            out,
-            payments,
-            seed,
-            date,
-            days: Some(days),
-            tail,
-            ..
-        } => {
-            let mut opts = recon::sim::SimOptions::new(seed);
-            opts.days = days.max(1);
-            opts.tail = tail;
-            if let Some(n) = payments {
-                opts.payments_per_day = u32::try_from(n).unwrap_or(u32::MAX);
-            }
-            if let Some(d) = date {
-                opts.start = d;
-            }
-            let world = recon::sim::World::build(&opts);
-            outln!("{}", world.write_folder(&out)?);
-            Ok(exit::OK)
-        }
-        Command::Generate {
-            out,
-            payments,
-            seed,
-            date,
-            days: None,
-            ids,
-            order,
-            exceptions,
-            distinct_recipients,
-            ..
-        } => {
-            let report = recon::generate::generate(&recon::generate::GenerateOptions {
-                ids,
-                order,
-                exceptions_per_10k: exceptions,
-                busy_recipients: !distinct_recipients,
-                ..recon::generate::GenerateOptions::new(
-                    out,
-                    payments.unwrap_or(10_000),
-                    seed,
-                    date.unwrap_or_else(|| {
-                        NaiveDate::from_ymd_opt(2026, 11, 27).unwrap_or_default()
-                    }),
-                )
-            })?;
-            out!("{report}");
-            Ok(exit::OK)
-        }
-        Command::Score { expected, results } => {
-            let score = recon::generate::score(&expected, &results)?;
-            out!("{score}");
-            Ok(exit::OK)
-        }
-        Command::BenchLoad { config, repeat } => {
-            let cfg = Config::load(&config)?;
-            out!("{}", recon::bench::bench_load(&cfg, repeat).await?);
-            Ok(exit::OK)
-        }
-        Command::BenchStatus {
-            payments,
-            max_in_flight,
-            latency_ms,
-        } => {
-            let latency = std::time::Duration::from_millis(latency_ms);
-            out!(
-                "{}",
-                recon::status_api::bench::run(payments, max_in_flight, latency).await?
-            );
             Ok(exit::OK)
         }
         Command::Demo { sample } => {

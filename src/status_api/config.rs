@@ -12,7 +12,7 @@ use std::time::Duration;
 /// The block as written.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawStatusApi {
+pub struct RawStatusApi {
     /// Name (tickets, the query log and results.csv's rule column say `status_api:<name>`).
     name: String,
     /// `GET` (default) or `POST` (without a body).
@@ -211,7 +211,7 @@ const PLACEHOLDERS: [&str; 3] = ["{payment_id}", "{provider_payment_id}", "{refe
 
 impl RawStatusApi {
     /// Validates block `i` of the file at `path`.
-    pub(crate) fn validate(self, path: &Path, i: usize) -> Result<StatusApiConfig> {
+    pub fn validate(self, path: &Path, i: usize) -> Result<StatusApiConfig> {
         let err = |key: &str, msg: String| {
             fail(
                 Failure::Config,

@@ -4,7 +4,6 @@
 //! the same precedence and conflict rules ([`verdict::overlay`]); every request is kept in the
 //! query log ([`record`]).
 
-pub mod bench;
 pub mod client;
 pub mod config;
 pub mod record;

@@ -90,7 +90,8 @@ fn start_paused(env: &TestEnv, mut c: Command, stage: &str) -> (Child, PathBuf) 
         if let Ok(Some(status)) = child.try_wait() {
             let out = child.wait_with_output().expect("output");
             panic!(
-                "recon ended ({status}) before reaching {stage}: {}",
+                "recon ended ({status}) before reaching {stage} (built without the feature \
+                 fault-injection?): {}",
                 String::from_utf8_lossy(&out.stderr)
             );
         }

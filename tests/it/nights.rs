@@ -1,4 +1,4 @@
-//! A simulator of nights: recon plays a seeded world (src/sim.rs) night after night — new
+//! A simulator of nights: recon plays a seeded world (tools/src/sim.rs) night after night — new
 //! ledger rows, statement files arriving on time, late, never, re-delivered, corrected or
 //! truncated, a nightly run for yesterday, humans resolving tickets, re-runs of earlier days
 //! and ranges, dry runs — and after every run the harness checks safety invariants against
@@ -30,18 +30,18 @@
 //! on PostgreSQL); `RECON_SIM_DAYS` the business
 //! days (4 tail nights follow), `RECON_SIM_PAYMENTS` payments per day (default 60),
 //! `RECON_SIM_PROBS` overrides probabilities in 1/10 000 (`paid_twice=0,late=3000`, names as in
-//! `recon::sim::Probs`) to look past a known violation or stress one situation. A failure
+//! `recon_tools::sim::Probs`) to look past a known violation or stress one situation. A failure
 //! prints the seed, the night, the run, the payment or line with its truth and what recon did;
 //! `RECON_SIM_SEEDS=<seed>` replays exactly that world and schedule, and
-//! `recon generate --out DIR --days N --seed S` writes the same world to a folder, and
+//! `recon-tools generate --out DIR --days N --seed S` writes the same world to a folder, and
 //! `RECON_SIM_REPORT=FILE` writes every violation in full to FILE, `RECON_SIM_DUMP=DIR` each
 //! seed's world (ledger, final files, schedule.csv, truth.csv) to `DIR/seed-N/`.
 
 use crate::support::{Backend, Settings, TestEnv};
 use recon::config::Config;
 use recon::run::{RunOptions, RunReport};
-use recon::sim::{self, Dice, Fate, LedgerStatus, LineRole, SimOptions, Source, World};
 use recon::timeparse::{self, Micros};
+use recon_tools::sim::{self, Dice, Fate, LedgerStatus, LineRole, SimOptions, Source, World};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -1433,7 +1433,7 @@ fn booked_date(text: &str) -> chrono::NaiveDate {
 async fn play(opts: SimOptions, backend: Backend) -> Harness {
     let mut h = Harness::new(&opts, backend).await;
     if let Ok(dir) = std::env::var("RECON_SIM_DUMP") {
-        // The world as `recon generate --days` writes it, plus its schedule and truth.
+        // The world as `recon-tools generate --days` writes it, plus its schedule and truth.
         let dir = std::path::Path::new(&dir).join(format!("seed-{}", opts.seed));
         h.world.write_folder(&dir).expect("RECON_SIM_DUMP");
     }
@@ -1522,7 +1522,7 @@ async fn nights_on_postgres_short() {
     finish(vec![h]);
 }
 
-/// `recon generate --days N` writes a world a range run can read end to end.
+/// `recon-tools generate --days N` writes a world a range run can read end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_world_runs_as_one_range() {
     let mut o = SimOptions::new(5);
@@ -1920,5 +1920,102 @@ mod repro_late_named {
                 .any(|r| r.0 == "DUPLICATE_AT_PROVIDER" && r.2 == "L-1;L-2"),
             "P-1 was paid by L-2 (matched last night) and by L-1 (names it); recon wrote {rows:?}"
         );
+    }
+}
+
+// ----------------------------------------------------------------------------------------
+// The world itself (the unit tests of tools/src/sim.rs; they live here, in the one test
+// binary, so that plain `cargo test` runs them)
+// ----------------------------------------------------------------------------------------
+
+mod world {
+    use recon::timeparse;
+    use recon_tools::sim::{
+        Event, Fate, JOB_TZ, LedgerStatus, SimOptions, World, day_date, file_day_of, night_as_of,
+    };
+
+    #[test]
+    fn same_seed_same_world_and_bytes() {
+        let mut o = SimOptions::new(7);
+        o.payments_per_day = 30;
+        let (a, b) = (World::build(&o), World::build(&o));
+        assert_eq!(a.payments, b.payments);
+        assert_eq!(a.lines, b.lines);
+        assert_eq!(a.versions, b.versions);
+        for (va, vb) in a.versions.iter().zip(&b.versions) {
+            assert_eq!(a.render_version(va), b.render_version(vb));
+        }
+        assert_eq!(a.schedule_csv(), b.schedule_csv());
+        let c = World::build(&SimOptions {
+            seed: 8,
+            ..o.clone()
+        });
+        assert_ne!(a.payments, c.payments);
+    }
+
+    #[test]
+    fn ids_look_right_and_lines_sit_in_their_files() {
+        let w = World::build(&SimOptions::new(3));
+        for p in &w.payments {
+            assert_eq!(p.id.len(), 36);
+            assert_eq!(&p.id[14..15], "4");
+            assert!(uuid::Uuid::parse_str(&p.id).is_ok());
+            assert_eq!(p.recipient.len(), 22);
+            if let Some(id) = &p.provider_id {
+                assert_eq!(id.len(), 27);
+            }
+            if let Some(s) = p.started_at {
+                assert_eq!(
+                    timeparse::local_date(s, JOB_TZ),
+                    day_date(w.opts.start, p.day as i64)
+                );
+                for &l in &p.lines {
+                    assert!(w.lines[l].booked_at > s);
+                }
+            }
+        }
+        for l in &w.lines {
+            assert_eq!(
+                file_day_of(l.source, w.opts.start, l.booked_at),
+                l.file_day,
+                "{l:?}"
+            );
+        }
+        // The night's as-of is 02:00 Berlin; the 25-hour day is in the default range.
+        assert_eq!(
+            timeparse::format_utc(night_as_of(w.opts.start, 3)),
+            "2026-10-25T00:00:00Z"
+        );
+        assert_eq!(
+            timeparse::format_utc(night_as_of(w.opts.start, 4)),
+            "2026-10-26T01:00:00Z"
+        );
+    }
+
+    #[test]
+    fn every_fate_and_delivery_event_occurs() {
+        let mut o = SimOptions::new(11);
+        o.days = 14;
+        let w = World::build(&o);
+        for f in [Fate::Lost, Fate::PaidOnce, Fate::PaidTwice, Fate::Returned] {
+            assert!(w.payments.iter().any(|p| p.fate == f), "{f:?}");
+        }
+        for e in [
+            Event::OnTime,
+            Event::Late,
+            Event::Redelivered,
+            Event::Flawed,
+            Event::Corrected,
+            Event::Truncated,
+            Event::Completed,
+        ] {
+            assert!(w.versions.iter().any(|v| v.event == e), "{e:?}");
+        }
+        assert!(
+            w.payments
+                .iter()
+                .any(|p| p.status == LedgerStatus::Failed && p.fate.paid())
+        );
+        assert!(w.payments.iter().any(|p| p.twin_of.is_some()));
     }
 }

@@ -649,3 +649,27 @@ async fn a_pending_provider_row_neither_resolves_nor_fails_the_payment() {
         "{rows:?}"
     );
 }
+
+/// `recon migrate … | head`: a reader that goes away ends the command quietly, never with a
+/// panic and a backtrace (every command prints through `recon::exit::write_stdout`, and so do
+/// `recon-tools`' commands).
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    let env = TestEnv::new();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+        .arg("migrate")
+        .arg("--config")
+        .arg(&env.config_path)
+        .env_remove("RECON_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end before the command has written anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+}

@@ -24,6 +24,11 @@
 //!
 //! The generator uses its own xoshiro256** PRNG, so the same [`GenerateOptions`] give
 //! byte-identical files on every platform and with every crate version.
+//!
+//! The building blocks below the entry points ([`Rng`], [`plan`] and its [`PLAN`], [`Bban`],
+//! [`Clock`], the `push_*` writers) are public for their unit tests, which live in recon's one
+//! test binary (`tests/it/generate.rs`) with the rest of the generator's tests; they are not an
+//! interface.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -34,7 +39,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use chrono::{DateTime, Days, NaiveDate, Utc};
 
-use crate::money;
+use recon::money;
 
 /// Every outcome name that can appear in `expected.csv`.
 pub const OUTCOMES: [&str; 13] = [
@@ -72,9 +77,9 @@ const NOT_SUBMITTED: &str = "NOT_SUBMITTED";
 const REFUND: &str = "REFUND";
 
 /// Header of `payments.csv`.
-pub const PAYMENTS_HEADER: [&str; 9] = crate::ledger::import::PAYMENT_COLUMNS;
+pub const PAYMENTS_HEADER: [&str; 9] = recon::ledger::import::PAYMENT_COLUMNS;
 /// Header of `attempts.csv`.
-pub const ATTEMPTS_HEADER: [&str; 7] = crate::ledger::import::ATTEMPT_COLUMNS;
+pub const ATTEMPTS_HEADER: [&str; 7] = recon::ledger::import::ATTEMPT_COLUMNS;
 /// Header of `statement.csv`.
 pub const STATEMENT_HEADER: [&str; 7] = [
     "txn_id",
@@ -344,12 +349,12 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
 
 /// xoshiro256** seeded through SplitMix64 (both public domain, Blackman & Vigna). Shared with
 /// [`crate::sim`], so both generators draw from the same pinned stream.
-pub(crate) struct Rng {
+pub struct Rng {
     s: [u64; 4],
 }
 
 impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         let mut x = seed;
         let mut splitmix = || {
             x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -363,7 +368,7 @@ impl Rng {
         }
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
@@ -376,17 +381,17 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (`n > 0`; multiply-shift, bias below n / 2^64).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// Uniform in `lo..=hi` (`lo <= hi`).
-    pub(crate) fn between(&mut self, lo: i64, hi: i64) -> i64 {
+    pub fn between(&mut self, lo: i64, hi: i64) -> i64 {
         lo + self.below((hi - lo + 1) as u64) as i64
     }
 
     /// True with probability `per_10k / 10 000`.
-    pub(crate) fn chance(&mut self, per_10k: u64) -> bool {
+    pub fn chance(&mut self, per_10k: u64) -> bool {
         self.below(10_000) < per_10k
     }
 }
@@ -420,7 +425,7 @@ const FAILED_DETAILS: [&str; 3] = ["insufficient funds", "account closed", "inva
 
 /// What a payment is built to test; fixes its status, its lines and its expected outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub enum Kind {
     /// SUCCEEDED, one line found by reference and/or recorded provider id → MATCHED.
     MatchedRef,
     /// Like `MatchedRef`, with an earlier FAILED attempt → MATCHED.
@@ -504,7 +509,7 @@ impl Kind {
 /// minimum count. Listed in priority order: when `payments` is too small for all minimums, the
 /// first kinds win. Everything not planned here is `MatchedRef`. The kinds that end in a ticket
 /// (the first seven) are scaled to the asked exception share.
-const PLAN: [(Kind, u64, usize); 16] = [
+pub const PLAN: [(Kind, u64, usize); 16] = [
     (Kind::Twin, 20, 2),
     (Kind::NearMiss, 10, 1),
     (Kind::Duplicate, 20, 1),
@@ -525,13 +530,13 @@ const PLAN: [(Kind, u64, usize); 16] = [
 /// The ticket kinds' share in [`PLAN`] (the first seven entries), per 10 000 payments.
 const BASE_EXCEPTIONS_PER_10K: u64 = 140;
 /// How many of [`PLAN`]'s first entries end in a ticket.
-const TICKET_KINDS: usize = 7;
+pub const TICKET_KINDS: usize = 7;
 /// Orphan lines per 10 000 payments at [`BASE_EXCEPTIONS_PER_10K`] (at least one when there are
 /// payments).
 const ORPHANS_PER_10K: u64 = 30;
 
 /// `base` per 10 000 scaled from [`BASE_EXCEPTIONS_PER_10K`] to `exceptions` per 10 000.
-fn scaled(base: u64, exceptions: u32) -> u64 {
+pub fn scaled(base: u64, exceptions: u32) -> u64 {
     (base * u64::from(exceptions) + BASE_EXCEPTIONS_PER_10K / 2) / BASE_EXCEPTIONS_PER_10K
 }
 /// Refund lines per 10 000 payments (at least one when a MATCHED payment exists).
@@ -546,7 +551,7 @@ fn share(n: usize, per_10k: u64) -> usize {
 const LOST_TWINS_PER_10K: u64 = 100;
 
 /// The kinds of `n` payments, in planning order (shuffled by the caller).
-fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
+pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
     let mut kinds = Vec::with_capacity(n);
     // Keep one slot for a plain MATCHED payment (refunds need one).
     let mut remaining = n.saturating_sub(1);
@@ -657,7 +662,7 @@ struct Line {
 /// `(index · mult + offset) mod 10^18`, a bijection because `mult` is coprime to 10, so distinct
 /// indices are distinct accounts. Check digits are computed (ISO 13616, mod 97).
 #[derive(Debug, Clone, Copy)]
-struct Bban {
+pub struct Bban {
     mult: u128,
     offset: u128,
 }
@@ -665,7 +670,7 @@ struct Bban {
 const BBAN_MOD: u128 = 1_000_000_000_000_000_000;
 
 impl Bban {
-    fn new(rng: &mut Rng) -> Self {
+    pub fn new(rng: &mut Rng) -> Self {
         let mut mult = rng.below(BBAN_MOD as u64) | 1;
         while mult.is_multiple_of(5) || mult < 100_000_000_000_000_000 {
             mult = rng.below(BBAN_MOD as u64) | 1;
@@ -676,7 +681,7 @@ impl Bban {
         }
     }
 
-    fn push_iban(self, out: &mut String, recipient: u64) {
+    pub fn push_iban(self, out: &mut String, recipient: u64) {
         let bban = ((u128::from(recipient) * self.mult + self.offset) % BBAN_MOD) as u64;
         // Move "DE00" behind the BBAN as digits (D = 13, E = 14) and take it mod 97.
         let rem = ((bban % 97) * 1_000_000 + 131_400) % 97;
@@ -736,7 +741,7 @@ fn booked_after(rng: &mut Rng, started: i64) -> i64 {
 }
 
 /// Appends `n` in decimal, zero-padded to `width` digits (`write!` is slow in debug builds).
-fn push_padded(out: &mut String, mut n: u64, width: usize) {
+pub fn push_padded(out: &mut String, mut n: u64, width: usize) {
     let mut buf = [b'0'; 20];
     let mut i = buf.len();
     while n > 0 {
@@ -760,7 +765,7 @@ fn mix64(mut z: u64) -> u64 {
 }
 
 /// Appends the low `digits` hex digits of `v`, lower case, zero-padded.
-fn push_hex(out: &mut String, v: u64, digits: u32) {
+pub fn push_hex(out: &mut String, v: u64, digits: u32) {
     for k in (0..digits).rev() {
         let nib = ((v >> (4 * k)) & 0xf) as u8;
         out.push(char::from(if nib < 10 {
@@ -773,7 +778,7 @@ fn push_hex(out: &mut String, v: u64, digits: u32) {
 
 /// Appends a UUID v4 (canonical, lower case) keyed by `key`. All 64 bits of `mix64(key + a)`
 /// are kept (the version and variant bits sit elsewhere), so distinct keys never collide.
-fn push_uuid(out: &mut String, key: u64, a: u64, b: u64) {
+pub fn push_uuid(out: &mut String, key: u64, a: u64, b: u64) {
     let hi = mix64(key.wrapping_add(a));
     let lo = mix64(key ^ b);
     push_hex(out, hi >> 32, 8);
@@ -1456,7 +1461,7 @@ fn csv_writer(path: &Path) -> anyhow::Result<csv::Writer<BufWriter<File>>> {
 
 /// Formats second offsets from `date` 00:00:00Z as RFC 3339 UTC, with the few dates involved
 /// preformatted.
-struct Clock {
+pub struct Clock {
     /// `YYYY-MM-DD` of `date - 2 days ..= date + 5 days`.
     days: Vec<String>,
 }
@@ -1464,7 +1469,7 @@ struct Clock {
 impl Clock {
     const FIRST_DAY: i64 = -2;
 
-    fn new(date: NaiveDate) -> anyhow::Result<Self> {
+    pub fn new(date: NaiveDate) -> anyhow::Result<Self> {
         let first = date
             .checked_sub_days(Days::new(2))
             .with_context(|| format!("date {date} is out of range"))?;
@@ -1479,7 +1484,7 @@ impl Clock {
         Ok(Self { days })
     }
 
-    fn push(&self, out: &mut String, secs: i64) -> anyhow::Result<()> {
+    pub fn push(&self, out: &mut String, secs: i64) -> anyhow::Result<()> {
         let day = secs.div_euclid(DAY) - Self::FIRST_DAY;
         let Some(date) = usize::try_from(day).ok().and_then(|d| self.days.get(d)) else {
             bail!("timestamp offset {secs}s is outside the generated range");
@@ -1509,7 +1514,7 @@ fn write_control_file(statement: &Path, lines: usize) -> anyhow::Result<()> {
         .with_context(|| format!("cannot read {}", statement.display()))?;
     let sha = hex::encode(hasher.finalize());
     let ctl = PathBuf::from(format!("{}.ctl", statement.display()));
-    std::fs::write(&ctl, crate::sources::control_text(Some(lines), Some(&sha)))
+    std::fs::write(&ctl, recon::sources::control_text(Some(lines), Some(&sha)))
         .with_context(|| format!("cannot write {}", ctl.display()))
 }
 
@@ -1524,7 +1529,7 @@ fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {
             .with_context(|| format!("date {} is out of range", opts.date))
     };
     let text = format!(
-        r#"# Generated by `recon generate` (seed {seed}, {n} payments, date {date}).
+        r#"# Generated by `recon-tools generate` (seed {seed}, {n} payments, date {date}).
 timezone = "UTC"
 database_url = "sqlite://recon.db"
 output_dir = "out"
@@ -1844,155 +1849,4 @@ pub fn score(expected_csv: &Path, results_csv: &Path) -> anyhow::Result<Score> {
         })
         .collect();
     Ok(s)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// ISO 13616 check: move the first four characters to the end, letters to numbers, mod 97.
-    fn iban_is_valid(iban: &str) -> bool {
-        let rearranged = format!("{}{}", &iban[4..], &iban[..4]);
-        let mut rem = 0u32;
-        for c in rearranged.chars() {
-            let v = c.to_digit(36).unwrap();
-            rem = if v >= 10 {
-                (rem * 100 + v) % 97
-            } else {
-                (rem * 10 + v) % 97
-            };
-        }
-        rem == 1
-    }
-
-    #[test]
-    fn ibans_are_valid_and_distinct() {
-        assert!(iban_is_valid("DE89370400440532013000"));
-        assert!(!iban_is_valid("DE88370400440532013000"));
-        let bban = Bban::new(&mut Rng::new(3));
-        let mut seen = HashSet::new();
-        for r in (0..2_000).chain([u64::from(u32::MAX), 999_999_999_999]) {
-            let mut s = String::new();
-            bban.push_iban(&mut s, r);
-            assert_eq!(s.len(), 22, "{s}");
-            assert!(iban_is_valid(&s), "{s}");
-            assert!(seen.insert(s));
-        }
-    }
-
-    #[test]
-    fn the_prng_is_pinned() {
-        // Reference values from an independent SplitMix64 + xoshiro256** implementation.
-        // Changing them changes every generated data set.
-        let mut rng = Rng::new(0);
-        let first: Vec<u64> = (0..3).map(|_| rng.next_u64()).collect();
-        assert_eq!(
-            first,
-            [
-                11_091_344_671_253_066_420,
-                13_793_997_310_169_335_082,
-                1_900_383_378_846_508_768
-            ]
-        );
-        for _ in 0..1_000 {
-            let v = rng.between(-3, 3);
-            assert!((-3..=3).contains(&v));
-        }
-    }
-
-    #[test]
-    fn padding_and_timestamps() {
-        let mut s = String::new();
-        push_padded(&mut s, 42, 7);
-        push_padded(&mut s, 0, 2);
-        push_padded(&mut s, 12_345, 3);
-        assert_eq!(s, "00000420012345");
-        let clock = Clock::new(NaiveDate::from_ymd_opt(2026, 11, 28).unwrap()).unwrap();
-        let mut t = String::new();
-        clock.push(&mut t, -1).unwrap();
-        t.push(' ');
-        clock.push(&mut t, 10 * HOUR + 15 * MINUTE).unwrap();
-        t.push(' ');
-        clock.push(&mut t, 2 * DAY + 59).unwrap();
-        assert_eq!(
-            t,
-            "2026-11-27T23:59:59Z 2026-11-28T10:15:00Z 2026-11-30T00:00:59Z"
-        );
-        assert!(clock.push(&mut t, 6 * DAY).is_err());
-        assert!(clock.push(&mut t, -3 * DAY).is_err());
-    }
-
-    #[test]
-    fn uuids_are_canonical_v4_and_distinct_and_provider_ids_have_their_shape() {
-        let mut seen = HashSet::new();
-        let mut out = String::new();
-        for key in 0..20_000u64 {
-            out.clear();
-            push_uuid(&mut out, key, 0x1234_5678, 0x9abc_def0);
-            let uuid = uuid::Uuid::parse_str(&out).unwrap();
-            assert_eq!(uuid.get_version_num(), 4);
-            assert_eq!(uuid.get_variant(), uuid::Variant::RFC4122);
-            assert_eq!(uuid.hyphenated().to_string(), out);
-            assert!(seen.insert(out.clone()), "{out} twice");
-        }
-        let mut hex = String::new();
-        push_hex(&mut hex, 0xab_cdef, 8);
-        assert_eq!(hex, "00abcdef");
-    }
-
-    #[test]
-    fn percentages_parse_exactly() {
-        assert_eq!(parse_percent_per_10k("6"), Ok(600));
-        assert_eq!(parse_percent_per_10k("1.4"), Ok(140));
-        assert_eq!(parse_percent_per_10k("0.25%"), Ok(25));
-        assert_eq!(parse_percent_per_10k("0"), Ok(0));
-        assert!(parse_percent_per_10k("0.125").is_err());
-        assert!(parse_percent_per_10k("-1").is_err());
-        assert!(parse_percent_per_10k("51").is_err());
-        assert!(parse_percent_per_10k("six").is_err());
-    }
-
-    #[test]
-    fn the_ticket_kinds_scale_with_the_exception_share() {
-        let n = 100_000;
-        for per_10k in [140, 600, 1_500] {
-            let kinds = plan(n, per_10k, false);
-            let tickets = kinds
-                .iter()
-                .filter(|k| PLAN[..TICKET_KINDS].iter().any(|(t, _, _)| t == *k))
-                .count();
-            let want = n * per_10k as usize / 10_000;
-            assert!(
-                tickets.abs_diff(want) <= n * 4 / 10_000, // each of seven kinds rounds to 1 per 10 000
-                "{tickets} tickets for {per_10k}"
-            );
-        }
-    }
-
-    #[test]
-    fn the_plan_covers_every_kind_and_keeps_a_plain_match() {
-        for n in [0, 1, 2, 17, 18, 19, 50, 1_000, 123_457] {
-            let kinds = plan(n, DEFAULT_EXCEPTIONS_PER_10K, false);
-            assert_eq!(kinds.len(), n);
-            let twins = kinds.iter().filter(|k| **k == Kind::Twin).count();
-            assert_eq!(twins % 2, 0);
-            if n > 0 {
-                assert!(kinds.contains(&Kind::MatchedRef), "{n}");
-            }
-            if n >= 50 {
-                for (k, (kind, per_10k, _)) in PLAN.into_iter().enumerate() {
-                    let per_10k = if k < TICKET_KINDS {
-                        scaled(per_10k, DEFAULT_EXCEPTIONS_PER_10K)
-                    } else {
-                        per_10k
-                    };
-                    let count = kinds.iter().filter(|k| **k == kind).count();
-                    assert!(count >= 1, "{kind:?} missing for {n}");
-                    if n >= 1_000 {
-                        assert!(count * 10_000 >= n * per_10k as usize - 5_000, "{kind:?}");
-                    }
-                }
-            }
-        }
-    }
 }

@@ -2,9 +2,9 @@
 //! knows, which statement lines the provider (`psp`) and our bank (`bank`) book, and when each
 //! daily statement file arrives (on time, late, never, re-delivered, corrected, truncated).
 //!
-//! The world is library code shared by `recon generate --days N` (which writes it to a folder)
-//! and the night-by-night harness in `tests/it/nights.rs` (which plays it against recon and
-//! checks safety invariants against the truth). Nothing here calls recon: recon sees the world
+//! The world is library code shared by `recon-tools generate --days N` (which writes it to a
+//! folder) and the night-by-night harness in `tests/it/nights.rs` (which plays it against recon
+//! and checks safety invariants against the truth). Nothing here calls recon: recon sees the world
 //! only through the files rendered from it.
 //!
 //! Time model (the job's zone is `Europe/Berlin`, which has a 25-hour day at the end of
@@ -21,10 +21,10 @@
 //! [`SimOptions`] give the same world and byte-identical files.
 
 use crate::generate::Rng;
-use crate::timeparse::{self, HOUR, MINUTE, Micros};
 use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
+use recon::timeparse::{self, HOUR, MINUTE, Micros};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -444,7 +444,7 @@ impl Line {
             day_date(start, self.file_day),
             self.reference,
             mask_tail(&self.recipient),
-            crate::money::format_minor(self.amount_minor, self.currency),
+            recon::money::format_minor(self.amount_minor, self.currency),
             self.currency,
             timeparse::format_utc(self.booked_at),
         )
@@ -660,7 +660,8 @@ fn booking_delay(rng: &mut Rng) -> Micros {
     secs * 1_000_000
 }
 
-fn file_day_of(source: Source, start: NaiveDate, t: Micros) -> i64 {
+/// The day (an index from `start`) of the file of `source` that books time `t`.
+pub fn file_day_of(source: Source, start: NaiveDate, t: Micros) -> i64 {
     day_index(start, timeparse::local_date(t, source.tz()))
 }
 
@@ -1208,7 +1209,7 @@ impl World {
         }
         for &i in lines {
             let l = &self.lines[i];
-            let amount = crate::money::format_minor(l.amount_minor, l.currency);
+            let amount = recon::money::format_minor(l.amount_minor, l.currency);
             match source {
                 Source::Psp => {
                     // Alternate between UTC and Berlin offsets (both RFC 3339).
@@ -1257,10 +1258,10 @@ impl World {
         let body = self.render_lines(v.source, &v.lines);
         let mut out = vec![(name.clone(), body.clone().into_bytes())];
         let ctl = |lines: &[usize], body: &str, with_lines: bool, with_sha: bool| {
-            crate::sources::control_text(
+            recon::sources::control_text(
                 with_lines.then_some(lines.len()),
                 with_sha
-                    .then(|| crate::sources::sha256_hex(body.as_bytes()))
+                    .then(|| recon::sources::sha256_hex(body.as_bytes()))
                     .as_deref(),
             )
         };
@@ -1327,8 +1328,8 @@ impl World {
     /// Ledger rows of the payments created in `(after, until]` (`None`: from the beginning):
     /// payments.csv and attempts.csv text, each with its header.
     pub fn ledger_csv(&self, after: Option<Micros>, until: Micros) -> (String, String, usize) {
-        let mut pays = crate::ledger::import::PAYMENT_COLUMNS.join(",") + "\n";
-        let mut atts = crate::ledger::import::ATTEMPT_COLUMNS.join(",") + "\n";
+        let mut pays = recon::ledger::import::PAYMENT_COLUMNS.join(",") + "\n";
+        let mut atts = recon::ledger::import::ATTEMPT_COLUMNS.join(",") + "\n";
         let ts = |t: Micros| {
             DateTime::<Utc>::from_timestamp_micros(t)
                 .unwrap_or_default()
@@ -1346,7 +1347,7 @@ impl World {
                 "{},{},{},{},{},{},{},{},{}",
                 p.id,
                 p.recipient,
-                crate::money::format_minor(p.amount_minor, p.currency),
+                recon::money::format_minor(p.amount_minor, p.currency),
                 p.currency,
                 p.status.as_str(),
                 ts(p.created_at),
@@ -1468,7 +1469,7 @@ RETURN = "REFUND"
                 },
                 p.provider_id.as_deref().unwrap_or(""),
                 p.recipient,
-                crate::money::format_minor(p.amount_minor, p.currency),
+                recon::money::format_minor(p.amount_minor, p.currency),
                 p.currency,
                 p.started_at.map(timeparse::format_utc).unwrap_or_default(),
                 lines.join(";"),
@@ -1513,7 +1514,7 @@ RETURN = "REFUND"
             pay.rail.name(),
             pay.status.as_str(),
             pay.fate.as_str(),
-            crate::money::format_minor(pay.amount_minor, pay.currency),
+            recon::money::format_minor(pay.amount_minor, pay.currency),
             pay.currency,
             mask_tail(&pay.recipient),
             pay.started_at
@@ -1547,7 +1548,7 @@ RETURN = "REFUND"
         }
     }
 
-    /// `recon generate --days N`: the ledger, every file in its final delivered state, the
+    /// `recon-tools generate --days N`: the ledger, every file in its final delivered state, the
     /// schedule of arrivals, the truth and a config, in `dir`.
     pub fn write_folder(&self, dir: &Path) -> Result<GeneratedWorld> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -1650,95 +1651,5 @@ impl std::fmt::Display for GeneratedWorld {
             self.to,
             timeparse::format_utc(self.as_of)
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_seed_same_world_and_bytes() {
-        let mut o = SimOptions::new(7);
-        o.payments_per_day = 30;
-        let (a, b) = (World::build(&o), World::build(&o));
-        assert_eq!(a.payments, b.payments);
-        assert_eq!(a.lines, b.lines);
-        assert_eq!(a.versions, b.versions);
-        for (va, vb) in a.versions.iter().zip(&b.versions) {
-            assert_eq!(a.render_version(va), b.render_version(vb));
-        }
-        assert_eq!(a.schedule_csv(), b.schedule_csv());
-        let c = World::build(&SimOptions {
-            seed: 8,
-            ..o.clone()
-        });
-        assert_ne!(a.payments, c.payments);
-    }
-
-    #[test]
-    fn ids_look_right_and_lines_sit_in_their_files() {
-        let w = World::build(&SimOptions::new(3));
-        for p in &w.payments {
-            assert_eq!(p.id.len(), 36);
-            assert_eq!(&p.id[14..15], "4");
-            assert!(uuid::Uuid::parse_str(&p.id).is_ok());
-            assert_eq!(p.recipient.len(), 22);
-            if let Some(id) = &p.provider_id {
-                assert_eq!(id.len(), 27);
-            }
-            if let Some(s) = p.started_at {
-                assert_eq!(
-                    timeparse::local_date(s, JOB_TZ),
-                    day_date(w.opts.start, p.day as i64)
-                );
-                for &l in &p.lines {
-                    assert!(w.lines[l].booked_at > s);
-                }
-            }
-        }
-        for l in &w.lines {
-            assert_eq!(
-                file_day_of(l.source, w.opts.start, l.booked_at),
-                l.file_day,
-                "{l:?}"
-            );
-        }
-        // The night's as-of is 02:00 Berlin; the 25-hour day is in the default range.
-        assert_eq!(
-            timeparse::format_utc(night_as_of(w.opts.start, 3)),
-            "2026-10-25T00:00:00Z"
-        );
-        assert_eq!(
-            timeparse::format_utc(night_as_of(w.opts.start, 4)),
-            "2026-10-26T01:00:00Z"
-        );
-    }
-
-    #[test]
-    fn every_fate_and_delivery_event_occurs() {
-        let mut o = SimOptions::new(11);
-        o.days = 14;
-        let w = World::build(&o);
-        for f in [Fate::Lost, Fate::PaidOnce, Fate::PaidTwice, Fate::Returned] {
-            assert!(w.payments.iter().any(|p| p.fate == f), "{f:?}");
-        }
-        for e in [
-            Event::OnTime,
-            Event::Late,
-            Event::Redelivered,
-            Event::Flawed,
-            Event::Corrected,
-            Event::Truncated,
-            Event::Completed,
-        ] {
-            assert!(w.versions.iter().any(|v| v.event == e), "{e:?}");
-        }
-        assert!(
-            w.payments
-                .iter()
-                .any(|p| p.status == LedgerStatus::Failed && p.fate.paid())
-        );
-        assert!(w.payments.iter().any(|p| p.twin_of.is_some()));
     }
 }

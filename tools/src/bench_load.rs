@@ -1,14 +1,14 @@
-//! `recon bench-load`: how fast the ledger comes out of the database, on the path a run uses
-//! (SQLite: raw statement stepping; PostgreSQL: `COPY … TO STDOUT`) and, for comparison, with
-//! sqlx's row-by-row decoding. Prints rows/s; a benchmark, not a test (timings never decide
+//! `recon-tools bench-load`: how fast the ledger comes out of the database, on the path a run
+//! uses (SQLite: raw statement stepping; PostgreSQL: `COPY … TO STDOUT`) and, for comparison,
+//! with sqlx's row-by-row decoding. Prints rows/s; a benchmark, not a test (timings never decide
 //! pass/fail).
 
-use crate::config::Config;
-use crate::db::{Db, Pool};
-use crate::exit::{Failure, fail};
-use crate::ledger::load::{self, LoadRange};
 use anyhow::Result;
 use futures_util::TryStreamExt;
+use recon::config::Config;
+use recon::db::{Db, Pool};
+use recon::exit::{Failure, fail};
+use recon::ledger::load::{self, LoadRange};
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -95,7 +95,7 @@ async fn copy_raw(pool: &sqlx::PgPool) -> Result<usize> {
         .await
         .map_err(err)?;
     let mut n = 0usize;
-    crate::ledger::pg_copy::copy_rows(
+    recon::ledger::pg_copy::copy_rows(
         &mut conn,
         "SELECT payment_id, recipient_account, amount_minor, currency, status, created_at,
                 started_at, attempt_id, provider_payment_id FROM payments",
@@ -103,7 +103,7 @@ async fn copy_raw(pool: &sqlx::PgPool) -> Result<usize> {
             let ts = |i: usize| {
                 f.get(i)
                     .and_then(|v| v.as_deref())
-                    .map(crate::timeparse::from_pg_utc)
+                    .map(recon::timeparse::from_pg_utc)
             };
             std::hint::black_box((
                 ts(5),
@@ -116,7 +116,7 @@ async fn copy_raw(pool: &sqlx::PgPool) -> Result<usize> {
         },
     )
     .await?;
-    crate::ledger::pg_copy::copy_rows(
+    recon::ledger::pg_copy::copy_rows(
         &mut conn,
         "SELECT payment_id, provider_payment_id FROM payment_attempts
          WHERE provider_payment_id IS NOT NULL",

@@ -1,12 +1,12 @@
-//! `recon bench-status`: status-query throughput against a provider stub on loopback that
+//! `recon-tools bench-status`: status-query throughput against a provider stub on loopback that
 //! answers every request after a fixed latency (a benchmark, not a test: timings never decide
 //! pass/fail). Nothing is written to any database.
 
-use super::client;
-use super::config::RawStatusApi;
-use super::verdict::Answer;
-use crate::ledger::{Payment, Status};
 use anyhow::{Context, Result};
+use recon::ledger::{Payment, Status};
+use recon::status_api::client;
+use recon::status_api::config::RawStatusApi;
+use recon::status_api::verdict::Answer;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -126,6 +126,20 @@ fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), Xls
     Ok(())
 }
 
+/// A count or a number of days as a number cell: a double holds every integer up to 2^53
+/// exactly, and these never come near it (saturates there rather than round).
+fn exact_number(n: impl TryInto<i64>) -> f64 {
+    const MAX_EXACT: i64 = 1 << 53;
+    let n = n
+        .try_into()
+        .unwrap_or(MAX_EXACT)
+        .clamp(-MAX_EXACT, MAX_EXACT);
+    // Exact: |n| ≤ 2^53 fits a double's 53-bit significand.
+    #[allow(clippy::cast_precision_loss)]
+    let x = n as f64;
+    x
+}
+
 fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxError> {
     for (c, name) in cols.iter().enumerate() {
         ws.write_string_with_format(0, c as u16, *name, &fmts.header)?;
@@ -190,7 +204,7 @@ fn summary_sheet(
         let write_row = |ws: &mut Worksheet, r: u32| -> Result<(), XlsxError> {
             ws.write_string(r, 0, o.as_str())?;
             ws.write_string(r, 1, family.as_str())?;
-            ws.write_number(r, 2, t.count as f64)?;
+            ws.write_number(r, 2, exact_number(t.count))?;
             Ok(())
         };
         if t.amounts.is_empty() {
@@ -328,7 +342,7 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
         write_text(ws, r, 11, &utc(t))?;
     }
     write_text(ws, r, 12, &i.booked_at.join(";"))?;
-    ws.write_number(r, 13, i.age_days as f64)?;
+    ws.write_number(r, 13, exact_number(i.age_days))?;
     write_text(ws, r, 14, &i.action)?;
     write_text(ws, r, 15, &i.detail)?;
     write_text(ws, r, 16, &i.source_lines.join(";"))?;

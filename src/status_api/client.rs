@@ -174,9 +174,12 @@ fn retry_after_secs(v: &str, now: chrono::DateTime<chrono::Utc>) -> Option<u64> 
     Some(u64::try_from((at.with_timezone(&chrono::Utc) - now).num_seconds()).unwrap_or(0))
 }
 
-/// A random fraction in [0, 1) (uuid's v4 source; no extra crate).
-fn jitter() -> f64 {
-    (uuid::Uuid::new_v4().as_u128() as u64 >> 11) as f64 / (1u64 << 53) as f64
+/// A random duration in [0, cap] ("full jitter"; uuid's v4 source, no extra crate), in whole
+/// microseconds.
+fn jitter(cap: Duration) -> Duration {
+    let cap_us = u64::try_from(cap.as_micros()).unwrap_or(u64::MAX);
+    let r = uuid::Uuid::new_v4().as_u128() as u64;
+    Duration::from_micros(r % cap_us.saturating_add(1).max(1))
 }
 
 /// Asks about one payment until an answer, a final error, or the budget.
@@ -318,7 +321,7 @@ async fn one(
                     .backoff
                     .saturating_mul(1u32 << (attempt - 1).min(16))
                     .min(cfg.backoff_max);
-                cap.mul_f64(jitter())
+                jitter(cap)
             }
         };
         if wait > cfg.backoff_max || Instant::now() + wait >= deadline {
@@ -346,6 +349,16 @@ async fn one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_jitter_stays_within_its_cap_and_varies() {
+        let cap = Duration::from_millis(200);
+        let waits: Vec<Duration> = (0..200).map(|_| jitter(cap)).collect();
+        assert!(waits.iter().all(|w| *w <= cap), "{waits:?}");
+        // 200 draws from 200,001 values: all equal would mean no randomness at all.
+        assert!(waits.iter().any(|w| *w != waits[0]));
+        assert_eq!(jitter(Duration::ZERO), Duration::ZERO);
+    }
 
     #[test]
     fn retry_after_is_seconds_or_an_http_date() {

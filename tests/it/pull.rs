@@ -1119,10 +1119,8 @@ async fn recon_pull_exits_6_while_another_pull_of_the_source_runs_and_9_when_a_f
     std::fs::create_dir_all(env.path("inbox/psp")).expect("inbox");
     let held = std::fs::File::create(env.path("inbox/psp/.pull.lock")).expect("lock file");
     // SAFETY: flock on a descriptor this test owns.
-    assert_eq!(
-        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-        0
-    );
+    let locked = unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
     let out = recon_pull();
     assert_eq!(out.status.code(), Some(recon::exit::LOCKED), "{out:?}");
     assert!(https.requests().is_empty());

@@ -610,6 +610,9 @@ async fn secrets_travel_in_headers_only_and_a_missing_variable_stops_the_run_fir
         "{err:#}"
     );
     assert!(stub.hits("P-1").is_empty());
+    // SAFETY: not strictly sound: another test thread may read the environment meanwhile
+    // (glibc's setenv races getenv). Accepted for this one test: the variable is new, set once,
+    // never removed, as the pull tests do with theirs.
     unsafe { std::env::set_var("RECON_TEST_STATUS_AUTH", SECRET) };
     let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
     assert_eq!(outcome_of(&r, "P-1"), "RESOLVED_SUCCEEDED");

@@ -25,6 +25,7 @@ pub mod money;
 pub mod normalize;
 pub mod outcome;
 pub mod outputs;
+pub mod process;
 pub mod pull;
 pub mod report;
 pub mod rules;

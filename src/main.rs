@@ -6,34 +6,14 @@ use chrono::{DateTime, NaiveDate, Utc};
 use clap::{Parser, Subcommand};
 use recon::config::Config;
 use recon::exit;
-use std::io::IsTerminal;
+use recon::{out, outln};
 use std::path::PathBuf;
-
-/// `print!` that ends the command quietly when the reader has gone (`recon runs list … | head`);
-/// see [`exit::write_stdout`].
-macro_rules! out {
-    ($($arg:tt)*) => {
-        exit::write_stdout(format_args!($($arg)*))
-    };
-}
-
-/// `println!` counterpart of [`out!`].
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        exit::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
 
 /// mimalloc instead of glibc malloc: measured at 1M payments (README "Benchmark"), the run's
 /// wall time drops by a quarter (Polars allocates a lot) and its peak RSS with it, because
 /// glibc's per-thread arenas keep the Polars and writer threads' freed memory.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// `mi_option_purge_delay` in mimalloc.h (v2 and v3): how long freed memory is kept before it
-/// goes back to the OS. 0 returns it at once: measured at 1M payments, peak RSS ~860 MB
-/// instead of ~1 GB at the same wall time.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 #[derive(Parser)]
 #[command(
@@ -238,36 +218,9 @@ struct TicketChange {
 }
 
 fn main() {
-    // mimalloc's own MIMALLOC_PURGE_DELAY, when set, wins (for measuring).
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        // SAFETY: sets one mimalloc option (an integer in its option table); no threads yet.
-        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
-    }
-    recon::db::tune_sqlite_memory();
+    recon::process::init();
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RECON_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::io::stderr().is_terminal() {
-        builder.init();
-    } else {
-        builder.json().init();
-    }
-    let code = match tokio::runtime::Runtime::new() {
-        Ok(rt) => match rt.block_on(dispatch(cli.command)) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: {}", exit::bounded(&format!("{e:#}")));
-                exit::code_for(&e)
-            }
-        },
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            exit::INTERNAL
-        }
-    };
+    let code = recon::process::run_to_exit_code(dispatch(cli.command));
     std::process::exit(code);
 }
 

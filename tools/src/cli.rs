@@ -8,22 +8,8 @@ use chrono::NaiveDate;
 use clap::{Parser, Subcommand};
 use recon::config::Config;
 use recon::exit;
+use recon::{out, outln};
 use std::path::PathBuf;
-
-/// `print!` that ends the command quietly when the reader has gone (`recon-tools score … |
-/// head`); see [`exit::write_stdout`].
-macro_rules! out {
-    ($($arg:tt)*) => {
-        exit::write_stdout(format_args!($($arg)*))
-    };
-}
-
-/// `println!` counterpart of [`out!`].
-macro_rules! outln {
-    ($($arg:tt)*) => {
-        exit::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
-    };
-}
 
 /// The command line.
 #[derive(Parser)]
@@ -119,19 +105,7 @@ pub fn main() -> i32 {
 
 /// Runs one parsed command line: its exit code (an error is printed on stderr first).
 pub fn run(cli: Cli) -> i32 {
-    match tokio::runtime::Runtime::new() {
-        Ok(rt) => match rt.block_on(dispatch(cli.command)) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: {}", exit::bounded(&format!("{e:#}")));
-                exit::code_for(&e)
-            }
-        },
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            exit::INTERNAL
-        }
-    }
+    recon::process::run_to_exit_code(dispatch(cli.command))
 }
 
 async fn dispatch(command: Command) -> Result<i32> {

@@ -2,10 +2,10 @@
 //! files with their position, encodings, re-delivery idempotence, and parsers that never
 //! panic on arbitrary bytes.
 //!
-//! Goldens live in `tests/formats/golden/<folder>/<file>.csv` (the canonical lines) and
-//! `….facts` (what each statement declared: balances, totals, period). They were reviewed by
-//! eye against the source files; to regenerate after a deliberate change, run
-//! `RECON_BLESS=1 cargo test --test it formats::golden` and review the diff.
+//! Goldens are insta snapshots in `tests/formats/golden/<folder>/<file>.csv.snap` (the
+//! canonical lines) and `….facts.snap` (what each statement declared: balances, totals,
+//! period). They were reviewed by eye against the source files; after a deliberate change,
+//! run `INSTA_UPDATE=always cargo test --test it formats::golden` and review the diff.
 
 use proptest::prelude::*;
 use recon::config::{Format, SourceConfig};
@@ -410,28 +410,22 @@ fn parse(rel: &str, format: Format) -> Result<(String, String), String> {
 
 #[test]
 fn golden_outputs_of_every_real_file() {
-    let bless = std::env::var_os("RECON_BLESS").is_some();
     let mut failures = Vec::new();
     for (rel, format, expect) in FILES {
-        let golden = repo().join("tests/formats/golden").join(rel);
-        let csv_path = PathBuf::from(format!("{}.csv", golden.display()));
-        let facts_path = PathBuf::from(format!("{}.facts", golden.display()));
         match (expect, parse(rel, *format)) {
             (Golden, Ok((out, notes))) => {
-                if bless {
-                    std::fs::create_dir_all(golden.parent().expect("parent")).expect("mkdir");
-                    std::fs::write(&csv_path, &out).expect("write golden");
-                    std::fs::write(&facts_path, &notes).expect("write facts");
-                    continue;
-                }
-                let want = std::fs::read_to_string(&csv_path).unwrap_or_default();
-                let want_facts = std::fs::read_to_string(&facts_path).unwrap_or_default();
-                if want != out {
-                    failures.push(format!("{rel}: output differs from {}", csv_path.display()));
-                }
-                if want_facts != notes {
-                    failures.push(format!("{rel}: facts differ from {}", facts_path.display()));
-                }
+                // insta snapshots beside the sample's place: golden/<folder>/<file>.csv.snap
+                // (the canonical lines) and <file>.facts.snap (what the statement declared).
+                let golden = repo().join("tests/formats/golden").join(rel);
+                let name = golden.file_name().expect("file name").to_string_lossy();
+                let mut settings = insta::Settings::clone_current();
+                settings.set_snapshot_path(golden.parent().expect("folder"));
+                settings.set_prepend_module_to_snapshot(false);
+                settings.set_omit_expression(true);
+                settings.bind(|| {
+                    insta::assert_snapshot!(format!("{name}.csv"), out);
+                    insta::assert_snapshot!(format!("{name}.facts"), notes);
+                });
             }
             (Golden, Err(e)) => failures.push(format!("{rel}: rejected: {e}")),
             (Rejected(msg), Err(e)) => {

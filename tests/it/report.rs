@@ -4,9 +4,10 @@
 //! SMTP is down, refuses or fails certificate verification, and hostile statement text in
 //! every format.
 //!
-//! Snapshots live in `tests/snapshots/report/`. When a change is intended, regenerate them
-//! with `RECON_UPDATE_SNAPSHOTS=1 cargo test --test it report` and read the diff before
-//! committing it.
+//! Snapshots are insta's, in `tests/snapshots/report/`. A changed output fails the test and
+//! leaves `<name>.snap.new` beside the snapshot (not under CI); when the change is intended,
+//! accept it with `INSTA_UPDATE=always cargo test --test it report` (or `cargo insta review`)
+//! and read the diff before committing it.
 
 use crate::support::{Settings, TestEnv, read_columns};
 use calamine::{Data, Reader, Xlsx, open_workbook};
@@ -452,32 +453,15 @@ pub(crate) async fn hostile_env(email: String) -> TestEnv {
     env
 }
 
-/// Compares `actual` with `tests/snapshots/report/<name>`; writes it instead when
-/// `RECON_UPDATE_SNAPSHOTS=1` (then review the diff by eye).
+/// Compares `actual` with the insta snapshot `tests/snapshots/report/<name>.snap` (see the
+/// module docs for updating it).
 fn snapshot(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/report")
-        .join(name);
-    if std::env::var_os("RECON_UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().expect("dir")).expect("snapshot dir");
-        std::fs::write(&path, actual).expect("write snapshot");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing snapshot {} (see the module docs)", path.display()));
-    if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "snapshot {name} differs at line {}:\n expected: {:?}\n   actual: {:?}\n(full output:\n{actual})",
-            first + 1,
-            expected.lines().nth(first),
-            actual.lines().nth(first)
-        );
-    }
+    let mut settings = insta::Settings::clone_current();
+    settings
+        .set_snapshot_path(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/report"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| insta::assert_snapshot!(name, actual));
 }
 
 /// Replaces the test's temporary folder in text that names files.

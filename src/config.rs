@@ -5,6 +5,7 @@
 //! `database_url`.
 
 use crate::exit::{Failure, fail};
+pub use crate::model::{Format, LineKind, Role, TimestampFormat};
 use crate::timeparse::Micros;
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -247,36 +248,6 @@ pub struct Config {
     pub status_api: Option<crate::status_api::StatusApiConfig>,
 }
 
-/// Kind of a statement line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LineKind {
-    /// Money sent to a recipient.
-    Payment,
-    /// Money returned.
-    Refund,
-    /// A provider fee (part of a settlement batch's net, never a ledger payment).
-    Fee,
-    /// The provider's payout of a settlement batch to our bank (not part of the batch's net).
-    Payout,
-    /// A movement of the provider balance that is none of the above (Adyen `Balancetransfer`,
-    /// reserve adjustments): part of its settlement batch's net like a fee, never a ledger
-    /// payment, a return or a payout.
-    Balance,
-}
-
-impl LineKind {
-    /// Canonical name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LineKind::Payment => "PAYMENT",
-            LineKind::Refund => "REFUND",
-            LineKind::Fee => "FEE",
-            LineKind::Payout => "PAYOUT",
-            LineKind::Balance => "BALANCE",
-        }
-    }
-}
-
 /// Where a source's files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourcePath {
@@ -289,80 +260,6 @@ pub enum SourcePath {
     },
     /// One file per day: the template with `{date}`.
     Daily(String),
-}
-
-/// How a timestamp column is written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TimestampFormat {
-    /// RFC 3339 / ISO 8601 with an offset (or `Z`).
-    Rfc3339,
-    /// A chrono strftime pattern; with `%z`/`%:z` it carries its own offset.
-    Pattern(String),
-}
-
-/// The file formats a source can read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// Delimited text with a column mapping.
-    Csv,
-    /// Excel `.xlsx` / legacy `.xls` with a column mapping.
-    Xlsx,
-    /// ISO 20022 camt.053 bank-to-customer statement.
-    Camt053,
-    /// ISO 20022 camt.054 debit/credit notification.
-    Camt054,
-    /// SWIFT MT940 statement / MT942 interim report.
-    Mt940,
-    /// BAI2 cash management balance report.
-    Bai2,
-}
-
-impl Format {
-    /// Every format, in documentation order.
-    pub const ALL: [Format; 6] = [
-        Format::Csv,
-        Format::Xlsx,
-        Format::Camt053,
-        Format::Camt054,
-        Format::Mt940,
-        Format::Bai2,
-    ];
-
-    /// The name used in configs and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Csv => "csv",
-            Format::Xlsx => "xlsx",
-            Format::Camt053 => "camt053",
-            Format::Camt054 => "camt054",
-            Format::Mt940 => "mt940",
-            Format::Bai2 => "bai2",
-        }
-    }
-
-    /// Parses a format name (case-insensitive; `mt942` is read by the MT940 parser).
-    pub fn parse(name: &str) -> Option<Format> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "csv" => Some(Format::Csv),
-            "xlsx" | "xls" => Some(Format::Xlsx),
-            "camt053" | "camt.053" => Some(Format::Camt053),
-            "camt054" | "camt.054" => Some(Format::Camt054),
-            "mt940" | "mt942" => Some(Format::Mt940),
-            "bai2" => Some(Format::Bai2),
-            _ => None,
-        }
-    }
-
-    /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
-    pub fn needs_mapping(self) -> bool {
-        matches!(self, Format::Csv | Format::Xlsx)
-    }
-}
-
-impl std::fmt::Display for Format {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// A text encoding other than UTF-8: any the WHATWG Encoding Standard names (through
@@ -393,27 +290,6 @@ pub enum Sign {
     Credit,
     /// Money out: the amount is negative.
     Debit,
-}
-
-/// What a source's account is to us.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// A provider's statement: a payment we sent is a positive line.
-    #[default]
-    Provider,
-    /// Our own bank account: a payment we sent is a debit (negative), a provider payout a
-    /// credit.
-    Bank,
-}
-
-impl Role {
-    /// Name as written in the config.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Provider => "provider",
-            Role::Bank => "bank",
-        }
-    }
 }
 
 /// A validated statement source.
@@ -1663,9 +1539,9 @@ fn default_smtp_timeout() -> u64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RecipientKey {
     /// Rows of this outcome.
-    Outcome(crate::outcome::Outcome),
+    Outcome(crate::model::Outcome),
     /// Rows of any outcome of this family.
-    Family(crate::report::Family),
+    Family(crate::model::Family),
 }
 
 /// A validated `[email]` section.
@@ -1816,8 +1692,8 @@ impl RawEmail {
         let mut extra_recipients = BTreeMap::new();
         for (name, addrs) in &self.extra_recipients {
             let key = match (
-                crate::outcome::Outcome::parse(name),
-                crate::report::Family::parse(name),
+                crate::model::Outcome::parse(name),
+                crate::model::Family::parse(name),
             ) {
                 (Some(o), _) => RecipientKey::Outcome(o),
                 (None, Some(f)) => RecipientKey::Family(f),
@@ -1826,7 +1702,7 @@ impl RawEmail {
                         path,
                         format!(
                             "key `email.extra_recipients.{name}`: not an outcome or family (hint: an outcome such as FAILED_BUT_PAID, or one of {})",
-                            crate::report::Family::ALL.map(|f| f.as_str()).join(", ")
+                            crate::model::Family::ALL.map(|f| f.as_str()).join(", ")
                         ),
                     ));
                 }

@@ -21,6 +21,7 @@ pub mod keysort;
 pub mod ledger;
 pub mod mask;
 pub mod matching;
+pub mod model;
 pub mod money;
 pub mod normalize;
 pub mod outcome;

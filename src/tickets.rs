@@ -5,7 +5,7 @@
 
 use crate::db::Db;
 use crate::exit::{Failure, fail};
-use crate::outcome::Outcome;
+use crate::model::Outcome;
 use anyhow::Result;
 
 /// A ticket a run wants to exist.

@@ -1,12 +1,10 @@
 //! Timestamps: parsing with a declared format and zone, and the one internal form,
 //! `i64` microseconds since the Unix epoch in UTC.
 
-use crate::config::TimestampFormat;
+pub use crate::model::Micros;
+use crate::model::TimestampFormat;
 use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::Tz;
-
-/// Microseconds since 1970-01-01T00:00:00Z.
-pub type Micros = i64;
 
 /// Microseconds in one minute.
 pub const MINUTE: Micros = 60_000_000;

@@ -8,58 +8,9 @@ pub mod pg_copy;
 pub mod sqlite_raw;
 pub mod transitions;
 
+pub use crate::model::Status;
 use crate::timeparse::Micros;
 use compact_str::CompactString;
-
-/// A payment's status in the ledger's state machine:
-/// `PENDING → SUBMITTING → SUCCEEDED | FAILED | UNKNOWN`, `UNKNOWN → SUCCEEDED | FAILED | REVIEW`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Status {
-    /// Not sent yet.
-    Pending,
-    /// A worker is sending it.
-    Submitting,
-    /// The provider confirmed it.
-    Succeeded,
-    /// The provider refused it.
-    Failed,
-    /// Sent, outcome not known (timeout, crash, ambiguous 5xx).
-    Unknown,
-    /// A human owns it.
-    Review,
-}
-
-impl Status {
-    /// Every status, in declaration order.
-    pub const ALL: [Status; 6] = [
-        Status::Pending,
-        Status::Submitting,
-        Status::Succeeded,
-        Status::Failed,
-        Status::Unknown,
-        Status::Review,
-    ];
-
-    /// Canonical name as stored.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Pending => "PENDING",
-            Status::Submitting => "SUBMITTING",
-            Status::Succeeded => "SUCCEEDED",
-            Status::Failed => "FAILED",
-            Status::Unknown => "UNKNOWN",
-            Status::Review => "REVIEW",
-        }
-    }
-
-    /// Parses a stored or imported name (case-insensitive, trimmed).
-    pub fn parse(s: &str) -> Option<Status> {
-        let s = s.trim();
-        Status::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-    }
-}
 
 /// One payment as a run sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

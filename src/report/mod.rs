@@ -22,6 +22,7 @@ pub mod outbox;
 pub mod xlsx;
 
 use crate::ledger::{Payment, Status};
+pub use crate::model::Family;
 use crate::outcome::{Action, Outcome, ResultRow, Severity};
 pub use crate::outputs::summary::OutcomeTotal;
 use crate::outputs::summary::Summary;
@@ -32,90 +33,6 @@ use anyhow::{Context, Result};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// A group of outcomes that lands on one sheet / in one section.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Family {
-    /// Money moved against the ledger, or is unaccounted for.
-    MoneyAtRisk,
-    /// A human must decide a match.
-    Review,
-    /// Waiting for evidence or for the payment service.
-    Pending,
-    /// recon changed the ledger.
-    Resolved,
-    /// No action.
-    Informational,
-}
-
-impl Family {
-    /// Every family, in report order.
-    pub const ALL: [Family; 5] = [
-        Family::MoneyAtRisk,
-        Family::Review,
-        Family::Pending,
-        Family::Resolved,
-        Family::Informational,
-    ];
-
-    /// Name in the config (`[email.extra_recipients]`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Family::MoneyAtRisk => "money_at_risk",
-            Family::Review => "review",
-            Family::Pending => "pending",
-            Family::Resolved => "resolved",
-            Family::Informational => "informational",
-        }
-    }
-
-    /// Heading / sheet name.
-    pub fn title(self) -> &'static str {
-        match self {
-            Family::MoneyAtRisk => "Money at risk",
-            Family::Review => "Review",
-            Family::Pending => "Pending",
-            Family::Resolved => "Resolved",
-            Family::Informational => "Informational",
-        }
-    }
-
-    /// Parses a config name.
-    pub fn parse(s: &str) -> Option<Family> {
-        Family::ALL.into_iter().find(|f| f.as_str() == s)
-    }
-
-    /// The family of an outcome.
-    pub fn of(o: Outcome) -> Family {
-        match o {
-            Outcome::FailedButPaid
-            | Outcome::DuplicateAtProvider
-            | Outcome::AmountMismatch
-            | Outcome::CurrencyMismatch
-            | Outcome::MissingAtProvider
-            | Outcome::OrphanAtProvider
-            | Outcome::SettlementMismatch
-            | Outcome::PayoutMissingAtBank
-            | Outcome::Returned
-            | Outcome::UnmatchedBankCredit => Family::MoneyAtRisk,
-            Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
-            Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {
-                Family::Pending
-            }
-            Outcome::ResolvedSucceeded | Outcome::ResolvedFailed => Family::Resolved,
-            Outcome::Refund
-            | Outcome::Matched
-            | Outcome::FailedOk
-            | Outcome::Settled
-            | Outcome::SettlementItem => Family::Informational,
-        }
-    }
-
-    /// Whether rows of this family need a human (the "nothing to review" test).
-    pub fn needs_review(self) -> bool {
-        matches!(self, Family::MoneyAtRisk | Family::Review)
-    }
-}
 
 /// Whether rows of an outcome are listed one by one in the reports. MATCHED and FAILED_OK are
 /// the bulk of every run and need nothing: they are counted, and listed in results.csv.

@@ -1,0 +1,446 @@
+//! The domain vocabulary every layer shares: the time type, a payment's status, the outcome,
+//! ticket severity and report family names, and the words a source's configuration is made of
+//! (format, role, line kind, timestamp format). It imports nothing from the crate: everything
+//! else may use it.
+
+/// Microseconds since 1970-01-01T00:00:00Z.
+pub type Micros = i64;
+
+/// A payment's status in the ledger's state machine:
+/// `PENDING → SUBMITTING → SUCCEEDED | FAILED | UNKNOWN`, `UNKNOWN → SUCCEEDED | FAILED | REVIEW`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Status {
+    /// Not sent yet.
+    Pending,
+    /// A worker is sending it.
+    Submitting,
+    /// The provider confirmed it.
+    Succeeded,
+    /// The provider refused it.
+    Failed,
+    /// Sent, outcome not known (timeout, crash, ambiguous 5xx).
+    Unknown,
+    /// A human owns it.
+    Review,
+}
+
+impl Status {
+    /// Every status, in declaration order.
+    pub const ALL: [Status; 6] = [
+        Status::Pending,
+        Status::Submitting,
+        Status::Succeeded,
+        Status::Failed,
+        Status::Unknown,
+        Status::Review,
+    ];
+
+    /// Canonical name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "PENDING",
+            Status::Submitting => "SUBMITTING",
+            Status::Succeeded => "SUCCEEDED",
+            Status::Failed => "FAILED",
+            Status::Unknown => "UNKNOWN",
+            Status::Review => "REVIEW",
+        }
+    }
+
+    /// Parses a stored or imported name (case-insensitive, trimmed).
+    pub fn parse(s: &str) -> Option<Status> {
+        let s = s.trim();
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
+/// The outcome vocabulary (contract: reports, tickets, tests and benchmarks use these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Outcome {
+    /// Ledger SUCCEEDED, exactly one provider line.
+    Matched,
+    /// Ledger UNKNOWN / stale SUBMITTING, exactly one provider line: → SUCCEEDED.
+    ResolvedSucceeded,
+    /// Ledger UNKNOWN, no line, every source complete for the window and lag passed: → FAILED.
+    ResolvedFailed,
+    /// No line yet and the window is not closed (or not completely covered).
+    AwaitingEvidence,
+    /// Ledger SUCCEEDED, no provider line although the window is closed.
+    MissingAtProvider,
+    /// Provider line, no ledger payment.
+    OrphanAtProvider,
+    /// Two or more provider lines for one payment.
+    DuplicateAtProvider,
+    /// Linked by identifier, amount differs.
+    AmountMismatch,
+    /// Linked by identifier, currency differs.
+    CurrencyMismatch,
+    /// Ledger FAILED, provider line exists.
+    FailedButPaid,
+    /// More than one candidate on either side, or an unresolved payment with a near miss.
+    Ambiguous,
+    /// A unique match from a pass that may only propose (or a payment in REVIEW).
+    ProposedMatch,
+    /// Ledger PENDING.
+    NotSubmitted,
+    /// SUBMITTING, younger than the stale age.
+    InFlight,
+    /// Ledger FAILED, no provider line.
+    FailedOk,
+    /// A refund line (reported, not matched yet).
+    Refund,
+    /// A bank credit that is the payout of exactly one provider settlement batch (three-way).
+    Settled,
+    /// A bank credit paired with a provider batch whose net sum differs from it.
+    SettlementMismatch,
+    /// A bank credit that no settlement batch (and no rule) explains.
+    UnmatchedBankCredit,
+    /// A provider fee or payout line: part of a settlement batch, never a ledger payment.
+    SettlementItem,
+    /// A provider batch whose payout never reached the bank: its window (plus the settlement
+    /// lag) has passed on a bank statement that covers the whole window completely.
+    PayoutMissingAtBank,
+    /// The payment left and its money came back: a return or reversal names it or matches it
+    /// (DESIGN.md rule 10). Never MATCHED or RESOLVED_SUCCEEDED, never transitioned.
+    Returned,
+}
+
+/// How urgent a ticket is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Money may have left twice or against a failure.
+    Critical,
+    /// Money differs or is unaccounted for.
+    High,
+    /// Needs a human decision.
+    Medium,
+    /// A proposal to confirm.
+    Low,
+}
+
+impl Severity {
+    /// Name as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "CRITICAL",
+            Severity::High => "HIGH",
+            Severity::Medium => "MEDIUM",
+            Severity::Low => "LOW",
+        }
+    }
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 22] = [
+        Outcome::Matched,
+        Outcome::ResolvedSucceeded,
+        Outcome::ResolvedFailed,
+        Outcome::AwaitingEvidence,
+        Outcome::MissingAtProvider,
+        Outcome::OrphanAtProvider,
+        Outcome::DuplicateAtProvider,
+        Outcome::AmountMismatch,
+        Outcome::CurrencyMismatch,
+        Outcome::FailedButPaid,
+        Outcome::Ambiguous,
+        Outcome::ProposedMatch,
+        Outcome::NotSubmitted,
+        Outcome::InFlight,
+        Outcome::FailedOk,
+        Outcome::Refund,
+        Outcome::Settled,
+        Outcome::SettlementMismatch,
+        Outcome::UnmatchedBankCredit,
+        Outcome::SettlementItem,
+        Outcome::PayoutMissingAtBank,
+        Outcome::Returned,
+    ];
+
+    /// Contract name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Matched => "MATCHED",
+            Outcome::ResolvedSucceeded => "RESOLVED_SUCCEEDED",
+            Outcome::ResolvedFailed => "RESOLVED_FAILED",
+            Outcome::AwaitingEvidence => "AWAITING_EVIDENCE",
+            Outcome::MissingAtProvider => "MISSING_AT_PROVIDER",
+            Outcome::OrphanAtProvider => "ORPHAN_AT_PROVIDER",
+            Outcome::DuplicateAtProvider => "DUPLICATE_AT_PROVIDER",
+            Outcome::AmountMismatch => "AMOUNT_MISMATCH",
+            Outcome::CurrencyMismatch => "CURRENCY_MISMATCH",
+            Outcome::FailedButPaid => "FAILED_BUT_PAID",
+            Outcome::Ambiguous => "AMBIGUOUS",
+            Outcome::ProposedMatch => "PROPOSED_MATCH",
+            Outcome::NotSubmitted => "NOT_SUBMITTED",
+            Outcome::InFlight => "IN_FLIGHT",
+            Outcome::FailedOk => "FAILED_OK",
+            Outcome::Refund => "REFUND",
+            Outcome::Settled => "SETTLED",
+            Outcome::SettlementMismatch => "SETTLEMENT_MISMATCH",
+            Outcome::UnmatchedBankCredit => "UNMATCHED_BANK_CREDIT",
+            Outcome::SettlementItem => "SETTLEMENT_ITEM",
+            Outcome::PayoutMissingAtBank => "PAYOUT_MISSING_AT_BANK",
+            Outcome::Returned => "RETURNED",
+        }
+    }
+
+    /// Parses a contract name.
+    pub fn parse(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// The severity of the REVIEW ticket this outcome raises, if it raises one.
+    pub fn ticket_severity(self) -> Option<Severity> {
+        match self {
+            Outcome::FailedButPaid | Outcome::DuplicateAtProvider => Some(Severity::Critical),
+            Outcome::AmountMismatch
+            | Outcome::CurrencyMismatch
+            | Outcome::MissingAtProvider
+            | Outcome::SettlementMismatch
+            | Outcome::PayoutMissingAtBank
+            | Outcome::Returned => Some(Severity::High),
+            Outcome::Ambiguous | Outcome::OrphanAtProvider | Outcome::UnmatchedBankCredit => {
+                Some(Severity::Medium)
+            }
+            Outcome::ProposedMatch => Some(Severity::Low),
+            _ => None,
+        }
+    }
+}
+
+/// What a result row asks recon to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing.
+    None,
+    /// A guarded transition of the payment to this status.
+    Transition(Status),
+    /// A REVIEW ticket.
+    Ticket,
+    /// The transition was refused: someone else moved the payment since it was loaded.
+    Conflict(Status),
+}
+
+impl Action {
+    /// Name in results.csv.
+    pub fn label(self) -> String {
+        match self {
+            Action::None => "none".into(),
+            Action::Transition(s) => format!("transition:{}", s.as_str()),
+            Action::Ticket => "ticket".into(),
+            Action::Conflict(s) => format!("conflict:{}", s.as_str()),
+        }
+    }
+}
+
+/// A group of outcomes that lands on one sheet / in one section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// Money moved against the ledger, or is unaccounted for.
+    MoneyAtRisk,
+    /// A human must decide a match.
+    Review,
+    /// Waiting for evidence or for the payment service.
+    Pending,
+    /// recon changed the ledger.
+    Resolved,
+    /// No action.
+    Informational,
+}
+
+impl Family {
+    /// Every family, in report order.
+    pub const ALL: [Family; 5] = [
+        Family::MoneyAtRisk,
+        Family::Review,
+        Family::Pending,
+        Family::Resolved,
+        Family::Informational,
+    ];
+
+    /// Name in the config (`[email.extra_recipients]`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "money_at_risk",
+            Family::Review => "review",
+            Family::Pending => "pending",
+            Family::Resolved => "resolved",
+            Family::Informational => "informational",
+        }
+    }
+
+    /// Heading / sheet name.
+    pub fn title(self) -> &'static str {
+        match self {
+            Family::MoneyAtRisk => "Money at risk",
+            Family::Review => "Review",
+            Family::Pending => "Pending",
+            Family::Resolved => "Resolved",
+            Family::Informational => "Informational",
+        }
+    }
+
+    /// Parses a config name.
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// The family of an outcome.
+    pub fn of(o: Outcome) -> Family {
+        match o {
+            Outcome::FailedButPaid
+            | Outcome::DuplicateAtProvider
+            | Outcome::AmountMismatch
+            | Outcome::CurrencyMismatch
+            | Outcome::MissingAtProvider
+            | Outcome::OrphanAtProvider
+            | Outcome::SettlementMismatch
+            | Outcome::PayoutMissingAtBank
+            | Outcome::Returned
+            | Outcome::UnmatchedBankCredit => Family::MoneyAtRisk,
+            Outcome::Ambiguous | Outcome::ProposedMatch => Family::Review,
+            Outcome::AwaitingEvidence | Outcome::InFlight | Outcome::NotSubmitted => {
+                Family::Pending
+            }
+            Outcome::ResolvedSucceeded | Outcome::ResolvedFailed => Family::Resolved,
+            Outcome::Refund
+            | Outcome::Matched
+            | Outcome::FailedOk
+            | Outcome::Settled
+            | Outcome::SettlementItem => Family::Informational,
+        }
+    }
+
+    /// Whether rows of this family need a human (the "nothing to review" test).
+    pub fn needs_review(self) -> bool {
+        matches!(self, Family::MoneyAtRisk | Family::Review)
+    }
+}
+
+/// What a source's account is to us.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// A provider's statement: a payment we sent is a positive line.
+    #[default]
+    Provider,
+    /// Our own bank account: a payment we sent is a debit (negative), a provider payout a
+    /// credit.
+    Bank,
+}
+
+impl Role {
+    /// Name as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Provider => "provider",
+            Role::Bank => "bank",
+        }
+    }
+}
+
+/// How a timestamp column is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimestampFormat {
+    /// RFC 3339 / ISO 8601 with an offset (or `Z`).
+    Rfc3339,
+    /// A chrono strftime pattern; with `%z`/`%:z` it carries its own offset.
+    Pattern(String),
+}
+
+/// The file formats a source can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Delimited text with a column mapping.
+    Csv,
+    /// Excel `.xlsx` / legacy `.xls` with a column mapping.
+    Xlsx,
+    /// ISO 20022 camt.053 bank-to-customer statement.
+    Camt053,
+    /// ISO 20022 camt.054 debit/credit notification.
+    Camt054,
+    /// SWIFT MT940 statement / MT942 interim report.
+    Mt940,
+    /// BAI2 cash management balance report.
+    Bai2,
+}
+
+impl Format {
+    /// Every format, in documentation order.
+    pub const ALL: [Format; 6] = [
+        Format::Csv,
+        Format::Xlsx,
+        Format::Camt053,
+        Format::Camt054,
+        Format::Mt940,
+        Format::Bai2,
+    ];
+
+    /// The name used in configs and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Xlsx => "xlsx",
+            Format::Camt053 => "camt053",
+            Format::Camt054 => "camt054",
+            Format::Mt940 => "mt940",
+            Format::Bai2 => "bai2",
+        }
+    }
+
+    /// Parses a format name (case-insensitive; `mt942` is read by the MT940 parser).
+    pub fn parse(name: &str) -> Option<Format> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "csv" => Some(Format::Csv),
+            "xlsx" | "xls" => Some(Format::Xlsx),
+            "camt053" | "camt.053" => Some(Format::Camt053),
+            "camt054" | "camt.054" => Some(Format::Camt054),
+            "mt940" | "mt942" => Some(Format::Mt940),
+            "bai2" => Some(Format::Bai2),
+            _ => None,
+        }
+    }
+
+    /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
+    pub fn needs_mapping(self) -> bool {
+        matches!(self, Format::Csv | Format::Xlsx)
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Kind of a statement line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineKind {
+    /// Money sent to a recipient.
+    Payment,
+    /// Money returned.
+    Refund,
+    /// A provider fee (part of a settlement batch's net, never a ledger payment).
+    Fee,
+    /// The provider's payout of a settlement batch to our bank (not part of the batch's net).
+    Payout,
+    /// A movement of the provider balance that is none of the above (Adyen `Balancetransfer`,
+    /// reserve adjustments): part of its settlement batch's net like a fee, never a ledger
+    /// payment, a return or a payout.
+    Balance,
+}
+
+impl LineKind {
+    /// Canonical name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineKind::Payment => "PAYMENT",
+            LineKind::Refund => "REFUND",
+            LineKind::Fee => "FEE",
+            LineKind::Payout => "PAYOUT",
+            LineKind::Balance => "BALANCE",
+        }
+    }
+}

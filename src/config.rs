@@ -4,6 +4,9 @@
 //! from any working directory. `RECON_DATABASE_URL` (or else `DATABASE_URL`) overrides
 //! `database_url`.
 
+pub mod remote;
+pub mod status_api;
+
 use crate::exit::{Failure, fail};
 pub use crate::model::{Format, LineKind, Role, TimestampFormat};
 use crate::timeparse::Micros;
@@ -56,7 +59,7 @@ struct RawConfig {
     email: Option<RawEmail>,
     /// Provider status queries (`[[status_api]]`, at most one).
     #[serde(default)]
-    status_api: Vec<crate::status_api::config::RawStatusApi>,
+    status_api: Vec<status_api::RawStatusApi>,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -146,8 +149,8 @@ struct RawSource {
     /// `no_activity`: a file without lines is complete for its period (the source says so);
     /// `incomplete` (default): an empty file proves nothing.
     empty_file: Option<String>,
-    /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see [`crate::pull`].
-    remote: Option<crate::pull::remote::RawRemote>,
+    /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see the `pull` module.
+    remote: Option<remote::RawRemote>,
     /// csv/xlsx: what joins the cells of a text field mapped to several columns (default " ").
     join_separator: Option<String>,
     /// csv/xlsx: `"amount - fee"` or `"amount + fee"`: the line's amount is computed from the
@@ -236,7 +239,7 @@ pub struct Config {
     /// Carry-over horizon in days.
     pub carry_over_days: i64,
     /// `evidence_window_before` / `evidence_window_after` as written (`None`: the default, see
-    /// [`crate::rules::RuleSet::for_job`]).
+    /// `rules::RuleSet::for_job`).
     pub evidence_window: (Option<Micros>, Option<Micros>),
     /// Statement sources.
     pub sources: Vec<SourceConfig>,
@@ -245,7 +248,7 @@ pub struct Config {
     /// The email alert; `None` when the file has no `[email]` section.
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
-    pub status_api: Option<crate::status_api::StatusApiConfig>,
+    pub status_api: Option<status_api::StatusApiConfig>,
 }
 
 /// Where a source's files are.
@@ -342,8 +345,8 @@ pub struct SourceConfig {
     /// Whether an empty file is complete for its period (`empty_file = "no_activity"`).
     pub empty_means_no_activity: bool,
     /// Where the files are published when `path` is remote; `path` is then the local copy in
-    /// the inbox, which runs read (see [`crate::pull`]).
-    pub remote: Option<crate::pull::remote::Remote>,
+    /// the inbox, which runs read (see the `pull` module).
+    pub remote: Option<remote::Remote>,
     /// What joins the cells of a text field mapped to several columns.
     pub join_separator: String,
     /// How the `fee` column makes the line's amount (`None`: no fee column).
@@ -641,8 +644,8 @@ impl Config {
             }
         };
         // A remote source is read from its copy in the inbox (`recon pull` fetches it).
-        let mut remote = if crate::pull::remote::is_remote(&file) {
-            Some(crate::pull::remote::Remote::parse(
+        let mut remote = if remote::is_remote(&file) {
+            Some(remote::Remote::parse(
                 path,
                 &key(""),
                 &file,

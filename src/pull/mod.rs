@@ -14,7 +14,7 @@
 pub mod download;
 pub mod https;
 pub mod manifest;
-pub mod remote;
+pub use crate::config::remote;
 pub mod s3;
 pub mod sftp;
 

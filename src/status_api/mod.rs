@@ -5,7 +5,7 @@
 //! query log ([`record`]).
 
 pub mod client;
-pub mod config;
+pub use crate::config::status_api as config;
 pub mod record;
 pub mod verdict;
 pub mod webhooks;

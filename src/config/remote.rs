@@ -1,8 +1,8 @@
 //! Where a pulled source's files are published: the `sftp://`, `s3://` or `https://` location
 //! of a `[[source]]` and its `[source.remote]` settings, validated before anything is fetched.
 //!
-//! This module is configuration only (below [`crate::config`] in the layers); fetching is in
-//! the sibling modules.
+//! This module is configuration only (part of [`crate::config`], below `pull` in the layers);
+//! fetching is in `pull`'s modules.
 
 use crate::exit::{Failure, fail};
 use anyhow::Result;

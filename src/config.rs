@@ -546,7 +546,7 @@ impl Config {
         }
         let duration = |key: &str, v: &Option<String>| -> Result<Option<Micros>> {
             v.as_deref()
-                .map(|t| match crate::rules::parse_duration(t) {
+                .map(|t| match crate::timeparse::parse_duration(t) {
                     Ok(d) if d > 0 => Ok(d),
                     Ok(_) => Err(config_error(path, format!("key `{key}`: must be positive"))),
                     Err(e) => Err(config_error(path, format!("key `{key}`: {e}"))),
@@ -1454,9 +1454,14 @@ pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
     out
 }
 
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
 /// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
 fn resolve_database_url(url: &str, base: &Path) -> Option<String> {
-    if crate::db::is_postgres(url) {
+    if is_postgres(url) {
         return Some(url.to_string());
     }
     let rest = url
@@ -1831,9 +1836,10 @@ mod email_tests {
         };
         assert_eq!((s.port, s.tls), (465, SmtpTls::Implicit));
         assert_eq!(e.extra_recipients.len(), 2);
-        assert!(e.extra_recipients.contains_key(&RecipientKey::Outcome(
-            crate::outcome::Outcome::FailedButPaid
-        )));
+        assert!(
+            e.extra_recipients
+                .contains_key(&RecipientKey::Outcome(crate::model::Outcome::FailedButPaid))
+        );
     }
 
     #[test]

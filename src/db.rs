@@ -1,6 +1,7 @@
 //! Database connection (SQLite file or PostgreSQL, chosen by the URL), migrations, the schema
 //! check every command makes before touching data, and the run lock.
 
+pub use crate::config::is_postgres;
 use crate::exit::{Failure, fail};
 use crate::store::Tx;
 use anyhow::Result;
@@ -109,11 +110,6 @@ async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
             format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()),
         )),
     }
-}
-
-/// Whether `url` names a PostgreSQL database.
-pub fn is_postgres(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
 /// Statements slower than this are logged at debug level, not as warnings: building an index

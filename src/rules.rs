@@ -3,6 +3,7 @@
 
 use crate::exit::{Failure, fail};
 use crate::normalize::Step;
+pub use crate::timeparse::parse_duration;
 use crate::timeparse::{DAY, HOUR, MINUTE, Micros};
 use anyhow::Result;
 use serde::Deserialize;
@@ -493,24 +494,6 @@ fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
         auto_succeeded: p.auto_apply_succeeded,
         auto_unknown: p.auto_apply_unknown,
     })
-}
-
-/// Parses `30s`, `10m`, `72h`, `3d` into microseconds.
-pub fn parse_duration(text: &str) -> std::result::Result<Micros, String> {
-    let t = text.trim();
-    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration like 10m, 72h, 3d"))?;
-    let unit_us = match unit {
-        "s" => 1_000_000,
-        "m" => MINUTE,
-        "h" => HOUR,
-        "d" => DAY,
-        _ => return Err(format!("{text:?}: unit must be s, m, h or d")),
-    };
-    n.checked_mul(unit_us)
-        .ok_or_else(|| format!("{text:?} is too long"))
 }
 
 #[cfg(test)]

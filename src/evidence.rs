@@ -12,9 +12,9 @@
 use crate::ledger::Payment;
 use crate::matching::{MatchResult, Pair, criteria};
 use crate::outcome::ResultRow;
-use crate::outputs::csv_safe;
 use crate::rules::RuleSet;
 use crate::sources::StatementLine;
+use crate::textsafe::csv_safe;
 use crate::{mask, money, timeparse};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

@@ -34,5 +34,6 @@ pub mod run;
 pub mod sources;
 pub mod status_api;
 pub mod store;
+pub mod textsafe;
 pub mod tickets;
 pub mod timeparse;

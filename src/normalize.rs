@@ -1,5 +1,6 @@
 //! Text normalisation for matching keys, applied once per value before frames are built.
 
+pub use crate::textsafe::is_stray_control;
 use compact_str::CompactString;
 use std::borrow::Cow;
 
@@ -138,14 +139,6 @@ pub fn with_applied<R>(steps: &[Step], value: &str, f: impl FnOnce(&str) -> R) -
     }
     // Only ASCII bytes of an ASCII value were written.
     f(std::str::from_utf8(&buf[..n]).unwrap_or_default())
-}
-
-/// A control character that is not part of text (NUL, ESC, backspace, C1 …): everything
-/// `char::is_control` says but tab and line breaks, which real bank exports carry inside
-/// quoted cells. Input with one is rejected ([`crate::sources::text::control_character`]);
-/// output shows it escaped ([`crate::outputs::visible`]).
-pub fn is_stray_control(c: char) -> bool {
-    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
 }
 
 /// The canonical form every source applies to free text: width folded, trimmed.

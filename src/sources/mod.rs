@@ -1480,14 +1480,14 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             None => (String::new(), ""),
         };
         let mut row: Vec<String> = vec![
-            crate::outputs::csv_safe(&l.source).into_owned(),
-            crate::outputs::csv_safe(&l.position()).into_owned(),
-            crate::outputs::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).into_owned(),
-            crate::outputs::csv_safe(l.reference.as_deref().unwrap_or("")).into_owned(),
+            crate::textsafe::csv_safe(&l.source).into_owned(),
+            crate::textsafe::csv_safe(&l.position()).into_owned(),
+            crate::textsafe::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).into_owned(),
+            crate::textsafe::csv_safe(l.reference.as_deref().unwrap_or("")).into_owned(),
             match recipients {
                 _ if l.recipient.is_empty() => String::new(),
                 Recipients::Masked => crate::mask::account(&l.recipient),
-                Recipients::Unmasked => crate::outputs::csv_safe(&l.recipient).into_owned(),
+                Recipients::Unmasked => crate::textsafe::csv_safe(&l.recipient).into_owned(),
             },
             crate::money::format_minor(l.amount_minor, l.currency),
             l.currency.to_string(),

@@ -4,6 +4,7 @@
 use super::ParseContext;
 use crate::config::TextEncoding;
 use crate::money;
+pub use crate::textsafe::control_character;
 use anyhow::Result;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -154,29 +155,6 @@ pub fn encoding_hint(bytes: &[u8], tried: Option<TextEncoding>) -> String {
             found.join(", ")
         ),
     }
-}
-
-/// Why `value` is not accepted as input text: it holds a control character (NUL, ESC,
-/// backspace, C1 …), which PostgreSQL refuses (NUL) or which garbles every report. Tab and
-/// line breaks are text: real bank exports carry multi-line references in quoted cells.
-/// `None` when it is clean. The reason names the character and its position, not the value.
-pub fn control_character(value: &str) -> Option<String> {
-    // Fast path: every control character is a byte below 0x20, 0x7F, or 0xC2 0x80–0x9F.
-    // A fold without an early exit: the compiler vectorises it, and almost every value is clean.
-    if !value.bytes().fold(false, |seen, b| {
-        seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
-    }) {
-        return None;
-    }
-    let (at, c) = value
-        .chars()
-        .enumerate()
-        .find(|(_, c)| crate::normalize::is_stray_control(*c))?;
-    Some(format!(
-        "the control character U+{:04X} at character {} (hint: control characters other than tab and line breaks are not accepted in input text)",
-        c as u32,
-        at + 1
-    ))
 }
 
 /// IBM code page 852 (DOS Latin 2), bytes 0x80–0xFF.

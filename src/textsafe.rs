@@ -1,0 +1,104 @@
+//! Text safety: what makes a value unsafe to show or to read as input (control characters,
+//! bidirectional controls, spreadsheet formulas) and how it is neutralised. A leaf: input
+//! parsing (`sources`, `ledger`), `normalize` and every writer use it.
+
+use std::borrow::Cow;
+
+/// A control character that is not part of text (NUL, ESC, backspace, C1 …): everything
+/// `char::is_control` says but tab and line breaks, which real bank exports carry inside
+/// quoted cells. Input with one is rejected ([`control_character`]);
+/// output shows it escaped ([`visible`]).
+pub fn is_stray_control(c: char) -> bool {
+    c.is_control() && !matches!(c, '\t' | '\n' | '\r')
+}
+
+/// Why `value` is not accepted as input text: it holds a control character (NUL, ESC,
+/// backspace, C1 …), which PostgreSQL refuses (NUL) or which garbles every report. Tab and
+/// line breaks are text: real bank exports carry multi-line references in quoted cells.
+/// `None` when it is clean. The reason names the character and its position, not the value.
+pub fn control_character(value: &str) -> Option<String> {
+    // Fast path: every control character is a byte below 0x20, 0x7F, or 0xC2 0x80–0x9F.
+    // A fold without an early exit: the compiler vectorises it, and almost every value is clean.
+    if !value.bytes().fold(false, |seen, b| {
+        seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2)
+    }) {
+        return None;
+    }
+    let (at, c) = value
+        .chars()
+        .enumerate()
+        .find(|(_, c)| is_stray_control(*c))?;
+    Some(format!(
+        "the control character U+{:04X} at character {} (hint: control characters other than tab and line breaks are not accepted in input text)",
+        c as u32,
+        at + 1
+    ))
+}
+
+/// Whether `c` changes the direction text is shown in (U+202A–U+202E, U+2066–U+2069, the
+/// marks U+200E, U+200F and U+061C): such a character makes a value read as something else
+/// ("Trojan Source").
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `value` with every character `hide` picks written as `<U+XXXX>`.
+pub fn escape_chars(value: &str, hide: impl Fn(char) -> bool) -> Cow<'_, str> {
+    // Fast path: every such character is a control byte or starts with 0xC2, 0xD8 or 0xE2.
+    // A fold without an early exit: the compiler vectorises it, and almost every value is clean.
+    let suspect = value.bytes().fold(false, |seen, b| {
+        seen | (b < 0x20) | (b == 0x7f) | (b == 0xc2) | (b == 0xd8) | (b == 0xe2)
+    });
+    if !suspect || !value.chars().any(&hide) {
+        return value.into();
+    }
+    let mut out = String::with_capacity(value.len() + 16);
+    for c in value.chars() {
+        if hide(c) {
+            out.push_str(&format!("<U+{:04X}>", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
+}
+
+/// Text for a report or data file, with what a reader cannot see made visible: control
+/// characters (NUL, ESC, …; tab and line breaks are text) and bidirectional controls are
+/// written as `<U+XXXX>`.
+pub fn visible(value: &str) -> Cow<'_, str> {
+    escape_chars(value, |c| is_stray_control(c) || is_bidi_control(c))
+}
+
+/// Neutralises a text cell for spreadsheet tools: invisible characters are made
+/// [`visible`], and a cell starting (after spaces) with `= + - @`, or with tab or CR, is
+/// prefixed with `'` so it is never evaluated as a formula (DESIGN.md rule 6).
+pub fn csv_safe(value: &str) -> Cow<'_, str> {
+    let value = visible(value);
+    let formula = matches!(value.chars().next(), Some('\t' | '\r'))
+        || value
+            .trim_start_matches(' ')
+            .starts_with(['=', '+', '-', '@']);
+    if formula {
+        format!("'{value}").into()
+    } else {
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::csv_safe;
+
+    #[test]
+    fn formula_prefixes_are_neutralised() {
+        for hostile in ["=HYPERLINK(\"x\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\rx"] {
+            assert!(csv_safe(hostile).starts_with('\''), "{hostile:?}");
+        }
+        assert_eq!(csv_safe("PAY-1"), "PAY-1");
+        assert_eq!(csv_safe("\0=1+1"), "<U+0000>=1+1");
+        assert_eq!(csv_safe("  =1+1"), "'  =1+1");
+        assert_eq!(csv_safe("L-\u{202e}1"), "L-<U+202E>1");
+        assert_eq!(csv_safe("multi\nline"), "multi\nline");
+    }
+}

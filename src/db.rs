@@ -3,7 +3,6 @@
 
 pub use crate::config::is_postgres;
 use crate::exit::{Failure, fail};
-use crate::store::Tx;
 use anyhow::Result;
 use sqlx::ConnectOptions as _;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
@@ -59,10 +58,10 @@ pub struct Db {
     /// The SQLite database file (None for PostgreSQL and in-memory SQLite).
     pub file: Option<PathBuf>,
     /// The URL (for messages; always shown masked).
-    url: String,
+    pub(crate) url: String,
 }
 
-fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
     fail(
         Failure::Database,
         format!("database {}: {what}: {}", crate::mask::url(url), message(e)),
@@ -283,15 +282,6 @@ impl Db {
             ));
         }
         Ok(())
-    }
-
-    /// Starts a write transaction.
-    pub async fn begin(&self) -> Result<Tx> {
-        let err = |e| db_error(&self.url, "cannot start a transaction", e);
-        Ok(match &self.pool {
-            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
-            Pool::Postgres(p) => Tx::Postgres(p.begin().await.map_err(err)?),
-        })
     }
 
     /// Closes the pool (waits for connections to finish).

@@ -937,6 +937,26 @@ pub enum Tx {
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
 }
 
+impl crate::db::Db {
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx> {
+        use crate::db::{Pool, db_error};
+        let err = |e| db_error(&self.url, "cannot start a transaction", e);
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await.map_err(err)?),
+        })
+    }
+}
+
+/// Applies `t` inside `tx` (a convenience over [`Tx::apply_transitions`]).
+pub async fn apply(tx: &mut Tx, t: &Transition, run_id: &str, now: &str) -> Result<Applied> {
+    let r = tx
+        .apply_transitions(std::slice::from_ref(t), run_id, now)
+        .await?;
+    Ok(r.first().copied().unwrap_or(Applied::Conflict))
+}
+
 /// Calls `$f` of the backend module that matches the transaction.
 macro_rules! dispatch {
     ($self:ident, $f:ident ( $($arg:expr),* )) => {

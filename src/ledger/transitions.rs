@@ -1,9 +1,8 @@
 //! Guarded status transitions (DESIGN.md rule 3): a conditional update plus an append-only
 //! history row, inside the caller's transaction. Zero rows affected means someone else moved
-//! the payment: recorded as a conflict, never forced. The SQL is in [`crate::store`].
+//! the payment: recorded as a conflict, never forced. The SQL is in `store`.
 
 use super::Status;
-use anyhow::Result;
 
 /// One status change recon wants to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,17 +33,4 @@ pub enum Applied {
     AlreadyApplied,
     /// Someone else changed the payment since it was loaded: left alone.
     Conflict,
-}
-
-/// Applies `t` inside `tx` (a convenience over [`crate::store::Tx::apply_transitions`]).
-pub async fn apply(
-    tx: &mut crate::store::Tx,
-    t: &Transition,
-    run_id: &str,
-    now: &str,
-) -> Result<Applied> {
-    let r = tx
-        .apply_transitions(std::slice::from_ref(t), run_id, now)
-        .await?;
-    Ok(r.first().copied().unwrap_or(Applied::Conflict))
 }

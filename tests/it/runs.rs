@@ -231,7 +231,7 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
     // P-1 is SUCCEEDED (recon moved it): a transition from UNKNOWN is refused, not forced.
     let db = env.db().await;
     let mut tx = db.begin().await.expect("tx");
-    let applied = recon::ledger::transitions::apply(&mut tx, &t, "x", "2026-11-20 00:00:00.000000")
+    let applied = recon::store::apply(&mut tx, &t, "x", "2026-11-20 00:00:00.000000")
         .await
         .expect("apply");
     assert_eq!(applied, recon::ledger::transitions::Applied::Conflict);
@@ -250,10 +250,9 @@ async fn someone_else_moving_the_payment_is_a_conflict_not_forced() {
         ..t
     };
     let mut tx = db.begin().await.expect("tx");
-    let applied =
-        recon::ledger::transitions::apply(&mut tx, &t3, "x", "2026-11-20 00:00:00.000000")
-            .await
-            .expect("apply");
+    let applied = recon::store::apply(&mut tx, &t3, "x", "2026-11-20 00:00:00.000000")
+        .await
+        .expect("apply");
     assert_eq!(applied, recon::ledger::transitions::Applied::Conflict);
 }
 

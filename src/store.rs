@@ -408,7 +408,7 @@ macro_rules! store_impl {
                     if n == 0 {
                         continue;
                     }
-                    let changes = crate::evidence::describe_changes(&old_evidence, &t.evidence);
+                    let changes = crate::tickets::describe_changes(&old_evidence, &t.evidence);
                     let note = if status == "RESOLVED" {
                         format!("reopened: the evidence changed: {changes}")
                     } else {

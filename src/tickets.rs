@@ -2,11 +2,20 @@
 //! ticket a human resolved stays resolved while its evidence stays the same (same fingerprint);
 //! when the evidence changes, the next run opens it again and records what changed. Every
 //! status change is appended to the ticket's history.
+//!
+//! The **fingerprint** is the sha256 of the evidence's canonical form: the decision-relevant
+//! fields only (money, masked recipients, bookings, the candidates and why they qualified),
+//! serialised with sorted keys and sorted lists. It leaves out what changes without the
+//! evidence changing (file names and line numbers, the human `detail` text) and what a
+//! reviewer changes when acting on a ticket (the payment's status and attempt).
 
 use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::model::Outcome;
 use anyhow::Result;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A ticket a run wants to exist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +36,7 @@ pub struct NewTicket {
     pub currency: Option<String>,
     /// JSON evidence (masked; no full account numbers).
     pub evidence: String,
-    /// sha256 of the evidence's canonical form ([`crate::evidence::fingerprint`]).
+    /// sha256 of the evidence's canonical form ([`fingerprint`]).
     pub evidence_sha256: String,
     /// Which run's view the evidence is (`YYYY-MM-DD|<as-of µs, 20 digits>`, compared as
     /// text): evidence from an older view never replaces a newer one.
@@ -349,4 +358,234 @@ pub fn render(tickets: &[Ticket]) -> String {
         );
     }
     s
+}
+
+/// The decision-relevant part of `evidence` (see the module docs).
+pub fn canonical(evidence: &Value) -> Value {
+    let mut v = evidence.clone();
+    strip_volatile(&mut v);
+    v
+}
+
+/// Removes from `v`, in place, what the canonical form leaves out (see the module docs).
+fn strip_volatile(v: &mut Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("detail");
+        let strip = |p: &mut Value| {
+            if let Some(p) = p.as_object_mut() {
+                p.remove("status");
+                p.remove("attempt_id");
+            }
+        };
+        if let Some(p) = o.get_mut("payment") {
+            strip(p);
+        }
+        if let Some(ps) = o.get_mut("other_payments").and_then(Value::as_array_mut) {
+            ps.iter_mut().for_each(strip);
+        }
+        if let Some(ls) = o.get_mut("lines").and_then(Value::as_array_mut) {
+            for l in ls.iter_mut().filter_map(Value::as_object_mut) {
+                l.remove("file");
+                l.remove("line");
+            }
+        }
+    }
+}
+
+/// sha256 (hex) of `v`'s text, serialised straight into the hash.
+fn sha256_of(v: &Value) -> String {
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    // Writing into memory cannot fail, and a Value always serialises.
+    let _ = serde_json::to_writer(&mut h, v);
+    hex::encode(h.0.finalize())
+}
+
+/// sha256 (hex) of the canonical form of `evidence`. serde_json keeps object keys sorted, and
+/// every list in the evidence is built sorted, so equal evidence gives equal text.
+pub fn fingerprint(evidence: &Value) -> String {
+    sha256_of(&canonical(evidence))
+}
+
+/// The stored text of `evidence` and its [`fingerprint`], consuming it: a ticket's evidence
+/// is serialised once for the store and once, stripped in place, for the hash.
+pub fn seal(mut evidence: Value) -> (String, String) {
+    let text = evidence.to_string();
+    strip_volatile(&mut evidence);
+    (text, sha256_of(&evidence))
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(text).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// Field-by-field changes of two objects: `amount 39.50 → 40.00`.
+fn field_changes(prefix: &str, old: &Value, new: &Value, out: &mut Vec<String>) {
+    let empty = serde_json::Map::new();
+    let (a, b) = (
+        old.as_object().unwrap_or(&empty),
+        new.as_object().unwrap_or(&empty),
+    );
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for k in keys {
+        let (x, y) = (
+            a.get(k).unwrap_or(&Value::Null),
+            b.get(k).unwrap_or(&Value::Null),
+        );
+        if x == y {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (x.as_array(), y.as_array()) {
+            // Lists of reasons: name only what left and what came.
+            let gone: Vec<String> = a.iter().filter(|v| !b.contains(v)).map(text).collect();
+            let came: Vec<String> = b.iter().filter(|v| !a.contains(v)).map(text).collect();
+            let side = |v: Vec<String>| {
+                if v.is_empty() {
+                    "-".into()
+                } else {
+                    v.join(", ")
+                }
+            };
+            out.push(format!("{prefix}{k} {} → {}", side(gone), side(came)));
+        } else {
+            out.push(format!("{prefix}{k} {} → {}", text(x), text(y)));
+        }
+    }
+}
+
+/// Items of a list keyed by `key`.
+fn keyed(v: &Value, key: impl Fn(&Value) -> String) -> BTreeMap<String, &Value> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| (key(x), x))
+        .collect()
+}
+
+fn list_changes(
+    what: &str,
+    old: &Value,
+    new: &Value,
+    key: impl Fn(&Value) -> String,
+    skip_added: &BTreeSet<String>,
+    out: &mut Vec<String>,
+) -> BTreeSet<String> {
+    let (a, b) = (keyed(old, &key), keyed(new, &key));
+    let mut added = BTreeSet::new();
+    for (k, y) in &b {
+        match a.get(k) {
+            None => {
+                added.insert(k.clone());
+                if !skip_added.contains(k) {
+                    out.push(format!("{what} {k} added"));
+                }
+            }
+            Some(x) if x != y => field_changes(&format!("{what} {k}: "), x, y, out),
+            Some(_) => {}
+        }
+    }
+    for k in a.keys().filter(|k| !b.contains_key(*k)) {
+        if !skip_added.contains(k) {
+            out.push(format!("{what} {k} removed"));
+        }
+    }
+    added
+}
+
+/// A short human description of how the decision-relevant evidence changed from `old` to
+/// `new` (both evidence JSON texts), e.g. `candidate L-9 added; payment amount 39.50 → 40.00`.
+pub fn describe_changes(old: &str, new: &str) -> String {
+    let (Ok(old), Ok(new)) = (
+        serde_json::from_str::<Value>(old),
+        serde_json::from_str::<Value>(new),
+    ) else {
+        return "evidence changed".into();
+    };
+    let (old, new) = (canonical(&old), canonical(&new));
+    let mut out = Vec::new();
+    for k in ["outcome", "rule"] {
+        if old[k] != new[k] {
+            out.push(format!("{k} {} → {}", text(&old[k]), text(&new[k])));
+        }
+    }
+    if old["payment"] != new["payment"] {
+        field_changes("payment ", &old["payment"], &new["payment"], &mut out);
+    }
+    // A payment's candidates are lines, a line's candidates are payments: name the other side.
+    let has_payment = !new["payment"].is_null();
+    let cand_key = |c: &Value| {
+        let k = if has_payment { "line_id" } else { "payment_id" };
+        text(&c[k])
+    };
+    let none = BTreeSet::new();
+    let mut cands = Vec::new();
+    let touched = list_changes(
+        "candidate",
+        &old["candidates"],
+        &new["candidates"],
+        cand_key,
+        &none,
+        &mut cands,
+    );
+    let mut removed_or_added = touched;
+    for c in keyed(&old["candidates"], cand_key).keys() {
+        if !keyed(&new["candidates"], cand_key).contains_key(c) {
+            removed_or_added.insert(c.clone());
+        }
+    }
+    let mut lines = Vec::new();
+    let line_skip = if has_payment {
+        &removed_or_added
+    } else {
+        &none
+    };
+    list_changes(
+        "line",
+        &old["lines"],
+        &new["lines"],
+        |l| text(&l["line_id"]),
+        line_skip,
+        &mut lines,
+    );
+    let pay_skip = if has_payment {
+        &none
+    } else {
+        &removed_or_added
+    };
+    let mut pays = Vec::new();
+    list_changes(
+        "payment",
+        &old["other_payments"],
+        &new["other_payments"],
+        |p| text(&p["payment_id"]),
+        pay_skip,
+        &mut pays,
+    );
+    out.extend(cands);
+    out.extend(lines);
+    out.extend(pays);
+    if out.is_empty() {
+        return "evidence changed".into();
+    }
+    const MAX: usize = 8;
+    if out.len() > MAX {
+        let more = out.len() - MAX;
+        out.truncate(MAX);
+        out.push(format!("and {more} more change(s)"));
+    }
+    out.join("; ")
 }

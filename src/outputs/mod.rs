@@ -7,3 +7,11 @@ pub mod settlement;
 pub mod summary;
 
 pub use crate::textsafe::{csv_safe, escape_chars, is_bidi_control, visible};
+
+use crate::outcome::Outcome;
+
+/// Whether rows of an outcome are listed one by one in the reports. MATCHED and FAILED_OK are
+/// the bulk of every run and need nothing: they are counted, and listed in results.csv.
+pub fn is_listed(o: Outcome) -> bool {
+    !matches!(o, Outcome::Matched | Outcome::FailedOk)
+}

@@ -68,7 +68,7 @@ impl Record {
 }
 
 /// Writes results.csv to `all` and diff.csv to `listed`: the same rows, only those the
-/// reports list one by one ([`crate::report::is_listed`]). Each row is formatted
+/// reports list one by one ([`crate::outputs::is_listed`]). Each row is formatted
 /// once for both.
 pub fn write<W: Write, D: Write>(
     mut all: W,
@@ -154,7 +154,7 @@ pub fn write<W: Write, D: Write>(
         rec.field(&csv_safe(&r.detail));
         rec.end();
         all.write_all(&rec.buf)?;
-        if crate::report::is_listed(r.outcome) {
+        if crate::outputs::is_listed(r.outcome) {
             listed.write_all(&rec.buf)?;
         }
     }

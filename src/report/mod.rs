@@ -24,6 +24,7 @@ pub mod xlsx;
 use crate::ledger::{Payment, Status};
 pub use crate::model::Family;
 use crate::outcome::{Action, Outcome, ResultRow, Severity};
+pub use crate::outputs::is_listed;
 pub use crate::outputs::summary::OutcomeTotal;
 use crate::outputs::summary::Summary;
 use crate::sources::StatementLine;
@@ -33,12 +34,6 @@ use anyhow::{Context, Result};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// Whether rows of an outcome are listed one by one in the reports. MATCHED and FAILED_OK are
-/// the bulk of every run and need nothing: they are counted, and listed in results.csv.
-pub fn is_listed(o: Outcome) -> bool {
-    !matches!(o, Outcome::Matched | Outcome::FailedOk)
-}
 
 /// An exact amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use crate::matching::MatchResult;
 use crate::outcome::{Action, Outcome, ResultRow};
 use crate::outputs::summary::Summary;
 use crate::rules::RuleSet;
-use crate::run::{RunData, RunOptions};
+use crate::run_data::{RunData, RunOptions};
 use crate::tickets::{self, NewTicket, Upserted};
 use crate::timeparse::Micros;
 use anyhow::{Context, Result};

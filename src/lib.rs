@@ -31,6 +31,7 @@ pub mod pull;
 pub mod report;
 pub mod rules;
 pub mod run;
+pub mod run_data;
 pub mod sources;
 pub mod status_api;
 pub mod store;

@@ -18,40 +18,25 @@
 use crate::config::Config;
 use crate::db::Db;
 use crate::exit::{Failure, fail};
+use crate::ledger::Status;
 use crate::ledger::load::{LoadRange, LoadedLedger};
-use crate::ledger::{Payment, Status};
 use crate::matching;
-use crate::outcome::{self, Action, Context, Outcome, ResultRow};
+use crate::outcome::{self, Action, Context, Outcome};
 use crate::outputs::results;
 use crate::outputs::summary::{self, Summary};
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
 use crate::rules::RuleSet;
+pub(crate) use crate::run_data::RunData;
+pub use crate::run_data::RunOptions;
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
 use anyhow::{Context as _, Result};
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{NaiveDate, Utc};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What to reconcile.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// First day (in the job's time zone).
-    pub from: NaiveDate,
-    /// Last day, inclusive.
-    pub to: NaiveDate,
-    /// Cut-off; `None` = now.
-    pub as_of: Option<DateTime<Utc>>,
-    /// Write results, change nothing.
-    pub dry_run: bool,
-    /// Fixed run id (tests); generated when `None`.
-    pub run_id: Option<String>,
-    /// Wait for the run lock instead of failing when another run holds it.
-    pub wait: bool,
-}
 
 /// What a run produced.
 #[derive(Debug, Clone)]
@@ -153,19 +138,6 @@ pub(crate) type ReadInRange = BTreeMap<(String, String, String), String>;
 /// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
 /// currency).
 type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
-
-/// The rows of a run: read by the writer thread and the database step at the same time.
-pub(crate) struct RunData {
-    pub(crate) payments: Vec<Payment>,
-    pub(crate) lines: Vec<StatementLine>,
-    pub(crate) rows: Vec<ResultRow>,
-    /// The rows' counts and sums by outcome (summary.json and the reports show them).
-    pub(crate) totals: BTreeMap<Outcome, reports::OutcomeTotal>,
-    /// settlement.csv (the three-way view).
-    pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
-    /// Payment index → the provider id a status answer gave it (its transition records it).
-    pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
-}
 
 /// Everything classification produced, before any effect.
 pub(crate) struct Plan {

@@ -4,6 +4,7 @@
 #[macro_use]
 mod support;
 
+mod architecture;
 mod backends;
 mod bank_codes;
 mod docs;

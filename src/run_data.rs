@@ -1,6 +1,5 @@
 //! What one run works on, shared by `run`, which plans and writes it, `effects`, which
-//! applies it, and `explain`: the options ([`RunOptions`]) and the classified rows
-//! ([`RunData`]).
+//! applies it, and `explain`: the options ([`RunOptions`]) and the classified rows (`RunData`).
 
 use crate::ledger::Payment;
 use crate::outcome::{Outcome, ResultRow};

@@ -73,7 +73,7 @@ fn default_carry_days() -> i64 {
 }
 
 /// SQL that reads a ledger kept in the user's own schema. Each query returns recon's canonical
-/// columns (see README "Your own ledger schema"); recon wraps it with its range filter.
+/// columns (see docs/formats.md, "Your own ledger schema"); recon wraps it with its range filter.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct LedgerQueries {

@@ -9,7 +9,7 @@ use recon::exit;
 use recon::{out, outln};
 use std::path::PathBuf;
 
-/// mimalloc instead of glibc malloc: measured at 1M payments (README "Benchmark"), the run's
+/// mimalloc instead of glibc malloc: measured at 1M payments (docs/benchmark.md), the run's
 /// wall time drops by a quarter (Polars allocates a lot) and its peak RSS with it, because
 /// glibc's per-thread arenas keep the Polars and writer threads' freed memory.
 #[global_allocator]

@@ -1,6 +1,6 @@
 //! The fault matrix (issue 16): recon against a broken world — SMTP servers that stall, giant
 //! or hostile input, secrets in odd places. One test per cell; cells already covered
-//! elsewhere are listed in the README's "Fault matrix" with the module that tests them.
+//! elsewhere are listed in docs/operations.md ("Fault matrix") with the module that tests them.
 
 use crate::report::{file_email, hostile_env, parse_message, run_bin, smtp_email};
 use crate::support::{Backend, PAYMENTS_HEADER, Settings, TestEnv, read_columns};

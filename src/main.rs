@@ -9,9 +9,9 @@ use recon::exit;
 use recon::{out, outln};
 use std::path::PathBuf;
 
-/// mimalloc instead of glibc malloc: measured at 1M payments (docs/benchmark.md), the run's
-/// wall time drops by a quarter (Polars allocates a lot) and its peak RSS with it, because
-/// glibc's per-thread arenas keep the Polars and writer threads' freed memory.
+/// mimalloc instead of glibc malloc: Polars allocates a lot, and glibc's per-thread arenas keep
+/// the Polars and writer threads' freed memory, so the run was slower and bigger with it
+/// (docs/benchmark.md says how to measure such a change).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 
 /// `mi_option_purge_delay` in mimalloc.h (v2 and v3): how long freed memory is kept before it
-/// goes back to the OS. 0 returns it at once: measured at 1M payments, peak RSS ~860 MB
-/// instead of ~1 GB at the same wall time.
+/// goes back to the OS. 0 returns it at once: a lower peak RSS at the same wall time (see
+/// docs/benchmark.md for how such a setting is measured).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Sets the allocator's purge delay (when mimalloc is the process's allocator, as in both

@@ -516,8 +516,8 @@ fn finish(
 }
 
 /// The canonical columns of a payments query. Timestamps go out as PostgreSQL's own text
-/// (the session is in UTC): `extract(epoch …)` is numeric arithmetic on the server and cost
-/// ~1.5 s per million rows there.
+/// (the session is in UTC): `extract(epoch …)` is numeric arithmetic on the server, which
+/// cost more than the whole text transfer.
 fn pg_payment_columns() -> String {
     "payment_id::text, recipient_account::text, amount_minor::bigint, currency::text, status::text, \
      created_at::timestamptz, started_at::timestamptz, attempt_id::text, provider_payment_id::text"

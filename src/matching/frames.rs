@@ -20,8 +20,8 @@ fn key_hash(key: &str) -> u64 {
 /// instead of the text is faster in Polars (no string columns to build or compare); every
 /// joined pair is then checked on the text itself, so a hash collision can never link
 /// anything. Only (source, hash) is kept per key, 12 bytes: the normalised keys themselves
-/// were ~100 MB of new memory at a million payments, and new memory is what this pass spent
-/// most of its time on.
+/// would be a copy of every key in new memory, and new memory is what this pass spent most of
+/// its time on.
 struct Side {
     src: Vec<u32>,
     hash: Vec<u64>,

@@ -302,7 +302,15 @@ fn payment(row: &Row) -> Result<Payment> {
 /// bundled tables when the ledger lives in the user's own schema.
 pub async fn load(db: &Db, queries: &LedgerQueries, range: &LoadRange) -> Result<LoadedLedger> {
     match &db.pool {
-        Pool::Sqlite(p) => load_sqlite(p, queries, range).await,
+        // An in-memory database is one per connection: its scan is never split.
+        Pool::Sqlite(p) => {
+            let split_from = if db.file.is_some() {
+                SPLIT_SCAN_ROWS
+            } else {
+                i64::MAX
+            };
+            load_sqlite(p, queries, range, split_from).await
+        }
         Pool::Postgres(p) => load_pg(p, queries, range).await,
     }
 }
@@ -311,6 +319,7 @@ async fn load_sqlite(
     pool: &SqlitePool,
     queries: &LedgerQueries,
     range: &LoadRange,
+    split_from: i64,
 ) -> Result<LoadedLedger> {
     let lo = timeparse::to_db(range.lo);
     let hi = timeparse::to_db(range.hi);
@@ -326,7 +335,7 @@ async fn load_sqlite(
         custom.is_none() && wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
     let sql = payments_sql(scan, custom);
     let mut payments = match custom {
-        None if scan => scan_payments(pool, &mut conn, &sql, (&lo, &hi), SPLIT_SCAN_ROWS).await?,
+        None if scan => scan_payments(pool, &mut conn, &sql, (&lo, &hi), split_from).await?,
         None => {
             let capacity = at_most(&mut conn, &lo, &hi).await?;
             read_payments(&mut conn, &sql, (&lo, &hi), capacity).await?

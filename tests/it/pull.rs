@@ -6,7 +6,7 @@
 
 use crate::report::{TestPki, free_port};
 use crate::support::{
-    ATTEMPTS_HEADER, PAYMENTS_HEADER, STATEMENT_HEADER, TestEnv, outcomes, psp_source,
+    ATTEMPTS_HEADER, PAYMENTS_HEADER, STATEMENT_HEADER, TestEnv, outcomes, psp_source, python_with,
 };
 use recon::pull::{PullReport, Status};
 use std::net::TcpStream;
@@ -180,56 +180,26 @@ impl Https {
     }
 }
 
-/// A Python that can import `module`, and the PYTHONPATH it needs: the system's when it has
-/// it, else `pip install --target /var/tmp/recon-test-pydeps <package>` once.
-fn python_with(module: &str, package: &str) -> (PathBuf, Option<PathBuf>) {
-    let has = |python: &str, path: Option<&Path>| {
-        let mut c = Command::new(python);
-        if let Some(p) = path {
-            c.env("PYTHONPATH", p);
-        }
-        c.args(["-c", &format!("import {module}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    for python in ["python3", "/usr/bin/python3"] {
-        if has(python, None) {
-            return (python.into(), None);
-        }
-    }
-    let dir = PathBuf::from(
-        std::env::var("RECON_TEST_PYDEPS").unwrap_or_else(|_| "/var/tmp/recon-test-pydeps".into()),
-    );
-    for python in ["python3", "/usr/bin/python3"] {
-        if has(python, Some(&dir)) {
-            return (python.into(), Some(dir));
-        }
-        let installed = Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .arg("--target")
-            .arg(&dir)
-            .arg(package)
-            .status()
-            .is_ok_and(|s| s.success());
-        if installed && has(python, Some(&dir)) {
-            return (python.into(), Some(dir));
-        }
-    }
-    panic!("no Python with {module}: pip install '{package}' (or let pip reach PyPI)")
+/// `recon run --pull` of one day as the scheduler runs it (the binary, its own database URL
+/// from the job file, the token in the environment).
+fn run_pulling(env: &TestEnv, date: &str, as_of: &str, run_id: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(["run", "--pull", "--date", date, "--as-of", as_of])
+        .args(["--run-id", run_id])
+        .arg("--config")
+        .arg(&env.config_path)
+        .env("RECON_TEST_PSP_TOKEN", TOKEN)
+        .env_remove("RECON_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("recon runs")
 }
 
 /// moto's S3-compatible server on a free port.
 fn moto() -> Server {
     static FOUND: std::sync::OnceLock<(PathBuf, Option<PathBuf>)> = std::sync::OnceLock::new();
-    let (python, path) = FOUND.get_or_init(|| python_with("moto.server", "moto[server]"));
+    let (python, path) = FOUND
+        .get_or_init(|| python_with("moto.server", "moto[server]", "pip install 'moto[server]'"));
     let dir = tempfile::tempdir().expect("moto dir");
     let port = free_port();
     let mut cmd = Command::new(python);
@@ -923,23 +893,7 @@ async fn run_pull_fetches_then_runs_on_the_inbox_with_inputs_hashed_in_the_summa
     publish_day(&publish, "2026-11-10", &rows);
     let env = job(&https.url(), &https.remote_table(""));
     unknown_payment(&env).await;
-    let out = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args([
-            "run",
-            "--pull",
-            "--date",
-            "2026-11-10",
-            "--as-of",
-            "2026-11-11T02:00:00Z",
-        ])
-        .args(["--run-id", "nightly"])
-        .arg("--config")
-        .arg(&env.config_path)
-        .env("RECON_TEST_PSP_TOKEN", TOKEN)
-        .env_remove("RECON_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .expect("recon runs");
+    let out = run_pulling(&env, "2026-11-10", "2026-11-11T02:00:00Z", "nightly");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
@@ -985,23 +939,7 @@ async fn run_pull_fetches_then_runs_on_the_inbox_with_inputs_hashed_in_the_summa
             ),
     )
     .expect("cfg");
-    let out = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args([
-            "run",
-            "--pull",
-            "--date",
-            "2026-11-11",
-            "--as-of",
-            "2026-11-12T02:00:00Z",
-        ])
-        .args(["--run-id", "nightly2"])
-        .arg("--config")
-        .arg(&env.config_path)
-        .env("RECON_TEST_PSP_TOKEN", TOKEN)
-        .env_remove("RECON_DATABASE_URL")
-        .env_remove("DATABASE_URL")
-        .output()
-        .expect("recon runs");
+    let out = run_pulling(&env, "2026-11-11", "2026-11-12T02:00:00Z", "nightly2");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),

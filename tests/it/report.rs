@@ -36,48 +36,10 @@ const HOSTILE_SCRIPT: &str = "<script>alert(1)</script>";
 fn aiosmtpd() -> &'static (PathBuf, Option<PathBuf>) {
     static FOUND: std::sync::OnceLock<(PathBuf, Option<PathBuf>)> = std::sync::OnceLock::new();
     FOUND.get_or_init(|| {
-        let has = |python: &str, path: Option<&Path>| {
-            let mut c = Command::new(python);
-            if let Some(p) = path {
-                c.env("PYTHONPATH", p);
-            }
-            c.args(["-c", "import aiosmtpd"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if has("/usr/bin/python3", None) {
-            return ("/usr/bin/python3".into(), None);
-        }
-        let dir = PathBuf::from(
-            std::env::var("RECON_TEST_PYDEPS")
-                .unwrap_or_else(|_| "/var/tmp/recon-test-pydeps".into()),
-        );
-        for python in ["python3", "/usr/bin/python3"] {
-            if has(python, Some(&dir)) {
-                return (python.into(), Some(dir));
-            }
-            let installed = Command::new(python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                ])
-                .arg("--target")
-                .arg(&dir)
-                .arg("aiosmtpd==1.4.6")
-                .status()
-                .is_ok_and(|s| s.success());
-            if installed && has(python, Some(&dir)) {
-                return (python.into(), Some(dir));
-            }
-        }
-        panic!(
-            "no Python with aiosmtpd: install Debian's python3-aiosmtpd (apt-get install -y \
-             python3-aiosmtpd) or let pip reach PyPI"
+        crate::support::python_with(
+            "aiosmtpd",
+            "aiosmtpd==1.4.6",
+            "install Debian's python3-aiosmtpd (apt-get install -y python3-aiosmtpd)",
         )
     })
 }

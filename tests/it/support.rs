@@ -4,6 +4,7 @@
 use recon::config::Config;
 use recon::run::{RunOptions, RunReport};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Statement header every scenario uses.
 pub const STATEMENT_HEADER: &str = "id,reference,recipient,amount,currency,booked_at,type";
@@ -385,4 +386,52 @@ pub fn outcomes(report: &RunReport) -> Vec<(String, String, String)> {
     .into_iter()
     .map(|r| (r[0].clone(), r[1].clone(), r[2].clone()))
     .collect()
+}
+
+/// A Python that can import `module`, and the PYTHONPATH it needs: the system's when it has
+/// it, else `pip install --target /var/tmp/recon-test-pydeps <package>` once (so `cargo test`
+/// works on a machine where nothing was installed by hand). `hint` says how to install it
+/// by hand when neither works.
+pub(crate) fn python_with(module: &str, package: &str, hint: &str) -> (PathBuf, Option<PathBuf>) {
+    let has = |python: &str, path: Option<&Path>| {
+        let mut c = Command::new(python);
+        if let Some(p) = path {
+            c.env("PYTHONPATH", p);
+        }
+        c.args(["-c", &format!("import {module}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    for python in ["python3", "/usr/bin/python3"] {
+        if has(python, None) {
+            return (python.into(), None);
+        }
+    }
+    let dir = PathBuf::from(
+        std::env::var("RECON_TEST_PYDEPS").unwrap_or_else(|_| "/var/tmp/recon-test-pydeps".into()),
+    );
+    for python in ["python3", "/usr/bin/python3"] {
+        if has(python, Some(&dir)) {
+            return (python.into(), Some(dir));
+        }
+        let installed = Command::new(python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .arg("--target")
+            .arg(&dir)
+            .arg(package)
+            .status()
+            .is_ok_and(|s| s.success());
+        if installed && has(python, Some(&dir)) {
+            return (python.into(), Some(dir));
+        }
+    }
+    panic!("no Python with {module}: {hint} (or let pip reach PyPI)")
 }

@@ -145,6 +145,11 @@ fn rejected(file: &str, line: u64, e: StepError) -> anyhow::Error {
 }
 
 impl Ledger for SqliteLedger<'_> {
+    /// In file order: the table's rowids follow the rows, and a ledger exported in time order
+    /// then builds its time indexes from sorted input; in primary-key order the inserts were
+    /// faster and the index builds slower by more (docs/benchmark.md).
+    const KEY_ORDER: bool = false;
+
     async fn payments_in_db(&mut self, ids: &[&str]) -> Result<HashSet<String>> {
         payments_in_db(self.conn, ids).await
     }
@@ -154,11 +159,16 @@ impl Ledger for SqliteLedger<'_> {
         Ok(())
     }
 
-    async fn insert_payments(&mut self, rows: &Rows<PaymentRow>, now: Micros) -> Result<()> {
+    async fn insert_payments(
+        &mut self,
+        rows: &Rows<PaymentRow>,
+        order: &[u32],
+        now: Micros,
+    ) -> Result<()> {
         let now = DbTime::new(now);
         sqlite_raw::with_raw(self.conn, |raw| {
             let mut ins = raw.insert(INSERT_PAYMENT)?;
-            for r in &rows.rows {
+            for r in order.iter().map(|&i| &rows.rows[i as usize]) {
                 let created = DbTime::new(r.created_at);
                 let started = r.started_at.map(DbTime::new);
                 ins.row(&[
@@ -180,10 +190,10 @@ impl Ledger for SqliteLedger<'_> {
         .await
     }
 
-    async fn insert_attempts(&mut self, rows: &Rows<AttemptRow>) -> Result<()> {
+    async fn insert_attempts(&mut self, rows: &Rows<AttemptRow>, order: &[u32]) -> Result<()> {
         sqlite_raw::with_raw(self.conn, |raw| {
             let mut ins = raw.insert(INSERT_ATTEMPT)?;
-            for r in &rows.rows {
+            for r in order.iter().map(|&i| &rows.rows[i as usize]) {
                 let started = DbTime::new(r.started_at);
                 let finished = r.finished_at.map(DbTime::new);
                 ins.row(&[

@@ -796,3 +796,144 @@ pub(crate) fn default_kinds() -> std::collections::BTreeMap<String, LineKind> {
     kinds.insert("REFUND".to_string(), LineKind::Refund);
     kinds
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JOB: &str =
+        "timezone = \"UTC\"\ndatabase_url = \"sqlite://x.db\"\noutput_dir = \"out\"\n";
+
+    fn parse(source: &str) -> Result<crate::config::Config> {
+        crate::config::Config::parse(
+            &format!("{JOB}[[source]]\nname = \"s\"\npath = \"f\"\n{source}"),
+            Path::new("job.toml"),
+        )
+    }
+
+    #[test]
+    fn the_keys_of_a_struct_are_read_from_its_derive() {
+        assert_eq!(
+            keys_of::<RawCommon>(),
+            [
+                "name",
+                "role",
+                "format",
+                "path",
+                "timezone",
+                "complete_from",
+                "complete_to",
+                "completeness",
+                "empty_file",
+                "remote"
+            ]
+        );
+        assert_eq!(camt::keys(), Vec::<&str>::new());
+        assert_eq!(mt940::keys(), ["encoding"]);
+    }
+
+    #[test]
+    fn no_format_key_is_a_common_key_or_taken_twice() {
+        // A key in both would be split off as a common key and never reach the format.
+        for f in Format::ALL {
+            let keys = FormatSettings::keys(f);
+            for k in &keys {
+                assert!(!keys_of::<RawCommon>().contains(k), "{f}: {k}");
+                assert_eq!(keys.iter().filter(|o| *o == k).count(), 1, "{f}: {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_format_reads_its_own_keys_and_names_a_key_of_another() {
+        let tabular = "timestamp_format = \"rfc3339\"\ncurrency = \"EUR\"\n\
+                       [source.columns]\nbooked_at = \"d\"\namount = \"a\"\n";
+        for (format, own, foreign, says) in [
+            (
+                "csv",
+                "delimiter = \";\"\n",
+                "sheet = \"x\"\n",
+                "not used by format csv",
+            ),
+            (
+                "xlsx",
+                "sheet = \"x\"\n",
+                "quote = \"'\"\n",
+                "not used by format xlsx",
+            ),
+            (
+                "xlsx",
+                "sheet = \"x\"\n",
+                "encoding = \"latin1\"\n",
+                "xlsx files declare their own encoding",
+            ),
+            (
+                "camt053",
+                "",
+                "encoding = \"latin1\"\n",
+                "camt053 files declare their own encoding",
+            ),
+            (
+                "camt054",
+                "",
+                "skip_lines = 1\n",
+                "not used by format camt054 (bank formats need no column mapping)",
+            ),
+            (
+                "mt940",
+                "encoding = \"latin1\"\n",
+                "decimal_separator = \",\"\n",
+                "not used by format mt940 (bank formats need no column mapping)",
+            ),
+            (
+                "bai2",
+                "encoding = \"latin1\"\n",
+                "has_header = false\n",
+                "not used by format bai2 (bank formats need no column mapping)",
+            ),
+        ] {
+            let mapping = if format == "csv" || format == "xlsx" {
+                tabular
+            } else {
+                ""
+            };
+            let cfg = parse(&format!("format = \"{format}\"\n{own}{mapping}"))
+                .unwrap_or_else(|e| panic!("{format}: {e:#}"));
+            assert_eq!(cfg.sources[0].format().as_str(), format);
+            let key = foreign.split(' ').next().unwrap();
+            let err = parse(&format!("format = \"{format}\"\n{own}{foreign}{mapping}"))
+                .expect_err(format);
+            let msg = format!("{err:#}");
+            assert!(msg.contains(says), "{format}: {msg}");
+            assert!(msg.contains("job.toml"), "{msg}");
+            assert!(msg.contains(&format!("key `source[0].{key}`")), "{msg}");
+            assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+        }
+    }
+
+    #[test]
+    fn a_key_no_format_takes_is_an_unknown_field_on_its_line() {
+        let err = parse("format = \"camt053\"\ncolour = 1\n").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.starts_with("job.toml: TOML parse error at line 8"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("unknown field `colour`, expected one of `name`"),
+            "{msg}"
+        );
+        // The list names what this format takes, not every format's keys.
+        assert!(!msg.contains("sheet"), "{msg}");
+        assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+    }
+
+    #[test]
+    fn the_format_defaults_to_csv() {
+        let err = parse("timestamp_format = \"rfc3339\"\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("key `source[0].columns` is missing (format csv needs"),
+            "{err:#}"
+        );
+    }
+}

@@ -15,7 +15,7 @@
 //! `flatten`, nor default the tag of an internally tagged enum (`format` defaults to `csv`), so
 //! the dispatch is written by hand: the table is read with its spans ([`toml::de::DeTable`]),
 //! the common keys are split off, `format` is read, and the rest goes to the format's module
-//! ([`FormatSettings::read`]). A key no format takes is an unknown key (the TOML error, with
+//! (`FormatSettings::read`). A key no format takes is an unknown key (the TOML error, with
 //! the file's line, listing the keys this format takes); a key of another format is an error
 //! saying so. Adding a format = its module (raw struct, settings, `settings` function), one
 //! variant of [`FormatSettings`] and its arms in this file, and a fixture folder.
@@ -590,7 +590,9 @@ pub(crate) fn job_source(
     let key = |k: &str| at.key(k);
     let span = value.span();
     let DeValue::Table(table) = value.into_inner() else {
-        return Err(at.error(format!("source[{i}]: each [[source]] is a table")));
+        return Err(at.error(format!(
+            "key `source[{i}]`: not a table (each [[source]] is one)"
+        )));
     };
     let ReadSource {
         common: mut s,

@@ -4,18 +4,27 @@
 //! from any working directory. `RECON_DATABASE_URL` (or else `DATABASE_URL`) overrides
 //! `database_url`.
 
-pub mod remote;
 pub mod status_api;
 
 use crate::exit::{Failure, fail};
 pub use crate::model::{Format, LineKind, Role, TimestampFormat};
+pub use crate::sources::config::{
+    Completeness, FormatSettings, SourceConfig, SourcePath, join_clean,
+};
+use crate::sources::config::{config_error, parse_tz, toml_error};
+pub use crate::sources::remote;
+pub use crate::sources::tabular::{
+    Columns, NetAmount, Sign, SkipRow, TabularSettings, column_index, column_rest,
+};
+pub use crate::sources::text::TextEncoding;
 use crate::timeparse::Micros;
 use anyhow::Result;
-use chrono::NaiveDate;
 use chrono_tz::Tz;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 /// The file as written (`#[serde(deny_unknown_fields)]`: a misspelt key is an error).
 #[derive(Debug, Clone, Deserialize)]
@@ -52,9 +61,10 @@ struct RawConfig {
     /// Folder that receives the files `recon pull` fetches for remote sources, one sub-folder
     /// per source (relative to this file; default `inbox`).
     inbox: Option<PathBuf>,
-    /// Provider statements.
+    /// Statement sources (`[[source]]`): only checked to be a list here; each table is read
+    /// with its spans by [`crate::sources::config`], which dispatches on its `format`.
     #[serde(default, rename = "source")]
-    sources: Vec<RawSource>,
+    sources: Vec<serde::de::IgnoredAny>,
     /// The email alert (`[email]`); no email is built when absent.
     email: Option<RawEmail>,
     /// Provider status queries (`[[status_api]]`, at most one).
@@ -82,139 +92,6 @@ pub struct LedgerQueries {
     pub payments_query: Option<String>,
     /// Returns `attempt_id, payment_id, started_at, finished_at, outcome, provider_payment_id`.
     pub attempts_query: Option<String>,
-}
-
-/// One statement source as written in the file (a `[[source]]` table, or a `--mapping` file
-/// of `recon parse`, where `name` and `path` may be left out).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSource {
-    /// Unique name, used in results and ticket keys.
-    name: Option<String>,
-    /// `provider` (default): lines are what the provider paid out for us; `bank`: our own
-    /// bank account, where payments appear as debits and provider payouts as credits.
-    role: Option<String>,
-    /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `mt940` or `bai2`.
-    format: Option<String>,
-    /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
-    /// one file per day, each complete for its day when present.
-    path: Option<String>,
-    /// Time zone of timestamps without an offset; defaults to the job's.
-    timezone: Option<String>,
-    /// Text encoding of the file (`utf-8` default; `windows-1252`, `latin1`, `iso-8859-2`,
-    /// `gbk`, … any WHATWG label). Not for xlsx/camt (they declare their own).
-    encoding: Option<String>,
-    /// csv/xlsx: `rfc3339`, or a chrono strftime format such as `%d.%m.%Y %H:%M`.
-    timestamp_format: Option<String>,
-    /// csv/xlsx: `.` (default) or `,`.
-    decimal_separator: Option<String>,
-    /// csv/xlsx: optional thousands separator to strip (`,`, `.`, `'` or ` `).
-    thousands_separator: Option<String>,
-    /// csv/xlsx: characters removed from amount cells before parsing (currency signs: `"$€¤"`).
-    amount_symbols: Option<String>,
-    /// csv: field delimiter, `,` by default.
-    delimiter: Option<String>,
-    /// csv: the quote character, `"` by default (`'` for exports that quote with it).
-    quote: Option<String>,
-    /// csv/xlsx: whether the first row after `skip_lines` is a header (default true). Without
-    /// one, columns are named by position: `#1`, `#2`, …
-    has_header: Option<bool>,
-    /// csv/xlsx: lines (xlsx: rows) to skip before the header (bank preambles).
-    skip_lines: Option<usize>,
-    /// csv/xlsx: non-empty records at the end of the file that are not statement lines (a
-    /// footer with balances). They are dropped by count, never by guessing.
-    skip_footer: Option<usize>,
-    /// xlsx: the sheet to read (default: the first).
-    sheet: Option<String>,
-    /// csv/xlsx: negate amounts (statements that book payouts as negative numbers).
-    negate_amounts: Option<bool>,
-    /// csv/xlsx: ISO 4217 code of every line, for files without a currency column.
-    currency: Option<String>,
-    /// First day (in the source time zone) the file covers completely (fixed paths only).
-    complete_from: Option<NaiveDate>,
-    /// Last day (inclusive) the file covers completely (fixed paths only).
-    complete_to: Option<NaiveDate>,
-    /// csv/xlsx: which header names (or `#N` positions) hold the canonical fields.
-    columns: Option<RawColumns>,
-    /// csv/xlsx: value of the `kind` column → `PAYMENT` or `REFUND` (case-insensitive keys).
-    kinds: Option<BTreeMap<String, String>>,
-    /// csv/xlsx: value of the `sign` column → `credit` or `debit` (case-insensitive keys).
-    signs: Option<BTreeMap<String, String>>,
-    /// csv/xlsx: values of the `status` column that mean booked (case-insensitive). Rows with
-    /// any other status (pending, authorised, cancelled) are not loaded, and are counted.
-    booked_statuses: Option<Vec<String>>,
-    /// How a file proves it is complete for its period: `control_file`, `last_line`,
-    /// `statement` (bank formats' own balances and control totals) or `none`.
-    completeness: Option<String>,
-    /// `no_activity`: a file without lines is complete for its period (the source says so);
-    /// `incomplete` (default): an empty file proves nothing.
-    empty_file: Option<String>,
-    /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see the `pull` module.
-    remote: Option<remote::RawRemote>,
-    /// csv/xlsx: what joins the cells of a text field mapped to several columns (default " ").
-    join_separator: Option<String>,
-    /// csv/xlsx: `"amount - fee"` or `"amount + fee"`: the line's amount is computed from the
-    /// amount and the `fee` column (providers that report the fee separately).
-    net_amount: Option<String>,
-    /// csv/xlsx: rows that are not statement lines (notices, balance rows), by value. They are
-    /// counted and listed, and do not make the file incomplete.
-    skip_rows: Option<Vec<RawSkipRow>>,
-    /// csv/xlsx: skip rows whose amount is zero (notice rows), counted like `skip_rows`.
-    skip_zero_amounts: Option<bool>,
-}
-
-/// One `[[skip_rows]]` rule as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSkipRow {
-    /// Header name or `#N` position of the column tested.
-    column: String,
-    /// Cell values (trimmed, case-insensitive) that mark a row to skip.
-    #[serde(default)]
-    values: Vec<String>,
-    /// Texts (case-insensitive) whose presence anywhere in the cell marks a row to skip.
-    #[serde(default)]
-    contains: Vec<String>,
-}
-
-/// A text field's columns as written: one name, or a list joined with `join_separator`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum RawColumnList {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl RawColumnList {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            RawColumnList::One(s) => vec![s],
-            RawColumnList::Many(v) => v,
-        }
-    }
-}
-
-/// Column mapping as written in the file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawColumns {
-    provider_txn_id: Option<RawColumnList>,
-    reference: Option<RawColumnList>,
-    recipient: Option<RawColumnList>,
-    amount: Option<String>,
-    debit: Option<String>,
-    credit: Option<String>,
-    sign: Option<String>,
-    currency: Option<String>,
-    booked_at: String,
-    booked_time: Option<String>,
-    kind: Option<String>,
-    batch: Option<RawColumnList>,
-    status: Option<String>,
-    original_amount: Option<String>,
-    original_currency: Option<String>,
-    fee: Option<String>,
-    balance: Option<String>,
 }
 
 /// A validated job configuration.
@@ -249,244 +126,6 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
     pub status_api: Option<status_api::StatusApiConfig>,
-}
-
-/// Where a source's files are.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourcePath {
-    /// One file; complete for `complete` (inclusive days) if declared.
-    Fixed {
-        /// The file.
-        path: PathBuf,
-        /// Inclusive days covered completely.
-        complete: Option<(NaiveDate, NaiveDate)>,
-    },
-    /// One file per day: the template with `{date}`.
-    Daily(String),
-}
-
-/// A text encoding other than UTF-8: any the WHATWG Encoding Standard names (through
-/// encoding_rs), plus IBM code page 852, which Central European MT940 files still use and
-/// encoding_rs does not have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextEncoding {
-    /// An encoding_rs encoding (never UTF-8, UTF-16 or replacement).
-    Whatwg(&'static encoding_rs::Encoding),
-    /// IBM 852 (DOS Latin 2).
-    Ibm852,
-}
-
-impl TextEncoding {
-    /// The encoding's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            TextEncoding::Whatwg(e) => e.name(),
-            TextEncoding::Ibm852 => "IBM852",
-        }
-    }
-}
-
-/// Which way a value of a sign / credit-debit indicator column books the amount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sign {
-    /// Money in: the amount is positive.
-    Credit,
-    /// Money out: the amount is negative.
-    Debit,
-}
-
-/// A validated statement source.
-#[derive(Debug, Clone)]
-pub struct SourceConfig {
-    /// Unique name.
-    pub name: String,
-    /// Provider (default) or bank.
-    pub role: Role,
-    /// File format.
-    pub format: Format,
-    /// File location.
-    pub path: SourcePath,
-    /// Zone for timestamps (and dates) without an offset.
-    pub timezone: Tz,
-    /// Text encoding for csv/mt940/bai2; `None` means strict UTF-8.
-    pub encoding: Option<TextEncoding>,
-    /// Timestamp format (csv/xlsx).
-    pub timestamp_format: TimestampFormat,
-    /// Number format (csv/xlsx text cells).
-    pub number_format: crate::money::NumberFormat,
-    /// Characters removed from amount text before parsing (currency signs).
-    pub amount_symbols: Vec<char>,
-    /// Field delimiter byte.
-    pub delimiter: u8,
-    /// Quote byte.
-    pub quote: u8,
-    /// Whether a header row follows the preamble.
-    pub has_header: bool,
-    /// Preamble lines (xlsx: rows) to skip.
-    pub skip_lines: usize,
-    /// Non-empty footer records to drop.
-    pub skip_footer: usize,
-    /// xlsx sheet name (default: the first).
-    pub sheet: Option<String>,
-    /// Negate amounts when reading.
-    pub negate_amounts: bool,
-    /// Currency of every line when the file has no currency column.
-    pub currency: Option<&'static str>,
-    /// Header names (csv/xlsx).
-    pub columns: Columns,
-    /// Upper-cased kind value → kind.
-    pub kinds: BTreeMap<String, LineKind>,
-    /// Upper-cased sign-column value → sign.
-    pub signs: BTreeMap<String, Sign>,
-    /// Upper-cased values of the status column that mean booked (empty: no status column).
-    pub booked_statuses: std::collections::BTreeSet<String>,
-    /// How a file proves it is complete.
-    pub completeness: Completeness,
-    /// Whether an empty file is complete for its period (`empty_file = "no_activity"`).
-    pub empty_means_no_activity: bool,
-    /// Where the files are published when `path` is remote; `path` is then the local copy in
-    /// the inbox, which runs read (see the `pull` module).
-    pub remote: Option<remote::Remote>,
-    /// What joins the cells of a text field mapped to several columns.
-    pub join_separator: String,
-    /// How the `fee` column makes the line's amount (`None`: no fee column).
-    pub net_amount: Option<NetAmount>,
-    /// Rows that are not statement lines, by value (csv/xlsx).
-    pub skip_rows: Vec<SkipRow>,
-    /// Skip rows whose amount is zero (csv/xlsx).
-    pub skip_zero_amounts: bool,
-}
-
-/// How a separately reported fee makes a line's amount (`net_amount`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetAmount {
-    /// `amount - fee`.
-    MinusFee,
-    /// `amount + fee`.
-    PlusFee,
-}
-
-/// A `[[skip_rows]]` rule: rows whose `column` cell equals one of `values` or contains one of
-/// `contains` (trimmed, upper-cased here and when compared) are not statement lines.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkipRow {
-    /// Header name or `#N`.
-    pub column: String,
-    /// Upper-cased whole values.
-    pub values: Vec<String>,
-    /// Upper-cased substrings.
-    pub contains: Vec<String>,
-}
-
-/// How a source's files prove that they hold every line of their period (DESIGN.md rule 2:
-/// coverage rests on something the file proves, never on its mere presence).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Completeness {
-    /// A control file `<file>.ctl` delivered beside each file gives its line count
-    /// (`lines=N`) and/or its sha256 (`sha256=HEX`); the file is complete only when they agree.
-    ControlFile,
-    /// The file is written in booking order, so it covers its period up to its last line's
-    /// booking (a file cut at a line boundary covers less; an empty one nothing).
-    LastLine,
-    /// The statement's own balances and control totals (camt, MT940, BAI2): a statement that
-    /// declares neither proves nothing.
-    Statement,
-    /// Never complete: absence of a line in this source never proves anything.
-    None,
-}
-
-impl Completeness {
-    /// Every value, in documentation order.
-    pub const ALL: [Completeness; 4] = [
-        Completeness::ControlFile,
-        Completeness::LastLine,
-        Completeness::Statement,
-        Completeness::None,
-    ];
-
-    /// Parses a config value.
-    pub fn parse(value: &str) -> Option<Completeness> {
-        Completeness::ALL.into_iter().find(|c| c.as_str() == value)
-    }
-
-    /// Name as written in the config.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Completeness::ControlFile => "control_file",
-            Completeness::LastLine => "last_line",
-            Completeness::Statement => "statement",
-            Completeness::None => "none",
-        }
-    }
-}
-
-/// Header names (or `#N` positions) of the canonical fields.
-#[derive(Debug, Clone, Default)]
-pub struct Columns {
-    /// Provider transaction id column.
-    pub provider_txn_id: Option<String>,
-    /// Reference column.
-    pub reference: Option<String>,
-    /// Recipient account column (lines have no recipient when absent).
-    pub recipient: Option<String>,
-    /// Signed amount column.
-    pub amount: Option<String>,
-    /// Debit (money out) column, for files with separate debit/credit columns.
-    pub debit: Option<String>,
-    /// Credit (money in) column.
-    pub credit: Option<String>,
-    /// Sign / credit-debit indicator column; the amount's own sign is then ignored.
-    pub sign: Option<String>,
-    /// Currency column (or the source's fixed `currency`).
-    pub currency: Option<String>,
-    /// Booking timestamp column (or its date, with `booked_time`).
-    pub booked_at: String,
-    /// A separate time-of-day column; its text is appended to `booked_at`'s after a space
-    /// before `timestamp_format` applies.
-    pub booked_time: Option<String>,
-    /// Kind column (all lines are payments when absent).
-    pub kind: Option<String>,
-    /// Settlement batch column (the grouping key of three-way matching), if any.
-    pub batch: Option<String>,
-    /// Booking status column (with `booked_statuses`): only booked rows are lines.
-    pub status: Option<String>,
-    /// More columns of a text field mapped to a list (`reference = ["A", "B", "#9.."]`), by
-    /// field name: the first column is in the field itself, these follow it, joined with
-    /// `join_separator`. `#N..` is column N and every field after it.
-    pub more: BTreeMap<&'static str, Vec<String>>,
-    /// The amount in the original (foreign) currency, beside the account-currency amount.
-    pub original_amount: Option<String>,
-    /// The original currency's ISO code.
-    pub original_currency: Option<String>,
-    /// A fee reported separately; with `net_amount` it makes the line's amount.
-    pub fee: Option<String>,
-    /// The account's running balance after each row; when mapped, each row's balance must
-    /// be the previous one plus its amount (a completeness gate).
-    pub balance: Option<String>,
-}
-
-fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
-    fail(Failure::Config, format!("{}: {msg}", path.display()))
-}
-
-fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
-    value.parse::<Tz>().map_err(|_| {
-        config_error(
-            path,
-            format!("key `{key}`: unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)"),
-        )
-    })
-}
-
-fn single_char(path: &Path, key: &str, value: &str, allowed: &[char]) -> Result<char> {
-    let mut chars = value.chars();
-    match (chars.next(), chars.next()) {
-        (Some(c), None) if allowed.contains(&c) => Ok(c),
-        _ => Err(config_error(
-            path,
-            format!("key `{key}`: {value:?} is not one of {allowed:?}"),
-        )),
-    }
 }
 
 impl Config {
@@ -559,8 +198,24 @@ impl Config {
         );
         let inbox = join_clean(&base, raw.inbox.unwrap_or_else(|| PathBuf::from("inbox")));
         let mut sources = Vec::with_capacity(raw.sources.len());
-        for (i, s) in raw.sources.into_iter().enumerate() {
-            let src = Self::source(path, &base, &inbox, i, s, timezone)?;
+        let tables = match DeTable::parse(text)
+            .map_err(|e| toml_error(path, text, e))?
+            .into_inner()
+            .remove("source")
+            .map(Spanned::into_inner)
+        {
+            Some(DeValue::Array(a)) => a.into_iter().collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        let job = crate::sources::config::Job {
+            file: path,
+            text,
+            base: &base,
+            inbox: &inbox,
+            timezone,
+        };
+        for (i, table) in tables.into_iter().enumerate() {
+            let src = crate::sources::config::job_source(&job, i, table)?;
             if sources.iter().any(|o: &SourceConfig| o.name == src.name) {
                 return Err(config_error(
                     path,
@@ -601,857 +256,74 @@ impl Config {
             },
         })
     }
-
-    fn source(
-        path: &Path,
-        base: &Path,
-        inbox: &Path,
-        i: usize,
-        mut s: RawSource,
-        job_tz: Tz,
-    ) -> Result<SourceConfig> {
-        let key = |k: &str| format!("source[{i}].{k}");
-        let Some(name) = s.name.clone() else {
-            return Err(config_error(
-                path,
-                format!("key `{}` is missing", key("name")),
-            ));
-        };
-        let Some(file) = s.path.clone() else {
-            return Err(config_error(
-                path,
-                format!("key `{}` is missing", key("path")),
-            ));
-        };
-        if name.trim().is_empty() || name.contains(['|', ';', '#']) {
-            return Err(config_error(
-                path,
-                format!("key `{}`: must be non-empty without | ; #", key("name")),
-            ));
-        }
-        let complete = match (s.complete_from, s.complete_to) {
-            (Some(a), Some(b)) if a <= b => Some((a, b)),
-            (None, None) => None,
-            _ => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "keys `{}`/`{}`: give both, with from <= to",
-                        key("complete_from"),
-                        key("complete_to")
-                    ),
-                ));
-            }
-        };
-        // A remote source is read from its copy in the inbox (`recon pull` fetches it).
-        let mut remote = if remote::is_remote(&file) {
-            Some(remote::Remote::parse(
-                path,
-                &key(""),
-                &file,
-                s.remote.take(),
-                base,
-            )?)
-        } else if s.remote.is_some() {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: [source.remote] needs a remote path (sftp://, s3:// or https://)",
-                    key("remote")
-                ),
-            ));
-        } else {
-            None
-        };
-        // Its `path` is then the local copy under `<inbox>/<source>/`.
-        let (base, file) = match &mut remote {
-            Some(r) => {
-                r.inbox_dir = inbox.join(&name);
-                (r.inbox_dir.clone(), r.local.clone())
-            }
-            None => (base.to_path_buf(), file),
-        };
-        let base = base.as_path();
-        let source_path = if file.contains("{date}") {
-            if complete.is_some() {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to",
-                        key("path")
-                    ),
-                ));
-            }
-            SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
-        } else {
-            SourcePath::Fixed {
-                path: join_clean(base, &file),
-                complete,
-            }
-        };
-        let proof_given = s.completeness.is_some();
-        let mut src = source_settings(path, &format!("source[{i}]."), s, None, job_tz)?;
-        let claims = match &source_path {
-            SourcePath::Daily(_) => Some("a daily `{date}` source"),
-            SourcePath::Fixed {
-                complete: Some(_), ..
-            } => Some("a source with complete_from/complete_to"),
-            SourcePath::Fixed { complete: None, .. } => None,
-        };
-        if let Some(what) = claims
-            && !proof_given
-            && src.format.needs_mapping()
-        {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}` is missing: {what} claims completeness, so say how its files prove \
-                     it (DESIGN.md rule 2): `control_file` (a `<file>.ctl` with lines=N and/or \
-                     sha256=HEX beside each file), `last_line` (the file is in booking order and \
-                     covers its period up to its last line) or `none`",
-                    key("completeness")
-                ),
-            ));
-        }
-        src.name = name;
-        src.path = source_path;
-        src.remote = remote;
-        Ok(src)
-    }
 }
 
-impl SourceConfig {
-    /// Reads a `--mapping` file of `recon parse`: the keys of one `[[source]]` table, where
-    /// `name` and `path` may be left out. `format` (from the command line) must agree with a
-    /// `format` key in the file, if there is one.
-    pub fn load_mapping(path: &Path, format: Format) -> Result<SourceConfig> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
-        let raw: RawSource = toml::from_str(&text)
-            .map_err(|e| config_error(path, crate::mask::secrets(&e.to_string())))?;
-        let name = raw
-            .name
-            .clone()
-            .unwrap_or_else(|| format.as_str().to_string());
-        let mut src = source_settings(path, "", raw, Some(format), Tz::UTC)?;
-        src.name = name;
-        Ok(src)
-    }
-
-    /// The settings of a bank format read without a mapping file (`recon parse --format
-    /// camt053 FILE`): dates without an offset are UTC, text is UTF-8.
-    pub fn bank_default(format: Format) -> SourceConfig {
-        SourceConfig {
-            name: format.as_str().to_string(),
-            role: Role::Provider,
-            format,
-            path: SourcePath::Fixed {
-                path: PathBuf::new(),
-                complete: None,
-            },
-            timezone: Tz::UTC,
-            encoding: None,
-            timestamp_format: TimestampFormat::Rfc3339,
-            number_format: crate::money::NumberFormat::DOT,
-            amount_symbols: Vec::new(),
-            delimiter: b',',
-            quote: b'"',
-            has_header: true,
-            skip_lines: 0,
-            skip_footer: 0,
-            sheet: None,
-            negate_amounts: false,
-            currency: None,
-            columns: Columns::default(),
-            kinds: default_kinds(),
-            signs: BTreeMap::new(),
-            booked_statuses: Default::default(),
-            completeness: if format.needs_mapping() {
-                Completeness::None
-            } else {
-                Completeness::Statement
-            },
-            empty_means_no_activity: false,
-            remote: None,
-            join_separator: " ".to_string(),
-            net_amount: None,
-            skip_rows: Vec::new(),
-            skip_zero_amounts: false,
-        }
-    }
-}
-
-fn default_kinds() -> BTreeMap<String, LineKind> {
-    let mut kinds = BTreeMap::new();
-    kinds.insert("PAYMENT".to_string(), LineKind::Payment);
-    kinds.insert("REFUND".to_string(), LineKind::Refund);
-    kinds
-}
-
-/// Validates the format-specific keys of a source (`prefix` names it in errors, e.g.
-/// `source[0].`). `forced` is the format given on the command line, if any.
-fn source_settings(
-    path: &Path,
-    prefix: &str,
-    s: RawSource,
-    forced: Option<Format>,
-    job_tz: Tz,
+/// The source settings `recon parse` reads with: the source of a job config (`--config`,
+/// `--source`), a mapping file (`--mapping`), or a bank format's defaults.
+pub fn parse_settings(
+    format: Option<&str>,
+    mapping: Option<&Path>,
+    config: Option<&Path>,
+    source: Option<&str>,
 ) -> Result<SourceConfig> {
-    let key = |k: &str| format!("{prefix}{k}");
-    if s.remote.is_some() {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: only a job's [[source]] can be remote",
-                key("remote")
-            ),
-        ));
-    }
-    let written = match &s.format {
-        None => None,
-        Some(f) => Some(Format::parse(f).ok_or_else(|| {
-            config_error(
-                path,
-                format!(
-                    "key `{}`: unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)",
-                    key("format")
-                ),
-            )
-        })?),
-    };
-    let format = match (forced, written) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: the file says {b} but --format is {a}",
-                    key("format")
-                ),
-            ));
-        }
-        (Some(a), _) => a,
-        (None, Some(b)) => b,
-        (None, None) => Format::Csv,
-    };
-    let role = match s.role.as_deref() {
-        None | Some("provider") => Role::Provider,
-        Some("bank") => Role::Bank,
-        Some(other) => {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: unknown role {other:?} (hint: `provider` or `bank`)",
-                    key("role")
-                ),
-            ));
-        }
-    };
-    let timezone = match &s.timezone {
-        Some(t) => parse_tz(path, &key("timezone"), t)?,
-        None => job_tz,
-    };
-    let encoding = match &s.encoding {
-        None => None,
-        Some(label) => {
-            if matches!(format, Format::Xlsx | Format::Camt053 | Format::Camt054) {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}`: {format} files declare their own encoding; remove the key",
-                        key("encoding")
-                    ),
-                ));
-            }
-            let l = label.trim().to_ascii_lowercase();
-            if matches!(l.as_str(), "ibm852" | "cp852" | "852" | "ibm-852") {
-                Some(TextEncoding::Ibm852)
-            } else {
-                let enc = encoding_rs::Encoding::for_label(l.as_bytes()).ok_or_else(|| {
-                    config_error(
-                        path,
-                        format!(
-                            "key `{}`: unknown encoding {label:?} (hint: utf-8, windows-1252, latin1, iso-8859-2, iso-8859-15, ibm852, gbk)",
-                            key("encoding")
-                        ),
-                    )
-                })?;
-                if enc == encoding_rs::UTF_8 {
-                    None
-                } else if enc.output_encoding() != enc {
-                    return Err(config_error(
-                        path,
-                        format!(
-                            "key `{}`: {label:?} is not supported (UTF-16 and replacement encodings are not)",
-                            key("encoding")
-                        ),
-                    ));
-                } else {
-                    Some(TextEncoding::Whatwg(enc))
-                }
-            }
-        }
-    };
-    let completeness = match s
-        .completeness
-        .as_deref()
-        .map(|v| (v, Completeness::parse(v)))
-    {
-        None => None,
-        Some((_, Some(Completeness::Statement))) if format.needs_mapping() => {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: `statement` is for bank formats, whose files declare balances and \
-                     control totals; a {format} file proves its completeness with `control_file` \
-                     or `last_line`",
-                    key("completeness")
-                ),
-            ));
-        }
-        Some((_, Some(c))) => Some(c),
-        Some((other, None)) => {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: unknown value {other:?} (hint: control_file, last_line, statement or none)",
-                    key("completeness")
-                ),
-            ));
-        }
-    };
-    let empty_means_no_activity = match s.empty_file.as_deref() {
-        None | Some("incomplete") => false,
-        Some("no_activity") => true,
-        Some(other) => {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: unknown value {other:?} (hint: `incomplete` or `no_activity`)",
-                    key("empty_file")
-                ),
-            ));
-        }
-    };
-    if !format.needs_mapping() {
-        // Bank formats define their own layout: a mapping key would be silently ignored.
-        let mapping_keys = [
-            ("timestamp_format", s.timestamp_format.is_some()),
-            ("decimal_separator", s.decimal_separator.is_some()),
-            ("thousands_separator", s.thousands_separator.is_some()),
-            ("amount_symbols", s.amount_symbols.is_some()),
-            ("delimiter", s.delimiter.is_some()),
-            ("quote", s.quote.is_some()),
-            ("has_header", s.has_header.is_some()),
-            ("skip_lines", s.skip_lines.is_some()),
-            ("skip_footer", s.skip_footer.is_some()),
-            ("sheet", s.sheet.is_some()),
-            ("negate_amounts", s.negate_amounts.is_some()),
-            ("currency", s.currency.is_some()),
-            ("columns", s.columns.is_some()),
-            ("kinds", s.kinds.is_some()),
-            ("signs", s.signs.is_some()),
-            ("booked_statuses", s.booked_statuses.is_some()),
-            ("join_separator", s.join_separator.is_some()),
-            ("net_amount", s.net_amount.is_some()),
-            ("skip_rows", s.skip_rows.is_some()),
-            ("skip_zero_amounts", s.skip_zero_amounts.is_some()),
-        ];
-        if let Some((k, _)) = mapping_keys.iter().find(|(_, set)| *set) {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: not used by format {format} (bank formats need no column mapping)",
-                    key(k)
-                ),
-            ));
-        }
-        let mut src = SourceConfig::bank_default(format);
-        src.role = role;
-        src.timezone = timezone;
-        src.encoding = encoding;
-        src.completeness = completeness.unwrap_or(Completeness::Statement);
-        src.empty_means_no_activity = empty_means_no_activity;
-        return Ok(src);
-    }
-    for (name, set) in [
-        ("delimiter", s.delimiter.is_some()),
-        ("quote", s.quote.is_some()),
-    ] {
-        if format == Format::Xlsx && set {
-            return Err(config_error(
-                path,
-                format!("key `{}`: not used by format xlsx", key(name)),
-            ));
-        }
-    }
-    if format == Format::Csv && s.sheet.is_some() {
-        return Err(config_error(
-            path,
-            format!("key `{}`: not used by format csv", key("sheet")),
-        ));
-    }
-    let Some(ts) = s.timestamp_format.as_deref() else {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}` is missing (format {format} needs it)",
-                key("timestamp_format")
-            ),
-        ));
-    };
-    let timestamp_format = if ts.eq_ignore_ascii_case("rfc3339") {
-        TimestampFormat::Rfc3339
-    } else if ts.contains('%') {
-        TimestampFormat::Pattern(ts.to_string())
-    } else {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
-                key("timestamp_format"),
-            ),
-        ));
-    };
-    let decimal = single_char(
-        path,
-        &key("decimal_separator"),
-        s.decimal_separator.as_deref().unwrap_or("."),
-        &['.', ','],
-    )?;
-    let thousands = s
-        .thousands_separator
-        .as_deref()
-        .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
-        .transpose()?;
-    if thousands == Some(decimal) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: same as the decimal separator",
-                key("thousands_separator")
-            ),
-        ));
-    }
-    let delimiter = single_char(
-        path,
-        &key("delimiter"),
-        s.delimiter.as_deref().unwrap_or(","),
-        &[',', ';', '\t', '|'],
-    )?;
-    let quote = single_char(
-        path,
-        &key("quote"),
-        s.quote.as_deref().unwrap_or("\""),
-        &['"', '\''],
-    )?;
-    let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
-    if let Some(c) = amount_symbols.iter().find(|c| {
-        c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+'
-    }) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {c:?} is part of a number and cannot be removed",
-                key("amount_symbols")
-            ),
-        ));
-    }
-    let currency = s
-        .currency
-        .as_deref()
-        .map(|c| {
-            crate::money::currency(c)
-                .map(|(code, _)| code)
-                .map_err(|e| config_error(path, format!("key `{}`: {e}", key("currency"))))
+    use crate::exit::{Failure, fail};
+    let format = format
+        .map(|f| {
+            Format::parse(f).ok_or_else(|| {
+                fail(
+                    Failure::Config,
+                    format!("--format {f:?}: unsupported (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)"),
+                )
+            })
         })
         .transpose()?;
-    let mut kinds = BTreeMap::new();
-    let raw_kinds = s.kinds.unwrap_or_default();
-    if raw_kinds.is_empty() {
-        kinds = default_kinds();
-    }
-    for (value, kind) in &raw_kinds {
-        let k = match kind.to_ascii_uppercase().as_str() {
-            "PAYMENT" => LineKind::Payment,
-            "REFUND" => LineKind::Refund,
-            "FEE" => LineKind::Fee,
-            "PAYOUT" => LineKind::Payout,
-            "BALANCE" => LineKind::Balance,
-            other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE",
-                        key("kinds")
-                    ),
-                ));
-            }
-        };
-        kinds.insert(value.trim().to_uppercase(), k);
-    }
-    let mut signs = BTreeMap::new();
-    for (value, sign) in s.signs.unwrap_or_default() {
-        let v = match sign.to_ascii_lowercase().as_str() {
-            "credit" => Sign::Credit,
-            "debit" => Sign::Debit,
-            other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not credit or debit",
-                        key("signs")
-                    ),
-                ));
-            }
-        };
-        signs.insert(value.trim().to_uppercase(), v);
-    }
-    let Some(c) = s.columns else {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}` is missing (format {format} needs a column mapping)",
-                key("columns")
-            ),
-        ));
-    };
-    let has_header = s.has_header.unwrap_or(true);
-    let mut more = BTreeMap::new();
-    let mut text_field = |k: &'static str, v: Option<RawColumnList>| -> Result<Option<String>> {
-        let Some(v) = v else { return Ok(None) };
-        let mut v = v.into_vec();
-        if v.is_empty() || v.iter().any(|c| c.trim().is_empty()) {
-            return Err(config_error(
-                path,
+    if let Some(path) = config {
+        let cfg = Config::load(path)?;
+        let src = match source {
+            Some(name) => cfg.sources.iter().find(|s| s.name == name),
+            None => cfg.sources.first(),
+        }
+        .ok_or_else(|| {
+            fail(
+                Failure::Config,
                 format!(
-                    "key `{}`: give a column name or a non-empty list of them",
-                    key(&format!("columns.{k}"))
+                    "{}: no such source {:?}",
+                    path.display(),
+                    source.unwrap_or("(first)")
                 ),
-            ));
-        }
-        let first = v.remove(0);
-        if !v.is_empty() {
-            more.insert(k, v);
-        }
-        Ok(Some(first))
-    };
-    let provider_txn_id = text_field("provider_txn_id", c.provider_txn_id)?;
-    let reference = text_field("reference", c.reference)?;
-    let recipient = text_field("recipient", c.recipient)?;
-    let batch = text_field("batch", c.batch)?;
-    let columns = Columns {
-        provider_txn_id,
-        reference,
-        recipient,
-        amount: c.amount,
-        debit: c.debit,
-        credit: c.credit,
-        sign: c.sign,
-        currency: c.currency,
-        booked_at: c.booked_at,
-        booked_time: c.booked_time,
-        kind: c.kind,
-        batch,
-        status: c.status,
-        more,
-        original_amount: c.original_amount,
-        original_currency: c.original_currency,
-        fee: c.fee,
-        balance: c.balance,
-    };
-    let col_err = |k: &str, msg: &str| {
-        config_error(
-            path,
-            format!("key `{}`: {msg}", key(&format!("columns.{k}"))),
-        )
-    };
-    match (
-        &columns.amount,
-        columns.debit.is_some() || columns.credit.is_some(),
-    ) {
-        (Some(_), true) => {
-            return Err(col_err(
-                "amount",
-                "give either amount or debit/credit columns, not both",
-            ));
-        }
-        (None, false) => {
-            return Err(col_err(
-                "amount",
-                "missing (or give debit and/or credit columns)",
-            ));
-        }
-        _ => {}
-    }
-    if columns.sign.is_some() && columns.amount.is_none() {
-        return Err(col_err("sign", "a sign column needs an amount column"));
-    }
-    if columns.sign.is_some() && signs.is_empty() {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}` is missing: map every value of the sign column to credit or debit",
-                key("signs")
-            ),
-        ));
-    }
-    let booked_statuses: std::collections::BTreeSet<String> = s
-        .booked_statuses
-        .unwrap_or_default()
-        .iter()
-        .map(|v| v.trim().to_uppercase())
-        .filter(|v| !v.is_empty())
-        .collect();
-    if columns.status.is_some() && booked_statuses.is_empty() {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}` is missing: name the status values that mean booked",
-                key("booked_statuses")
-            ),
-        ));
-    }
-    if columns.status.is_none() && !booked_statuses.is_empty() {
-        return Err(col_err(
-            "status",
-            "missing: `booked_statuses` is given but no status column",
-        ));
-    }
-    if columns.sign.is_none() && !signs.is_empty() {
-        return Err(col_err(
-            "sign",
-            "missing: `signs` is given but no sign column",
-        ));
-    }
-    match (&columns.currency, currency) {
-        (Some(_), Some(_)) => {
-            return Err(config_error(
-                path,
-                format!(
-                    "keys `{}`/`{}`: give one of them",
-                    key("currency"),
-                    key("columns.currency")
-                ),
-            ));
-        }
-        (None, None) => {
-            return Err(col_err(
-                "currency",
-                "missing (or give the source's fixed `currency`)",
-            ));
-        }
-        _ => {}
-    }
-    if !has_header {
-        for (k, v) in [
-            ("provider_txn_id", &columns.provider_txn_id),
-            ("reference", &columns.reference),
-            ("recipient", &columns.recipient),
-            ("amount", &columns.amount),
-            ("debit", &columns.debit),
-            ("credit", &columns.credit),
-            ("sign", &columns.sign),
-            ("currency", &columns.currency),
-            ("booked_at", &Some(columns.booked_at.clone())),
-            ("booked_time", &columns.booked_time),
-            ("kind", &columns.kind),
-            ("batch", &columns.batch),
-            ("original_amount", &columns.original_amount),
-            ("original_currency", &columns.original_currency),
-            ("fee", &columns.fee),
-            ("balance", &columns.balance),
-        ] {
-            if let Some(v) = v
-                && column_index(v).is_none()
-                && column_rest(v).is_none()
-            {
-                return Err(col_err(
-                    k,
-                    &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
-                ));
-            }
-        }
-        for (k, list) in &columns.more {
-            if let Some(v) = list
-                .iter()
-                .find(|v| column_index(v).is_none() && column_rest(v).is_none())
-            {
-                return Err(col_err(
-                    k,
-                    &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
-                ));
-            }
-        }
-    }
-    for (k, v) in [
-        ("amount", &columns.amount),
-        ("debit", &columns.debit),
-        ("credit", &columns.credit),
-        ("original_amount", &columns.original_amount),
-        ("fee", &columns.fee),
-        ("balance", &columns.balance),
-    ] {
-        if let Some(v) = v
-            && column_rest(v).is_some()
+            )
+        })?;
+        if let Some(f) = format
+            && f != src.format()
         {
-            return Err(col_err(
-                k,
-                &format!("{v:?}: `#N..` (column N and all after it) is for text fields only"),
-            ));
-        }
-    }
-    match (&columns.original_amount, &columns.original_currency) {
-        (Some(_), None) => {
-            return Err(col_err(
-                "original_currency",
-                "missing: an original amount needs its currency column (it is never read as the account currency)",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(col_err(
-                "original_amount",
-                "missing: `original_currency` is given but no original amount column",
-            ));
-        }
-        _ => {}
-    }
-    let net_amount = match (s.net_amount.as_deref(), &columns.fee) {
-        (None, None) => None,
-        (Some(v), Some(_)) => match v.split_whitespace().collect::<Vec<_>>().as_slice() {
-            ["amount", "-", "fee"] => Some(NetAmount::MinusFee),
-            ["amount", "+", "fee"] => Some(NetAmount::PlusFee),
-            _ => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}`: {v:?} (hint: \"amount - fee\" or \"amount + fee\")",
-                        key("net_amount")
-                    ),
-                ));
-            }
-        },
-        (Some(_), None) => {
-            return Err(col_err(
-                "fee",
-                "missing: `net_amount` is given but no fee column",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(config_error(
-                path,
+            return Err(fail(
+                Failure::Config,
                 format!(
-                    "key `{}` is missing: say how the fee column makes the amount (\"amount - fee\" or \"amount + fee\")",
-                    key("net_amount")
+                    "--format {f}: source {:?} in {} has format {}",
+                    src.name,
+                    path.display(),
+                    src.format()
                 ),
             ));
         }
+        return Ok(src.clone());
+    }
+    let Some(format) = format else {
+        return Err(fail(
+            Failure::Config,
+            "--format is required without --config".to_string(),
+        ));
     };
-    let mut skip_rows = Vec::new();
-    for (i, r) in s.skip_rows.unwrap_or_default().into_iter().enumerate() {
-        let up = |v: &[String]| -> Vec<String> {
-            v.iter()
-                .map(|x| x.trim().to_uppercase())
-                .filter(|x| !x.is_empty())
-                .collect()
-        };
-        let rule = SkipRow {
-            column: r.column.clone(),
-            values: up(&r.values),
-            contains: up(&r.contains),
-        };
-        let k = key(&format!("skip_rows[{i}]"));
-        if rule.values.is_empty() && rule.contains.is_empty() {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}`: give `values` or `contains` (the cells that mark a row to skip)"
-                ),
-            ));
-        }
-        if r.column.trim().is_empty()
-            || column_rest(&r.column).is_some()
-            || (!has_header && column_index(&r.column).is_none())
-        {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}.column`: {:?} is not one column (a header name, or `#N`)",
-                    r.column
-                ),
-            ));
-        }
-        skip_rows.push(rule);
+    match mapping {
+        Some(m) => SourceConfig::load_mapping(m, format),
+        None if format.needs_mapping() => Err(fail(
+            Failure::Config,
+            format!(
+                "--format {format} needs a column mapping (hint: --mapping FILE with the keys of a [[source]] table, or --config)"
+            ),
+        )),
+        None => Ok(SourceConfig::bank_default(format)),
     }
-    Ok(SourceConfig {
-        name: String::new(),
-        role,
-        format,
-        path: SourcePath::Fixed {
-            path: PathBuf::new(),
-            complete: None,
-        },
-        timezone,
-        encoding,
-        timestamp_format,
-        number_format: crate::money::NumberFormat { decimal, thousands },
-        amount_symbols,
-        delimiter: delimiter as u8,
-        quote: quote as u8,
-        has_header,
-        skip_lines: s.skip_lines.unwrap_or(0),
-        skip_footer: s.skip_footer.unwrap_or(0),
-        sheet: s.sheet,
-        negate_amounts: s.negate_amounts.unwrap_or(false),
-        currency,
-        columns,
-        kinds,
-        signs,
-        booked_statuses,
-        completeness: completeness.unwrap_or(Completeness::None),
-        empty_means_no_activity,
-        remote: None,
-        join_separator: s.join_separator.unwrap_or_else(|| " ".to_string()),
-        net_amount,
-        skip_rows,
-        skip_zero_amounts: s.skip_zero_amounts.unwrap_or(false),
-    })
-}
-
-/// A `#N` column reference (1-based) as a 0-based index.
-pub fn column_index(name: &str) -> Option<usize> {
-    name.trim()
-        .strip_prefix('#')
-        .and_then(|n| n.parse::<usize>().ok())
-        .filter(|&n| n >= 1)
-        .map(|n| n - 1)
-}
-
-/// A `#N..` column reference (column N and every field after it, for rows wider than the
-/// header) as the 0-based index of its first column.
-pub fn column_rest(name: &str) -> Option<usize> {
-    name.trim().strip_suffix("..").and_then(column_index)
-}
-
-/// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show
-/// `var/demo/out` rather than `sample-data/../var/demo/out`.
-pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in base.join(rel).components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir
-                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
-            {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    if out.as_os_str().is_empty() {
-        out.push(".");
-    }
-    out
 }
 
 /// Whether `url` names a PostgreSQL database.

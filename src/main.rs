@@ -462,7 +462,7 @@ async fn dispatch(command: Command) -> Result<i32> {
             unmasked,
             files,
         } => {
-            let src = recon::sources::parse_settings(
+            let src = recon::config::parse_settings(
                 format.as_deref(),
                 mapping.as_deref(),
                 config.as_deref(),

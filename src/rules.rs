@@ -384,7 +384,7 @@ impl RuleSet {
                     format!("source {:?} has role {}", p.name, p.role.as_str()),
                 ));
             }
-            if p.columns.batch.is_none() {
+            if p.tabular().is_none_or(|t| t.columns.batch.is_none()) {
                 return Err(err(
                     "group_by",
                     format!(

@@ -13,14 +13,14 @@
 
 pub mod download;
 pub mod https;
-pub mod manifest;
-pub use crate::config::remote;
+pub use crate::sources::manifest;
+pub use crate::sources::remote;
 pub mod s3;
 pub mod sftp;
 
 use crate::config::{Completeness, Config, SourceConfig, SourcePath};
 use crate::exit::{Failure, fail};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chrono::NaiveDate;
 use download::Download;
 use manifest::{Entry, Manifest};
@@ -561,29 +561,4 @@ async fn fetch_one(
 
 fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// Writes `bytes` to `dir/rel` atomically (the manifest): a temporary file beside it, fsync,
-/// rename over the target, folder synced. A failure leaves nothing behind.
-pub fn write_atomic(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
-    let target = dir.join(rel);
-    let tmp = dir.join(format!(".{rel}.part-{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| -> Result<()> {
-        let mut f = std::fs::File::create(&tmp)
-            .with_context(|| format!("cannot create {}", tmp.display()))?;
-        f.write_all(bytes)
-            .and_then(|_| f.sync_all())
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &target)
-            .with_context(|| format!("cannot rename {} to {}", tmp.display(), target.display()))?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

@@ -21,13 +21,55 @@
 //!   text (banks wrap long records at a fixed width);
 //! - group status 2 (deletion) and 4 (test only) are refused: such a group books nothing.
 
+use super::config::{KeyAt, keys_of};
+use super::text::TextEncoding;
 use super::text::{self, day_start};
 use super::{Balance, ParseContext, Parsed, StatementFacts, StatementLine};
-use crate::config::LineKind;
+use crate::model::LineKind;
 use anyhow::Result;
 use chrono::NaiveDate;
 use compact_str::CompactString;
+use serde::Deserialize;
 use std::sync::Arc;
+use toml::Spanned;
+use toml::de::DeTable;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: the keys a bai2 source takes besides the common ones.
+// ---------------------------------------------------------------------------------------------
+
+/// The keys only a bai2 source takes, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBai2 {
+    /// Text encoding of the file (`utf-8` default; `windows-1252`, `latin1`, `iso-8859-2`,
+    /// `ibm852`, … any WHATWG label).
+    encoding: Option<String>,
+}
+
+/// The validated settings of a bai2 source.
+#[derive(Debug, Clone, Default)]
+pub struct Bai2Settings {
+    /// Text encoding; `None` means strict UTF-8.
+    pub encoding: Option<TextEncoding>,
+}
+
+/// Every key of a bai2 source besides the common ones.
+pub fn keys() -> Vec<&'static str> {
+    keys_of::<RawBai2>().to_vec()
+}
+
+/// Reads and validates the bai2 keys of a source (`table`: its keys besides the common
+/// ones).
+pub fn settings(table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<Bai2Settings> {
+    let raw: RawBai2 = at.read(table)?;
+    Ok(Bai2Settings {
+        encoding: match &raw.encoding {
+            Some(label) => text::parse_encoding(at, label)?,
+            None => None,
+        },
+    })
+}
 
 const CODES: [&str; 8] = ["01", "02", "03", "16", "49", "88", "98", "99"];
 
@@ -494,7 +536,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         account: Some(acc_id.clone()),
                         entry: None,
                         batch: None,
-                        role: crate::config::Role::Provider,
+                        role: crate::model::Role::Provider,
                         content_id: 0,
                         original: None,
                     });

@@ -13,14 +13,43 @@
 //! statement's [`StatementFacts::not_loaded`]. Balances `OPBD` (or `PRCD`) and `CLBD`, the
 //! period `FrToDt` and `TxsSummry` totals are reported as facts.
 
+use super::config::{KeyAt, keys_of};
 use super::text::{self, day_start, line_of};
 use super::{Balance, EntryRef, ParseContext, Parsed, StatementFacts, StatementLine};
-use crate::config::{Format, LineKind};
+use crate::model::{Format, LineKind};
 use crate::money::NumberFormat;
 use anyhow::Result;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use quick_xml::events::Event;
+use serde::Deserialize;
 use std::sync::Arc;
+use toml::Spanned;
+use toml::de::DeTable;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: a camt source (053 or 054) takes no keys besides the common ones; the file
+// declares its layout and its encoding.
+// ---------------------------------------------------------------------------------------------
+
+/// The keys only a camt source takes, as written: none.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCamt {}
+
+/// The validated settings of a camt source: none.
+#[derive(Debug, Clone, Default)]
+pub struct CamtSettings {}
+
+/// Every key of a camt source besides the common ones.
+pub fn keys() -> Vec<&'static str> {
+    keys_of::<RawCamt>().to_vec()
+}
+
+/// Reads the camt keys of a source (`table`: its keys besides the common ones).
+pub fn settings(table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<CamtSettings> {
+    let RawCamt {} = at.read(table)?;
+    Ok(CamtSettings {})
+}
 
 /// A parsed element: local name, text content, children, 1-based line of its start tag.
 #[derive(Debug, Default)]
@@ -192,7 +221,7 @@ fn decode_xml<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<std::borrow::Co
         Some(label) => {
             let enc = encoding_rs::Encoding::for_label(label.as_bytes())
                 .ok_or_else(|| ctx.error(1, format!("unknown XML encoding {label:?}")))?;
-            (enc != encoding_rs::UTF_8).then_some(crate::config::TextEncoding::Whatwg(enc))
+            (enc != encoding_rs::UTF_8).then_some(super::TextEncoding::Whatwg(enc))
         }
     };
     text::decode(&c, bytes)
@@ -613,7 +642,7 @@ fn statement(
                     detail: detail.map(|d| d.0),
                 }),
                 batch: None,
-                role: crate::config::Role::Provider,
+                role: crate::model::Role::Provider,
                 content_id: 0,
                 original: None,
             }

@@ -10,20 +10,105 @@
 //!
 //! The row → line mapping ([`Mapping`]) is shared with [`super::xlsx`].
 
+use super::config::{KeyAt, SourceConfig, keys_of, split_off};
+use super::tabular::{
+    self, NetAmount, RawTabular, Sign, SkipRow, TabularSettings, column_index, column_rest,
+    single_char,
+};
+use super::text::TextEncoding;
 use super::{
     Balance, InputFile, OriginalAmount, ParseContext, Rejected, SourceLoad, StatementFacts,
     StatementLine, sha256_hex, text,
 };
-use crate::config::{LineKind, NetAmount, Sign, SkipRow, SourceConfig, column_index, column_rest};
 use crate::exit::{Failure, fail};
 use crate::keyindex::KeyIndex;
+use crate::model::{Format, LineKind};
 use crate::{money, normalize, timeparse};
 use anyhow::Result;
 use chrono::NaiveDateTime;
 use compact_str::CompactString;
+use serde::Deserialize;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
+use toml::Spanned;
+use toml::de::DeTable;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: the keys a csv source takes (its own here, the shared ones in `tabular`).
+// ---------------------------------------------------------------------------------------------
+
+/// The keys only a csv source takes, as written; the rest of its keys are the tabular ones
+/// ([`RawTabular`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCsv {
+    /// Text encoding of the file (`utf-8` default; `windows-1252`, `latin1`, `iso-8859-2`,
+    /// `gbk`, … any WHATWG label).
+    encoding: Option<String>,
+    /// Field delimiter, `,` by default.
+    delimiter: Option<String>,
+    /// The quote character, `"` by default (`'` for exports that quote with it).
+    quote: Option<String>,
+}
+
+/// The validated settings of a csv source.
+#[derive(Debug, Clone)]
+pub struct CsvSettings {
+    /// Text encoding; `None` means strict UTF-8.
+    pub encoding: Option<TextEncoding>,
+    /// Field delimiter byte.
+    pub delimiter: u8,
+    /// Quote byte.
+    pub quote: u8,
+    /// The column mapping and number, date and row settings.
+    pub table: TabularSettings,
+}
+
+impl Default for CsvSettings {
+    fn default() -> Self {
+        CsvSettings {
+            encoding: None,
+            delimiter: b',',
+            quote: b'"',
+            table: TabularSettings::default(),
+        }
+    }
+}
+
+/// Every key of a csv source besides the common ones.
+pub fn keys() -> Vec<&'static str> {
+    [keys_of::<RawCsv>(), keys_of::<RawTabular>()].concat()
+}
+
+/// Reads and validates the csv keys of a source (`table`: its keys besides the common ones).
+pub fn settings(mut table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<CsvSettings> {
+    let own: RawCsv = at.read(split_off(&mut table, keys_of::<RawCsv>()))?;
+    let shared: RawTabular = at.read(table)?;
+    let encoding = match &own.encoding {
+        Some(label) => text::parse_encoding(at, label)?,
+        None => None,
+    };
+    let delimiter = single_char(
+        at.file,
+        &at.key("delimiter"),
+        own.delimiter.as_deref().unwrap_or(","),
+        &[',', ';', '\t', '|'],
+    )?;
+    let quote = single_char(
+        at.file,
+        &at.key("quote"),
+        own.quote.as_deref().unwrap_or("\""),
+        &['"', '\''],
+    )?;
+    let table = tabular::settings(at, shared, Format::Csv)?;
+    Ok(CsvSettings {
+        encoding,
+        delimiter: delimiter as u8,
+        quote: quote as u8,
+        table,
+    })
+}
 
 /// The trimmed header names of a CSV reader (a leading byte-order mark removed).
 pub fn header_of<R: std::io::Read>(
@@ -143,9 +228,27 @@ fn column_name(header: Option<&[String]>, i: usize) -> String {
     }
 }
 
+/// The column mapping of a csv or xlsx source; an error for a source of another format.
+fn tabular_of(cfg: &SourceConfig) -> Result<&TabularSettings> {
+    cfg.tabular().ok_or_else(|| not_tabular(cfg, ""))
+}
+
+/// The error for reading a file of a bank format as a table.
+pub(crate) fn not_tabular(cfg: &SourceConfig, file: &str) -> anyhow::Error {
+    fail(
+        Failure::Config,
+        format!(
+            "source {}: {file}: format {} has no column mapping",
+            cfg.name,
+            cfg.format()
+        ),
+    )
+}
+
 /// Column positions resolved from the header, with the source's settings.
 pub struct Mapping<'c> {
     cfg: &'c SourceConfig,
+    t: &'c TabularSettings,
     txn: Vec<Pick>,
     reference: Vec<Pick>,
     recipient: Vec<Pick>,
@@ -189,7 +292,8 @@ impl<'c> Mapping<'c> {
         header: Option<&[String]>,
         file: &str,
     ) -> Result<Mapping<'c>> {
-        let c = &cfg.columns;
+        let t = tabular_of(cfg)?;
+        let c = &t.columns;
         let opt = |v: &Option<String>, key: &str| {
             v.as_deref().map(|n| find(header, n, key, file)).transpose()
         };
@@ -206,7 +310,7 @@ impl<'c> Mapping<'c> {
                 })
                 .collect()
         };
-        let skip = cfg
+        let skip = t
             .skip_rows
             .iter()
             .enumerate()
@@ -216,6 +320,7 @@ impl<'c> Mapping<'c> {
             .collect::<Result<Vec<_>>>()?;
         Ok(Mapping {
             cfg,
+            t,
             txn: picks(&c.provider_txn_id, "provider_txn_id")?,
             reference: picks(&c.reference, "reference")?,
             recipient: picks(&c.recipient, "recipient")?,
@@ -256,18 +361,18 @@ impl<'c> Mapping<'c> {
         let parsed = if row.is_number(i) {
             money::parse_decimal(raw, money::NumberFormat::DOT)
         } else {
-            let cleaned: std::borrow::Cow<'_, str> = if self.cfg.amount_symbols.is_empty() {
+            let cleaned: std::borrow::Cow<'_, str> = if self.t.amount_symbols.is_empty() {
                 raw.into()
             } else {
                 raw.chars()
-                    .filter(|c| !self.cfg.amount_symbols.contains(c))
+                    .filter(|c| !self.t.amount_symbols.contains(c))
                     .collect::<String>()
                     .into()
             };
             if cleaned.trim().is_empty() {
                 return Ok(None);
             }
-            money::parse_decimal(&cleaned, self.cfg.number_format)
+            money::parse_decimal(&cleaned, self.t.number_format)
         };
         parsed
             .and_then(|d| money::to_minor(d, currency, exponent))
@@ -283,7 +388,7 @@ impl<'c> Mapping<'c> {
             let t = normalize::text(cell);
             if !t.is_empty() {
                 if !out.is_empty() {
-                    out.push_str(&self.cfg.join_separator);
+                    out.push_str(&self.t.join_separator);
                 }
                 out.push_str(&t);
             }
@@ -321,12 +426,12 @@ impl<'c> Mapping<'c> {
             return Parsed::Skipped(why);
         }
         if let Some(i) = self.status {
-            let name = self.cfg.columns.status.as_deref().unwrap_or("status");
+            let name = self.t.columns.status.as_deref().unwrap_or("status");
             match self.field(row, i, name) {
                 Err(e) => return Parsed::Bad(e),
                 Ok(v) => {
                     let v = normalize::label(v);
-                    if !self.cfg.booked_statuses.contains(&v) {
+                    if !self.t.booked_statuses.contains(&v) {
                         return Parsed::NotBooked(v);
                     }
                 }
@@ -336,13 +441,13 @@ impl<'c> Mapping<'c> {
             Ok(l) => l,
             Err(e) => return Parsed::Bad(e),
         };
-        if self.cfg.skip_zero_amounts && line.amount_minor == 0 {
+        if self.t.skip_zero_amounts && line.amount_minor == 0 {
             return Parsed::Skipped("amount 0".into());
         }
         let balance = match self.balance {
             None => None,
             Some(i) => {
-                let name = self.cfg.columns.balance.as_deref().unwrap_or("balance");
+                let name = self.t.columns.balance.as_deref().unwrap_or("balance");
                 let exponent = match text::currency(line.currency) {
                     Ok((_, e)) => e,
                     Err(e) => return Parsed::Bad(e),
@@ -358,8 +463,8 @@ impl<'c> Mapping<'c> {
 
     /// Turns one row into a canonical line, or says which column is wrong.
     pub fn line<R: Row>(&self, row: &R, line_no: u64) -> Result<StatementLine, String> {
-        let c = &self.cfg.columns;
-        let (currency, exponent) = match (self.currency, self.cfg.currency) {
+        let c = &self.t.columns;
+        let (currency, exponent) = match (self.currency, self.t.currency) {
             (Some(i), _) => {
                 let name = c.currency.as_deref().unwrap_or("currency");
                 text::currency(self.field(row, i, name)?)
@@ -378,7 +483,7 @@ impl<'c> Mapping<'c> {
                 Some(s) => {
                     let sname = c.sign.as_deref().unwrap_or("sign");
                     let flag = self.field(row, s, sname)?;
-                    match self.cfg.signs.get(&normalize::label(flag)) {
+                    match self.t.signs.get(&normalize::label(flag)) {
                         Some(Sign::Credit) => v.abs(),
                         Some(Sign::Debit) => -v.abs(),
                         None => {
@@ -428,7 +533,7 @@ impl<'c> Mapping<'c> {
                 }
             }
         };
-        let amount = match (self.fee, self.cfg.net_amount) {
+        let amount = match (self.fee, self.t.net_amount) {
             (Some(i), Some(how)) => {
                 let name = c.fee.as_deref().unwrap_or("fee");
                 // A blank fee cell is no fee (exports leave it empty on rows without one).
@@ -443,7 +548,7 @@ impl<'c> Mapping<'c> {
             }
             _ => amount,
         };
-        let amount_minor = if self.cfg.negate_amounts {
+        let amount_minor = if self.t.negate_amounts {
             -amount
         } else {
             amount
@@ -513,7 +618,7 @@ impl<'c> Mapping<'c> {
                         &joined
                     }
                 };
-                timeparse::parse_booking(text, &self.cfg.timestamp_format, self.cfg.timezone)
+                timeparse::parse_booking(text, &self.t.timestamp_format, self.cfg.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
             }
         };
@@ -538,7 +643,7 @@ impl<'c> Mapping<'c> {
                 let name = c.kind.as_deref().unwrap_or("kind");
                 let v = self.field(row, i, name)?;
                 let key = normalize::label(v);
-                *self.cfg.kinds.get(&key).ok_or_else(|| {
+                *self.t.kinds.get(&key).ok_or_else(|| {
                     format!(
                         "column {name:?}: value {v:?} is not mapped to PAYMENT, REFUND, FEE, PAYOUT or BALANCE (config key kinds)"
                     )
@@ -565,7 +670,7 @@ impl<'c> Mapping<'c> {
             account: None,
             entry: None,
             batch: optional(&self.batch),
-            role: crate::config::Role::Provider,
+            role: crate::model::Role::Provider,
             content_id: 0,
             original,
         })
@@ -689,7 +794,10 @@ fn lines_by_value(rows: &[(u64, String)]) -> String {
 /// judge a bank statement's balances.
 fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<StatementFacts> {
     let mut facts = Vec::new();
-    if cfg.columns.balance.is_none() || out.lines.is_empty() {
+    let Some(t) = cfg.tabular() else {
+        return facts;
+    };
+    if t.columns.balance.is_none() || out.lines.is_empty() {
         return facts;
     }
     let by_line: std::collections::HashMap<usize, i64> = out.balances.iter().copied().collect();
@@ -704,7 +812,7 @@ fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<Stateme
             .enumerate()
             .filter(|(_, l)| l.currency == cur)
             .map(|(i, l)| {
-                let written = if cfg.negate_amounts {
+                let written = if t.negate_amounts {
                     -l.amount_minor
                 } else {
                     l.amount_minor
@@ -908,8 +1016,12 @@ fn line_of(body: &[u8], p: &::csv::Position) -> u64 {
 
 /// Parses CSV bytes: accepted lines, rejected and not-booked rows, dropped re-deliveries.
 pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Collector> {
+    let super::config::FormatSettings::Csv(csv) = &cfg.settings else {
+        return Err(not_tabular(cfg, file));
+    };
+    let t = &csv.table;
     let decoded;
-    let bytes = match cfg.encoding {
+    let bytes = match csv.encoding {
         None => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
         Some(_) => {
             decoded = text::decode(&ParseContext::new(cfg, file), bytes)?;
@@ -918,7 +1030,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     };
     // Skip the preamble by physical lines, then let the csv crate handle quoting.
     let mut offset = 0usize;
-    for _ in 0..cfg.skip_lines {
+    for _ in 0..t.skip_lines {
         match bytes[offset..].iter().position(|&b| b == b'\n') {
             Some(p) => offset += p + 1,
             None => offset = bytes.len(),
@@ -927,22 +1039,22 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     let body = &bytes[offset..];
     let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let first_line = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
-    if cfg.has_header && first_line > MAX_HEADER_BYTES {
+    if t.has_header && first_line > MAX_HEADER_BYTES {
         return Err(fail(
             Failure::Input,
             format!(
                 "{file}: line {}: the header line is {first_line} bytes, more than the {MAX_HEADER_BYTES} a header may have (hint: is this a statement file?)",
-                cfg.skip_lines + 1
+                t.skip_lines + 1
             ),
         ));
     }
     let mut reader = ::csv::ReaderBuilder::new()
-        .delimiter(cfg.delimiter)
-        .quote(cfg.quote)
-        .has_headers(cfg.has_header)
+        .delimiter(csv.delimiter)
+        .quote(csv.quote)
+        .has_headers(t.has_header)
         .flexible(true)
         .from_reader(body);
-    let header = if cfg.has_header {
+    let header = if t.has_header {
         if let Err(e) = reader.headers()
             && let ::csv::ErrorKind::Utf8 { err, .. } = e.kind()
         {
@@ -950,7 +1062,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
                 Failure::Input,
                 format!(
                     "{file}: line {}: the header is not valid UTF-8 in column #{} {}",
-                    cfg.skip_lines + 1,
+                    t.skip_lines + 1,
                     err.field() + 1,
                     text::encoding_hint(bytes, None)
                 ),
@@ -961,12 +1073,12 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
         None
     };
     let mapping = Mapping::new(cfg, header.as_deref(), file)?;
-    let line_base = cfg.skip_lines as u64;
+    let line_base = t.skip_lines as u64;
     // Records never outnumber line ends (plus a last line without one).
     let rows = body.iter().filter(|&&b| b == b'\n').count() + 1;
     let mut out = Collector::new(&cfg.name, file, rows);
     // Footer records are held back until we know they are not the last `skip_footer` ones.
-    let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(cfg.skip_footer);
+    let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(t.skip_footer);
     let mut record = ::csv::StringRecord::new();
     let mut hint: Option<String> = None;
     loop {
@@ -1020,24 +1132,24 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
             );
             continue;
         }
-        if cfg.skip_footer == 0 {
+        if t.skip_footer == 0 {
             out.push(mapping.row(&record, line_no), line_no);
             continue;
         }
         held.push_back((record.clone(), line_no));
-        if held.len() > cfg.skip_footer
+        if held.len() > t.skip_footer
             && let Some((r, n)) = held.pop_front()
         {
             out.push(mapping.row(&r, n), n);
         }
     }
-    if held.len() < cfg.skip_footer {
+    if held.len() < t.skip_footer {
         return Err(fail(
             Failure::Input,
             format!(
                 "{file}: has {} record(s) after the header, fewer than skip_footer = {}",
                 held.len(),
-                cfg.skip_footer
+                t.skip_footer
             ),
         ));
     }

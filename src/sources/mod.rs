@@ -13,19 +13,25 @@
 
 pub mod bai2;
 pub mod camt;
+pub mod config;
 pub mod csv;
+pub mod manifest;
 pub mod mt940;
+pub mod remote;
+pub mod tabular;
 pub(crate) mod text;
 pub mod xlsx;
 
-use crate::config::{Completeness, Format, LineKind, Role, SourceConfig, SourcePath};
+use crate::model::{Format, LineKind, Role};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
 use compact_str::CompactString;
+use config::{Completeness, FormatSettings, SourceConfig, SourcePath};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
+pub use text::TextEncoding;
 
 type ContentKey<'a> = (
     Option<&'a str>,
@@ -691,7 +697,7 @@ pub struct ParseContext {
     /// Zone of dates and times without an offset.
     pub timezone: chrono_tz::Tz,
     /// Text encoding (`None`: strict UTF-8).
-    pub encoding: Option<crate::config::TextEncoding>,
+    pub encoding: Option<TextEncoding>,
 }
 
 impl ParseContext {
@@ -701,7 +707,7 @@ impl ParseContext {
             source: Arc::from(cfg.name.as_str()),
             file: Arc::from(file),
             timezone: cfg.timezone,
-            encoding: cfg.encoding,
+            encoding: cfg.settings.encoding(),
         }
     }
 
@@ -736,10 +742,10 @@ pub fn parse_bank_bytes(format: Format, ctx: &ParseContext, bytes: &[u8]) -> Res
 /// [`SourceLoad::add`]), rejected lines, statement facts and the file record. Returns whether
 /// every line was accepted.
 pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
-    match cfg.format {
-        Format::Csv | Format::Xlsx => {
+    match &cfg.settings {
+        FormatSettings::Csv(_) | FormatSettings::Xlsx(_) => {
             let mut one = SourceLoad::default();
-            let clean = if cfg.format == Format::Csv {
+            let clean = if cfg.format() == Format::Csv {
                 csv::read_file(cfg, path, &mut one)?
             } else {
                 xlsx::read_file(cfg, path, &mut one)?
@@ -775,7 +781,8 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
             load.files.push(file);
             Ok(clean)
         }
-        format => {
+        settings => {
+            let format = settings.format();
             let file = path.display().to_string();
             let bytes = std::fs::read(path).map_err(|e| {
                 crate::exit::fail(
@@ -1124,10 +1131,10 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
 }
 
 /// The local files of `path`: for a pulled source every version `recon pull` kept (see
-/// [`crate::pull::manifest::local_versions`]), else `path` alone.
+/// [`manifest::local_versions`]), else `path` alone.
 fn pulled_versions(cfg: &SourceConfig, path: &Path) -> Vec<std::path::PathBuf> {
     match &cfg.remote {
-        Some(_) => crate::pull::manifest::local_versions(path),
+        Some(_) => manifest::local_versions(path),
         None => vec![path.to_path_buf()],
     }
 }
@@ -1143,7 +1150,7 @@ fn pull_holes(
 ) -> Option<(Micros, Micros)> {
     let dir = &cfg.remote.as_ref()?.inbox_dir;
     let day_text = day.map(|d| d.format("%Y-%m-%d").to_string());
-    let failed = crate::pull::manifest::failures(dir, day_text.as_deref());
+    let failed = manifest::failures(dir, day_text.as_deref());
     let f = failed.first()?;
     load.warnings.push(format!(
         "source {}: the last pull could not fetch {} ({}){}; {} is not treated as complete",
@@ -1338,74 +1345,6 @@ pub const CANONICAL_HEADER: [&str; 9] = [
     "kind",
 ];
 
-/// The source settings `recon parse` reads with: the source of a job config (`--config`,
-/// `--source`), a mapping file (`--mapping`), or a bank format's defaults.
-pub fn parse_settings(
-    format: Option<&str>,
-    mapping: Option<&Path>,
-    config: Option<&Path>,
-    source: Option<&str>,
-) -> Result<SourceConfig> {
-    use crate::exit::{Failure, fail};
-    let format = format
-        .map(|f| {
-            Format::parse(f).ok_or_else(|| {
-                fail(
-                    Failure::Config,
-                    format!("--format {f:?}: unsupported (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)"),
-                )
-            })
-        })
-        .transpose()?;
-    if let Some(path) = config {
-        let cfg = crate::config::Config::load(path)?;
-        let src = match source {
-            Some(name) => cfg.sources.iter().find(|s| s.name == name),
-            None => cfg.sources.first(),
-        }
-        .ok_or_else(|| {
-            fail(
-                Failure::Config,
-                format!(
-                    "{}: no such source {:?}",
-                    path.display(),
-                    source.unwrap_or("(first)")
-                ),
-            )
-        })?;
-        if let Some(f) = format
-            && f != src.format
-        {
-            return Err(fail(
-                Failure::Config,
-                format!(
-                    "--format {f}: source {:?} in {} has format {}",
-                    src.name,
-                    path.display(),
-                    src.format
-                ),
-            ));
-        }
-        return Ok(src.clone());
-    }
-    let Some(format) = format else {
-        return Err(fail(
-            Failure::Config,
-            "--format is required without --config".to_string(),
-        ));
-    };
-    match mapping {
-        Some(m) => SourceConfig::load_mapping(m, format),
-        None if format.needs_mapping() => Err(fail(
-            Failure::Config,
-            format!(
-                "--format {format} needs a column mapping (hint: --mapping FILE with the keys of a [[source]] table, or --config)"
-            ),
-        )),
-        None => Ok(SourceConfig::bank_default(format)),
-    }
-}
-
 /// How `recon parse` shows recipients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recipients {
@@ -1465,7 +1404,9 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
     let mut w = ::csv::Writer::from_writer(out);
     // The original-currency columns only for a mapping that has them, so the output of every
     // other source keeps its shape.
-    let original = src.columns.original_amount.is_some();
+    let original = src
+        .tabular()
+        .is_some_and(|t| t.columns.original_amount.is_some());
     let mut header = CANONICAL_HEADER.to_vec();
     if original {
         header.extend(["original_amount", "original_currency"]);

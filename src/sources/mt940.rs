@@ -19,13 +19,55 @@
 //! Balances (`:60F:/:62F:`) and MT942 totals (`:90D:/:90C:`) are reported as
 //! [`StatementFacts`]; whether they chain is for the completeness gate to judge.
 
+use super::config::{KeyAt, keys_of};
+use super::text::TextEncoding;
 use super::text::{self, day_start};
 use super::{Balance, ParseContext, Parsed, StatementFacts, StatementLine};
-use crate::config::LineKind;
+use crate::model::LineKind;
 use anyhow::Result;
 use chrono::{Datelike, NaiveDate};
 use rust_decimal::Decimal;
+use serde::Deserialize;
 use std::sync::Arc;
+use toml::Spanned;
+use toml::de::DeTable;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: the keys a mt940 source takes besides the common ones.
+// ---------------------------------------------------------------------------------------------
+
+/// The keys only a mt940 source takes, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMt940 {
+    /// Text encoding of the file (`utf-8` default; `windows-1252`, `latin1`, `iso-8859-2`,
+    /// `ibm852`, … any WHATWG label).
+    encoding: Option<String>,
+}
+
+/// The validated settings of a mt940 source.
+#[derive(Debug, Clone, Default)]
+pub struct Mt940Settings {
+    /// Text encoding; `None` means strict UTF-8.
+    pub encoding: Option<TextEncoding>,
+}
+
+/// Every key of a mt940 source besides the common ones.
+pub fn keys() -> Vec<&'static str> {
+    keys_of::<RawMt940>().to_vec()
+}
+
+/// Reads and validates the mt940 keys of a source (`table`: its keys besides the common
+/// ones).
+pub fn settings(table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<Mt940Settings> {
+    let raw: RawMt940 = at.read(table)?;
+    Ok(Mt940Settings {
+        encoding: match &raw.encoding {
+            Some(label) => text::parse_encoding(at, label)?,
+            None => None,
+        },
+    })
+}
 
 /// One tag with its value (continuation lines joined with `\n`).
 #[derive(Debug)]
@@ -516,7 +558,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             account: Some(account.clone()),
             entry: None,
             batch: None,
-            role: crate::config::Role::Provider,
+            role: crate::model::Role::Provider,
             content_id: 0,
             original: None,
         });

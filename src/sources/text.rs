@@ -2,13 +2,58 @@
 //! few withdrawn currencies that old statements still carry.
 
 use super::ParseContext;
-use crate::config::TextEncoding;
+use super::config::KeyAt;
 use crate::money;
 pub use crate::textsafe::control_character;
 use anyhow::Result;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use std::borrow::Cow;
+
+/// A text encoding other than UTF-8: any the WHATWG Encoding Standard names (through
+/// encoding_rs), plus IBM code page 852, which Central European MT940 files still use and
+/// encoding_rs does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEncoding {
+    /// An encoding_rs encoding (never UTF-8, UTF-16 or replacement).
+    Whatwg(&'static encoding_rs::Encoding),
+    /// IBM 852 (DOS Latin 2).
+    Ibm852,
+}
+
+impl TextEncoding {
+    /// The encoding's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextEncoding::Whatwg(e) => e.name(),
+            TextEncoding::Ibm852 => "IBM852",
+        }
+    }
+}
+
+/// Reads a source's `encoding` key (csv, mt940, bai2): `None` for UTF-8.
+pub(crate) fn parse_encoding(at: &KeyAt<'_>, label: &str) -> Result<Option<TextEncoding>> {
+    let l = label.trim().to_ascii_lowercase();
+    if matches!(l.as_str(), "ibm852" | "cp852" | "852" | "ibm-852") {
+        return Ok(Some(TextEncoding::Ibm852));
+    }
+    let enc = encoding_rs::Encoding::for_label(l.as_bytes()).ok_or_else(|| {
+        at.bad(
+            "encoding",
+            format!("unknown encoding {label:?} (hint: utf-8, windows-1252, latin1, iso-8859-2, iso-8859-15, ibm852, gbk)"),
+        )
+    })?;
+    if enc == encoding_rs::UTF_8 {
+        Ok(None)
+    } else if enc.output_encoding() != enc {
+        Err(at.bad(
+            "encoding",
+            format!("{label:?} is not supported (UTF-16 and replacement encodings are not)"),
+        ))
+    } else {
+        Ok(Some(TextEncoding::Whatwg(enc)))
+    }
+}
 
 /// Decodes file bytes: strict UTF-8 (a leading BOM removed) unless the source declares an
 /// encoding. Invalid bytes are an error naming the line, never replaced silently.

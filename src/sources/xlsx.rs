@@ -8,15 +8,57 @@
 //! rejected as too precise, never rounded); a native date-time is taken in the source's time
 //! zone. Error cells are rejected with their row.
 
+use super::config::{KeyAt, SourceConfig, keys_of, split_off};
 use super::csv::{Collector, Mapping, Row};
+use super::tabular::{self, RawTabular, TabularSettings};
 use super::{SourceLoad, sha256_hex};
-use crate::config::SourceConfig;
 use crate::exit::{Failure, fail};
+use crate::model::Format;
 use anyhow::Result;
 use calamine::{Data, Reader};
 use chrono::NaiveDateTime;
+use serde::Deserialize;
 use std::collections::VecDeque;
 use std::path::Path;
+use toml::Spanned;
+use toml::de::DeTable;
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: the keys an xlsx source takes (its own here, the shared ones in `tabular`).
+// ---------------------------------------------------------------------------------------------
+
+/// The keys only an xlsx source takes, as written; the rest of its keys are the tabular ones
+/// ([`RawTabular`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawXlsx {
+    /// The sheet to read (default: the first).
+    sheet: Option<String>,
+}
+
+/// The validated settings of an xlsx source.
+#[derive(Debug, Clone, Default)]
+pub struct XlsxSettings {
+    /// Sheet name (default: the first).
+    pub sheet: Option<String>,
+    /// The column mapping and number, date and row settings.
+    pub table: TabularSettings,
+}
+
+/// Every key of an xlsx source besides the common ones.
+pub fn keys() -> Vec<&'static str> {
+    [keys_of::<RawXlsx>(), keys_of::<RawTabular>()].concat()
+}
+
+/// Reads and validates the xlsx keys of a source (`table`: its keys besides the common ones).
+pub fn settings(mut table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<XlsxSettings> {
+    let own: RawXlsx = at.read(split_off(&mut table, keys_of::<RawXlsx>()))?;
+    let shared: RawTabular = at.read(table)?;
+    Ok(XlsxSettings {
+        sheet: own.sheet,
+        table: tabular::settings(at, shared, Format::Xlsx)?,
+    })
+}
 
 /// One cell as the mapping sees it.
 #[derive(Debug, Clone, Default)]
@@ -125,11 +167,15 @@ pub fn parse_bytes(
     bytes: &[u8],
     out: &mut Collector,
 ) -> Result<()> {
+    let super::config::FormatSettings::Xlsx(x) = &cfg.settings else {
+        return Err(super::csv::not_tabular(cfg, file));
+    };
+    let t = &x.table;
     let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
     let mut book = calamine::open_workbook_auto_from_rs(std::io::Cursor::new(bytes))
         .map_err(|e| input(format!("not a readable .xlsx/.xls workbook: {e}")))?;
     let names = book.sheet_names();
-    let sheet = match &cfg.sheet {
+    let sheet = match &x.sheet {
         Some(s) => {
             if !names.iter().any(|n| n == s) {
                 return Err(input(format!(
@@ -149,17 +195,17 @@ pub fn parse_bytes(
     // Row numbers as Excel shows them (1-based, counting from the sheet's first row).
     let first_row = range.start().map(|(r, _)| r as u64).unwrap_or(0);
     // `skip_lines` counts sheet rows (row 1 is the sheet's first), whatever the used range.
-    let skip = cfg.skip_lines as u64;
+    let skip = t.skip_lines as u64;
     let mut rows = range
         .rows()
         .enumerate()
         .map(|(i, r)| (first_row + i as u64 + 1, r))
         .skip_while(|(n, _)| *n <= skip);
-    let header: Option<Vec<String>> = if cfg.has_header {
+    let header: Option<Vec<String>> = if t.has_header {
         let (n, r) = rows.next().ok_or_else(|| {
             input(format!(
                 "sheet {sheet:?} has no header row after {} skipped row(s)",
-                cfg.skip_lines
+                t.skip_lines
             ))
         })?;
         let mut h = Vec::with_capacity(r.len());
@@ -194,7 +240,7 @@ pub fn parse_bytes(
             continue;
         }
         held.push_back((row, n, bad));
-        if held.len() > cfg.skip_footer
+        if held.len() > t.skip_footer
             && let Some((r, m, bad)) = held.pop_front()
         {
             match bad {
@@ -203,11 +249,11 @@ pub fn parse_bytes(
             }
         }
     }
-    if held.len() < cfg.skip_footer {
+    if held.len() < t.skip_footer {
         return Err(input(format!(
             "has {} row(s) after the header, fewer than skip_footer = {}",
             held.len(),
-            cfg.skip_footer
+            t.skip_footer
         )));
     }
     Ok(())

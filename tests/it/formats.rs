@@ -387,7 +387,7 @@ fn mapping_for(rel: &str) -> Option<PathBuf> {
 fn parse(rel: &str, format: Format) -> Result<(String, String), String> {
     let path = input(rel);
     let mapping = mapping_for(rel);
-    let src = sources::parse_settings(Some(format.as_str()), mapping.as_deref(), None, None)
+    let src = recon::config::parse_settings(Some(format.as_str()), mapping.as_deref(), None, None)
         .map_err(|e| format!("{e:#}"))?;
     let mut out = Vec::new();
     let mut notes = Vec::new();
@@ -961,7 +961,7 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
     std::fs::write(&cfg_path, base).expect("w");
     std::fs::write(dir.path().join("st.xml"), CAMT).expect("w");
     let cfg = recon::config::Config::load(&cfg_path).expect("config");
-    assert_eq!(cfg.sources[0].format, Format::Camt053);
+    assert_eq!(cfg.sources[0].format(), Format::Camt053);
     let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("day");
     let load = sources::load(&cfg.sources[0], (day, day), i64::MAX).expect("load");
     assert_eq!(load.lines.len(), 1);
@@ -1014,7 +1014,7 @@ fn mapping_files_are_strict() {
     assert!(e.contains("columns.currency"), "{e}");
     let e = format!(
         "{:#}",
-        sources::parse_settings(Some("csv"), None, None, None).unwrap_err()
+        recon::config::parse_settings(Some("csv"), None, None, None).unwrap_err()
     );
     assert!(e.contains("needs a column mapping"), "{e}");
 }

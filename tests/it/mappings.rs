@@ -317,7 +317,7 @@ fn p6_rows_skipped_by_value_are_counted_listed_and_keep_the_file_complete() {
     let e = parse(
         &{
             let mut c = mapping(rel);
-            c.skip_rows[0].column = "Buchungstext".into();
+            c.tabular_mut().expect("a csv source").skip_rows[0].column = "Buchungstext".into();
             c
         },
         &[fixture(rel)],
@@ -587,7 +587,10 @@ fn p11_decoding_errors_name_line_and_column_and_suggest_the_encoding() {
     );
     // With the suggested key the file reads.
     let mut fixed = cfg.clone();
-    fixed.encoding = Some(recon::config::TextEncoding::Whatwg(
+    let recon::config::FormatSettings::Csv(csv) = &mut fixed.settings else {
+        panic!("a csv source")
+    };
+    csv.encoding = Some(recon::config::TextEncoding::Whatwg(
         encoding_rs::WINDOWS_1252,
     ));
     let (clean, load) = read(&fixed, &path);

@@ -1,8 +1,8 @@
 //! Where a pulled source's files are published: the `sftp://`, `s3://` or `https://` location
 //! of a `[[source]]` and its `[source.remote]` settings, validated before anything is fetched.
 //!
-//! This module is configuration only (part of [`crate::config`], below `pull` in the layers);
-//! fetching is in `pull`'s modules.
+//! This module is configuration only (a key every source takes, so it sits with the sources,
+//! below `config` and `pull` in the layers); fetching is in `pull`'s modules.
 
 use crate::exit::{Failure, fail};
 use anyhow::Result;
@@ -285,7 +285,7 @@ impl Remote {
                 access.private_key_file = raw
                     .private_key_file
                     .as_ref()
-                    .map(|p| crate::config::join_clean(base, p));
+                    .map(|p| super::config::join_clean(base, p));
                 access.private_key_env = raw.private_key_env.clone();
                 Location::Sftp {
                     host,
@@ -367,7 +367,7 @@ impl Remote {
                 access.ca_file = raw
                     .ca_file
                     .as_ref()
-                    .map(|p| crate::config::join_clean(base, p));
+                    .map(|p| super::config::join_clean(base, p));
                 Location::Https(url.to_string())
             }
             "http" => {

@@ -76,7 +76,7 @@ impl Manifest {
     pub fn save(&self, dir: &Path) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');
-        super::write_atomic(dir, FILE_NAME, text.as_bytes())
+        write_atomic(dir, FILE_NAME, text.as_bytes())
             .with_context(|| format!("cannot write {}", dir.join(FILE_NAME).display()))
     }
 
@@ -134,4 +134,29 @@ pub fn failures(dir: &Path, day: Option<&str>) -> Vec<Failed> {
             at: String::new(),
         }],
     }
+}
+
+/// Writes `bytes` to `dir/rel` atomically (the manifest): a temporary file beside it, fsync,
+/// rename over the target, folder synced. A failure leaves nothing behind.
+fn write_atomic(dir: &Path, rel: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let target = dir.join(rel);
+    let tmp = dir.join(format!(".{rel}.part-{}", uuid::Uuid::new_v4().simple()));
+    let result = (|| -> Result<()> {
+        let mut f = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &target)
+            .with_context(|| format!("cannot rename {} to {}", tmp.display(), target.display()))?;
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }

@@ -1,0 +1,941 @@
+//! A `[[source]]` table (or a `recon parse --mapping` file): the keys every source takes, and
+//! the dispatch by `format` to the keys of that format, which its own module defines.
+//!
+//! | keys | where |
+//! |---|---|
+//! | `name`, `role`, `format`, `path`, `timezone`, `complete_from`, `complete_to`, `completeness`, `empty_file`, `remote` | [`RawCommon`] here; `remote` in [`super::remote`] |
+//! | csv: `encoding`, `delimiter`, `quote` + the tabular keys | [`super::csv::RawCsv`] |
+//! | xlsx: `sheet` + the tabular keys | [`super::xlsx::RawXlsx`] |
+//! | the tabular keys of csv and xlsx (`timestamp_format`, `columns`, `kinds`, …) | [`super::tabular::RawTabular`] |
+//! | camt053, camt054: none | [`super::camt::RawCamt`] |
+//! | mt940: `encoding` | [`super::mt940::RawMt940`] |
+//! | bai2: `encoding` | [`super::bai2::RawBai2`] |
+//!
+//! Every raw struct has `#[serde(deny_unknown_fields)]`. serde cannot combine that with
+//! `flatten`, nor default the tag of an internally tagged enum (`format` defaults to `csv`), so
+//! the dispatch is written by hand: the table is read with its spans ([`toml::de::DeTable`]),
+//! the common keys are split off, `format` is read, and the rest goes to the format's module
+//! (`FormatSettings::read`). A key no format takes is an unknown key (the TOML error, with
+//! the file's line, listing the keys this format takes); a key of another format is an error
+//! saying so. Adding a format = its module (raw struct, settings, `settings` function), one
+//! variant of [`FormatSettings`] and its arms in this file, and a fixture folder.
+
+use super::remote;
+use super::text::TextEncoding;
+use super::{bai2, camt, csv, mt940, tabular, xlsx};
+use crate::exit::{Failure, fail};
+use crate::model::{Format, LineKind, Role};
+use anyhow::Result;
+use chrono::NaiveDate;
+use chrono_tz::Tz;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+/// The keys every source takes, whatever its format, as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCommon {
+    /// Unique name, used in results and ticket keys.
+    name: Option<String>,
+    /// `provider` (default): lines are what the provider paid out for us; `bank`: our own
+    /// bank account, where payments appear as debits and provider payouts as credits.
+    role: Option<String>,
+    /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `mt940` or `bai2`.
+    format: Option<String>,
+    /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
+    /// one file per day, each complete for its day when present.
+    path: Option<String>,
+    /// Time zone of timestamps without an offset; defaults to the job's.
+    timezone: Option<String>,
+    /// First day (in the source time zone) the file covers completely (fixed paths only).
+    complete_from: Option<NaiveDate>,
+    /// Last day (inclusive) the file covers completely (fixed paths only).
+    complete_to: Option<NaiveDate>,
+    /// How a file proves it is complete for its period: `control_file`, `last_line`,
+    /// `statement` (bank formats' own balances and control totals) or `none`.
+    completeness: Option<String>,
+    /// `no_activity`: a file without lines is complete for its period (the source says so);
+    /// `incomplete` (default): an empty file proves nothing.
+    empty_file: Option<String>,
+    /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see the `pull` module.
+    remote: Option<remote::RawRemote>,
+}
+
+/// A validated statement source: the settings every source has, and its format's own.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Unique name.
+    pub name: String,
+    /// Provider (default) or bank.
+    pub role: Role,
+    /// File location.
+    pub path: SourcePath,
+    /// Zone for timestamps (and dates) without an offset.
+    pub timezone: Tz,
+    /// How a file proves it is complete.
+    pub completeness: Completeness,
+    /// Whether an empty file is complete for its period (`empty_file = "no_activity"`).
+    pub empty_means_no_activity: bool,
+    /// Where the files are published when `path` is remote; `path` is then the local copy in
+    /// the inbox, which runs read (see the `pull` module).
+    pub remote: Option<remote::Remote>,
+    /// The format, with its own settings.
+    pub settings: FormatSettings,
+}
+
+/// A source's format and the settings of that format (each defined in the format's module).
+#[derive(Debug, Clone)]
+pub enum FormatSettings {
+    /// CSV: delimiter, quote, encoding and the tabular mapping.
+    Csv(csv::CsvSettings),
+    /// XLSX / XLS: the sheet and the tabular mapping.
+    Xlsx(xlsx::XlsxSettings),
+    /// camt.053 (account statements).
+    Camt053(camt::CamtSettings),
+    /// camt.054 (debit/credit notifications).
+    Camt054(camt::CamtSettings),
+    /// MT940 / MT942.
+    Mt940(mt940::Mt940Settings),
+    /// BAI2.
+    Bai2(bai2::Bai2Settings),
+}
+
+impl FormatSettings {
+    /// The format.
+    pub fn format(&self) -> Format {
+        match self {
+            FormatSettings::Csv(_) => Format::Csv,
+            FormatSettings::Xlsx(_) => Format::Xlsx,
+            FormatSettings::Camt053(_) => Format::Camt053,
+            FormatSettings::Camt054(_) => Format::Camt054,
+            FormatSettings::Mt940(_) => Format::Mt940,
+            FormatSettings::Bai2(_) => Format::Bai2,
+        }
+    }
+
+    /// The keys `format` takes besides the common ones.
+    fn keys(format: Format) -> Vec<&'static str> {
+        match format {
+            Format::Csv => csv::keys(),
+            Format::Xlsx => xlsx::keys(),
+            Format::Camt053 | Format::Camt054 => camt::keys(),
+            Format::Mt940 => mt940::keys(),
+            Format::Bai2 => bai2::keys(),
+        }
+    }
+
+    /// Reads and validates the format's keys (`table`: the source's table without the common
+    /// keys, every key checked to be one of `format`'s).
+    fn read(format: Format, table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<Self> {
+        Ok(match format {
+            Format::Csv => FormatSettings::Csv(csv::settings(table, at)?),
+            Format::Xlsx => FormatSettings::Xlsx(xlsx::settings(table, at)?),
+            Format::Camt053 => FormatSettings::Camt053(camt::settings(table, at)?),
+            Format::Camt054 => FormatSettings::Camt054(camt::settings(table, at)?),
+            Format::Mt940 => FormatSettings::Mt940(mt940::settings(table, at)?),
+            Format::Bai2 => FormatSettings::Bai2(bai2::settings(table, at)?),
+        })
+    }
+
+    /// The defaults of `format` (a bank format read without a mapping file; a tabular one gets
+    /// an empty mapping).
+    fn defaults(format: Format) -> Self {
+        match format {
+            Format::Csv => FormatSettings::Csv(csv::CsvSettings::default()),
+            Format::Xlsx => FormatSettings::Xlsx(xlsx::XlsxSettings::default()),
+            Format::Camt053 => FormatSettings::Camt053(camt::CamtSettings::default()),
+            Format::Camt054 => FormatSettings::Camt054(camt::CamtSettings::default()),
+            Format::Mt940 => FormatSettings::Mt940(mt940::Mt940Settings::default()),
+            Format::Bai2 => FormatSettings::Bai2(bai2::Bai2Settings::default()),
+        }
+    }
+
+    /// Why `key`, a key of another format, does not apply to `format`.
+    fn not_for(format: Format, key: &str) -> String {
+        if key == "encoding" {
+            format!("{format} files declare their own encoding; remove the key")
+        } else if format.needs_mapping() {
+            format!("not used by format {format}")
+        } else {
+            format!("not used by format {format} (bank formats need no column mapping)")
+        }
+    }
+
+    /// The text encoding of a csv, mt940 or bai2 source (`None`: strict UTF-8; xlsx and camt
+    /// declare their own).
+    pub fn encoding(&self) -> Option<TextEncoding> {
+        match self {
+            FormatSettings::Csv(s) => s.encoding,
+            FormatSettings::Mt940(s) => s.encoding,
+            FormatSettings::Bai2(s) => s.encoding,
+            FormatSettings::Xlsx(_) | FormatSettings::Camt053(_) | FormatSettings::Camt054(_) => {
+                None
+            }
+        }
+    }
+
+    /// The column mapping of a csv or xlsx source.
+    pub fn tabular(&self) -> Option<&tabular::TabularSettings> {
+        match self {
+            FormatSettings::Csv(s) => Some(&s.table),
+            FormatSettings::Xlsx(s) => Some(&s.table),
+            _ => None,
+        }
+    }
+
+    /// The column mapping of a csv or xlsx source, to change.
+    pub fn tabular_mut(&mut self) -> Option<&mut tabular::TabularSettings> {
+        match self {
+            FormatSettings::Csv(s) => Some(&mut s.table),
+            FormatSettings::Xlsx(s) => Some(&mut s.table),
+            _ => None,
+        }
+    }
+}
+
+/// Where a source's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourcePath {
+    /// One file; complete for `complete` (inclusive days) if declared.
+    Fixed {
+        /// The file.
+        path: PathBuf,
+        /// Inclusive days covered completely.
+        complete: Option<(NaiveDate, NaiveDate)>,
+    },
+    /// One file per day: the template with `{date}`.
+    Daily(String),
+}
+
+/// How a source's files prove that they hold every line of their period (DESIGN.md rule 2:
+/// coverage rests on something the file proves, never on its mere presence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completeness {
+    /// A control file `<file>.ctl` delivered beside each file gives its line count
+    /// (`lines=N`) and/or its sha256 (`sha256=HEX`); the file is complete only when they agree.
+    ControlFile,
+    /// The file is written in booking order, so it covers its period up to its last line's
+    /// booking (a file cut at a line boundary covers less; an empty one nothing).
+    LastLine,
+    /// The statement's own balances and control totals (camt, MT940, BAI2): a statement that
+    /// declares neither proves nothing.
+    Statement,
+    /// Never complete: absence of a line in this source never proves anything.
+    None,
+}
+
+impl Completeness {
+    /// Every value, in documentation order.
+    pub const ALL: [Completeness; 4] = [
+        Completeness::ControlFile,
+        Completeness::LastLine,
+        Completeness::Statement,
+        Completeness::None,
+    ];
+
+    /// Parses a config value.
+    pub fn parse(value: &str) -> Option<Completeness> {
+        Completeness::ALL.into_iter().find(|c| c.as_str() == value)
+    }
+
+    /// Name as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Completeness::ControlFile => "control_file",
+            Completeness::LastLine => "last_line",
+            Completeness::Statement => "statement",
+            Completeness::None => "none",
+        }
+    }
+}
+
+/// A configuration error naming the file.
+pub(crate) fn config_error(path: &Path, msg: impl std::fmt::Display) -> anyhow::Error {
+    fail(Failure::Config, format!("{}: {msg}", path.display()))
+}
+
+/// A TOML error (with the line it quotes) as a configuration error naming the file. The line
+/// may hold a database password, so it is masked.
+pub(crate) fn toml_error(path: &Path, text: &str, mut e: toml::de::Error) -> anyhow::Error {
+    e.set_input(Some(text));
+    config_error(path, crate::mask::secrets(&e.to_string()))
+}
+
+/// Parses the IANA time zone of key `key`.
+pub(crate) fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
+    value.parse::<Tz>().map_err(|_| {
+        config_error(
+            path,
+            format!("key `{key}`: unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)"),
+        )
+    })
+}
+
+/// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show
+/// `var/demo/out` rather than `sample-data/../var/demo/out`.
+pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in base.join(rel).components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
+
+/// Names the keys of one source in errors: the config file, the prefix of the source's keys
+/// (`source[0].`; empty in a mapping file), and the file's text (for the line a TOML error
+/// quotes).
+pub struct KeyAt<'a> {
+    /// The config (or mapping) file.
+    pub file: &'a Path,
+    /// Put before every key: `source[0].`, or empty.
+    pub prefix: String,
+    /// The file's text.
+    text: &'a str,
+}
+
+impl KeyAt<'_> {
+    /// The key as the message names it (`source[0].columns`).
+    pub fn key(&self, k: &str) -> String {
+        format!("{}{k}", self.prefix)
+    }
+
+    /// A configuration error naming the file.
+    pub fn error(&self, msg: impl std::fmt::Display) -> anyhow::Error {
+        config_error(self.file, msg)
+    }
+
+    /// "key `source[0].k`: msg".
+    pub fn bad(&self, k: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        self.error(format!("key `{}`: {msg}", self.key(k)))
+    }
+
+    /// Deserializes `T` (a raw struct of a format's keys) from `table`; a TOML error quotes
+    /// the file's line.
+    pub fn read<T: DeserializeOwned>(&self, table: Spanned<DeTable<'_>>) -> Result<T> {
+        let span = table.span();
+        T::deserialize(toml::de::ValueDeserializer::from(Spanned::new(
+            span,
+            DeValue::Table(table.into_inner()),
+        )))
+        .map_err(|e| toml_error(self.file, self.text, e))
+    }
+}
+
+/// Splits off the entries of `table` whose key is in `keys`, as a table of their own (with
+/// the same span).
+pub fn split_off<'i>(table: &mut Spanned<DeTable<'i>>, keys: &[&str]) -> Spanned<DeTable<'i>> {
+    let span = table.span();
+    let mut taken = DeTable::new();
+    let all = std::mem::take(table.get_mut());
+    for (k, v) in all {
+        if keys.contains(&k.get_ref().as_ref()) {
+            taken.insert(k, v);
+        } else {
+            table.get_mut().insert(k, v);
+        }
+    }
+    Spanned::new(span, taken)
+}
+
+/// The field names of a struct that derives `Deserialize`, read from the derive itself (the
+/// list it hands `deserialize_struct`), so a format's keys are written once: in its struct.
+pub fn keys_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    struct Probe<'f>(&'f mut &'static [&'static str]);
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("fields read")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    impl<'de> serde::Deserializer<'de> for Probe<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            *self.0 = fields;
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
+}
+
+/// The error for a key no format takes, as serde words an unknown field (with the keys this
+/// source takes), raised through the TOML deserializer so that it quotes the key's line.
+fn unknown_key(
+    at: &KeyAt<'_>,
+    key: Spanned<std::borrow::Cow<'_, str>>,
+    expected: &[&str],
+) -> anyhow::Error {
+    struct Seed<'e>(&'e [&'e str]);
+    impl<'de> serde::de::DeserializeSeed<'de> for Seed<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            let key = String::deserialize(d)?;
+            let list: Vec<String> = self.0.iter().map(|k| format!("`{k}`")).collect();
+            Err(serde::de::Error::custom(format!(
+                "unknown field `{key}`, expected one of {}",
+                list.join(", ")
+            )))
+        }
+    }
+    struct Keys<'e>(&'e [&'e str]);
+    impl<'de> serde::de::Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            map.next_key_seed(Seed(self.0))?;
+            Ok(())
+        }
+    }
+    struct One<'e>(&'e [&'e str]);
+    impl<'de> serde::de::DeserializeSeed<'de> for One<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(Keys(self.0))
+        }
+    }
+    let span = key.span();
+    let mut one = DeTable::new();
+    one.insert(key, Spanned::new(span.clone(), DeValue::Boolean(true)));
+    let de = toml::de::ValueDeserializer::from(Spanned::new(span, DeValue::Table(one)));
+    match serde::de::DeserializeSeed::deserialize(One(expected), de) {
+        Err(e) => toml_error(at.file, at.text, e),
+        Ok(()) => at.error("unknown key"),
+    }
+}
+
+/// One source's table, read: the common keys as written, the format, and the format's keys
+/// (each one of the format's; read by [`FormatSettings::read`]).
+struct ReadSource<'i> {
+    common: RawCommon,
+    format: Format,
+    rest: Spanned<DeTable<'i>>,
+}
+
+/// Reads one source table: splits off the common keys, reads `format` (`forced` by `recon
+/// parse --format`, else the key, else csv), checks that every other key is one of the
+/// format's.
+fn read_source<'i>(
+    mut table: Spanned<DeTable<'i>>,
+    at: &KeyAt<'_>,
+    forced: Option<Format>,
+) -> Result<ReadSource<'i>> {
+    let common_keys = keys_of::<RawCommon>();
+    let common: RawCommon = at.read(split_off(&mut table, common_keys))?;
+    let written = match &common.format {
+        None => None,
+        Some(f) => Some(Format::parse(f).ok_or_else(|| {
+            at.bad(
+                "format",
+                format!("unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)"),
+            )
+        })?),
+    };
+    let format = match (forced, written) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(at.bad("format", format!("the file says {b} but --format is {a}")));
+        }
+        (Some(a), _) => a,
+        (None, Some(b)) => b,
+        (None, None) => Format::Csv,
+    };
+    let own = FormatSettings::keys(format);
+    let keys: Vec<_> = table.get_ref().keys().cloned().collect();
+    for k in keys {
+        let name = k.get_ref().as_ref();
+        if own.contains(&name) {
+            continue;
+        }
+        if Format::ALL
+            .iter()
+            .any(|&f| FormatSettings::keys(f).contains(&name))
+        {
+            return Err(at.bad(name, FormatSettings::not_for(format, name)));
+        }
+        let expected: Vec<&str> = common_keys.iter().copied().chain(own).collect();
+        return Err(unknown_key(at, k, &expected));
+    }
+    Ok(ReadSource {
+        common,
+        format,
+        rest: table,
+    })
+}
+
+/// Validates the common keys that a mapping file has too: role, time zone, completeness and
+/// empty files.
+fn common_settings(
+    at: &KeyAt<'_>,
+    s: &RawCommon,
+    format: Format,
+    job_tz: Tz,
+) -> Result<(Role, Tz, Completeness, bool)> {
+    let role = match s.role.as_deref() {
+        None | Some("provider") => Role::Provider,
+        Some("bank") => Role::Bank,
+        Some(other) => {
+            return Err(at.bad(
+                "role",
+                format!("unknown role {other:?} (hint: `provider` or `bank`)"),
+            ));
+        }
+    };
+    let timezone = match &s.timezone {
+        Some(t) => parse_tz(at.file, &at.key("timezone"), t)?,
+        None => job_tz,
+    };
+    let completeness = match s
+        .completeness
+        .as_deref()
+        .map(|v| (v, Completeness::parse(v)))
+    {
+        None if format.needs_mapping() => Completeness::None,
+        None => Completeness::Statement,
+        Some((_, Some(Completeness::Statement))) if format.needs_mapping() => {
+            return Err(at.bad(
+                "completeness",
+                format!(
+                    "`statement` is for bank formats, whose files declare balances and \
+                     control totals; a {format} file proves its completeness with `control_file` \
+                     or `last_line`"
+                ),
+            ));
+        }
+        Some((_, Some(c))) => c,
+        Some((other, None)) => {
+            return Err(at.bad(
+                "completeness",
+                format!(
+                    "unknown value {other:?} (hint: control_file, last_line, statement or none)"
+                ),
+            ));
+        }
+    };
+    let empty_means_no_activity = match s.empty_file.as_deref() {
+        None | Some("incomplete") => false,
+        Some("no_activity") => true,
+        Some(other) => {
+            return Err(at.bad(
+                "empty_file",
+                format!("unknown value {other:?} (hint: `incomplete` or `no_activity`)"),
+            ));
+        }
+    };
+    Ok((role, timezone, completeness, empty_means_no_activity))
+}
+
+/// Where the sources of a job file are: the file, its folder, its inbox and its time zone.
+pub(crate) struct Job<'a> {
+    /// The job file.
+    pub file: &'a Path,
+    /// Its text.
+    pub text: &'a str,
+    /// Its folder (relative paths are resolved against it).
+    pub base: &'a Path,
+    /// The job's `inbox`.
+    pub inbox: &'a Path,
+    /// The job's time zone.
+    pub timezone: Tz,
+}
+
+/// Reads and validates `[[source]]` number `i` of a job file.
+pub(crate) fn job_source(
+    job: &Job<'_>,
+    i: usize,
+    value: Spanned<DeValue<'_>>,
+) -> Result<SourceConfig> {
+    let path = job.file;
+    let at = KeyAt {
+        file: path,
+        prefix: format!("source[{i}]."),
+        text: job.text,
+    };
+    let key = |k: &str| at.key(k);
+    let span = value.span();
+    let DeValue::Table(table) = value.into_inner() else {
+        return Err(at.error(format!(
+            "key `source[{i}]`: not a table (each [[source]] is one)"
+        )));
+    };
+    let ReadSource {
+        common: mut s,
+        format,
+        rest,
+    } = read_source(Spanned::new(span, table), &at, None)?;
+    let Some(name) = s.name.clone() else {
+        return Err(config_error(
+            path,
+            format!("key `{}` is missing", key("name")),
+        ));
+    };
+    let Some(file) = s.path.clone() else {
+        return Err(config_error(
+            path,
+            format!("key `{}` is missing", key("path")),
+        ));
+    };
+    if name.trim().is_empty() || name.contains(['|', ';', '#']) {
+        return Err(config_error(
+            path,
+            format!("key `{}`: must be non-empty without | ; #", key("name")),
+        ));
+    }
+    let complete = match (s.complete_from, s.complete_to) {
+        (Some(a), Some(b)) if a <= b => Some((a, b)),
+        (None, None) => None,
+        _ => {
+            return Err(config_error(
+                path,
+                format!(
+                    "keys `{}`/`{}`: give both, with from <= to",
+                    key("complete_from"),
+                    key("complete_to")
+                ),
+            ));
+        }
+    };
+    // A remote source is read from its copy in the inbox (`recon pull` fetches it).
+    let mut remote = if remote::is_remote(&file) {
+        Some(remote::Remote::parse(
+            path,
+            &key(""),
+            &file,
+            s.remote.take(),
+            job.base,
+        )?)
+    } else if s.remote.is_some() {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}`: [source.remote] needs a remote path (sftp://, s3:// or https://)",
+                key("remote")
+            ),
+        ));
+    } else {
+        None
+    };
+    // Its `path` is then the local copy under `<inbox>/<source>/`.
+    let (base, file) = match &mut remote {
+        Some(r) => {
+            r.inbox_dir = job.inbox.join(&name);
+            (r.inbox_dir.clone(), r.local.clone())
+        }
+        None => (job.base.to_path_buf(), file),
+    };
+    let base = base.as_path();
+    let source_path = if file.contains("{date}") {
+        if complete.is_some() {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to",
+                    key("path")
+                ),
+            ));
+        }
+        SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
+    } else {
+        SourcePath::Fixed {
+            path: join_clean(base, &file),
+            complete,
+        }
+    };
+    let (role, timezone, completeness, empty_means_no_activity) =
+        common_settings(&at, &s, format, job.timezone)?;
+    let settings = FormatSettings::read(format, rest, &at)?;
+    let claims = match &source_path {
+        SourcePath::Daily(_) => Some("a daily `{date}` source"),
+        SourcePath::Fixed {
+            complete: Some(_), ..
+        } => Some("a source with complete_from/complete_to"),
+        SourcePath::Fixed { complete: None, .. } => None,
+    };
+    if let Some(what) = claims
+        && s.completeness.is_none()
+        && format.needs_mapping()
+    {
+        return Err(config_error(
+            path,
+            format!(
+                "key `{}` is missing: {what} claims completeness, so say how its files prove \
+                 it (DESIGN.md rule 2): `control_file` (a `<file>.ctl` with lines=N and/or \
+                 sha256=HEX beside each file), `last_line` (the file is in booking order and \
+                 covers its period up to its last line) or `none`",
+                key("completeness")
+            ),
+        ));
+    }
+    Ok(SourceConfig {
+        name,
+        role,
+        path: source_path,
+        timezone,
+        completeness,
+        empty_means_no_activity,
+        remote,
+        settings,
+    })
+}
+
+impl SourceConfig {
+    /// The file format.
+    pub fn format(&self) -> Format {
+        self.settings.format()
+    }
+
+    /// The column mapping of a csv or xlsx source (`None` for the bank formats).
+    pub fn tabular(&self) -> Option<&tabular::TabularSettings> {
+        self.settings.tabular()
+    }
+
+    /// The column mapping of a csv or xlsx source, to change.
+    pub fn tabular_mut(&mut self) -> Option<&mut tabular::TabularSettings> {
+        self.settings.tabular_mut()
+    }
+
+    /// Reads a `--mapping` file of `recon parse`: the keys of one `[[source]]` table, where
+    /// `name` and `path` may be left out. `format` (from the command line) must agree with a
+    /// `format` key in the file, if there is one.
+    pub fn load_mapping(path: &Path, format: Format) -> Result<SourceConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
+        let table = DeTable::parse(&text).map_err(|e| toml_error(path, &text, e))?;
+        let at = KeyAt {
+            file: path,
+            prefix: String::new(),
+            text: &text,
+        };
+        let ReadSource {
+            common: s,
+            format,
+            rest,
+        } = read_source(table, &at, Some(format))?;
+        if s.remote.is_some() {
+            return Err(at.bad("remote", "only a job's [[source]] can be remote"));
+        }
+        let (role, timezone, completeness, empty_means_no_activity) =
+            common_settings(&at, &s, format, Tz::UTC)?;
+        let settings = FormatSettings::read(format, rest, &at)?;
+        Ok(SourceConfig {
+            name: s.name.unwrap_or_else(|| format.as_str().to_string()),
+            role,
+            path: SourcePath::Fixed {
+                path: PathBuf::new(),
+                complete: None,
+            },
+            timezone,
+            completeness,
+            empty_means_no_activity,
+            remote: None,
+            settings,
+        })
+    }
+
+    /// The settings of a bank format read without a mapping file (`recon parse --format
+    /// camt053 FILE`): dates without an offset are UTC, text is UTF-8.
+    pub fn bank_default(format: Format) -> SourceConfig {
+        SourceConfig {
+            name: format.as_str().to_string(),
+            role: Role::Provider,
+            path: SourcePath::Fixed {
+                path: PathBuf::new(),
+                complete: None,
+            },
+            timezone: Tz::UTC,
+            completeness: if format.needs_mapping() {
+                Completeness::None
+            } else {
+                Completeness::Statement
+            },
+            empty_means_no_activity: false,
+            remote: None,
+            settings: FormatSettings::defaults(format),
+        }
+    }
+}
+
+/// `PAYMENT` and `REFUND`, the kinds a source without `[source.kinds]` knows.
+pub(crate) fn default_kinds() -> std::collections::BTreeMap<String, LineKind> {
+    let mut kinds = std::collections::BTreeMap::new();
+    kinds.insert("PAYMENT".to_string(), LineKind::Payment);
+    kinds.insert("REFUND".to_string(), LineKind::Refund);
+    kinds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const JOB: &str =
+        "timezone = \"UTC\"\ndatabase_url = \"sqlite://x.db\"\noutput_dir = \"out\"\n";
+
+    fn parse(source: &str) -> Result<crate::config::Config> {
+        crate::config::Config::parse(
+            &format!("{JOB}[[source]]\nname = \"s\"\npath = \"f\"\n{source}"),
+            Path::new("job.toml"),
+        )
+    }
+
+    #[test]
+    fn the_keys_of_a_struct_are_read_from_its_derive() {
+        assert_eq!(
+            keys_of::<RawCommon>(),
+            [
+                "name",
+                "role",
+                "format",
+                "path",
+                "timezone",
+                "complete_from",
+                "complete_to",
+                "completeness",
+                "empty_file",
+                "remote"
+            ]
+        );
+        assert_eq!(camt::keys(), Vec::<&str>::new());
+        assert_eq!(mt940::keys(), ["encoding"]);
+    }
+
+    #[test]
+    fn no_format_key_is_a_common_key_or_taken_twice() {
+        // A key in both would be split off as a common key and never reach the format.
+        for f in Format::ALL {
+            let keys = FormatSettings::keys(f);
+            for k in &keys {
+                assert!(!keys_of::<RawCommon>().contains(k), "{f}: {k}");
+                assert_eq!(keys.iter().filter(|o| *o == k).count(), 1, "{f}: {k}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_format_reads_its_own_keys_and_names_a_key_of_another() {
+        let tabular = "timestamp_format = \"rfc3339\"\ncurrency = \"EUR\"\n\
+                       [source.columns]\nbooked_at = \"d\"\namount = \"a\"\n";
+        for (format, own, foreign, says) in [
+            (
+                "csv",
+                "delimiter = \";\"\n",
+                "sheet = \"x\"\n",
+                "not used by format csv",
+            ),
+            (
+                "xlsx",
+                "sheet = \"x\"\n",
+                "quote = \"'\"\n",
+                "not used by format xlsx",
+            ),
+            (
+                "xlsx",
+                "sheet = \"x\"\n",
+                "encoding = \"latin1\"\n",
+                "xlsx files declare their own encoding",
+            ),
+            (
+                "camt053",
+                "",
+                "encoding = \"latin1\"\n",
+                "camt053 files declare their own encoding",
+            ),
+            (
+                "camt054",
+                "",
+                "skip_lines = 1\n",
+                "not used by format camt054 (bank formats need no column mapping)",
+            ),
+            (
+                "mt940",
+                "encoding = \"latin1\"\n",
+                "decimal_separator = \",\"\n",
+                "not used by format mt940 (bank formats need no column mapping)",
+            ),
+            (
+                "bai2",
+                "encoding = \"latin1\"\n",
+                "has_header = false\n",
+                "not used by format bai2 (bank formats need no column mapping)",
+            ),
+        ] {
+            let mapping = if format == "csv" || format == "xlsx" {
+                tabular
+            } else {
+                ""
+            };
+            let cfg = parse(&format!("format = \"{format}\"\n{own}{mapping}"))
+                .unwrap_or_else(|e| panic!("{format}: {e:#}"));
+            assert_eq!(cfg.sources[0].format().as_str(), format);
+            let key = foreign.split(' ').next().unwrap();
+            let err = parse(&format!("format = \"{format}\"\n{own}{foreign}{mapping}"))
+                .expect_err(format);
+            let msg = format!("{err:#}");
+            assert!(msg.contains(says), "{format}: {msg}");
+            assert!(msg.contains("job.toml"), "{msg}");
+            assert!(msg.contains(&format!("key `source[0].{key}`")), "{msg}");
+            assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+        }
+    }
+
+    #[test]
+    fn a_key_no_format_takes_is_an_unknown_field_on_its_line() {
+        let err = parse("format = \"camt053\"\ncolour = 1\n").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.starts_with("job.toml: TOML parse error at line 8"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("unknown field `colour`, expected one of `name`"),
+            "{msg}"
+        );
+        // The list names what this format takes, not every format's keys.
+        assert!(!msg.contains("sheet"), "{msg}");
+        assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+    }
+
+    #[test]
+    fn the_format_defaults_to_csv() {
+        let err = parse("timestamp_format = \"rfc3339\"\n").unwrap_err();
+        assert!(
+            format!("{err:#}").contains("key `source[0].columns` is missing (format csv needs"),
+            "{err:#}"
+        );
+    }
+}

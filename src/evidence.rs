@@ -142,7 +142,7 @@ pub(crate) fn for_row(
             _ if pair.pass == crate::matching::RETURNS => {
                 criteria::Criterion::returns(rules, rules.return_reach).checks(p, l)
             }
-            _ => criteria::of_pass(&rules.passes[pair.pass], p, l),
+            _ => criteria::pass_checks(&rules.passes[pair.pass], p, l),
         };
         let gate = match rel {
             Relation::NearMiss => "near_miss",

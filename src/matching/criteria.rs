@@ -542,7 +542,7 @@ fn window_check(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> Che
 }
 
 /// The checks of a pair found by pass `pass` (its kind's pairing, then what it reports).
-pub fn of_pass(pass: &Pass, p: &Payment, l: &StatementLine) -> Vec<Check> {
+pub fn pass_checks(pass: &Pass, p: &Payment, l: &StatementLine) -> Vec<Check> {
     Criterion::of(pass).checks(p, l)
 }
 

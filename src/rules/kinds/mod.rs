@@ -5,8 +5,9 @@
 //! `recon explain` and ticket evidence print (`matching::criteria::Criterion`, a layer above
 //! this one); a unit test per kind checks the two agree.
 //!
-//! Adding a kind: a module with a type implementing [`Kind`], one line in the `registry!`
-//! below, and the module's agreement test (see docs/architecture.md, "Adding a rule kind").
+//! Adding a kind: a module with a type implementing [`Kind`], registered by its `pub mod` line
+//! and one line in the `registry!` below, and the module's agreement test (see
+//! docs/architecture.md, "Adding a rule kind").
 
 pub mod fuzzy;
 pub mod identifier;

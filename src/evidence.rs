@@ -140,14 +140,9 @@ pub(crate) fn for_row(
         let checks = match rel {
             Relation::NearMiss => criteria::near_miss(rules, p, l),
             _ if pair.pass == crate::matching::RETURNS => {
-                criteria::Fuzzy::returns(rules, rules.return_reach).checks(p, l)
+                criteria::Criterion::returns(rules, rules.return_reach).checks(p, l)
             }
-            _ => {
-                let pass = &rules.passes[pair.pass];
-                criteria::identifier(pass, p, l)
-                    .or_else(|| criteria::fuzzy(pass, p, l))
-                    .unwrap_or_default()
-            }
+            _ => criteria::pass_checks(&rules.passes[pair.pass], p, l),
         };
         let gate = match rel {
             Relation::NearMiss => "near_miss",

@@ -299,12 +299,11 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
         if mentioned.contains(&li) {
             continue;
         }
-        let by_ref = l.reference.as_deref() == Some(p.payment_id.as_str());
-        let by_id = l.provider_txn_id.is_some()
-            && l.provider_txn_id.as_deref() == p.provider_payment_id.as_deref();
+        // Named as the identifier passes compare keys (their normalisation and identifiers).
+        let named = criteria::named_by_a_pass(rules, p, l);
         // Any currency: the near-miss gate looks at every line to the recipient.
         let same_party = normalize::account(&l.recipient) == normalize::account(&p.recipient);
-        if !(by_ref || by_id || same_party) {
+        if !(named || same_party) {
             continue;
         }
         considered += 1;
@@ -320,7 +319,7 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
                 .get(claim.pass)
                 .map(|p| p.normalize.as_slice())
                 .unwrap_or(&[]);
-            if crate::matching::criteria::clean_link(steps, owner, l) {
+            if criteria::clean_link(steps, owner, l) {
                 let _ = writeln!(
                     out,
                     "  not a look-alike: proven to be payment {}'s by pass {:?} (its money and \
@@ -339,7 +338,7 @@ fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &Ru
             }
             continue;
         }
-        if by_ref || by_id {
+        if named {
             let _ = writeln!(
                 out,
                 "  names this payment, but was not linked (refund line, or the payment is PENDING)"
@@ -403,7 +402,7 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
             continue;
         }
         let same_party = normalize::account(&l.recipient) == normalize::account(&p.recipient);
-        let named = l.reference.as_deref() == Some(p.payment_id.as_str());
+        let named = criteria::named_by_a_pass(rules, p, l);
         if !(same_party || named) {
             continue;
         }

@@ -3,9 +3,12 @@
 
 use crate::exit::{Failure, fail};
 use crate::normalize::Step;
+pub mod kinds;
+
 pub use crate::timeparse::parse_duration;
 use crate::timeparse::{DAY, HOUR, MINUTE, Micros};
 use anyhow::Result;
+pub use kinds::{Criteria, Identifiers, PassKind};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -16,8 +19,9 @@ pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    /// Each `[[pass]]` as written: its kind decides which keys it may have.
     #[serde(rename = "pass", default)]
-    passes: Vec<RawPass>,
+    passes: Vec<toml::Table>,
     #[serde(rename = "settlement", default)]
     settlements: Vec<RawSettlement>,
 }
@@ -62,56 +66,25 @@ pub struct Settlement {
     pub file: String,
 }
 
+/// The keys every pass has, whatever its kind ([`kinds::COMMON_KEYS`]); a kind's own keys
+/// are read by the kind ([`kinds::Kind::compile`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPass {
     /// Unique id, written into results as `rule`.
     id: String,
-    /// `identifier` or `fuzzy`.
+    /// A registered kind ([`PassKind::KINDS`]).
     kind: String,
     /// Free text for humans.
     #[allow(dead_code)]
     description: Option<String>,
-    /// identifier passes: `reference` and/or `provider_txn_id`.
-    identifiers: Option<Vec<String>>,
     /// Normalisation steps applied to the keys on both sides.
     #[serde(default)]
     normalize: Vec<Step>,
-    /// fuzzy passes: how long before `started_at` a booking may be, e.g. `10m`.
-    window_before: Option<String>,
-    /// fuzzy passes: how long after `started_at` a booking may be, e.g. `72h`.
-    window_after: Option<String>,
-    /// fuzzy passes: allowed absolute difference in minor units (0 = exact).
-    amount_tolerance_minor: Option<i64>,
     /// Apply matches of SUCCEEDED payments automatically (MATCHED) or only propose them.
     auto_apply_succeeded: bool,
     /// Apply matches of UNKNOWN payments automatically (RESOLVED_SUCCEEDED) or only propose.
     auto_apply_unknown: bool,
-}
-
-/// Which identifiers an identifier pass compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Identifiers {
-    /// Line reference == payment_id.
-    pub reference: bool,
-    /// Line provider_txn_id == a recorded provider_payment_id.
-    pub provider_txn_id: bool,
-}
-
-/// What a pass does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PassKind {
-    /// Identity by identifier, no window.
-    Identifier(Identifiers),
-    /// Recipient + currency + amount within a window, unique on both sides.
-    Fuzzy {
-        /// Window start before `started_at`.
-        before: Micros,
-        /// Window end after `started_at`.
-        after: Micros,
-        /// Allowed |amount difference| in minor units.
-        tolerance_minor: i64,
-    },
 }
 
 /// One compiled pass.
@@ -121,6 +94,8 @@ pub struct Pass {
     pub id: std::sync::Arc<str>,
     /// Kind and parameters.
     pub kind: PassKind,
+    /// The kind's predicate ([`PassKind::criteria`]), compiled once.
+    pub criteria: Criteria,
     /// Key normalisation.
     pub normalize: Vec<Step>,
     /// Auto-apply for SUCCEEDED payments.
@@ -167,15 +142,14 @@ impl RuleSet {
                 let pass = rules
                     .passes
                     .iter()
-                    .find(|p| match p.kind {
-                        PassKind::Fuzzy { before, after, .. } => {
+                    .find(|p| {
+                        p.criteria.window().is_some_and(|(before, after)| {
                             (if key.ends_with("before") {
                                 before
                             } else {
                                 after
                             }) > v
-                        }
-                        PassKind::Identifier(_) => false,
+                        })
                     })
                     .map(|p| p.id.to_string())
                     .unwrap_or_default();
@@ -216,14 +190,11 @@ impl RuleSet {
         self.evidence
     }
 
-    /// The widest fuzzy window (before, after): the floor of the evidence horizon.
+    /// The widest window of any pass (before, after): the floor of the evidence horizon.
     pub fn widest_window(&self) -> (Micros, Micros) {
         self.passes
             .iter()
-            .filter_map(|p| match p.kind {
-                PassKind::Fuzzy { before, after, .. } => Some((before, after)),
-                PassKind::Identifier(_) => None,
-            })
+            .filter_map(|p| p.criteria.window())
             .fold((0, 0), |(b, a), (pb, pa)| (b.max(pb), a.max(pa)))
     }
 
@@ -410,85 +381,37 @@ impl RuleSet {
     }
 }
 
-fn compile_pass(file: &str, i: usize, p: RawPass) -> Result<Pass> {
+fn compile_pass(file: &str, i: usize, table: toml::Table) -> Result<Pass> {
     let err =
         |key: &str, msg: String| fail(Failure::Config, format!("{file}: pass[{i}].{key}: {msg}"));
+    let named = table.get("kind").and_then(toml::Value::as_str);
+    let kind = PassKind::KINDS
+        .iter()
+        .find(|(name, _)| Some(*name) == named)
+        .copied();
+    kinds::check_keys(file, i, kind, &table)?;
+    let mut common = table.clone();
+    if let Some((_, keys)) = kind {
+        common.retain(|k, _| !keys.contains(&k));
+    }
+    let p: RawPass = toml::Value::Table(common)
+        .try_into()
+        .map_err(|e| fail(Failure::Config, format!("{file}: pass[{i}]: {e}")))?;
     if p.id.trim().is_empty() || p.id.contains(['|', ';', ',']) {
         return Err(err("id", "must be non-empty, without | ; ,".into()));
     }
-    let kind = match p.kind.as_str() {
-        "identifier" => {
-            for (key, present) in [
-                ("window_before", p.window_before.is_some()),
-                ("window_after", p.window_after.is_some()),
-                ("amount_tolerance_minor", p.amount_tolerance_minor.is_some()),
-            ] {
-                if present {
-                    return Err(err(key, "not allowed in an identifier pass".into()));
-                }
-            }
-            let ids = p.identifiers.ok_or_else(|| {
-                err(
-                    "identifiers",
-                    "missing (reference and/or provider_txn_id)".into(),
-                )
-            })?;
-            let mut set = Identifiers {
-                reference: false,
-                provider_txn_id: false,
-            };
-            for id in &ids {
-                match id.as_str() {
-                    "reference" => set.reference = true,
-                    "provider_txn_id" => set.provider_txn_id = true,
-                    other => {
-                        return Err(err(
-                            "identifiers",
-                            format!("unknown identifier {other:?} (reference, provider_txn_id)"),
-                        ));
-                    }
-                }
-            }
-            if ids.is_empty() {
-                return Err(err("identifiers", "must not be empty".into()));
-            }
-            PassKind::Identifier(set)
-        }
-        "fuzzy" => {
-            if p.identifiers.is_some() {
-                return Err(err("identifiers", "not allowed in a fuzzy pass".into()));
-            }
-            let before = parse_duration(
-                p.window_before
-                    .as_deref()
-                    .ok_or_else(|| err("window_before", "missing (e.g. \"10m\")".into()))?,
-            )
-            .map_err(|m| err("window_before", m))?;
-            let after = parse_duration(
-                p.window_after
-                    .as_deref()
-                    .ok_or_else(|| err("window_after", "missing (e.g. \"72h\")".into()))?,
-            )
-            .map_err(|m| err("window_after", m))?;
-            let tolerance_minor = p.amount_tolerance_minor.unwrap_or(0);
-            if tolerance_minor < 0 {
-                return Err(err("amount_tolerance_minor", "must not be negative".into()));
-            }
-            PassKind::Fuzzy {
-                before,
-                after,
-                tolerance_minor,
-            }
-        }
-        other => {
-            return Err(err(
-                "kind",
-                format!("unknown kind {other:?} (identifier, fuzzy)"),
-            ));
-        }
+    let Some((name, keys)) = kind else {
+        let names: Vec<&str> = PassKind::KINDS.iter().map(|(n, _)| *n).collect();
+        return Err(err(
+            "kind",
+            format!("unknown kind {:?} ({})", p.kind, names.join(", ")),
+        ));
     };
+    let kind = PassKind::compile(name, &kinds::Keys::new(file, i, name, keys, &table))
+        .expect("a registered kind")?;
     Ok(Pass {
         id: p.id.as_str().into(),
+        criteria: kind.criteria(),
         kind,
         normalize: p.normalize,
         auto_succeeded: p.auto_apply_succeeded,

@@ -1,9 +1,11 @@
-//! The matching criteria, defined once: for a pair of ONE payment and ONE line ([`Fuzzy::holds`],
-//! [`Fuzzy::checks`], [`same_recipient`], [`same_money`]) and, from the same parameters, as the
-//! Polars join predicates over whole frames ([`Fuzzy::predicates`]). The passes, the near-miss
-//! gate, return matching, the acceptance checks of links, `recon explain` and ticket evidence
-//! all take their answer from here (a property test checks that the join and the scalar checks
-//! agree pair for pair).
+//! The matching criteria, as the matcher evaluates them. A pass kind declares its predicate once,
+//! as a list of [`Condition`]s ([`crate::rules::kinds`]); a [`Criterion`] compiles that list
+//! both to the Polars join that finds candidate pairs over whole frames
+//! ([`Criterion::predicates`], or a hash join on the keys of a [`Condition::Named`]) and to the
+//! checks of ONE pair ([`Criterion::holds`], [`Criterion::checks`]). The passes, the near-miss
+//! gate, return matching, the acceptance checks of links ([`same_recipient`], [`same_money`]),
+//! `recon explain` and ticket evidence all take their answer from here (each kind's unit test
+//! and a property test check that the join and the scalar checks agree pair for pair).
 //!
 //! Values are compared in canonical form: ledger and statement values are canonicalised when
 //! they are loaded ([`crate::normalize::account`]), and every recipient comparison applies the
@@ -11,12 +13,15 @@
 
 use crate::config::LineKind;
 use crate::ledger::Payment;
-use crate::rules::{Pass, PassKind, RuleSet};
+use crate::rules::kinds::{Accept, Condition, CurrencyRule};
+use crate::rules::{Pass, RuleSet};
 use crate::sources::StatementLine;
 use crate::timeparse::{self, Micros};
 use crate::{money, normalize};
 use polars::prelude::{Expr, col, lit};
 use std::borrow::Cow;
+
+pub use crate::rules::kinds::{AmountRule, Identifiers, LineRule};
 
 /// One criterion with its verdict and a short text that names the values compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,103 +58,166 @@ pub fn clean_link(steps: &[normalize::Step], p: &Payment, l: &StatementLine) -> 
     same_money(p, l) && same_recipient(steps, p, l)
 }
 
-/// How a fuzzy criterion compares amounts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AmountRule {
-    /// The amount as paid within this many minor units of the payment's.
-    Within(i64),
-    /// Any amount (the near-miss gate).
-    Any,
-    /// The money that came back: the line's absolute amount equals the payment's.
-    Returned,
-}
-
-/// Which lines a fuzzy criterion looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineRule {
-    /// Lines that can be one of our payments ([`StatementLine::ledger_candidate`]).
-    Payments,
-    /// Returns and reversals (kind `REFUND`).
-    Returns,
-}
-
-/// The fuzzy criteria of a pass, the near-miss gate or return matching: recipient (normalised
-/// with `steps`), currency, amount, and the booking overlapping
-/// `[started_at − window.0, started_at + window.1]`.
-#[derive(Debug, Clone, Copy)]
-pub struct Fuzzy<'a> {
-    /// Recipient normalisation.
+/// The criteria of a pass, the near-miss gate or return matching: an ordered list of
+/// conditions (see [`Condition`]) with the recipient normalisation they use, and the fields the
+/// frames and the one-pair checks need, resolved once from the list.
+#[derive(Debug, Clone)]
+pub struct Criterion<'a> {
+    /// Recipient and key normalisation.
     pub steps: &'a [normalize::Step],
-    /// Window before and after the payment's start.
+    /// What a pair must meet to be a candidate, in the order the checks are printed.
+    pub pairing: Cow<'a, [Condition]>,
+    /// Printed after `pairing`, not part of it (an identifier link's money and recipient).
+    pub reported: Cow<'a, [Condition]>,
+    /// How candidates become links.
+    pub accept: Accept,
+    /// Window before and after the payment's start (`(0, 0)` without a [`Condition::Booked`]).
     pub window: (Micros, Micros),
-    /// Amount comparison.
-    pub amount: AmountRule,
-    /// Whether the currency must be the same.
-    pub same_currency: bool,
-    /// Which lines qualify.
-    pub lines: LineRule,
+    line: Option<LineRule>,
+    named: Option<Identifiers>,
+    recipient: bool,
+    amount: Option<AmountRule>,
+    currency: Option<CurrencyRule>,
+    booked: bool,
 }
+
+/// The criteria of a fuzzy pass, the near-miss gate or return matching: those found by a
+/// Polars `join_where` over recipient, currency, amount and booking.
+pub type Fuzzy<'a> = Criterion<'a>;
 
 /// The near-miss gate's recipient normalisation.
 pub const NEAR_MISS_STEPS: [normalize::Step; 2] =
     [normalize::Step::NoSpaces, normalize::Step::Upper];
 
-impl<'a> Fuzzy<'a> {
-    /// The criteria of a fuzzy pass; `None` for an identifier pass.
-    pub fn of_pass(pass: &'a Pass) -> Option<Fuzzy<'a>> {
-        match pass.kind {
-            PassKind::Fuzzy {
-                before,
-                after,
-                tolerance_minor,
-            } => Some(Fuzzy {
-                steps: &pass.normalize,
-                window: (before, after),
-                amount: AmountRule::Within(tolerance_minor),
-                same_currency: true,
-                lines: LineRule::Payments,
-            }),
-            PassKind::Identifier(_) => None,
+impl<'a> Criterion<'a> {
+    /// The criterion of `pairing` and `reported`, normalised with `steps`.
+    ///
+    /// Panics when a kind of condition appears twice in `pairing` (a kind's definition is
+    /// code: its unit test finds that).
+    pub fn new(
+        steps: &'a [normalize::Step],
+        pairing: Cow<'a, [Condition]>,
+        reported: Cow<'a, [Condition]>,
+        accept: Accept,
+    ) -> Criterion<'a> {
+        let mut c = Criterion {
+            steps,
+            pairing: Cow::Borrowed(&[]),
+            reported,
+            accept,
+            window: (0, 0),
+            line: None,
+            named: None,
+            recipient: false,
+            amount: None,
+            currency: None,
+            booked: false,
+        };
+        let mut seen = Vec::new();
+        for cond in pairing.iter() {
+            let tag = std::mem::discriminant(cond);
+            assert!(!seen.contains(&tag), "condition {cond:?} appears twice");
+            seen.push(tag);
+            match *cond {
+                Condition::Line(r) => c.line = Some(r),
+                Condition::Named(ids) => c.named = Some(ids),
+                Condition::Recipient => c.recipient = true,
+                Condition::Currency(r) => c.currency = Some(r),
+                Condition::Amount(r) => c.amount = Some(r),
+                Condition::Booked { before, after } => {
+                    c.booked = true;
+                    c.window = (before, after);
+                }
+            }
         }
+        c.pairing = pairing;
+        c
+    }
+
+    /// The criterion of a pass (its kind's [`crate::rules::Criteria`]).
+    pub fn of(pass: &'a Pass) -> Criterion<'a> {
+        Criterion::new(
+            &pass.normalize,
+            Cow::Borrowed(&pass.criteria.pairing),
+            Cow::Borrowed(&pass.criteria.reported),
+            pass.criteria.accept,
+        )
+    }
+
+    /// The criterion of a pass whose candidates the `join_where` finds (a fuzzy pass); `None`
+    /// for a pass that joins on identifiers.
+    pub fn of_pass(pass: &'a Pass) -> Option<Criterion<'a>> {
+        let c = Criterion::of(pass);
+        c.named.is_none().then_some(c)
+    }
+
+    /// The identifiers whose keys the candidates are joined on, for a pass that links by
+    /// identifier.
+    pub fn named(&self) -> Option<Identifiers> {
+        self.named
+    }
+
+    /// Whether the pairing compares recipients (and so a recipient key can block the join).
+    pub fn compares_recipient(&self) -> bool {
+        self.recipient
+    }
+
+    /// Whether the pairing requires the same currency.
+    pub fn same_currency(&self) -> bool {
+        self.currency == Some(CurrencyRule::Same)
     }
 
     /// The near-miss gate: the same recipient inside the evidence horizon, any amount, any
     /// currency (a provider that booked our payment in another currency is exactly the case
     /// where a retry pays twice).
-    pub fn near_miss(rules: &RuleSet) -> Fuzzy<'static> {
-        Fuzzy {
-            steps: &NEAR_MISS_STEPS,
-            window: rules.evidence_window(),
-            amount: AmountRule::Any,
-            same_currency: false,
-            lines: LineRule::Payments,
-        }
+    pub fn near_miss(rules: &RuleSet) -> Criterion<'static> {
+        let (before, after) = rules.evidence_window();
+        Criterion::new(
+            &NEAR_MISS_STEPS,
+            Cow::Owned(vec![
+                Condition::Line(LineRule::Payments),
+                Condition::Recipient,
+                Condition::Currency(CurrencyRule::Any),
+                Condition::Amount(AmountRule::Any),
+                Condition::Booked { before, after },
+            ]),
+            Cow::Borrowed(&[]),
+            Accept::UniqueBothSides,
+        )
     }
 
     /// Return matching: a return or reversal with the payment's recipient, currency and
     /// (absolute) amount, booked from the start of the payment's window to `after` past its
-    /// start.
-    pub fn returns(rules: &'a RuleSet, after: Micros) -> Fuzzy<'a> {
+    /// start. Recipients are normalised as the first pass that compares them does.
+    pub fn returns(rules: &'a RuleSet, after: Micros) -> Criterion<'a> {
         let steps = rules
             .passes
             .iter()
-            .find_map(|p| Fuzzy::of_pass(p).map(|f| f.steps))
+            .find_map(|p| {
+                let c = Criterion::of(p);
+                c.recipient.then_some(c.steps)
+            })
             .unwrap_or(&NEAR_MISS_STEPS);
-        Fuzzy {
+        Criterion::new(
             steps,
-            window: (rules.evidence_window().0, after),
-            amount: AmountRule::Returned,
-            same_currency: true,
-            lines: LineRule::Returns,
-        }
+            Cow::Owned(vec![
+                Condition::Line(LineRule::Returns),
+                Condition::Recipient,
+                Condition::Currency(CurrencyRule::Same),
+                Condition::Amount(AmountRule::Returned),
+                Condition::Booked {
+                    before: rules.evidence_window().0,
+                    after,
+                },
+            ]),
+            Cow::Borrowed(&[]),
+            Accept::UniqueBothSides,
+        )
     }
 
     /// Whether the line is of the kind these criteria look at.
     pub fn line_qualifies(&self, l: &StatementLine) -> bool {
-        match self.lines {
-            LineRule::Payments => l.ledger_candidate(),
-            LineRule::Returns => l.kind == LineKind::Refund,
-        }
+        self.line.is_none_or(|r| line_is(r, l))
     }
 
     /// A recipient in the form it is compared in.
@@ -157,264 +225,348 @@ impl<'a> Fuzzy<'a> {
         normalize::apply(self.steps, recipient)
     }
 
-    /// The line's amount in the form it is compared with the payment's.
+    /// The line's amount in the form the pairing compares it with the payment's.
     pub fn line_amount(&self, l: &StatementLine) -> i64 {
-        match self.amount {
-            AmountRule::Returned => l.ledger_amount().saturating_abs(),
-            _ => l.ledger_amount(),
-        }
+        line_amount(self.amount.unwrap_or(AmountRule::Any), l)
     }
 
-    fn amount_ok(&self, p: &Payment, l: &StatementLine) -> bool {
-        match self.amount {
-            AmountRule::Within(tol) => (self.line_amount(l) - p.amount_minor).abs() <= tol,
-            AmountRule::Any => true,
-            AmountRule::Returned => self.line_amount(l) == p.amount_minor,
-        }
-    }
-
-    fn window_ok(&self, p: &Payment, l: &StatementLine) -> bool {
-        p.started_at
-            .is_some_and(|s| l.booked_within(s - self.window.0, s + self.window.1))
-    }
-
-    /// Whether the pair meets every criterion (what the join keeps).
+    /// Whether the pair meets every pairing condition (what the join keeps). A provider id
+    /// recorded only on an attempt is not seen here; see [`Criterion::holds_with`].
     pub fn holds(&self, p: &Payment, l: &StatementLine) -> bool {
-        let key = self.recipient_key(&l.recipient);
-        self.line_qualifies(l)
-            && !key.is_empty()
-            && self.recipient_key(&p.recipient) == key
-            && (!self.same_currency || p.currency == l.currency)
-            && self.amount_ok(p, l)
-            && self.window_ok(p, l)
+        self.holds_with(p, &[], l)
     }
 
-    /// Every criterion with its verdict, for explanations and ticket evidence.
+    /// [`Criterion::holds`], with the provider ids recorded on the payment's attempts.
+    pub fn holds_with(&self, p: &Payment, attempt_ids: &[&str], l: &StatementLine) -> bool {
+        self.pairing
+            .iter()
+            .all(|c| self.holds_one(c, p, attempt_ids, l))
+    }
+
+    /// [`Criterion::holds`] without the [`Condition::Named`] (which the key join decided).
+    pub(super) fn holds_besides_named(&self, p: &Payment, l: &StatementLine) -> bool {
+        self.pairing
+            .iter()
+            .filter(|c| !matches!(c, Condition::Named(_)))
+            .all(|c| self.holds_one(c, p, &[], l))
+    }
+
+    fn holds_one(&self, c: &Condition, p: &Payment, attempts: &[&str], l: &StatementLine) -> bool {
+        match *c {
+            Condition::Line(r) => line_is(r, l),
+            Condition::Named(ids) => self.naming(ids, p, attempts, l).is_some(),
+            Condition::Recipient => {
+                let key = self.recipient_key(&l.recipient);
+                !key.is_empty() && self.recipient_key(&p.recipient) == key
+            }
+            Condition::Currency(r) => currency_ok(r, p, l),
+            Condition::Amount(r) => amount_ok(r, p, l),
+            Condition::Booked { before, after } => window_ok((before, after), p, l),
+        }
+    }
+
+    /// Every criterion with its verdict, for explanations and ticket evidence: the pairing
+    /// conditions, then the reported ones.
     pub fn checks(&self, p: &Payment, l: &StatementLine) -> Vec<Check> {
-        vec![
-            self.kind_check(l),
-            self.recipient_check(p, l),
-            self.currency_check(p, l),
-            self.amount_check(p, l),
-            self.window_check(p, l),
-        ]
+        self.pairing
+            .iter()
+            .chain(self.reported.iter())
+            .map(|c| self.check_one(c, p, l))
+            .collect()
     }
 
-    fn currency_check(&self, p: &Payment, l: &StatementLine) -> Check {
-        if self.same_currency {
-            return check(
-                p.currency == l.currency,
-                || format!("same currency {}", p.currency),
-                || format!("currency {} ≠ {}", l.currency, p.currency),
-            );
-        }
-        // The words of a same-currency check when the currencies agree: fingerprints of
-        // existing near-miss tickets stay the same.
-        Check {
-            ok: true,
-            text: if p.currency == l.currency {
-                format!("same currency {}", p.currency)
-            } else {
-                format!(
-                    "currency {} vs {} (any currency counts)",
-                    l.currency, p.currency
-                )
-            },
-        }
-    }
-
-    fn kind_check(&self, l: &StatementLine) -> Check {
-        match self.lines {
-            LineRule::Payments => check(
-                l.ledger_candidate(),
-                || "a PAYMENT line".into(),
-                || {
-                    if l.kind != LineKind::Payment {
-                        format!("it is a {} line", l.kind.as_str())
-                    } else {
-                        "it is a credit on a bank account (matched three-way, not to payments)"
-                            .into()
-                    }
-                },
+    fn check_one(&self, c: &Condition, p: &Payment, l: &StatementLine) -> Check {
+        match *c {
+            Condition::Line(r) => kind_check(r, l),
+            Condition::Named(ids) => self.named_check(ids, p, l),
+            Condition::Recipient => check(
+                self.holds_one(c, p, &[], l),
+                || "same recipient".into(),
+                || "recipient differs".into(),
             ),
-            LineRule::Returns => check(
-                l.kind == LineKind::Refund,
-                || "a return or reversal".into(),
-                || format!("it is a {} line, not a return", l.kind.as_str()),
-            ),
+            Condition::Currency(r) => currency_check(r, p, l),
+            Condition::Amount(r) => amount_check(r, p, l),
+            Condition::Booked { before, after } => window_check((before, after), p, l),
         }
     }
 
-    fn recipient_check(&self, p: &Payment, l: &StatementLine) -> Check {
-        check(
-            self.recipient_key(&p.recipient) == self.recipient_key(&l.recipient),
-            || "same recipient".into(),
-            || "recipient differs".into(),
-        )
+    /// How an identifier names the payment: `Some(true)` by reference, `Some(false)` by a
+    /// provider id (the payment's or one of `attempts`), `None` when none does.
+    fn naming(
+        &self,
+        ids: Identifiers,
+        p: &Payment,
+        attempts: &[&str],
+        l: &StatementLine,
+    ) -> Option<bool> {
+        let norm = |s: &str| normalize::apply(self.steps, s).into_owned();
+        let by_ref = ids.reference
+            && l.reference
+                .as_deref()
+                .is_some_and(|r| !norm(r).is_empty() && norm(r) == norm(&p.payment_id));
+        if by_ref {
+            return Some(true);
+        }
+        let by_id = ids.provider_txn_id
+            && l.provider_txn_id.as_deref().is_some_and(|id| {
+                let id = norm(id);
+                !id.is_empty()
+                    && p.provider_payment_id
+                        .as_deref()
+                        .into_iter()
+                        .chain(attempts.iter().copied())
+                        .any(|k| norm(k) == id)
+            });
+        by_id.then_some(false)
     }
 
-    fn amount_check(&self, p: &Payment, l: &StatementLine) -> Check {
-        let paid = self.line_amount(l);
-        let line = money::format_minor(paid, l.currency);
-        let pay = money::format_minor(p.amount_minor, p.currency);
-        match self.amount {
-            AmountRule::Any => Check {
+    fn named_check(&self, ids: Identifiers, p: &Payment, l: &StatementLine) -> Check {
+        let norm = |s: &str| normalize::apply(self.steps, s).into_owned();
+        let by_ref = ids.reference
+            && l.reference
+                .as_deref()
+                .is_some_and(|r| norm(r) == norm(&p.payment_id));
+        let by_id = ids.provider_txn_id
+            && l.provider_txn_id.is_some()
+            && l.provider_txn_id.as_deref().map(norm) == p.provider_payment_id.as_deref().map(norm);
+        if by_ref {
+            Check {
                 ok: true,
-                text: if paid == p.amount_minor && l.currency == p.currency {
-                    format!("amount {line} (any amount counts)")
-                } else {
-                    format!("amount {line} vs {pay} (any amount counts)")
-                },
-            },
-            AmountRule::Returned => check(
-                self.amount_ok(p, l),
-                || format!("{line} came back, the payment's amount"),
-                || format!("{line} came back, the payment was {pay}"),
-            ),
-            AmountRule::Within(tol) => {
-                let tol = money::format_minor(tol, p.currency);
-                check(
-                    self.amount_ok(p, l),
-                    || {
-                        if paid == p.amount_minor {
-                            format!("amount {line} equal")
-                        } else {
-                            format!("amount {line} within tolerance {tol} of {pay}")
-                        }
-                    },
-                    || format!("amount {line} ≠ {pay} (tolerance {tol})"),
-                )
+                text: "named by reference".into(),
             }
-        }
-    }
-
-    fn window_check(&self, p: &Payment, l: &StatementLine) -> Check {
-        let Some(s) = p.started_at else {
-            return Check {
+        } else if by_id {
+            Check {
+                ok: true,
+                text: "provider id recorded on the payment".into(),
+            }
+        } else if ids.provider_txn_id && l.provider_txn_id.is_some() {
+            // The checks describe a pair the join found: the id is recorded on one of the
+            // payment's attempts (which one pair does not show).
+            Check {
+                ok: true,
+                text: "provider id recorded on an attempt of the payment".into(),
+            }
+        } else {
+            Check {
                 ok: false,
-                text: "the payment was never sent".into(),
-            };
-        };
-        let (a, b) = (s - self.window.0, s + self.window.1);
-        let range = format!(
-            "{} .. {}",
-            timeparse::format_utc(a),
-            timeparse::format_utc(b)
-        );
-        let booked = match l.booked_day {
-            Some(d) => format!("booked on {d} (date only: the whole day)"),
-            None => format!("booked {}", timeparse::format_utc(l.booked_at)),
-        };
-        check(
-            self.window_ok(p, l),
-            || format!("{booked} inside the window {range}"),
-            || format!("{booked} outside the window {range}"),
-        )
+                text: "no identifier names the payment".into(),
+            }
+        }
     }
 
-    /// The same criteria as Polars join predicates over the frames
+    /// The pairing as Polars join predicates over the frames
     /// [`super::frames::fuzzy_pairs`] builds: line columns `s_rcpt` (recipient key), `s_cur`,
-    /// `s_amt` ([`Fuzzy::line_amount`]), `s_at`, `s_to` (booking interval) and payment columns
-    /// `p_rcpt`, `p_cur`, `p_amt`, `p_start`. Lines and payments are filtered by
-    /// [`Fuzzy::line_qualifies`] and `started_at` before the join.
+    /// `s_amt` ([`Criterion::line_amount`]), `s_at`, `s_to` (booking interval) and payment
+    /// columns `p_rcpt`, `p_cur`, `p_amt`, `p_start`. Lines and payments are filtered by
+    /// [`Criterion::line_qualifies`], a non-empty recipient key and `started_at` before the
+    /// join.
     pub fn predicates(&self) -> Vec<Expr> {
-        let mut preds = vec![col("s_rcpt").eq(col("p_rcpt"))];
-        if self.same_currency {
-            preds.push(col("s_cur").eq(col("p_cur")));
-        }
-        match self.amount {
-            AmountRule::Within(0) | AmountRule::Returned => {
-                preds.push(col("s_amt").eq(col("p_amt")))
+        let mut preds = Vec::new();
+        for c in self.pairing.iter() {
+            match *c {
+                // Filters of the frames' rows, or the hash join's keys.
+                Condition::Line(_) | Condition::Named(_) => {}
+                Condition::Recipient => preds.push(col("s_rcpt").eq(col("p_rcpt"))),
+                Condition::Currency(CurrencyRule::Same) => {
+                    preds.push(col("s_cur").eq(col("p_cur")))
+                }
+                Condition::Currency(CurrencyRule::Any) => {}
+                Condition::Amount(
+                    AmountRule::Within(0) | AmountRule::Returned | AmountRule::Exact,
+                ) => preds.push(col("s_amt").eq(col("p_amt"))),
+                Condition::Amount(AmountRule::Within(t)) => {
+                    preds.push(col("s_amt").gt_eq(col("p_amt") - lit(t)));
+                    preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
+                }
+                Condition::Amount(AmountRule::Any) => {}
+                // Overlap of [s_at, s_to] with [p_start − before, p_start + after].
+                Condition::Booked { before, after } => {
+                    preds.push(col("s_to").gt_eq(col("p_start") - lit(before)));
+                    preds.push(col("s_at").lt_eq(col("p_start") + lit(after)));
+                }
             }
-            AmountRule::Within(t) => {
-                preds.push(col("s_amt").gt_eq(col("p_amt") - lit(t)));
-                preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
-            }
-            AmountRule::Any => {}
         }
-        // Overlap of [s_at, s_to] with [p_start − before, p_start + after].
-        preds.push(col("s_to").gt_eq(col("p_start") - lit(self.window.0)));
-        preds.push(col("s_at").lt_eq(col("p_start") + lit(self.window.1)));
         preds
     }
+
+    /// Whether the frames keep only payments with a `started_at` (the pairing has a window).
+    pub(super) fn needs_start(&self) -> bool {
+        self.booked
+    }
 }
 
-/// The criteria of an identifier pass: which identifier names the payment, then how the money
-/// and recipient compare (a link is accepted on the identifier; the rest decides its outcome).
-/// `None` for a fuzzy pass.
-pub fn identifier(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Check>> {
-    let PassKind::Identifier(ids) = pass.kind else {
-        return None;
-    };
-    let norm = |s: &str| normalize::apply(&pass.normalize, s).into_owned();
-    let by_ref = ids.reference
-        && l.reference
-            .as_deref()
-            .is_some_and(|r| norm(r) == norm(&p.payment_id));
-    let by_id = ids.provider_txn_id
-        && l.provider_txn_id.is_some()
-        && l.provider_txn_id.as_deref().map(norm) == p.provider_payment_id.as_deref().map(norm);
-    let named = if by_ref {
-        Check {
-            ok: true,
-            text: "named by reference".into(),
-        }
-    } else if by_id {
-        Check {
-            ok: true,
-            text: "provider id recorded on the payment".into(),
-        }
-    } else if ids.provider_txn_id && l.provider_txn_id.is_some() {
-        // The pass paired them, so the id is recorded on one of the payment's attempts.
-        Check {
-            ok: true,
-            text: "provider id recorded on an attempt of the payment".into(),
-        }
+fn line_is(r: LineRule, l: &StatementLine) -> bool {
+    match r {
+        LineRule::Payments => l.ledger_candidate(),
+        LineRule::Returns => l.kind == LineKind::Refund,
+    }
+}
+
+fn line_amount(r: AmountRule, l: &StatementLine) -> i64 {
+    match r {
+        AmountRule::Returned => l.ledger_amount().saturating_abs(),
+        AmountRule::Exact if l.kind == LineKind::Refund => l.ledger_amount().saturating_abs(),
+        _ => l.ledger_amount(),
+    }
+}
+
+/// [`AmountRule::Exact`] as the rule it is for this line.
+fn exact_for(l: &StatementLine) -> AmountRule {
+    if l.kind == LineKind::Refund {
+        AmountRule::Returned
     } else {
-        Check {
-            ok: false,
-            text: "no identifier names the payment".into(),
-        }
-    };
-    let exact = Fuzzy {
-        steps: &pass.normalize,
-        window: (0, 0), // not checked
-        amount: if l.kind == LineKind::Refund {
-            AmountRule::Returned
+        AmountRule::Within(0)
+    }
+}
+
+fn amount_ok(r: AmountRule, p: &Payment, l: &StatementLine) -> bool {
+    match r {
+        AmountRule::Within(tol) => (line_amount(r, l) - p.amount_minor).abs() <= tol,
+        AmountRule::Any => true,
+        AmountRule::Returned => line_amount(r, l) == p.amount_minor,
+        AmountRule::Exact => amount_ok(exact_for(l), p, l),
+    }
+}
+
+fn currency_ok(r: CurrencyRule, p: &Payment, l: &StatementLine) -> bool {
+    r == CurrencyRule::Any || p.currency == l.currency
+}
+
+fn window_ok(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> bool {
+    p.started_at
+        .is_some_and(|s| l.booked_within(s - window.0, s + window.1))
+}
+
+fn currency_check(r: CurrencyRule, p: &Payment, l: &StatementLine) -> Check {
+    if r == CurrencyRule::Same {
+        return check(
+            p.currency == l.currency,
+            || format!("same currency {}", p.currency),
+            || format!("currency {} ≠ {}", l.currency, p.currency),
+        );
+    }
+    // The words of a same-currency check when the currencies agree: fingerprints of
+    // existing near-miss tickets stay the same.
+    Check {
+        ok: true,
+        text: if p.currency == l.currency {
+            format!("same currency {}", p.currency)
         } else {
-            AmountRule::Within(0)
+            format!(
+                "currency {} vs {} (any currency counts)",
+                l.currency, p.currency
+            )
         },
-        same_currency: true,
-        lines: LineRule::Payments,
+    }
+}
+
+fn kind_check(r: LineRule, l: &StatementLine) -> Check {
+    match r {
+        LineRule::Payments => check(
+            l.ledger_candidate(),
+            || "a PAYMENT line".into(),
+            || {
+                if l.kind != LineKind::Payment {
+                    format!("it is a {} line", l.kind.as_str())
+                } else {
+                    "it is a credit on a bank account (matched three-way, not to payments)".into()
+                }
+            },
+        ),
+        LineRule::Returns => check(
+            l.kind == LineKind::Refund,
+            || "a return or reversal".into(),
+            || format!("it is a {} line, not a return", l.kind.as_str()),
+        ),
+    }
+}
+
+fn amount_check(r: AmountRule, p: &Payment, l: &StatementLine) -> Check {
+    let paid = line_amount(r, l);
+    let line = money::format_minor(paid, l.currency);
+    let pay = money::format_minor(p.amount_minor, p.currency);
+    match r {
+        AmountRule::Any => Check {
+            ok: true,
+            text: if paid == p.amount_minor && l.currency == p.currency {
+                format!("amount {line} (any amount counts)")
+            } else {
+                format!("amount {line} vs {pay} (any amount counts)")
+            },
+        },
+        AmountRule::Returned => check(
+            amount_ok(r, p, l),
+            || format!("{line} came back, the payment's amount"),
+            || format!("{line} came back, the payment was {pay}"),
+        ),
+        AmountRule::Within(tol) => {
+            let tol = money::format_minor(tol, p.currency);
+            check(
+                amount_ok(r, p, l),
+                || {
+                    if paid == p.amount_minor {
+                        format!("amount {line} equal")
+                    } else {
+                        format!("amount {line} within tolerance {tol} of {pay}")
+                    }
+                },
+                || format!("amount {line} ≠ {pay} (tolerance {tol})"),
+            )
+        }
+        AmountRule::Exact => amount_check(exact_for(l), p, l),
+    }
+}
+
+fn window_check(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> Check {
+    let Some(s) = p.started_at else {
+        return Check {
+            ok: false,
+            text: "the payment was never sent".into(),
+        };
     };
-    // No kind and no window: an identifier is proof of identity; the money still counts.
-    Some(vec![
-        named,
-        exact.recipient_check(p, l),
-        exact.currency_check(p, l),
-        exact.amount_check(p, l),
-    ])
+    let (a, b) = (s - window.0, s + window.1);
+    let range = format!(
+        "{} .. {}",
+        timeparse::format_utc(a),
+        timeparse::format_utc(b)
+    );
+    let booked = match l.booked_day {
+        Some(d) => format!("booked on {d} (date only: the whole day)"),
+        None => format!("booked {}", timeparse::format_utc(l.booked_at)),
+    };
+    check(
+        window_ok(window, p, l),
+        || format!("{booked} inside the window {range}"),
+        || format!("{booked} outside the window {range}"),
+    )
 }
 
-/// The criteria of a fuzzy pass (kind, recipient, currency, amount and tolerance, window);
-/// `None` for an identifier pass.
-pub fn fuzzy(pass: &Pass, p: &Payment, l: &StatementLine) -> Option<Vec<Check>> {
-    Fuzzy::of_pass(pass).map(|f| f.checks(p, l))
+/// The checks of a pair found by pass `pass` (its kind's pairing, then what it reports).
+pub fn pass_checks(pass: &Pass, p: &Payment, l: &StatementLine) -> Vec<Check> {
+    Criterion::of(pass).checks(p, l)
 }
 
-/// The near-miss gate's criteria (see [`Fuzzy::near_miss`]).
+/// The near-miss gate's criteria (see [`Criterion::near_miss`]).
 pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> {
-    let fz = Fuzzy::near_miss(rules);
+    let fz = Criterion::near_miss(rules);
     if !fz.recipient_key(&l.recipient).is_empty() {
         return fz.checks(p, l);
     }
     // A line without a recipient is a look-alike by currency and amount (see
     // `matching::blank_recipient_near_misses`).
-    let blank = Fuzzy {
-        amount: AmountRule::Within(0),
-        same_currency: true,
-        ..fz
-    };
+    let (before, after) = fz.window;
+    let blank = Criterion::new(
+        fz.steps,
+        Cow::Owned(vec![
+            Condition::Line(LineRule::Payments),
+            Condition::Recipient,
+            Condition::Currency(CurrencyRule::Same),
+            Condition::Amount(AmountRule::Within(0)),
+            Condition::Booked { before, after },
+        ]),
+        Cow::Borrowed(&[]),
+        Accept::UniqueBothSides,
+    );
     let mut checks = blank.checks(p, l);
     checks[1] = Check {
         ok: true,
@@ -423,12 +575,23 @@ pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> 
     checks
 }
 
-/// Every fuzzy pass's checks of a pair, by pass index.
+/// Every fuzzy pass's checks of a pair (the passes that find look-alikes by recipient, money
+/// and booking), by pass index.
 pub fn fuzzy_passes(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<(usize, Vec<Check>)> {
     rules
         .passes
         .iter()
         .enumerate()
-        .filter_map(|(i, pass)| fuzzy(pass, p, l).map(|c| (i, c)))
+        .filter_map(|(i, pass)| Criterion::of_pass(pass).map(|c| (i, c.checks(p, l))))
         .collect()
+}
+
+/// Whether an identifier pass of `rules` names `p` on `l` (by reference or by the provider id
+/// recorded on the payment; attempts are not seen).
+pub fn named_by_a_pass(rules: &RuleSet, p: &Payment, l: &StatementLine) -> bool {
+    rules.passes.iter().any(|pass| {
+        let c = Criterion::of(pass);
+        c.named
+            .is_some_and(|ids| c.naming(ids, p, &[], l).is_some())
+    })
 }

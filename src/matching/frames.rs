@@ -1,10 +1,10 @@
 //! Canonical frames for one pass and the Polars joins that produce candidate pairs.
 
-use super::criteria::Fuzzy;
+use super::criteria::Criterion;
 use super::pairs_of;
 use crate::ledger::Payment;
 use crate::normalize::{self, Step};
-use crate::rules::Identifiers;
+use crate::rules::kinds::Identifiers;
 use crate::sources::StatementLine;
 use anyhow::Result;
 use polars::prelude::*;
@@ -191,14 +191,14 @@ pub(super) fn identifier_pairs(
     Ok(out)
 }
 
-/// Pairs (line, payment) that meet the fuzzy criteria `fz` ([`super::criteria::Fuzzy`]: its
-/// predicates, over frames of the free lines and payments). Sorted and unique.
+/// Pairs (line, payment) that meet the criterion `fz` ([`Criterion::predicates`] in a
+/// `join_where` over frames of the free lines and payments). Sorted and unique.
 pub(super) fn fuzzy_pairs(
     payments: &[Payment],
     lines: &[StatementLine],
     line_free: &[bool],
     pay_free: &[bool],
-    fz: &Fuzzy<'_>,
+    fz: &Criterion<'_>,
 ) -> Result<Vec<(u32, u32)>> {
     let mut s_idx = Vec::new();
     let mut s_rcpt = Vec::new();
@@ -206,11 +206,12 @@ pub(super) fn fuzzy_pairs(
     let mut s_amt = Vec::new();
     let mut s_at = Vec::new();
     let mut s_to = Vec::new();
+    let by_recipient = fz.compares_recipient();
     for (i, l) in lines.iter().enumerate() {
         // A line without a recipient (a bank fee, a BAI2 entry) is nobody's by recipient: an
         // empty key must not join payments whose recipient is empty too.
         let key = fz.recipient_key(&l.recipient);
-        if line_free[i] && fz.line_qualifies(l) && !key.is_empty() {
+        if line_free[i] && fz.line_qualifies(l) && !(by_recipient && key.is_empty()) {
             s_idx.push(i as u32);
             s_rcpt.push(key);
             s_cur.push(l.currency);
@@ -224,8 +225,11 @@ pub(super) fn fuzzy_pairs(
     let mut p_cur = Vec::new();
     let mut p_amt = Vec::new();
     let mut p_start = Vec::new();
+    // Without a window in the pairing, a payment never sent can pair too (its `p_start` is
+    // then never compared).
+    let no_start = (!fz.needs_start()).then_some(0);
     for (i, p) in payments.iter().enumerate() {
-        if let (true, Some(start)) = (pay_free[i], p.started_at) {
+        if let (true, Some(start)) = (pay_free[i], p.started_at.or(no_start)) {
             p_idx.push(i as u32);
             p_rcpt.push(fz.recipient_key(&p.recipient));
             p_cur.push(p.currency);

@@ -10,7 +10,8 @@ mod frames;
 pub mod settlement;
 
 use crate::ledger::Payment;
-use crate::rules::{PassKind, RuleSet};
+use crate::rules::RuleSet;
+use crate::rules::kinds::Accept;
 use crate::sources::StatementLine;
 use anyhow::{Context, Result};
 use polars::prelude::DataFrame;
@@ -61,19 +62,45 @@ pub fn pass_name(rules: &RuleSet, pass: usize) -> &str {
 }
 
 /// Every (line, payment) pair the Polars join of `fz` finds among all `lines` and `payments`
-/// (the frames the passes build): what the property test compares with [`criteria::Fuzzy::holds`].
+/// (the frames the passes build): what the property test compares with
+/// [`criteria::Criterion::holds`].
 pub fn fuzzy_join(
     payments: &[Payment],
     lines: &[StatementLine],
-    fz: &criteria::Fuzzy<'_>,
+    fz: &criteria::Criterion<'_>,
 ) -> Result<Vec<(u32, u32)>> {
-    frames::fuzzy_pairs(
-        payments,
-        lines,
-        &vec![true; lines.len()],
-        &vec![true; payments.len()],
-        fz,
-    )
+    join_all(payments, &[], lines, fz)
+}
+
+/// Every (line, payment) pair the join of `crit` finds among all `lines` and `payments`, as a
+/// pass runs it: the hash join on the keys of its [`crate::rules::kinds::Condition::Named`]
+/// (provider ids recorded on attempts included: `provider_ids`), or the `join_where` of its
+/// predicates. What each kind's test compares with its one-pair checks. Sorted and unique.
+pub fn join_all(
+    payments: &[Payment],
+    provider_ids: &[(u32, String)],
+    lines: &[StatementLine],
+    crit: &criteria::Criterion<'_>,
+) -> Result<Vec<(u32, u32)>> {
+    let (line_free, pay_free) = (vec![true; lines.len()], vec![true; payments.len()]);
+    match crit.named() {
+        Some(ids) => {
+            let mut pairs = frames::identifier_pairs(
+                payments,
+                provider_ids,
+                lines,
+                &line_free,
+                &pay_free,
+                ids,
+                crit.steps,
+            )?;
+            pairs.retain(|&(l, p)| {
+                crit.holds_besides_named(&payments[p as usize], &lines[l as usize])
+            });
+            Ok(pairs)
+        }
+        None => frames::fuzzy_pairs(payments, lines, &line_free, &pay_free, crit),
+    }
 }
 
 /// Which payments may take part in what.
@@ -86,10 +113,10 @@ pub struct Eligibility {
 }
 
 /// Runs every pass of `rules` and the near-miss gate.
-pub fn run(
-    payments: &[Payment],
+pub fn run<'a>(
+    payments: &'a [Payment],
     provider_ids: &[(u32, String)],
-    lines: &[StatementLine],
+    lines: &'a [StatementLine],
     rules: &RuleSet,
     elig: &Eligibility,
 ) -> Result<MatchResult> {
@@ -114,13 +141,66 @@ pub fn run(
     for (pass_idx, pass) in rules.passes.iter().enumerate() {
         let started = std::time::Instant::now();
         let stage = || format!("matching pass {:?}", pass.id);
-        let fuzzy = matches!(pass.kind, PassKind::Fuzzy { .. });
-        let pairs = match &pass.kind {
-            PassKind::Identifier(ids) => {
+        // The pass's predicate, as its kind declares it: the join below and the checks of
+        // evidence and `recon explain` both come from it.
+        let crit = criteria::Criterion::of(pass);
+        let fuzzy = crit.accept == Accept::UniqueBothSides;
+        let masks;
+        let (line_mask, pay_mask): (&[bool], &[bool]) = if fuzzy {
+            // Lines: every one not cleanly claimed (free, contested, or left undecided by an
+            // earlier pass) counts as a candidate; only free ones can pair. Payments: every
+            // linkable one counts, and a payment an earlier pass claimed cleanly can pair too,
+            // as its second payout: a named payout never settles an unnamed one by
+            // elimination (the named payment may have been paid twice), so the outcome
+            // depends neither on the night each line arrived nor on the order they were
+            // booked in.
+            let line_mask: Vec<bool> = lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| l.ledger_candidate() && !line_clean[i])
+                .collect();
+            // A claimed payment can only be a candidate of a line to its recipient (in its
+            // currency, when the pass compares currencies): only those enter the join
+            // (claimed payments are most of a day).
+            let same_cur = crit.same_currency();
+            let block = |recipient: &'a str, currency: &'a str| {
+                (
+                    crit.recipient_key(recipient),
+                    if same_cur { currency } else { "" },
+                )
+            };
+            let wanted: Option<foldhash::HashSet<(std::borrow::Cow<'a, str>, &'a str)>> =
+                crit.compares_recipient().then(|| {
+                    lines
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, _)| line_mask[i])
+                        .map(|(_, l)| block(&l.recipient, l.currency))
+                        .collect()
+                });
+            let pay_mask: Vec<bool> = payments
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let clean = pay_links[i] == 1 && !pay_disputed[i];
+                    elig.linkable[i]
+                        && (!clean
+                            || wanted
+                                .as_ref()
+                                .is_none_or(|w| w.contains(&block(&p.recipient, p.currency))))
+                })
+                .collect();
+            masks = (line_mask, pay_mask);
+            (&masks.0, &masks.1)
+        } else {
+            (&line_free, &pay_free)
+        };
+        let pairs = match crit.named() {
+            Some(ids) => {
                 // Returns ride along in the same join (their keys are few; the payments' side
                 // is the expensive one), and are split off here.
                 let mask: Vec<bool> = if any_return {
-                    line_free
+                    line_mask
                         .iter()
                         .zip(&return_free)
                         .map(|(&a, &b)| a || b)
@@ -132,9 +212,9 @@ pub fn run(
                     payments,
                     provider_ids,
                     lines,
-                    if any_return { &mask } else { &line_free },
-                    &pay_free,
-                    *ids,
+                    if any_return { &mask } else { line_mask },
+                    pay_mask,
+                    ids,
                     &pass.normalize,
                 )
                 .with_context(stage)?;
@@ -152,43 +232,17 @@ pub fn run(
                         return_free[l as usize] = false;
                     }
                 }
+                // Whatever else the pairing asks of a named pair is checked on the few pairs
+                // the key join found.
+                if crit.pairing.len() > 1 {
+                    pairs.retain(|&(l, p)| {
+                        crit.holds_besides_named(&payments[p as usize], &lines[l as usize])
+                    });
+                }
                 pairs
             }
-            PassKind::Fuzzy { .. } => {
-                // Lines: every one not cleanly claimed (free, contested, or left undecided by
-                // an earlier pass) counts as a candidate; only free ones can pair.
-                // Payments: every linkable one counts, and a payment an earlier pass claimed
-                // cleanly can pair too, as its second payout: a named payout never settles an
-                // unnamed one by elimination (the named payment may have been paid twice), so
-                // the outcome depends neither on the night each line arrived nor on the order
-                // they were booked in.
-                let line_mask: Vec<bool> = lines
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| l.ledger_candidate() && !line_clean[i])
-                    .collect();
-                let fz = criteria::Fuzzy::of_pass(pass).context("a fuzzy pass")?;
-                // A claimed payment can only be a candidate of a line to its recipient in its
-                // currency: only those enter the join (claimed payments are most of a day).
-                let wanted: foldhash::HashSet<(std::borrow::Cow<'_, str>, &str)> = lines
-                    .iter()
-                    .enumerate()
-                    .filter(|&(i, _)| line_mask[i])
-                    .map(|(_, l)| (fz.recipient_key(&l.recipient), l.currency))
-                    .collect();
-                let pay_mask: Vec<bool> = payments
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| {
-                        let clean = pay_links[i] == 1 && !pay_disputed[i];
-                        elig.linkable[i]
-                            && (!clean
-                                || wanted.contains(&(fz.recipient_key(&p.recipient), p.currency)))
-                    })
-                    .collect();
-                frames::fuzzy_pairs(payments, lines, &line_mask, &pay_mask, &fz)
-                    .with_context(stage)?
-            }
+            None => frames::fuzzy_pairs(payments, lines, line_mask, pay_mask, &crit)
+                .with_context(stage)?,
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
         for &(l, p) in &pairs {
@@ -263,7 +317,7 @@ pub fn run(
             lines,
             &near_lines,
             &near_pay,
-            &criteria::Fuzzy::near_miss(rules),
+            &criteria::Criterion::near_miss(rules),
         )
         .context("near-miss gate")?;
         result
@@ -308,7 +362,7 @@ fn blank_recipient_near_misses(
     near_pay: &[bool],
     rules: &RuleSet,
 ) -> Vec<Pair> {
-    let fz = criteria::Fuzzy::near_miss(rules);
+    let fz = criteria::Criterion::near_miss(rules);
     let mut by_money: std::collections::HashMap<(&str, i64), Vec<u32>> =
         std::collections::HashMap::new();
     for (i, l) in lines.iter().enumerate() {
@@ -374,7 +428,7 @@ fn returns_by_identifier(
 }
 
 /// Returns that no identifier tied to a payment (`free`) are compared by recipient, currency
-/// and absolute amount with every payment started in their reach ([`criteria::Fuzzy::returns`]),
+/// and absolute amount with every payment started in their reach ([`criteria::Criterion::returns`]),
 /// and linked only when each is the other's only candidate. Only payments to a recipient some
 /// return names are put in the join: returns are few, payments a million.
 fn returns_by_amount(
@@ -385,7 +439,7 @@ fn returns_by_amount(
     free: &[bool],
     result: &mut MatchResult,
 ) -> Result<()> {
-    let fz = criteria::Fuzzy::returns(rules, rules.return_reach);
+    let fz = criteria::Criterion::returns(rules, rules.return_reach);
     let recipients: std::collections::HashSet<std::borrow::Cow<'_, str>> = lines
         .iter()
         .enumerate()

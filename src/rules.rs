@@ -3,6 +3,7 @@
 
 use crate::exit::{Failure, fail};
 use crate::normalize::Step;
+use crate::sources::config::{KeyAt, split_off, toml_error};
 pub mod kinds;
 
 pub use crate::timeparse::parse_duration;
@@ -12,6 +13,8 @@ pub use kinds::{Criteria, Identifiers, PassKind};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 /// The rules shipped with recon, used when the config names no `rules_dir`.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
@@ -19,7 +22,8 @@ pub const DEFAULT_RULES: &str = include_str!("../rules/default.toml");
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
-    /// Each `[[pass]]` as written: its kind decides which keys it may have.
+    /// The `[[pass]]` tables, only checked to be tables here: each is read again with its
+    /// positions by [`compile_pass`] (its kind decides which keys it may have).
     #[serde(rename = "pass", default)]
     passes: Vec<toml::Table>,
     #[serde(rename = "settlement", default)]
@@ -72,9 +76,9 @@ pub struct Settlement {
 #[serde(deny_unknown_fields)]
 struct RawPass {
     /// Unique id, written into results as `rule`.
-    id: String,
+    id: Spanned<String>,
     /// A registered kind ([`PassKind::KINDS`]).
-    kind: String,
+    kind: Spanned<String>,
     /// Free text for humans.
     #[allow(dead_code)]
     description: Option<String>,
@@ -252,13 +256,24 @@ impl RuleSet {
             hasher.update([0]);
             let raw: RawFile =
                 toml::from_str(text).map_err(|e| fail(Failure::Config, format!("{name}: {e}")))?;
-            for (i, p) in raw.passes.into_iter().enumerate() {
-                let pass = compile_pass(name, i, p)?;
+            // The passes again, with positions, so that an error about a key quotes its line.
+            let path = Path::new(name);
+            let doc = DeTable::parse(text).map_err(|e| toml_error(path, text, e))?;
+            let tables: Vec<Spanned<DeValue<'_>>> = match doc
+                .into_inner()
+                .into_iter()
+                .find(|(k, _)| k.get_ref() == "pass")
+                .map(|(_, v)| v.into_inner())
+            {
+                Some(DeValue::Array(items)) => items.into_iter().collect(),
+                _ => Vec::new(),
+            };
+            debug_assert_eq!(tables.len(), raw.passes.len());
+            for (i, p) in tables.into_iter().enumerate() {
+                let at = KeyAt::new(path, format!("pass[{i}]."), text);
+                let (pass, id_span) = compile_pass(&at, i, p)?;
                 if passes.iter().any(|q| q.id == pass.id) {
-                    return Err(fail(
-                        Failure::Config,
-                        format!("{name}: pass[{i}].id {:?} is used twice", pass.id),
-                    ));
+                    return Err(at.at(id_span, format!("pass[{i}].id {:?} is used twice", pass.id)));
                 }
                 passes.push(pass);
             }
@@ -381,42 +396,73 @@ impl RuleSet {
     }
 }
 
-fn compile_pass(file: &str, i: usize, table: toml::Table) -> Result<Pass> {
-    let err =
-        |key: &str, msg: String| fail(Failure::Config, format!("{file}: pass[{i}].{key}: {msg}"));
-    let named = table.get("kind").and_then(toml::Value::as_str);
+/// Compiles pass `i` (`value`, as written in the file `at` names); also returns where its
+/// id is written. Every error about one of its keys quotes that key's line.
+fn compile_pass(
+    at: &KeyAt<'_>,
+    i: usize,
+    value: Spanned<DeValue<'_>>,
+) -> Result<(Pass, std::ops::Range<usize>)> {
+    let span = value.span();
+    let DeValue::Table(table) = value.into_inner() else {
+        return Err(at.at(
+            span,
+            format!("pass[{i}]: not a table (each [[pass]] is one)"),
+        ));
+    };
+    let mut rest = Spanned::new(span, table);
+    let named = rest
+        .get_ref()
+        .get("kind")
+        .and_then(|v| v.get_ref().as_str());
     let kind = PassKind::KINDS
         .iter()
         .find(|(name, _)| Some(*name) == named)
         .copied();
-    kinds::check_keys(file, i, kind, &table)?;
-    let mut common = table.clone();
-    if let Some((_, keys)) = kind {
-        common.retain(|k, _| !keys.contains(&k));
-    }
-    let p: RawPass = toml::Value::Table(common)
-        .try_into()
-        .map_err(|e| fail(Failure::Config, format!("{file}: pass[{i}]: {e}")))?;
-    if p.id.trim().is_empty() || p.id.contains(['|', ';', ',']) {
-        return Err(err("id", "must be non-empty, without | ; ,".into()));
+    let common = split_off(&mut rest, kinds::COMMON_KEYS);
+    kinds::check_keys(at, i, kind, &rest)?;
+    let table_span = common.span();
+    let p = RawPass::deserialize(toml::de::ValueDeserializer::from(Spanned::new(
+        table_span.clone(),
+        DeValue::Table(common.into_inner()),
+    )))
+    .map_err(|e| {
+        at.at(
+            e.span().unwrap_or(table_span),
+            format!("pass[{i}]: {}", e.message()),
+        )
+    })?;
+    let id = p.id.get_ref();
+    if id.trim().is_empty() || id.contains(['|', ';', ',']) {
+        return Err(at.at(
+            p.id.span(),
+            format!("pass[{i}].id: must be non-empty, without | ; ,"),
+        ));
     }
     let Some((name, keys)) = kind else {
         let names: Vec<&str> = PassKind::KINDS.iter().map(|(n, _)| *n).collect();
-        return Err(err(
-            "kind",
-            format!("unknown kind {:?} ({})", p.kind, names.join(", ")),
+        return Err(at.at(
+            p.kind.span(),
+            format!(
+                "pass[{i}].kind: unknown kind {:?} ({})",
+                p.kind.get_ref(),
+                names.join(", ")
+            ),
         ));
     };
-    let kind = PassKind::compile(name, &kinds::Keys::new(file, i, name, keys, &table))
+    let kind = PassKind::compile(name, &kinds::Keys::new(at, i, name, keys, rest)?)
         .expect("a registered kind")?;
-    Ok(Pass {
-        id: p.id.as_str().into(),
-        criteria: kind.criteria(),
-        kind,
-        normalize: p.normalize,
-        auto_succeeded: p.auto_apply_succeeded,
-        auto_unknown: p.auto_apply_unknown,
-    })
+    Ok((
+        Pass {
+            id: id.as_str().into(),
+            criteria: kind.criteria(),
+            kind,
+            normalize: p.normalize,
+            auto_succeeded: p.auto_apply_succeeded,
+            auto_unknown: p.auto_apply_unknown,
+        },
+        p.id.span(),
+    ))
 }
 
 #[cfg(test)]
@@ -441,6 +487,12 @@ mod tests {
             msg.contains("rules/x.toml") && msg.contains("window_afterr"),
             "{msg}"
         );
+        // And its line, as the TOML error of a job file's key gives it.
+        assert!(
+            msg.starts_with("rules/x.toml: TOML parse error at line 30, column 1\n"),
+            "{msg}"
+        );
+        assert!(msg.contains("\n30 | window_afterr = \"72h\"\n"), "{msg}");
         assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
     }
 
@@ -452,6 +504,10 @@ mod tests {
             RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err()
         );
         assert!(msg.contains("pass[1].window_after"), "{msg}");
+        assert!(
+            msg.starts_with("r.toml: TOML parse error at line 30, column 16\n"),
+            "{msg}"
+        );
     }
 
     #[test]

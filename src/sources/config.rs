@@ -308,7 +308,33 @@ pub struct KeyAt<'a> {
     text: &'a str,
 }
 
-impl KeyAt<'_> {
+impl<'a> KeyAt<'a> {
+    /// Names keys of `file` (whose text is `text`) with `prefix` before each key.
+    pub fn new(file: &'a Path, prefix: String, text: &'a str) -> KeyAt<'a> {
+        KeyAt { file, prefix, text }
+    }
+
+    /// A configuration error about the text at `span` of the file, in the form of a TOML
+    /// error: the file, "TOML parse error at line L, column C", the line with the span marked,
+    /// then `msg`. (Raised through the TOML deserializer, which is what gives an error a span.)
+    pub fn at(&self, span: std::ops::Range<usize>, msg: impl std::fmt::Display) -> anyhow::Error {
+        struct Refuse(String);
+        impl<'de> serde::de::Visitor<'de> for Refuse {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("nothing")
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+                Err(E::custom(self.0))
+            }
+        }
+        let de = toml::de::ValueDeserializer::from(Spanned::new(span, DeValue::Boolean(true)));
+        match serde::Deserializer::deserialize_any(de, Refuse(msg.to_string())) {
+            Err(e) => toml_error(self.file, self.text, e),
+            Ok(()) => self.error("unreachable: a refusal accepted"),
+        }
+    }
+
     /// The key as the message names it (`source[0].columns`).
     pub fn key(&self, k: &str) -> String {
         format!("{}{k}", self.prefix)
@@ -395,50 +421,21 @@ pub fn keys_of<T: DeserializeOwned>() -> &'static [&'static str] {
 }
 
 /// The error for a key no format takes, as serde words an unknown field (with the keys this
-/// source takes), raised through the TOML deserializer so that it quotes the key's line.
+/// source takes), on the key's line.
 fn unknown_key(
     at: &KeyAt<'_>,
     key: Spanned<std::borrow::Cow<'_, str>>,
     expected: &[&str],
 ) -> anyhow::Error {
-    struct Seed<'e>(&'e [&'e str]);
-    impl<'de> serde::de::DeserializeSeed<'de> for Seed<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            let key = String::deserialize(d)?;
-            let list: Vec<String> = self.0.iter().map(|k| format!("`{k}`")).collect();
-            Err(serde::de::Error::custom(format!(
-                "unknown field `{key}`, expected one of {}",
-                list.join(", ")
-            )))
-        }
-    }
-    struct Keys<'e>(&'e [&'e str]);
-    impl<'de> serde::de::Visitor<'de> for Keys<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a table")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            map.next_key_seed(Seed(self.0))?;
-            Ok(())
-        }
-    }
-    struct One<'e>(&'e [&'e str]);
-    impl<'de> serde::de::DeserializeSeed<'de> for One<'_> {
-        type Value = ();
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-            d.deserialize_map(Keys(self.0))
-        }
-    }
-    let span = key.span();
-    let mut one = DeTable::new();
-    one.insert(key, Spanned::new(span.clone(), DeValue::Boolean(true)));
-    let de = toml::de::ValueDeserializer::from(Spanned::new(span, DeValue::Table(one)));
-    match serde::de::DeserializeSeed::deserialize(One(expected), de) {
-        Err(e) => toml_error(at.file, at.text, e),
-        Ok(()) => at.error("unknown key"),
-    }
+    let list: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
+    at.at(
+        key.span(),
+        format!(
+            "unknown field `{}`, expected one of {}",
+            key.get_ref(),
+            list.join(", ")
+        ),
+    )
 }
 
 /// One source's table, read: the common keys as written, the format, and the format's keys

@@ -423,6 +423,11 @@ async fn invalid_rules_are_rejected_before_any_data_is_read() {
     let err = env.try_standard_day("x").await.expect_err("bad rules");
     assert_eq!(exit::code_for(&err), exit::CONFIG);
     assert!(format!("{err:#}").contains("window_aftr"));
+    // The rule file and the key's line, as a job file's unknown key gives them.
+    assert!(
+        format!("{err:#}").contains("rules.toml: TOML parse error at line 30, column 1\n"),
+        "{err:#}"
+    );
     assert!(!env.path("recon.db").exists(), "no database touched");
 }
 

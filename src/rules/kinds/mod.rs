@@ -12,9 +12,14 @@
 pub mod fuzzy;
 pub mod identifier;
 
-use crate::exit::{Failure, fail};
+use crate::sources::config::KeyAt;
 use crate::timeparse::{Micros, parse_duration};
 use anyhow::Result;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use toml::Spanned;
+use toml::de::DeTable;
 
 /// Which identifiers name a payment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,52 +194,74 @@ pub const COMMON_KEYS: &[&str] = &[
 ];
 
 /// The keys of one `[[pass]]` table as a kind reads them: typed getters whose errors name
-/// the rule file, the pass and the key.
+/// the rule file and the line (in the form of a TOML error, as the job file's are), the pass
+/// and the key.
 pub struct Keys<'a> {
-    file: &'a str,
+    at: &'a KeyAt<'a>,
     index: usize,
     kind: &'static str,
     allowed: &'static [&'static str],
-    table: &'a toml::Table,
+    /// The pass's table, for a key that is missing.
+    span: Range<usize>,
+    /// Each key, with where its value is written.
+    values: BTreeMap<String, (Range<usize>, toml::Value)>,
 }
 
 impl<'a> Keys<'a> {
-    /// The keys of pass `index` of `file`, for a kind that reads `allowed`.
+    /// The keys of pass `index` (`table`, its keys already checked by [`check_keys`]) of the
+    /// file `at` names, for a kind that reads `allowed`.
     pub fn new(
-        file: &'a str,
+        at: &'a KeyAt<'a>,
         index: usize,
         kind: &'static str,
         allowed: &'static [&'static str],
-        table: &'a toml::Table,
-    ) -> Keys<'a> {
-        Keys {
-            file,
+        table: Spanned<DeTable<'_>>,
+    ) -> Result<Keys<'a>> {
+        let span = table.span();
+        let mut values = BTreeMap::new();
+        for (k, v) in table.into_inner() {
+            let value_span = v.span();
+            let value =
+                toml::Value::deserialize(toml::de::ValueDeserializer::from(v)).map_err(|e| {
+                    at.at(
+                        e.span().unwrap_or(value_span.clone()),
+                        format!("pass[{index}].{}: {}", k.get_ref(), e.message()),
+                    )
+                })?;
+            values.insert(k.into_inner().into_owned(), (value_span, value));
+        }
+        Ok(Keys {
+            at,
             index,
             kind,
             allowed,
-            table,
-        }
+            span,
+            values,
+        })
     }
 
-    /// A configuration error about `key`: `file: pass[i].key: msg`.
+    /// A configuration error about `key`, on the line of its value (of the pass, when it is
+    /// missing): `file: TOML parse error at line L, column C`, the line, `pass[i].key: msg`.
     pub fn err(&self, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
-        fail(
-            Failure::Config,
-            format!("{}: pass[{}].{key}: {msg}", self.file, self.index),
-        )
+        let span = self
+            .values
+            .get(key)
+            .map_or_else(|| self.span.clone(), |(span, _)| span.clone());
+        self.at
+            .at(span, format!("pass[{}].{key}: {msg}", self.index))
     }
 
-    fn get(&self, key: &str) -> Option<&'a toml::Value> {
+    fn get(&self, key: &str) -> Option<&toml::Value> {
         assert!(
             self.allowed.contains(&key),
             "kind {} reads key {key:?} it does not declare in Kind::KEYS",
             self.kind
         );
-        self.table.get(key)
+        self.values.get(key).map(|(_, v)| v)
     }
 
     /// A text key.
-    pub fn string(&self, key: &str) -> Result<Option<&'a str>> {
+    pub fn string(&self, key: &str) -> Result<Option<&str>> {
         match self.get(key) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
@@ -243,7 +270,7 @@ impl<'a> Keys<'a> {
     }
 
     /// A list of texts.
-    pub fn strings(&self, key: &str) -> Result<Option<Vec<&'a str>>> {
+    pub fn strings(&self, key: &str) -> Result<Option<Vec<&str>>> {
         match self.get(key) {
             None => Ok(None),
             Some(toml::Value::Array(items)) => items
@@ -281,18 +308,19 @@ impl<'a> Keys<'a> {
     }
 }
 
-/// Checks the keys of pass `index` before anything is read from them: every key is one every
-/// pass has or one the kind `kind` reads. A key another kind reads is "not allowed in" this
-/// kind's passes; any other is an unknown field. `kind` is `None` when the pass names no
-/// registered kind (its keys are then checked against every kind's).
+/// Checks the keys of pass `index` before anything is read from them: every key of `table`
+/// (the pass without its [`COMMON_KEYS`]) is one the kind `kind` reads. A key another kind
+/// reads is "not allowed in" this kind's passes; any other is an unknown field. Either error
+/// is on the key's line. `kind` is `None` when the pass names no registered kind (its keys
+/// are then checked against every kind's).
 pub fn check_keys(
-    file: &str,
+    at: &KeyAt<'_>,
     index: usize,
     kind: Option<(&str, &[&str])>,
-    table: &toml::Table,
+    table: &Spanned<DeTable<'_>>,
 ) -> Result<()> {
-    for key in table.keys() {
-        let key = key.as_str();
+    for spanned in table.get_ref().keys() {
+        let key = spanned.get_ref().as_ref();
         if COMMON_KEYS.contains(&key) {
             continue;
         }
@@ -304,9 +332,9 @@ pub fn check_keys(
                 } else {
                     "a"
                 };
-                return Err(fail(
-                    Failure::Config,
-                    format!("{file}: pass[{index}].{key}: not allowed in {article} {name} pass"),
+                return Err(at.at(
+                    spanned.span(),
+                    format!("pass[{index}].{key}: not allowed in {article} {name} pass"),
                 ));
             }
             None if PassKind::KINDS.iter().any(|(_, k)| k.contains(&key)) => continue,
@@ -318,10 +346,10 @@ pub fn check_keys(
             None => expected.extend(PassKind::KINDS.iter().flat_map(|(_, k)| k.iter())),
         }
         let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
-        return Err(fail(
-            Failure::Config,
+        return Err(at.at(
+            spanned.span(),
             format!(
-                "{file}: pass[{index}]: unknown field `{key}`, expected one of {}",
+                "pass[{index}]: unknown field `{key}`, expected one of {}",
                 expected.join(", ")
             ),
         ));
@@ -346,44 +374,123 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_key_of_another_kind_is_not_allowed_and_an_unknown_one_is_an_unknown_field() {
-        let compile = |keys: &str| {
-            let text = format!(
-                "[[pass]]\nid = \"p\"\n{keys}\nauto_apply_succeeded = true\n\
-                 auto_apply_unknown = true\n"
-            );
-            format!(
-                "{:#}",
-                crate::rules::RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err()
-            )
-        };
-        let msg =
-            compile("kind = \"identifier\"\nidentifiers = [\"reference\"]\nwindow_before = \"1m\"");
-        assert_eq!(
-            msg,
-            "r.toml: pass[0].window_before: not allowed in an identifier pass"
+    /// The message of the error compiling one pass: `id` on line 2, the kind on line 3, then
+    /// `keys` from line 4 on.
+    fn compile_err(keys: &str) -> String {
+        let text = format!(
+            "[[pass]]\nid = \"p\"\n{keys}\nauto_apply_succeeded = true\n\
+             auto_apply_unknown = true\n"
         );
-        let msg = compile("kind = \"fuzzy\"\nidentifiers = [\"reference\"]");
-        assert_eq!(
-            msg,
-            "r.toml: pass[0].identifiers: not allowed in a fuzzy pass"
-        );
-        let msg = compile("kind = \"fuzzy\"\nwindow_before = \"1m\"\nwindow_afterr = \"1h\"");
+        format!(
+            "{:#}",
+            crate::rules::RuleSet::compile(&[("r.toml".into(), text)]).unwrap_err()
+        )
+    }
+
+    /// `msg` is an error of r.toml on line `line` (in the form of a TOML error), ending with
+    /// `says`.
+    #[track_caller]
+    fn on_line(msg: &str, line: usize, says: &str) {
         assert!(
-            msg.starts_with("r.toml: pass[0]: unknown field `window_afterr`"),
+            msg.starts_with(&format!("r.toml: TOML parse error at line {line}, column ")),
             "{msg}"
         );
-        let msg = compile("kind = \"fuzzy\"\nwindow_before = 10\nwindow_after = \"1h\"");
+        assert!(msg.ends_with(&format!("\n{says}\n")), "{msg}");
+    }
+
+    #[test]
+    fn a_key_of_another_kind_is_not_allowed_and_an_unknown_one_is_an_unknown_field() {
+        let msg = compile_err(
+            "kind = \"identifier\"\nidentifiers = [\"reference\"]\nwindow_before = \"1m\"",
+        );
         assert_eq!(
             msg,
-            "r.toml: pass[0].window_before: expected text, found integer"
+            "r.toml: TOML parse error at line 5, column 1\n  |\n5 | window_before = \"1m\"\n  \
+             | ^^^^^^^^^^^^^\npass[0].window_before: not allowed in an identifier pass\n"
         );
-        let msg = compile("kind = \"exact\"");
-        assert_eq!(
-            msg,
-            "r.toml: pass[0].kind: unknown kind \"exact\" (identifier, fuzzy)"
+        let msg = compile_err("kind = \"fuzzy\"\nidentifiers = [\"reference\"]");
+        on_line(&msg, 4, "pass[0].identifiers: not allowed in a fuzzy pass");
+        let msg = compile_err("kind = \"fuzzy\"\nwindow_before = \"1m\"\nwindow_afterr = \"1h\"");
+        on_line(
+            &msg,
+            5,
+            "pass[0]: unknown field `window_afterr`, expected one of `id`, `kind`, \
+             `description`, `normalize`, `auto_apply_succeeded`, `auto_apply_unknown`, \
+             `window_before`, `window_after`, `amount_tolerance_minor`",
         );
+        let msg = compile_err("kind = \"fuzzy\"\nwindow_before = 10\nwindow_after = \"1h\"");
+        on_line(
+            &msg,
+            4,
+            "pass[0].window_before: expected text, found integer",
+        );
+        let msg = compile_err("kind = \"exact\"");
+        on_line(
+            &msg,
+            3,
+            "pass[0].kind: unknown kind \"exact\" (identifier, fuzzy)",
+        );
+    }
+
+    #[test]
+    fn an_invalid_value_is_on_its_line_and_a_missing_key_on_its_pass() {
+        let msg = compile_err("kind = \"fuzzy\"\nwindow_before = \"1m\"\nwindow_after = \"1 h\"");
+        on_line(
+            &msg,
+            5,
+            "pass[0].window_after: \"1 h\": unit must be s, m, h or d",
+        );
+        let msg = compile_err(
+            "kind = \"fuzzy\"\nwindow_before = \"1m\"\nwindow_after = \"1h\"\n\
+             amount_tolerance_minor = -1",
+        );
+        on_line(
+            &msg,
+            6,
+            "pass[0].amount_tolerance_minor: must not be negative",
+        );
+        let msg = compile_err("kind = \"identifier\"\nidentifiers = [\"reference\", \"iban\"]");
+        on_line(
+            &msg,
+            4,
+            "pass[0].identifiers: unknown identifier \"iban\" (reference, provider_txn_id)",
+        );
+        // A missing key has no line of its own: the error is on its pass's `[[pass]]`.
+        let msg = compile_err("kind = \"fuzzy\"\nwindow_before = \"1m\"");
+        on_line(&msg, 1, "pass[0].window_after: missing (e.g. \"72h\")");
+        // The keys every pass has, too.
+        let msg = compile_err(
+            "kind = \"identifier\"\nidentifiers = [\"reference\"]\nnormalize = [\"lower\"]",
+        );
+        on_line(
+            &msg,
+            5,
+            "pass[0]: unknown variant `lower`, expected one of `trim`, `upper`, `no_spaces`, \
+             `fold_width`",
+        );
+        let text = "[[pass]]\nid = \"a,b\"\nkind = \"identifier\"\nidentifiers = [\"reference\"]\n\
+                    auto_apply_succeeded = true\nauto_apply_unknown = \"yes\"\n";
+        let msg = format!(
+            "{:#}",
+            crate::rules::RuleSet::compile(&[("r.toml".into(), text.into())]).unwrap_err()
+        );
+        on_line(
+            &msg,
+            6,
+            "pass[0]: invalid type: string \"yes\", expected a boolean",
+        );
+        let text = text.replace("\"yes\"", "true");
+        let msg = format!(
+            "{:#}",
+            crate::rules::RuleSet::compile(&[("r.toml".into(), text.clone())]).unwrap_err()
+        );
+        on_line(&msg, 2, "pass[0].id: must be non-empty, without | ; ,");
+        let twice = format!("{}\n{}", text.replace("a,b", "a"), text.replace("a,b", "a"));
+        let msg = format!(
+            "{:#}",
+            crate::rules::RuleSet::compile(&[("r.toml".into(), twice)]).unwrap_err()
+        );
+        on_line(&msg, 9, "pass[1].id \"a\" is used twice");
     }
 }
 

@@ -1,0 +1,315 @@
+//! One day of a run: its run record, the plan, the effects in one transaction, the outputs
+//! written into `<folder>.tmp/` and renamed into place, the record marked COMPLETED.
+
+use super::plan::{Plan, plan};
+use super::range::{FinalOutcomes, final_outcomes};
+use super::{ReadInRange, RunReport, free_in_background};
+use crate::config::Config;
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::outcome::Action;
+use crate::outputs::results;
+use crate::outputs::summary;
+use crate::report::outbox::Alert;
+use crate::report::{self as reports, ReportView};
+use crate::rules::RuleSet;
+use crate::run_data::{RunData, RunOptions};
+use crate::timeparse::{self, Micros};
+use anyhow::{Context as _, Result};
+use chrono::{NaiveDate, Utc};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_day(
+    cfg: &Config,
+    opts: &RunOptions,
+    day: NaiveDate,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    range_dir: Option<&std::path::Path>,
+    as_of: Micros,
+    read: &mut ReadInRange,
+) -> Result<(RunReport, FinalOutcomes, ReportView)> {
+    let now = || timeparse::to_db(Utc::now().timestamp_micros());
+    let day_opts = RunOptions {
+        from: day,
+        to: day,
+        ..opts.clone()
+    };
+    // A single day is `<output_dir>/<run id>/`; a range's day `<range folder>/<YYYY-MM-DD>/`.
+    let (parent, folder) = match range_dir {
+        Some(dir) => (dir, day.to_string()),
+        None => (cfg.output_dir.as_path(), run_id.to_string()),
+    };
+    if !opts.dry_run {
+        let (from, to) = (day.to_string(), day.to_string());
+        let as_of_text = timeparse::format_utc(as_of);
+        let started = now();
+        let mut tx = db.begin().await?;
+        tx.insert_run(&crate::store::RunStart {
+            run_id,
+            from: &from,
+            to: &to,
+            as_of: &as_of_text,
+            rules_hash: &rules.hash,
+            now: &started,
+        })
+        .await?;
+        tx.commit().await?;
+        crate::fault::point("after_run_record");
+    }
+    tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
+    let result = plan_and_apply(
+        cfg,
+        &day_opts,
+        rules,
+        db,
+        run_id,
+        as_of,
+        (parent, &folder),
+        range_dir.is_some(),
+        read,
+    )
+    .await;
+    match &result {
+        Ok((r, _, _)) => {
+            tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
+        }
+        Err(e) => {
+            tracing::error!(run_id, error = %crate::exit::bounded(&format!("{e:#}")), "Run failed.")
+        }
+    }
+    if let Err(e) = &result
+        && !opts.dry_run
+    {
+        // Best effort: the run record says why it failed; nothing else was committed.
+        if let Ok(mut tx) = db.begin().await
+            && tx
+                .fail_runs(
+                    Some(run_id),
+                    &crate::exit::bounded(&format!("{e:#}")),
+                    &now(),
+                )
+                .await
+                .is_ok()
+        {
+            let _ = tx.commit().await;
+        }
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn plan_and_apply(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+    (parent, folder): (&std::path::Path, &str),
+    in_range: bool,
+    read: &mut ReadInRange,
+) -> Result<(RunReport, FinalOutcomes, ReportView)> {
+    let Plan {
+        data,
+        matched,
+        mut summary,
+        rejected,
+        t0,
+    } = plan(cfg, opts, rules, db, run_id, as_of, read).await?;
+    crate::fault::point("after_plan");
+    let out_dir = parent.join(folder);
+    let tmp_dir = parent.join(format!("{folder}.tmp"));
+    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+        fail(
+            Failure::Output,
+            format!("{}: {what}: {e}", tmp_dir.display()),
+        )
+    };
+    if tmp_dir.exists() {
+        std::fs::remove_dir_all(&tmp_dir).map_err(|e| out_err("cannot clear", &e))?;
+    }
+    std::fs::create_dir_all(&tmp_dir).map_err(|e| out_err("cannot create", &e))?;
+    // The output files are written on a blocking thread while the database work runs; both
+    // must succeed before the commit and the rename.
+    let data = Arc::new(data);
+    let writer = {
+        let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
+        tokio::task::spawn_blocking(move || -> Result<u64> {
+            let started = Instant::now();
+            write_results(&tmp, &data)?;
+            results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+            crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
+            Ok(started.elapsed().as_millis() as u64)
+        })
+    };
+    // The reports (into the same folder, so they appear or not with the results) are written
+    // at the same time. They show what the rows say; what the commit did (transitions
+    // applied, tickets new) is in summary.json and the email.
+    let reporter = {
+        let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
+        tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
+            let started = Instant::now();
+            let view = reports::write_files(
+                &tmp,
+                &summary,
+                &data.totals,
+                &data.rows,
+                &data.payments,
+                &data.lines,
+                as_of,
+            )?;
+            Ok((view, started.elapsed().as_millis() as u64))
+        })
+    };
+    let started = Instant::now();
+    let mut tx = db.begin().await?;
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let conflicts = if !opts.dry_run {
+        let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
+        crate::effects::apply(
+            &mut tx,
+            &data,
+            Arc::new(matched),
+            rules,
+            &mut summary,
+            (t0, as_of),
+            run_id,
+            opts,
+            &now,
+            &sources,
+        )
+        .await?
+    } else {
+        summary.transitions.planned = data
+            .rows
+            .iter()
+            .filter(|r| matches!(r.action, Action::Transition(_)))
+            .count();
+        Vec::new()
+    };
+    summary
+        .timings_ms
+        .insert("apply".into(), started.elapsed().as_millis() as u64);
+    let write_ms = writer
+        .await
+        .context("results writer task")?
+        .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
+    let (mut view, reports_ms) = reporter
+        .await
+        .context("report writer task")?
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+    let mut data = Arc::try_unwrap(data)
+        .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
+    if !conflicts.is_empty() {
+        // Rare: someone moved payments between load and write. Say so in the results and
+        // the reports.
+        for c in conflicts {
+            let row = &mut data.rows[c.row];
+            row.action = Action::Conflict(c.wanted);
+            if let Some((outcome, detail)) = c.ticket {
+                row.outcome = outcome;
+                row.detail = detail.into();
+            }
+        }
+        data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
+        summary.outcomes = summary::outcome_stats(&data.totals);
+        write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
+        view = reports::write_files(
+            &tmp_dir,
+            &summary,
+            &data.totals,
+            &data.rows,
+            &data.payments,
+            &data.lines,
+            as_of,
+        )
+        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+    }
+    summary.timings_ms.insert("write".into(), write_ms);
+    summary.timings_ms.insert("reports".into(), reports_ms);
+    view.summary = summary.clone();
+    view.committed = !opts.dry_run;
+    let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
+    std::fs::write(tmp_dir.join("summary.json"), json + "\n")
+        .map_err(|e| out_err("summary.json", &e))?;
+    let started = Instant::now();
+    if !opts.dry_run {
+        crate::fault::point("before_commit");
+        tx.commit().await?;
+        crate::fault::point("after_commit");
+    } else {
+        tx.rollback().await?;
+    }
+    tracing::debug!(
+        run_id,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Committed."
+    );
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
+    }
+    std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    crate::fault::point("after_rename");
+    if !opts.dry_run {
+        // Completed only once the results are in place: a run killed before this line is
+        // shown as interrupted by the next run (its effects, if committed, are re-found as
+        // already applied).
+        let counts: BTreeMap<&str, usize> = summary
+            .outcomes
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.count))
+            .collect();
+        let mut tx = db.begin().await?;
+        tx.complete_run(
+            run_id,
+            &serde_json::to_string(&summary.inputs)?,
+            &serde_json::to_string(&counts)?,
+            &now,
+        )
+        .await?;
+        tx.commit().await?;
+    }
+    // Only a range needs each item's outcome (its summary); a million cloned ids cost ~100 MB.
+    let finals = if in_range {
+        final_outcomes(&data)
+    } else {
+        FinalOutcomes::new()
+    };
+    free_in_background(data);
+    Ok((
+        RunReport {
+            run_id: run_id.to_string(),
+            out_dir,
+            summary,
+            range: None,
+            alert: Alert::disabled(),
+        },
+        finals,
+        view,
+    ))
+}
+
+/// Writes `results.csv` and the reports' `diff.csv` (its listed rows) into `dir`.
+fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
+    let path = dir.join("results.csv");
+    let diff = dir.join(reports::DIFF_CSV_FILE);
+    let create = |path: &std::path::Path| {
+        std::fs::File::create(path)
+            .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
+            .with_context(|| format!("creating {}", path.display()))
+    };
+    results::write(
+        create(&path)?,
+        create(&diff)?,
+        &data.rows,
+        &data.payments,
+        &data.lines,
+    )
+    .with_context(|| format!("writing {} and {}", path.display(), diff.display()))
+}

@@ -1,0 +1,153 @@
+//! One reconciliation run: lock, record, load, match, classify, write, apply.
+//!
+//! Order of effects, so that a crash at any point leaves nothing half-done:
+//! 1. rules and config are validated before any data is read;
+//! 2. the run record is inserted as RUNNING (not in a dry run);
+//! 3. outputs are written into `<run>.tmp/`;
+//! 4. transitions, tickets and follow-ups are committed in ONE database transaction;
+//! 5. the output folder is renamed into place, then the run record is marked COMPLETED;
+//! 6. the email alert is queued in the outbox, the run lock is released, and the alert is
+//!    delivered (messages an earlier run left in the outbox went first, under the lock). A
+//!    failed alert never undoes the run: the message stays queued and [`RunReport::alert`]
+//!    says so (exit code [`crate::exit::ALERT_FAILED`]).
+//!
+//! A re-run of the same range reproduces the same `results.csv`: classification uses the
+//! status before recon's own transitions, and follow-ups keep carried-over payments in the
+//! scope of the range that closed them.
+//!
+//! The run is split by job: [`run`] (here) checks the config, takes the lock and dispatches;
+//! `recovery.rs` cleans up after a run that was killed; `range.rs` runs `--from … --to …` day
+//! by day and writes the range's summary and reports; `day.rs` runs one day (its run record,
+//! effects and outputs); `plan.rs` loads, matches and classifies without any effect (also
+//! what `recon explain` re-plans).
+
+mod day;
+mod plan;
+mod range;
+mod recovery;
+
+use crate::config::Config;
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::outputs::summary::Summary;
+use crate::report::outbox::{self, Alert};
+use crate::rules::RuleSet;
+pub(crate) use crate::run_data::RunData;
+pub use crate::run_data::RunOptions;
+use anyhow::Result;
+use chrono::Utc;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use day::run_day;
+use range::run_range;
+use recovery::recover_interrupted;
+
+pub(crate) use plan::plan;
+pub use range::{DaySummary, RangeSummary};
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Run id.
+    pub run_id: String,
+    /// The run's output folder.
+    pub out_dir: PathBuf,
+    /// The summary written to summary.json (for a range: the last day's; see `range`).
+    pub summary: Summary,
+    /// For a range run: each day's report, in order, and the range summary.
+    pub range: Option<(Vec<RunReport>, RangeSummary)>,
+    /// What happened to the email alert (for a range: its one message, sent after the last
+    /// day).
+    pub alert: Alert,
+}
+
+/// Statement files (source, path, sha256) read by earlier days of the same range, with the day
+/// that read them first: a dry-run range records nothing in the database, yet its days must
+/// see each other's files as a real range would.
+pub(crate) type ReadInRange = BTreeMap<(String, String, String), String>;
+
+/// Runs one reconciliation.
+pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
+    if opts.from > opts.to {
+        return Err(fail(
+            Failure::Config,
+            format!("--from {} is after --to {}", opts.from, opts.to),
+        ));
+    }
+    let rules = RuleSet::for_job(cfg)?;
+    // Missing SMTP credentials are a configuration error, found before any data is read.
+    if let Some(email) = &cfg.email
+        && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
+        && !opts.dry_run
+    {
+        smtp.credentials()?;
+    }
+    // So are the status API's secret headers.
+    if let Some(api) = &cfg.status_api {
+        api.header_values()?;
+    }
+    let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
+    let run_id = opts.run_id.clone().unwrap_or_else(|| {
+        format!(
+            "{}-{}",
+            Utc::now().format("%Y%m%dT%H%M%SZ"),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        )
+    });
+    let opening = Instant::now();
+    let db = Db::open(&cfg.database_url).await?;
+    let lock = db.lock(opts.wait).await?;
+    tracing::debug!(
+        elapsed_ms = opening.elapsed().as_millis() as u64,
+        "Database open, schema checked, run lock held."
+    );
+    if !opts.dry_run {
+        recover_interrupted(&db, cfg).await?;
+    }
+    // Alerts an earlier run could not send go first (under the lock: sent once).
+    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
+    let result = if opts.from == opts.to {
+        let mut read = ReadInRange::new();
+        match run_day(
+            cfg, opts, opts.from, &rules, &db, &run_id, None, as_of, &mut read,
+        )
+        .await
+        {
+            Ok((mut r, _, view)) => {
+                // After the commit and the rename: a failed alert never undoes the run, and
+                // the lock is released before the alert is sent.
+                outbox::after_run(
+                    cfg.email.as_ref(),
+                    &mut alert,
+                    &view,
+                    &cfg.output_dir,
+                    &r.out_dir,
+                    opts.dry_run,
+                    lock,
+                )
+                .await;
+                r.alert = alert;
+                free_in_background(view);
+                Ok(r)
+            }
+            Err(e) => Err(e),
+        }
+    } else {
+        run_range(cfg, opts, &rules, &db, &run_id, as_of, alert, lock).await
+    };
+    let closing = Instant::now();
+    db.close().await;
+    tracing::debug!(
+        elapsed_ms = closing.elapsed().as_millis() as u64,
+        "Database closed."
+    );
+    result
+}
+
+/// Frees `value` on a thread of its own: a million rows (or a hundred thousand report items)
+/// take a noticeable fraction of a second to free, and nothing waits for it.
+fn free_in_background<T: Send + 'static>(value: T) {
+    std::thread::spawn(move || drop(value));
+}

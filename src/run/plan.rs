@@ -1,0 +1,359 @@
+//! The plan of one day: statements and ledger loaded, the passes matched, every item
+//! classified; no effect yet. A run applies it; `recon explain` only reads it.
+
+use super::ReadInRange;
+use crate::config::Config;
+use crate::db::Db;
+use crate::ledger::Status;
+use crate::ledger::load::{LoadRange, LoadedLedger};
+use crate::matching;
+use crate::outcome::{self, Context};
+use crate::outputs::summary::{self, Summary};
+use crate::rules::RuleSet;
+use crate::run_data::{RunData, RunOptions};
+use crate::sources::{self, StatementLine};
+use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
+use anyhow::{Context as _, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Everything classification produced, before any effect.
+pub(crate) struct Plan {
+    pub(crate) data: RunData,
+    /// What the passes found (kept for `recon explain`).
+    pub(crate) matched: matching::MatchResult,
+    pub(super) summary: Summary,
+    pub(super) rejected: Vec<sources::Rejected>,
+    /// Start of the first day of the range (UTC micros).
+    pub(super) t0: Micros,
+}
+
+impl Plan {
+    /// The statement files the plan read.
+    pub(crate) fn summary_inputs(&self) -> Vec<sources::InputFile> {
+        self.summary.inputs.clone()
+    }
+}
+
+pub(crate) async fn plan(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+    read: &mut ReadInRange,
+) -> Result<Plan> {
+    let mut timings = BTreeMap::new();
+    let tz = cfg.timezone;
+    let t0 = timeparse::day_start(opts.from, tz);
+    let t1 = timeparse::day_start(opts.to.succ_opt().unwrap_or(opts.to), tz);
+    let (before, after) = rules.evidence_window();
+    let carry = cfg.carry_over_days * DAY;
+
+    // Statements (on a blocking thread) and the ledger (here) load at the same time. The
+    // ledger range is the scope plus every window that reaches into it, with a day to spare;
+    // lines outside it (a wide fixed file) widen it with a second load afterwards.
+    let started = Instant::now();
+    let first_day = timeparse::local_date(t0 - carry - before - after, tz);
+    let last_day = timeparse::local_date(t1 + after + before, tz);
+    let statements = {
+        let sources_cfg = cfg.sources.clone();
+        tokio::task::spawn_blocking(move || -> Result<(Vec<sources::SourceLoad>, u64)> {
+            let started = Instant::now();
+            let loads = sources_cfg
+                .iter()
+                .map(|src| sources::load(src, (first_day, last_day), as_of))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((loads, started.elapsed().as_millis() as u64))
+        })
+    };
+    let from_day = opts.from.to_string();
+    let lo0 = t0 - carry - before - after - DAY;
+    let hi0 = t1 + before + after + DAY;
+    let ledger = crate::ledger::load::load(
+        db,
+        &cfg.ledger,
+        &LoadRange {
+            lo: lo0,
+            hi: hi0,
+            attempts_lo: lo0 - carry,
+            from_day: from_day.clone(),
+        },
+    )
+    .await;
+    let (loads, statements_ms) = statements.await.context("statement loading task")??;
+    let mut ledger = ledger?;
+    let mut lines: Vec<StatementLine> = Vec::new();
+    let mut coverage = Vec::new();
+    let mut inputs = Vec::new();
+    let mut rejected = Vec::new();
+    let mut warnings = Vec::new();
+    let mut gates = Vec::new();
+    for load in loads {
+        gates.extend(load.gates);
+        sources::absorb(&mut lines, load.lines);
+        coverage.push(load.coverage);
+        inputs.extend(load.files);
+        warnings.extend(load.warnings);
+        rejected.extend(load.rejected);
+    }
+    if cfg.sources.is_empty() {
+        warnings.push("no statement source configured: no payment can be resolved".into());
+    }
+    // Lines booked after the cut-off are not yet known at that time.
+    let known_lines = lines.len();
+    lines.retain(|l| l.booked_at <= as_of);
+    if lines.len() < known_lines {
+        warnings.push(format!(
+            "{} statement line(s) booked after the as-of time were ignored",
+            known_lines - lines.len()
+        ));
+    }
+    for w in &warnings {
+        tracing::warn!(run_id, warning = %w, "Completeness warning.");
+    }
+    timings.insert("load_statements".to_string(), statements_ms);
+    // Every payment any loaded line could belong to must be a candidate.
+    let min_b = lines.iter().map(|l| l.booked_at).min().unwrap_or(t0);
+    let max_b = lines.iter().map(|l| l.booked_at).max().unwrap_or(t1);
+    let (need_lo, need_hi) = ((t0 - carry).min(min_b - after), t1.max(max_b + before + 1));
+    if need_lo < lo0 || need_hi > hi0 {
+        let lo = need_lo.min(lo0);
+        ledger = crate::ledger::load::load(
+            db,
+            &cfg.ledger,
+            &LoadRange {
+                lo,
+                hi: need_hi.max(hi0),
+                attempts_lo: lo - carry,
+                from_day: from_day.clone(),
+            },
+        )
+        .await?;
+    }
+    let LoadedLedger {
+        payments,
+        provider_ids,
+    } = ledger;
+    timings.insert(
+        "load_ledger_and_statements".to_string(),
+        started.elapsed().as_millis() as u64,
+    );
+
+    // Lines this run reports: booked in its days, or booked before them in a file that no
+    // run of an earlier day read (a late delivery surfaces in the first run that has it).
+    let late_files = late_files(db, &inputs, &from_day, read).await?;
+    // A source's lines come file by file: look a file up once, not once per line (a night
+    // loads every line of its horizon, days of them booked before its range).
+    let mut last: Option<(&Arc<str>, bool)> = None;
+    let report_line: Vec<bool> = lines
+        .iter()
+        .map(|l| {
+            if l.booked_at >= t0 {
+                return l.booked_at < t1;
+            }
+            match last {
+                Some((f, late)) if Arc::ptr_eq(f, &l.file) => late,
+                _ => {
+                    let late = late_files.contains(&(&*l.source, &*l.file));
+                    last = Some((&l.file, late));
+                    late
+                }
+            }
+        })
+        .collect();
+    // Scope and eligibility.
+    let stale_after = cfg.stale_submitting_minutes * MINUTE;
+    let mut in_scope: Vec<bool> = payments
+        .iter()
+        .map(|p| {
+            let a = p.anchor();
+            if a >= t0 && a < t1 {
+                return true;
+            }
+            a >= t0 - carry
+                && a < t0
+                && (matches!(
+                    p.current_status,
+                    Status::Unknown | Status::Submitting | Status::Review
+                ) || p
+                    .followup
+                    .as_deref()
+                    .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
+        })
+        .collect();
+    let elig = outcome::eligibility(&payments, as_of, stale_after);
+    let started = Instant::now();
+    // Polars is CPU-bound and blocks: run it off the async workers.
+    let rules_owned = rules.clone();
+    let (payments, lines, m) = tokio::task::spawn_blocking(move || {
+        let m = matching::run(&payments, &provider_ids, &lines, &rules_owned, &elig);
+        (payments, lines, m)
+    })
+    .await
+    .context("matching task")?;
+    let mut m = m?;
+    {
+        let by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
+            .sources
+            .iter()
+            .zip(&coverage)
+            .map(|(s, c)| (s.name.as_str(), c.as_slice()))
+            .collect();
+        crate::matching::settlement::close_unpaid(
+            &mut m.settlement,
+            &rules.settlements,
+            as_of,
+            cfg.settlement_lag_hours * HOUR,
+            |name| by_name.get(name).copied(),
+        );
+    }
+    timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
+    // Evidence has no closing hour (DESIGN.md rule 8): a payment that a line this run reports
+    // belongs to (or may belong to) is reported with it, whatever its day or status.
+    for pair in m
+        .links
+        .iter()
+        .chain(&m.ambiguous)
+        .chain(&m.returns)
+        .chain(&m.returns_ambiguous)
+    {
+        if report_line[pair.line as usize] {
+            in_scope[pair.payment as usize] = true;
+        }
+    }
+    let ctx = Context {
+        as_of,
+        stale_after,
+        settlement_lag: cfg.settlement_lag_hours * HOUR,
+        coverage: &coverage,
+        in_scope: &in_scope,
+        report_range: (t0, t1),
+        report_line: &report_line,
+        run_day: &from_day,
+    };
+    // Provider status answers (`[[status_api]]`) for the unresolved payments in scope.
+    let status = match &cfg.status_api {
+        Some(api) => {
+            let started = Instant::now();
+            let targets = crate::status_api::targets(&payments, &in_scope, as_of, stale_after);
+            let ev = crate::status_api::ask_for_run(
+                api,
+                db,
+                run_id,
+                &payments,
+                &targets,
+                opts.dry_run,
+                (rules.evidence_window().1, ctx.settlement_lag, as_of),
+            )
+            .await?;
+            warnings.extend(ev.warnings.iter().cloned());
+            timings.insert(
+                "status_api".to_string(),
+                started.elapsed().as_millis() as u64,
+            );
+            Some(ev)
+        }
+        None => None,
+    };
+    let started = Instant::now();
+    let rows = match &status {
+        Some(ev) => outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row| {
+            ev.overlay(i, p, row)
+        }),
+        None => outcome::classify(&payments, &lines, &m, rules, &ctx),
+    };
+    let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
+    let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
+    let matched = m;
+    timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
+
+    let started = Instant::now();
+    let totals = summary::outcome_totals(&rows, &payments, &lines);
+    let outcomes = summary::outcome_stats(&totals);
+    timings.insert("summary".to_string(), started.elapsed().as_millis() as u64);
+    let summary = Summary {
+        run_id: run_id.to_string(),
+        range_from: opts.from.to_string(),
+        range_to: opts.to.to_string(),
+        as_of: timeparse::format_utc(as_of),
+        dry_run: opts.dry_run,
+        rules_hash: rules.hash.clone(),
+        inputs,
+        payments_loaded: payments.len(),
+        payments_in_scope: in_scope.iter().filter(|&&b| b).count(),
+        statement_lines: lines.len(),
+        rejected_lines: rejected.len(),
+        outcomes,
+        transitions: Default::default(),
+        tickets: Default::default(),
+        warnings,
+        gates,
+        timings_ms: timings,
+    };
+    Ok(Plan {
+        data: RunData {
+            payments,
+            lines,
+            rows,
+            totals,
+            settlement,
+            status_provider_ids,
+        },
+        matched,
+        summary,
+        rejected,
+        t0,
+    })
+}
+
+/// The statement files (source, path) that no run of a day before `day` read: a file first
+/// read by this day's run (or by a later day's, or never) is new to this day, so its lines
+/// booked before the day are reported here too. Re-runs of the day see the same. A source that
+/// no run of an earlier day had configured has nothing late: this is its first day (a new job,
+/// or a new source), and its history is not news. Every run records its configured sources
+/// (an empty path), so a source whose first file arrives late still has earlier days.
+async fn late_files<'a>(
+    db: &Db,
+    inputs: &'a [sources::InputFile],
+    day: &str,
+    read: &mut ReadInRange,
+) -> Result<std::collections::HashSet<(&'a str, &'a str)>> {
+    let keys: Vec<(&str, &str, &str)> = inputs
+        .iter()
+        .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
+        .collect();
+    let mut tx = db.begin().await?;
+    let mut first = tx.inputs_first_read(&keys).await?;
+    let mut sources = tx.sources_first_read().await?;
+    tx.rollback().await?;
+    // Earlier days of this range count as if they had recorded what they read.
+    for ((source, path, sha), d) in read.iter() {
+        let f = first
+            .entry((source.clone(), path.clone(), sha.clone()))
+            .or_insert_with(|| d.clone());
+        if d < f {
+            f.clone_from(d);
+        }
+        let s = sources.entry(source.clone()).or_insert_with(|| d.clone());
+        if d < s {
+            s.clone_from(d);
+        }
+    }
+    for &(source, path, sha) in &keys {
+        read.entry((source.to_string(), path.to_string(), sha.to_string()))
+            .or_insert_with(|| day.to_string());
+    }
+    Ok(keys
+        .into_iter()
+        .filter(|(source, path, sha)| {
+            sources.get(*source).is_some_and(|d| d.as_str() < day)
+                && first
+                    .get(&(source.to_string(), path.to_string(), sha.to_string()))
+                    .is_none_or(|d| d.as_str() >= day)
+        })
+        .map(|(source, path, _)| (source, path))
+        .collect())
+}

@@ -1,0 +1,314 @@
+//! A range run (`--from … --to …`): day by day, each day committed on its own, then one
+//! `summary.json`, one report and one alert for the whole range.
+
+use super::day::run_day;
+use super::{ReadInRange, RunReport};
+use crate::config::Config;
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::outcome::Outcome;
+use crate::outputs::summary;
+use crate::report::outbox::{self, Alert};
+use crate::report::{self as reports, ReportView};
+use crate::rules::RuleSet;
+use crate::run_data::{RunData, RunOptions};
+use crate::timeparse::{self, Micros};
+use anyhow::{Context as _, Result};
+use std::collections::BTreeMap;
+
+/// `summary.json` of a range run (`--from … --to …`): one line per day plus each item's final
+/// outcome over the range (a payment carried over from one day to the next counts once, with
+/// the outcome of the last day that reported it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RangeSummary {
+    /// Run id of the range (each day's run id is `<it>-<YYYYMMDD>`).
+    pub run_id: String,
+    /// First day.
+    pub range_from: String,
+    /// Last day (inclusive).
+    pub range_to: String,
+    /// Cut-off.
+    pub as_of: String,
+    /// Whether nothing was changed.
+    pub dry_run: bool,
+    /// One entry per day.
+    pub days: Vec<DaySummary>,
+    /// Outcome → final count and amounts per currency over the range.
+    pub outcomes: BTreeMap<String, summary::OutcomeStats>,
+    /// Sum of the days' transitions.
+    pub transitions: summary::TransitionStats,
+    /// Sum of the days' tickets.
+    pub tickets: summary::TicketStats,
+    /// Every distinct warning of the days.
+    pub warnings: Vec<String>,
+}
+
+impl RangeSummary {
+    /// A short human summary for the terminal.
+    pub fn text(&self, out_dir: &str) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "recon run {}: {} .. {} day by day (as of {}){}",
+            self.run_id,
+            self.range_from,
+            self.range_to,
+            self.as_of,
+            if self.dry_run {
+                " [dry run: nothing changed; each day ran without the previous days' effects]"
+            } else {
+                ""
+            }
+        );
+        for d in &self.days {
+            let _ = writeln!(s, "  {}: {} payments in scope", d.date, d.payments_in_scope);
+        }
+        let _ = writeln!(s, "  final outcome per item over the range:");
+        summary::write_totals(
+            &mut s,
+            &self.outcomes,
+            &self.transitions,
+            &self.tickets,
+            &self.warnings,
+        );
+        let _ = writeln!(s, "  results: {out_dir}/<day>/");
+        s
+    }
+}
+
+/// One day of a range run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DaySummary {
+    /// The day.
+    pub date: String,
+    /// Its run id.
+    pub run_id: String,
+    /// Its folder, relative to the range's.
+    pub folder: String,
+    /// Payments reported that day.
+    pub payments_in_scope: usize,
+    /// Outcome → count that day (non-zero only).
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+/// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
+/// currency).
+pub(super) type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
+
+/// A range runs day by day, exactly as the nightly runs would have (each day sees the
+/// follow-ups the previous day left), each day committed on its own, into
+/// `<output_dir>/<run id>/<YYYY-MM-DD>/`, with one `summary.json` for the range written last.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_range(
+    cfg: &Config,
+    opts: &RunOptions,
+    rules: &RuleSet,
+    db: &Db,
+    run_id: &str,
+    as_of: Micros,
+    mut alert: Alert,
+    lock: crate::db::RunLock,
+) -> Result<RunReport> {
+    let dir = cfg.output_dir.join(run_id);
+    if dir.exists() {
+        return Err(fail(
+            Failure::Config,
+            format!(
+                "{} already exists (hint: omit --run-id for a fresh one)",
+                dir.display()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        fail(
+            Failure::Output,
+            format!("{}: cannot create: {e}", dir.display()),
+        )
+    })?;
+    let mut reports = Vec::new();
+    let mut views = Vec::new();
+    let mut finals = FinalOutcomes::new();
+    let mut range = RangeSummary {
+        run_id: run_id.to_string(),
+        range_from: opts.from.to_string(),
+        range_to: opts.to.to_string(),
+        as_of: timeparse::format_utc(as_of),
+        dry_run: opts.dry_run,
+        ..Default::default()
+    };
+    let mut day = opts.from;
+    let mut read = ReadInRange::new();
+    while day <= opts.to {
+        let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
+        let (report, outcomes, view) = run_day(
+            cfg,
+            opts,
+            day,
+            rules,
+            db,
+            &day_id,
+            Some(&dir),
+            as_of,
+            &mut read,
+        )
+        .await?;
+        views.push(view);
+        let s = &report.summary;
+        range.days.push(DaySummary {
+            date: day.to_string(),
+            run_id: day_id,
+            folder: day.to_string(),
+            payments_in_scope: s.payments_in_scope,
+            outcomes: s
+                .outcomes
+                .iter()
+                .filter(|(_, v)| v.count > 0)
+                .map(|(k, v)| (k.clone(), v.count))
+                .collect(),
+        });
+        range.transitions.planned += s.transitions.planned;
+        range.transitions.applied += s.transitions.applied;
+        range.transitions.already_applied += s.transitions.already_applied;
+        range.transitions.conflicts += s.transitions.conflicts;
+        range.tickets.created += s.tickets.created;
+        range.tickets.existing += s.tickets.existing;
+        range.tickets.reopened += s.tickets.reopened;
+        for w in &s.warnings {
+            if !range.warnings.contains(w) {
+                range.warnings.push(w.clone());
+            }
+        }
+        finals.extend(outcomes);
+        reports.push(report);
+        match day.succ_opt() {
+            Some(d) => day = d,
+            None => break,
+        }
+    }
+    let mut sums = summary::OutcomeSums::default();
+    for &(o, amount, currency) in finals.values() {
+        sums.add(o, Some((amount, currency)));
+    }
+    let totals = sums.totals();
+    range.outcomes = summary::outcome_stats(&totals);
+    let json = serde_json::to_string_pretty(&range).context("summary.json")? + "\n";
+    let tmp = dir.join("summary.json.tmp");
+    std::fs::write(&tmp, json)
+        .and_then(|()| std::fs::rename(&tmp, dir.join("summary.json")))
+        .map_err(|e| fail(Failure::Output, format!("{}: {e}", dir.display())))?;
+    let last = reports
+        .last()
+        .map(|r| r.summary.clone())
+        .unwrap_or_default();
+    // One report and one message for the whole range, after every day is committed.
+    let view = range_view(views, &range, totals, &finals, &reports);
+    range_reports(&dir, &view, &range)?;
+    outbox::after_run(
+        cfg.email.as_ref(),
+        &mut alert,
+        &view,
+        &cfg.output_dir,
+        &dir,
+        opts.dry_run,
+        lock,
+    )
+    .await;
+    Ok(RunReport {
+        run_id: run_id.to_string(),
+        out_dir: dir,
+        summary: last,
+        range: Some((reports, range)),
+        alert,
+    })
+}
+
+/// The range's report view: its days' items once each, the final outcomes as totals, and a
+/// summary for the whole range (inputs and gates of every day, sums of the effects).
+fn range_view(
+    views: Vec<ReportView>,
+    range: &RangeSummary,
+    totals: BTreeMap<Outcome, reports::OutcomeTotal>,
+    finals: &FinalOutcomes,
+    days: &[RunReport],
+) -> ReportView {
+    let mut summary = days.last().map(|r| r.summary.clone()).unwrap_or_default();
+    summary.run_id = range.run_id.clone();
+    summary.range_from = range.range_from.clone();
+    summary.range_to = range.range_to.clone();
+    summary.outcomes = range.outcomes.clone();
+    summary.transitions = range.transitions.clone();
+    summary.tickets = range.tickets.clone();
+    summary.warnings = range.warnings.clone();
+    summary.timings_ms.clear();
+    summary.inputs.clear();
+    summary.gates.clear();
+    summary.payments_in_scope = finals.keys().filter(|k| !k.starts_with("line:")).count();
+    summary.rejected_lines = 0;
+    for d in days {
+        for i in &d.summary.inputs {
+            if !summary.inputs.contains(i) {
+                summary.inputs.push(i.clone());
+            }
+        }
+        for g in &d.summary.gates {
+            if !summary.gates.contains(g) {
+                summary.gates.push(g.clone());
+            }
+        }
+        summary.rejected_lines = summary.rejected_lines.max(d.summary.rejected_lines);
+    }
+    ReportView::merge(views, summary, totals)
+}
+
+/// The range folder's report.xlsx, report.html and diff.csv (the days' diffs, one header).
+fn range_reports(dir: &std::path::Path, view: &ReportView, range: &RangeSummary) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| fail(Failure::Output, format!("{}: {e}", dir.display()));
+    reports::xlsx::write(&dir.join(reports::XLSX_FILE), view)
+        .map_err(|e| err(&format!("{e:#}")))?;
+    std::fs::write(dir.join(reports::HTML_FILE), reports::html::report(view))
+        .map_err(|e| err(&e))?;
+    // Streamed: a month of large days must not be held in memory at once.
+    use std::io::{BufRead, Write};
+    let path = dir.join(reports::DIFF_CSV_FILE);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(|e| err(&e))?);
+    for (i, d) in range.days.iter().enumerate() {
+        let day = std::fs::File::open(dir.join(&d.folder).join(reports::DIFF_CSV_FILE))
+            .map_err(|e| err(&e))?;
+        let mut day = std::io::BufReader::new(day);
+        let mut header = Vec::new();
+        day.read_until(b'\n', &mut header).map_err(|e| err(&e))?;
+        if i == 0 {
+            out.write_all(&header).map_err(|e| err(&e))?;
+        }
+        std::io::copy(&mut day, &mut out).map_err(|e| err(&e))?;
+    }
+    out.flush().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Each reported item's outcome, for a range's final counts.
+pub(super) fn final_outcomes(data: &RunData) -> FinalOutcomes {
+    let mut out = FinalOutcomes::new();
+    for row in &data.rows {
+        let (key, amount, currency) = match row.payment {
+            Some(pi) => {
+                let p = &data.payments[pi as usize];
+                (p.payment_id.to_string(), p.amount_minor, p.currency)
+            }
+            None => match row.lines.first() {
+                Some(&li) => {
+                    let l = &data.lines[li as usize];
+                    (
+                        format!("line:{}:{}", l.source, l.uid()),
+                        l.amount_minor,
+                        l.currency,
+                    )
+                }
+                None => continue,
+            },
+        };
+        out.insert(key, (row.outcome, amount, currency));
+    }
+    out
+}

@@ -1,0 +1,131 @@
+//! Reading one file of a source into a [`SourceLoad`]: the format's parser, the source's role
+//! on every line, lines with control characters rejected, re-deliveries dropped, the file
+//! record.
+
+use super::config::{FormatSettings, SourceConfig};
+use super::{
+    InputFile, ParseContext, Rejected, SourceLoad, StatementLine, csv, parse_bank_bytes,
+    sha256_hex, text, xlsx,
+};
+use crate::model::Format;
+use anyhow::Result;
+use std::path::Path;
+
+/// Reads one file of source `cfg` into `load`: lines (re-deliveries dropped, see
+/// [`SourceLoad::add`]), rejected lines, statement facts and the file record. Returns whether
+/// every line was accepted.
+pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
+    match &cfg.settings {
+        FormatSettings::Csv(_) | FormatSettings::Xlsx(_) => {
+            let mut one = SourceLoad::default();
+            let clean = if cfg.format() == Format::Csv {
+                csv::read_file(cfg, path, &mut one)?
+            } else {
+                xlsx::read_file(cfg, path, &mut one)?
+            };
+            let mut file = one.files.pop().unwrap_or_else(|| InputFile {
+                source: cfg.name.clone(),
+                path: path.display().to_string(),
+                sha256: String::new(),
+                lines: 0,
+                rejected: 0,
+                duplicates: 0,
+                not_booked: 0,
+                skipped: 0,
+            });
+            let dropped_before = file.duplicates;
+            for l in &mut one.lines {
+                l.role = cfg.role;
+            }
+            let (lines, bad) = without_control_characters(std::mem::take(&mut one.lines));
+            file.lines -= bad.len();
+            file.rejected += bad.len();
+            let (kept, rejected) = load.add(lines, true);
+            file.duplicates = dropped_before + (file.lines - kept - rejected.len());
+            file.lines = kept;
+            file.rejected += rejected.len();
+            let clean = clean && rejected.is_empty() && bad.is_empty();
+            load.rejected.extend(one.rejected);
+            load.rejected.extend(bad);
+            load.rejected.extend(rejected);
+            load.warnings.extend(one.warnings);
+            load.notes.extend(one.notes);
+            load.facts.extend(one.facts);
+            load.files.push(file);
+            Ok(clean)
+        }
+        settings => {
+            let format = settings.format();
+            let file = path.display().to_string();
+            let bytes = std::fs::read(path).map_err(|e| {
+                crate::exit::fail(
+                    crate::exit::Failure::Input,
+                    format!("{file}: cannot read: {e}"),
+                )
+            })?;
+            let ctx = ParseContext::new(cfg, &file);
+            let mut parsed = parse_bank_bytes(format, &ctx, &bytes)?;
+            for l in &mut parsed.lines {
+                l.role = cfg.role;
+            }
+            let (lines, bad) = without_control_characters(parsed.lines);
+            let total = lines.len();
+            let (kept, rejected) = load.add(lines, false);
+            debug_assert!(rejected.is_empty());
+            load.files.push(InputFile {
+                source: cfg.name.clone(),
+                path: file,
+                sha256: sha256_hex(&bytes),
+                lines: kept,
+                rejected: bad.len(),
+                duplicates: total - kept,
+                not_booked: 0,
+                skipped: 0,
+            });
+            load.facts.extend(parsed.facts);
+            let clean = bad.is_empty();
+            load.rejected.extend(bad);
+            Ok(clean)
+        }
+    }
+}
+
+/// Splits off the lines whose text holds a control character ([`text::control_character`]),
+/// as rejected lines at their own file and line: the same on every database (PostgreSQL
+/// refuses NUL in text) and in every report.
+fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>, Vec<Rejected>) {
+    let reason = |l: &StatementLine| {
+        [
+            ("provider_txn_id", l.provider_txn_id.as_deref()),
+            ("reference", l.reference.as_deref()),
+            ("recipient", Some(l.recipient.as_str())),
+            ("batch", l.batch.as_deref()),
+            ("account", l.account.as_deref()),
+        ]
+        .into_iter()
+        .find_map(|(name, v)| {
+            v.and_then(text::control_character)
+                .map(|why| format!("{name} holds {why}"))
+        })
+    };
+    if !lines.iter().any(|l| reason(l).is_some()) {
+        return (lines, Vec::new());
+    }
+    let mut bad = Vec::new();
+    let kept = lines
+        .into_iter()
+        .filter(|l| match reason(l) {
+            None => true,
+            Some(reason) => {
+                bad.push(Rejected {
+                    source: l.source.to_string(),
+                    file: l.file.to_string(),
+                    line: l.line_no,
+                    reason,
+                });
+                false
+            }
+        })
+        .collect();
+    (kept, bad)
+}

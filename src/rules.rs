@@ -259,15 +259,18 @@ impl RuleSet {
             // The passes again, with positions, so that an error about a key quotes its line.
             let path = Path::new(name);
             let doc = DeTable::parse(text).map_err(|e| toml_error(path, text, e))?;
-            let tables: Vec<Spanned<DeValue<'_>>> = match doc
-                .into_inner()
-                .into_iter()
-                .find(|(k, _)| k.get_ref() == "pass")
-                .map(|(_, v)| v.into_inner())
-            {
-                Some(DeValue::Array(items)) => items.into_iter().collect(),
-                _ => Vec::new(),
-            };
+            let (mut tables, mut settlement_tables) = (Vec::new(), Vec::new());
+            for (k, v) in doc.into_inner() {
+                let slot = match k.get_ref().as_ref() {
+                    "pass" => &mut tables,
+                    "settlement" => &mut settlement_tables,
+                    _ => continue,
+                };
+                if let DeValue::Array(items) = v.into_inner() {
+                    slot.extend(items);
+                }
+            }
+            let tables: Vec<Spanned<DeValue<'_>>> = tables;
             debug_assert_eq!(tables.len(), raw.passes.len());
             for (i, p) in tables.into_iter().enumerate() {
                 let at = KeyAt::new(path, format!("pass[{i}]."), text);
@@ -278,7 +281,9 @@ impl RuleSet {
                 passes.push(pass);
             }
             for (i, s) in raw.settlements.into_iter().enumerate() {
-                let s = compile_settlement(name, i, s)?;
+                let at = KeyAt::new(path, format!("settlement[{i}]."), text);
+                let spans = value_spans(settlement_tables.get(i));
+                let s = compile_settlement((name, &at, &spans), i, s)?;
                 if settlements.iter().any(|q| q.id == s.id) || passes.iter().any(|p| p.id == s.id) {
                     return Err(fail(
                         Failure::Config,
@@ -308,12 +313,30 @@ impl RuleSet {
     }
 }
 
-fn compile_settlement(file: &str, i: usize, s: RawSettlement) -> Result<Settlement> {
+/// Where the value of each key of a `[[settlement]]` table is in the file.
+fn value_spans(table: Option<&Spanned<DeValue<'_>>>) -> Vec<(String, std::ops::Range<usize>)> {
+    match table.map(|t| t.get_ref()) {
+        Some(DeValue::Table(t)) => t
+            .iter()
+            .map(|(k, v)| (k.get_ref().to_string(), v.span()))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Validates one `[[settlement]]`; an error names the file, the line of the value (`spans`)
+/// and `settlement[i].key`.
+fn compile_settlement(
+    (file, at, spans): (&str, &KeyAt<'_>, &[(String, std::ops::Range<usize>)]),
+    i: usize,
+    s: RawSettlement,
+) -> Result<Settlement> {
     let err = |key: &str, msg: String| {
-        fail(
-            Failure::Config,
-            format!("{file}: settlement[{i}].{key}: {msg}"),
-        )
+        let msg = format!("settlement[{i}].{key}: {msg}");
+        match spans.iter().find(|(k, _)| k == key) {
+            Some((_, span)) => at.at(span.clone(), msg),
+            None => fail(Failure::Config, format!("{file}: {msg}")),
+        }
     };
     if s.id.trim().is_empty() || s.id.contains(['|', ';', ',']) {
         return Err(err("id", "must be non-empty, without | ; ,".into()));

@@ -388,10 +388,22 @@ fn settlement_keys_are_validated_strictly() {
     };
     let msg = bad(&ADYEN_RULES.replace("group_by = \"batch\"", "group_by = \"reference\""));
     assert!(msg.contains("settlement[0].group_by"), "{msg}");
+    // The value's line is quoted: the file, its line number, the line itself.
+    let line = format!("{}{}", recon::rules::DEFAULT_RULES, ADYEN_RULES)
+        .lines()
+        .position(|l| l.starts_with("group_by"))
+        .expect("group_by in the rules")
+        + 1;
+    assert!(
+        msg.contains("rules.toml") && msg.contains(&format!("line {line},")),
+        "{msg}"
+    );
+    assert!(msg.contains("group_by = \"reference\""), "{msg}");
     let msg = bad(&ADYEN_RULES.replace("window_after", "window_aftr"));
     assert!(msg.contains("window_aftr"), "{msg}");
     let msg = bad(&ADYEN_RULES.replace("= 0", "= -1"));
     assert!(msg.contains("amount_tolerance_minor"), "{msg}");
+    assert!(msg.contains("TOML parse error at line"), "{msg}");
 }
 
 /// The bank statement of the payout's window, declared complete, has no credit for batch 380:

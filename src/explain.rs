@@ -97,16 +97,13 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         run_id: None,
         wait: false,
     };
-    let plan = crate::run::plan(
+    let job = crate::run::Job {
         cfg,
-        &ropts,
-        &rules,
-        &db,
-        "explain",
+        rules: &rules,
+        db: &db,
         as_of,
-        &mut Default::default(),
-    )
-    .await?;
+    };
+    let plan = crate::run::plan(job, &ropts, "explain", &mut Default::default()).await?;
     db.close().await;
     if let Some(recorded) = recorded {
         input_changes(&mut out, &recorded, &plan.summary_inputs());

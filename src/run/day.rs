@@ -3,18 +3,15 @@
 
 use super::plan::{Plan, plan};
 use super::range::{FinalOutcomes, final_outcomes};
-use super::{ReadInRange, RunReport, free_in_background};
-use crate::config::Config;
-use crate::db::Db;
+use super::{Job, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
 use crate::outcome::Action;
 use crate::outputs::results;
 use crate::outputs::summary;
 use crate::report::outbox::Alert;
 use crate::report::{self as reports, ReportView};
-use crate::rules::RuleSet;
 use crate::run_data::{RunData, RunOptions};
-use crate::timeparse::{self, Micros};
+use crate::timeparse::{self};
 use anyhow::{Context as _, Result};
 use chrono::{NaiveDate, Utc};
 use std::collections::BTreeMap;
@@ -22,18 +19,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_day(
-    cfg: &Config,
+    job: Job<'_>,
     opts: &RunOptions,
     day: NaiveDate,
-    rules: &RuleSet,
-    db: &Db,
     run_id: &str,
     range_dir: Option<&std::path::Path>,
-    as_of: Micros,
     read: &mut ReadInRange,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
+    let Job {
+        cfg,
+        rules,
+        db,
+        as_of,
+    } = job;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
         from: day,
@@ -64,12 +63,9 @@ pub(super) async fn run_day(
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
     let result = plan_and_apply(
-        cfg,
+        job,
         &day_opts,
-        rules,
-        db,
         run_id,
-        as_of,
         (parent, &folder),
         range_dir.is_some(),
         read,
@@ -103,25 +99,27 @@ pub(super) async fn run_day(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn plan_and_apply(
-    cfg: &Config,
+    job: Job<'_>,
     opts: &RunOptions,
-    rules: &RuleSet,
-    db: &Db,
     run_id: &str,
-    as_of: Micros,
     (parent, folder): (&std::path::Path, &str),
     in_range: bool,
     read: &mut ReadInRange,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
+    let Job {
+        cfg,
+        rules,
+        db,
+        as_of,
+    } = job;
     let Plan {
         data,
         matched,
         mut summary,
         rejected,
         t0,
-    } = plan(cfg, opts, rules, db, run_id, as_of, read).await?;
+    } = plan(job, opts, run_id, read).await?;
     crate::fault::point("after_plan");
     let out_dir = parent.join(folder);
     let tmp_dir = parent.join(format!("{folder}.tmp"));

@@ -34,6 +34,7 @@ use crate::report::outbox::{self, Alert};
 use crate::rules::RuleSet;
 pub(crate) use crate::run_data::RunData;
 pub use crate::run_data::RunOptions;
+use crate::timeparse::Micros;
 use anyhow::Result;
 use chrono::Utc;
 use std::collections::BTreeMap;
@@ -41,6 +42,21 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use day::run_day;
+
+/// What every day of one `recon run` shares: the job file, the rules, the database and the
+/// moment the run looks from.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a> {
+    /// The job file.
+    pub cfg: &'a Config,
+    /// The compiled rules.
+    pub rules: &'a RuleSet,
+    /// The ledger and recon's tables.
+    pub db: &'a Db,
+    /// The run's as-of moment.
+    pub as_of: Micros,
+}
+
 use range::run_range;
 use recovery::recover_interrupted;
 
@@ -108,13 +124,15 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     }
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
+    let job = Job {
+        cfg,
+        rules: &rules,
+        db: &db,
+        as_of,
+    };
     let result = if opts.from == opts.to {
         let mut read = ReadInRange::new();
-        match run_day(
-            cfg, opts, opts.from, &rules, &db, &run_id, None, as_of, &mut read,
-        )
-        .await
-        {
+        match run_day(job, opts, opts.from, &run_id, None, &mut read).await {
             Ok((mut r, _, view)) => {
                 // After the commit and the rename: a failed alert never undoes the run, and
                 // the lock is released before the alert is sent.
@@ -135,7 +153,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             Err(e) => Err(e),
         }
     } else {
-        run_range(cfg, opts, &rules, &db, &run_id, as_of, alert, lock).await
+        run_range(job, opts, &run_id, alert, lock).await
     };
     let closing = Instant::now();
     db.close().await;

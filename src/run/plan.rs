@@ -1,15 +1,13 @@
 //! The plan of one day: statements and ledger loaded, the passes matched, every item
 //! classified; no effect yet. A run applies it; `recon explain` only reads it.
 
-use super::ReadInRange;
-use crate::config::Config;
+use super::{Job, ReadInRange};
 use crate::db::Db;
 use crate::ledger::Status;
 use crate::ledger::load::{LoadRange, LoadedLedger};
 use crate::matching;
 use crate::outcome::{self, Context};
 use crate::outputs::summary::{self, Summary};
-use crate::rules::RuleSet;
 use crate::run_data::{RunData, RunOptions};
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
@@ -37,14 +35,17 @@ impl Plan {
 }
 
 pub(crate) async fn plan(
-    cfg: &Config,
+    job: Job<'_>,
     opts: &RunOptions,
-    rules: &RuleSet,
-    db: &Db,
     run_id: &str,
-    as_of: Micros,
     read: &mut ReadInRange,
 ) -> Result<Plan> {
+    let Job {
+        cfg,
+        rules,
+        db,
+        as_of,
+    } = job;
     let mut timings = BTreeMap::new();
     let tz = cfg.timezone;
     let t0 = timeparse::day_start(opts.from, tz);

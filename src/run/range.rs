@@ -2,17 +2,14 @@
 //! `summary.json`, one report and one alert for the whole range.
 
 use super::day::run_day;
-use super::{ReadInRange, RunReport};
-use crate::config::Config;
-use crate::db::Db;
+use super::{Job, ReadInRange, RunReport};
 use crate::exit::{Failure, fail};
 use crate::outcome::Outcome;
 use crate::outputs::summary;
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
-use crate::rules::RuleSet;
 use crate::run_data::{RunData, RunOptions};
-use crate::timeparse::{self, Micros};
+use crate::timeparse;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
 
@@ -99,17 +96,14 @@ pub(super) type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
 /// A range runs day by day, exactly as the nightly runs would have (each day sees the
 /// follow-ups the previous day left), each day committed on its own, into
 /// `<output_dir>/<run id>/<YYYY-MM-DD>/`, with one `summary.json` for the range written last.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_range(
-    cfg: &Config,
+    job: Job<'_>,
     opts: &RunOptions,
-    rules: &RuleSet,
-    db: &Db,
     run_id: &str,
-    as_of: Micros,
     mut alert: Alert,
     lock: crate::db::RunLock,
 ) -> Result<RunReport> {
+    let Job { cfg, as_of, .. } = job;
     let dir = cfg.output_dir.join(run_id);
     if dir.exists() {
         return Err(fail(
@@ -141,18 +135,8 @@ pub(super) async fn run_range(
     let mut read = ReadInRange::new();
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
-        let (report, outcomes, view) = run_day(
-            cfg,
-            opts,
-            day,
-            rules,
-            db,
-            &day_id,
-            Some(&dir),
-            as_of,
-            &mut read,
-        )
-        .await?;
+        let (report, outcomes, view) =
+            run_day(job, opts, day, &day_id, Some(&dir), &mut read).await?;
         views.push(view);
         let s = &report.summary;
         range.days.push(DaySummary {

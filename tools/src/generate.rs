@@ -1518,6 +1518,18 @@ fn write_control_file(statement: &Path, lines: usize) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", ctl.display()))
 }
 
+/// The column mapping of the provider statement both generators write (`txn_id`, `reference`,
+/// `beneficiary`, `amount`, `currency`, `booked_at`, `type`), as a `[source.columns]` table.
+pub(crate) const PSP_COLUMNS: &str = r#"[source.columns]
+provider_txn_id = "txn_id"
+reference = "reference"
+recipient = "beneficiary"
+amount = "amount"
+currency = "currency"
+booked_at = "booked_at"
+kind = "type"
+"#;
+
 fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {
     let day = |offset: i64| -> anyhow::Result<String> {
         let d = if offset < 0 {
@@ -1548,17 +1560,10 @@ complete_from = "{from}"
 complete_to = "{to}"
 completeness = "control_file"
 
-[source.columns]
-provider_txn_id = "txn_id"
-reference = "reference"
-recipient = "beneficiary"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-kind = "type"
-"#,
+{psp_columns}"#,
         seed = opts.seed,
         n = opts.payments,
+        psp_columns = PSP_COLUMNS,
         date = day(0)?,
         from = day(-1)?,
         to = day(4)?,

@@ -1393,15 +1393,7 @@ timezone = "UTC"
 timestamp_format = "rfc3339"
 completeness = "control_file"
 
-[source.columns]
-provider_txn_id = "txn_id"
-reference = "reference"
-recipient = "beneficiary"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-kind = "type"
-
+{psp_columns}
 [source.kinds]
 PAYMENT = "PAYMENT"
 RETURN = "REFUND"
@@ -1431,6 +1423,7 @@ RETURN = "REFUND"
             days = self.opts.days,
             tail = self.opts.tail,
             ppd = self.opts.payments_per_day,
+            psp_columns = crate::generate::PSP_COLUMNS,
         )
     }
 

@@ -3,12 +3,11 @@
 //! [`super::csv`] and [`super::xlsx`] add their own keys ([`super::csv::RawCsv`],
 //! [`super::xlsx::RawXlsx`]) and hold a [`TabularSettings`] each.
 
-use super::config::{KeyAt, config_error, default_kinds};
+use super::config::{KeyAt, default_kinds};
 use crate::model::{Format, LineKind, TimestampFormat};
 use anyhow::Result;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The tabular keys as written (`#[serde(deny_unknown_fields)]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -247,11 +246,10 @@ pub struct Columns {
 
 /// Validates the tabular keys of a source of `format` (csv or xlsx).
 pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<TabularSettings> {
-    let path = at.file;
     let key = |k: &str| at.key(k);
     let Some(ts) = s.timestamp_format.as_deref() else {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "timestamp_format",
             format!(
                 "key `{}` is missing (format {format} needs it)",
                 key("timestamp_format")
@@ -263,44 +261,32 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
     } else if ts.contains('%') {
         TimestampFormat::Pattern(ts.to_string())
     } else {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
-                key("timestamp_format"),
-            ),
+        return Err(at.bad(
+            "timestamp_format",
+            format!("{ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`"),
         ));
     };
     let decimal = single_char(
-        path,
-        &key("decimal_separator"),
+        at,
+        "decimal_separator",
         s.decimal_separator.as_deref().unwrap_or("."),
         &['.', ','],
     )?;
     let thousands = s
         .thousands_separator
         .as_deref()
-        .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
+        .map(|t| single_char(at, "thousands_separator", t, &[',', '.', '\'', ' ']))
         .transpose()?;
     if thousands == Some(decimal) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: same as the decimal separator",
-                key("thousands_separator")
-            ),
-        ));
+        return Err(at.bad("thousands_separator", "same as the decimal separator"));
     }
     let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
     if let Some(c) = amount_symbols.iter().find(|c| {
         c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+'
     }) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {c:?} is part of a number and cannot be removed",
-                key("amount_symbols")
-            ),
+        return Err(at.bad(
+            "amount_symbols",
+            format!("{c:?} is part of a number and cannot be removed"),
         ));
     }
     let currency = s
@@ -309,7 +295,7 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         .map(|c| {
             crate::money::currency(c)
                 .map(|(code, _)| code)
-                .map_err(|e| config_error(path, format!("key `{}`: {e}", key("currency"))))
+                .map_err(|e| at.bad("currency", e))
         })
         .transpose()?;
     let mut kinds = BTreeMap::new();
@@ -325,12 +311,9 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             "PAYOUT" => LineKind::Payout,
             "BALANCE" => LineKind::Balance,
             other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE",
-                        key("kinds")
-                    ),
+                return Err(at.bad(
+                    &format!("kinds.{value}"),
+                    format!("{other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE"),
                 ));
             }
         };
@@ -342,20 +325,17 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             "credit" => Sign::Credit,
             "debit" => Sign::Debit,
             other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not credit or debit",
-                        key("signs")
-                    ),
+                return Err(at.bad(
+                    &format!("signs.{value}"),
+                    format!("{other:?} is not credit or debit"),
                 ));
             }
         };
         signs.insert(value.trim().to_uppercase(), v);
     }
     let Some(c) = s.columns else {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "columns",
             format!(
                 "key `{}` is missing (format {format} needs a column mapping)",
                 key("columns")
@@ -368,12 +348,9 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         let Some(v) = v else { return Ok(None) };
         let mut v = v.into_vec();
         if v.is_empty() || v.iter().any(|c| c.trim().is_empty()) {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: give a column name or a non-empty list of them",
-                    key(&format!("columns.{k}"))
-                ),
+            return Err(at.bad(
+                &format!("columns.{k}"),
+                "give a column name or a non-empty list of them",
             ));
         }
         let first = v.remove(0);
@@ -406,12 +383,7 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         fee: c.fee,
         balance: c.balance,
     };
-    let col_err = |k: &str, msg: &str| {
-        config_error(
-            path,
-            format!("key `{}`: {msg}", key(&format!("columns.{k}"))),
-        )
-    };
+    let col_err = |k: &str, msg: &str| at.bad(&format!("columns.{k}"), msg);
     match (
         &columns.amount,
         columns.debit.is_some() || columns.credit.is_some(),
@@ -434,8 +406,8 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         return Err(col_err("sign", "a sign column needs an amount column"));
     }
     if columns.sign.is_some() && signs.is_empty() {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "signs",
             format!(
                 "key `{}` is missing: map every value of the sign column to credit or debit",
                 key("signs")
@@ -450,8 +422,8 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         .filter(|v| !v.is_empty())
         .collect();
     if columns.status.is_some() && booked_statuses.is_empty() {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "booked_statuses",
             format!(
                 "key `{}` is missing: name the status values that mean booked",
                 key("booked_statuses")
@@ -472,8 +444,8 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
     }
     match (&columns.currency, currency) {
         (Some(_), Some(_)) => {
-            return Err(config_error(
-                path,
+            return Err(at.on(
+                "currency",
                 format!(
                     "keys `{}`/`{}`: give one of them",
                     key("currency"),
@@ -568,12 +540,9 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             ["amount", "-", "fee"] => Some(NetAmount::MinusFee),
             ["amount", "+", "fee"] => Some(NetAmount::PlusFee),
             _ => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}`: {v:?} (hint: \"amount - fee\" or \"amount + fee\")",
-                        key("net_amount")
-                    ),
+                return Err(at.bad(
+                    "net_amount",
+                    format!("{v:?} (hint: \"amount - fee\" or \"amount + fee\")"),
                 ));
             }
         },
@@ -584,8 +553,8 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             ));
         }
         (None, Some(_)) => {
-            return Err(config_error(
-                path,
+            return Err(at.on(
+                "net_amount",
                 format!(
                     "key `{}` is missing: say how the fee column makes the amount (\"amount - fee\" or \"amount + fee\")",
                     key("net_amount")
@@ -606,25 +575,20 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             values: up(&r.values),
             contains: up(&r.contains),
         };
-        let k = key(&format!("skip_rows[{i}]"));
+        let k = format!("skip_rows[{i}]");
         if rule.values.is_empty() && rule.contains.is_empty() {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}`: give `values` or `contains` (the cells that mark a row to skip)"
-                ),
+            return Err(at.bad(
+                &k,
+                "give `values` or `contains` (the cells that mark a row to skip)",
             ));
         }
         if r.column.trim().is_empty()
             || column_rest(&r.column).is_some()
             || (!has_header && column_index(&r.column).is_none())
         {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}.column`: {:?} is not one column (a header name, or `#N`)",
-                    r.column
-                ),
+            return Err(at.bad(
+                &format!("{k}.column"),
+                format!("{:?} is not one column (a header name, or `#N`)", r.column),
             ));
         }
         skip_rows.push(rule);
@@ -649,14 +613,12 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
     })
 }
 
-pub(crate) fn single_char(path: &Path, key: &str, value: &str, allowed: &[char]) -> Result<char> {
+/// The one character of key `k`'s `value`, one of `allowed`.
+pub(crate) fn single_char(at: &KeyAt<'_>, k: &str, value: &str, allowed: &[char]) -> Result<char> {
     let mut chars = value.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) if allowed.contains(&c) => Ok(c),
-        _ => Err(config_error(
-            path,
-            format!("key `{key}`: {value:?} is not one of {allowed:?}"),
-        )),
+        _ => Err(at.bad(k, format!("{value:?} is not one of {allowed:?}"))),
     }
 }
 

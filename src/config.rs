@@ -215,13 +215,7 @@ impl Config {
             timezone,
         };
         for (i, table) in tables.into_iter().enumerate() {
-            let src = crate::sources::config::job_source(&job, i, table)?;
-            if sources.iter().any(|o: &SourceConfig| o.name == src.name) {
-                return Err(config_error(
-                    path,
-                    format!("source[{i}]: duplicate source name {:?}", src.name),
-                ));
-            }
+            let src = crate::sources::config::job_source(&job, i, table, &sources)?;
             sources.push(src);
         }
         Ok(Config {

@@ -3,7 +3,7 @@
 
 use crate::exit::{Failure, fail};
 use crate::normalize::Step;
-use crate::sources::config::{KeyAt, split_off, toml_error};
+use crate::sources::config::{KeyAt, split_off};
 pub mod kinds;
 
 pub use crate::timeparse::parse_duration;
@@ -254,11 +254,18 @@ impl RuleSet {
             hasher.update([0]);
             hasher.update(text.as_bytes());
             hasher.update([0]);
-            let raw: RawFile =
-                toml::from_str(text).map_err(|e| fail(Failure::Config, format!("{name}: {e}")))?;
-            // The passes again, with positions, so that an error about a key quotes its line.
+            // One parse, with positions: the whole-file checks read a copy of it (a TOML
+            // error as `toml::from_str` words it), the passes and settlements read it again so
+            // that an error about a key quotes its line.
             let path = Path::new(name);
-            let doc = DeTable::parse(text).map_err(|e| toml_error(path, text, e))?;
+            let config = |e: toml::de::Error| fail(Failure::Config, format!("{name}: {e}"));
+            let doc = DeTable::parse(text).map_err(config)?;
+            let raw = RawFile::deserialize(toml::de::Deserializer::from(doc.clone())).map_err(
+                |mut e| {
+                    e.set_input(Some(text));
+                    config(e)
+                },
+            )?;
             let (mut tables, mut settlement_tables) = (Vec::new(), Vec::new());
             for (k, v) in doc.into_inner() {
                 let slot = match k.get_ref().as_ref() {

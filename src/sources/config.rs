@@ -17,8 +17,10 @@
 //! the common keys are split off, `format` is read, and the rest goes to the format's module
 //! (`FormatSettings::read`). A key no format takes is an unknown key (the TOML error, with
 //! the file's line, listing the keys this format takes); a key of another format is an error
-//! saying so. Adding a format = its module (raw struct, settings, `settings` function), one
-//! variant of [`FormatSettings`] and its arms in this file, and a fixture folder.
+//! saying so. An error about a value, raised once the keys are read, quotes its line too
+//! ([`KeyAt::on`]: the spans are recorded at the dispatch). Adding a format = its module (raw
+//! struct, settings, `settings` function), one variant of [`FormatSettings`] and its arms in
+//! this file, and a fixture folder.
 
 use super::remote;
 use super::text::TextEncoding;
@@ -266,12 +268,14 @@ pub(crate) fn toml_error(path: &Path, text: &str, mut e: toml::de::Error) -> any
 
 /// Parses the IANA time zone of key `key`.
 pub(crate) fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
-    value.parse::<Tz>().map_err(|_| {
-        config_error(
-            path,
-            format!("key `{key}`: unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)"),
-        )
-    })
+    value
+        .parse::<Tz>()
+        .map_err(|_| config_error(path, format!("key `{key}`: {}", unknown_tz(value))))
+}
+
+/// Why `value` is no time zone.
+fn unknown_tz(value: &str) -> String {
+    format!("unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)")
 }
 
 /// Joins `rel` to `base` and removes `.` and `name/..` pairs lexically, so messages show
@@ -297,8 +301,8 @@ pub fn join_clean(base: &Path, rel: impl AsRef<Path>) -> PathBuf {
 }
 
 /// Names the keys of one source in errors: the config file, the prefix of the source's keys
-/// (`source[0].`; empty in a mapping file), and the file's text (for the line a TOML error
-/// quotes).
+/// (`source[0].`; empty in a mapping file), the file's text (for the line a TOML error
+/// quotes) and where each of the source's keys is written.
 pub struct KeyAt<'a> {
     /// The config (or mapping) file.
     pub file: &'a Path,
@@ -306,12 +310,76 @@ pub struct KeyAt<'a> {
     pub prefix: String,
     /// The file's text.
     text: &'a str,
+    /// Where the value of each key is written, by its name as errors give it after the prefix
+    /// (`currency`, `columns.amount`, `kinds.SALE`, `skip_rows[0].column`).
+    values: Vec<(String, std::ops::Range<usize>)>,
+    /// The table's header (`[[source]]`), where a key that is missing belongs; `None` in a
+    /// mapping file, whose keys are at the top and have no header.
+    header: Option<std::ops::Range<usize>>,
 }
 
 impl<'a> KeyAt<'a> {
     /// Names keys of `file` (whose text is `text`) with `prefix` before each key.
     pub fn new(file: &'a Path, prefix: String, text: &'a str) -> KeyAt<'a> {
-        KeyAt { file, prefix, text }
+        KeyAt {
+            file,
+            prefix,
+            text,
+            values: Vec::new(),
+            header: None,
+        }
+    }
+
+    /// Names the keys of `table` too, so that an error about one of them is on its value's
+    /// line ([`KeyAt::on`]); `header`: the table has a header line of its own (a job's
+    /// `[[source]]`, not a mapping file).
+    fn with_values(mut self, table: &Spanned<DeTable<'_>>, header: bool) -> KeyAt<'a> {
+        fn walk(
+            name: String,
+            value: &Spanned<DeValue<'_>>,
+            out: &mut Vec<(String, std::ops::Range<usize>)>,
+        ) {
+            match value.get_ref() {
+                DeValue::Table(t) => {
+                    for (k, v) in t {
+                        walk(format!("{name}.{}", k.get_ref()), v, out);
+                    }
+                }
+                DeValue::Array(items) => {
+                    for (i, v) in items.iter().enumerate() {
+                        walk(format!("{name}[{i}]"), v, out);
+                    }
+                }
+                _ => {}
+            }
+            out.push((name, value.span()));
+        }
+        for (k, v) in table.get_ref() {
+            walk(k.get_ref().to_string(), v, &mut self.values);
+        }
+        self.header = header.then(|| table.span());
+        self
+    }
+
+    /// A configuration error about key `k` (as [`KeyAt::bad`] names it; `msg` is the whole
+    /// message): on the line of its value when the file has one, else on the header of the
+    /// nearest table that holds it (`[source.columns]` for `columns.amount`, else
+    /// `[[source]]`). A missing key of a mapping file, which has no header, names no line.
+    pub fn on(&self, k: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        let mut name = k;
+        loop {
+            if let Some((_, span)) = self.values.iter().find(|(n, _)| n == name) {
+                return self.at(span.clone(), msg);
+            }
+            match name.rfind(['.', '[']) {
+                Some(i) => name = &name[..i],
+                None => break,
+            }
+        }
+        match &self.header {
+            Some(span) => self.at(span.clone(), msg),
+            None => self.error(msg),
+        }
     }
 
     /// A configuration error about the text at `span` of the file, in the form of a TOML
@@ -345,9 +413,9 @@ impl<'a> KeyAt<'a> {
         config_error(self.file, msg)
     }
 
-    /// "key `source[0].k`: msg".
+    /// "key `source[0].k`: msg", on the line of `k` ([`KeyAt::on`]).
     pub fn bad(&self, k: &str, msg: impl std::fmt::Display) -> anyhow::Error {
-        self.error(format!("key `{}`: {msg}", self.key(k)))
+        self.on(k, format!("key `{}`: {msg}", self.key(k)))
     }
 
     /// Deserializes `T` (a raw struct of a format's keys) from `table`; a TOML error quotes
@@ -515,7 +583,9 @@ fn common_settings(
         }
     };
     let timezone = match &s.timezone {
-        Some(t) => parse_tz(at.file, &at.key("timezone"), t)?,
+        Some(t) => t
+            .parse::<Tz>()
+            .map_err(|_| at.bad("timezone", unknown_tz(t)))?,
         None => job_tz,
     };
     let completeness = match s
@@ -572,54 +642,49 @@ pub(crate) struct Job<'a> {
     pub timezone: Tz,
 }
 
-/// Reads and validates `[[source]]` number `i` of a job file.
+/// Reads and validates `[[source]]` number `i` of a job file; its name must be none of
+/// `taken`'s (the sources before it).
 pub(crate) fn job_source(
     job: &Job<'_>,
     i: usize,
     value: Spanned<DeValue<'_>>,
+    taken: &[SourceConfig],
 ) -> Result<SourceConfig> {
-    let path = job.file;
-    let at = KeyAt {
-        file: path,
-        prefix: format!("source[{i}]."),
-        text: job.text,
-    };
-    let key = |k: &str| at.key(k);
+    let at = KeyAt::new(job.file, format!("source[{i}]."), job.text);
     let span = value.span();
     let DeValue::Table(table) = value.into_inner() else {
-        return Err(at.error(format!(
-            "key `source[{i}]`: not a table (each [[source]] is one)"
-        )));
+        return Err(at.at(
+            span,
+            format!("key `source[{i}]`: not a table (each [[source]] is one)"),
+        ));
     };
+    let table = Spanned::new(span, table);
+    let at = at.with_values(&table, true);
+    let key = |k: &str| at.key(k);
     let ReadSource {
         common: mut s,
         format,
         rest,
-    } = read_source(Spanned::new(span, table), &at, None)?;
+    } = read_source(table, &at, None)?;
     let Some(name) = s.name.clone() else {
-        return Err(config_error(
-            path,
-            format!("key `{}` is missing", key("name")),
-        ));
+        return Err(at.on("name", format!("key `{}` is missing", key("name"))));
     };
     let Some(file) = s.path.clone() else {
-        return Err(config_error(
-            path,
-            format!("key `{}` is missing", key("path")),
-        ));
+        return Err(at.on("path", format!("key `{}` is missing", key("path"))));
     };
     if name.trim().is_empty() || name.contains(['|', ';', '#']) {
-        return Err(config_error(
-            path,
-            format!("key `{}`: must be non-empty without | ; #", key("name")),
-        ));
+        return Err(at.bad("name", "must be non-empty without | ; #"));
     }
     let complete = match (s.complete_from, s.complete_to) {
         (Some(a), Some(b)) if a <= b => Some((a, b)),
         (None, None) => None,
-        _ => {
-            return Err(config_error(
-                path,
+        (from, _) => {
+            return Err(at.on(
+                if from.is_some() {
+                    "complete_from"
+                } else {
+                    "complete_to"
+                },
                 format!(
                     "keys `{}`/`{}`: give both, with from <= to",
                     key("complete_from"),
@@ -631,19 +696,15 @@ pub(crate) fn job_source(
     // A remote source is read from its copy in the inbox (`recon pull` fetches it).
     let mut remote = if remote::is_remote(&file) {
         Some(remote::Remote::parse(
-            path,
-            &key(""),
+            &at,
             &file,
             s.remote.take(),
             job.base,
         )?)
     } else if s.remote.is_some() {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: [source.remote] needs a remote path (sftp://, s3:// or https://)",
-                key("remote")
-            ),
+        return Err(at.bad(
+            "remote",
+            "[source.remote] needs a remote path (sftp://, s3:// or https://)",
         ));
     } else {
         None
@@ -659,12 +720,9 @@ pub(crate) fn job_source(
     let base = base.as_path();
     let source_path = if file.contains("{date}") {
         if complete.is_some() {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: a daily `{{date}}` path is complete per file; remove complete_from/complete_to",
-                    key("path")
-                ),
+            return Err(at.bad(
+                "path",
+                "a daily `{date}` path is complete per file; remove complete_from/complete_to",
             ));
         }
         SourcePath::Daily(join_clean(base, &file).to_string_lossy().into_owned())
@@ -688,8 +746,8 @@ pub(crate) fn job_source(
         && s.completeness.is_none()
         && format.needs_mapping()
     {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "completeness",
             format!(
                 "key `{}` is missing: {what} claims completeness, so say how its files prove \
                  it (DESIGN.md rule 2): `control_file` (a `<file>.ctl` with lines=N and/or \
@@ -697,6 +755,12 @@ pub(crate) fn job_source(
                  covers its period up to its last line) or `none`",
                 key("completeness")
             ),
+        ));
+    }
+    if taken.iter().any(|o| o.name == name) {
+        return Err(at.on(
+            "name",
+            format!("source[{i}]: duplicate source name {name:?}"),
         ));
     }
     Ok(SourceConfig {
@@ -734,11 +798,7 @@ impl SourceConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| config_error(path, format!("cannot read: {e}")))?;
         let table = DeTable::parse(&text).map_err(|e| toml_error(path, &text, e))?;
-        let at = KeyAt {
-            file: path,
-            prefix: String::new(),
-            text: &text,
-        };
+        let at = KeyAt::new(path, String::new(), &text).with_values(&table, false);
         let ReadSource {
             common: s,
             format,

@@ -90,14 +90,14 @@ pub fn settings(mut table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<CsvSe
         None => None,
     };
     let delimiter = single_char(
-        at.file,
-        &at.key("delimiter"),
+        at,
+        "delimiter",
         own.delimiter.as_deref().unwrap_or(","),
         &[',', ';', '\t', '|'],
     )?;
     let quote = single_char(
-        at.file,
-        &at.key("quote"),
+        at,
+        "quote",
         own.quote.as_deref().unwrap_or("\""),
         &['"', '\''],
     )?;

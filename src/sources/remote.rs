@@ -4,6 +4,7 @@
 //! This module is configuration only (a key every source takes, so it sits with the sources,
 //! below `config` and `pull` in the layers); fetching is in `pull`'s modules.
 
+use super::config::KeyAt;
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 use serde::Deserialize;
@@ -143,25 +144,10 @@ impl Remote {
         crate::mask::url(&self.url.replace("{date}", date))
     }
 
-    /// Validates `url` (the source's `path`) and its `[source.remote]` table. `key` prefixes
-    /// key names in errors (`source[0].`), `base` anchors relative files.
-    pub fn parse(
-        file: &Path,
-        key: &str,
-        url: &str,
-        raw: Option<RawRemote>,
-        base: &Path,
-    ) -> Result<Remote> {
-        let err = |k: &str, msg: String| {
-            fail(
-                Failure::Config,
-                format!(
-                    "{}: key `{key}{k}`: {}",
-                    file.display(),
-                    crate::mask::url(&msg)
-                ),
-            )
-        };
+    /// Validates `url` (the source's `path`) and its `[source.remote]` table. `at` names the
+    /// keys in errors (`source[0].`, on their lines), `base` anchors relative files.
+    pub fn parse(at: &KeyAt<'_>, url: &str, raw: Option<RawRemote>, base: &Path) -> Result<Remote> {
+        let err = |k: &str, msg: String| at.bad(k, crate::mask::url(&msg));
         let raw = raw.unwrap_or_default();
         let (scheme, rest) = url
             .split_once("://")
@@ -439,8 +425,7 @@ mod tests {
     fn parse(url: &str, table: &str) -> Result<Remote> {
         let raw: RawRemote = toml::from_str(table).expect("table");
         Remote::parse(
-            Path::new("job.toml"),
-            "source[0].",
+            &KeyAt::new(Path::new("job.toml"), "source[0].".into(), ""),
             url,
             Some(raw),
             Path::new("/etc/recon"),

@@ -3,12 +3,11 @@
 //! [`super::csv`] and [`super::xlsx`] add their own keys ([`super::csv::RawCsv`],
 //! [`super::xlsx::RawXlsx`]) and hold a [`TabularSettings`] each.
 
-use super::config::{KeyAt, config_error, default_kinds};
+use super::config::{KeyAt, default_kinds};
 use crate::model::{Format, LineKind, TimestampFormat};
 use anyhow::Result;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The tabular keys as written (`#[serde(deny_unknown_fields)]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -247,73 +246,115 @@ pub struct Columns {
 
 /// Validates the tabular keys of a source of `format` (csv or xlsx).
 pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<TabularSettings> {
-    let path = at.file;
-    let key = |k: &str| at.key(k);
-    let Some(ts) = s.timestamp_format.as_deref() else {
-        return Err(config_error(
-            path,
+    let timestamp_format = timestamp_format(at, s.timestamp_format.as_deref(), format)?;
+    let (number_format, amount_symbols) = number_format(at, &s)?;
+    let currency = fixed_currency(at, s.currency.as_deref())?;
+    let kinds = kinds(at, s.kinds.unwrap_or_default())?;
+    let signs = signs(at, s.signs.unwrap_or_default())?;
+    let columns = columns(at, s.columns, format)?;
+    let has_header = s.has_header.unwrap_or(true);
+    let booked_statuses = booked_statuses(s.booked_statuses.unwrap_or_default());
+    check_columns(at, &columns, &signs, &booked_statuses, currency)?;
+    check_positions(at, &columns, has_header)?;
+    check_original_amount(at, &columns)?;
+    let net_amount = net_amount(at, s.net_amount.as_deref(), &columns)?;
+    let skip_rows = skip_rows(at, s.skip_rows.unwrap_or_default(), has_header)?;
+    Ok(TabularSettings {
+        timestamp_format,
+        number_format,
+        amount_symbols,
+        has_header,
+        skip_lines: s.skip_lines.unwrap_or(0),
+        skip_footer: s.skip_footer.unwrap_or(0),
+        negate_amounts: s.negate_amounts.unwrap_or(false),
+        currency,
+        columns,
+        kinds,
+        signs,
+        booked_statuses,
+        join_separator: s.join_separator.unwrap_or_else(|| " ".to_string()),
+        net_amount,
+        skip_rows,
+        skip_zero_amounts: s.skip_zero_amounts.unwrap_or(false),
+    })
+}
+
+/// `timestamp_format` (`ts`, required for `format`): `rfc3339` or a strftime pattern.
+fn timestamp_format(at: &KeyAt<'_>, ts: Option<&str>, format: Format) -> Result<TimestampFormat> {
+    let Some(ts) = ts else {
+        return Err(at.on(
+            "timestamp_format",
             format!(
                 "key `{}` is missing (format {format} needs it)",
-                key("timestamp_format")
+                at.key("timestamp_format")
             ),
         ));
     };
-    let timestamp_format = if ts.eq_ignore_ascii_case("rfc3339") {
+    Ok(if ts.eq_ignore_ascii_case("rfc3339") {
         TimestampFormat::Rfc3339
     } else if ts.contains('%') {
         TimestampFormat::Pattern(ts.to_string())
     } else {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`",
-                key("timestamp_format"),
-            ),
+        return Err(at.bad(
+            "timestamp_format",
+            format!("{ts:?} is neither `rfc3339` nor a strftime pattern like `%Y-%m-%d %H:%M:%S`"),
         ));
-    };
+    })
+}
+
+/// The number format of text cells (`decimal_separator`, `thousands_separator`) and the
+/// `amount_symbols` removed before parsing, none of which may be part of a number.
+fn number_format(
+    at: &KeyAt<'_>,
+    s: &RawTabular,
+) -> Result<(crate::money::NumberFormat, Vec<char>)> {
     let decimal = single_char(
-        path,
-        &key("decimal_separator"),
+        at,
+        "decimal_separator",
         s.decimal_separator.as_deref().unwrap_or("."),
         &['.', ','],
     )?;
     let thousands = s
         .thousands_separator
         .as_deref()
-        .map(|t| single_char(path, &key("thousands_separator"), t, &[',', '.', '\'', ' ']))
+        .map(|t| single_char(at, "thousands_separator", t, &[',', '.', '\'', ' ']))
         .transpose()?;
     if thousands == Some(decimal) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: same as the decimal separator",
-                key("thousands_separator")
-            ),
-        ));
+        return Err(at.bad("thousands_separator", "same as the decimal separator"));
     }
     let amount_symbols: Vec<char> = s.amount_symbols.as_deref().unwrap_or("").chars().collect();
     if let Some(c) = amount_symbols.iter().find(|c| {
         c.is_ascii_digit() || **c == decimal || Some(**c) == thousands || **c == '-' || **c == '+'
     }) {
-        return Err(config_error(
-            path,
-            format!(
-                "key `{}`: {c:?} is part of a number and cannot be removed",
-                key("amount_symbols")
-            ),
+        return Err(at.bad(
+            "amount_symbols",
+            format!("{c:?} is part of a number and cannot be removed"),
         ));
     }
-    let currency = s
-        .currency
-        .as_deref()
+    Ok((
+        crate::money::NumberFormat { decimal, thousands },
+        amount_symbols,
+    ))
+}
+
+/// The source's fixed `currency`, an ISO 4217 code.
+fn fixed_currency(at: &KeyAt<'_>, currency: Option<&str>) -> Result<Option<&'static str>> {
+    currency
         .map(|c| {
             crate::money::currency(c)
                 .map(|(code, _)| code)
-                .map_err(|e| config_error(path, format!("key `{}`: {e}", key("currency"))))
+                .map_err(|e| at.bad("currency", e))
         })
-        .transpose()?;
+        .transpose()
+}
+
+/// `[source.kinds]` (`raw_kinds`): upper-cased value of the kind column → kind; PAYMENT and
+/// REFUND when there is none.
+fn kinds(
+    at: &KeyAt<'_>,
+    raw_kinds: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, LineKind>> {
     let mut kinds = BTreeMap::new();
-    let raw_kinds = s.kinds.unwrap_or_default();
     if raw_kinds.is_empty() {
         kinds = default_kinds();
     }
@@ -325,55 +366,56 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             "PAYOUT" => LineKind::Payout,
             "BALANCE" => LineKind::Balance,
             other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE",
-                        key("kinds")
-                    ),
+                return Err(at.bad(
+                    &format!("kinds.{value}"),
+                    format!("{other:?} is not PAYMENT, REFUND, FEE, PAYOUT or BALANCE"),
                 ));
             }
         };
         kinds.insert(value.trim().to_uppercase(), k);
     }
+    Ok(kinds)
+}
+
+/// `[source.signs]` (`raw`): upper-cased value of the sign column → sign.
+fn signs(at: &KeyAt<'_>, raw: BTreeMap<String, String>) -> Result<BTreeMap<String, Sign>> {
     let mut signs = BTreeMap::new();
-    for (value, sign) in s.signs.unwrap_or_default() {
+    for (value, sign) in raw {
         let v = match sign.to_ascii_lowercase().as_str() {
             "credit" => Sign::Credit,
             "debit" => Sign::Debit,
             other => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}.{value}`: {other:?} is not credit or debit",
-                        key("signs")
-                    ),
+                return Err(at.bad(
+                    &format!("signs.{value}"),
+                    format!("{other:?} is not credit or debit"),
                 ));
             }
         };
         signs.insert(value.trim().to_uppercase(), v);
     }
-    let Some(c) = s.columns else {
-        return Err(config_error(
-            path,
+    Ok(signs)
+}
+
+/// `[source.columns]` (required for `format`): a text field mapped to a list keeps its first
+/// column and puts the others in `more`.
+fn columns(at: &KeyAt<'_>, c: Option<RawColumns>, format: Format) -> Result<Columns> {
+    let Some(c) = c else {
+        return Err(at.on(
+            "columns",
             format!(
                 "key `{}` is missing (format {format} needs a column mapping)",
-                key("columns")
+                at.key("columns")
             ),
         ));
     };
-    let has_header = s.has_header.unwrap_or(true);
     let mut more = BTreeMap::new();
     let mut text_field = |k: &'static str, v: Option<RawColumnList>| -> Result<Option<String>> {
         let Some(v) = v else { return Ok(None) };
         let mut v = v.into_vec();
         if v.is_empty() || v.iter().any(|c| c.trim().is_empty()) {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{}`: give a column name or a non-empty list of them",
-                    key(&format!("columns.{k}"))
-                ),
+            return Err(at.bad(
+                &format!("columns.{k}"),
+                "give a column name or a non-empty list of them",
             ));
         }
         let first = v.remove(0);
@@ -386,7 +428,7 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
     let reference = text_field("reference", c.reference)?;
     let recipient = text_field("recipient", c.recipient)?;
     let batch = text_field("batch", c.batch)?;
-    let columns = Columns {
+    Ok(Columns {
         provider_txn_id,
         reference,
         recipient,
@@ -405,25 +447,46 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         original_currency: c.original_currency,
         fee: c.fee,
         balance: c.balance,
-    };
-    let col_err = |k: &str, msg: &str| {
-        config_error(
-            path,
-            format!("key `{}`: {msg}", key(&format!("columns.{k}"))),
-        )
-    };
+    })
+}
+
+/// `booked_statuses`, trimmed and upper-cased, without empty values.
+fn booked_statuses(raw: Vec<String>) -> std::collections::BTreeSet<String> {
+    raw.iter()
+        .map(|v| v.trim().to_uppercase())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+/// An error about column `k` of `[source.columns]`.
+fn col_err(at: &KeyAt<'_>, k: &str, msg: &str) -> anyhow::Error {
+    at.bad(&format!("columns.{k}"), msg)
+}
+
+/// The columns and the keys that go with them agree: an amount or debit/credit columns, a
+/// sign column with its `signs`, a status column with its `booked_statuses`, one currency.
+fn check_columns(
+    at: &KeyAt<'_>,
+    columns: &Columns,
+    signs: &BTreeMap<String, Sign>,
+    booked_statuses: &std::collections::BTreeSet<String>,
+    currency: Option<&'static str>,
+) -> Result<()> {
+    let key = |k: &str| at.key(k);
     match (
         &columns.amount,
         columns.debit.is_some() || columns.credit.is_some(),
     ) {
         (Some(_), true) => {
             return Err(col_err(
+                at,
                 "amount",
                 "give either amount or debit/credit columns, not both",
             ));
         }
         (None, false) => {
             return Err(col_err(
+                at,
                 "amount",
                 "missing (or give debit and/or credit columns)",
             ));
@@ -431,27 +494,20 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         _ => {}
     }
     if columns.sign.is_some() && columns.amount.is_none() {
-        return Err(col_err("sign", "a sign column needs an amount column"));
+        return Err(col_err(at, "sign", "a sign column needs an amount column"));
     }
     if columns.sign.is_some() && signs.is_empty() {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "signs",
             format!(
                 "key `{}` is missing: map every value of the sign column to credit or debit",
                 key("signs")
             ),
         ));
     }
-    let booked_statuses: std::collections::BTreeSet<String> = s
-        .booked_statuses
-        .unwrap_or_default()
-        .iter()
-        .map(|v| v.trim().to_uppercase())
-        .filter(|v| !v.is_empty())
-        .collect();
     if columns.status.is_some() && booked_statuses.is_empty() {
-        return Err(config_error(
-            path,
+        return Err(at.on(
+            "booked_statuses",
             format!(
                 "key `{}` is missing: name the status values that mean booked",
                 key("booked_statuses")
@@ -460,20 +516,22 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
     }
     if columns.status.is_none() && !booked_statuses.is_empty() {
         return Err(col_err(
+            at,
             "status",
             "missing: `booked_statuses` is given but no status column",
         ));
     }
     if columns.sign.is_none() && !signs.is_empty() {
         return Err(col_err(
+            at,
             "sign",
             "missing: `signs` is given but no sign column",
         ));
     }
     match (&columns.currency, currency) {
         (Some(_), Some(_)) => {
-            return Err(config_error(
-                path,
+            return Err(at.on(
+                "currency",
                 format!(
                     "keys `{}`/`{}`: give one of them",
                     key("currency"),
@@ -483,12 +541,19 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
         }
         (None, None) => {
             return Err(col_err(
+                at,
                 "currency",
                 "missing (or give the source's fixed `currency`)",
             ));
         }
         _ => {}
     }
+    Ok(())
+}
+
+/// The columns are named by position (`#N`) when the file has no header, and an amount
+/// column is never `#N..`.
+fn check_positions(at: &KeyAt<'_>, columns: &Columns, has_header: bool) -> Result<()> {
     if !has_header {
         for (k, v) in [
             ("provider_txn_id", &columns.provider_txn_id),
@@ -513,6 +578,7 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
                 && column_rest(v).is_none()
             {
                 return Err(col_err(
+                    at,
                     k,
                     &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
                 ));
@@ -524,6 +590,7 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
                 .find(|v| column_index(v).is_none() && column_rest(v).is_none())
             {
                 return Err(col_err(
+                    at,
                     k,
                     &format!("{v:?}: without a header, name columns by position (`#1`, `#2`, …)"),
                 ));
@@ -542,59 +609,69 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             && column_rest(v).is_some()
         {
             return Err(col_err(
+                at,
                 k,
                 &format!("{v:?}: `#N..` (column N and all after it) is for text fields only"),
             ));
         }
     }
+    Ok(())
+}
+
+/// The original amount and its currency come as a pair.
+fn check_original_amount(at: &KeyAt<'_>, columns: &Columns) -> Result<()> {
     match (&columns.original_amount, &columns.original_currency) {
-        (Some(_), None) => {
-            return Err(col_err(
-                "original_currency",
-                "missing: an original amount needs its currency column (it is never read as the account currency)",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(col_err(
-                "original_amount",
-                "missing: `original_currency` is given but no original amount column",
-            ));
-        }
-        _ => {}
+        (Some(_), None) => Err(col_err(
+            at,
+            "original_currency",
+            "missing: an original amount needs its currency column (it is never read as the account currency)",
+        )),
+        (None, Some(_)) => Err(col_err(
+            at,
+            "original_amount",
+            "missing: `original_currency` is given but no original amount column",
+        )),
+        _ => Ok(()),
     }
-    let net_amount = match (s.net_amount.as_deref(), &columns.fee) {
+}
+
+/// `net_amount` (`v`), which comes with a fee column: how the fee makes the line's amount.
+fn net_amount(at: &KeyAt<'_>, v: Option<&str>, columns: &Columns) -> Result<Option<NetAmount>> {
+    Ok(match (v, &columns.fee) {
         (None, None) => None,
         (Some(v), Some(_)) => match v.split_whitespace().collect::<Vec<_>>().as_slice() {
             ["amount", "-", "fee"] => Some(NetAmount::MinusFee),
             ["amount", "+", "fee"] => Some(NetAmount::PlusFee),
             _ => {
-                return Err(config_error(
-                    path,
-                    format!(
-                        "key `{}`: {v:?} (hint: \"amount - fee\" or \"amount + fee\")",
-                        key("net_amount")
-                    ),
+                return Err(at.bad(
+                    "net_amount",
+                    format!("{v:?} (hint: \"amount - fee\" or \"amount + fee\")"),
                 ));
             }
         },
         (Some(_), None) => {
             return Err(col_err(
+                at,
                 "fee",
                 "missing: `net_amount` is given but no fee column",
             ));
         }
         (None, Some(_)) => {
-            return Err(config_error(
-                path,
+            return Err(at.on(
+                "net_amount",
                 format!(
                     "key `{}` is missing: say how the fee column makes the amount (\"amount - fee\" or \"amount + fee\")",
-                    key("net_amount")
+                    at.key("net_amount")
                 ),
             ));
         }
-    };
+    })
+}
+
+/// `[[source.skip_rows]]` (`raw`): each rule tests one column and has values to match.
+fn skip_rows(at: &KeyAt<'_>, raw: Vec<RawSkipRow>, has_header: bool) -> Result<Vec<SkipRow>> {
     let mut skip_rows = Vec::new();
-    for (i, r) in s.skip_rows.unwrap_or_default().into_iter().enumerate() {
+    for (i, r) in raw.into_iter().enumerate() {
         let up = |v: &[String]| -> Vec<String> {
             v.iter()
                 .map(|x| x.trim().to_uppercase())
@@ -606,57 +683,33 @@ pub fn settings(at: &KeyAt<'_>, s: RawTabular, format: Format) -> Result<Tabular
             values: up(&r.values),
             contains: up(&r.contains),
         };
-        let k = key(&format!("skip_rows[{i}]"));
+        let k = format!("skip_rows[{i}]");
         if rule.values.is_empty() && rule.contains.is_empty() {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}`: give `values` or `contains` (the cells that mark a row to skip)"
-                ),
+            return Err(at.bad(
+                &k,
+                "give `values` or `contains` (the cells that mark a row to skip)",
             ));
         }
         if r.column.trim().is_empty()
             || column_rest(&r.column).is_some()
             || (!has_header && column_index(&r.column).is_none())
         {
-            return Err(config_error(
-                path,
-                format!(
-                    "key `{k}.column`: {:?} is not one column (a header name, or `#N`)",
-                    r.column
-                ),
+            return Err(at.bad(
+                &format!("{k}.column"),
+                format!("{:?} is not one column (a header name, or `#N`)", r.column),
             ));
         }
         skip_rows.push(rule);
     }
-    Ok(TabularSettings {
-        timestamp_format,
-        number_format: crate::money::NumberFormat { decimal, thousands },
-        amount_symbols,
-        has_header,
-        skip_lines: s.skip_lines.unwrap_or(0),
-        skip_footer: s.skip_footer.unwrap_or(0),
-        negate_amounts: s.negate_amounts.unwrap_or(false),
-        currency,
-        columns,
-        kinds,
-        signs,
-        booked_statuses,
-        join_separator: s.join_separator.unwrap_or_else(|| " ".to_string()),
-        net_amount,
-        skip_rows,
-        skip_zero_amounts: s.skip_zero_amounts.unwrap_or(false),
-    })
+    Ok(skip_rows)
 }
 
-pub(crate) fn single_char(path: &Path, key: &str, value: &str, allowed: &[char]) -> Result<char> {
+/// The one character of key `k`'s `value`, one of `allowed`.
+pub(crate) fn single_char(at: &KeyAt<'_>, k: &str, value: &str, allowed: &[char]) -> Result<char> {
     let mut chars = value.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) if allowed.contains(&c) => Ok(c),
-        _ => Err(config_error(
-            path,
-            format!("key `{key}`: {value:?} is not one of {allowed:?}"),
-        )),
+        _ => Err(at.bad(k, format!("{value:?} is not one of {allowed:?}"))),
     }
 }
 

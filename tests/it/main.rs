@@ -7,6 +7,7 @@ mod support;
 mod architecture;
 mod backends;
 mod bank_codes;
+mod config_lines;
 mod docs;
 mod explain;
 mod faults;

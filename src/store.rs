@@ -19,6 +19,11 @@ const SQLITE_BATCH: usize = 500;
 /// times slower at a million payments.
 const PG_BATCH: usize = 4500;
 
+/// Rows a caller hands over at a time when it streams rows into a batched form (the tickets):
+/// a multiple of both backends' batch, so the statements are the same as for one whole slice.
+pub(crate) const STREAM_CHUNK: usize = PG_BATCH;
+const _: () = assert!(PG_BATCH.is_multiple_of(SQLITE_BATCH));
+
 fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
     move |e| {
         fail(

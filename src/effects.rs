@@ -95,9 +95,8 @@ pub(crate) async fn apply(
     let to_day = opts.to.to_string();
     let evidence_as_of = format!("{to_day}|{as_of:020}");
     // The tickets' evidence is built on another thread while the transitions are written, and
-    // handed over in chunks through a short queue: the tickets of a night are then never all
-    // in memory at once (about 1.8 KB each with their evidence; 817,000 of them at 10M
-    // payments). The builder waits while the queue is full.
+    // handed over in chunks through a short queue: the tickets of a night (each with its
+    // evidence) are then never all in memory at once. The builder waits while the queue is full.
     let (ticket_tx, mut ticket_rx) = tokio::sync::mpsc::channel::<Vec<NewTicket>>(TICKET_QUEUE);
     let builder = {
         let (data, rules, matched) = (Arc::clone(data), rules.clone(), Arc::clone(&matched));

@@ -305,7 +305,7 @@ fn ticket_of(
         .iter()
         .map(|&l| {
             let l = &data.lines[l as usize];
-            format!("{}:{}", l.source, l.uid())
+            format!("{}:{}", l.source(), l.uid())
         })
         .collect();
     let line_ids = line_ids.join(";");

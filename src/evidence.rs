@@ -104,8 +104,8 @@ fn payment_json(p: &Payment) -> Value {
 fn line_json(l: &StatementLine) -> Value {
     json!({
         "line_id": l.uid(),
-        "source": l.source,
-        "file": l.file,
+        "source": l.source(),
+        "file": l.file(),
         "line": l.line_no,
         "reference": l.reference.as_deref().map(csv_safe),
         "amount": money::format_minor(l.amount_minor, l.currency),

@@ -111,11 +111,9 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
     let data = &plan.data;
     if let Some(pi) = data.payments.iter().position(|p| p.payment_id == opts.id) {
         explain_payment(&mut out, data, &plan.matched, &rules, pi as u32);
-    } else if let Some(li) = data
-        .lines
-        .iter()
-        .position(|l| l.uid() == opts.id.as_str() || format!("{}:{}", l.source, l.uid()) == opts.id)
-    {
+    } else if let Some(li) = data.lines.iter().position(|l| {
+        l.uid() == opts.id.as_str() || format!("{}:{}", l.source(), l.uid()) == opts.id
+    }) {
         explain_line(&mut out, data, &plan.matched, &rules, li as u32);
     } else {
         return Err(fail(
@@ -171,7 +169,7 @@ fn line_text(l: &StatementLine) -> String {
     format!(
         "line {} ({}:{}, {} {} {}, to {}, booked {}, reference {:?})",
         l.uid(),
-        l.file,
+        l.file(),
         l.line_no,
         l.kind.as_str(),
         money::format_minor(l.amount_minor, l.currency),

@@ -228,7 +228,7 @@ impl Index {
 fn sorted_lines(lines: &[StatementLine], mut v: Vec<u32>) -> Vec<u32> {
     v.sort_by(|a, b| {
         let (la, lb) = (&lines[*a as usize], &lines[*b as usize]);
-        (la.uid(), &la.source, la.line_no).cmp(&(lb.uid(), &lb.source, lb.line_no))
+        (la.uid(), la.source(), la.line_no).cmp(&(lb.uid(), lb.source(), lb.line_no))
     });
     v.dedup();
     v
@@ -483,7 +483,7 @@ pub fn classify_with(
     }
     line_rows.sort_by(|a, b| {
         let (la, lb) = (&lines[a.lines[0] as usize], &lines[b.lines[0] as usize]);
-        (la.uid(), &la.source, la.line_no).cmp(&(lb.uid(), &lb.source, lb.line_no))
+        (la.uid(), la.source(), la.line_no).cmp(&(lb.uid(), lb.source(), lb.line_no))
     });
     rows.extend(line_rows);
     rows

@@ -218,7 +218,7 @@ fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> 
             let Some(key) = l.batch.as_deref() else {
                 continue;
             };
-            if *l.source != *rule.provider {
+            if l.source() != &*rule.provider {
                 continue;
             }
             let payout = l.kind == LineKind::Payout;
@@ -312,7 +312,7 @@ fn candidate_pairs(
     );
     for &c in credits.keys() {
         let l = &lines[c as usize];
-        if let Some(b) = bank_id(&l.source) {
+        if let Some(b) = bank_id(l.source()) {
             s_idx.push(c);
             s_bank.push(b);
             s_cur.push(l.currency);
@@ -414,8 +414,7 @@ mod tests {
         kind: LineKind,
     ) -> StatementLine {
         StatementLine {
-            source: Arc::from(source),
-            file: Arc::from("f"),
+            origin: crate::sources::Origin::new(Arc::from(source), Arc::from("f"), None),
             line_no: 1,
             provider_txn_id: None,
             reference: None,
@@ -426,7 +425,6 @@ mod tests {
             booked_to: 10 * HOUR,
             booked_day: None,
             kind,
-            account: None,
             entry: None,
             batch: batch.map(Into::into),
             role,

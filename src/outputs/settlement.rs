@@ -106,7 +106,8 @@ pub fn rows(
         .filter(|(c, s)| **s == CreditStatus::Unmatched && in_range(**c))
         .map(|(c, _)| &lines[*c as usize])
         .collect();
-    unmatched.sort_by(|a, b| (a.uid(), &a.source, a.line_no).cmp(&(b.uid(), &b.source, b.line_no)));
+    unmatched
+        .sort_by(|a, b| (a.uid(), a.source(), a.line_no).cmp(&(b.uid(), b.source(), b.line_no)));
     for l in unmatched {
         out.push([
             String::new(),

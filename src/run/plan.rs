@@ -156,10 +156,10 @@ pub(crate) async fn plan(
                 return l.booked_at < t1;
             }
             match last {
-                Some((f, late)) if Arc::ptr_eq(f, &l.file) => late,
+                Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
                 _ => {
-                    let late = late_files.contains(&(&*l.source, &*l.file));
-                    last = Some((&l.file, late));
+                    let late = late_files.contains(&(l.source(), l.file()));
+                    last = Some((&l.origin.file, late));
                     late
                 }
             }

@@ -284,7 +284,7 @@ pub(super) fn final_outcomes(data: &RunData) -> FinalOutcomes {
                 Some(&li) => {
                     let l = &data.lines[li as usize];
                     (
-                        format!("line:{}:{}", l.source, l.uid()),
+                        format!("line:{}:{}", l.source(), l.uid()),
                         l.amount_minor,
                         l.currency,
                     )

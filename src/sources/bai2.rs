@@ -512,7 +512,11 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                 g.records += acc.records;
                 g.accounts += 1;
                 let date = g.date;
-                let acc_id: Arc<str> = Arc::from(acc.id.as_str());
+                let origin = super::Origin::new(
+                    ctx.source.clone(),
+                    ctx.file.clone(),
+                    Some(Arc::from(acc.id.as_str())),
+                );
                 for d in &acc.details {
                     let reference = if d.customer_ref.is_empty() {
                         text::reference(&d.text)
@@ -520,8 +524,7 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         text::reference(&d.customer_ref)
                     };
                     parsed.lines.push(StatementLine {
-                        source: ctx.source.clone(),
-                        file: ctx.file.clone(),
+                        origin: origin.clone(),
                         line_no: d.line,
                         provider_txn_id: (!d.bank_ref.is_empty())
                             .then(|| d.bank_ref.as_str().into()),
@@ -533,7 +536,6 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
                         booked_to: super::text::day_end(ctx, date),
                         booked_day: Some(date),
                         kind: LineKind::Payment,
-                        account: Some(acc_id.clone()),
                         entry: None,
                         batch: None,
                         role: crate::model::Role::Provider,

@@ -452,7 +452,11 @@ fn statement(
             facts.declared_net = Some(s * m);
         }
     }
-    let account: Option<Arc<str>> = facts.account.as_deref().map(Arc::from);
+    let origin = super::Origin::new(
+        ctx.source.clone(),
+        ctx.file.clone(),
+        facts.account.as_deref().map(Arc::from),
+    );
     let stmt_currency = acct_ccy
         .or(facts.opening.map(|b| b.currency))
         .or(facts.closing.map(|b| b.currency));
@@ -617,8 +621,7 @@ fn statement(
                 }
             });
             StatementLine {
-                source: ctx.source.clone(),
-                file: ctx.file.clone(),
+                origin: origin.clone(),
                 line_no: line,
                 provider_txn_id: txn_id.map(Into::into),
                 reference,
@@ -636,7 +639,6 @@ fn statement(
                 } else {
                     kind
                 },
-                account: account.clone(),
                 entry: Some(EntryRef {
                     entry: n,
                     detail: detail.map(|d| d.0),

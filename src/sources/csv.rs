@@ -267,7 +267,7 @@ pub struct Mapping<'c> {
     fee: Option<usize>,
     balance: Option<usize>,
     skip: Vec<(usize, &'c SkipRow)>,
-    names: (Arc<str>, Arc<str>),
+    origin: Arc<super::Origin>,
 }
 
 /// What one row is. Lives for one row only, so the large variant is not boxed (a box per
@@ -339,7 +339,7 @@ impl<'c> Mapping<'c> {
             fee: opt(&c.fee, "fee")?,
             balance: opt(&c.balance, "balance")?,
             skip,
-            names: (Arc::from(cfg.name.as_str()), Arc::from(file)),
+            origin: super::Origin::new(Arc::from(cfg.name.as_str()), Arc::from(file), None),
         })
     }
 
@@ -652,8 +652,7 @@ impl<'c> Mapping<'c> {
         };
         let optional = |picks: &[Pick]| self.joined(row, picks);
         Ok(StatementLine {
-            source: self.names.0.clone(),
-            file: self.names.1.clone(),
+            origin: self.origin.clone(),
             line_no,
             provider_txn_id: optional(&self.txn),
             reference: optional(&self.reference),
@@ -667,7 +666,6 @@ impl<'c> Mapping<'c> {
             },
             booked_day,
             kind,
-            account: None,
             entry: None,
             batch: optional(&self.batch),
             role: crate::model::Role::Provider,

@@ -25,7 +25,7 @@ impl SourceLoad {
         for (i, l) in self.lines.iter().enumerate().skip(idx.indexed) {
             match (&l.provider_txn_id, ids_unique) {
                 (Some(id), true) => {
-                    idx.by_id.insert((l.account.clone(), id.clone()), i);
+                    idx.by_id.insert((l.origin.account.clone(), id.clone()), i);
                 }
                 _ => *idx.by_content.entry(l.fingerprint()).or_insert(0) += 1,
             }
@@ -46,13 +46,13 @@ impl SourceLoad {
         for l in lines {
             match (&l.provider_txn_id, ids_unique) {
                 (Some(id), true) => {
-                    let key = (l.account.clone(), id.clone());
+                    let key = (l.origin.account.clone(), id.clone());
                     if let Some(&i) = idx.by_id.get(&key) {
                         let first = &self.lines[i];
                         if first.content_key() != l.content_key() {
                             rejected.push(Rejected {
-                                source: l.source.to_string(),
-                                file: l.file.to_string(),
+                                source: l.source().to_string(),
+                                file: l.file().to_string(),
                                 line: l.line_no,
                                 reason: format!(
                                     "provider_txn_id {id:?} already loaded from {} with different content",

@@ -516,7 +516,11 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
         .or(totals_currency)
         .or(facts.closing.map(|b| b.currency));
     facts.currency = currency;
-    let account: Arc<str> = Arc::from(facts.account.as_deref().unwrap_or(""));
+    let origin = super::Origin::new(
+        ctx.source.clone(),
+        ctx.file.clone(),
+        Some(Arc::from(facts.account.as_deref().unwrap_or(""))),
+    );
     if !entries.is_empty() && currency.is_none() {
         return Err(ctx.error(
             start,
@@ -537,8 +541,7 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             .and_then(|r| text::reference(&r))
             .or_else(|| text::reference(&remittance));
         parsed.lines.push(StatementLine {
-            source: ctx.source.clone(),
-            file: ctx.file.clone(),
+            origin: origin.clone(),
             line_no: e.line,
             provider_txn_id: e.bank_ref.map(Into::into),
             reference,
@@ -555,7 +558,6 @@ fn statement(ctx: &ParseContext, tags: &[Tag], parsed: &mut Parsed) -> Result<()
             } else {
                 LineKind::Payment
             },
-            account: Some(account.clone()),
             entry: None,
             batch: None,
             role: crate::model::Role::Provider,

@@ -94,7 +94,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             None => (String::new(), ""),
         };
         let mut row: Vec<String> = vec![
-            crate::textsafe::csv_safe(&l.source).into_owned(),
+            crate::textsafe::csv_safe(l.source()).into_owned(),
             crate::textsafe::csv_safe(&l.position()).into_owned(),
             crate::textsafe::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).into_owned(),
             crate::textsafe::csv_safe(l.reference.as_deref().unwrap_or("")).into_owned(),

@@ -100,7 +100,7 @@ fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>,
             ("reference", l.reference.as_deref()),
             ("recipient", Some(l.recipient.as_str())),
             ("batch", l.batch.as_deref()),
-            ("account", l.account.as_deref()),
+            ("account", l.account()),
         ]
         .into_iter()
         .find_map(|(name, v)| {
@@ -118,8 +118,8 @@ fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>,
             None => true,
             Some(reason) => {
                 bad.push(Rejected {
-                    source: l.source.to_string(),
-                    file: l.file.to_string(),
+                    source: l.source().to_string(),
+                    file: l.file().to_string(),
                     line: l.line_no,
                     reason,
                 });

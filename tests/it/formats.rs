@@ -965,10 +965,7 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
     let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 27).expect("day");
     let load = sources::load(&cfg.sources[0], (day, day), i64::MAX).expect("load");
     assert_eq!(load.lines.len(), 1);
-    assert_eq!(
-        load.lines[0].account.as_deref(),
-        Some("DE89370400440532013000")
-    );
+    assert_eq!(load.lines[0].account(), Some("DE89370400440532013000"));
     // Dates without a time are local days in the job's zone.
     assert_eq!(
         recon::timeparse::format_utc(load.lines[0].booked_at),

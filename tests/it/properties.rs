@@ -77,8 +77,7 @@ fn build(
         .iter()
         .enumerate()
         .map(|(j, &(r, a, c, m, reference, refund))| StatementLine {
-            source: "psp".into(),
-            file: "st.csv".into(),
+            origin: recon::sources::Origin::new("psp".into(), "st.csv".into(), None),
             line_no: j as u64 + 2,
             provider_txn_id: Some(format!("T{j:02}").into()),
             reference: reference.map(|p| format!("p{p:02}").into()),
@@ -93,7 +92,6 @@ fn build(
             } else {
                 LineKind::Payment
             },
-            account: None,
             entry: None,
             batch: None,
             role: recon::config::Role::Provider,
@@ -324,8 +322,7 @@ prop_compose! {
             (at, at, None)
         };
         StatementLine {
-            source: "s".into(),
-            file: "f".into(),
+            origin: recon::sources::Origin::new("s".into(), "f".into(), None),
             line_no: 1,
             provider_txn_id: None,
             reference: None,
@@ -336,7 +333,6 @@ prop_compose! {
             booked_to: to,
             booked_day: day,
             kind,
-            account: None,
             entry: None,
             batch: None,
             role: if bank { recon::config::Role::Bank } else { recon::config::Role::Provider },

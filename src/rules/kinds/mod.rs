@@ -537,8 +537,7 @@ pub(super) mod testkit {
     /// A provider PAYMENT line booked at `at`.
     pub fn line(recipient: &str, amount: i64, currency: &'static str, at: Micros) -> StatementLine {
         StatementLine {
-            source: Arc::from("psp"),
-            file: Arc::from("f.csv"),
+            origin: crate::sources::Origin::new(Arc::from("psp"), Arc::from("f.csv"), None),
             line_no: 1,
             provider_txn_id: None,
             reference: None,
@@ -549,7 +548,6 @@ pub(super) mod testkit {
             booked_to: at,
             booked_day: None,
             kind: LineKind::Payment,
-            account: None,
             entry: None,
             batch: None,
             role: Role::Provider,

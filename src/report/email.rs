@@ -80,10 +80,10 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
                 .at_risk()
                 .map(|m| format!("{} {}", m.text(), m.currency))
                 .unwrap_or_default();
-            let who = match (&i.payment_id, i.line_ids.is_empty()) {
+            let who = match (&i.payment_id, i.lines.is_empty()) {
                 (Some(p), true) => p.clone(),
-                (Some(p), false) => format!("{p} / line {}", i.line_ids.join(";")),
-                (None, _) => format!("line {}", i.line_ids.join(";")),
+                (Some(p), false) => format!("{p} / line {}", i.line_ids().join(";")),
+                (None, _) => format!("line {}", i.line_ids().join(";")),
             };
             let _ = writeln!(
                 out,
@@ -95,11 +95,12 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
                 i.age_days,
                 text_safe(&i.detail)
             );
-            if !i.references.is_empty() {
+            let references = i.references();
+            if !references.is_empty() {
                 let _ = writeln!(
                     out,
                     "           reference: {}",
-                    text_safe(&i.references.join("; "))
+                    text_safe(&references.join("; "))
                 );
             }
         }

@@ -183,8 +183,9 @@ pub fn chart(view: &ReportView) -> String {
     out
 }
 
-fn joined(v: &[String]) -> String {
-    escape(&v.join("; ")).into_owned()
+fn joined<S: AsRef<str>>(v: &[S]) -> String {
+    let parts: Vec<&str> = v.iter().map(AsRef::as_ref).collect();
+    escape(&parts.join("; ")).into_owned()
 }
 
 fn item_table<'a>(
@@ -201,26 +202,26 @@ fn item_table<'a>(
             .map(|m| format!("{} {}", m.text(), m.currency))
             .unwrap_or_default();
         let line_amounts: Vec<String> = i
-            .line_amounts
+            .lines
             .iter()
-            .map(|m| format!("{} {}", m.text(), m.currency))
+            .map(|l| format!("{} {}", l.amount.text(), l.amount.currency))
             .collect();
         let mut when: Vec<String> = i.started_at.map(utc).into_iter().collect();
-        when.extend(i.booked_at.iter().cloned());
+        when.extend(i.booked());
         let _ = writeln!(
             out,
             "<tr><td class=\"sev-{sev}\">{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
             i.outcome.as_str(),
             escape(i.payment_id.as_deref().unwrap_or("")),
-            joined(&i.line_ids),
+            joined(&i.line_ids()),
             i.status.map(|s| s.as_str()).unwrap_or(""),
             escape(&amount),
             joined(&line_amounts),
             escape(&i.recipient),
-            joined(&i.references),
+            joined(&i.references()),
             joined(&when),
             i.age_days,
-            escape(&i.action),
+            escape(&i.action.label()),
             escape(&i.detail),
         );
     }

@@ -27,13 +27,17 @@ use crate::outcome::{Action, Outcome, ResultRow, Severity};
 pub use crate::outputs::is_listed;
 pub use crate::outputs::summary::OutcomeTotal;
 use crate::outputs::summary::Summary;
-use crate::sources::StatementLine;
+use crate::sources::{self, Origin, StatementLine};
 use crate::timeparse::{DAY, Micros};
 use crate::{mask, money};
 use anyhow::{Context, Result};
+use chrono::NaiveDate;
+use compact_str::CompactString;
 use rust_decimal::Decimal;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// An exact amount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,50 +72,119 @@ pub fn total_text(minor: i128, currency: &str) -> String {
         .unwrap_or_else(|_| format!("{minor} (minor units)"))
 }
 
-/// One listed result row, ready to render. Statement text (`line_ids`, `references`,
-/// `source_lines`, `detail`) is raw: each renderer escapes it for its format.
+/// One listed result row, ready to render. Statement text (line ids, references, source
+/// lines, `detail`) is raw: each renderer escapes it for its format. An item owns what it
+/// shows (a range run's view outlives each day's lines); text that is derived from values
+/// (booking times, positions, the action) is formatted when rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// The outcome.
     pub outcome: Outcome,
     /// Ticket severity, if the outcome raises a ticket.
     pub severity: Option<Severity>,
-    /// Ledger payment id.
-    pub payment_id: Option<String>,
-    /// Statement line ids (provider id or `source#Lnn`).
-    pub line_ids: Vec<String>,
     /// Ledger status recon classified on.
     pub status: Option<Status>,
+    /// What recon does (`ticket`, `transition:SUCCEEDED`, …: [`Action::label`]).
+    pub action: Action,
+    /// Ledger payment id.
+    pub payment_id: Option<String>,
+    /// The linked or candidate lines, sorted by id.
+    pub lines: Vec<ItemLine>,
     /// The payment's amount.
     pub amount: Option<Money>,
-    /// Amounts of the linked or candidate lines.
-    pub line_amounts: Vec<Money>,
     /// Recipient account, masked to the last 4 characters.
     pub recipient: String,
-    /// Statement references of the lines (raw statement text).
-    pub references: Vec<String>,
     /// When the payment's current attempt started (UTC micros).
     pub started_at: Option<Micros>,
-    /// When the lines were booked, as shown: the UTC instant, or the day of a date-only
-    /// booking.
-    pub booked_at: Vec<String>,
     /// Whole days between the payment's start (or the first booking) and the run's as-of.
     pub age_days: i64,
-    /// What recon does (`ticket`, `transition:SUCCEEDED`, …).
-    pub action: String,
     /// Rule or gate that decided.
-    pub rule: String,
+    pub rule: Arc<str>,
     /// Explanation.
-    pub detail: String,
-    /// `source:line` of every line.
-    pub source_lines: Vec<String>,
+    pub detail: Cow<'static, str>,
+}
+
+/// A statement line of a listed row: what the reports show of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemLine {
+    /// Line id (provider id or `source#…`, [`StatementLine::uid`]).
+    pub id: CompactString,
+    /// The line's amount.
+    pub amount: Money,
+    /// Statement reference (raw statement text).
+    pub reference: Option<CompactString>,
+    /// Booking instant (UTC micros): for a date-only booking the start of `booked_day`.
+    pub booked_at: Micros,
+    /// The day of a date-only booking.
+    pub booked_day: Option<NaiveDate>,
+    /// Source and file.
+    pub origin: Arc<Origin>,
+    /// Line number in the file.
+    pub line_no: u64,
+}
+
+impl ItemLine {
+    fn of(l: &StatementLine) -> ItemLine {
+        ItemLine {
+            id: l.uid().as_ref().into(),
+            amount: Money {
+                minor: l.amount_minor,
+                currency: l.currency,
+            },
+            reference: l.reference.clone(),
+            booked_at: l.booked_at,
+            booked_day: l.booked_day,
+            origin: l.origin.clone(),
+            line_no: l.line_no,
+        }
+    }
+
+    /// When the line was booked, as shown: the UTC instant, or the day of a date-only booking.
+    pub fn booked_text(&self) -> String {
+        sources::booked_text(self.booked_at, self.booked_day)
+    }
+
+    /// `source:file name:line`, as results.csv shows it.
+    pub fn source_line(&self) -> String {
+        let mut s = String::with_capacity(48);
+        sources::write_source_line(&mut s, &self.origin, self.line_no);
+        s
+    }
 }
 
 impl Item {
+    /// The line ids.
+    pub fn line_ids(&self) -> Vec<&str> {
+        self.lines.iter().map(|l| l.id.as_str()).collect()
+    }
+
+    /// The lines' amounts.
+    pub fn line_amounts(&self) -> Vec<Money> {
+        self.lines.iter().map(|l| l.amount).collect()
+    }
+
+    /// The references of the lines that have one.
+    pub fn references(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter_map(|l| l.reference.as_deref())
+            .collect()
+    }
+
+    /// When each line was booked ([`ItemLine::booked_text`]).
+    pub fn booked(&self) -> Vec<String> {
+        self.lines.iter().map(ItemLine::booked_text).collect()
+    }
+
+    /// `source:file:line` of every line.
+    pub fn source_lines(&self) -> Vec<String> {
+        self.lines.iter().map(ItemLine::source_line).collect()
+    }
+
     /// The amount this row puts at risk: the payment's amount, or the line's for line rows
     /// (the same rule as summary.json).
     pub fn at_risk(&self) -> Option<Money> {
-        self.amount.or_else(|| self.line_amounts.first().copied())
+        self.amount.or_else(|| self.lines.first().map(|l| l.amount))
     }
 
     /// The family of the outcome.
@@ -157,7 +230,12 @@ fn sort_items(items: &mut [Item]) {
     order.sort_by(|(ka, a), (kb, b)| {
         let (a, b) = (&items[*a as usize], &items[*b as usize]);
         ka.cmp(kb).then_with(|| {
-            (a.payment_id.as_deref(), &a.line_ids).cmp(&(b.payment_id.as_deref(), &b.line_ids))
+            a.payment_id.cmp(&b.payment_id).then_with(|| {
+                a.lines
+                    .iter()
+                    .map(|l| l.id.as_str())
+                    .cmp(b.lines.iter().map(|l| l.id.as_str()))
+            })
         })
     });
     let mut from: Vec<u32> = order.into_iter().map(|(_, i)| i).collect();
@@ -225,46 +303,33 @@ impl ReportView {
                 continue;
             }
             let p = r.payment.map(|i| &payments[i as usize]);
-            let line_money = |l: &StatementLine| Money {
-                minor: l.amount_minor,
-                currency: l.currency,
-            };
             let amount = p.map(|p| Money {
                 minor: p.amount_minor,
                 currency: p.currency,
             });
             let ls: Vec<&StatementLine> = r.lines.iter().map(|&i| &lines[i as usize]).collect();
-            let line_amounts: Vec<Money> = ls.iter().map(|l| line_money(l)).collect();
             let recipient = p
                 .map(|p| p.recipient.as_str())
                 .or_else(|| ls.first().map(|l| l.recipient.as_str()))
                 .map(mask::account)
                 .unwrap_or_default();
             let started_at = p.and_then(|p| p.started_at);
-            let booked_at: Vec<String> = ls.iter().map(|l| l.booked_text()).collect();
             let since = started_at
                 .or_else(|| ls.iter().map(|l| l.booked_at).min())
                 .or(p.map(|p| p.created_at));
             items.push(Item {
                 outcome: r.outcome,
                 severity: r.outcome.ticket_severity(),
-                payment_id: p.map(|p| p.payment_id.to_string()),
-                line_ids: ls.iter().map(|l| l.uid().into_owned()).collect(),
                 status: p.map(|p| p.status),
+                action: r.action,
+                payment_id: p.map(|p| p.payment_id.to_string()),
+                lines: ls.iter().map(|l| ItemLine::of(l)).collect(),
                 amount,
-                line_amounts,
                 recipient,
-                references: ls
-                    .iter()
-                    .filter_map(|l| l.reference.as_ref().map(|r| r.to_string()))
-                    .collect(),
                 started_at,
-                booked_at,
                 age_days: since.map_or(0, |s| (as_of - s).max(0) / DAY),
-                action: r.action.label(),
-                rule: r.rule.to_string(),
-                detail: r.detail.to_string(),
-                source_lines: ls.iter().map(|l| l.source_line()).collect(),
+                rule: r.rule.clone(),
+                detail: r.detail.clone(),
             });
         }
         sort_items(&mut items);
@@ -286,7 +351,7 @@ impl ReportView {
         summary: Summary,
         totals: BTreeMap<Outcome, OutcomeTotal>,
     ) -> ReportView {
-        let mut by_key: BTreeMap<(Option<String>, Vec<String>), Item> = BTreeMap::new();
+        let mut by_key: BTreeMap<(Option<String>, Vec<CompactString>), Item> = BTreeMap::new();
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         let mut committed = true;
         for d in days {
@@ -294,7 +359,8 @@ impl ReportView {
             ticket_rows += d.ticket_rows;
             committed &= d.committed;
             for i in d.items {
-                by_key.insert((i.payment_id.clone(), i.line_ids.clone()), i);
+                let ids = i.lines.iter().map(|l| l.id.clone()).collect();
+                by_key.insert((i.payment_id.clone(), ids), i);
             }
         }
         let mut items: Vec<Item> = by_key.into_values().collect();
@@ -443,20 +509,16 @@ mod tests {
         Item {
             outcome,
             severity: outcome.ticket_severity(),
-            payment_id: Some(format!("P-{minor}-{age_days}")),
-            line_ids: vec![],
             status: None,
+            action: Action::Ticket,
+            payment_id: Some(format!("P-{minor}-{age_days}")),
+            lines: vec![],
             amount: Some(Money { minor, currency }),
-            line_amounts: vec![],
             recipient: String::new(),
-            references: vec![],
             started_at: None,
-            booked_at: vec![],
             age_days,
-            action: String::new(),
-            rule: String::new(),
-            detail: String::new(),
-            source_lines: vec![],
+            rule: Arc::from(""),
+            detail: Cow::Borrowed(""),
         }
     }
 

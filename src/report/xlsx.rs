@@ -315,7 +315,7 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
     write_text(ws, r, 0, i.severity.map(|s| s.as_str()).unwrap_or(""))?;
     write_text(ws, r, 1, i.outcome.as_str())?;
     write_text(ws, r, 2, i.payment_id.as_deref().unwrap_or(""))?;
-    write_text(ws, r, 3, &i.line_ids.join(";"))?;
+    write_text(ws, r, 3, &i.line_ids().join(";"))?;
     write_text(ws, r, 4, i.status.map(|s| s.as_str()).unwrap_or(""))?;
     if let Some(m) = i.amount {
         write_money(ws, fmts, r, 5, m)?;
@@ -323,7 +323,7 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
     }
     // One line: its amount as a number. Several (duplicates, candidates): a number cell cannot
     // hold them, so the exact amounts as text, joined like results.csv.
-    match i.line_amounts.as_slice() {
+    match i.line_amounts().as_slice() {
         [] => {}
         [m] => {
             write_money(ws, fmts, r, 7, *m)?;
@@ -337,15 +337,15 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
         }
     }
     write_text(ws, r, 9, &i.recipient)?;
-    write_text(ws, r, 10, &i.references.join(";"))?;
+    write_text(ws, r, 10, &i.references().join(";"))?;
     if let Some(t) = i.started_at {
         write_text(ws, r, 11, &utc(t))?;
     }
-    write_text(ws, r, 12, &i.booked_at.join(";"))?;
+    write_text(ws, r, 12, &i.booked().join(";"))?;
     ws.write_number(r, 13, exact_number(i.age_days))?;
-    write_text(ws, r, 14, &i.action)?;
+    write_text(ws, r, 14, &i.action.label())?;
     write_text(ws, r, 15, &i.detail)?;
-    write_text(ws, r, 16, &i.source_lines.join(";"))?;
+    write_text(ws, r, 16, &i.source_lines().join(";"))?;
     Ok(())
 }
 

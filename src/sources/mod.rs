@@ -452,3 +452,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 pub(crate) fn cut(s: &str) -> std::borrow::Cow<'_, str> {
     crate::exit::cut_to(s, 80)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run holds every statement line of its horizon (millions at 10M payments): a field
+    /// added to the line costs its size that many times, so growing it is a decision.
+    #[test]
+    fn a_statement_line_stays_within_192_bytes() {
+        assert!(
+            std::mem::size_of::<StatementLine>() <= 192,
+            "StatementLine is {} bytes",
+            std::mem::size_of::<StatementLine>()
+        );
+    }
+}

@@ -136,6 +136,34 @@ pub struct RunStart<'a> {
     pub now: &'a str,
 }
 
+/// One request recon sent to a provider's status API, as the query log
+/// (`recon_status_queries`) keeps it.
+#[derive(Debug, Clone)]
+pub struct StatusQuery {
+    /// Sent as `X-Request-Id`.
+    pub request_id: String,
+    /// The payment.
+    pub payment_id: String,
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// The URL (no secrets: those are only in headers).
+    pub url: String,
+    /// HTTP status, when one came back.
+    pub status_code: Option<u16>,
+    /// Time to the whole body (or the failure).
+    pub latency_ms: u64,
+    /// sha256 of the body, when one was read.
+    pub body_sha256: Option<String>,
+    /// `succeeded`, `failed`, `pending`, `not_found`, `not_evidence`, `retry`, `unanswered`.
+    pub verdict: String,
+    /// The provider's status as written (evidence only).
+    pub provider_status: Option<String>,
+    /// Why (for all but evidence).
+    pub detail: String,
+    /// When it was sent (UTC micros).
+    pub sent_at: i64,
+}
+
 /// A payment's status and its latest history row (actor, from_status, attempt_id).
 type LatestState = (String, Option<String>, Option<String>, Option<String>);
 
@@ -848,6 +876,44 @@ macro_rules! store_impl {
                 Ok(())
             }
 
+            /// Appends `queries` of the status API `api` in `run_id` to the query log.
+            pub async fn append_status_queries(
+                conn: &mut Conn,
+                run_id: &str,
+                api: &str,
+                queries: &[StatusQuery],
+            ) -> Result<()> {
+                // 13 binds a row: 500 rows stay under SQLite's and PostgreSQL's parameter
+                // limits.
+                for chunk in queries.chunks(500) {
+                    let mut q: QueryBuilder<Db> = QueryBuilder::new(
+                        "INSERT INTO recon_status_queries (request_id, run_id, api, payment_id, \
+                         attempt, url, status_code, latency_ms, body_sha256, verdict, \
+                         provider_status, detail, sent_at) ",
+                    );
+                    q.push_values(chunk, |mut b, r| {
+                        b.push_bind(&r.request_id)
+                            .push_bind(run_id)
+                            .push_bind(api)
+                            .push_bind(&r.payment_id)
+                            .push_bind(i64::from(r.attempt))
+                            .push_bind(&r.url)
+                            .push_bind(r.status_code.map(i64::from))
+                            .push_bind(r.latency_ms as i64)
+                            .push_bind(&r.body_sha256)
+                            .push_bind(&r.verdict)
+                            .push_bind(&r.provider_status)
+                            .push_bind(&r.detail)
+                            .push_bind($ts(&crate::timeparse::to_db(r.sent_at)));
+                    });
+                    q.build()
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_err("recording status queries"))?;
+                }
+                Ok(())
+            }
+
             /// The day that first read each of these files (source, path, sha256), for those
             /// read before.
             pub async fn inputs_first_read(
@@ -1070,6 +1136,16 @@ impl Tx {
     /// See [`sqlite::record_inputs`].
     pub async fn record_inputs(&mut self, files: &[(&str, &str, &str)], day: &str) -> Result<()> {
         dispatch!(self, record_inputs(files, day))
+    }
+
+    /// See [`sqlite::append_status_queries`].
+    pub async fn append_status_queries(
+        &mut self,
+        run_id: &str,
+        api: &str,
+        queries: &[StatusQuery],
+    ) -> Result<()> {
+        dispatch!(self, append_status_queries(run_id, api, queries))
     }
 
     /// See [`sqlite::inputs_first_read`].

@@ -8,6 +8,7 @@ use super::config::StatusApiConfig;
 use super::verdict::{self, Answer};
 use crate::exit::{Failure, fail};
 use crate::ledger::Payment;
+use crate::store::StatusQuery as Query;
 use anyhow::Result;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -16,33 +17,6 @@ use tokio::sync::Semaphore;
 
 /// Largest body read; a longer one is not an answer.
 const MAX_BODY: usize = 1 << 20;
-
-/// One HTTP request, as the query log keeps it.
-#[derive(Debug, Clone)]
-pub struct Query {
-    /// Sent as `X-Request-Id`.
-    pub request_id: String,
-    /// The payment.
-    pub payment_id: String,
-    /// 1 for the first attempt.
-    pub attempt: u32,
-    /// The URL (no secrets: those are only in headers).
-    pub url: String,
-    /// HTTP status, when one came back.
-    pub status_code: Option<u16>,
-    /// Time to the whole body (or the failure).
-    pub latency_ms: u64,
-    /// sha256 of the body, when one was read.
-    pub body_sha256: Option<String>,
-    /// `succeeded`, `failed`, `pending`, `not_found`, `not_evidence`, `retry`, `unanswered`.
-    pub verdict: String,
-    /// The provider's status as written (evidence only).
-    pub provider_status: Option<String>,
-    /// Why (for all but evidence).
-    pub detail: String,
-    /// When it was sent (UTC micros).
-    pub sent_at: i64,
-}
 
 /// All queries of a run.
 #[derive(Debug, Default)]

@@ -2,11 +2,11 @@
 //! the UNKNOWN and stale SUBMITTING payments of a run, after the ledger and the statements are
 //! loaded and matched, before classification. Answers are evidence like statement lines, with
 //! the same precedence and conflict rules ([`verdict::overlay`]); every request is kept in the
-//! query log ([`record`]).
+//! query log ([`crate::store::StatusQuery`], written in its own transaction as soon as the
+//! queries are done: they happened, whatever the run does next).
 
 pub mod client;
 pub use crate::config::status_api as config;
-pub mod record;
 pub mod verdict;
 pub mod webhooks;
 
@@ -126,7 +126,8 @@ pub async fn ask_for_run(
     );
     if !dry_run && !asked.queries.is_empty() {
         let mut tx = db.begin().await?;
-        record::append(&mut tx, run_id, &cfg.name, &asked.queries).await?;
+        tx.append_status_queries(run_id, &cfg.name, &asked.queries)
+            .await?;
         tx.commit().await?;
     }
     Ok(StatusEvidence {

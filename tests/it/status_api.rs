@@ -318,6 +318,11 @@ async fn succeeded_is_the_guarded_transition_and_a_rerun_repeats_nothing(b: Back
             format!("r2|P-2|200|pending|PROCESSING|{}|64", url("P-2")),
         ]
     );
+    // Each request's time is kept, within its run (both backends store the instant, not text
+    // of another form).
+    let timed = "SELECT CAST(count(*) AS TEXT) FROM recon_status_queries q JOIN recon_runs r \
+                 ON r.run_id = q.run_id WHERE q.sent_at >= r.started_at AND q.sent_at <= r.finished_at";
+    assert_eq!(one(&env, timed.into()).await, "4");
 }
 
 async fn an_answer_about_another_payment_or_other_money_is_a_ticket_not_a_transition(b: Backend) {

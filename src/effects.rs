@@ -169,9 +169,10 @@ pub(crate) async fn apply(
                 continue;
             };
             let p = &data.payments[pi as usize];
+            let loaded_attempt = p.attempt_id.as_ref().map(|a| a.to_string());
             c.ticket = conflict_ticket(
                 c.wanted,
-                p.attempt_id.as_deref(),
+                loaded_attempt.as_deref(),
                 states.get(p.payment_id.as_str()),
             );
             if let Some((outcome, detail)) = &c.ticket {

@@ -161,7 +161,9 @@ fn payment_text(p: &Payment) -> String {
         p.started_at
             .map(timeparse::format_utc)
             .unwrap_or_else(|| "never".into()),
-        p.attempt_id.as_deref().unwrap_or("-"),
+        p.attempt_id
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |a| a.to_string()),
     )
 }
 

@@ -444,3 +444,174 @@ impl LineKind {
         }
     }
 }
+
+/// An identifier as the ledger spells it, read back exactly as written. The canonical text of
+/// a UUID (36 characters: lower-case hex with hyphens after 8, 12, 16 and 20 digits, as the
+/// payment service's `UUID` columns print) is kept as its 16 bytes, any other spelling as its
+/// text: a million UUID ids then take 24 bytes each instead of 24 plus a 48-byte heap block.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Id(IdRepr);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum IdRepr {
+    Uuid([u8; 16]),
+    Text(compact_str::CompactString),
+}
+
+/// Where the hyphens of a canonical UUID are.
+const UUID_HYPHENS: [usize; 4] = [8, 13, 18, 23];
+
+impl Id {
+    /// The id spelled `s`.
+    pub fn new(s: &str) -> Id {
+        Id(match uuid_bytes(s.as_bytes()) {
+            Some(b) => IdRepr::Uuid(b),
+            None => IdRepr::Text(s.into()),
+        })
+    }
+
+    /// The id's text.
+    pub fn text(&self) -> IdText<'_> {
+        match &self.0 {
+            IdRepr::Text(s) => IdText::Str(s),
+            IdRepr::Uuid(b) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut out = [b'-'; 36];
+                let mut at = 0;
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        at += 1;
+                    }
+                    out[at] = HEX[usize::from(byte >> 4)];
+                    out[at + 1] = HEX[usize::from(byte & 0xF)];
+                    at += 2;
+                }
+                IdText::Uuid(out)
+            }
+        }
+    }
+}
+
+/// The 16 bytes of a canonical UUID's text, or None for any other spelling (upper case,
+/// braces, no hyphens: those stay text, so they read back as written).
+fn uuid_bytes(s: &[u8]) -> Option<[u8; 16]> {
+    if s.len() != 36 || UUID_HYPHENS.iter().any(|&i| s[i] != b'-') {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 16];
+    let mut digits = s.iter().copied().filter(|&c| c != b'-');
+    for byte in &mut out {
+        let (hi, lo) = (digits.next()?, digits.next()?);
+        *byte = (nibble(hi)? << 4) | nibble(lo)?;
+    }
+    Some(out)
+}
+
+/// An [`Id`]'s text, borrowed or (for a UUID) formatted on the stack.
+pub enum IdText<'a> {
+    /// Kept as text.
+    Str(&'a str),
+    /// A UUID's 36 characters.
+    Uuid([u8; 36]),
+}
+
+impl std::ops::Deref for IdText<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            IdText::Str(s) => s,
+            // Only ASCII hex digits and hyphens were written.
+            IdText::Uuid(b) => std::str::from_utf8(b).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Id {
+        Id::new(s)
+    }
+}
+
+impl From<String> for Id {
+    fn from(s: String) -> Id {
+        Id::new(&s)
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+impl std::fmt::Debug for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.text(), f)
+    }
+}
+
+impl serde::Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_reads_back_as_written_and_a_canonical_uuid_takes_no_heap() {
+        for s in [
+            "0395188c-629b-4fa5-95b9-0a04115c29f2",
+            "00000000-0000-0000-0000-000000000000",
+            "ffffffff-ffff-ffff-ffff-ffffffffffff",
+            // Not canonical: kept as text, exactly.
+            "0395188C-629B-4FA5-95B9-0A04115C29F2",
+            "{0395188c-629b-4fa5-95b9-0a04115c29f2}",
+            "0395188c629b4fa595b90a04115c29f2",
+            "0395188c-629b-4fa5-95b9-0a04115c29fg",
+            "0395188c-629b-4fa5-95b90-a04115c29f2",
+            "ATT-0000001",
+            "",
+            "ä-ü",
+        ] {
+            let id = Id::new(s);
+            assert_eq!(&*id.text(), s);
+            assert_eq!(id.to_string(), s);
+            assert_eq!(format!("{id:?}"), format!("{s:?}"));
+            assert_eq!(
+                serde_json::to_string(&id).ok(),
+                serde_json::to_string(s).ok()
+            );
+        }
+        assert!(matches!(
+            Id::new("0395188c-629b-4fa5-95b9-0a04115c29f2").0,
+            IdRepr::Uuid(_)
+        ));
+        assert!(matches!(
+            Id::new("0395188C-629B-4FA5-95B9-0A04115C29F2").0,
+            IdRepr::Text(_)
+        ));
+        // Equal ids are equal whatever the representation (one spelling, one representation).
+        assert_eq!(
+            Id::new("0395188c-629b-4fa5-95b9-0a04115c29f2"),
+            Id::new("0395188c-629b-4fa5-95b9-0a04115c29f2")
+        );
+        assert_ne!(
+            Id::new("0395188c-629b-4fa5-95b9-0a04115c29f2"),
+            Id::new("0395188C-629B-4FA5-95B9-0A04115C29F2")
+        );
+    }
+
+    #[test]
+    fn an_id_and_an_optional_id_take_24_bytes() {
+        assert_eq!(std::mem::size_of::<Id>(), 24);
+        assert_eq!(std::mem::size_of::<Option<Id>>(), 24);
+    }
+}

@@ -29,7 +29,7 @@ pub struct Payment {
     /// change was recon's, so re-runs reproduce their results.
     pub status: Status,
     /// Current attempt.
-    pub attempt_id: Option<CompactString>,
+    pub attempt_id: Option<crate::model::Id>,
     /// Provider id recorded on the payment.
     pub provider_payment_id: Option<CompactString>,
     /// When the current attempt started (None for PENDING).

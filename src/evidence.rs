@@ -107,7 +107,7 @@ fn line_json(l: &StatementLine) -> Value {
         "source": l.source(),
         "file": l.file(),
         "line": l.line_no,
-        "reference": l.reference.as_deref().map(csv_safe),
+        "reference": l.reference().as_deref().map(csv_safe),
         "amount": money::format_minor(l.amount_minor, l.currency),
         "currency": l.currency,
         "recipient": mask::account(&l.recipient),

@@ -178,7 +178,7 @@ fn line_text(l: &StatementLine) -> String {
         l.currency,
         mask::account(&l.recipient),
         l.booked_text(),
-        l.reference.as_deref().unwrap_or(""),
+        l.reference().as_deref().unwrap_or(""),
     )
 }
 

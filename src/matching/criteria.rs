@@ -301,7 +301,7 @@ impl<'a> Criterion<'a> {
     ) -> Option<bool> {
         let norm = |s: &str| normalize::apply(self.steps, s).into_owned();
         let by_ref = ids.reference
-            && l.reference
+            && l.reference()
                 .as_deref()
                 .is_some_and(|r| !norm(r).is_empty() && norm(r) == norm(&p.payment_id));
         if by_ref {
@@ -323,7 +323,7 @@ impl<'a> Criterion<'a> {
     fn named_check(&self, ids: Identifiers, p: &Payment, l: &StatementLine) -> Check {
         let norm = |s: &str| normalize::apply(self.steps, s).into_owned();
         let by_ref = ids.reference
-            && l.reference
+            && l.reference()
                 .as_deref()
                 .is_some_and(|r| norm(r) == norm(&p.payment_id));
         let by_id = ids.provider_txn_id

@@ -29,16 +29,16 @@ struct Side {
 
 impl Side {
     /// The keys of `keys` (source, raw key) that `hash` gives a hash (the non-empty ones).
-    fn new<'a>(
-        keys: impl Iterator<Item = (u32, &'a str)>,
-        hash: impl Fn(&'a str) -> Option<u64>,
+    fn new<K: std::ops::Deref<Target = str>>(
+        keys: impl Iterator<Item = (u32, K)>,
+        hash: impl Fn(&str) -> Option<u64>,
     ) -> Side {
         // Sized once for the most keys the iterator can yield (capacity never filled costs no
         // memory; growing would copy the vectors into new memory again and again).
         let most = keys.size_hint().1.unwrap_or(0);
         let (mut src, mut hashes) = (Vec::with_capacity(most), Vec::with_capacity(most));
         for (i, raw) in keys {
-            if let Some(h) = hash(raw) {
+            if let Some(h) = hash(&raw) {
                 src.push(i);
                 hashes.push(h);
             }
@@ -110,18 +110,25 @@ pub(super) fn identifier_pairs(
 ) -> Result<Vec<(u32, u32)>> {
     let hashed = |raw: &str| normalised_hash(steps, raw, key_hash);
     // Free lines' keys from one field: (line, raw key).
-    let line_keys = |field: fn(&StatementLine) -> Option<&str>| {
+    fn line_keys<'l, K: std::ops::Deref<Target = str>>(
+        lines: &'l [StatementLine],
+        line_free: &'l [bool],
+        field: impl Fn(&'l StatementLine) -> Option<K> + 'l,
+    ) -> impl Iterator<Item = (u32, K)> + 'l {
         lines
             .iter()
             .enumerate()
             .filter(|(i, _)| line_free[*i])
             .filter_map(move |(i, l)| field(l).map(|k| (i as u32, k)))
-    };
+    }
     let by_reference = || -> Result<Vec<(u32, u32)>> {
         if !ids.reference {
             return Ok(Vec::new());
         }
-        let ls = Side::new(line_keys(|l| l.reference.as_deref()), hashed);
+        let ls = Side::new(
+            line_keys(lines, line_free, StatementLine::reference),
+            hashed,
+        );
         let ps = Side::new(
             payments
                 .iter()
@@ -131,7 +138,8 @@ pub(super) fn identifier_pairs(
             hashed,
         );
         join_keys(ls, ps, |l, p| {
-            let key = lines[l as usize].reference.as_deref().unwrap_or("");
+            let key = lines[l as usize].reference();
+            let key = key.as_deref().unwrap_or("");
             same_key(steps, key, &payments[p as usize].payment_id).then_some((l, p))
         })
     };
@@ -139,7 +147,10 @@ pub(super) fn identifier_pairs(
         if !ids.provider_txn_id {
             return Ok(Vec::new());
         }
-        let ls = Side::new(line_keys(|l| l.provider_txn_id.as_deref()), hashed);
+        let ls = Side::new(
+            line_keys(lines, line_free, |l| l.provider_txn_id.as_deref()),
+            hashed,
+        );
         // Ids recorded on the payment row (source: the payment) and on its attempts (source:
         // the number of payments plus the attempt's row); repeats only repeat a pair, and
         // pairs are de-duplicated after the join.

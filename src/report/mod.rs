@@ -23,6 +23,7 @@ pub mod xlsx;
 
 use crate::ledger::{Payment, Status};
 pub use crate::model::Family;
+use crate::model::Id;
 use crate::outcome::{Action, Outcome, ResultRow, Severity};
 pub use crate::outputs::is_listed;
 pub use crate::outputs::summary::OutcomeTotal;
@@ -112,7 +113,7 @@ pub struct ItemLine {
     /// The line's amount.
     pub amount: Money,
     /// Statement reference (raw statement text).
-    pub reference: Option<CompactString>,
+    pub reference: Option<Id>,
     /// Booking instant (UTC micros): for a date-only booking the start of `booked_day`.
     pub booked_at: Micros,
     /// The day of a date-only booking.
@@ -164,10 +165,10 @@ impl Item {
     }
 
     /// The references of the lines that have one.
-    pub fn references(&self) -> Vec<&str> {
+    pub fn references(&self) -> Vec<String> {
         self.lines
             .iter()
-            .filter_map(|l| l.reference.as_deref())
+            .filter_map(|l| l.reference.as_ref().map(Id::to_string))
             .collect()
     }
 

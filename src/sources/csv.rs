@@ -655,7 +655,7 @@ impl<'c> Mapping<'c> {
             origin: self.origin.clone(),
             line_no,
             provider_txn_id: optional(&self.txn),
-            reference: optional(&self.reference),
+            reference: optional(&self.reference).map(|r| crate::model::Id::new(&r)),
             recipient,
             amount_minor,
             currency,

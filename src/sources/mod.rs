@@ -37,7 +37,7 @@ mod gates;
 mod print;
 mod read;
 
-use crate::model::{Format, LineKind, Role};
+use crate::model::{Format, Id, IdText, LineKind, Role};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -61,7 +61,7 @@ pub use text::TextEncoding;
 type ContentKey<'a> = (
     Option<&'a str>,
     Option<&'a str>,
-    Option<&'a str>,
+    Option<&'a Id>,
     &'a str,
     i64,
     &'static str,
@@ -122,8 +122,9 @@ pub struct StatementLine {
     pub line_no: u64,
     /// The provider's transaction id, if the format has one.
     pub provider_txn_id: Option<CompactString>,
-    /// Free-text reference (trimmed, width-folded), if any.
-    pub reference: Option<CompactString>,
+    /// Free-text reference (trimmed, width-folded), if any: often the payment id the provider
+    /// echoes, so kept as an [`Id`] (a UUID in 16 bytes).
+    pub reference: Option<Id>,
     /// Canonical recipient account (no spaces, upper case).
     pub recipient: CompactString,
     /// Amount in minor units of `currency`.
@@ -181,6 +182,11 @@ impl StatementLine {
     /// Source name from the config.
     pub fn source(&self) -> &str {
         &self.origin.source
+    }
+
+    /// The reference's text.
+    pub fn reference(&self) -> Option<IdText<'_>> {
+        self.reference.as_ref().map(Id::text)
     }
 
     /// File the line came from.
@@ -260,10 +266,11 @@ impl StatementLine {
     /// identifies a re-delivered line when the format has no transaction id.
     pub fn fingerprint(&self) -> String {
         let mut h = Sha256::new();
+        let reference = self.reference();
         for part in [
             self.account().unwrap_or(""),
             self.provider_txn_id.as_deref().unwrap_or(""),
-            self.reference.as_deref().unwrap_or(""),
+            reference.as_deref().unwrap_or(""),
             &self.recipient,
             &self.amount_minor.to_string(),
             self.currency,
@@ -280,7 +287,7 @@ impl StatementLine {
         (
             self.account(),
             self.provider_txn_id.as_deref(),
-            self.reference.as_deref(),
+            self.reference.as_ref(),
             &self.recipient,
             self.amount_minor,
             self.currency,

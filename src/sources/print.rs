@@ -97,7 +97,7 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
             crate::textsafe::csv_safe(l.source()).into_owned(),
             crate::textsafe::csv_safe(&l.position()).into_owned(),
             crate::textsafe::csv_safe(l.provider_txn_id.as_deref().unwrap_or("")).into_owned(),
-            crate::textsafe::csv_safe(l.reference.as_deref().unwrap_or("")).into_owned(),
+            crate::textsafe::csv_safe(l.reference().as_deref().unwrap_or("")).into_owned(),
             match recipients {
                 _ if l.recipient.is_empty() => String::new(),
                 Recipients::Masked => crate::mask::account(&l.recipient),

@@ -95,9 +95,10 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
 /// refuses NUL in text) and in every report.
 fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>, Vec<Rejected>) {
     let reason = |l: &StatementLine| {
+        let reference = l.reference();
         [
             ("provider_txn_id", l.provider_txn_id.as_deref()),
-            ("reference", l.reference.as_deref()),
+            ("reference", reference.as_deref()),
             ("recipient", Some(l.recipient.as_str())),
             ("batch", l.batch.as_deref()),
             ("account", l.account()),

@@ -272,7 +272,7 @@ pub fn collapse(s: &str) -> String {
 }
 
 /// Free text for the canonical `reference`: collapsed, width-folded, `None` when empty.
-pub fn reference(s: &str) -> Option<compact_str::CompactString> {
+pub fn reference(s: &str) -> Option<crate::model::Id> {
     let t = crate::normalize::text(&collapse(s));
-    (!t.is_empty()).then_some(t)
+    (!t.is_empty()).then(|| crate::model::Id::new(&t))
 }

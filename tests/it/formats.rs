@@ -607,7 +607,7 @@ fn mt940_signs_reversals_and_balances() {
     let p = sources::parse_bank_bytes(Format::Mt940, &ctx("f"), MT940.as_bytes()).expect("parses");
     assert_eq!(p.lines.len(), 2);
     assert_eq!(p.lines[0].amount_minor, -2550);
-    assert_eq!(p.lines[0].reference.as_deref(), Some("PAY-1"));
+    assert_eq!(p.lines[0].reference().as_deref(), Some("PAY-1"));
     assert_eq!(p.lines[0].recipient, "DE89370400440532013000");
     assert_eq!(p.lines[0].provider_txn_id.as_deref(), Some("B1"));
     assert_eq!(p.lines[0].line_no, 5);
@@ -651,7 +651,7 @@ fn bai2_signs_and_control_totals() {
     let p = sources::parse_bank_bytes(Format::Bai2, &ctx("f"), BAI2.as_bytes()).expect("parses");
     let amounts: Vec<i64> = p.lines.iter().map(|l| l.amount_minor).collect();
     assert_eq!(amounts, vec![2500, -500]);
-    assert_eq!(p.lines[0].reference.as_deref(), Some("PAY-1"));
+    assert_eq!(p.lines[0].reference().as_deref(), Some("PAY-1"));
     assert!(p.facts[0].control_problems.is_empty());
     assert_eq!(p.facts[0].declared_totals_agree(), Some(true));
     assert_eq!(p.facts[0].balance_chains(), Some(true));
@@ -726,7 +726,7 @@ fn encodings_round_trip() {
         let cfg = csv_source(&format!("encoding = \"{label}\""));
         let (lines, rejected) = csv_lines(&cfg, &bytes);
         assert!(rejected.is_empty(), "{label}: {rejected:?}");
-        assert_eq!(lines[0].reference.as_deref(), Some(text), "{label}");
+        assert_eq!(lines[0].reference().as_deref(), Some(text), "{label}");
         assert_eq!(lines[0].amount_minor, 1230);
         // Read as UTF-8 instead, the non-ASCII bytes are an error naming the line, never
         // replaced silently.
@@ -759,7 +759,7 @@ fn mt940_encoding_comes_from_the_mapping() {
     let mut c = ctx("f");
     c.encoding = Some(recon::config::TextEncoding::Whatwg(encoding_rs::ISO_8859_2));
     let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
-    assert_eq!(p.lines[0].reference.as_deref(), Some("Átutalás"));
+    assert_eq!(p.lines[0].reference().as_deref(), Some("Átutalás"));
 }
 
 #[test]
@@ -780,7 +780,7 @@ fn a_wrong_single_byte_encoding_is_an_error_not_garbage() {
     let p = sources::parse_bank_bytes(Format::Mt940, &c, &bytes).expect("parses");
     assert!(
         p.lines[0]
-            .reference
+            .reference()
             .as_deref()
             .is_some_and(|r| r.contains("összevont utánvét")),
         "{:?}",
@@ -1110,7 +1110,7 @@ fn rows_that_are_not_booked_are_counted_not_loaded() {
     let refs: Vec<_> = load
         .lines
         .iter()
-        .map(|l| l.reference.clone().unwrap_or_default())
+        .map(|l| l.reference().as_deref().unwrap_or_default().to_string())
         .collect();
     assert_eq!(refs, ["A", "C"]);
     assert!(load.rejected.is_empty());
@@ -1234,13 +1234,13 @@ fn exports_quoted_with_apostrophes_read_with_the_quote_key() {
     );
     assert!(rejected.is_empty(), "{rejected:?}");
     assert_eq!(lines[0].amount_minor, 1_250);
-    assert_eq!(lines[0].reference.as_deref(), Some("Rechnung; Teil 2"));
+    assert_eq!(lines[0].reference().as_deref(), Some("Rechnung; Teil 2"));
     // Without the key the apostrophes are text and the `;` splits the field.
     let (lines, _) = csv_lines(
         &csv_source(""),
         b"Datum;Betrag;Text\n27.11.2026;3,00;'Rechnung; Teil 2'\n",
     );
-    assert_eq!(lines[0].reference.as_deref(), Some("'Rechnung"));
+    assert_eq!(lines[0].reference().as_deref(), Some("'Rechnung"));
     // Only `"` and `'` are quote characters.
     let dir = tempfile::tempdir().expect("tempdir");
     let m = dir.path().join("m.toml");

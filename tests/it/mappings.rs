@@ -199,10 +199,10 @@ fn p5_text_fields_join_several_columns_and_the_fields_past_the_header() {
     let cfg = mapping(rel);
     let (clean, load) = read(&cfg, &fixture(rel));
     assert!(clean, "{:?}", load.rejected);
-    let refs: Vec<&str> = load
+    let refs: Vec<String> = load
         .lines
         .iter()
-        .map(|l| l.reference.as_deref().unwrap_or(""))
+        .map(|l| l.reference().as_deref().unwrap_or("").to_string())
         .collect();
     assert_eq!(
         refs,
@@ -237,7 +237,7 @@ fn p5_text_fields_join_several_columns_and_the_fields_past_the_header() {
     let f = dir.path().join("s.csv");
     std::fs::write(&f, "2026-11-27,1.00,a,b,,c\n2026-11-27,2.00\n").expect("write");
     let (_, load) = read(&cfg, &f);
-    assert_eq!(load.lines[0].reference.as_deref(), Some("a|b|c"));
+    assert_eq!(load.lines[0].reference().as_deref(), Some("a|b|c"));
     assert_eq!(load.lines[0].batch.as_deref(), Some("a"));
     assert_eq!(load.lines[1].reference, None);
     // `#N..` is for text fields; an empty list is an error.
@@ -625,7 +625,7 @@ fn p11_decoding_errors_name_line_and_column_and_suggest_the_encoding() {
     ctx.encoding = Some(recon::config::TextEncoding::Ibm852);
     let p = sources::parse_bank_bytes(Format::Mt940, &ctx, &sta).expect("parses");
     assert_eq!(
-        p.lines[0].reference.as_deref(),
+        p.lines[0].reference().as_deref(),
         Some("Platba Müller Dvořák účet č. 12")
     );
 

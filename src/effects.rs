@@ -157,11 +157,12 @@ pub(crate) async fn apply(
     }
     let mut conflict_tickets = Vec::new();
     if !conflicts.is_empty() {
-        let ids: Vec<&str> = conflicts
+        let ids: Vec<String> = conflicts
             .iter()
             .filter_map(|c| data.rows[c.row].payment)
-            .map(|pi| data.payments[pi as usize].payment_id.as_str())
+            .map(|pi| data.payments[pi as usize].payment_id.to_string())
             .collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let states = tx.payment_states(&ids).await?;
         let mut rows = Vec::new();
         for c in &mut conflicts {
@@ -173,7 +174,7 @@ pub(crate) async fn apply(
             c.ticket = conflict_ticket(
                 c.wanted,
                 loaded_attempt.as_deref(),
-                states.get(p.payment_id.as_str()),
+                states.get(&*p.payment_id.text()),
             );
             if let Some((outcome, detail)) = &c.ticket {
                 let mut row = data.rows[c.row].clone();
@@ -206,11 +207,13 @@ pub(crate) async fn apply(
                 Status::Unknown | Status::Submitting | Status::Review
             );
         if row.outcome == Outcome::AwaitingEvidence {
-            open.push(p.payment_id.as_str());
+            open.push(p.payment_id.to_string());
         } else if carried && (p.anchor() < t0 || p.followup.is_some()) {
-            closed.push(p.payment_id.as_str());
+            closed.push(p.payment_id.to_string());
         }
     }
+    let open: Vec<&str> = open.iter().map(String::as_str).collect();
+    let closed: Vec<&str> = closed.iter().map(String::as_str).collect();
     tx.followups(&open, &closed, &to_day).await?;
     // Every file read, plus one row per configured source (empty path): a source counts as
     // expected from its first night on, even when its first file arrives late.
@@ -331,7 +334,7 @@ fn ticket_of(
     Some(NewTicket {
         dedupe_key: tickets::dedupe_key(
             row.outcome.as_str(),
-            p.map(|p| p.payment_id.as_str()),
+            p.map(|p| p.payment_id.text()).as_deref(),
             &line_ids,
         ),
         kind: row.outcome.as_str().to_string(),

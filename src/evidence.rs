@@ -149,13 +149,13 @@ pub(crate) fn for_row(
             _ => crate::matching::pass_name(rules, pair.pass),
         };
         // Other payments paired with this line by the same kind of evidence: the competition.
-        let competing: BTreeSet<&str> = ix
+        let competing: BTreeSet<String> = ix
             .by_line
             .get(&pair.line)
             .into_iter()
             .flatten()
             .filter(|(o, r)| o.line == pair.line && o.payment != pair.payment && *r == rel)
-            .map(|(o, _)| payments[o.payment as usize].payment_id.as_str())
+            .map(|(o, _)| payments[o.payment as usize].payment_id.to_string())
             .collect();
         if row.payment != Some(pair.payment) {
             others.insert(pair.payment);

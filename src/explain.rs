@@ -109,7 +109,11 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         input_changes(&mut out, &recorded, &plan.summary_inputs());
     }
     let data = &plan.data;
-    if let Some(pi) = data.payments.iter().position(|p| p.payment_id == opts.id) {
+    if let Some(pi) = data
+        .payments
+        .iter()
+        .position(|p| *p.payment_id.text() == *opts.id)
+    {
         explain_payment(&mut out, data, &plan.matched, &rules, pi as u32);
     } else if let Some(li) = data.lines.iter().position(|l| {
         l.uid() == opts.id.as_str() || format!("{}:{}", l.source(), l.uid()) == opts.id

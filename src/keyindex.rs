@@ -26,25 +26,30 @@ impl KeyIndex {
     }
 
     /// The position of the item whose key is `key`.
-    pub fn get<'k>(&self, key: &str, key_of: impl Fn(u32) -> &'k str) -> Option<u32> {
+    pub fn get<K: std::ops::Deref<Target = str>>(
+        &self,
+        key: &str,
+        key_of: impl Fn(u32) -> K,
+    ) -> Option<u32> {
         let hash = self.hasher.hash_one(key);
-        self.table.find(hash, |&i| key_of(i) == key).copied()
+        self.table.find(hash, |&i| *key_of(i) == *key).copied()
     }
 
     /// Records item `i` under `key`, unless an item already has that key: then returns that
     /// item's position and records nothing.
-    pub fn insert_new<'k>(
+    pub fn insert_new<K: std::ops::Deref<Target = str>>(
         &mut self,
         key: &str,
         i: u32,
-        key_of: impl Fn(u32) -> &'k str,
+        key_of: impl Fn(u32) -> K,
     ) -> Option<u32> {
         let hasher = &self.hasher;
         let hash = hasher.hash_one(key);
-        match self
-            .table
-            .entry(hash, |&j| key_of(j) == key, |&j| hasher.hash_one(key_of(j)))
-        {
+        match self.table.entry(
+            hash,
+            |&j| *key_of(j) == *key,
+            |&j| hasher.hash_one(&*key_of(j)),
+        ) {
             Entry::Occupied(e) => Some(*e.get()),
             Entry::Vacant(v) => {
                 v.insert(i);

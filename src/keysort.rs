@@ -20,13 +20,28 @@ fn prefix(key: &str) -> u128 {
 /// Sorts `rows` by `key(row)` (text order, ties kept in no particular order; keys are meant to
 /// be unique).
 pub fn sort_by_text_key<T>(rows: &mut [T], key: impl Fn(&T) -> &str) {
+    sort_by_prefix(rows, |r| prefix(key(r)), |a, b| key(a).cmp(key(b)));
+}
+
+/// Sorts `rows` by the id `key(row)`, in the text order of the ids (as
+/// [`sort_by_text_key`] on their text).
+pub fn sort_by_id_key<T>(rows: &mut [T], key: impl Fn(&T) -> &crate::model::Id) {
+    sort_by_prefix(rows, |r| prefix(&key(r).text()), |a, b| key(a).cmp(key(b)));
+}
+
+/// Sorts by `cmp`, of which `prefix_of` orders all but the ties (equal prefixes).
+fn sort_by_prefix<T>(
+    rows: &mut [T],
+    prefix_of: impl Fn(&T) -> u128,
+    cmp: impl Fn(&T, &T) -> Ordering,
+) {
     let mut order: Vec<(u128, u32)> = rows
         .iter()
         .enumerate()
-        .map(|(i, r)| (prefix(key(r)), i as u32))
+        .map(|(i, r)| (prefix_of(r), i as u32))
         .collect();
     order.sort_unstable_by(|(pa, a), (pb, b)| match pa.cmp(pb) {
-        Ordering::Equal => key(&rows[*a as usize]).cmp(key(&rows[*b as usize])),
+        Ordering::Equal => cmp(&rows[*a as usize], &rows[*b as usize]),
         other => other,
     });
     let mut from: Vec<u32> = order.into_iter().map(|(_, i)| i).collect();

@@ -537,6 +537,23 @@ impl From<&str> for Id {
     }
 }
 
+/// Text order, whatever the representation (two UUIDs compare by their bytes, which orders
+/// them as their text: lower-case hex digits sort as the nibbles they stand for).
+impl Ord for Id {
+    fn cmp(&self, other: &Id) -> std::cmp::Ordering {
+        match (&self.0, &other.0) {
+            (IdRepr::Uuid(a), IdRepr::Uuid(b)) => a.cmp(b),
+            _ => (*self.text()).cmp(&*other.text()),
+        }
+    }
+}
+
+impl PartialOrd for Id {
+    fn partial_cmp(&self, other: &Id) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl From<String> for Id {
     fn from(s: String) -> Id {
         Id::new(&s)
@@ -607,6 +624,30 @@ mod tests {
             Id::new("0395188c-629b-4fa5-95b9-0a04115c29f2"),
             Id::new("0395188C-629B-4FA5-95B9-0A04115C29F2")
         );
+    }
+
+    #[test]
+    fn ids_order_as_their_text_whatever_the_representation() {
+        let texts = [
+            "0395188c-629b-4fa5-95b9-0a04115c29f2",
+            "0395188c-629b-4fa5-95b9-0a04115c29f1",
+            "0395188c-629b-4fa5-95b9-0a04115c29f",
+            "0395188c-629b-4fa5-95b9-0a04115c29f2x",
+            "0395188C-629B-4FA5-95B9-0A04115C29F2",
+            "f0000000-0000-0000-0000-000000000000",
+            "a0000000-0000-0000-0000-000000000000",
+            "9fffffff-ffff-ffff-ffff-ffffffffffff",
+            "0395188c-629b-4fa5-95b9-0a04115c29f2-",
+            "PAY-0000001",
+            "",
+            "-",
+        ];
+        let mut by_id: Vec<Id> = texts.iter().map(|t| Id::new(t)).collect();
+        by_id.sort();
+        let mut by_text = texts.to_vec();
+        by_text.sort();
+        let sorted: Vec<String> = by_id.iter().map(Id::to_string).collect();
+        assert_eq!(sorted, by_text);
     }
 
     #[test]

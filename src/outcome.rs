@@ -407,9 +407,9 @@ pub fn classify_with(
                         .into(),
                 }
             } else {
-                let ids: Vec<&str> = candidates
+                let ids: Vec<String> = candidates
                     .iter()
-                    .map(|&p| payments[p as usize].payment_id.as_str())
+                    .map(|&p| payments[p as usize].payment_id.to_string())
                     .collect();
                 ResultRow {
                     outcome: Outcome::Ambiguous,
@@ -443,9 +443,9 @@ pub fn classify_with(
         if !(in_range || of_scope_review) {
             continue;
         }
-        let ids: Vec<&str> = candidates
+        let ids: Vec<String> = candidates
             .iter()
-            .map(|&p| payments[p as usize].payment_id.as_str())
+            .map(|&p| payments[p as usize].payment_id.to_string())
             .collect();
         let row = if !ix.amb_lines.get(li).is_empty() {
             ResultRow {

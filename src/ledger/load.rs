@@ -263,29 +263,29 @@ fn required(row: &Row, i: i32, id: &str, col: &str) -> Result<CompactString> {
 
 fn payment(row: &Row) -> Result<Payment> {
     let id = row
-        .compact(0)
+        .with_text(0, crate::model::Id::new)
         .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
     let status = row
         .with_text(4, |t| {
             Status::parse(t).ok_or_else(|| format!("unknown status {t:?}"))
         })
-        .ok_or_else(|| bad_row(&id, "status is NULL".into()))?
-        .map_err(|e| bad_row(&id, e))?;
+        .ok_or_else(|| bad_row(&id.text(), "status is NULL".into()))?
+        .map_err(|e| bad_row(&id.text(), e))?;
     let created_at = row
         .with_text(5, timeparse::from_db)
-        .ok_or_else(|| bad_row(&id, "created_at is NULL".into()))?
-        .map_err(|e| bad_row(&id, e))?;
+        .ok_or_else(|| bad_row(&id.text(), "created_at is NULL".into()))?
+        .map_err(|e| bad_row(&id.text(), e))?;
     let started_at = row
         .with_text(6, timeparse::from_db)
         .transpose()
-        .map_err(|e| bad_row(&id, e))?;
+        .map_err(|e| bad_row(&id.text(), e))?;
     Ok(Payment {
-        recipient: canonical_account(required(row, 1, &id, "recipient_account")?),
+        recipient: canonical_account(required(row, 1, &id.text(), "recipient_account")?),
         amount_minor: row.int(2),
         currency: row
             .with_text(3, |c| crate::money::currency(c).map(|(code, _)| code))
-            .ok_or_else(|| bad_row(&id, "currency is NULL".into()))?
-            .map_err(|e| bad_row(&id, e.to_string()))?,
+            .ok_or_else(|| bad_row(&id.text(), "currency is NULL".into()))?
+            .map_err(|e| bad_row(&id.text(), e.to_string()))?,
         current_status: status,
         status,
         attempt_id: row.with_text(7, crate::model::Id::new),
@@ -347,7 +347,7 @@ async fn load_sqlite(
         elapsed_ms = started.elapsed().as_millis() as u64,
         "Payments read."
     );
-    crate::keysort::sort_by_text_key(&mut payments, |p| p.payment_id.as_str());
+    crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     let positions = index(&payments);
 
     // recon's own latest transition: classify on the status before it, so that re-running a
@@ -437,7 +437,7 @@ struct Positions<'a> {
 impl Positions<'_> {
     fn get(&self, id: &str) -> Option<u32> {
         self.index
-            .get(id, |i| self.payments[i as usize].payment_id.as_str())
+            .get(id, |i| self.payments[i as usize].payment_id.text())
     }
 }
 
@@ -445,8 +445,8 @@ fn index(payments: &[Payment]) -> Positions<'_> {
     let mut index = KeyIndex::with_capacity(payments.len());
     for (i, p) in payments.iter().enumerate() {
         // payment_id is the primary key: never taken twice.
-        index.insert_new(&p.payment_id, i as u32, |j| {
-            payments[j as usize].payment_id.as_str()
+        index.insert_new(&p.payment_id.text(), i as u32, |j| {
+            payments[j as usize].payment_id.text()
         });
     }
     Positions { payments, index }
@@ -617,7 +617,7 @@ async fn load_pg(
         Ok(())
     })
     .await?;
-    crate::keysort::sort_by_text_key(&mut payments, |p| p.payment_id.as_str());
+    crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
     #[allow(clippy::type_complexity)]

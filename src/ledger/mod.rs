@@ -16,7 +16,7 @@ use compact_str::CompactString;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payment {
     /// Ledger id (also the reference the provider should echo).
-    pub payment_id: CompactString,
+    pub payment_id: crate::model::Id,
     /// Canonical recipient account.
     pub recipient: CompactString,
     /// Minor units.

@@ -303,7 +303,7 @@ impl<'a> Criterion<'a> {
         let by_ref = ids.reference
             && l.reference()
                 .as_deref()
-                .is_some_and(|r| !norm(r).is_empty() && norm(r) == norm(&p.payment_id));
+                .is_some_and(|r| !norm(r).is_empty() && norm(r) == norm(&p.payment_id.text()));
         if by_ref {
             return Some(true);
         }
@@ -325,7 +325,7 @@ impl<'a> Criterion<'a> {
         let by_ref = ids.reference
             && l.reference()
                 .as_deref()
-                .is_some_and(|r| norm(r) == norm(&p.payment_id));
+                .is_some_and(|r| norm(r) == norm(&p.payment_id.text()));
         let by_id = ids.provider_txn_id
             && l.provider_txn_id.is_some()
             && l.provider_txn_id.as_deref().map(norm) == p.provider_payment_id.as_deref().map(norm);

@@ -134,13 +134,13 @@ pub(super) fn identifier_pairs(
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| pay_free[*i])
-                .map(|(i, p)| (i as u32, p.payment_id.as_str())),
+                .map(|(i, p)| (i as u32, p.payment_id.text())),
             hashed,
         );
         join_keys(ls, ps, |l, p| {
             let key = lines[l as usize].reference();
             let key = key.as_deref().unwrap_or("");
-            same_key(steps, key, &payments[p as usize].payment_id).then_some((l, p))
+            same_key(steps, key, &payments[p as usize].payment_id.text()).then_some((l, p))
         })
     };
     let by_provider_id = || -> Result<Vec<(u32, u32)>> {

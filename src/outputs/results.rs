@@ -106,7 +106,8 @@ pub fn write<W: Write, D: Write>(
         ls.clear();
         ls.extend(r.lines.iter().map(|&i| &lines[i as usize]));
         rec.field(r.outcome.as_str());
-        rec.field(&csv_safe(p.map(|p| p.payment_id.as_str()).unwrap_or("")));
+        let id = p.map(|p| p.payment_id.text());
+        rec.field(&csv_safe(id.as_deref().unwrap_or("")));
         joined(&mut buf, &ls, &|b, l| b.push_str(&l.uid()));
         rec.field(&csv_safe(&buf));
         rec.field(&r.rule);

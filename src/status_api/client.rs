@@ -46,8 +46,8 @@ pub fn url_for(template: &str, p: &Payment) -> Option<String> {
         out
     };
     let mut url = template
-        .replace("{payment_id}", &enc(&p.payment_id))
-        .replace("{reference}", &enc(&p.payment_id));
+        .replace("{payment_id}", &enc(&p.payment_id.text()))
+        .replace("{reference}", &enc(&p.payment_id.text()));
     if url.contains("{provider_payment_id}") {
         url = url.replace(
             "{provider_payment_id}",

@@ -94,7 +94,7 @@ pub fn judge(cfg: &StatusApiConfig, p: &Payment, body: &[u8]) -> Answer {
                     format!("the answer does not echo the {what} (nothing at {pointer})"),
                 );
             }
-            Some(v) if v != p.payment_id.as_str() => {
+            Some(v) if *v != *p.payment_id.text() => {
                 return bad(
                     Outcome::Ambiguous,
                     format!("the answer is about {what} {v:?}, not this payment"),

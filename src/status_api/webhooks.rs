@@ -97,9 +97,9 @@ pub async fn answers(
             ));
         }
     }
-    let by_id: HashMap<&str, u32> = targets
+    let by_id: HashMap<String, u32> = targets
         .iter()
-        .map(|&i| (payments[i as usize].payment_id.as_str(), i))
+        .map(|&i| (payments[i as usize].payment_id.to_string(), i))
         .collect();
     let ptr = &cfg.pointers;
     let mut events: HashMap<u32, Vec<Event>> = HashMap::new();

@@ -149,8 +149,8 @@ fn canonical(
                 "{}|{}|{}|{}",
                 r.outcome.as_str(),
                 r.payment
-                    .map(|p| payments[p as usize].payment_id.as_str())
-                    .unwrap_or(""),
+                    .map(|p| payments[p as usize].payment_id.to_string())
+                    .unwrap_or_default(),
                 ids.join(";"),
                 r.rule
             )

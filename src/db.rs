@@ -285,6 +285,20 @@ impl Db {
         Ok(())
     }
 
+    /// The rows of a query from the job's configuration (not user input, like the ledger
+    /// queries) that returns one text column; the error is the database's message.
+    pub async fn configured_texts(
+        &self,
+        sql: &str,
+    ) -> std::result::Result<Vec<Option<String>>, String> {
+        let q = || sqlx::AssertSqlSafe(sql.to_string());
+        match &self.pool {
+            Pool::Sqlite(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+            Pool::Postgres(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+        }
+        .map_err(message)
+    }
+
     /// Closes the pool (waits for connections to finish).
     pub async fn close(&self) {
         match &self.pool {

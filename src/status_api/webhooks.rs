@@ -74,19 +74,12 @@ pub async fn answers(
         }
     }
     if let Some(q) = &cfg.webhook_query {
-        // The job's own configuration, like the ledger queries: not user input.
-        let q = || sqlx::AssertSqlSafe(q.clone());
-        let rows: Vec<Option<String>> = match &db.pool {
-            crate::db::Pool::Sqlite(p) => sqlx::query_scalar(q()).fetch_all(p).await,
-            crate::db::Pool::Postgres(p) => sqlx::query_scalar(q()).fetch_all(p).await,
-        }
-        .map_err(|e| {
+        let rows = db.configured_texts(q).await.map_err(|e| {
             crate::exit::fail(
                 crate::exit::Failure::Database,
                 format!(
-                    "status_api {}: key `webhook_query`: {} (hint: one text column, the event's JSON)",
+                    "status_api {}: key `webhook_query`: {e} (hint: one text column, the event's JSON)",
                     cfg.name,
-                    crate::db::message(e)
                 ),
             )
         })?;

@@ -823,6 +823,18 @@ async fn webhook_events_from_a_table_of_the_job_database(b: Backend) {
         );
     let env = job(b, &block).await;
     unknown(&env, &[("P-1", "10.00"), ("P-2", "10.00")]).await;
+    // Before the table exists the query fails: the run stops, naming the key and quoting the
+    // database, and changes nothing.
+    let err = env
+        .try_standard_day("r0")
+        .await
+        .expect_err("the query fails");
+    let err = format!("{err:#}");
+    assert!(
+        err.contains("key `webhook_query`") && err.contains("provider_webhooks"),
+        "{err}"
+    );
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
     env.exec("CREATE TABLE provider_webhooks (payload TEXT)")
         .await;
     let rows = [

@@ -256,9 +256,9 @@ fn bad_row(id: &str, what: String) -> anyhow::Error {
     )
 }
 
-fn required(row: &Row, i: i32, id: &str, col: &str) -> Result<CompactString> {
+fn required(row: &Row, i: i32, id: &crate::model::Id, col: &str) -> Result<CompactString> {
     row.compact(i)
-        .ok_or_else(|| bad_row(id, format!("{col} is NULL")))
+        .ok_or_else(|| bad_row(&id.text(), format!("{col} is NULL")))
 }
 
 fn payment(row: &Row) -> Result<Payment> {
@@ -280,7 +280,7 @@ fn payment(row: &Row) -> Result<Payment> {
         .transpose()
         .map_err(|e| bad_row(&id.text(), e))?;
     Ok(Payment {
-        recipient: canonical_account(required(row, 1, &id.text(), "recipient_account")?),
+        recipient: canonical_account(required(row, 1, &id, "recipient_account")?),
         amount_minor: row.int(2),
         currency: row
             .with_text(3, |c| crate::money::currency(c).map(|(code, _)| code))

@@ -162,7 +162,6 @@ pub(crate) async fn apply(
             .filter_map(|c| data.rows[c.row].payment)
             .map(|pi| data.payments[pi as usize].payment_id.to_string())
             .collect();
-        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
         let states = tx.payment_states(&ids).await?;
         let mut rows = Vec::new();
         for c in &mut conflicts {
@@ -212,8 +211,6 @@ pub(crate) async fn apply(
             closed.push(p.payment_id.to_string());
         }
     }
-    let open: Vec<&str> = open.iter().map(String::as_str).collect();
-    let closed: Vec<&str> = closed.iter().map(String::as_str).collect();
     tx.followups(&open, &closed, &to_day).await?;
     // Every file read, plus one row per configured source (empty path): a source counts as
     // expected from its first night on, even when its first file arrives late.

@@ -304,8 +304,8 @@ macro_rules! store_impl {
             /// closed by `day` so re-runs of that range reproduce them.
             pub async fn followups(
                 conn: &mut Conn,
-                open: &[&str],
-                closed: &[&str],
+                open: &[String],
+                closed: &[String],
                 day: &str,
             ) -> Result<()> {
                 let err = db_err("follow-ups");
@@ -314,7 +314,7 @@ macro_rules! store_impl {
                         "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
                     );
                     q.push_values(chunk, |mut b, id| {
-                        b.push_bind(*id).push_bind(day).push_bind(None::<String>);
+                        b.push_bind(id.as_str()).push_bind(day).push_bind(None::<String>);
                     });
                     q.push(
                         " ON CONFLICT (payment_id) DO UPDATE SET closed_on = NULL \
@@ -328,7 +328,7 @@ macro_rules! store_impl {
                         "INSERT INTO recon_followups (payment_id, opened_on, closed_on) ",
                     );
                     q.push_values(chunk, |mut b, id| {
-                        b.push_bind(*id).push_bind(day).push_bind(day);
+                        b.push_bind(id.as_str()).push_bind(day).push_bind(day);
                     });
                     // The latest day that closed it: a payment carried (unresolved) past an
                     // earlier close stays in the scope of re-runs of the day that resolved it.
@@ -956,7 +956,7 @@ macro_rules! store_impl {
             /// (status, attempt_id) of each of `ids` now.
             pub async fn payment_states(
                 conn: &mut Conn,
-                ids: &[&str],
+                ids: &[String],
             ) -> Result<HashMap<String, (String, Option<String>)>> {
                 let mut out = HashMap::new();
                 for chunk in ids.chunks(BATCH) {
@@ -965,7 +965,7 @@ macro_rules! store_impl {
                     );
                     let mut sep = q.separated(", ");
                     for id in chunk {
-                        sep.push_bind(*id);
+                        sep.push_bind(id.as_str());
                     }
                     q.push(")");
                     let rows: Vec<(String, String, Option<String>)> = q
@@ -1050,7 +1050,7 @@ impl Tx {
     }
 
     /// See [`sqlite::followups`].
-    pub async fn followups(&mut self, open: &[&str], closed: &[&str], day: &str) -> Result<()> {
+    pub async fn followups(&mut self, open: &[String], closed: &[String], day: &str) -> Result<()> {
         dispatch!(self, followups(open, closed, day))
     }
 
@@ -1166,7 +1166,7 @@ impl Tx {
     /// See [`sqlite::payment_states`].
     pub async fn payment_states(
         &mut self,
-        ids: &[&str],
+        ids: &[String],
     ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
         dispatch!(self, payment_states(ids))
     }

@@ -81,7 +81,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
                 .map(|m| format!("{} {}", m.text(), m.currency))
                 .unwrap_or_default();
             let who = match (&i.payment_id, i.lines.is_empty()) {
-                (Some(p), true) => p.clone(),
+                (Some(p), true) => p.to_string(),
                 (Some(p), false) => format!("{p} / line {}", i.line_ids().join(";")),
                 (None, _) => format!("line {}", i.line_ids().join(";")),
             };

@@ -212,7 +212,12 @@ fn item_table<'a>(
             out,
             "<tr><td class=\"sev-{sev}\">{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
             i.outcome.as_str(),
-            escape(i.payment_id.as_deref().unwrap_or("")),
+            escape(
+                &i.payment_id
+                    .as_ref()
+                    .map(crate::model::Id::to_string)
+                    .unwrap_or_default()
+            ),
             joined(&i.line_ids()),
             i.status.map(|s| s.as_str()).unwrap_or(""),
             escape(&amount),

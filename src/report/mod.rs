@@ -88,7 +88,7 @@ pub struct Item {
     /// What recon does (`ticket`, `transition:SUCCEEDED`, …: [`Action::label`]).
     pub action: Action,
     /// Ledger payment id.
-    pub payment_id: Option<String>,
+    pub payment_id: Option<Id>,
     /// The linked or candidate lines, sorted by id.
     pub lines: Vec<ItemLine>,
     /// The payment's amount.
@@ -323,7 +323,7 @@ impl ReportView {
                 severity: r.outcome.ticket_severity(),
                 status: p.map(|p| p.status),
                 action: r.action,
-                payment_id: p.map(|p| p.payment_id.to_string()),
+                payment_id: p.map(|p| p.payment_id.clone()),
                 lines: ls.iter().map(|l| ItemLine::of(l)).collect(),
                 amount,
                 recipient,
@@ -352,7 +352,7 @@ impl ReportView {
         summary: Summary,
         totals: BTreeMap<Outcome, OutcomeTotal>,
     ) -> ReportView {
-        let mut by_key: BTreeMap<(Option<String>, Vec<CompactString>), Item> = BTreeMap::new();
+        let mut by_key: BTreeMap<(Option<Id>, Vec<CompactString>), Item> = BTreeMap::new();
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         let mut committed = true;
         for d in days {
@@ -512,7 +512,7 @@ mod tests {
             severity: outcome.ticket_severity(),
             status: None,
             action: Action::Ticket,
-            payment_id: Some(format!("P-{minor}-{age_days}")),
+            payment_id: Some(format!("P-{minor}-{age_days}").into()),
             lines: vec![],
             amount: Some(Money { minor, currency }),
             recipient: String::new(),

@@ -314,7 +314,8 @@ fn family_sheet(
 fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<(), XlsxError> {
     write_text(ws, r, 0, i.severity.map(|s| s.as_str()).unwrap_or(""))?;
     write_text(ws, r, 1, i.outcome.as_str())?;
-    write_text(ws, r, 2, i.payment_id.as_deref().unwrap_or(""))?;
+    let id = i.payment_id.as_ref().map(crate::model::Id::text);
+    write_text(ws, r, 2, id.as_deref().unwrap_or(""))?;
     write_text(ws, r, 3, &i.line_ids().join(";"))?;
     write_text(ws, r, 4, i.status.map(|s| s.as_str()).unwrap_or(""))?;
     if let Some(m) = i.amount {

@@ -23,6 +23,9 @@ const PG_BATCH: usize = 4500;
 /// a multiple of both backends' batch, so the statements are the same as for one whole slice.
 pub(crate) const STREAM_CHUNK: usize = PG_BATCH;
 const _: () = assert!(PG_BATCH.is_multiple_of(SQLITE_BATCH));
+// The widest batched row (a ticket's 14 bound columns) within each backend's limit of bound
+// parameters (SQLite 32,766, PostgreSQL 65,535).
+const _: () = assert!(14 * SQLITE_BATCH <= 32_766 && 14 * PG_BATCH <= 65_535);
 
 fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
     move |e| {
@@ -883,9 +886,8 @@ macro_rules! store_impl {
                 api: &str,
                 queries: &[StatusQuery],
             ) -> Result<()> {
-                // 13 binds a row: 500 rows stay under SQLite's and PostgreSQL's parameter
-                // limits.
-                for chunk in queries.chunks(500) {
+                // 13 binds a row: a batch stays under either backend's parameter limit.
+                for chunk in queries.chunks(BATCH) {
                     let mut q: QueryBuilder<Db> = QueryBuilder::new(
                         "INSERT INTO recon_status_queries (request_id, run_id, api, payment_id, \
                          attempt, url, status_code, latency_ms, body_sha256, verdict, \

@@ -204,6 +204,7 @@ impl Sql {
             tuple(self.separated(", "), item);
             self.push(")");
         }
+        debug_assert!(!first, "VALUES without a tuple is not SQL");
         self
     }
 

@@ -153,8 +153,8 @@ pub(super) struct Sql {
 }
 
 impl Sql {
-    /// Appends text.
-    pub(super) fn push(&mut self, text: &str) -> &mut Self {
+    /// Appends text: recon's own, never a value (a value is bound), hence `'static`.
+    pub(super) fn push(&mut self, text: &'static str) -> &mut Self {
         self.text.to_mut().push_str(text);
         self
     }

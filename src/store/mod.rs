@@ -1,0 +1,109 @@
+//! Every SQL statement recon writes, once, for both database backends.
+//!
+//! The statements are the same text for SQLite and PostgreSQL (`IS NOT DISTINCT FROM`,
+//! `UPDATE … FROM`, `ON CONFLICT`, `RETURNING` exist in both). Each is written once, in a
+//! method of the transaction type [`Tx`], as an `Sql` value: its text, and its values as
+//! borrowed `Bind`s (text, integers, timestamps). What differs between the backends lives in
+//! one small module, `sql.rs`, and nowhere else: the placeholder a value writes (`?` or `$N`),
+//! how a value is encoded (a timestamp, recon's fixed-width UTC text, is bound as that TEXT on
+//! SQLite and as a `timestamptz` on PostgreSQL), how a statement runs on the open transaction,
+//! and how a column is read back (`Row`). So the two backends cannot drift apart, and every
+//! statement is ordinary code.
+//!
+//! One module per concern, each adding its methods to [`Tx`]:
+//! - `transitions.rs`: the payments' guarded status transitions and history, their states now;
+//! - `followups.rs`: the payments that stay in later runs' scope;
+//! - `tickets.rs`: the review queue and its history;
+//! - `runs.rs`: the run records ([`RunRecord`], [`RunStart`]);
+//! - `inputs.rs`: which statement files the runs read;
+//! - `status_queries.rs`: the status-query log ([`StatusQuery`]).
+//!
+//! Multi-row statements go in batches of a backend's own size (`SQLITE_BATCH`, `PG_BATCH`).
+
+use crate::exit::{Failure, fail};
+use anyhow::Result;
+
+mod followups;
+mod inputs;
+mod runs;
+mod sql;
+mod status_queries;
+mod tickets;
+mod transitions;
+
+pub use runs::{RunRecord, RunStart};
+pub use status_queries::StatusQuery;
+pub use transitions::apply;
+
+/// Rows per statement in the batched forms on SQLite (at most 14 binds a row).
+const SQLITE_BATCH: usize = 500;
+/// Rows per statement on PostgreSQL: 14 binds × 4500 stays under its 65535 parameters. Fewer,
+/// larger statements matter there: sqlx does not set TCP_NODELAY, so every statement can wait
+/// for a delayed ACK (tens of milliseconds on loopback), which made 500-row batches many
+/// times slower at a million payments.
+const PG_BATCH: usize = 4500;
+
+/// Rows a caller hands over at a time when it streams rows into a batched form (the tickets):
+/// a multiple of both backends' batch, so the statements are the same as for one whole slice.
+pub(crate) const STREAM_CHUNK: usize = PG_BATCH;
+const _: () = assert!(PG_BATCH.is_multiple_of(SQLITE_BATCH));
+// The widest batched row (a ticket's 14 bound columns) within each backend's limit of bound
+// parameters (SQLite 32,766, PostgreSQL 65,535).
+const _: () = assert!(14 * SQLITE_BATCH <= 32_766 && 14 * PG_BATCH <= 65_535);
+
+fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
+    move |e| {
+        fail(
+            Failure::Database,
+            format!("{what}: {}", crate::db::message(e)),
+        )
+    }
+}
+
+/// An open write transaction on either backend. Dropping it without [`Tx::commit`] rolls back.
+pub enum Tx {
+    /// SQLite.
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    /// PostgreSQL.
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl crate::db::Db {
+    /// Starts a write transaction.
+    pub async fn begin(&self) -> Result<Tx> {
+        use crate::db::{Pool, db_error};
+        let err = |e| db_error(&self.url, "cannot start a transaction", e);
+        Ok(match &self.pool {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await.map_err(err)?),
+        })
+    }
+}
+
+impl Tx {
+    /// Rows per statement in the batched forms on this backend.
+    fn batch(&self) -> usize {
+        match self {
+            Tx::Sqlite(_) => SQLITE_BATCH,
+            Tx::Postgres(_) => PG_BATCH,
+        }
+    }
+
+    /// Commits.
+    pub async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await,
+            Tx::Postgres(t) => t.commit().await,
+        }
+        .map_err(db_err("commit"))
+    }
+
+    /// Rolls back.
+    pub async fn rollback(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.rollback().await,
+            Tx::Postgres(t) => t.rollback().await,
+        }
+        .map_err(db_err("rollback"))
+    }
+}

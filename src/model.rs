@@ -445,16 +445,20 @@ impl LineKind {
     }
 }
 
-/// An identifier as the ledger spells it, read back exactly as written. The canonical text of
-/// a UUID (36 characters: lower-case hex with hyphens after 8, 12, 16 and 20 digits, as the
-/// payment service's `UUID` columns print) is kept as its 16 bytes, any other spelling as its
-/// text: a million UUID ids then take 24 bytes each instead of 24 plus a 48-byte heap block.
+/// An identifier as the ledger spells it, read back exactly as written. A UUID in its usual
+/// text (36 characters: hex with hyphens after 8, 12, 16 and 20 digits, all lower case as
+/// PostgreSQL's `uuid` prints, or all upper case as SQL Server's `uniqueidentifier` does) is kept
+/// as its 16 bytes, any other spelling as its text: a million UUID ids then take 24 bytes each
+/// instead of 24 plus a 48-byte heap block, whichever of the two cases the ledger uses.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Id(IdRepr);
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum IdRepr {
+    /// Written in lower case.
     Uuid([u8; 16]),
+    /// Written in upper case.
+    UuidUpper([u8; 16]),
     Text(compact_str::CompactString),
 }
 
@@ -465,7 +469,8 @@ impl Id {
     /// The id spelled `s`.
     pub fn new(s: &str) -> Id {
         Id(match uuid_bytes(s.as_bytes()) {
-            Some(b) => IdRepr::Uuid(b),
+            Some((b, Case::Lower)) => IdRepr::Uuid(b),
+            Some((b, Case::Upper)) => IdRepr::UuidUpper(b),
             None => IdRepr::Text(s.into()),
         })
     }
@@ -474,33 +479,52 @@ impl Id {
     pub fn text(&self) -> IdText<'_> {
         match &self.0 {
             IdRepr::Text(s) => IdText::Str(s),
-            IdRepr::Uuid(b) => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                let mut out = [b'-'; 36];
-                let mut at = 0;
-                for (i, byte) in b.iter().enumerate() {
-                    if matches!(i, 4 | 6 | 8 | 10) {
-                        at += 1;
-                    }
-                    out[at] = HEX[usize::from(byte >> 4)];
-                    out[at + 1] = HEX[usize::from(byte & 0xF)];
-                    at += 2;
-                }
-                IdText::Uuid(out)
-            }
+            IdRepr::Uuid(b) => IdText::Uuid(uuid_text(b, b"0123456789abcdef")),
+            IdRepr::UuidUpper(b) => IdText::Uuid(uuid_text(b, b"0123456789ABCDEF")),
         }
     }
 }
 
-/// The 16 bytes of a canonical UUID's text, or None for any other spelling (upper case,
-/// braces, no hyphens: those stay text, so they read back as written).
-fn uuid_bytes(s: &[u8]) -> Option<[u8; 16]> {
+/// The 36 characters of a UUID's bytes, in the digits `hex`.
+fn uuid_text(b: &[u8; 16], hex: &[u8; 16]) -> [u8; 36] {
+    let mut out = [b'-'; 36];
+    let mut at = 0;
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            at += 1;
+        }
+        out[at] = hex[usize::from(byte >> 4)];
+        out[at + 1] = hex[usize::from(byte & 0xF)];
+        at += 2;
+    }
+    out
+}
+
+/// The case of a UUID's hex letters.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Lower,
+    Upper,
+}
+
+/// The 16 bytes of a UUID's text and the case of its letters, or None for any other spelling
+/// (letters of both cases, braces, no hyphens: those stay text, so they read back as written).
+/// Digits alone are either case.
+fn uuid_bytes(s: &[u8]) -> Option<([u8; 16], Case)> {
     if s.len() != 36 || UUID_HYPHENS.iter().any(|&i| s[i] != b'-') {
         return None;
     }
-    let nibble = |c: u8| match c {
+    let (mut lower, mut upper) = (false, false);
+    let mut nibble = |c: u8| match c {
         b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'a'..=b'f' => {
+            lower = true;
+            Some(c - b'a' + 10)
+        }
+        b'A'..=b'F' => {
+            upper = true;
+            Some(c - b'A' + 10)
+        }
         _ => None,
     };
     let mut out = [0u8; 16];
@@ -509,7 +533,11 @@ fn uuid_bytes(s: &[u8]) -> Option<[u8; 16]> {
         let (hi, lo) = (digits.next()?, digits.next()?);
         *byte = (nibble(hi)? << 4) | nibble(lo)?;
     }
-    Some(out)
+    match (lower, upper) {
+        (true, true) => None,
+        (false, true) => Some((out, Case::Upper)),
+        _ => Some((out, Case::Lower)),
+    }
 }
 
 /// An [`Id`]'s text, borrowed or (for a UUID) formatted on the stack.
@@ -537,12 +565,14 @@ impl From<&str> for Id {
     }
 }
 
-/// Text order, whatever the representation (two UUIDs compare by their bytes, which orders
-/// them as their text: lower-case hex digits sort as the nibbles they stand for).
+/// Text order, whatever the representation (two UUIDs of one case compare by their bytes,
+/// which orders them as their text: hex digits of one case sort as the nibbles they stand for).
 impl Ord for Id {
     fn cmp(&self, other: &Id) -> std::cmp::Ordering {
         match (&self.0, &other.0) {
-            (IdRepr::Uuid(a), IdRepr::Uuid(b)) => a.cmp(b),
+            (IdRepr::Uuid(a), IdRepr::Uuid(b)) | (IdRepr::UuidUpper(a), IdRepr::UuidUpper(b)) => {
+                a.cmp(b)
+            }
             _ => (*self.text()).cmp(&*other.text()),
         }
     }
@@ -588,8 +618,10 @@ mod tests {
             "0395188c-629b-4fa5-95b9-0a04115c29f2",
             "00000000-0000-0000-0000-000000000000",
             "ffffffff-ffff-ffff-ffff-ffffffffffff",
-            // Not canonical: kept as text, exactly.
             "0395188C-629B-4FA5-95B9-0A04115C29F2",
+            "00000000-0000-0000-0000-00000000000A",
+            // Other spellings: kept as text, exactly.
+            "0395188C-629b-4fa5-95b9-0a04115c29f2",
             "{0395188c-629b-4fa5-95b9-0a04115c29f2}",
             "0395188c629b4fa595b90a04115c29f2",
             "0395188c-629b-4fa5-95b9-0a04115c29fg",
@@ -613,6 +645,15 @@ mod tests {
         ));
         assert!(matches!(
             Id::new("0395188C-629B-4FA5-95B9-0A04115C29F2").0,
+            IdRepr::UuidUpper(_)
+        ));
+        // Digits alone are either case: one representation for the one text.
+        assert!(matches!(
+            Id::new("00000000-0000-0000-0000-000000000000").0,
+            IdRepr::Uuid(_)
+        ));
+        assert!(matches!(
+            Id::new("0395188C-629b-4fa5-95b9-0a04115c29f2").0,
             IdRepr::Text(_)
         ));
         // Equal ids are equal whatever the representation (one spelling, one representation).
@@ -634,6 +675,10 @@ mod tests {
             "0395188c-629b-4fa5-95b9-0a04115c29f",
             "0395188c-629b-4fa5-95b9-0a04115c29f2x",
             "0395188C-629B-4FA5-95B9-0A04115C29F2",
+            "0395188C-629B-4FA5-95B9-0A04115C29F1",
+            "F0000000-0000-0000-0000-00000000000A",
+            "A0000000-0000-0000-0000-000000000000",
+            "0395188C-629b-4fa5-95b9-0a04115c29f2",
             "f0000000-0000-0000-0000-000000000000",
             "a0000000-0000-0000-0000-000000000000",
             "9fffffff-ffff-ffff-ffff-ffffffffffff",

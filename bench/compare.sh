@@ -26,16 +26,5 @@ for _ in $(seq "$rounds"); do
         echo "$bin $t" >> "$out"
     done
 done
-python3 - "$out" <<'PY'
-import collections, statistics as st, sys
-runs = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    name, *v = line.split()
-    runs[name].append([float(x) for x in v])
-for name, rs in runs.items():
-    wall = [r[0] for r in rs]
-    print("%s: wall median %.2f s (min %.2f, max %.2f), user %.2f s, sys %.2f s, peak RSS %.0f MB, %d runs"
-          % (name, st.median(wall), min(wall), max(wall), st.median(r[1] for r in rs),
-             st.median(r[2] for r in rs), max(r[3] for r in rs) / 1024, len(rs)))
-PY
+python3 "$(dirname "$0")/medians.py" "$out"
 rm -f "$out"

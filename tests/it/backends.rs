@@ -305,6 +305,16 @@ async fn schema_mismatches_stop_with_a_clear_message(b: Backend) {
             std::fs::write(&env.config_path, cfg.replace(&old, &url)).expect("config");
             _cleanup = Some(DropDb(name));
             check_unmigrated_then_migrate(&env).await;
+            // The guarded transitions rewrite payments in place: the table keeps room on each
+            // page for the new row version (a HOT update, no index entry).
+            assert_eq!(
+                env.texts(
+                    "SELECT array_to_string(reloptions, ',') FROM pg_class \
+                     WHERE oid = to_regclass('payments')"
+                )
+                .await,
+                vec!["fillfactor=90".to_string()]
+            );
         }
         // An existing SQLite file with someone's tables but no recon schema.
         Backend::Sqlite => {

@@ -11,6 +11,7 @@ use sqlx::{Connection, PgPool, SqlitePool};
 use std::fs::File;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Migrations for the embedded default (SQLite), compiled into the binary.
@@ -59,7 +60,106 @@ pub struct Db {
     pub file: Option<PathBuf>,
     /// The URL (for messages; always shown masked).
     pub(crate) url: String,
+    /// Which ledger id columns are `uuid`, once read ([`Db::id_types`]); shared by the clones.
+    id_types: Arc<OnceLock<IdTypes>>,
 }
+
+/// A ledger column that holds a payment or attempt id. The payment service may declare any of
+/// them `uuid` on PostgreSQL (the bundled schema has `text`); recon's own tables
+/// (`review_tickets`, `recon_followups`, …) keep `text` ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdColumn {
+    /// `payments.payment_id`.
+    PaymentId,
+    /// `payments.attempt_id`.
+    PaymentAttemptId,
+    /// `payment_attempts.attempt_id`.
+    AttemptId,
+    /// `payment_attempts.payment_id`.
+    AttemptPaymentId,
+    /// `payment_status_history.payment_id`.
+    HistoryPaymentId,
+    /// `payment_status_history.attempt_id`.
+    HistoryAttemptId,
+}
+
+impl IdColumn {
+    /// Every ledger id column.
+    pub const ALL: [IdColumn; 6] = [
+        IdColumn::PaymentId,
+        IdColumn::PaymentAttemptId,
+        IdColumn::AttemptId,
+        IdColumn::AttemptPaymentId,
+        IdColumn::HistoryPaymentId,
+        IdColumn::HistoryAttemptId,
+    ];
+
+    /// Its table.
+    pub fn table(self) -> &'static str {
+        match self {
+            IdColumn::PaymentId | IdColumn::PaymentAttemptId => "payments",
+            IdColumn::AttemptId | IdColumn::AttemptPaymentId => "payment_attempts",
+            IdColumn::HistoryPaymentId | IdColumn::HistoryAttemptId => "payment_status_history",
+        }
+    }
+
+    /// Its name in the table.
+    pub fn column(self) -> &'static str {
+        match self {
+            IdColumn::PaymentId | IdColumn::AttemptPaymentId | IdColumn::HistoryPaymentId => {
+                "payment_id"
+            }
+            IdColumn::PaymentAttemptId | IdColumn::AttemptId | IdColumn::HistoryAttemptId => {
+                "attempt_id"
+            }
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl std::fmt::Display for IdColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.table(), self.column())
+    }
+}
+
+/// Which of the ledger's id columns ([`IdColumn`]) are `uuid` in the database; the others are
+/// text (SQLite, the bundled PostgreSQL schema, `varchar`), and ids are bound to them and read
+/// from them as text. Where a column is `uuid`, a statement binds the id as `CAST($n AS uuid)`
+/// (the value is converted, so the column's index still serves) and reads the column as
+/// `col::text`: PostgreSQL's canonical text of a UUID, lower case with hyphens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IdTypes(u8);
+
+impl IdTypes {
+    /// Every id column text.
+    pub const TEXT: IdTypes = IdTypes(0);
+
+    /// Whether `col` is a `uuid` column.
+    pub fn is_uuid(self, col: IdColumn) -> bool {
+        self.0 & col.bit() != 0
+    }
+
+    /// These types with `col` a `uuid` column.
+    #[must_use]
+    pub fn with_uuid(self, col: IdColumn) -> IdTypes {
+        IdTypes(self.0 | col.bit())
+    }
+}
+
+/// The ledger id columns ([`IdColumn`], given as two arrays: tables and columns) whose type is
+/// `uuid` or a domain over it. `to_regclass` resolves a name as the statements do (search path;
+/// a view as well as a table) and is NULL for a missing table, which is no error: its columns
+/// count as text.
+const UUID_COLUMNS_SQL: &str = "SELECT c.tbl, c.col \
+     FROM unnest($1::text[], $2::text[]) AS c(tbl, col) \
+     JOIN pg_attribute a ON a.attrelid = to_regclass(c.tbl) AND a.attname = c.col \
+          AND a.attnum > 0 AND NOT a.attisdropped \
+     JOIN pg_type t ON t.oid = a.atttypid \
+     WHERE 'uuid'::regtype IN (t.oid, t.typbasetype)";
 
 pub(crate) fn db_error(url: &str, what: &str, e: impl std::fmt::Display) -> anyhow::Error {
     fail(
@@ -134,6 +234,7 @@ impl Db {
                 pool: Pool::Postgres(pool),
                 file: None,
                 url: url.to_string(),
+                id_types: Arc::default(),
             });
         }
         let opts = SqliteConnectOptions::from_str(url)
@@ -167,6 +268,7 @@ impl Db {
             pool: Pool::Sqlite(pool),
             file,
             url: url.to_string(),
+            id_types: Arc::default(),
         })
     }
 
@@ -283,6 +385,50 @@ impl Db {
             ));
         }
         Ok(())
+    }
+
+    /// Which ledger id columns are `uuid` ([`IdTypes`]): on PostgreSQL read from the catalog
+    /// the first time it is asked (the ledger's schema is the payment service's and does not
+    /// change under a run), on SQLite every column is text.
+    pub async fn id_types(&self) -> Result<IdTypes> {
+        let Pool::Postgres(pool) = &self.pool else {
+            return Ok(IdTypes::TEXT);
+        };
+        if let Some(t) = self.id_types.get() {
+            return Ok(*t);
+        }
+        let tables: Vec<&str> = IdColumn::ALL.iter().map(|c| c.table()).collect();
+        let columns: Vec<&str> = IdColumn::ALL.iter().map(|c| c.column()).collect();
+        let uuid: Vec<(String, String)> = sqlx::query_as(UUID_COLUMNS_SQL)
+            .bind(tables)
+            .bind(columns)
+            .fetch_all(pool)
+            .await
+            .map_err(|e| {
+                db_error(
+                    &self.url,
+                    "cannot read the types of the ledger's id columns",
+                    e,
+                )
+            })?;
+        let mut types = IdTypes::TEXT;
+        for (table, column) in &uuid {
+            if let Some(c) = IdColumn::ALL
+                .into_iter()
+                .find(|c| c.table() == table && c.column() == column)
+            {
+                types = types.with_uuid(c);
+            }
+        }
+        if types != IdTypes::TEXT {
+            let list: Vec<String> = IdColumn::ALL
+                .into_iter()
+                .filter(|&c| types.is_uuid(c))
+                .map(|c| c.to_string())
+                .collect();
+            tracing::debug!(columns = %list.join(", "), "Ledger id columns of type uuid.");
+        }
+        Ok(*self.id_types.get_or_init(|| types))
     }
 
     /// The rows of a query from the job's configuration (not user input, like the ledger

@@ -109,10 +109,15 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         input_changes(&mut out, &recorded, &plan.summary_inputs());
     }
     let data = &plan.data;
-    if let Some(pi) = data
-        .payments
-        .iter()
-        .position(|p| *p.payment_id.text() == *opts.id)
+    let payment = |id: &str| {
+        data.payments
+            .iter()
+            .position(|p| *p.payment_id.text() == *id)
+    };
+    // A UUID in another spelling (upper case, as a provider may echo it) names the payment
+    // whose id is its canonical text, as a `uuid` column of the ledger holds it.
+    if let Some(pi) = payment(&opts.id)
+        .or_else(|| crate::model::canonical_uuid(&opts.id).and_then(|c| payment(&c)))
     {
         explain_payment(&mut out, data, &plan.matched, &rules, pi as u32);
     } else if let Some(li) = data.lines.iter().position(|l| {

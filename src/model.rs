@@ -485,6 +485,20 @@ impl Id {
     }
 }
 
+/// The canonical text of the UUID that `s` spells: lower-case hex with hyphens, as PostgreSQL
+/// prints a `uuid` column. Any spelling the `uuid` crate reads is taken (upper case, without
+/// hyphens, in braces, `urn:uuid:`); None when `s` spells no UUID.
+pub fn canonical_uuid(s: &str) -> Option<String> {
+    uuid::Uuid::try_parse(s)
+        .ok()
+        .map(|u| u.hyphenated().to_string())
+}
+
+/// Whether `s` is the canonical text of a UUID ([`canonical_uuid`] would return it as it is).
+pub fn is_canonical_uuid(s: &str) -> bool {
+    matches!(uuid_bytes(s.as_bytes()), Some((_, Case::Lower)))
+}
+
 /// The 36 characters of a UUID's bytes, in the digits `hex`.
 fn uuid_text(b: &[u8; 16], hex: &[u8; 16]) -> [u8; 36] {
     let mut out = [b'-'; 36];
@@ -693,6 +707,31 @@ mod tests {
         by_text.sort();
         let sorted: Vec<String> = by_id.iter().map(Id::to_string).collect();
         assert_eq!(sorted, by_text);
+    }
+
+    #[test]
+    fn a_uuid_in_any_spelling_has_one_canonical_text() {
+        let canonical = "0395188c-629b-4fa5-95b9-0a04115c29f2";
+        for s in [
+            canonical,
+            "0395188C-629B-4FA5-95B9-0A04115C29F2",
+            "0395188c629b4fa595b90a04115c29f2",
+            "{0395188c-629b-4fa5-95b9-0a04115c29f2}",
+            "urn:uuid:0395188c-629b-4fa5-95b9-0a04115c29f2",
+        ] {
+            assert_eq!(canonical_uuid(s).as_deref(), Some(canonical), "{s}");
+            assert_eq!(is_canonical_uuid(s), s == canonical, "{s}");
+        }
+        for s in [
+            "",
+            "P-1",
+            "0395188c-629b-4fa5-95b9-0a04115c29fg",
+            "0395188c-629b-4fa5-95b9-0a04115c29f",
+            " 0395188c-629b-4fa5-95b9-0a04115c29f2",
+        ] {
+            assert_eq!(canonical_uuid(s), None, "{s}");
+            assert!(!is_canonical_uuid(s), "{s}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod postgres;
 mod sqlite;
 
 use super::Status;
-use crate::db::Pool;
+use crate::db::{IdColumn, IdTypes, Pool};
 use crate::exit::{Failure, fail};
 use crate::keyindex::KeyIndex;
 use crate::timeparse::Micros;
@@ -241,6 +241,37 @@ fn estimate_records(path: &Path) -> usize {
     (estimate + estimate / 8).min(1 << 27)
 }
 
+/// `id`, a value of the ledger column `col` at `file:line`, as the database stores it: where
+/// the column is a `uuid`, the canonical text of the UUID it spells (lower case with hyphens,
+/// as PostgreSQL prints it), so that duplicates in the file, the attempts' payments, the ids
+/// already in the database and the insert order are all judged as the database sees the ids.
+/// An id that spells no UUID there is an error naming the line; an empty one is left to
+/// [`take_id`].
+fn stored_id(
+    id: CompactString,
+    (col, ids): (IdColumn, IdTypes),
+    (file, line): (&str, u64),
+    errors: &mut Errors,
+) -> CompactString {
+    if id.is_empty() || !ids.is_uuid(col) || crate::model::is_canonical_uuid(&id) {
+        return id;
+    }
+    match crate::model::canonical_uuid(&id) {
+        Some(c) => c.into(),
+        None => {
+            errors.push(
+                line,
+                format!(
+                    "{file}:{line}: column {}: {id:?} is not a UUID (the database's {col} is a \
+                     uuid column)",
+                    col.column()
+                ),
+            );
+            id
+        }
+    }
+}
+
 /// Records `id` (of column `col` at `file:line`) in `index` at position `next`, the row the
 /// caller pushes next (`row(j)` reads the id and line of earlier row `j`), unless it is empty
 /// or an earlier row has it: then says so in `errors` and returns false.
@@ -267,8 +298,9 @@ fn take_id<'r>(
     }
 }
 
-/// Parses payments; also returns the index of their ids (positions in the rows).
-fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
+/// Parses payments (ids as `ids` says the database stores them); also returns the index of
+/// their ids (positions in the rows).
+fn parse_payments(path: &Path, ids: IdTypes) -> Result<(Rows<PaymentRow>, KeyIndex)> {
     let capacity = estimate_records(path);
     let mut rows: Vec<PaymentRow> = Vec::with_capacity(capacity);
     let mut index = KeyIndex::with_capacity(capacity);
@@ -276,7 +308,12 @@ fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
     let file = path.display().to_string();
     each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
         let before = errors.len();
-        let payment_id = normalize::text(f[0]);
+        let payment_id = stored_id(
+            normalize::text(f[0]),
+            (IdColumn::PaymentId, ids),
+            (&file, line),
+            errors,
+        );
         // A new id takes the next position, and then a row is pushed there below (a
         // placeholder when the line is rejected: the import fails anyway).
         let taken = take_id(
@@ -326,7 +363,8 @@ fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
             }
             Some(v) => ts(&file, line, "started_at", &v, errors),
         };
-        let attempt_id = opt(f[7]);
+        let attempt_id = opt(f[7])
+            .map(|a| stored_id(a, (IdColumn::PaymentAttemptId, ids), (&file, line), errors));
         if attempt_id.is_none() && status.is_some_and(|s| s != Status::Pending) {
             errors.push(
                 line,
@@ -364,9 +402,13 @@ fn parse_payments(path: &Path) -> Result<(Rows<PaymentRow>, KeyIndex)> {
 /// database) with their payment ids.
 type ParsedAttempts = (Rows<AttemptRow>, Errors, Vec<(u64, CompactString)>);
 
-/// Parses attempts; a payment id is known if `in_file` holds it, otherwise it is returned for
-/// a look-up in the database.
-fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedAttempts> {
+/// Parses attempts (ids as `ids` says the database stores them); a payment id is known if
+/// `in_file` holds it, otherwise it is returned for a look-up in the database.
+fn parse_attempts(
+    path: &Path,
+    in_file: impl Fn(&str) -> bool,
+    ids: IdTypes,
+) -> Result<ParsedAttempts> {
     let capacity = estimate_records(path);
     let mut rows: Vec<AttemptRow> = Vec::with_capacity(capacity);
     let mut index = KeyIndex::with_capacity(capacity);
@@ -374,7 +416,12 @@ fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedA
     let mut elsewhere = Vec::new();
     let file = path.display().to_string();
     each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
-        let attempt_id = normalize::text(f[0]);
+        let attempt_id = stored_id(
+            normalize::text(f[0]),
+            (IdColumn::AttemptId, ids),
+            (&file, line),
+            errors,
+        );
         // As for payments: a new id takes the next position, and then a row is pushed.
         let taken = take_id(
             (&mut index, rows.len()),
@@ -386,7 +433,12 @@ fn parse_attempts(path: &Path, in_file: impl Fn(&str) -> bool) -> Result<ParsedA
                 (r.attempt_id.as_str(), r.line)
             },
         );
-        let payment_id = normalize::text(f[1]);
+        let payment_id = stored_id(
+            normalize::text(f[1]),
+            (IdColumn::AttemptPaymentId, ids),
+            (&file, line),
+            errors,
+        );
         let started_at = ts(&file, line, "started_at", f[2], errors).unwrap_or(0);
         let finished_at = match opt(f[3]) {
             Some(v) => ts(&file, line, "finished_at", &v, errors),
@@ -483,8 +535,9 @@ pub async fn import(
     payments: &Path,
     attempts: Option<&Path>,
 ) -> Result<ImportReport> {
+    let ids = db.id_types().await?;
     let t = std::time::Instant::now();
-    let (payments, index) = parse_payments(payments)?;
+    let (payments, index) = parse_payments(payments, ids)?;
     tracing::debug!(
         rows = payments.rows.len(),
         ms = t.elapsed().as_millis() as u64,
@@ -500,14 +553,14 @@ pub async fn import(
                     .get(id, |j| payments.rows[j as usize].payment_id.as_str())
                     .is_some()
             };
-            let parsed = parse_attempts(&path, in_file);
+            let parsed = parse_attempts(&path, in_file, ids);
             tracing::debug!(ms = t.elapsed().as_millis() as u64, "Parsed attempts.");
             parsed
         })
     });
     match &db.pool {
         Pool::Sqlite(pool) => sqlite::import(pool, &payments, attempts).await,
-        Pool::Postgres(pool) => postgres::import(pool, &payments, attempts).await,
+        Pool::Postgres(pool) => postgres::import(pool, &payments, attempts, ids).await,
     }
 }
 

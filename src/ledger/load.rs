@@ -226,15 +226,20 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
     Ok(usize::try_from(n).unwrap_or(0))
 }
 
-/// The payments' status changes since the range's start, with the as-of of the run that made
-/// each (recon's own changes are taken back for classification; see [`finish`]).
-const HISTORY_SQL: &str =
-    "SELECT h.id, h.payment_id, h.actor, h.from_status, h.to_status, h.run_id,
-                                  r.as_of, h.provider_payment_id, h.prior_provider_payment_id,
-                                  r.range_to
-                           FROM payment_status_history h
-                           LEFT JOIN recon_runs r ON r.run_id = h.run_id
-                           WHERE h.changed_at >= ?1";
+/// The payments' status changes since the range's start (`since`, a parameter), with the
+/// as-of of the run that made each (recon's own changes are taken back for classification;
+/// see [`finish`]). `payment_id` is the history's payment id as text: the column itself, or on
+/// PostgreSQL `h.payment_id::text` whatever its type (a `uuid` decodes into no `String`; its
+/// text is the canonical one the payments are loaded with).
+fn history_sql(payment_id: &str, since: &str) -> String {
+    format!(
+        "SELECT h.id, {payment_id}, h.actor, h.from_status, h.to_status, h.run_id, r.as_of,
+                h.provider_payment_id, h.prior_provider_payment_id, r.range_to
+         FROM payment_status_history h
+         LEFT JOIN recon_runs r ON r.run_id = h.run_id
+         WHERE h.changed_at >= {since}"
+    )
+}
 const FOLLOWUPS_SQL: &str = "SELECT payment_id, opened_on, closed_on FROM recon_followups
                              WHERE closed_on IS NULL OR closed_on >= ?1";
 
@@ -353,7 +358,8 @@ async fn load_sqlite(
     // recon's own latest transition: classify on the status before it, so that re-running a
     // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
     let mut latest: Latest = HashMap::new();
-    sqlite_raw::query(&mut conn, HISTORY_SQL, &[&lo], |row| {
+    let history = history_sql("h.payment_id", "?1");
+    sqlite_raw::query(&mut conn, &history, &[&lo], |row| {
         let (Some(pid), Some(actor), Some(from), Some(to)) =
             (row.text(1), row.text(2), row.text(3), row.text(4))
         else {
@@ -632,7 +638,7 @@ async fn load_pg(
         Option<String>,
         Option<String>,
         Option<String>,
-    )> = sqlx::query_as(sqlx::AssertSqlSafe(HISTORY_SQL.replace("?1", "$1")))
+    )> = sqlx::query_as(sqlx::AssertSqlSafe(history_sql("h.payment_id::text", "$1")))
         .bind(since)
         .fetch_all(&mut *conn)
         .await

@@ -10,6 +10,11 @@
 //! and how a column is read back (`Row`). So the two backends cannot drift apart, and every
 //! statement is ordinary code.
 //!
+//! The ledger's id columns may be `uuid` on PostgreSQL (the payment service's own schema;
+//! [`IdTypes`]): a statement names the column an id is compared with or stored in
+//! (`push_id`), or read from (`push_id_text`), and the SQL says `CAST($n AS uuid)` and
+//! `col::text` exactly where that column is a `uuid`, and nothing else anywhere else.
+//!
 //! One module per concern, each adding its methods to [`Tx`]:
 //! - `transitions.rs`: the payments' guarded status transitions and history, their states now;
 //! - `followups.rs`: the payments that stay in later runs' scope;
@@ -20,6 +25,7 @@
 //!
 //! Multi-row statements go in batches of a backend's own size (`SQLITE_BATCH`, `PG_BATCH`).
 
+use crate::db::IdTypes;
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 
@@ -64,8 +70,9 @@ fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
 pub enum Tx {
     /// SQLite.
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
-    /// PostgreSQL.
-    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+    /// PostgreSQL, and which of the ledger's id columns are `uuid` there (its statements bind
+    /// and read ids accordingly).
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>, IdTypes),
 }
 
 impl crate::db::Db {
@@ -75,7 +82,10 @@ impl crate::db::Db {
         let err = |e| db_error(&self.url, "cannot start a transaction", e);
         Ok(match &self.pool {
             Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
-            Pool::Postgres(p) => Tx::Postgres(p.begin().await.map_err(err)?),
+            Pool::Postgres(p) => {
+                let ids = self.id_types().await?;
+                Tx::Postgres(p.begin().await.map_err(err)?, ids)
+            }
         })
     }
 }
@@ -85,7 +95,7 @@ impl Tx {
     fn batch(&self) -> usize {
         match self {
             Tx::Sqlite(_) => SQLITE_BATCH,
-            Tx::Postgres(_) => PG_BATCH,
+            Tx::Postgres(..) => PG_BATCH,
         }
     }
 
@@ -93,7 +103,7 @@ impl Tx {
     pub async fn commit(self) -> Result<()> {
         match self {
             Tx::Sqlite(t) => t.commit().await,
-            Tx::Postgres(t) => t.commit().await,
+            Tx::Postgres(t, _) => t.commit().await,
         }
         .map_err(db_err("commit"))
     }
@@ -102,7 +112,7 @@ impl Tx {
     pub async fn rollback(self) -> Result<()> {
         match self {
             Tx::Sqlite(t) => t.rollback().await,
-            Tx::Postgres(t) => t.rollback().await,
+            Tx::Postgres(t, _) => t.rollback().await,
         }
         .map_err(db_err("rollback"))
     }

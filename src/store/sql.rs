@@ -11,12 +11,20 @@
 //! - how a value is encoded: text and integers alike on both, and a timestamp (recon's UTC
 //!   text, [`Bind::Ts`]) as that TEXT on SQLite and as a `timestamptz` on PostgreSQL;
 //! - how a column is read back ([`Row`]): a stored timestamp comes back in the report form
-//!   (`2026-11-28T10:15:00Z`) from either.
+//!   (`2026-11-28T10:15:00Z`) from either;
+//! - how a ledger id meets its column ([`IdTypes`]): where the column is a PostgreSQL `uuid`,
+//!   a bound id is written `CAST($n AS uuid)` ([`Sql::push_id`]: text is converted to uuid
+//!   only explicitly, and converting the value, not the column, keeps the column's index in
+//!   use) and the column is read as `col::text` ([`Sql::push_id_text`]: recon keeps ids as
+//!   text, and a uuid's text is PostgreSQL's canonical one, which is also what recon loaded
+//!   and binds back). Anywhere else the placeholder and the column stand bare, as they always
+//!   did.
 //!
 //! Values are borrowed and encoded into the driver's arguments as they are bound, exactly as
 //! `QueryBuilder::push_bind` and `Query::bind` encode them: nothing is copied on the way.
 
 use super::Tx;
+use crate::db::{IdColumn, IdTypes};
 use futures_util::TryStreamExt as _;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArguments, PgRow};
@@ -150,6 +158,8 @@ pub(super) struct Sql {
     /// The first value that could not be encoded: the statement then fails with it, unsent
     /// (as sqlx's `Query::bind` keeps it).
     error: Option<BoxDynError>,
+    /// Which ledger id columns are `uuid` on the statement's database.
+    ids: IdTypes,
 }
 
 impl Sql {
@@ -175,6 +185,48 @@ impl Sql {
         self.bind(value);
         self.args.placeholder(self.text.to_mut());
         self
+    }
+
+    /// Adds an id that is compared with, or stored into, the ledger column `col`, and writes
+    /// its placeholder: `CAST($n AS uuid)` where that column is a `uuid`, the bare placeholder
+    /// otherwise. Only the literal type `uuid` is ever written.
+    pub(super) fn push_id<'a>(&mut self, col: IdColumn, value: impl Into<Bind<'a>>) -> &mut Self {
+        let uuid = self.ids.is_uuid(col);
+        if uuid {
+            self.push("CAST(");
+        }
+        self.push_bind(value);
+        if uuid {
+            self.push(" AS uuid)");
+        }
+        self
+    }
+
+    /// Writes `expr`, the ledger column `col`, to be read as text: `expr::text` where the
+    /// column is a `uuid` (which sqlx decodes into no `String`), `expr` otherwise.
+    pub(super) fn push_id_text(&mut self, col: IdColumn, expr: &'static str) -> &mut Self {
+        self.push(expr);
+        if self.ids.is_uuid(col) {
+            self.push("::text");
+        }
+        self
+    }
+
+    /// Writes `expr`, the ledger column `of`, converted to the type of the ledger column `like`
+    /// where the two differ (`::uuid` or `::text`), to compare the two: `like` is the column
+    /// whose index serves the comparison, so it stays as it is.
+    pub(super) fn push_id_as(
+        &mut self,
+        of: IdColumn,
+        expr: &'static str,
+        like: IdColumn,
+    ) -> &mut Self {
+        self.push(expr);
+        match (self.ids.is_uuid(of), self.ids.is_uuid(like)) {
+            (false, true) => self.push("::uuid"),
+            (true, false) => self.push("::text"),
+            _ => self,
+        }
     }
 
     /// Pushes text and values with `separator` between them (`a, b, c`).
@@ -232,6 +284,17 @@ impl Separated<'_> {
             self.sql.push(self.separator);
         }
         self.sql.push_bind(value);
+        self.push_separator = true;
+        self
+    }
+
+    /// Adds an id of the ledger column `col` (see [`Sql::push_id`]), after the separator
+    /// unless it is the first.
+    pub(super) fn push_id<'a>(&mut self, col: IdColumn, value: impl Into<Bind<'a>>) -> &mut Self {
+        if self.push_separator {
+            self.sql.push(self.separator);
+        }
+        self.sql.push_id(col, value);
         self.push_separator = true;
         self
     }
@@ -316,12 +379,22 @@ impl Tx {
     pub(super) fn sql(&self, text: &'static str) -> Sql {
         let args = match self {
             Tx::Sqlite(_) => Args::Sqlite(SqliteArguments::default()),
-            Tx::Postgres(_) => Args::Postgres(PgArguments::default()),
+            Tx::Postgres(..) => Args::Postgres(PgArguments::default()),
         };
+        let ids = self.id_types();
         Sql {
             text: Cow::Borrowed(text),
             args,
             error: None,
+            ids,
+        }
+    }
+
+    /// Which ledger id columns are `uuid` on this transaction's database.
+    pub(super) fn id_types(&self) -> IdTypes {
+        match self {
+            Tx::Sqlite(_) => IdTypes::TEXT,
+            Tx::Postgres(_, ids) => *ids,
         }
     }
 
@@ -333,7 +406,7 @@ impl Tx {
                 .execute(&mut **t)
                 .await?
                 .rows_affected(),
-            (Tx::Postgres(t), Args::Postgres(a)) => sqlx::query_with(text, a)
+            (Tx::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
                 .execute(&mut **t)
                 .await?
                 .rows_affected(),
@@ -356,7 +429,7 @@ impl Tx {
                     out.push(read(Row::Sqlite(&r))?);
                 }
             }
-            (Tx::Postgres(t), Args::Postgres(a)) => {
+            (Tx::Postgres(t, _), Args::Postgres(a)) => {
                 let mut rows = sqlx::query_with(text, a).fetch(&mut **t);
                 while let Some(r) = rows.try_next().await? {
                     out.push(read(Row::Postgres(&r))?);
@@ -381,7 +454,7 @@ impl Tx {
                 .as_ref()
                 .map(|r| read(Row::Sqlite(r)))
                 .transpose(),
-            (Tx::Postgres(t), Args::Postgres(a)) => sqlx::query_with(text, a)
+            (Tx::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
                 .fetch_optional(&mut **t)
                 .await?
                 .as_ref()

@@ -3,6 +3,7 @@
 
 use super::sql::Bind;
 use super::{Tx, db_err};
+use crate::db::IdColumn;
 use crate::ledger::transitions::{Applied, Transition};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
@@ -31,16 +32,31 @@ impl Tx {
     ) -> Result<Vec<Applied>> {
         let err = db_err("applying transitions");
         let batch = self.batch();
+        // The attempt id a history row of `t` holds: what recon wrote, which a `uuid` column
+        // keeps as the canonical text of the UUID (the payment's own column may spell it
+        // otherwise when it is text).
+        let ids = self.id_types();
+        let canonical =
+            ids.is_uuid(IdColumn::HistoryAttemptId) && !ids.is_uuid(IdColumn::PaymentAttemptId);
+        let history_attempt = |t: &Transition| -> Option<String> {
+            let a = t.attempt_id.as_deref()?;
+            Some(if canonical {
+                crate::model::canonical_uuid(a).unwrap_or_else(|| a.to_string())
+            } else {
+                a.to_string()
+            })
+        };
         let mut out = vec![Applied::Conflict; ts.len()];
         for (c, chunk) in ts.chunks(batch).enumerate() {
             let base = c * batch;
             let mut q =
                 self.sql("WITH v(payment_id, from_status, to_status, attempt_id, ppid) AS (");
+            // The ids in the types of the columns they are compared with.
             q.push_values(chunk, |mut b, t| {
-                b.push_bind(&t.payment_id)
+                b.push_id(IdColumn::PaymentId, &t.payment_id)
                     .push_bind(t.from.as_str())
                     .push_bind(t.to.as_str())
-                    .push_bind(&t.attempt_id)
+                    .push_id(IdColumn::PaymentAttemptId, &t.attempt_id)
                     .push_bind(&t.provider_payment_id);
             });
             q.push(
@@ -52,8 +68,9 @@ impl Tx {
                 " FROM v WHERE payments.payment_id = v.payment_id \
                  AND payments.status = v.from_status \
                  AND payments.attempt_id IS NOT DISTINCT FROM v.attempt_id \
-                 RETURNING payments.payment_id",
+                 RETURNING ",
             );
+            q.push_id_text(IdColumn::PaymentId, "payments.payment_id");
             let updated: Vec<String> = self.fetch_all(q, |r| r.text(0)).await.map_err(&err)?;
             let updated: HashSet<String> = updated.into_iter().collect();
             let applied: Vec<&Transition> = chunk
@@ -67,10 +84,10 @@ impl Tx {
                      run_id, reason, changed_at) ",
                 );
                 h.push_values(&applied, |mut b, t| {
-                    b.push_bind(&t.payment_id)
+                    b.push_id(IdColumn::HistoryPaymentId, &t.payment_id)
                         .push_bind(t.from.as_str())
                         .push_bind(t.to.as_str())
-                        .push_bind(&t.attempt_id)
+                        .push_id(IdColumn::HistoryAttemptId, &t.attempt_id)
                         .push_bind(&t.provider_payment_id)
                         .push_bind(t.prior_provider_payment_id.as_deref().unwrap_or(""))
                         .push_bind("recon")
@@ -86,15 +103,24 @@ impl Tx {
                 .collect();
             let mut state: HashMap<String, LatestState> = HashMap::new();
             if !rest.is_empty() {
-                let mut s = self.sql(
-                    "SELECT p.payment_id, p.status, h.actor, h.from_status, h.attempt_id \
-                     FROM payments p LEFT JOIN payment_status_history h ON h.id = \
-                     (SELECT max(id) FROM payment_status_history x WHERE x.payment_id = p.payment_id) \
-                     WHERE p.payment_id IN (",
-                );
+                let mut s = self.sql("SELECT ");
+                s.push_id_text(IdColumn::PaymentId, "p.payment_id")
+                    .push(", p.status, h.actor, h.from_status, ")
+                    .push_id_text(IdColumn::HistoryAttemptId, "h.attempt_id")
+                    .push(
+                        " FROM payments p LEFT JOIN payment_status_history h ON h.id = \
+                         (SELECT max(id) FROM payment_status_history x WHERE x.payment_id = ",
+                    )
+                    // Converted to the history's type, whose index (payment_id, id) serves.
+                    .push_id_as(
+                        IdColumn::PaymentId,
+                        "p.payment_id",
+                        IdColumn::HistoryPaymentId,
+                    )
+                    .push(") WHERE p.payment_id IN (");
                 let mut sep = s.separated(", ");
                 for t in &rest {
-                    sep.push_bind(&t.payment_id);
+                    sep.push_id(IdColumn::PaymentId, &t.payment_id);
                 }
                 s.push(")");
                 let rows = self
@@ -118,7 +144,7 @@ impl Tx {
                             if status == t.to.as_str()
                                 && actor == "recon"
                                 && from == t.from.as_str()
-                                && *attempt == t.attempt_id =>
+                                && *attempt == history_attempt(t) =>
                         {
                             Applied::AlreadyApplied
                         }
@@ -137,11 +163,14 @@ impl Tx {
     ) -> Result<HashMap<String, (String, Option<String>)>> {
         let mut out = HashMap::new();
         for chunk in ids.chunks(self.batch()) {
-            let mut q = self
-                .sql("SELECT payment_id, status, attempt_id FROM payments WHERE payment_id IN (");
+            let mut q = self.sql("SELECT ");
+            q.push_id_text(IdColumn::PaymentId, "payment_id")
+                .push(", status, ")
+                .push_id_text(IdColumn::PaymentAttemptId, "attempt_id")
+                .push(" FROM payments WHERE payment_id IN (");
             let mut sep = q.separated(", ");
             for id in chunk {
-                sep.push_bind(id.as_str());
+                sep.push_id(IdColumn::PaymentId, id.as_str());
             }
             q.push(")");
             let rows = self

@@ -10,8 +10,8 @@ use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 const IBAN: &str = "DE89370400440532013000";
-const DAY: &str = "2026-11-10";
-const AS_OF: &str = "2026-11-20T00:00:00Z";
+pub(crate) const DAY: &str = "2026-11-10";
+pub(crate) const AS_OF: &str = "2026-11-20T00:00:00Z";
 
 /// The scenario of `runs::mixed_env` plus an AMBIGUOUS pair, so every kind of effect happens:
 /// a RESOLVED_SUCCEEDED and a RESOLVED_FAILED transition, and tickets.
@@ -41,7 +41,7 @@ async fn env_with(backend: Backend, settings: Settings) -> TestEnv {
     env
 }
 
-fn results(env: &TestEnv, run_id: &str) -> Vec<u8> {
+pub(crate) fn results(env: &TestEnv, run_id: &str) -> Vec<u8> {
     std::fs::read(env.path(&format!("out/{run_id}/results.csv"))).expect("results.csv")
 }
 
@@ -52,7 +52,7 @@ async fn count(env: &TestEnv, sql: &'static str) -> usize {
 const HISTORY: &str = "SELECT CAST(count(*) AS TEXT) FROM payment_status_history";
 const TICKETS: &str = "SELECT CAST(count(*) AS TEXT) FROM review_tickets";
 
-fn recon(env: &TestEnv, args: &[&str]) -> Command {
+pub(crate) fn recon(env: &TestEnv, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_recon"));
     c.args(args)
         .arg("--config")
@@ -63,20 +63,20 @@ fn recon(env: &TestEnv, args: &[&str]) -> Command {
     c
 }
 
-fn run_cmd(env: &TestEnv, run_id: &str) -> Command {
+pub(crate) fn run_cmd(env: &TestEnv, run_id: &str) -> Command {
     recon(
         env,
         &["run", "--date", DAY, "--as-of", AS_OF, "--run-id", run_id],
     )
 }
 
-fn output(mut c: Command) -> Output {
+pub(crate) fn output(mut c: Command) -> Output {
     c.output().expect("recon runs")
 }
 
 /// Starts `c` paused at `stage`; returns the child once it is there, and the marker to delete
 /// to let it go on.
-fn start_paused(env: &TestEnv, mut c: Command, stage: &str) -> (Child, PathBuf) {
+pub(crate) fn start_paused(env: &TestEnv, mut c: Command, stage: &str) -> (Child, PathBuf) {
     let marker = env.path(&format!("paused-{stage}"));
     let _ = std::fs::remove_file(&marker);
     let mut child = c

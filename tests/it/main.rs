@@ -17,6 +17,7 @@ mod golden;
 mod import;
 mod mappings;
 mod nights;
+mod pg_uuid;
 mod properties;
 mod pull;
 mod report;

@@ -135,7 +135,8 @@ fn owned(f: &[Option<std::borrow::Cow<'_, str>>]) -> Vec<Option<String>> {
     f.iter().map(|v| v.as_deref().map(str::to_string)).collect()
 }
 
-/// The same columns decoded by sqlx, row by row (what COPY replaces).
+/// The same columns decoded by sqlx, row by row (what COPY replaces). The ids are read as text,
+/// as recon reads them (a `uuid` column decodes into no `String`).
 async fn row_by_row(pool: &sqlx::PgPool) -> Result<usize> {
     type PaymentRow = (
         String,
@@ -151,8 +152,8 @@ async fn row_by_row(pool: &sqlx::PgPool) -> Result<usize> {
     let err = |e: sqlx::Error| fail(Failure::Database, format!("row-by-row load: {e}"));
     let mut n = 0usize;
     let mut s = sqlx::query_as::<_, PaymentRow>(
-        "SELECT payment_id, recipient_account, amount_minor, currency, status, created_at,
-                started_at, attempt_id, provider_payment_id FROM payments",
+        "SELECT payment_id::text, recipient_account, amount_minor, currency, status, created_at,
+                started_at, attempt_id::text, provider_payment_id FROM payments",
     )
     .fetch(pool);
     while let Some(row) = s.try_next().await.map_err(err)? {
@@ -161,7 +162,7 @@ async fn row_by_row(pool: &sqlx::PgPool) -> Result<usize> {
     }
     drop(s);
     let mut s = sqlx::query_as::<_, (String, String)>(
-        "SELECT payment_id, provider_payment_id FROM payment_attempts
+        "SELECT payment_id::text, provider_payment_id FROM payment_attempts
          WHERE provider_payment_id IS NOT NULL",
     )
     .fetch(pool);

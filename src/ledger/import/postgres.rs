@@ -5,11 +5,13 @@
 //! the parser has rejected it with file:line already.
 
 use super::{AttemptRow, ImportReport, Ledger, PaymentRow, PendingAttempts, Rows};
+use crate::db::{IdColumn, IdTypes};
 use crate::exit::{Failure, fail};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use sqlx::postgres::PgDatabaseError;
 use sqlx::{PgConnection, PgPool};
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::Write as _;
 
@@ -181,11 +183,13 @@ async fn copy_in<T>(
     Ok(())
 }
 
-/// Runs the import in one transaction.
+/// Runs the import in one transaction (`ids`: which of the ledger's id columns are `uuid`; the
+/// rows' ids are in the form the database stores).
 pub async fn import(
     pool: &PgPool,
     payments: &Rows<PaymentRow>,
     attempts: Option<PendingAttempts>,
+    ids: IdTypes,
 ) -> Result<ImportReport> {
     let err = |what: &'static str| {
         move |e: sqlx::Error| fail(Failure::Database, format!("ledger import: {what}: {e}"))
@@ -194,6 +198,7 @@ pub async fn import(
     let mut ledger = PgLedger {
         conn: &mut tx,
         deferred: Vec::new(),
+        uuid_payment_ids: ids.is_uuid(IdColumn::PaymentId),
     };
     let report = super::check_and_insert(&mut ledger, payments, attempts).await?;
     let t = std::time::Instant::now();
@@ -207,6 +212,8 @@ struct PgLedger<'c> {
     conn: &'c mut PgConnection,
     /// Index and foreign-key definitions to restore at the end of the bulk load.
     deferred: Vec<String>,
+    /// Whether `payments.payment_id` is a `uuid` column.
+    uuid_payment_ids: bool,
 }
 
 impl Ledger for PgLedger<'_> {
@@ -216,7 +223,7 @@ impl Ledger for PgLedger<'_> {
     const KEY_ORDER: bool = true;
 
     async fn payments_in_db(&mut self, ids: &[&str]) -> Result<HashSet<String>> {
-        payments_in_db(self.conn, ids).await
+        payments_in_db(self.conn, ids, self.uuid_payment_ids).await
     }
 
     async fn begin_bulk(&mut self) -> Result<()> {
@@ -364,21 +371,39 @@ async fn defer_indexes(conn: &mut PgConnection) -> Result<Vec<String>> {
 }
 
 /// Which of `ids` are payments in the database: the ids are copied into a temporary table that
-/// one join compares with the ledger (nothing to compare when the ledger is empty).
-async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet<String>> {
+/// one join compares with the ledger (nothing to compare when the ledger is empty). The table's
+/// column has the type of `payments.payment_id` (`uuid` when `uuid`): then each id goes in as
+/// the canonical text of the UUID it spells, and an id that spells none is no payment there.
+async fn payments_in_db(
+    conn: &mut PgConnection,
+    ids: &[&str],
+    uuid: bool,
+) -> Result<HashSet<String>> {
     if !has_rows(conn, "SELECT 1 FROM payments LIMIT 1").await? {
         return Ok(HashSet::new());
     }
     let err = db_err;
-    sqlx::query("CREATE TEMP TABLE recon_import_ids (payment_id text NOT NULL) ON COMMIT DROP")
-        .execute(&mut *conn)
-        .await
-        .map_err(err)?;
+    // (the id as the ledger column holds it, the id asked about)
+    let keyed: Vec<(Cow<'_, str>, &str)> = if uuid {
+        ids.iter()
+            .filter_map(|&id| crate::model::canonical_uuid(id).map(|c| (Cow::Owned(c), id)))
+            .collect()
+    } else {
+        ids.iter().map(|&id| (Cow::Borrowed(id), id)).collect()
+    };
+    sqlx::query(if uuid {
+        "CREATE TEMP TABLE recon_import_ids (payment_id uuid NOT NULL) ON COMMIT DROP"
+    } else {
+        "CREATE TEMP TABLE recon_import_ids (payment_id text NOT NULL) ON COMMIT DROP"
+    })
+    .execute(&mut *conn)
+    .await
+    .map_err(err)?;
     let rows = Rows {
         file: "payment ids".to_string(),
-        rows: ids.to_vec(),
+        rows: keyed.iter().map(|(k, _)| k.as_ref()).collect::<Vec<&str>>(),
     };
-    let order: Vec<u32> = (0..ids.len() as u32).collect();
+    let order: Vec<u32> = (0..rows.rows.len() as u32).collect();
     copy_in(
         conn,
         (
@@ -390,18 +415,24 @@ async fn payments_in_db(conn: &mut PgConnection, ids: &[&str]) -> Result<HashSet
         |id, out| out.text(id),
     )
     .await?;
-    let found: Vec<String> = sqlx::query_scalar(
-        "SELECT DISTINCT i.payment_id FROM recon_import_ids i \
+    let found: HashSet<String> = sqlx::query_scalar(
+        "SELECT DISTINCT i.payment_id::text FROM recon_import_ids i \
          JOIN payments p ON p.payment_id = i.payment_id",
     )
     .fetch_all(&mut *conn)
     .await
-    .map_err(err)?;
+    .map_err(err)?
+    .into_iter()
+    .collect();
     sqlx::query("DROP TABLE recon_import_ids")
         .execute(&mut *conn)
         .await
         .map_err(err)?;
-    Ok(found.into_iter().collect())
+    Ok(keyed
+        .into_iter()
+        .filter(|(k, _)| found.contains(k.as_ref()))
+        .map(|(_, id)| id.to_string())
+        .collect())
 }
 
 #[cfg(test)]

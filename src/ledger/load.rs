@@ -415,8 +415,7 @@ async fn load_sqlite(
             // The current attempt's id is usually already on the payment row: skip it.
             if let Some(Some(i)) = row.with_text(0, |s| positions.get(s))
                 && let Some(Some(ppid)) = row.with_text(1, |id| {
-                    (payments[i as usize].provider_payment_id.as_deref() != Some(id))
-                        .then(|| id.to_string())
+                    (row_provider_id(&payments, &latest, i) != Some(id)).then(|| id.to_string())
                 })
             {
                 provider_ids.push((i, ppid));
@@ -488,6 +487,37 @@ fn note_latest(latest: &mut Latest, i: u32, c: Change) {
     }
 }
 
+/// Whether `c`, a payment's latest history row, is recon's own change and still the payment's
+/// status: the run then classifies the payment as it was before that change (re-runs reproduce
+/// the run that made it).
+fn taken_back(p: &Payment, c: &Change) -> bool {
+    c.actor == "recon" && c.to == p.current_status.as_str()
+}
+
+/// The provider id `p` had before recon's change `c` recorded one on it (`Some(None)`: none),
+/// while nobody changed it since; `None` when the change is not taken back that far.
+fn prior_provider_id<'c>(p: &Payment, c: &'c Change) -> Option<Option<&'c str>> {
+    let prior = c.prior.as_deref()?;
+    let prior = (!prior.is_empty()).then_some(prior);
+    // What the change left: the recorded id, or the one the payment had.
+    let left = c.recorded.as_deref().or(prior);
+    (p.provider_payment_id.as_deref() == left).then_some(prior)
+}
+
+/// The provider id on payment `i`'s row as the run sees it: before recon's own change, if that
+/// is taken back ([`finish`] does so after the attempts are read). An attempt's id equal to it
+/// adds nothing; one equal only to the id recon recorded must be kept, or a re-run would lose
+/// the link the first run made through that attempt.
+fn row_provider_id<'p>(payments: &'p [Payment], latest: &'p Latest, i: u32) -> Option<&'p str> {
+    let p = &payments[i as usize];
+    match latest.get(&i) {
+        Some(c) if taken_back(p, c) => {
+            prior_provider_id(p, c).unwrap_or(p.provider_payment_id.as_deref())
+        }
+        _ => p.provider_payment_id.as_deref(),
+    }
+}
+
 /// Attaches history, follow-ups and attempts' provider ids to the loaded payments.
 fn finish(
     mut payments: Vec<Payment>,
@@ -497,18 +527,12 @@ fn finish(
 ) -> LoadedLedger {
     for (i, c) in latest {
         let p = &mut payments[i as usize];
-        if c.actor != "recon" || c.to != p.current_status.as_str() {
+        if !taken_back(p, &c) {
             continue;
         }
         p.status = Status::parse(&c.from).unwrap_or(p.current_status);
-        // The provider id recon recorded is taken back while nobody changed it since.
-        if let Some(prior) = c.prior {
-            let prior = (!prior.is_empty()).then_some(prior);
-            // What the change left: the recorded id, or the one the payment had.
-            let left = c.recorded.as_deref().or(prior.as_deref());
-            if p.provider_payment_id.as_deref() == left {
-                p.provider_payment_id = prior.map(|s| s.as_str().into());
-            }
+        if let Some(prior) = prior_provider_id(p, &c) {
+            p.provider_payment_id = prior.map(Into::into);
         }
         p.recon = Some(Box::new(super::ReconChange {
             to: p.current_status,
@@ -692,7 +716,7 @@ async fn load_pg(
         |f| {
             if let (Some(Some(pid)), Some(Some(ppid))) = (f.first(), f.get(1))
                 && let Some(i) = positions.get(pid.as_ref())
-                && payments[i as usize].provider_payment_id.as_deref() != Some(ppid.as_ref())
+                && row_provider_id(&payments, &latest, i) != Some(ppid.as_ref())
             {
                 provider_ids.push((i, ppid.to_string()));
             }

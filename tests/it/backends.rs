@@ -458,6 +458,45 @@ async fn a_range_rerun_is_byte_identical_per_day(b: Backend) {
     assert_eq!(again.transitions.already_applied, 2);
 }
 
+/// A payment resolved through the provider id only its attempt carried (the payment row had
+/// none) is resolved the same way on a re-run: the re-run sees the payment as it was before
+/// recon recorded that id on it, attempt id included. Two payments of the same amount to the
+/// same recipient make the other way (recipient + amount + window) ambiguous, so a re-run that
+/// lost the attempt's id would not reproduce the first run (DESIGN.md rule 4).
+async fn a_rerun_still_links_through_the_attempts_provider_id(b: Backend) {
+    let env = TestEnv::on(b, Settings::default()).await;
+    env.import(
+        &format!(
+            "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
+             P-2,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:05:00Z,2026-11-10T09:05:00Z,A-2,\n"
+        ),
+        "A-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,PSP-77,timeout\n\
+         A-2,P-2,2026-11-10T09:05:00Z,,UNKNOWN,,timeout\n",
+    )
+    .await;
+    env.statement(&format!(
+        "PSP-77,INV-9,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n"
+    ));
+    let first = env.run(DAY, AS_OF, false, "r1").await;
+    assert_eq!(
+        crate::support::outcomes(&first),
+        vec![
+            ("RESOLVED_SUCCEEDED".into(), "P-1".into(), "PSP-77".into()),
+            ("RESOLVED_FAILED".into(), "P-2".into(), String::new()),
+        ]
+    );
+    let second = env.run(DAY, AS_OF, false, "r2").await;
+    assert_eq!(
+        String::from_utf8(results(&env, "r2")),
+        String::from_utf8(results(&env, "r1"))
+    );
+    assert_eq!(second.summary.transitions.applied, 0);
+    assert_eq!(second.summary.transitions.already_applied, 2);
+    assert_eq!(second.summary.transitions.conflicts, 0);
+    assert_eq!(second.summary.tickets.created, 0);
+    assert_eq!(count(&env, HISTORY).await, 2, "no repeated transitions");
+}
+
 on_both_backends!(
     rerun_is_identical_and_changes_nothing_more,
     someone_elses_update_between_load_and_write_is_a_conflict,
@@ -466,4 +505,5 @@ on_both_backends!(
     schema_mismatches_stop_with_a_clear_message,
     a_ledger_in_its_own_schema_is_read_through_configured_queries,
     a_range_rerun_is_byte_identical_per_day,
+    a_rerun_still_links_through_the_attempts_provider_id,
 );

@@ -241,8 +241,8 @@ async fn state(env: &TestEnv, history_attempt: &str) -> Vec<Vec<Vec<Option<Strin
 }
 
 /// The scenario on the bundled `text` schema and with `cols` turned into `uuid` gives the same
-/// results.csv and database rows; a re-run on the `uuid` ledger changes nothing and finds its
-/// transitions already applied.
+/// results.csv and database rows; a re-run on the `uuid` ledger changes nothing, finds its
+/// transitions already applied and writes the first run's results.csv again.
 async fn same_as_on_text(attempts: Attempts, cols: &[IdColumn], history_attempt: &str) {
     let text = scenario(attempts).await;
     let uuid = scenario(attempts).await;
@@ -268,9 +268,13 @@ async fn same_as_on_text(attempts: Attempts, cols: &[IdColumn], history_attempt:
     let want = state(&text, history_attempt).await;
     assert_eq!(state(&uuid, history_attempt).await, want);
 
-    // A re-run finds its own transitions, not conflicts, changes nothing, and reports what a
-    // re-run on the text schema reports.
+    // A re-run finds its own transitions, not conflicts, changes nothing, reproduces the first
+    // run and reports what a re-run on the text schema reports.
     let again = uuid.run(DAY, AS_OF, false, "r2").await;
+    assert_eq!(
+        String::from_utf8(results(&uuid, "r2")).expect("utf-8"),
+        String::from_utf8(results(&uuid, "r1")).expect("utf-8")
+    );
     assert_eq!(again.summary.transitions.applied, 0);
     assert_eq!(again.summary.transitions.already_applied, 3);
     assert_eq!(again.summary.transitions.conflicts, 0);

@@ -74,6 +74,10 @@ pub struct Probs {
     pub bank_reference: u64,
     /// The ledger recorded the provider's id (SUCCEEDED; other statuses a fraction of it).
     pub ledger_knows_provider_id: u64,
+    /// An UNKNOWN / SUBMITTING payment the ledger has no provider id for, whose current attempt
+    /// has it (the service stored the provider's answer on the attempt and died before it
+    /// updated the payment row).
+    pub attempt_only_provider_id: u64,
     /// A recipient from the shared pool (receives several payments).
     pub shared_recipient: u64,
     /// Same amount as the shared recipient's previous payment.
@@ -112,6 +116,7 @@ impl Default for Probs {
             psp_reference: 8_500,
             bank_reference: 5_500,
             ledger_knows_provider_id: 9_000,
+            attempt_only_provider_id: 2_500,
             shared_recipient: 3_500,
             same_amount: 4_000,
             twin: 400,
@@ -143,6 +148,7 @@ impl Probs {
             "psp_reference" => &mut self.psp_reference,
             "bank_reference" => &mut self.bank_reference,
             "ledger_knows_provider_id" => &mut self.ledger_knows_provider_id,
+            "attempt_only_provider_id" => &mut self.attempt_only_provider_id,
             "shared_recipient" => &mut self.shared_recipient,
             "same_amount" => &mut self.same_amount,
             "twin" => &mut self.twin,
@@ -781,6 +787,15 @@ impl World {
                     _ => false,
                 };
                 let ledger_provider_id = if knows { provider_id.clone() } else { None };
+                let attempt_provider_id = if !knows
+                    && provider_id.is_some()
+                    && matches!(status, LedgerStatus::Unknown | LedgerStatus::Submitting)
+                    && rng.chance(pr.attempt_only_provider_id)
+                {
+                    provider_id.clone()
+                } else {
+                    ledger_provider_id.clone()
+                };
                 let mut attempts = Vec::new();
                 if sent && rng.chance(pr.retry) {
                     let s = started - rng.between(2, 30) * MINUTE;
@@ -816,7 +831,7 @@ impl World {
                         started_at: started,
                         finished_at: finished,
                         outcome,
-                        provider_id: ledger_provider_id.clone(),
+                        provider_id: attempt_provider_id,
                         error,
                     });
                 }

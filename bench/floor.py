@@ -85,10 +85,15 @@ def tickets(d):
     return src.execute(f"SELECT {TICKET_COLUMNS} FROM review_tickets ORDER BY ticket_id").fetchall()
 
 
-def fresh_copy(src, dst):
+def remove_db(path):
+    """A SQLite database file with its WAL and shared-memory files."""
     for ext in ("", "-wal", "-shm"):
-        if os.path.exists(dst + ext):
-            os.remove(dst + ext)
+        if os.path.exists(path + ext):
+            os.remove(path + ext)
+
+
+def fresh_copy(src, dst):
+    remove_db(dst)
     shutil.copy(src, dst)
 
 
@@ -123,9 +128,7 @@ def sqlite_tx(d):
     print(f"sqlite-tx: {len(ts)} transitions {t[1] - t[0]:.2f} s, {len(tk)} tickets "
           f"({sum(len(x[7]) for x in tk) / 1e6:.0f} MB evidence) {t[2] - t[1]:.2f} s, "
           f"commit {t[3] - t[2]:.2f} s; total {t[3] - t[0]:.2f} s")
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
+    remove_db(db)
 
 
 def ledger_rows(d):
@@ -163,9 +166,7 @@ SECONDARY = {
 def sqlite_import(d):
     pay, att = ledger_rows(d)
     db = os.path.join(d, "floor-import.db")
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
+    remove_db(db)
     subprocess.run([recon_bin(), "migrate", "--config", os.path.join(d, "recon.toml")],
                    env={**os.environ, "RECON_DATABASE_URL": "sqlite://" + db},
                    check=True, stdout=subprocess.DEVNULL)
@@ -193,9 +194,7 @@ def sqlite_import(d):
     print(f"sqlite-import: payments {t[1] - t[0]:.2f} s, attempts {t[2] - t[1]:.2f} s, indexes "
           f"{t[3] - t[2]:.2f} s, commit {t[4] - t[3]:.2f} s; {n} rows in {t[4] - t[0]:.2f} s "
           f"= {n / (t[4] - t[0]):,.0f} rows/s")
-    for ext in ("", "-wal", "-shm"):
-        if os.path.exists(db + ext):
-            os.remove(db + ext)
+    remove_db(db)
 
 
 def pg_urls():

@@ -71,7 +71,12 @@ async fn count(env: &TestEnv, table: &str) -> usize {
         .expect("a number")
 }
 
-async fn import(env: &TestEnv, payments: &str, attempts: Option<&str>) -> anyhow::Result<()> {
+/// Imports files of the job folder through the library, as `recon ledger import` does.
+pub(crate) async fn import(
+    env: &TestEnv,
+    payments: &str,
+    attempts: Option<&str>,
+) -> anyhow::Result<()> {
     let db = env.db().await;
     let r = recon::ledger::import::import(
         &db,

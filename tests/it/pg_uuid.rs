@@ -8,6 +8,7 @@
 //! transition through the primary key, never a scan of the ledger.
 
 use crate::backends::{AS_OF, DAY, output, recon, results, run_cmd, start_paused};
+use crate::import::import;
 use crate::support::{ATTEMPTS_HEADER, Backend, PAYMENTS_HEADER, Settings, TestEnv};
 use recon::db::IdColumn;
 use recon::exit;
@@ -752,16 +753,4 @@ async fn ledger_import_fills_uuid_tables_and_rejects_other_ids_by_line() {
         text.contains("bad-attempts.csv:2: column payment_id: \"P-23\" is not a UUID"),
         "{text}"
     );
-}
-
-async fn import(env: &TestEnv, payments: &str, attempts: Option<&str>) -> anyhow::Result<()> {
-    let db = env.db().await;
-    let r = recon::ledger::import::import(
-        &db,
-        &env.path(payments),
-        attempts.map(|a| env.path(a)).as_deref(),
-    )
-    .await;
-    db.close().await;
-    r.map(|_| ())
 }

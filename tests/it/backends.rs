@@ -104,6 +104,19 @@ pub(crate) fn start_paused(env: &TestEnv, mut c: Command, stage: &str) -> (Child
     (child, marker)
 }
 
+/// Lets a run paused by [`start_paused`] go on and waits until it completed (exit 0).
+pub(crate) fn release_and_complete(child: Child, marker: &std::path::Path) -> Output {
+    std::fs::remove_file(marker).expect("release");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(exit::OK),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 async fn rerun_is_identical_and_changes_nothing_more(b: Backend) {
     let env = env_on(b).await;
     let first = env.run(DAY, AS_OF, false, "r1").await;
@@ -145,14 +158,7 @@ async fn someone_elses_update_between_load_and_write_is_a_conflict(b: Backend) {
     let (child, marker) = start_paused(&env, run_cmd(&env, "r1"), "after_plan");
     env.exec("UPDATE payments SET status = 'SUCCEEDED' WHERE payment_id = 'P-2'")
         .await;
-    std::fs::remove_file(&marker).expect("release");
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(
-        out.status.code(),
-        Some(exit::OK),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    release_and_complete(child, &marker);
     let text = String::from_utf8(results(&env, "r1")).expect("utf-8");
     let p2 = text.lines().find(|l| l.contains(",P-2,")).expect("P-2 row");
     assert!(p2.contains("conflict:FAILED"), "{p2}");

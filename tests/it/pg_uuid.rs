@@ -7,7 +7,9 @@
 //! conflict; `recon ledger import` into such tables; `recon explain`; and every guarded
 //! transition through the primary key, never a scan of the ledger.
 
-use crate::backends::{AS_OF, DAY, output, recon, results, run_cmd, start_paused};
+use crate::backends::{
+    AS_OF, DAY, output, recon, release_and_complete, results, run_cmd, start_paused,
+};
 use crate::import::import;
 use crate::support::{ATTEMPTS_HEADER, Backend, PAYMENTS_HEADER, Settings, TestEnv};
 use recon::db::IdColumn;
@@ -415,14 +417,7 @@ async fn someone_elses_update_is_a_conflict_as_on_text() {
             )],
         )
         .await;
-        std::fs::remove_file(&marker).expect("release");
-        let out = child.wait_with_output().expect("wait");
-        assert_eq!(
-            out.status.code(),
-            Some(exit::OK),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        release_and_complete(child, &marker);
         let text = String::from_utf8(results(&env, "r1")).expect("utf-8");
         let p2 = text
             .lines()

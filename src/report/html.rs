@@ -208,16 +208,12 @@ fn item_table<'a>(
             .collect();
         let mut when: Vec<String> = i.started_at.map(utc).into_iter().collect();
         when.extend(i.booked());
+        let id = i.payment_id.as_ref().map(crate::model::Id::text);
         let _ = writeln!(
             out,
             "<tr><td class=\"sev-{sev}\">{sev}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
             i.outcome.as_str(),
-            escape(
-                &i.payment_id
-                    .as_ref()
-                    .map(crate::model::Id::to_string)
-                    .unwrap_or_default()
-            ),
+            escape(id.as_deref().unwrap_or("")),
             joined(&i.line_ids()),
             i.status.map(|s| s.as_str()).unwrap_or(""),
             escape(&amount),

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from release import recon_bin
+
 NOW = "2026-12-02 00:00:00.000000"
 
 
@@ -46,18 +48,6 @@ def bench_dir(n, seed):
     if not os.path.exists(os.path.join(d, "expected.csv")):
         sys.exit(f"no benchmark data in {d}: run bench/run.sh {n} {seed} first")
     return d
-
-
-def recon_bin():
-    if os.environ.get("RECON"):
-        return os.environ["RECON"]
-    out = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
-        capture_output=True, text=True, check=True,
-        cwd=os.path.dirname(os.path.abspath(__file__)),
-    ).stdout
-    import json
-    return os.path.join(json.loads(out)["target_directory"], "release", "recon")
 
 
 def transitions(d):

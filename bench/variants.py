@@ -11,12 +11,15 @@ statement with its control file, expected outcomes, recon.toml) and imports its 
 release `recon` (RECON to choose another). Compare with the original on one binary in
 alternation, e.g. `bench/compare-data.sh BIN DIR_A DIR_B`.
 """
+import hashlib
 import os
 import random
 import re
 import shutil
 import subprocess
 import sys
+
+from release import recon_bin
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 FILES = ("payments.csv", "attempts.csv", "statement.csv", "expected.csv")
@@ -48,13 +51,12 @@ def main():
             f.writelines(body)
     shutil.copy(os.path.join(src, "recon.toml"), dst)
     # The control file vouches for the statement's content.
-    import hashlib
     with open(os.path.join(dst, "statement.csv"), "rb") as f:
         data = f.read()
     lines = data.count(b"\n") - 1
     with open(os.path.join(dst, "statement.csv.ctl"), "w") as f:
         f.write(f"lines={lines}\nsha256={hashlib.sha256(data).hexdigest()}\n")
-    recon = os.environ.get("RECON") or os.path.join(target_dir(), "release", "recon")
+    recon = recon_bin()
     env = {**os.environ, "RECON_DATABASE_URL": "sqlite://" + os.path.join(dst, "recon.db")}
     cfg = os.path.join(dst, "recon.toml")
     subprocess.run([recon, "migrate", "--config", cfg], env=env, check=True, stdout=subprocess.DEVNULL)
@@ -62,14 +64,6 @@ def main():
                     os.path.join(dst, "payments.csv"), "--attempts", os.path.join(dst, "attempts.csv")],
                    env=env, check=True)
     print(dst)
-
-
-def target_dir():
-    import json
-    out = subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
-                         capture_output=True, text=True, check=True,
-                         cwd=os.path.dirname(os.path.abspath(__file__))).stdout
-    return json.loads(out)["target_directory"]
 
 
 if __name__ == "__main__":

@@ -140,9 +140,10 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
 /// Says which inputs differ from the ones the run read.
 fn input_changes(out: &mut String, recorded: &[serde_json::Value], now: &[InputFile]) {
     for f in now {
-        let then = recorded
-            .iter()
-            .find(|r| r["path"] == f.path.as_str() && r["source"] == f.source.as_str());
+        let then = recorded.iter().find(|r| {
+            r["source"] == f.source.as_str()
+                && r["path"].as_str().is_some_and(|p| same_file(p, &f.path))
+        });
         match then.and_then(|r| r["sha256"].as_str()) {
             Some(sha) if sha == f.sha256 => {}
             Some(_) => {
@@ -157,6 +158,17 @@ fn input_changes(out: &mut String, recorded: &[serde_json::Value], now: &[InputF
             }
         }
     }
+}
+
+/// Whether a path the run recorded and one read now name the same file: the run and
+/// `explain` may name the config differently (absolute in the scheduler, `--config recon.toml`
+/// by hand), and the input paths follow the config's.
+fn same_file(recorded: &str, now: &str) -> bool {
+    recorded == now
+        || matches!(
+            (std::fs::canonicalize(recorded), std::fs::canonicalize(now)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 fn payment_text(p: &Payment) -> String {

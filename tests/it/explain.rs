@@ -142,3 +142,39 @@ async fn explain_names_the_currency_look_alike_and_why_a_proven_line_is_none() {
         "{p3}"
     );
 }
+
+/// Issue 30 point 10: the run named the config by its absolute path (as a scheduler does);
+/// `recon explain --config recon.toml` from the job's folder names the same inputs relative to
+/// it. They are the files the run read: no warning.
+#[tokio::test]
+async fn explain_with_a_relative_config_path_knows_the_files_the_run_read() {
+    let env = scenario().await;
+    assert!(env.config_path.is_absolute());
+    let explain = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+            .current_dir(env.dir.path())
+            .args(["explain", "P-1", "--run", "r1", "--config", "recon.toml"])
+            .env_remove("RECON_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("recon runs")
+    };
+    let out = explain();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("outcome: RESOLVED_SUCCEEDED"), "{stdout}");
+    assert!(!stdout.contains("warning"), "{stdout}");
+    // A change is still seen through the other spelling.
+    let path = env.path("statement.csv");
+    let mut st = std::fs::read_to_string(&path).expect("statement");
+    st.push_str("L-9,,X,1.00,EUR,2026-11-10T15:00:00Z,PAYMENT\n");
+    std::fs::write(&path, st).expect("write");
+    let out = explain();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("warning: statement.csv changed since the run"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("was not read by the run"), "{stdout}");
+}

@@ -1,6 +1,7 @@
 //! `https://` sources: a GET per file (reqwest on rustls + ring, the system roots plus an
-//! optional `ca_file`), conditional on the etag / Last-Modified of the version already pulled,
-//! with a bearer token or basic credentials from environment variables.
+//! optional `ca_file`, whose reading S3 endpoints share), conditional on the etag /
+//! Last-Modified of the version already pulled, with a bearer token or basic credentials from
+//! environment variables.
 
 use super::remote::{Remote, secret_env};
 use super::{FetchError, Got, download::Download, manifest::Entry};
@@ -42,28 +43,7 @@ impl Client {
             .timeout(remote.timeout)
             .redirect(reqwest::redirect::Policy::limited(3));
         if let Some(ca) = &a.ca_file {
-            let pem = std::fs::read(ca).map_err(|e| {
-                fail(
-                    Failure::Config,
-                    format!(
-                        "source {source}: key `remote.ca_file`: cannot read {}: {e}",
-                        ca.display()
-                    ),
-                )
-            })?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem)
-                .ok()
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| {
-                    fail(
-                        Failure::Config,
-                        format!(
-                            "source {source}: key `remote.ca_file`: {} holds no PEM certificate",
-                            ca.display()
-                        ),
-                    )
-                })?;
-            for c in certs {
+            for c in ca_certificates(source, ca, reqwest::Certificate::from_pem_bundle)? {
                 builder = builder.add_root_certificate(c);
             }
         }
@@ -129,6 +109,34 @@ impl Client {
             mtime,
         })
     }
+}
+
+/// The certificates of `remote.ca_file` (`ca`), read now by `parse` (reqwest's or
+/// object_store's PEM bundle reader): a file that cannot be read or holds no PEM certificate
+/// is a configuration error naming the key.
+pub(super) fn ca_certificates<C, E>(
+    source: &str,
+    ca: &std::path::Path,
+    parse: impl FnOnce(&[u8]) -> Result<Vec<C>, E>,
+) -> Result<Vec<C>> {
+    let pem = std::fs::read(ca).map_err(|e| {
+        fail(
+            Failure::Config,
+            format!(
+                "source {source}: key `remote.ca_file`: cannot read {}: {e}",
+                ca.display()
+            ),
+        )
+    })?;
+    parse(&pem).ok().filter(|c| !c.is_empty()).ok_or_else(|| {
+        fail(
+            Failure::Config,
+            format!(
+                "source {source}: key `remote.ca_file`: {} holds no PEM certificate",
+                ca.display()
+            ),
+        )
+    })
 }
 
 /// A reqwest error as a retryable failure, without the URL (it may carry a query secret) and

@@ -30,11 +30,21 @@ impl Client {
                 max_retries: 0,
                 ..RetryConfig::default()
             })
-            .with_client_options(
-                ClientOptions::new()
+            .with_client_options({
+                let mut options = ClientOptions::new()
                     .with_timeout(remote.timeout)
-                    .with_connect_timeout(remote.timeout),
-            );
+                    .with_connect_timeout(remote.timeout);
+                if let Some(ca) = &a.ca_file {
+                    for c in super::https::ca_certificates(
+                        source,
+                        ca,
+                        object_store::Certificate::from_pem_bundle,
+                    )? {
+                        options = options.with_root_certificate(c);
+                    }
+                }
+                options
+            });
         if let Some(e) = &a.endpoint {
             builder = builder
                 .with_endpoint(e)
@@ -97,6 +107,25 @@ fn classify(e: object_store::Error) -> FetchError {
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
             FetchError::Fatal(crate::mask::secrets(&e.to_string()))
         }
-        e => FetchError::Transient(crate::mask::secrets(&e.to_string())),
+        e => {
+            // With its causes: the TLS reason is in the chain.
+            let mut msg = e.to_string();
+            let mut cur = std::error::Error::source(&e);
+            while let Some(c) = cur {
+                let text = c.to_string();
+                if !msg.contains(&text) {
+                    msg.push_str(": ");
+                    msg.push_str(&text);
+                }
+                cur = c.source();
+            }
+            let msg = crate::mask::secrets(&msg);
+            // An untrusted certificate will not become trusted by asking again (as https).
+            if msg.contains("certificate") || msg.contains("UnknownIssuer") {
+                FetchError::Fatal(msg)
+            } else {
+                FetchError::Transient(msg)
+            }
+        }
     }
 }

@@ -28,10 +28,12 @@ pub struct RawRemote {
     user_env: Option<String>,
     /// https: see `user_env`.
     password_env: Option<String>,
-    /// https: extra trusted root certificate(s), PEM (relative to the config).
+    /// https and s3: extra trusted root certificate(s), PEM (relative to the config), for a
+    /// server behind a company CA.
     ca_file: Option<PathBuf>,
-    /// s3: endpoint of an S3-compatible service (`https://s3.example.com`; `http://` only for
-    /// loopback test servers). Default: AWS for the region.
+    /// s3: endpoint of an S3-compatible service (`https://s3.example.com`; plain `http://` only
+    /// to a loopback host, as for https sources and the status API). Default: AWS for the
+    /// region.
     endpoint: Option<String>,
     /// s3: region (default `us-east-1`).
     region: Option<String>,
@@ -86,7 +88,7 @@ pub struct Access {
     pub token_env: Option<String>,
     /// https: basic-auth variables (user, password).
     pub basic_env: Option<(String, String)>,
-    /// https: extra root certificates.
+    /// https and s3: extra root certificates.
     pub ca_file: Option<PathBuf>,
     /// s3: endpoint.
     pub endpoint: Option<String>,
@@ -189,10 +191,9 @@ impl Remote {
         let sftp_keys = raw.host_key.is_some()
             || raw.private_key_file.is_some()
             || raw.private_key_env.is_some();
-        let https_keys = raw.token_env.is_some()
-            || raw.user_env.is_some()
-            || raw.password_env.is_some()
-            || raw.ca_file.is_some();
+        let https_auth =
+            raw.token_env.is_some() || raw.user_env.is_some() || raw.password_env.is_some();
+        let https_keys = https_auth || raw.ca_file.is_some();
         let s3_keys = raw.endpoint.is_some()
             || raw.region.is_some()
             || raw.access_key_id_env.is_some()
@@ -282,7 +283,7 @@ impl Remote {
             }
             "s3" => {
                 not_for(sftp_keys, "host_key/private_key_file/private_key_env", "s3")?;
-                not_for(https_keys, "token_env/user_env/password_env/ca_file", "s3")?;
+                not_for(https_auth, "token_env/user_env/password_env", "s3")?;
                 if authority.is_empty() || authority.contains(['@', ':']) {
                     return Err(err(
                         "path",
@@ -302,14 +303,44 @@ impl Remote {
                     }
                 }
                 if let Some(e) = &raw.endpoint {
-                    if !is_remote(e) || e.contains('@') {
+                    let parsed = reqwest::Url::parse(e).ok().filter(|_| is_remote(e));
+                    let Some(parsed) = parsed.filter(|u| {
+                        u.username().is_empty() && u.password().is_none() && u.has_host()
+                    }) else {
                         return Err(err(
                             "remote.endpoint",
                             format!("{e:?} is not an http(s) URL without credentials"),
                         ));
+                    };
+                    let loopback = matches!(
+                        parsed.host_str(),
+                        Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+                    );
+                    match parsed.scheme() {
+                        "https" => {}
+                        "http" if loopback && raw.ca_file.is_some() => {
+                            return Err(err(
+                                "remote.ca_file",
+                                format!("does not apply to the plain http endpoint {e:?}"),
+                            ));
+                        }
+                        "http" if loopback => {}
+                        s => {
+                            return Err(err(
+                                "remote.endpoint",
+                                format!(
+                                    "{e:?}: scheme {s}: must be https (plain http only to a \
+                                     loopback host)"
+                                ),
+                            ));
+                        }
                     }
                     access.endpoint = Some(e.trim_end_matches('/').to_string());
                 }
+                access.ca_file = raw
+                    .ca_file
+                    .as_ref()
+                    .map(|p| super::config::join_clean(base, p));
                 Location::S3 {
                     bucket: authority.to_string(),
                     key: path.trim_start_matches('/').to_string(),
@@ -467,6 +498,42 @@ mod tests {
         let e = parse("https://h/x.csv", "user_env = \"U\"").expect_err("half basic");
         assert!(format!("{e}").contains("together"), "{e}");
         assert!(parse("https://h/", "").is_err());
+        // S3 endpoints: https, plain http only to loopback, never with credentials.
+        for (endpoint, want) in [
+            (
+                "http://s3.example.com",
+                "plain http only to a loopback host",
+            ),
+            ("http://10.0.0.7:9000", "plain http only to a loopback host"),
+            ("ftp://s3.example.com", "scheme ftp"),
+            ("https://k:s@s3.example.com", "without credentials"),
+        ] {
+            let e = parse("s3://b/x.csv", &format!("endpoint = {endpoint:?}")).expect_err(endpoint);
+            let e = format!("{e:#}");
+            assert!(
+                e.contains("source[0].remote.endpoint") && e.contains(want),
+                "{endpoint}: {e}"
+            );
+        }
+        for ok in [
+            "https://s3.example.com",
+            "http://127.0.0.1:9000",
+            "http://localhost:9000",
+        ] {
+            parse("s3://b/x.csv", &format!("endpoint = {ok:?}")).expect(ok);
+        }
+        let r = parse(
+            "s3://b/x.csv",
+            "endpoint = \"https://s3.example.com\"\nca_file = \"ca.pem\"",
+        )
+        .expect("ca_file for s3");
+        assert_eq!(r.access.ca_file, Some(PathBuf::from("/etc/recon/ca.pem")));
+        let e = parse(
+            "s3://b/x.csv",
+            "endpoint = \"http://127.0.0.1:9000\"\nca_file = \"ca.pem\"",
+        )
+        .expect_err("ca_file over plain http");
+        assert!(format!("{e:#}").contains("remote.ca_file"), "{e:#}");
         assert!(parse("https://h/../x.csv", "").is_err());
         assert!(is_remote("SFTP://h/x") && is_remote("ftp://h/x") && !is_remote("C:x.csv"));
     }

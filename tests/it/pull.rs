@@ -880,6 +880,147 @@ async fn s3_pull_from_an_s3_compatible_server_is_idempotent_and_keeps_changes_be
     assert!(env.path("inbox/psp/psp-2026-11-10.csv.v2").exists());
 }
 
+/// A TLS front for a plain TCP server on loopback (`target`), with the certificate of a
+/// [`TestPki`]: each connection is unwrapped and piped through; `handshakes.log` gets `ok` or
+/// `refused` per connection.
+const TLS_PROXY: &str = r#"
+import os, socket, ssl, sys, threading
+root, port, target, cert, key = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = socket.create_server(("127.0.0.1", port))
+def note(what):
+    with open(os.path.join(root, "handshakes.log"), "a") as f:
+        f.write(what + "\n")
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def handle(c):
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+    except (ssl.SSLError, OSError):
+        note("refused")
+        c.close()
+        return
+    note("ok")
+    u = socket.create_connection(("127.0.0.1", target))
+    threading.Thread(target=pipe, args=(t, u), daemon=True).start()
+    pipe(u, t)
+while True:
+    c, _ = srv.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
+"#;
+
+/// moto behind [`TLS_PROXY`]: the endpoint `https://127.0.0.1:<port>`.
+fn tls_front(target: u16, pki: &TestPki) -> Server {
+    let dir = tempfile::tempdir().expect("proxy dir");
+    std::fs::write(dir.path().join("proxy.py"), TLS_PROXY).expect("script");
+    let port = free_port();
+    let mut child = Command::new("python3")
+        .arg(dir.path().join("proxy.py"))
+        .arg(dir.path())
+        .arg(port.to_string())
+        .arg(target.to_string())
+        .arg(pki.path("server.pem"))
+        .arg(pki.path("server.key"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 starts");
+    wait_listening(port, "the TLS proxy", &mut child);
+    Server { child, port, dir }
+}
+
+/// Issue 30 point 8: an S3 endpoint behind a company CA is trusted through `remote.ca_file`;
+/// without it the endpoint is refused as untrusted, without retrying.
+#[tokio::test]
+async fn s3_over_https_trusts_ca_file_and_refuses_an_untrusted_endpoint_without_retrying() {
+    let s3 = moto();
+    let base = format!("http://127.0.0.1:{}", s3.port);
+    let r = reqwest::Client::new()
+        .put(format!("{base}/statements"))
+        .send()
+        .await
+        .expect("bucket");
+    assert!(r.status().is_success(), "{}", r.status());
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name("statements")
+        .with_region("us-east-1")
+        .with_endpoint(&base)
+        .with_allow_http(true)
+        .with_access_key_id("testing")
+        .with_secret_access_key("testing")
+        .build()
+        .expect("store");
+    let (text, ctl) = statement("");
+    for (key, body) in [
+        ("out/psp-2026-11-10.csv", text),
+        ("out/psp-2026-11-10.csv.ctl", ctl),
+    ] {
+        use object_store::ObjectStoreExt as _;
+        store
+            .put(
+                &object_store::path::Path::from(key),
+                body.into_bytes().into(),
+            )
+            .await
+            .expect("put");
+    }
+    let pki = TestPki::loopback();
+    let tls = tls_front(s3.port, &pki);
+    // SAFETY: as set_token.
+    unsafe {
+        std::env::set_var("RECON_TEST_S3_KEY", "testing");
+        std::env::set_var("RECON_TEST_S3_SECRET", "testing");
+    }
+    let table = |ca: &str| {
+        format!(
+            "[source.remote]\nendpoint = \"https://127.0.0.1:{}\"\n{ca}\
+             access_key_id_env = \"RECON_TEST_S3_KEY\"\nsecret_access_key_env = \"RECON_TEST_S3_SECRET\"\n\
+             retry_initial_ms = 50\nretry_budget_seconds = 3\n",
+            tls.port
+        )
+    };
+    let ca = format!("ca_file = {:?}\n", pki.path("ca.pem").display().to_string());
+    let env = job("s3://statements/out/psp-{date}.csv", &table(&ca));
+    let r = pull(&env, "2026-11-10", "2026-11-10").await;
+    assert_eq!(
+        statuses(&r),
+        vec![
+            ("psp-2026-11-10.csv".into(), Status::New),
+            ("psp-2026-11-10.csv.ctl".into(), Status::New),
+        ],
+        "{r:?}"
+    );
+    let handshakes_ok = || {
+        std::fs::read_to_string(tls.path("handshakes.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == "ok")
+            .count()
+    };
+    let trusted = handshakes_ok();
+    assert!(trusted >= 1, "the pull went through the TLS front");
+    // Without ca_file: not trusted, not retried, nothing written, no request through TLS.
+    let env = job("s3://statements/out/psp-{date}.csv", &table(""));
+    let r = pull(&env, "2026-11-10", "2026-11-10").await;
+    assert_eq!(r.files[0].status, Status::Failed, "{r:?}");
+    assert_eq!(r.files[0].retries, 0, "{r:?}");
+    assert!(!env.path("inbox/psp/psp-2026-11-10.csv").exists());
+    assert_eq!(handshakes_ok(), trusted);
+}
+
 // ----------------------------------------------------------------------------------------
 // recon run --pull, end to end (the binary)
 // ----------------------------------------------------------------------------------------
@@ -963,6 +1104,11 @@ async fn run_pull_fetches_then_runs_on_the_inbox_with_inputs_hashed_in_the_summa
 fn remote_paths_are_checked_before_anything_is_fetched() {
     for (url, table, want) in [
         ("http://h/x-{date}.csv", "", "plain http is not allowed"),
+        (
+            "s3://b/x-{date}.csv",
+            "[source.remote]\nendpoint = \"http://s3.example.com\"\n",
+            "plain http only to a loopback host",
+        ),
         (
             "https://u:p@h/x-{date}.csv",
             "",

@@ -1,8 +1,9 @@
-//! Asking the provider: one task per payment, at most `max_in_flight` requests open (a tokio
-//! semaphore held only while a request is open, never during a backoff), a timeout per request
-//! (body included), retries with exponential backoff and full jitter on timeouts, connection
-//! errors, 429 and 5xx (a `Retry-After` in seconds or as an HTTP date is honoured), and one
-//! time budget for all.
+//! Asking the provider: one task per payment, at most `max_in_flight` requests open (a slot
+//! held only while a request is open, never during a backoff), a timeout per request (body
+//! included), retries with exponential backoff and full jitter on timeouts, connection errors,
+//! 429 and 5xx (a `Retry-After` in seconds or as an HTTP date is honoured), and one time budget
+//! for all. A retry whose backoff is over takes the next free slot before any payment not yet
+//! asked ([`Slots`]), so it is sent at its own backoff, not after every first attempt.
 
 use super::config::StatusApiConfig;
 use super::verdict::{self, Answer};
@@ -13,7 +14,7 @@ use anyhow::Result;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// Largest body read; a longer one is not an answer.
 const MAX_BODY: usize = 1 << 20;
@@ -29,6 +30,34 @@ pub struct Asked {
     pub not_asked: usize,
     /// The most requests open at once.
     pub peak_in_flight: usize,
+}
+
+/// The `max_in_flight` request slots, retries first. Every payment's task is spawned at once
+/// and tokio's semaphore serves waiters in the order they came, so a retry queued behind all
+/// first attempts would wait for every one of them. First attempts therefore queue for a slot
+/// one at a time (`first`, held until the slot is granted): at most one first attempt waits
+/// among the slots' waiters, and a retry due now is granted at most the second slot freed.
+struct Slots {
+    open: Semaphore,
+    first: Semaphore,
+}
+
+impl Slots {
+    fn new(max_in_flight: usize) -> Slots {
+        Slots {
+            open: Semaphore::new(max_in_flight),
+            first: Semaphore::new(1),
+        }
+    }
+
+    /// A slot for attempt `attempt` (1 = the payment's first); `None` once closed.
+    async fn acquire(&self, attempt: u32) -> Option<SemaphorePermit<'_>> {
+        if attempt > 1 {
+            return self.open.acquire().await.ok();
+        }
+        let _turn = self.first.acquire().await.ok()?;
+        self.open.acquire().await.ok()
+    }
 }
 
 /// The URL for `p`: placeholders replaced by percent-encoded values; `None` when the template
@@ -102,7 +131,7 @@ pub async fn ask(cfg: &StatusApiConfig, payments: &[Payment], targets: &[u32]) -
             )
         })?;
     let cfg = Arc::new(cfg.clone());
-    let sem = Arc::new(Semaphore::new(cfg.max_in_flight));
+    let sem = Arc::new(Slots::new(cfg.max_in_flight));
     let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let deadline = Instant::now() + cfg.budget;
@@ -161,7 +190,7 @@ async fn one(
     http: &reqwest::Client,
     cfg: &StatusApiConfig,
     p: &Payment,
-    sem: &Semaphore,
+    sem: &Slots,
     deadline: Instant,
     (open, peak): (
         &std::sync::atomic::AtomicUsize,
@@ -186,7 +215,7 @@ async fn one(
     let mut attempt = 0u32;
     loop {
         attempt += 1;
-        let Ok(permit) = sem.acquire().await else {
+        let Some(permit) = sem.acquire(attempt).await else {
             return (budget_gone(), queries, attempt > 1);
         };
         let now = Instant::now();

@@ -33,7 +33,10 @@ type Hit = (String, Instant, HashMap<String, String>);
 struct StubState {
     /// Payment id → replies in order (the last one repeats).
     script: Mutex<HashMap<String, VecDeque<Reply>>>,
-    /// Every request: (payment id, when, headers).
+    /// The reply to the first request the stub receives, whatever payment it is about (it does
+    /// not use up that payment's script).
+    first_reply: Mutex<Option<Reply>>,
+    /// Every request in the order the stub received them: (payment id, when, headers).
     hits: Mutex<Vec<Hit>>,
     open: AtomicUsize,
     peak: AtomicUsize,
@@ -103,11 +106,18 @@ async fn serve(mut sock: tokio::net::TcpStream, st: Arc<StubState>) {
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
         let id = path.rsplit('/').next().unwrap_or("").to_string();
-        st.hits
-            .lock()
-            .unwrap()
-            .push((id.clone(), Instant::now(), headers));
-        let reply = {
+        let first = {
+            let mut hits = st.hits.lock().unwrap();
+            hits.push((id.clone(), Instant::now(), headers));
+            if hits.len() == 1 {
+                st.first_reply.lock().unwrap().take()
+            } else {
+                None
+            }
+        };
+        let reply = if let Some(first) = first {
+            first
+        } else {
             let mut script = st.script.lock().unwrap();
             match script.get_mut(&id) {
                 Some(q) if q.len() > 1 => q.pop_front().unwrap(),
@@ -531,6 +541,53 @@ async fn timeouts_500s_slow_bodies_and_429_are_retried_honouring_retry_after() {
         "{:?}",
         r.summary.warnings
     );
+}
+
+/// Issue 30 point 7: a retry is sent at its own backoff, not after every first attempt. The
+/// stub answers the first request it receives with 429 and `Retry-After: 0`, every other one
+/// slowly; with two requests open at a time, the retry must not queue behind the payments not
+/// yet asked. Checked by the order the stub received the requests, not by their times: each
+/// slot freed while the retry waits goes to at most one first attempt already waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_goes_out_at_its_own_backoff_not_after_every_first_attempt() {
+    let stub = Stub::start().await;
+    let ids: Vec<String> = (0..10).map(|i| format!("P-{i:02}")).collect();
+    for id in &ids {
+        stub.script(id, &[Reply::Json(Box::leak(
+            format!(r#"{{"status":"PAID","reference":"{id}","amount":"10.00","currency":"EUR"}}"#).into_boxed_str(),
+        ), 500)]);
+    }
+    *stub.state.first_reply.lock().unwrap() = Some(Reply::Code(429, Some(0)));
+    let env = job(Backend::Sqlite, &block(&stub, "max_in_flight = 2")).await;
+    let rows: Vec<(&str, &str)> = ids.iter().map(|i| (i.as_str(), "10.00")).collect();
+    unknown(&env, &rows).await;
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    assert_eq!(r.summary.transitions.applied, 10);
+    let order: Vec<String> = stub
+        .state
+        .hits
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h.0.clone())
+        .collect();
+    assert_eq!(order.len(), 11, "{order:?}");
+    let throttled = &order[0];
+    let retry = order
+        .iter()
+        .rposition(|id| id == throttled)
+        .expect("the retry");
+    assert!(retry > 0, "{order:?}");
+    // Other payments' first attempts sent before the retry: the one beside the 429, the one
+    // that took the 429's slot, and the one already waiting for the next slot, at most (each
+    // slot is held 500 ms, far longer than the retry's zero wait takes to be due); one more
+    // for a stalled machine. Queued behind every first attempt, it would come after 9.
+    let firsts_before = retry - 1;
+    assert!(
+        firsts_before <= 4,
+        "the retry of {throttled} waited for {firsts_before} first attempts: {order:?}"
+    );
+    assert!(retry < order.len() - 1, "{order:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,9 @@ pub struct RawStatusApi {
     /// Whether the answer's amount is in major units (`"12.34"`, default) or minor (`1234`).
     #[serde(default = "default_amount_unit")]
     amount_unit: String,
+    /// With `pointers.list`: what an empty list means. Only `"not_found"` (the provider knows
+    /// no such payout); without it an empty list is not evidence (an AMBIGUOUS ticket).
+    empty_list: Option<String>,
     /// JSON pointers into the answer.
     pointers: RawPointers,
     /// Provider status → meaning.
@@ -74,6 +77,9 @@ pub struct RawStatusApi {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawPointers {
+    /// The status API answers a list (`{"data": [ … ]}` at `/data`): the other pointers are
+    /// inside its one element. Not used for webhook events (one event a line).
+    list: Option<String>,
     status: String,
     payment_id: Option<String>,
     reference: Option<String>,
@@ -150,6 +156,9 @@ impl Meaning {
 /// The JSON pointers of an answer.
 #[derive(Debug, Clone)]
 pub struct Pointers {
+    /// Where the status API's answer holds a list of payouts (the other pointers are then
+    /// inside its single element); `None`: the answer is the payout itself.
+    pub list: Option<String>,
     /// Provider status.
     pub status: String,
     /// Echoed payment id.
@@ -201,6 +210,8 @@ pub struct StatusApiConfig {
     pub not_found_is_final: bool,
     /// Amounts in minor units (else major).
     pub amount_minor: bool,
+    /// With `pointers.list`: what an empty list means (`None`: not evidence).
+    pub empty_list: Option<Meaning>,
     /// JSON pointers.
     pub pointers: Pointers,
     /// Provider status → meaning.
@@ -323,7 +334,32 @@ impl RawStatusApi {
             }
         };
         let p = self.pointers;
+        let empty_list = match (self.empty_list.as_deref(), &p.list) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(err(
+                    "empty_list",
+                    "needs pointers.list (where the answer's list is)".into(),
+                ));
+            }
+            (Some("not_found"), Some(_)) => Some(Meaning::NotFound),
+            (Some(other), Some(_)) => {
+                return Err(err(
+                    "empty_list",
+                    format!(
+                        "{other:?} (hint: \"not_found\", or leave it out: an empty list is then not evidence)"
+                    ),
+                ));
+            }
+        };
+        if p.list.is_some() && self.url.is_none() {
+            return Err(err(
+                "pointers.list",
+                "applies to the status API's answers, and this block has no url".into(),
+            ));
+        }
         for (key, v) in [
+            ("pointers.list", p.list.as_ref()),
             ("pointers.status", Some(&p.status)),
             ("pointers.payment_id", p.payment_id.as_ref()),
             ("pointers.reference", p.reference.as_ref()),
@@ -406,7 +442,9 @@ impl RawStatusApi {
             failed_is_final: self.failed_is_final,
             not_found_is_final: self.not_found_is_final,
             amount_minor,
+            empty_list,
             pointers: Pointers {
+                list: p.list,
                 status: p.status,
                 payment_id: p.payment_id,
                 reference: p.reference,

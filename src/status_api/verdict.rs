@@ -51,21 +51,70 @@ impl Answer {
     }
 }
 
-/// Judges a 2xx body about `p`.
+/// Judges a 2xx body of the status API about `p`. With `pointers.list` the answer is a list
+/// of payouts: exactly one element is judged as the answer; an empty list is `empty_list`'s
+/// meaning (not evidence without it); several are not a unique answer, so not evidence.
 pub fn judge(cfg: &StatusApiConfig, p: &Payment, body: &[u8]) -> Answer {
+    let bad = |why: String| Answer::NotEvidence {
+        outcome: Outcome::Ambiguous,
+        why,
+    };
+    let (text, json) = match parse(body) {
+        Ok(parsed) => parsed,
+        Err(why) => return bad(why),
+    };
+    let Some(list) = cfg.pointers.list.as_deref() else {
+        return judge_at(cfg, p, text, &json, "");
+    };
+    let shown = if list.is_empty() { "the top" } else { list };
+    match json.pointer(list) {
+        Some(Value::Array(items)) => match (items.len(), cfg.empty_list) {
+            (0, Some(meaning)) => Answer::Evidence {
+                meaning,
+                status: "[]".into(),
+                provider_id: None,
+            },
+            (0, None) => bad(format!(
+                "the list at {shown} is empty (hint: empty_list = \"not_found\" if the provider \
+                 answers so for a payout it does not know)"
+            )),
+            (1, _) => judge_at(cfg, p, text, &json, &format!("{list}/0")),
+            (n, _) => bad(format!(
+                "the list at {shown} holds {n} payouts: not a unique answer"
+            )),
+        },
+        _ => bad(format!("malformed body: no list at {shown}")),
+    }
+}
+
+/// Judges one webhook event about `p`: the pointers apply to the event itself.
+pub fn judge_event(cfg: &StatusApiConfig, p: &Payment, body: &[u8]) -> Answer {
+    match parse(body) {
+        Ok((text, json)) => judge_at(cfg, p, text, &json, ""),
+        Err(why) => Answer::NotEvidence {
+            outcome: Outcome::Ambiguous,
+            why,
+        },
+    }
+}
+
+/// A body as text and JSON, or why it is malformed.
+fn parse(body: &[u8]) -> Result<(&str, Value), String> {
+    let text = std::str::from_utf8(body).map_err(|_| "malformed body: not UTF-8".to_string())?;
+    let json = serde_json::from_str(text).map_err(|e| format!("malformed body: {e}"))?;
+    Ok((text, json))
+}
+
+/// Judges the payout at `base` (a JSON pointer; empty: the whole body) of `json`, parsed from
+/// `text`.
+fn judge_at(cfg: &StatusApiConfig, p: &Payment, text: &str, json: &Value, base: &str) -> Answer {
     let bad = |outcome: Outcome, why: String| Answer::NotEvidence { outcome, why };
-    let Ok(text) = std::str::from_utf8(body) else {
-        return bad(Outcome::Ambiguous, "malformed body: not UTF-8".into());
-    };
-    let json: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => return bad(Outcome::Ambiguous, format!("malformed body: {e}")),
-    };
     let ptr = &cfg.pointers;
     let text_at = |pointer: &str| -> Option<String> {
-        match json.pointer(pointer)? {
+        let pointer = format!("{base}{pointer}");
+        match json.pointer(&pointer)? {
             Value::String(s) => Some(s.trim().to_string()),
-            Value::Number(_) => raw_at(text, pointer).map(str::to_string),
+            Value::Number(_) => raw_at(text, &pointer).map(str::to_string),
             _ => None,
         }
     };
@@ -476,6 +525,81 @@ mod tests {
             verdict(&minor, &p, r#"{"s":"ok","p":"P-1","a":10.05,"c":"EUR"}"#).0,
             "AMBIGUOUS"
         );
+    }
+
+    /// A block whose answers are a list at `/data` (`empty_list` as given).
+    fn list_cfg(empty_list: &str) -> StatusApiConfig {
+        let text = format!(
+            "name = \"t\"\nurl = \"https://x/payouts?reference={{reference}}\"\n{empty_list}\n\
+             [pointers]\nlist = \"/data\"\nstatus = \"/s\"\nreference = \"/p\"\n\
+             amount = \"/a\"\ncurrency = \"/c\"\n[statuses]\nsucceeded = [\"ok\"]\n"
+        );
+        let raw: super::super::config::RawStatusApi = toml::from_str(&text).expect("block");
+        raw.validate(std::path::Path::new("t.toml"), 0)
+            .expect("valid")
+    }
+
+    #[test]
+    fn a_list_answer_is_its_one_element_empty_is_declared_and_several_are_no_answer() {
+        let c = list_cfg("empty_list = \"not_found\"");
+        let p = payment(None);
+        let v = |body: &str| verdict(&c, &p, body);
+        assert_eq!(v(r#"{"data":[]}"#).0, "not_found");
+        assert_eq!(
+            v(r#"{"data":[{"s":"ok","p":"P-1","a":"10.05","c":"EUR"}]}"#).0,
+            "succeeded"
+        );
+        // The one element is judged as any answer: its echo and money must be ours.
+        assert_eq!(
+            v(r#"{"data":[{"s":"ok","p":"P-2","a":"10.05","c":"EUR"}]}"#).0,
+            "AMBIGUOUS"
+        );
+        assert_eq!(
+            v(r#"{"data":[{"s":"ok","p":"P-1","a":10.50,"c":"EUR"}]}"#).0,
+            "AMOUNT_MISMATCH"
+        );
+        // Two payouts, even if one is ours: not a unique answer.
+        let two = v(r#"{"data":[{"s":"ok","p":"P-1","a":"10.05","c":"EUR"},
+                                {"s":"ok","p":"P-1","a":"10.05","c":"EUR"}]}"#);
+        assert_eq!(two.0, "AMBIGUOUS");
+        assert!(
+            two.1.contains("2 payouts: not a unique answer"),
+            "{}",
+            two.1
+        );
+        assert_eq!(v(r#"{"data":{"s":"ok"}}"#).0, "AMBIGUOUS");
+        assert_eq!(
+            v(r#"{"s":"ok","p":"P-1","a":"10.05","c":"EUR"}"#).0,
+            "AMBIGUOUS"
+        );
+        // Without empty_list an empty list proves nothing.
+        let undeclared = list_cfg("");
+        let (o, why) = verdict(&undeclared, &p, r#"{"data":[]}"#);
+        assert_eq!(o, "AMBIGUOUS");
+        assert!(why.contains("empty_list"), "{why}");
+    }
+
+    #[test]
+    fn empty_list_needs_a_list_and_means_only_not_found() {
+        let bad = |extra: &str, list: &str| {
+            let text = format!(
+                "name = \"t\"\nurl = \"https://x/{{payment_id}}\"\n{extra}\n[pointers]\n{list}\
+                 status = \"/s\"\npayment_id = \"/p\"\namount = \"/a\"\ncurrency = \"/c\"\n\
+                 [statuses]\nsucceeded = [\"ok\"]\n"
+            );
+            let raw: super::super::config::RawStatusApi = toml::from_str(&text).expect("block");
+            format!(
+                "{:#}",
+                raw.validate(std::path::Path::new("t.toml"), 0)
+                    .expect_err("invalid")
+            )
+        };
+        let e = bad("empty_list = \"not_found\"", "");
+        assert!(e.contains("key `empty_list`: needs pointers.list"), "{e}");
+        let e = bad("empty_list = \"failed\"", "list = \"/data\"\n");
+        assert!(e.contains("key `empty_list`: \"failed\""), "{e}");
+        let e = bad("", "list = \"data\"\n");
+        assert!(e.contains("key `pointers.list`"), "{e}");
     }
 
     #[test]

@@ -165,7 +165,12 @@ fn latest(cfg: &StatusApiConfig, p: &Payment, events: Vec<Event>) -> Answer {
     let last: Vec<&Event> = events.iter().filter(|e| e.time == Some(t)).collect();
     let judged: Vec<(Answer, &str)> = last
         .iter()
-        .map(|e| (verdict::judge(cfg, p, e.text.as_bytes()), e.at.as_str()))
+        .map(|e| {
+            (
+                verdict::judge_event(cfg, p, e.text.as_bytes()),
+                e.at.as_str(),
+            )
+        })
         .collect();
     let first = &judged[0];
     // Duplicates (the same event delivered twice) agree; anything else at that time does not.

@@ -590,6 +590,92 @@ async fn a_retry_goes_out_at_its_own_backoff_not_after_every_first_attempt() {
     assert!(retry < order.len() - 1, "{order:?}");
 }
 
+/// Issue 30 point 6: a status API that answers a list (`{"data": [...]}`): one element is the
+/// answer, an empty list is the declared `not_found`, several are no unique answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_answer_an_empty_one_is_not_found_one_element_is_the_answer_several_are_a_ticket() {
+    let stub = Stub::start().await;
+    let payout = |id: &str, amount: &str| {
+        format!(
+            r#"{{"id":"psp-{id}","status":"PAID","reference":"{id}","amount":"{amount}","currency":"EUR"}}"#
+        )
+    };
+    let list = |items: &[String]| -> &'static str {
+        Box::leak(format!(r#"{{"data":[{}]}}"#, items.join(",")).into_boxed_str())
+    };
+    stub.script("P-1", &[Reply::Json(list(&[]), 0)]);
+    stub.script("P-2", &[Reply::Json(list(&[payout("P-2", "10.00")]), 0)]);
+    stub.script(
+        "P-3",
+        &[Reply::Json(
+            list(&[payout("P-3", "10.00"), payout("P-3", "10.00")]),
+            0,
+        )],
+    );
+    stub.script("P-4", &[Reply::Json(list(&[payout("P-9", "10.00")]), 0)]);
+    let listed = |extra: &str| {
+        block(&stub, extra).replace(
+            "[status_api.pointers]\n",
+            "[status_api.pointers]\nlist = \"/data\"\n",
+        )
+    };
+    let ids = ["P-1", "P-2", "P-3", "P-4"];
+    let env = job(
+        Backend::Sqlite,
+        &listed("empty_list = \"not_found\"\nnot_found_is_final = true"),
+    )
+    .await;
+    unknown(&env, &ids.map(|i| (i, "10.00"))).await;
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    let got: Vec<String> = ids.iter().map(|i| outcome_of(&r, i)).collect();
+    assert_eq!(
+        got,
+        [
+            "RESOLVED_FAILED",
+            "RESOLVED_SUCCEEDED",
+            "AMBIGUOUS",
+            "AMBIGUOUS"
+        ]
+    );
+    assert_eq!(status(&env, "P-1").await, "FAILED");
+    assert_eq!(status(&env, "P-2").await, "SUCCEEDED");
+    assert_eq!(
+        one(
+            &env,
+            "SELECT provider_payment_id FROM payments WHERE payment_id = 'P-2'".into()
+        )
+        .await,
+        "psp-P-2"
+    );
+    let why = one(
+        &env,
+        "SELECT evidence FROM review_tickets WHERE payment_id = 'P-3'".into(),
+    )
+    .await;
+    assert!(why.contains("2 payouts: not a unique answer"), "{why}");
+    let log = env
+        .texts(
+            "SELECT payment_id || '|' || verdict || '|' || coalesce(provider_status, '') \
+             FROM recon_status_queries ORDER BY payment_id",
+        )
+        .await;
+    assert_eq!(
+        log,
+        [
+            "P-1|not_found|[]",
+            "P-2|succeeded|PAID",
+            "P-3|not_evidence|",
+            "P-4|not_evidence|"
+        ]
+    );
+    // Without empty_list an empty list proves nothing: a ticket, the payment stays UNKNOWN.
+    let env = job(Backend::Sqlite, &listed("not_found_is_final = true")).await;
+    unknown(&env, &[("P-1", "10.00")]).await;
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    assert_eq!(outcome_of(&r, "P-1"), "AMBIGUOUS");
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn never_more_than_max_in_flight_requests_are_open() {
     let stub = Stub::start().await;

@@ -104,7 +104,6 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         as_of,
     };
     let plan = crate::run::plan(job, &ropts, "explain", &mut Default::default()).await?;
-    db.close().await;
     if let Some(recorded) = recorded {
         input_changes(&mut out, &recorded, &plan.summary_inputs());
     }
@@ -116,10 +115,19 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
     };
     // A UUID in another spelling (upper case, as a provider may echo it) names the payment
     // whose id is its canonical text, as a `uuid` column of the ledger holds it.
-    if let Some(pi) = payment(&opts.id)
-        .or_else(|| crate::model::canonical_uuid(&opts.id).and_then(|c| payment(&c)))
-    {
-        explain_payment(&mut out, data, &plan.matched, &rules, pi as u32);
+    let found = payment(&opts.id)
+        .or_else(|| crate::model::canonical_uuid(&opts.id).and_then(|c| payment(&c)));
+    let attempt_start = match found {
+        Some(pi) => {
+            crate::ledger::clock::current_attempt_start(&db, &cfg.ledger, &data.payments[pi])
+                .await?
+        }
+        None => None,
+    };
+    db.close().await;
+    if let Some(pi) = found {
+        let clock = (pi as u32, attempt_start);
+        explain_payment(&mut out, data, &plan.matched, &rules, clock);
     } else if let Some(li) = data.lines.iter().position(|l| {
         l.uid() == opts.id.as_str() || format!("{}:{}", l.source(), l.uid()) == opts.id
     }) {
@@ -188,6 +196,32 @@ fn payment_text(p: &Payment) -> String {
     )
 }
 
+/// Which start the payment's clock is (DESIGN.md rule 11): staleness, the evidence horizon and
+/// every window were measured from the `started` the payment line shows.
+fn clock_text(out: &mut String, p: &Payment, attempt_start: Option<timeparse::Micros>) {
+    let Some(started) = p.started_at else {
+        return;
+    };
+    let started = timeparse::format_utc(started);
+    let _ = match (&p.attempt_id, attempt_start) {
+        (Some(a), Some(_)) => writeln!(
+            out,
+            "clock: started {started} is the start of attempt {a}, the one the guarded \
+             transition names; staleness, the evidence horizon and every window are measured from it"
+        ),
+        (Some(a), None) => writeln!(
+            out,
+            "clock: started {started} is the payment's own start (attempt {a} has no start in \
+             the attempts); staleness, the evidence horizon and every window are measured from it"
+        ),
+        (None, _) => writeln!(
+            out,
+            "clock: started {started} is the payment's own start (it names no attempt); \
+             staleness, the evidence horizon and every window are measured from it"
+        ),
+    };
+}
+
 fn line_text(l: &StatementLine) -> String {
     format!(
         "line {} ({}:{}, {} {} {}, to {}, booked {}, reference {:?})",
@@ -245,9 +279,17 @@ fn pairs_of<'a>(
     list.iter().filter(move |p| f(p))
 }
 
-fn explain_payment(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleSet, pi: u32) {
+/// `(pi, attempt_start)`: the payment and its current attempt's start in the attempts.
+fn explain_payment(
+    out: &mut String,
+    data: &RunData,
+    m: &MatchResult,
+    rules: &RuleSet,
+    (pi, attempt_start): (u32, Option<timeparse::Micros>),
+) {
     let p = &data.payments[pi as usize];
     let _ = writeln!(out, "{}", payment_text(p));
+    clock_text(out, p, attempt_start);
     match data.rows.iter().find(|r| r.payment == Some(pi)) {
         Some(row) => write_row(out, row),
         None => {

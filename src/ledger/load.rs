@@ -1,5 +1,5 @@
-//! Loads the payments a run needs: every payment anchored (started, or created if never sent)
-//! in the candidate range, with recon's own latest transition, follow-up bookkeeping and every
+//! Loads the payments a run needs: every payment anchored (its current attempt started, or
+//! created if never sent; see [`super::clock`]) in the candidate range, with recon's own latest transition, follow-up bookkeeping and every
 //! provider id recorded on the payment or its attempts.
 //!
 //! Bulk rows are read through [`super::sqlite_raw`]; each query is a range scan on an index.
@@ -20,7 +20,7 @@ use std::borrow::Cow;
 /// What to load.
 #[derive(Debug, Clone)]
 pub struct LoadRange {
-    /// Candidates: anchored in `[lo, hi)`.
+    /// Candidates: anchored in `[lo, hi)` (by their current attempt's start, [`super::clock`]).
     pub lo: Micros,
     /// End of the candidate range.
     pub hi: Micros,
@@ -41,7 +41,7 @@ pub struct LoadedLedger {
     pub provider_ids: Vec<(u32, String)>,
 }
 
-const COLUMNS: &str = "payment_id, recipient_account, amount_minor, currency, status, created_at, \
+pub(super) const COLUMNS: &str = "payment_id, recipient_account, amount_minor, currency, status, created_at, \
                        started_at, attempt_id, provider_payment_id";
 
 /// `+col` stops SQLite from using the index on `col`: a plain scan is about 5× faster than
@@ -266,7 +266,7 @@ fn required(row: &Row, i: i32, id: &crate::model::Id, col: &str) -> Result<Compa
         .ok_or_else(|| bad_row(&id.text(), format!("{col} is NULL")))
 }
 
-fn payment(row: &Row) -> Result<Payment> {
+pub(super) fn payment(row: &Row) -> Result<Payment> {
     let id = row
         .with_text(0, crate::model::Id::new)
         .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
@@ -353,6 +353,17 @@ async fn load_sqlite(
         "Payments read."
     );
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
+    // On the current attempt's clock (DESIGN.md rule 11).
+    let attempts_scan = queries.attempts_query.is_none()
+        && wide_range(&mut conn, "payment_attempts", "started_at", &lo, &hi).await?;
+    let payments = super::clock::settle(
+        &mut super::clock::Conn::Sqlite(&mut *conn),
+        queries,
+        (range.lo, range.hi),
+        attempts_scan,
+        payments,
+    )
+    .await?;
     let positions = index(&payments);
 
     // recon's own latest transition: classify on the status before it, so that re-running a
@@ -434,19 +445,24 @@ async fn load_sqlite(
 
 /// payment_id → position, for attaching history, follow-ups and attempts' provider ids. It
 /// borrows the payments: changes are collected and applied after it is dropped.
-struct Positions<'a> {
+pub(super) struct Positions<'a> {
     payments: &'a [Payment],
     index: KeyIndex,
 }
 
 impl Positions<'_> {
+    /// The index alone, to look ids up while the payments change (`get` with their ids).
+    pub(super) fn into_index(self) -> KeyIndex {
+        self.index
+    }
+
     fn get(&self, id: &str) -> Option<u32> {
         self.index
             .get(id, |i| self.payments[i as usize].payment_id.text())
     }
 }
 
-fn index(payments: &[Payment]) -> Positions<'_> {
+pub(super) fn index(payments: &[Payment]) -> Positions<'_> {
     let mut index = KeyIndex::with_capacity(payments.len());
     for (i, p) in payments.iter().enumerate() {
         // payment_id is the primary key: never taken twice.
@@ -558,18 +574,18 @@ fn finish(
 /// The canonical columns of a payments query. Timestamps go out as PostgreSQL's own text
 /// (the session is in UTC): `extract(epoch …)` is numeric arithmetic on the server, which
 /// cost more than the whole text transfer.
-fn pg_payment_columns() -> String {
+pub(super) fn pg_payment_columns() -> String {
     "payment_id::text, recipient_account::text, amount_minor::bigint, currency::text, status::text, \
      created_at::timestamptz, started_at::timestamptz, attempt_id::text, provider_payment_id::text"
         .to_string()
 }
 
 /// A timestamptz literal for COPY (which takes no parameters); `t` is recon's own value.
-fn pg_ts(t: Micros) -> String {
+pub(super) fn pg_ts(t: Micros) -> String {
     format!("'{}'::timestamptz", timeparse::format_utc(t))
 }
 
-fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
+pub(super) fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
     let text = |i: usize| f.get(i).and_then(|v| v.as_deref());
     let id = text(0).ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
     let int = |i: usize, col: &str| -> Result<Option<i64>> {
@@ -648,6 +664,15 @@ async fn load_pg(
     })
     .await?;
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
+    // On the current attempt's clock (DESIGN.md rule 11).
+    let payments = super::clock::settle(
+        &mut super::clock::Conn::Pg(&mut *conn),
+        queries,
+        (range.lo, range.hi),
+        false,
+        payments,
+    )
+    .await?;
     let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
     #[allow(clippy::type_complexity)]

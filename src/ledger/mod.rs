@@ -2,6 +2,7 @@
 //! recon imports them (demos, tests, benchmarks), loads them for a run and applies guarded
 //! status transitions.
 
+pub mod clock;
 pub mod import;
 pub mod load;
 pub mod pg_copy;
@@ -32,7 +33,9 @@ pub struct Payment {
     pub attempt_id: Option<crate::model::Id>,
     /// Provider id recorded on the payment.
     pub provider_payment_id: Option<CompactString>,
-    /// When the current attempt started (None for PENDING).
+    /// When the current attempt (`attempt_id`) started, as the attempts hold it; the payment
+    /// row's own start only when that attempt has none (DESIGN.md rule 11, see [`clock`]).
+    /// None for a payment never sent.
     pub started_at: Option<Micros>,
     /// When the payment was created.
     pub created_at: Micros,
@@ -61,7 +64,8 @@ pub struct ReconChange {
 }
 
 impl Payment {
-    /// The instant that places the payment in a day: started_at, or created_at if never sent.
+    /// The instant that places the payment in a day: its current attempt's start
+    /// ([`Payment::started_at`]), or created_at if never sent.
     pub fn anchor(&self) -> Micros {
         self.started_at.unwrap_or(self.created_at)
     }

@@ -21,6 +21,7 @@ mod pg_uuid;
 mod properties;
 mod pull;
 mod report;
+mod retries;
 mod runs;
 mod safety;
 mod status_api;

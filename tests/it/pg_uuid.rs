@@ -153,7 +153,7 @@ async fn exec_all(env: &TestEnv, statements: &[String]) {
 /// Turns `cols` of the job's ledger tables into `uuid`, with the rows in them: the foreign keys
 /// on `payments.payment_id` are dropped, the columns altered `USING col::uuid`, and each key is
 /// added again where both its ends have one type again.
-async fn to_uuid(env: &TestEnv, cols: &[IdColumn]) {
+pub(crate) async fn to_uuid(env: &TestEnv, cols: &[IdColumn]) {
     let mut sql = vec![
         "ALTER TABLE payment_attempts DROP CONSTRAINT payment_attempts_payment_id_fkey".to_string(),
         "ALTER TABLE payment_status_history DROP CONSTRAINT payment_status_history_payment_id_fkey"

@@ -1,0 +1,393 @@
+//! The current attempt's clock (DESIGN.md rule 11). A payment's `started_at` places it in a
+//! day, and its staleness, its evidence horizon and the window of every pass are measured from
+//! it: it is the start of the attempt its guarded transition names (`attempt_id`), as the
+//! attempts hold it (the bundled `payment_attempts`, or the configured `attempts_query`). The
+//! payment row's own `started_at` (which a payment service may leave at the first attempt's
+//! start when it retries) counts only when that attempt has none: no attempt id, no attempt
+//! row, or a NULL start.
+//!
+//! The cost at a million payments: one read of the attempts started in the load's range (an
+//! index range scan, or a plain scan when the range covers most of the table, as for the
+//! payments), then lookups by payment id (`IN (…)` of literals, which a `text` and a `uuid`
+//! column compare alike, on the attempts' index by payment) for the few payments whose current
+//! attempt started outside the range or has no row, and for the payments whose current
+//! attempt started in the range while their row's start is older.
+
+use super::Payment;
+use super::load::{self, index};
+use crate::config::LedgerQueries;
+use crate::db::{Db, Pool};
+use crate::exit::{Failure, fail};
+use crate::timeparse::{self, Micros};
+use anyhow::Result;
+use std::collections::BTreeSet;
+
+/// Ids per lookup statement.
+const BATCH: usize = 500;
+
+/// A connection the ledger is read on.
+pub(super) enum Conn<'c> {
+    /// SQLite (read with [`super::sqlite_raw`]).
+    Sqlite(&'c mut sqlx::SqliteConnection),
+    /// PostgreSQL (read with `COPY`; the session's time zone is UTC).
+    Pg(&'c mut sqlx::PgConnection),
+}
+
+/// Which attempts to read.
+enum Attempts<'a> {
+    /// Started in `[lo, hi)`; `scan`: SQLite reads the table instead of its index.
+    Started { lo: Micros, hi: Micros, scan: bool },
+    /// Every attempt of these payments.
+    Of(&'a [String]),
+}
+
+/// `'a', 'b'`: the ids as SQL string literals (quotes doubled). PostgreSQL gives such a
+/// literal the type of the column it is compared with, `text` or `uuid` alike.
+fn literals(ids: &[String]) -> String {
+    let mut out = String::with_capacity(ids.len() * 40);
+    for (k, id) in ids.iter().enumerate() {
+        if k > 0 {
+            out.push_str(", ");
+        }
+        out.push('\'');
+        out.push_str(&id.replace('\'', "''"));
+        out.push('\'');
+    }
+    out
+}
+
+fn attempts_from(queries: &LedgerQueries) -> String {
+    match queries.attempts_query.as_deref() {
+        Some(q) => format!("({q}) AS a"),
+        None => "payment_attempts".to_string(),
+    }
+}
+
+fn bad_attempt(pid: &str, what: String) -> anyhow::Error {
+    fail(
+        Failure::Database,
+        format!("loading the ledger: an attempt of payment {pid:?}: {what}"),
+    )
+}
+
+impl Conn<'_> {
+    /// Calls `each(payment_id, attempt_id, started_at)` for the attempts `which` selects.
+    async fn attempts(
+        &mut self,
+        queries: &LedgerQueries,
+        which: Attempts<'_>,
+        mut each: impl FnMut(&str, Option<&str>, Option<Micros>),
+    ) -> Result<()> {
+        let from = attempts_from(queries);
+        match self {
+            Conn::Sqlite(conn) => {
+                let mut row_of = |row: &super::sqlite_raw::Row| -> Result<()> {
+                    let Some(pid) = row.text(0) else {
+                        return Ok(());
+                    };
+                    let start = row
+                        .with_text(2, timeparse::from_db)
+                        .transpose()
+                        .map_err(|e| bad_attempt(&pid, format!("started_at: {e}")))?;
+                    match row.with_text(1, |aid| each(&pid, Some(aid), start)) {
+                        Some(()) => {}
+                        None => each(&pid, None, start),
+                    }
+                    Ok(())
+                };
+                match which {
+                    Attempts::Started { lo, hi, scan } => {
+                        let s = if scan { "+started_at" } else { "started_at" };
+                        let sql = format!(
+                            "SELECT payment_id, attempt_id, started_at FROM {from}
+                             WHERE {s} >= ?1 AND {s} < ?2"
+                        );
+                        let (lo, hi) = (timeparse::to_db(lo), timeparse::to_db(hi));
+                        super::sqlite_raw::query(conn, &sql, &[&lo, &hi], &mut row_of).await
+                    }
+                    Attempts::Of(ids) => {
+                        for chunk in ids.chunks(BATCH) {
+                            let sql = format!(
+                                "SELECT payment_id, attempt_id, started_at FROM {from}
+                                 WHERE payment_id IN ({})",
+                                literals(chunk)
+                            );
+                            super::sqlite_raw::query(conn, &sql, &[], &mut row_of).await?;
+                        }
+                        Ok(())
+                    }
+                }
+            }
+            Conn::Pg(conn) => {
+                let mut row_of = |f: &[Option<std::borrow::Cow<'_, str>>]| -> Result<()> {
+                    let text = |i: usize| f.get(i).and_then(|v| v.as_deref());
+                    let Some(pid) = text(0) else {
+                        return Ok(());
+                    };
+                    let start = text(2)
+                        .map(timeparse::from_pg_utc)
+                        .transpose()
+                        .map_err(|e| bad_attempt(pid, format!("started_at: {e}")))?;
+                    each(pid, text(1), start);
+                    Ok(())
+                };
+                let cols = "payment_id::text, attempt_id::text, started_at::timestamptz";
+                match which {
+                    Attempts::Started { lo, hi, .. } => {
+                        let sql = format!(
+                            "SELECT {cols} FROM {from}
+                             WHERE started_at >= {} AND started_at < {}",
+                            load::pg_ts(lo),
+                            load::pg_ts(hi)
+                        );
+                        super::pg_copy::copy_rows(conn, &sql, &mut row_of).await?;
+                    }
+                    Attempts::Of(ids) => {
+                        for chunk in ids.chunks(BATCH) {
+                            let sql = format!(
+                                "SELECT {cols} FROM {from} WHERE payment_id IN ({})",
+                                literals(chunk)
+                            );
+                            super::pg_copy::copy_rows(conn, &sql, &mut row_of).await?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The payments with these ids (the payments query's rows, whatever their start).
+    async fn payments(&mut self, queries: &LedgerQueries, ids: &[String]) -> Result<Vec<Payment>> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(BATCH) {
+            match self {
+                Conn::Sqlite(conn) => {
+                    let from = match queries.payments_query.as_deref() {
+                        Some(q) => format!("({q}) AS p"),
+                        None => "payments".to_string(),
+                    };
+                    let sql = format!(
+                        "SELECT {} FROM {from} WHERE payment_id IN ({})",
+                        load::COLUMNS,
+                        literals(chunk)
+                    );
+                    super::sqlite_raw::query(conn, &sql, &[], |row| {
+                        out.push(load::payment(row)?);
+                        Ok(())
+                    })
+                    .await?;
+                }
+                Conn::Pg(conn) => {
+                    let from = match queries.payments_query.as_deref() {
+                        Some(q) => format!("({q}) AS p"),
+                        None => "payments".to_string(),
+                    };
+                    let sql = format!(
+                        "SELECT {} FROM {from} WHERE payment_id IN ({})",
+                        load::pg_payment_columns(),
+                        literals(chunk)
+                    );
+                    super::pg_copy::copy_rows(conn, &sql, |f| {
+                        out.push(load::pg_payment(f)?);
+                        Ok(())
+                    })
+                    .await?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `attempt` (an attempt row's id) is the attempt `p` names. Ids compare as the
+/// database prints them; a UUID also in the other case (a `uuid` column prints lower case, a
+/// `text` one keeps what was written).
+fn names(p: &Payment, attempt: Option<&str>) -> bool {
+    let (Some(current), Some(attempt)) = (p.attempt_id.as_ref(), attempt) else {
+        return false;
+    };
+    let current = current.text();
+    *current == *attempt
+        || (current.eq_ignore_ascii_case(attempt)
+            && crate::model::canonical_uuid(attempt).is_some())
+}
+
+/// Puts every payment on its current attempt's clock: `started_at` becomes that attempt's
+/// start where the attempts have one. Then the candidates are what they are on that clock:
+/// the payments whose current attempt started in `[lo, hi)` although their row's start is
+/// older (or newer) are added, and those whose current attempt started outside it are dropped.
+/// `payments` (the rows anchored in `[lo, hi)` by their own columns) is sorted by id, and so
+/// is the result. `scan`: SQLite reads the attempts table whole (the range covers most of it).
+pub(super) async fn settle(
+    conn: &mut Conn<'_>,
+    queries: &LedgerQueries,
+    (lo, hi): (Micros, Micros),
+    scan: bool,
+    mut payments: Vec<Payment>,
+) -> Result<Vec<Payment>> {
+    let started = std::time::Instant::now();
+    let positions = index(&payments).into_index();
+    let position = |payments: &[Payment], pid: &str| {
+        positions.get(pid, |i| payments[i as usize].payment_id.text())
+    };
+    let mut seen = vec![false; payments.len()];
+    // Payments not loaded that have an attempt in the range: their current one may be it.
+    let mut others: BTreeSet<String> = BTreeSet::new();
+    conn.attempts(
+        queries,
+        Attempts::Started { lo, hi, scan },
+        |pid, attempt, start| match position(&payments, pid) {
+            Some(i) => {
+                let p = &mut payments[i as usize];
+                if names(p, attempt) {
+                    seen[i as usize] = true;
+                    if start.is_some() {
+                        p.started_at = start;
+                    }
+                }
+            }
+            None => {
+                if !others.contains(pid) {
+                    others.insert(pid.to_string());
+                }
+            }
+        },
+    )
+    .await?;
+    // Current attempts that did not start in the range (or have no row): looked up.
+    let unseen: Vec<String> = payments
+        .iter()
+        .zip(&seen)
+        .filter(|(p, seen)| !**seen && p.attempt_id.is_some())
+        .map(|(p, _)| p.payment_id.text().to_string())
+        .collect();
+    if !unseen.is_empty() {
+        conn.attempts(queries, Attempts::Of(&unseen), |pid, attempt, start| {
+            if let Some(i) = position(&payments, pid) {
+                let p = &mut payments[i as usize];
+                if names(p, attempt) && start.is_some() {
+                    p.started_at = start;
+                }
+            }
+        })
+        .await?;
+    }
+    let mut added = Vec::new();
+    if !others.is_empty() {
+        let ids: Vec<String> = others.into_iter().collect();
+        added = conn.payments(queries, &ids).await?;
+        // A row that moved into the range since the first read is there already.
+        added.retain(|q| position(&payments, &q.payment_id.text()).is_none());
+        crate::keysort::sort_by_id_key(&mut added, |p| &p.payment_id);
+        let ids: Vec<String> = added
+            .iter()
+            .map(|q| q.payment_id.text().to_string())
+            .collect();
+        let by_id = index(&added).into_index();
+        conn.attempts(queries, Attempts::Of(&ids), |pid, attempt, start| {
+            if let Some(i) = by_id.get(pid, |i| added[i as usize].payment_id.text()) {
+                let q = &mut added[i as usize];
+                if names(q, attempt) && start.is_some() {
+                    q.started_at = start;
+                }
+            }
+        })
+        .await?;
+    }
+    drop(positions);
+    let in_range = |p: &Payment| (lo..hi).contains(&p.anchor());
+    let before = payments.len();
+    payments.retain(in_range);
+    added.retain(in_range);
+    tracing::debug!(
+        added = added.len(),
+        dropped = before - payments.len(),
+        looked_up = unseen.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Payments placed by their current attempt's start."
+    );
+    if !added.is_empty() {
+        payments.append(&mut added);
+        crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
+    }
+    Ok(payments)
+}
+
+/// The start of the attempt `p` names, as the attempts hold it (`None`: it names none, or
+/// the attempts have no start for it): what `recon explain` compares the clock it shows with.
+pub async fn current_attempt_start(
+    db: &Db,
+    queries: &LedgerQueries,
+    p: &Payment,
+) -> Result<Option<Micros>> {
+    if p.attempt_id.is_none() {
+        return Ok(None);
+    }
+    let db_err = |e: sqlx::Error| fail(Failure::Database, format!("loading the ledger: {e}"));
+    let ids = [p.payment_id.text().to_string()];
+    let mut found = None;
+    let mut each = |_: &str, attempt: Option<&str>, start: Option<Micros>| {
+        if names(p, attempt) && start.is_some() {
+            found = start;
+        }
+    };
+    match &db.pool {
+        Pool::Sqlite(pool) => {
+            let mut conn = pool.acquire().await.map_err(db_err)?;
+            Conn::Sqlite(&mut *conn)
+                .attempts(queries, Attempts::Of(&ids), &mut each)
+                .await?;
+        }
+        Pool::Postgres(pool) => {
+            let mut conn = pool.acquire().await.map_err(db_err)?;
+            sqlx::query("SET TIME ZONE 'UTC'")
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            Conn::Pg(&mut *conn)
+                .attempts(queries, Attempts::Of(&ids), &mut each)
+                .await?;
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_double_quotes() {
+        assert_eq!(
+            literals(&["P-1".into(), "O'Brien".into()]),
+            "'P-1', 'O''Brien'"
+        );
+    }
+
+    #[test]
+    fn an_attempt_is_named_by_its_id_in_either_case_of_a_uuid_only() {
+        let mut p = Payment {
+            payment_id: "P-1".into(),
+            recipient: "DE00".into(),
+            amount_minor: 1,
+            currency: "EUR",
+            current_status: super::super::Status::Submitting,
+            status: super::super::Status::Submitting,
+            attempt_id: Some("A-2".into()),
+            provider_payment_id: None,
+            started_at: None,
+            created_at: 0,
+            followup: None,
+            recon: None,
+        };
+        assert!(names(&p, Some("A-2")));
+        assert!(!names(&p, Some("a-2")), "text ids compare exactly");
+        assert!(!names(&p, Some("A-1")));
+        assert!(!names(&p, None));
+        p.attempt_id = Some("0395188C-629B-4FA5-95B9-0A04115C29F2".into());
+        assert!(names(&p, Some("0395188c-629b-4fa5-95b9-0a04115c29f2")));
+        p.attempt_id = None;
+        assert!(!names(&p, Some("A-2")));
+    }
+}

@@ -41,7 +41,7 @@ pub struct LoadedLedger {
     pub provider_ids: Vec<(u32, String)>,
 }
 
-const COLUMNS: &str = "payment_id, recipient_account, amount_minor, currency, status, created_at, \
+pub(super) const COLUMNS: &str = "payment_id, recipient_account, amount_minor, currency, status, created_at, \
                        started_at, attempt_id, provider_payment_id";
 
 /// `+col` stops SQLite from using the index on `col`: a plain scan is about 5× faster than
@@ -231,7 +231,7 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
 /// see [`finish`]). `payment_id` is the history's payment id as text: the column itself, or on
 /// PostgreSQL `h.payment_id::text` whatever its type (a `uuid` decodes into no `String`; its
 /// text is the canonical one the payments are loaded with).
-fn history_sql(payment_id: &str, since: &str) -> String {
+pub(super) fn history_sql(payment_id: &str, since: &str) -> String {
     format!(
         "SELECT h.id, {payment_id}, h.actor, h.from_status, h.to_status, h.run_id, r.as_of,
                 h.provider_payment_id, h.prior_provider_payment_id, r.range_to
@@ -266,7 +266,7 @@ fn required(row: &Row, i: i32, id: &crate::model::Id, col: &str) -> Result<Compa
         .ok_or_else(|| bad_row(&id.text(), format!("{col} is NULL")))
 }
 
-fn payment(row: &Row) -> Result<Payment> {
+pub(super) fn payment(row: &Row) -> Result<Payment> {
     let id = row
         .with_text(0, crate::model::Id::new)
         .ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
@@ -434,19 +434,19 @@ async fn load_sqlite(
 
 /// payment_id → position, for attaching history, follow-ups and attempts' provider ids. It
 /// borrows the payments: changes are collected and applied after it is dropped.
-struct Positions<'a> {
+pub(super) struct Positions<'a> {
     payments: &'a [Payment],
     index: KeyIndex,
 }
 
 impl Positions<'_> {
-    fn get(&self, id: &str) -> Option<u32> {
+    pub(super) fn get(&self, id: &str) -> Option<u32> {
         self.index
             .get(id, |i| self.payments[i as usize].payment_id.text())
     }
 }
 
-fn index(payments: &[Payment]) -> Positions<'_> {
+pub(super) fn index(payments: &[Payment]) -> Positions<'_> {
     let mut index = KeyIndex::with_capacity(payments.len());
     for (i, p) in payments.iter().enumerate() {
         // payment_id is the primary key: never taken twice.
@@ -458,27 +458,27 @@ fn index(payments: &[Payment]) -> Positions<'_> {
 }
 
 /// One history row of a payment.
-struct Change {
-    id: i64,
-    actor: String,
-    from: String,
-    to: String,
-    run_id: Option<String>,
+pub(super) struct Change {
+    pub(super) id: i64,
+    pub(super) actor: String,
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) run_id: Option<String>,
     /// The as-of of the run that made it (its text as stored).
-    as_of: Option<String>,
+    pub(super) as_of: Option<String>,
     /// The provider id the change recorded.
-    recorded: Option<String>,
+    pub(super) recorded: Option<String>,
     /// The provider id before the change: '' none, NULL not recorded (older rows).
-    prior: Option<String>,
+    pub(super) prior: Option<String>,
     /// The day of the run that made it (YYYY-MM-DD).
-    day: Option<String>,
+    pub(super) day: Option<String>,
 }
 
 /// The latest history row per payment index.
-type Latest = HashMap<u32, Change>;
+pub(super) type Latest = HashMap<u32, Change>;
 
 /// Keeps the later of two history rows for a payment.
-fn note_latest(latest: &mut Latest, i: u32, c: Change) {
+pub(super) fn note_latest(latest: &mut Latest, i: u32, c: Change) {
     match latest.get(&i) {
         Some(seen) if seen.id > c.id => {}
         _ => {
@@ -519,7 +519,7 @@ fn row_provider_id<'p>(payments: &'p [Payment], latest: &'p Latest, i: u32) -> O
 }
 
 /// Attaches history, follow-ups and attempts' provider ids to the loaded payments.
-fn finish(
+pub(super) fn finish(
     mut payments: Vec<Payment>,
     latest: Latest,
     followups: Vec<(u32, (String, Option<String>))>,
@@ -558,7 +558,7 @@ fn finish(
 /// The canonical columns of a payments query. Timestamps go out as PostgreSQL's own text
 /// (the session is in UTC): `extract(epoch …)` is numeric arithmetic on the server, which
 /// cost more than the whole text transfer.
-fn pg_payment_columns() -> String {
+pub(super) fn pg_payment_columns() -> String {
     "payment_id::text, recipient_account::text, amount_minor::bigint, currency::text, status::text, \
      created_at::timestamptz, started_at::timestamptz, attempt_id::text, provider_payment_id::text"
         .to_string()
@@ -569,7 +569,7 @@ fn pg_ts(t: Micros) -> String {
     format!("'{}'::timestamptz", timeparse::format_utc(t))
 }
 
-fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
+pub(super) fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
     let text = |i: usize| f.get(i).and_then(|v| v.as_deref());
     let id = text(0).ok_or_else(|| bad_row("", "payment_id is NULL".into()))?;
     let int = |i: usize, col: &str| -> Result<Option<i64>> {

@@ -4,6 +4,7 @@
 
 pub mod import;
 pub mod load;
+pub mod lookup;
 pub mod pg_copy;
 pub mod sqlite_raw;
 pub mod transitions;

@@ -109,6 +109,7 @@ golden!(
     not_submitted,
     orphan_at_provider,
     orphan_unknown_reference_shape,
+    orphan_unknown_uuid_reference,
     proposed_match,
     refund,
     returned,

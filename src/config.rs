@@ -58,6 +58,10 @@ struct RawConfig {
     /// cover `[started_at − before, started_at + after]` completely, and the near-miss gate
     /// looks at the same window.
     evidence_window_after: Option<String>,
+    /// The shape of our payment ids in a statement line's reference (a regex): a reference of
+    /// this shape that names no payment of ours is a ticket, never fuzzy evidence for another
+    /// payment. Default: UUIDs when the ledger's ids are UUIDs, no shape otherwise.
+    reference_pattern: Option<String>,
     /// Folder that receives the files `recon pull` fetches for remote sources, one sub-folder
     /// per source (relative to this file; default `inbox`).
     inbox: Option<PathBuf>,
@@ -118,6 +122,9 @@ pub struct Config {
     /// `evidence_window_before` / `evidence_window_after` as written (`None`: the default, see
     /// `rules::RuleSet::for_job`).
     pub evidence_window: (Option<Micros>, Option<Micros>),
+    /// `reference_pattern`, compiled (`None`: derived from the ledger's ids at run time: UUIDs
+    /// when every loaded payment id is one, no shape otherwise).
+    pub reference_pattern: Option<regex::Regex>,
     /// Statement sources.
     pub sources: Vec<SourceConfig>,
     /// Where `recon pull` puts the files of remote sources (`<inbox>/<source>/…`).
@@ -196,6 +203,21 @@ impl Config {
             duration("evidence_window_before", &raw.evidence_window_before)?,
             duration("evidence_window_after", &raw.evidence_window_after)?,
         );
+        let reference_pattern = raw
+            .reference_pattern
+            .as_deref()
+            .map(|p| {
+                if p.trim().is_empty() {
+                    return Err(config_error(
+                        path,
+                        "key `reference_pattern`: must not be empty (hint: leave it out for the default)",
+                    ));
+                }
+                regex::Regex::new(p).map_err(|e| {
+                    config_error(path, format!("key `reference_pattern`: invalid regex: {e}"))
+                })
+            })
+            .transpose()?;
         let inbox = join_clean(&base, raw.inbox.unwrap_or_else(|| PathBuf::from("inbox")));
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)
@@ -229,6 +251,7 @@ impl Config {
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,
             evidence_window,
+            reference_pattern,
             sources,
             inbox,
             email: raw.email.map(|e| e.validate(path, &base)).transpose()?,

@@ -475,6 +475,11 @@ impl Id {
         })
     }
 
+    /// Whether the id is a UUID (in either case).
+    pub fn is_uuid(&self) -> bool {
+        !matches!(self.0, IdRepr::Text(_))
+    }
+
     /// The id's text.
     pub fn text(&self) -> IdText<'_> {
         match &self.0 {

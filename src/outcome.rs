@@ -61,6 +61,10 @@ pub struct Context<'a> {
     /// Lines this run reports: booked in the range, or delivered late (booked before it, in a
     /// file no earlier run read). Unclaimed ones get a row of their own.
     pub report_line: &'a [bool],
+    /// Payments loaded only because a line names them (older than the run's ledger range,
+    /// found by the whole-ledger lookup): their own lines were booked before the statements
+    /// the run loads, so one line tonight is a late or second line (empty: none).
+    pub named_only: &'a [bool],
 }
 
 /// Whether `p` is unresolved at `as_of`: UNKNOWN, REVIEW, or SUBMITTING older than
@@ -89,6 +93,7 @@ pub fn eligibility(
             .iter()
             .map(|p| unresolved(p, as_of, stale_after))
             .collect(),
+        own_reference: Vec::new(),
     }
 }
 
@@ -175,9 +180,16 @@ struct Index {
     /// Payments a return is linked to (index + 1; 0: none).
     return_of_line: Vec<u32>,
     returns_amb_lines: Groups<u32>,
+    /// Lines whose reference has our id shape but names no payment of ours (empty: none).
+    unknown_reference: Vec<bool>,
 }
 
 impl Index {
+    /// Whether line `l`'s reference has our id shape but names no payment of ours.
+    fn unknown_reference(&self, l: usize) -> bool {
+        self.unknown_reference.get(l).copied().unwrap_or(false)
+    }
+
     fn new(m: &MatchResult, n_pay: usize, n_lines: usize) -> Index {
         let mut links_by_line = vec![0; n_lines];
         for p in &m.links {
@@ -221,6 +233,15 @@ impl Index {
                     .iter()
                     .map(|p| (p.line as usize, p.payment)),
             ),
+            unknown_reference: if m.unknown_references.is_empty() {
+                Vec::new()
+            } else {
+                let mut v = vec![false; n_lines];
+                for &l in &m.unknown_references {
+                    v[l as usize] = true;
+                }
+                v
+            },
         }
     }
 }
@@ -447,7 +468,29 @@ pub fn classify_with(
             .iter()
             .map(|&p| payments[p as usize].payment_id.to_string())
             .collect();
-        let row = if !ix.amb_lines.get(li).is_empty() {
+        let row = if ix.unknown_reference(li) {
+            // DESIGN.md rule 12: it names no payment of ours, so it is nobody's evidence.
+            let reference = l.reference().map(|r| r.to_string()).unwrap_or_default();
+            ResultRow {
+                outcome: Outcome::OrphanAtProvider,
+                payment: None,
+                lines: vec![li as u32],
+                rule: names.none.clone(),
+                action: Action::Ticket,
+                detail: if ids.is_empty() {
+                    format!(
+                        "reference {reference:?} has the shape of our payment ids but names no payment of ours"
+                    )
+                } else {
+                    format!(
+                        "reference {reference:?} has the shape of our payment ids but names no payment of ours: \
+                         not evidence for look-alike payment(s) {}",
+                        ids.join(";")
+                    )
+                }
+                .into(),
+            }
+        } else if !ix.amb_lines.get(li).is_empty() {
             ResultRow {
                 outcome: Outcome::Ambiguous,
                 payment: None,
@@ -620,6 +663,16 @@ fn link_problem(
     None
 }
 
+/// Whether the line carries the provider id recorded on the payment (the same transaction).
+fn same_provider_id(steps: &[crate::normalize::Step], p: &Payment, l: &StatementLine) -> bool {
+    match (l.provider_txn_id.as_deref(), p.provider_payment_id.as_deref()) {
+        (Some(a), Some(b)) if !a.trim().is_empty() => {
+            crate::normalize::apply(steps, a) == crate::normalize::apply(steps, b)
+        }
+        _ => false,
+    }
+}
+
 /// The row of a payment recon moved earlier, given what the evidence says today: the same
 /// decision reproduces; a contradicting one becomes a ticket without a transition.
 fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow {
@@ -755,6 +808,10 @@ fn classify_payment(
             if amb.is_empty() {
                 "a return or reversal that could be this payment's money or another's: a human decides"
                     .into()
+            } else if amb.iter().all(|a| ix.unknown_reference(a.line as usize)) {
+                "a line with this payment's recipient and money whose reference has the shape of our \
+                 payment ids but names none of ours: evidence for no payment, a human decides"
+                    .into()
             } else {
                 "more than one candidate: a human decides".into()
             },
@@ -842,6 +899,28 @@ fn classify_payment(
         let pass = &rules.passes[link.pass];
         if let Some((outcome, detail)) = link_problem(p, l, &pass.normalize) {
             return row(outcome, linked, &pass.id, Action::Ticket, detail);
+        }
+        if p.status == Status::Succeeded
+            && ctx.named_only.get(i).copied().unwrap_or(false)
+            && !same_provider_id(&pass.normalize, p, l)
+        {
+            // Its own line was booked long before the statements this run loads: this one is
+            // a second payout or a very late booking, never taken as the payment's only line.
+            return row(
+                Outcome::DuplicateAtProvider,
+                linked,
+                &pass.id,
+                Action::Ticket,
+                format!(
+                    "a line for a payment started {}, before the run's horizon: its own line was \
+                     booked before the statements this run loads; a second payout or a very late \
+                     booking (refund candidate)",
+                    crate::timeparse::format_utc(p.anchor())
+                        .get(..10)
+                        .unwrap_or_default()
+                )
+                .into(),
+            );
         }
         if p.status == Status::Succeeded {
             return if pass.auto_succeeded {

@@ -231,7 +231,7 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
 /// see [`finish`]). `payment_id` is the history's payment id as text: the column itself, or on
 /// PostgreSQL `h.payment_id::text` whatever its type (a `uuid` decodes into no `String`; its
 /// text is the canonical one the payments are loaded with).
-fn history_sql(payment_id: &str, since: &str) -> String {
+pub(super) fn history_sql(payment_id: &str, since: &str) -> String {
     format!(
         "SELECT h.id, {payment_id}, h.actor, h.from_status, h.to_status, h.run_id, r.as_of,
                 h.provider_payment_id, h.prior_provider_payment_id, r.range_to
@@ -456,7 +456,7 @@ impl Positions<'_> {
         self.index
     }
 
-    fn get(&self, id: &str) -> Option<u32> {
+    pub(super) fn get(&self, id: &str) -> Option<u32> {
         self.index
             .get(id, |i| self.payments[i as usize].payment_id.text())
     }
@@ -474,27 +474,27 @@ pub(super) fn index(payments: &[Payment]) -> Positions<'_> {
 }
 
 /// One history row of a payment.
-struct Change {
-    id: i64,
-    actor: String,
-    from: String,
-    to: String,
-    run_id: Option<String>,
+pub(super) struct Change {
+    pub(super) id: i64,
+    pub(super) actor: String,
+    pub(super) from: String,
+    pub(super) to: String,
+    pub(super) run_id: Option<String>,
     /// The as-of of the run that made it (its text as stored).
-    as_of: Option<String>,
+    pub(super) as_of: Option<String>,
     /// The provider id the change recorded.
-    recorded: Option<String>,
+    pub(super) recorded: Option<String>,
     /// The provider id before the change: '' none, NULL not recorded (older rows).
-    prior: Option<String>,
+    pub(super) prior: Option<String>,
     /// The day of the run that made it (YYYY-MM-DD).
-    day: Option<String>,
+    pub(super) day: Option<String>,
 }
 
 /// The latest history row per payment index.
-type Latest = HashMap<u32, Change>;
+pub(super) type Latest = HashMap<u32, Change>;
 
 /// Keeps the later of two history rows for a payment.
-fn note_latest(latest: &mut Latest, i: u32, c: Change) {
+pub(super) fn note_latest(latest: &mut Latest, i: u32, c: Change) {
     match latest.get(&i) {
         Some(seen) if seen.id > c.id => {}
         _ => {
@@ -535,7 +535,7 @@ fn row_provider_id<'p>(payments: &'p [Payment], latest: &'p Latest, i: u32) -> O
 }
 
 /// Attaches history, follow-ups and attempts' provider ids to the loaded payments.
-fn finish(
+pub(super) fn finish(
     mut payments: Vec<Payment>,
     latest: Latest,
     followups: Vec<(u32, (String, Option<String>))>,

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod import;
 pub mod load;
+pub mod lookup;
 pub mod pg_copy;
 pub mod sqlite_raw;
 pub mod transitions;

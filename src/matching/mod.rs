@@ -8,6 +8,7 @@
 pub mod criteria;
 mod frames;
 pub mod settlement;
+pub mod shape;
 
 use crate::ledger::Payment;
 use crate::rules::RuleSet;
@@ -48,6 +49,14 @@ pub struct MatchResult {
     pub returns_ambiguous: Vec<Pair>,
     /// Three-way matching: provider settlement batches ↔ bank credits.
     pub settlement: settlement::SettlementResult,
+    /// Per line: an identifier pass paired it with a payment (a link, a return or an undecided
+    /// pair). Such a line is a look-alike for other payments only with their exact money.
+    pub named: Vec<bool>,
+    /// Lines whose reference has the shape of our payment ids
+    /// ([`Eligibility::own_reference`]) but that no identifier pass paired: they name no
+    /// payment loaded, and are never fuzzy evidence for another one (DESIGN.md rule 12).
+    /// Sorted.
+    pub unknown_references: Vec<u32>,
 }
 
 /// The `pass` of a return found by recipient, currency and amount (not by a rule pass).
@@ -110,6 +119,11 @@ pub struct Eligibility {
     pub linkable: Vec<bool>,
     /// Unresolved (UNKNOWN, stale SUBMITTING, REVIEW): subject to the near-miss gate.
     pub near_miss: Vec<bool>,
+    /// Per line: its reference has the shape of our payment ids ([`shape::IdShape`]). Such a
+    /// line is evidence only for the payment an identifier pass finds it naming: a fuzzy pass
+    /// counts it as a candidate but never accepts it, and returns are never matched to it by
+    /// amount. Empty: no line has it.
+    pub own_reference: Vec<bool>,
 }
 
 /// Runs every pass of `rules` and the near-miss gate.
@@ -131,6 +145,11 @@ pub fn run<'a>(
     // A payment is cleanly claimed with exactly one link, equal money and no open candidate.
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
+    // Lines an identifier pass paired with a payment, and payments one linked cleanly (proven
+    // by identifier).
+    let mut line_named = vec![false; lines.len()];
+    let mut pay_named = vec![false; payments.len()];
+    let own = |l: usize| elig.own_reference.get(l).copied().unwrap_or(false);
     let mut result = MatchResult::default();
     // Returns and reversals not yet tied to a payment.
     let mut return_free: Vec<bool> = lines
@@ -230,6 +249,7 @@ pub fn run<'a>(
                     returns_by_identifier(&returns, pass_idx, lines.len(), &mut result);
                     for &(l, _) in &returns {
                         return_free[l as usize] = false;
+                        line_named[l as usize] = true;
                     }
                 }
                 // Whatever else the pairing asks of a named pair is checked on the few pairs
@@ -239,12 +259,37 @@ pub fn run<'a>(
                         crit.holds_besides_named(&payments[p as usize], &lines[l as usize])
                     });
                 }
+                for &(l, _) in &pairs {
+                    line_named[l as usize] = true;
+                }
                 pairs
             }
-            None => frames::fuzzy_pairs(payments, lines, line_mask, pay_mask, &crit)
-                .with_context(stage)?,
+            None => {
+                let mut pairs = frames::fuzzy_pairs(payments, lines, line_mask, pay_mask, &crit)
+                    .with_context(stage)?;
+                // A line that names a payment is a look-alike for another only with that
+                // one's exact money (issue 30: a fee-netted line of a named payment is that
+                // payment's AMOUNT_MISMATCH, not a candidate of its recipient's other payments).
+                pairs.retain(|&(l, p)| {
+                    !line_named[l as usize]
+                        || criteria::same_money(&payments[p as usize], &lines[l as usize])
+                });
+                pairs
+            }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
+        let confirm = if fuzzy {
+            confirmations(
+                payments,
+                &pairs,
+                (&per_line, &per_pay),
+                (&line_free, &pay_free),
+                |p| pay_named[p] && !pay_disputed[p],
+                own,
+            )
+        } else {
+            Vec::new()
+        };
         for &(l, p) in &pairs {
             let (l_us, p_us) = (l as usize, p as usize);
             let pair = Pair {
@@ -252,12 +297,19 @@ pub fn run<'a>(
                 payment: p,
                 pass: pass_idx,
             };
+            let confirmed = confirm.get(l_us).copied().unwrap_or(0);
+            if confirmed != 0 && confirmed != p + 1 {
+                // Proven by identifier elsewhere: not a competitor of the confirmation.
+                continue;
+            }
             let unique_line = per_line[l_us] == 1;
             let accept = if fuzzy {
-                unique_line
-                    && per_pay[p_us] == 1
-                    && line_free[l_us]
-                    && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us]))
+                confirmed == p + 1
+                    || (unique_line
+                        && per_pay[p_us] == 1
+                        && line_free[l_us]
+                        && !own(l_us)
+                        && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us])))
             } else {
                 unique_line
             };
@@ -271,6 +323,7 @@ pub fn run<'a>(
                     pay_disputed[p_us] = true;
                 } else {
                     line_clean[l_us] = true;
+                    pay_named[p_us] |= !fuzzy;
                 }
                 result.links.push(pair);
             } else {
@@ -312,7 +365,7 @@ pub fn run<'a>(
         .map(|(i, l)| l.ledger_candidate() && !claimed[i])
         .collect();
     if near_pay.iter().any(|&b| b) && near_lines.iter().any(|&b| b) {
-        let pairs = frames::fuzzy_pairs(
+        let mut pairs = frames::fuzzy_pairs(
             payments,
             lines,
             &near_lines,
@@ -320,6 +373,13 @@ pub fn run<'a>(
             &criteria::Criterion::near_miss(rules),
         )
         .context("near-miss gate")?;
+        // A line that names another payment (its money differs from that one's) is a look-alike
+        // only with this payment's exact money: any other amount or currency makes it the named
+        // payment's mismatch, not a near miss of every payment to its recipient (issue 30).
+        pairs.retain(|&(l, p)| {
+            !line_named[l as usize]
+                || criteria::same_money(&payments[p as usize], &lines[l as usize])
+        });
         result
             .near_misses
             .extend(pairs.into_iter().map(|(line, payment)| Pair {
@@ -339,8 +399,18 @@ pub fn run<'a>(
         "Near-miss gate done."
     );
     if any_return {
+        // A return whose reference has our id shape is money of the payment it names, or of
+        // none: never matched to another by amount.
+        for (l, free) in return_free.iter_mut().enumerate() {
+            *free &= !own(l);
+        }
         returns_by_amount(payments, lines, rules, elig, &return_free, &mut result)?;
     }
+    result.unknown_references = (0..lines.len())
+        .filter(|&l| own(l) && !line_named[l] && lines[l].ledger_candidate())
+        .map(|l| l as u32)
+        .collect();
+    result.named = line_named;
     // Each pass added its pairs in order: the stable sort merges those runs in linear time
     // instead of sorting a million pairs from scratch.
     result.links.sort();
@@ -350,6 +420,50 @@ pub fn run<'a>(
     result.returns_ambiguous.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
+}
+
+/// Confirmations of ledger-SUCCEEDED payments (issue 30): per line, `p + 1` when payment `p`
+/// is its only candidate not already proven by identifier (`proven`), `p` is SUCCEEDED in the
+/// ledger, has no other candidate line, and both are free; 0 otherwise. The payments proven by
+/// identifier are then no competitors: the named twin of a pair keeps its own line and the other
+/// twin its line. A resolution of an unresolved payment keeps the strict rule (each side the
+/// other's only candidate), as does a line with our id shape (`own`).
+fn confirmations(
+    payments: &[Payment],
+    pairs: &[(u32, u32)],
+    (per_line, per_pay): (&[u32], &[u32]),
+    (line_free, pay_free): (&[bool], &[bool]),
+    proven: impl Fn(usize) -> bool,
+    own: impl Fn(usize) -> bool,
+) -> Vec<u32> {
+    let mut open = vec![0u32; per_line.len()];
+    let mut any_proven = false;
+    for &(l, p) in pairs {
+        if proven(p as usize) {
+            any_proven = true;
+        } else {
+            open[l as usize] += 1;
+        }
+    }
+    if !any_proven {
+        return Vec::new();
+    }
+    let mut out = vec![0u32; per_line.len()];
+    for &(l, p) in pairs {
+        let (l_us, p_us) = (l as usize, p as usize);
+        if per_line[l_us] > 1
+            && open[l_us] == 1
+            && !proven(p_us)
+            && payments[p_us].status == crate::ledger::Status::Succeeded
+            && per_pay[p_us] == 1
+            && line_free[l_us]
+            && pay_free[p_us]
+            && !own(l_us)
+        {
+            out[l_us] = p + 1;
+        }
+    }
+    out
 }
 
 /// Near misses of lines without a recipient: same currency and amount (as the ledger sees

@@ -134,10 +134,6 @@ pub(crate) async fn plan(
         )
         .await?;
     }
-    let LoadedLedger {
-        payments,
-        provider_ids,
-    } = ledger;
     timings.insert(
         "load_ledger_and_statements".to_string(),
         started.elapsed().as_millis() as u64,
@@ -165,8 +161,36 @@ pub(crate) async fn plan(
             }
         })
         .collect();
-    // Scope and eligibility.
     let stale_after = cfg.stale_submitting_minutes * MINUTE;
+    let started = Instant::now();
+    // The shape of our ids in a reference: lines of that shape are evidence only for the
+    // payment they name (DESIGN.md rule 12).
+    let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
+    let own_reference = shape.lines(rules, &lines);
+    let (ledger, lines, m) =
+        match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+    // A line no loaded payment claims by identifier may name an older one: looked up in the
+    // whole ledger, and matched again with what was found.
+    let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
+    let found = crate::ledger::lookup::named(db, &cfg.ledger, &keys, |id| {
+        crate::ledger::lookup::position(&ledger.payments, id).is_some()
+    })
+    .await?;
+    let (ledger, lines, mut m, named_only) = if found.is_empty() {
+        (ledger, lines, m, Vec::new())
+    } else {
+        let mut ledger = ledger;
+        let named_only = crate::ledger::lookup::merge(&mut ledger, found);
+        let (ledger, lines, m) =
+            match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+        (ledger, lines, m, named_only)
+    };
+    drop(own_reference);
+    let LoadedLedger {
+        payments,
+        provider_ids: _,
+    } = ledger;
+    // Scope.
     let mut in_scope: Vec<bool> = payments
         .iter()
         .map(|p| {
@@ -185,17 +209,6 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
-    let elig = outcome::eligibility(&payments, as_of, stale_after);
-    let started = Instant::now();
-    // Polars is CPU-bound and blocks: run it off the async workers.
-    let rules_owned = rules.clone();
-    let (payments, lines, m) = tokio::task::spawn_blocking(move || {
-        let m = matching::run(&payments, &provider_ids, &lines, &rules_owned, &elig);
-        (payments, lines, m)
-    })
-    .await
-    .context("matching task")?;
-    let mut m = m?;
     {
         let by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
             .sources
@@ -234,6 +247,7 @@ pub(crate) async fn plan(
         report_range: (t0, t1),
         report_line: &report_line,
         run_day: &from_day,
+        named_only: &named_only,
     };
     // Provider status answers (`[[status_api]]`) for the unresolved payments in scope.
     let status = match &cfg.status_api {
@@ -308,6 +322,34 @@ pub(crate) async fn plan(
         rejected,
         t0,
     })
+}
+
+/// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
+/// blocks): the eligibility at `as_of`, with `own_reference` per line.
+async fn match_blocking(
+    ledger: LoadedLedger,
+    lines: Vec<StatementLine>,
+    rules: &crate::rules::RuleSet,
+    as_of: Micros,
+    stale_after: Micros,
+    own_reference: &[bool],
+) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
+    let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
+    elig.own_reference = own_reference.to_vec();
+    let rules = rules.clone();
+    let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
+        let m = matching::run(
+            &ledger.payments,
+            &ledger.provider_ids,
+            &lines,
+            &rules,
+            &elig,
+        );
+        (ledger, lines, m)
+    })
+    .await
+    .context("matching task")?;
+    Ok((ledger, lines, m?))
 }
 
 /// The statement files (source, path) that no run of a day before `day` read: a file first

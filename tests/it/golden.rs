@@ -13,6 +13,9 @@ struct Scenario {
     complete_to: Option<String>,
     #[serde(default)]
     propose_only_fuzzy: bool,
+    /// Further top-level keys of the job file (e.g. `reference_pattern = "…"`).
+    #[serde(default)]
+    extra: String,
 }
 
 fn golden_dir() -> PathBuf {
@@ -27,7 +30,10 @@ async fn run_scenario(name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>, TestEn
     let scenario: Scenario =
         toml::from_str(&std::fs::read_to_string(dir.join("scenario.toml")).expect("scenario"))
             .expect("scenario.toml is valid");
-    let mut settings = Settings::default();
+    let mut settings = Settings {
+        extra: format!("{}\n", scenario.extra),
+        ..Settings::default()
+    };
     if let (Some(a), Some(b)) = (&scenario.complete_from, &scenario.complete_to) {
         settings.complete = Some((a.clone(), b.clone()));
     }
@@ -83,21 +89,27 @@ macro_rules! golden {
 golden!(
     ambiguous_near_miss,
     ambiguous_reference_other_recipient,
+    ambiguous_twin_unknown_with_named_partner,
     ambiguous_twins,
     amount_mismatch,
+    amount_mismatch_is_no_near_miss,
     awaiting_evidence_incomplete_source,
     awaiting_evidence_settlement_lag,
     currency_mismatch,
     duplicate_at_provider,
+    duplicate_at_provider_old_payment,
     failed_but_paid,
     failed_ok,
     in_flight,
     matched_by_provider_id,
     matched_by_reference,
     matched_by_window,
+    matched_twin_with_named_partner,
     missing_at_provider,
     not_submitted,
     orphan_at_provider,
+    orphan_unknown_reference_shape,
+    orphan_unknown_uuid_reference,
     proposed_match,
     refund,
     returned,
@@ -139,6 +151,8 @@ async fn golden_reruns_are_byte_identical() {
         "resolved_failed",
         "ambiguous_twins",
         "duplicate_at_provider",
+        "duplicate_at_provider_old_payment",
+        "matched_twin_with_named_partner",
     ] {
         let (_, _, env) = run_scenario(name).await;
         let scenario: Scenario = toml::from_str(

@@ -124,6 +124,7 @@ fn classify(
         in_scope: &in_scope,
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
         report_line: &report_line,
+        named_only: &[],
         run_day: "2026-11-10",
     };
     let elig = ctx.eligibility(payments);

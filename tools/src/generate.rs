@@ -464,6 +464,11 @@ pub enum Kind {
     /// apart) whose line names it inside this one's window → RESOLVED_FAILED: a line proven to
     /// be another payment's is no look-alike ([`GenerateOptions::busy_recipients`] only).
     LostTwin,
+    /// SUCCEEDED, the twin of a `MatchedRef` payment (same recipient, money, minutes apart),
+    /// with an unnamed line inside both windows → MATCHED: the partner is proven by its own
+    /// line's identifier, so it is no competitor for this confirmation
+    /// ([`GenerateOptions::busy_recipients`] only).
+    ConfirmedTwin,
 }
 
 impl Kind {
@@ -476,7 +481,8 @@ impl Kind {
             | Kind::Duplicate
             | Kind::AmountMismatch
             | Kind::CurrencyMismatch
-            | Kind::Twin => "SUCCEEDED",
+            | Kind::Twin
+            | Kind::ConfirmedTwin => "SUCCEEDED",
             Kind::UnknownRef
             | Kind::UnknownFuzzy
             | Kind::UnknownNone
@@ -490,7 +496,9 @@ impl Kind {
 
     fn outcome(self) -> &'static str {
         match self {
-            Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy => MATCHED,
+            Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy | Kind::ConfirmedTwin => {
+                MATCHED
+            }
             Kind::UnknownRef | Kind::UnknownFuzzy | Kind::SubmittingRef => RESOLVED_SUCCEEDED,
             Kind::SubmittingNone | Kind::UnknownNone | Kind::LostTwin => RESOLVED_FAILED,
             Kind::Missing => MISSING_AT_PROVIDER,
@@ -550,6 +558,15 @@ fn share(n: usize, per_10k: u64) -> usize {
 /// as many payments are in a twin pair).
 const LOST_TWINS_PER_10K: u64 = 100;
 
+/// Confirmed twins per 10 000 payments with busy recipients (each pairs with a `MatchedRef`).
+const CONFIRMED_TWINS_PER_10K: u64 = 100;
+
+/// With busy recipients, the share of the `AMOUNT_MISMATCH` / `CURRENCY_MISMATCH` payments, per
+/// 10 000, whose recipient also has an UNKNOWN payment without a line (`UnknownNone`) started
+/// so that the mismatched line, which names the other payment, is inside its window: that line
+/// is no look-alike of the lost payment, which is RESOLVED_FAILED.
+const MISMATCH_NEIGHBOURS_PER_10K: u64 = 5_000;
+
 /// The kinds of `n` payments, in planning order (shuffled by the caller).
 pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
     let mut kinds = Vec::with_capacity(n);
@@ -579,6 +596,9 @@ pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
         let plain = n - planned;
         let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
         kinds[planned..planned + lost].fill(Kind::LostTwin);
+        let confirmed =
+            share(n, CONFIRMED_TWINS_PER_10K).min((plain.saturating_sub(1) / 2).saturating_sub(lost));
+        kinds[planned + lost..planned + lost + confirmed].fill(Kind::ConfirmedTwin);
     }
     kinds
 }
@@ -960,6 +980,7 @@ impl Data {
                 | Kind::FailedOk
                 | Kind::Twin
                 | Kind::LostTwin
+                | Kind::ConfirmedTwin
                 | Kind::Pending => {}
             }
             pays.push(pay);
@@ -998,8 +1019,12 @@ impl Data {
         // Lost twins: each copies a distinct plain MatchedRef's money and recipient and starts
         // minutes after it; the partner's line, which names the partner, is booked inside both
         // windows.
+        // Confirmed twins: the same, with an unnamed line of their own inside both windows.
         let lost: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::LostTwin).collect();
-        if !lost.is_empty() {
+        let confirmed: Vec<usize> = (0..n)
+            .filter(|&i| kinds[i] == Kind::ConfirmedTwin)
+            .collect();
+        if !lost.is_empty() || !confirmed.is_empty() {
             let mut line_of: Vec<u32> = vec![NONE; n];
             for (k, l) in lines.iter().enumerate() {
                 if l.pay != NONE && line_of[l.pay as usize] == NONE {
@@ -1012,7 +1037,8 @@ impl Data {
                     && line_of[i] != NONE
                     && pays[i].partner == NONE
             });
-            for (b, a) in lost.into_iter().zip(partners.collect::<Vec<_>>()) {
+            let mut partners = partners.collect::<Vec<_>>().into_iter();
+            for (b, a) in lost.into_iter().zip(partners.by_ref()) {
                 let (cur, amount, recipient) = (pays[a].cur, pays[a].amount, pays[a].recipient);
                 let started = pays[a].started + rng.between(MINUTE, 10 * MINUTE);
                 let twin = &mut pays[b];
@@ -1024,6 +1050,63 @@ impl Data {
                 pays[a].partner = b as u32;
                 let line = &mut lines[line_of[a] as usize];
                 line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
+            }
+            for (b, a) in confirmed.into_iter().zip(partners) {
+                let (cur, amount, recipient) = (pays[a].cur, pays[a].amount, pays[a].recipient);
+                let started = pays[a].started + rng.between(MINUTE, 10 * MINUTE);
+                let twin = &mut pays[b];
+                twin.cur = cur;
+                twin.amount = amount;
+                twin.recipient = recipient;
+                twin.started = started;
+                twin.created = (started - rng.between(1, 5)).max(0);
+                pays[a].partner = b as u32;
+                // Both lines inside both windows.
+                let line = &mut lines[line_of[a] as usize];
+                line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
+                lines.push(Line {
+                    pay: b as u32,
+                    role: Role::Claimed,
+                    reference: Reference::Empty,
+                    recipient,
+                    beneficiary_noise: 0,
+                    cur,
+                    amount,
+                    booked: rng.between(started + MINUTE, pays[a].started + 48 * HOUR),
+                });
+            }
+        }
+
+        // Mismatch neighbours: a lost payment (UnknownNone) of the recipient of an AMOUNT_ or
+        // CURRENCY_MISMATCH payment, started so that the mismatched line (which names the other
+        // payment) is inside its window, with other money than that line.
+        if opts.busy_recipients {
+            let mut line_of: Vec<u32> = vec![NONE; n];
+            for (k, l) in lines.iter().enumerate() {
+                if l.pay != NONE && line_of[l.pay as usize] == NONE {
+                    line_of[l.pay as usize] = k as u32;
+                }
+            }
+            let mut lost = (0..n).filter(|&i| kinds[i] == Kind::UnknownNone);
+            for a in 0..n {
+                if !matches!(kinds[a], Kind::AmountMismatch | Kind::CurrencyMismatch)
+                    || line_of[a] == NONE
+                    || !rng.chance(MISMATCH_NEIGHBOURS_PER_10K)
+                {
+                    continue;
+                }
+                let Some(b) = lost.next() else { break };
+                let line = &lines[line_of[a] as usize];
+                let started = rng.between((line.booked - 60 * HOUR).max(0), line.booked.min(DAY - 1));
+                let (line_cur, line_amount) = (line.cur, line.amount);
+                let recipient = pays[a].recipient;
+                let nb = &mut pays[b];
+                nb.recipient = recipient;
+                nb.started = started;
+                nb.created = (started - rng.between(1, 5)).max(0);
+                if nb.cur == line_cur && nb.amount == line_amount {
+                    nb.amount += 1;
+                }
             }
         }
 
@@ -1621,6 +1704,14 @@ pub struct Score {
     /// Result rows whose outcome is automatic (MATCHED, RESOLVED_SUCCEEDED, RESOLVED_FAILED)
     /// but not fully right: other expected outcome, other txn id(s), or no expected row.
     pub wrong_automatic: usize,
+    /// Payments and statement lines of the data set: the payment rows of `expected.csv` plus
+    /// the distinct provider txn ids it names (every line is named there, in its payment's row
+    /// or its own).
+    pub items: usize,
+    /// Result rows `AMBIGUOUS` (sent to a human) although the evidence decides them: the
+    /// expected outcome is another, or the row is not expected at all (a line claimed by
+    /// exactly one payment).
+    pub needless_review: usize,
     /// (expected → got) counts, including the diagonal, sorted by expected then got.
     pub confusion: Vec<Confusion>,
     /// Per expected outcome, sorted by outcome.
@@ -1661,6 +1752,13 @@ impl fmt::Display for Score {
             f,
             "wrong automatic decisions (MATCHED / RESOLVED_*): {}",
             self.wrong_automatic
+        )?;
+        writeln!(
+            f,
+            "sent to review although the evidence decides them: {} of {} payments and lines ({})",
+            self.needless_review,
+            self.items,
+            percent(self.needless_review, self.items)
         )?;
         writeln!(f, "per expected outcome (correct / expected):")?;
         for o in &self.per_outcome {
@@ -1776,8 +1874,18 @@ impl OutcomeFile {
 pub fn score(expected_csv: &Path, results_csv: &Path) -> anyhow::Result<Score> {
     let mut record = csv::StringRecord::new();
     let mut expected: HashMap<Key, Verdict> = HashMap::new();
+    let mut txns: HashSet<String> = HashSet::new();
+    let mut payments = 0;
     let mut file = OutcomeFile::open(expected_csv)?;
     while let Some((key, verdict)) = file.next(&mut record)? {
+        payments += usize::from(matches!(key, Key::Payment(_)));
+        txns.extend(
+            verdict
+                .txns
+                .split(';')
+                .filter(|t| !t.is_empty())
+                .map(str::to_string),
+        );
         if let Some(old) = expected.insert(key.clone(), verdict) {
             bail!(
                 "{} lists {key:?} twice (as {} and again)",
@@ -1789,8 +1897,10 @@ pub fn score(expected_csv: &Path, results_csv: &Path) -> anyhow::Result<Score> {
 
     let mut s = Score {
         expected_rows: expected.len(),
+        items: payments + txns.len(),
         ..Score::default()
     };
+    drop(txns);
     let mut cells: BTreeMap<(String, String), usize> = BTreeMap::new();
     let mut per: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for v in expected.values() {
@@ -1806,6 +1916,9 @@ pub fn score(expected_csv: &Path, results_csv: &Path) -> anyhow::Result<Score> {
         } else {
             None
         };
+        if got.outcome == AMBIGUOUS && want.is_none_or(|w| w.outcome != AMBIGUOUS) {
+            s.needless_review += 1;
+        }
         let Some(want) = want else {
             s.unexpected += 1;
             s.wrong_automatic += usize::from(automatic);

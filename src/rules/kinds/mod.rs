@@ -497,7 +497,7 @@ mod tests {
 /// Test support for the kinds' agreement tests: payments, lines, and the check that a
 /// criterion's join and its one-pair checks find the same pairs.
 #[cfg(test)]
-pub(super) mod testkit {
+pub(crate) mod testkit {
     use crate::config::{LineKind, Role};
     use crate::ledger::{Payment, Status};
     use crate::matching::criteria::Criterion;

@@ -1,0 +1,485 @@
+//! The whole-ledger lookup of the payments statement lines name (DESIGN.md rule 12): a line
+//! whose reference or provider id names a payment of ours is that payment's evidence, however
+//! old the payment. A run loads the payments of its range; the keys of the few lines that no
+//! loaded payment claims by identifier are looked up here, batched, through the primary key
+//! and the provider-id indexes (`payments`, `payment_attempts`), or through the job's own
+//! ledger queries.
+
+use super::load::{self, Change, Latest};
+use super::{Payment, sqlite_raw};
+use crate::config::LedgerQueries;
+use crate::db::{Db, IdColumn, IdTypes, Pool};
+use crate::exit::{Failure, fail};
+use anyhow::Result;
+use foldhash::{HashMap, HashMapExt};
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+/// The keys to look up, as lines spell them (already in the spellings to try).
+#[derive(Debug, Clone, Default)]
+pub struct Keys {
+    /// Candidate payment ids (references).
+    pub payment_ids: BTreeSet<String>,
+    /// Candidate provider ids (lines' provider ids).
+    pub provider_ids: BTreeSet<String>,
+}
+
+impl Keys {
+    /// Whether there is nothing to look up.
+    pub fn is_empty(&self) -> bool {
+        self.payment_ids.is_empty() && self.provider_ids.is_empty()
+    }
+}
+
+/// What the lookup found beyond the loaded payments.
+#[derive(Debug, Clone, Default)]
+pub struct Found {
+    /// Payments not loaded that a key names, sorted by id, with recon's own latest change
+    /// taken back as the run's load does, and the provider ids of their attempts that a key
+    /// named (indices into these payments).
+    pub ledger: super::load::LoadedLedger,
+    /// Provider ids recorded on attempts of loaded payments that the run's load did not read
+    /// (attempts older than its range): (payment id, provider id).
+    pub loaded_attempt_ids: Vec<(String, String)>,
+}
+
+impl Found {
+    /// Whether the lookup found nothing beyond the loaded payments.
+    pub fn is_empty(&self) -> bool {
+        self.ledger.payments.is_empty() && self.loaded_attempt_ids.is_empty()
+    }
+}
+
+/// The position of payment `id` among `payments` (sorted by id, as a load leaves them).
+pub fn position(payments: &[Payment], id: &str) -> Option<usize> {
+    payments
+        .binary_search_by(|p| (*p.payment_id.text()).cmp(id))
+        .ok()
+}
+
+/// Merges what the lookup found into the run's ledger (payments stay sorted by id, provider
+/// ids by payment). Returns, per payment of the merged ledger, whether the lookup added it.
+pub fn merge(into: &mut super::load::LoadedLedger, found: Found) -> Vec<bool> {
+    for (pid, ppid) in found.loaded_attempt_ids {
+        if let Some(i) = position(&into.payments, &pid) {
+            into.provider_ids.push((i as u32, ppid));
+        }
+    }
+    let old = std::mem::take(&mut into.payments);
+    let new = found.ledger.payments;
+    let (mut old_at, mut new_at) = (Vec::with_capacity(old.len()), Vec::with_capacity(new.len()));
+    let mut merged = Vec::with_capacity(old.len() + new.len());
+    let mut added = Vec::with_capacity(old.len() + new.len());
+    let (mut a, mut b) = (old.into_iter().peekable(), new.into_iter().peekable());
+    loop {
+        let take_new = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(x), Some(y)) => *y.payment_id.text() < *x.payment_id.text(),
+        };
+        let next = if take_new { b.next() } else { a.next() };
+        let Some(p) = next else { break };
+        if take_new {
+            new_at.push(merged.len() as u32);
+        } else {
+            old_at.push(merged.len() as u32);
+        }
+        added.push(take_new);
+        merged.push(p);
+    }
+    into.payments = merged;
+    for (i, _) in &mut into.provider_ids {
+        *i = old_at[*i as usize];
+    }
+    into.provider_ids.extend(
+        found
+            .ledger
+            .provider_ids
+            .into_iter()
+            .map(|(i, id)| (new_at[i as usize], id)),
+    );
+    into.provider_ids.sort_unstable_by_key(|(i, _)| *i);
+    added
+}
+
+/// Rows per SQLite statement (its `IN` list).
+const BATCH: usize = 500;
+
+/// Looks `keys` up in the whole ledger; `loaded` says whether a payment id is among the run's
+/// payments already.
+pub async fn named(
+    db: &Db,
+    queries: &LedgerQueries,
+    keys: &Keys,
+    loaded: impl Fn(&str) -> bool,
+) -> Result<Found> {
+    if keys.is_empty() {
+        return Ok(Found::default());
+    }
+    let ids = db.id_types().await?;
+    let mut reader = match &db.pool {
+        Pool::Sqlite(p) => Reader::Sqlite(p.acquire().await.map_err(db_err)?),
+        Pool::Postgres(p) => {
+            let mut conn = p.acquire().await.map_err(db_err)?;
+            // Timestamps are read as text: UTC text for this session.
+            sqlx::query("SET TIME ZONE 'UTC'")
+                .execute(&mut *conn)
+                .await
+                .map_err(db_err)?;
+            Reader::Postgres(conn, ids)
+        }
+    };
+    let provider_ids: Vec<&str> = keys.provider_ids.iter().map(String::as_str).collect();
+    // Attempts first: the payments they name are then read with the others.
+    let attempts = reader.attempt_ids(queries, &provider_ids).await?;
+    let mut wanted: BTreeSet<&str> = keys.payment_ids.iter().map(String::as_str).collect();
+    let mut loaded_attempt_ids = Vec::new();
+    for (pid, ppid) in &attempts {
+        if loaded(pid) {
+            loaded_attempt_ids.push((pid.clone(), ppid.clone()));
+        } else {
+            wanted.insert(pid);
+        }
+    }
+    // A provider id recon recorded with a resolution (the payment row's own column is not
+    // indexed: recon's transitions rewrite it).
+    let recorded = reader.history_owners(&provider_ids).await?;
+    for pid in &recorded {
+        if !loaded(pid) {
+            wanted.insert(pid);
+        }
+    }
+    let wanted: Vec<&str> = wanted.into_iter().collect();
+    let mut payments = reader.payments(queries, &wanted).await?;
+    payments.retain(|p| !loaded(&p.payment_id.text()));
+    crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
+    payments.dedup_by(|a, b| a.payment_id == b.payment_id);
+    if payments.is_empty() {
+        return Ok(Found {
+            ledger: Default::default(),
+            loaded_attempt_ids,
+        });
+    }
+    let positions = load::index(&payments);
+    let found_ids: Vec<String> = payments
+        .iter()
+        .map(|p| p.payment_id.text().to_string())
+        .collect();
+    let found_refs: Vec<&str> = found_ids.iter().map(String::as_str).collect();
+    let mut latest: Latest = HashMap::new();
+    for (pid, c) in reader.history(&found_refs).await? {
+        if let Some(i) = positions.get(&pid) {
+            load::note_latest(&mut latest, i, c);
+        }
+    }
+    let provider_ids: Vec<(u32, String)> = attempts
+        .into_iter()
+        .filter_map(|(pid, ppid)| positions.get(&pid).map(|i| (i, ppid)))
+        .collect();
+    drop(positions);
+    tracing::debug!(
+        payments = payments.len(),
+        "Payments named by lines found beyond the run's range."
+    );
+    Ok(Found {
+        ledger: load::finish(payments, latest, Vec::new(), provider_ids),
+        loaded_attempt_ids,
+    })
+}
+
+fn db_err(e: sqlx::Error) -> anyhow::Error {
+    fail(
+        Failure::Database,
+        format!(
+            "looking up the payments lines name: {}",
+            crate::db::message(e)
+        ),
+    )
+}
+
+/// A connection of either backend.
+enum Reader {
+    Sqlite(sqlx::pool::PoolConnection<sqlx::Sqlite>),
+    Postgres(sqlx::pool::PoolConnection<sqlx::Postgres>, IdTypes),
+}
+
+/// `?1, ?2, …, ?n`.
+fn placeholders(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Reader {
+    /// (payment id, provider id) of the attempts whose provider id is one of `keys`.
+    async fn attempt_ids(
+        &mut self,
+        queries: &LedgerQueries,
+        keys: &[&str],
+    ) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let from = match queries.attempts_query.as_deref() {
+            Some(q) => format!("({q}) AS a"),
+            None => "payment_attempts".to_string(),
+        };
+        match self {
+            Reader::Sqlite(conn) => {
+                for chunk in keys.chunks(BATCH) {
+                    let sql = format!(
+                        "SELECT payment_id, provider_payment_id FROM {from}
+                         WHERE provider_payment_id IS NOT NULL AND provider_payment_id IN ({})",
+                        placeholders(chunk.len())
+                    );
+                    sqlite_raw::query(conn, &sql, chunk, |row| {
+                        if let (Some(pid), Some(ppid)) = (row.text(0), row.text(1)) {
+                            out.push((pid, ppid));
+                        }
+                        Ok(())
+                    })
+                    .await?;
+                }
+            }
+            Reader::Postgres(conn, _) => {
+                let sql = format!(
+                    "SELECT payment_id::text, provider_payment_id::text FROM {from}
+                     WHERE provider_payment_id = ANY($1)"
+                );
+                let rows: Vec<(Option<String>, Option<String>)> =
+                    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                        .bind(keys)
+                        .fetch_all(&mut **conn)
+                        .await
+                        .map_err(db_err)?;
+                out.extend(
+                    rows.into_iter()
+                        .filter_map(|(pid, ppid)| Some((pid?, ppid?))),
+                );
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The payments whose id one of the history's rows recorded one of `keys` as provider id
+    /// for.
+    async fn history_owners(&mut self, keys: &[&str]) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        match self {
+            Reader::Sqlite(conn) => {
+                for chunk in keys.chunks(BATCH) {
+                    let sql = format!(
+                        "SELECT DISTINCT payment_id FROM payment_status_history
+                         WHERE provider_payment_id IS NOT NULL AND provider_payment_id IN ({})",
+                        placeholders(chunk.len())
+                    );
+                    sqlite_raw::query(conn, &sql, chunk, |row| {
+                        out.extend(row.text(0));
+                        Ok(())
+                    })
+                    .await?;
+                }
+            }
+            Reader::Postgres(conn, _) => {
+                let rows: Vec<(Option<String>,)> = sqlx::query_as(
+                    "SELECT DISTINCT payment_id::text FROM payment_status_history
+                     WHERE provider_payment_id = ANY($1)",
+                )
+                .bind(keys)
+                .fetch_all(&mut **conn)
+                .await
+                .map_err(db_err)?;
+                out.extend(rows.into_iter().filter_map(|(p,)| p));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// The payments whose id is one of `keys`.
+    async fn payments(&mut self, queries: &LedgerQueries, keys: &[&str]) -> Result<Vec<Payment>> {
+        let column = "payment_id";
+        let mut out = Vec::new();
+        if keys.is_empty() {
+            return Ok(out);
+        }
+        let custom = queries.payments_query.as_deref();
+        let from = match custom {
+            Some(q) => format!("({q}) AS p"),
+            None => "payments".to_string(),
+        };
+        match self {
+            Reader::Sqlite(conn) => {
+                for chunk in keys.chunks(BATCH) {
+                    let sql = format!(
+                        "SELECT {} FROM {from} WHERE {column} IS NOT NULL AND {column} IN ({})",
+                        load::COLUMNS,
+                        placeholders(chunk.len())
+                    );
+                    sqlite_raw::query(conn, &sql, chunk, |row| {
+                        out.push(load::payment(row)?);
+                        Ok(())
+                    })
+                    .await?;
+                }
+            }
+            Reader::Postgres(conn, ids) => {
+                // Every column as text, as the run's COPY reads them.
+                let cols: Vec<String> = load::pg_payment_columns()
+                    .split(", ")
+                    .map(|c| format!("{c}::text"))
+                    .collect();
+                // A `uuid` id column is compared as a uuid (through its index) with the keys
+                // that spell one; a custom query's column as text, whatever its type.
+                let (filter, keys): (String, Vec<String>) = if custom.is_some() {
+                    (
+                        format!("{column}::text = ANY($1)"),
+                        keys.iter().map(|k| k.to_string()).collect(),
+                    )
+                } else if ids.is_uuid(IdColumn::PaymentId) {
+                    (
+                        format!("{column} = ANY(CAST($1 AS uuid[]))"),
+                        keys.iter()
+                            .filter_map(|k| crate::model::canonical_uuid(k))
+                            .collect(),
+                    )
+                } else {
+                    (
+                        format!("{column} = ANY($1)"),
+                        keys.iter().map(|k| k.to_string()).collect(),
+                    )
+                };
+                if keys.is_empty() {
+                    return Ok(out);
+                }
+                let sql = format!("SELECT {} FROM {from} WHERE {filter}", cols.join(", "));
+                let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(keys)
+                    .fetch_all(&mut **conn)
+                    .await
+                    .map_err(db_err)?;
+                for row in rows {
+                    use sqlx::Row as _;
+                    let fields: Vec<Option<Cow<'_, str>>> = (0..cols.len())
+                        .map(|i| {
+                            row.try_get::<Option<String>, _>(i)
+                                .map(|v| v.map(Cow::Owned))
+                        })
+                        .collect::<std::result::Result<_, _>>()
+                        .map_err(db_err)?;
+                    out.push(load::pg_payment(&fields)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// recon's history rows of the payments `ids`: (payment id, change).
+    async fn history(&mut self, ids: &[&str]) -> Result<Vec<(String, Change)>> {
+        let mut out = Vec::new();
+        match self {
+            Reader::Sqlite(conn) => {
+                for chunk in ids.chunks(BATCH) {
+                    // `?1` is the lower bound of `changed_at`: every row.
+                    let sql = format!(
+                        "{} AND h.payment_id IN ({})",
+                        load::history_sql("h.payment_id", "?1"),
+                        (2..=chunk.len() + 1)
+                            .map(|i| format!("?{i}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                    let mut params: Vec<&str> = vec![""];
+                    params.extend_from_slice(chunk);
+                    sqlite_raw::query(conn, &sql, &params, |row| {
+                        let (Some(pid), Some(actor), Some(from), Some(to)) =
+                            (row.text(1), row.text(2), row.text(3), row.text(4))
+                        else {
+                            return Ok(());
+                        };
+                        out.push((
+                            pid,
+                            Change {
+                                id: row.int(0),
+                                actor,
+                                from,
+                                to,
+                                run_id: row.text(5),
+                                as_of: row.text(6),
+                                recorded: row.text(7),
+                                prior: row.text(8),
+                                day: row.text(9),
+                            },
+                        ));
+                        Ok(())
+                    })
+                    .await?;
+                }
+            }
+            Reader::Postgres(conn, types) => {
+                let (filter, keys): (&str, Vec<String>) =
+                    if types.is_uuid(IdColumn::HistoryPaymentId) {
+                        (
+                            "h.payment_id = ANY(CAST($2 AS uuid[]))",
+                            ids.iter()
+                                .filter_map(|k| crate::model::canonical_uuid(k))
+                                .collect(),
+                        )
+                    } else {
+                        (
+                            "h.payment_id = ANY($2)",
+                            ids.iter().map(|k| k.to_string()).collect(),
+                        )
+                    };
+                let sql = format!(
+                    "{} AND {filter}",
+                    load::history_sql("h.payment_id::text", "$1")
+                );
+                #[allow(clippy::type_complexity)]
+                let rows: Vec<(
+                    i64,
+                    String,
+                    String,
+                    String,
+                    String,
+                    Option<String>,
+                    Option<String>,
+                    Option<String>,
+                    Option<String>,
+                    Option<String>,
+                )> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .bind(chrono::DateTime::from_timestamp_micros(0).unwrap_or_default())
+                    .bind(keys)
+                    .fetch_all(&mut **conn)
+                    .await
+                    .map_err(db_err)?;
+                for (id, pid, actor, from, to, run_id, as_of, recorded, prior, day) in rows {
+                    out.push((
+                        pid,
+                        Change {
+                            id,
+                            actor,
+                            from,
+                            to,
+                            run_id,
+                            as_of,
+                            recorded,
+                            prior,
+                            day,
+                        },
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -23,7 +23,7 @@ use anyhow::Result;
 use std::collections::BTreeSet;
 
 /// Ids per lookup statement.
-const BATCH: usize = 500;
+const BATCH: usize = 2000;
 
 /// A connection the ledger is read on.
 pub(super) enum Conn<'c> {

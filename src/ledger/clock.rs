@@ -23,7 +23,7 @@ use anyhow::Result;
 use std::collections::BTreeSet;
 
 /// Ids per lookup statement.
-const BATCH: usize = 500;
+const BATCH: usize = 2000;
 
 /// A connection the ledger is read on.
 pub(super) enum Conn<'c> {
@@ -63,37 +63,68 @@ fn attempts_from(queries: &LedgerQueries) -> String {
     }
 }
 
-fn bad_attempt(pid: &str, what: String) -> anyhow::Error {
-    fail(
-        Failure::Database,
-        format!("loading the ledger: an attempt of payment {pid:?}: {what}"),
-    )
+/// One attempt row as the database returned it; its start is parsed only when asked for (most
+/// rows of a range read are looked at for their ids only).
+struct AttemptRow<'a> {
+    payment_id: &'a str,
+    attempt_id: Option<&'a str>,
+    started_at: Option<&'a str>,
+    /// PostgreSQL's timestamptz text (else recon's SQLite text).
+    pg: bool,
+}
+
+impl AttemptRow<'_> {
+    /// The attempt's start (None: NULL).
+    fn start(&self) -> Result<Option<Micros>> {
+        let parse = if self.pg {
+            timeparse::from_pg_utc
+        } else {
+            timeparse::from_db
+        };
+        self.started_at.map(parse).transpose().map_err(|e| {
+            fail(
+                Failure::Database,
+                format!(
+                    "loading the ledger: attempt {:?} of payment {:?}: started_at: {e}",
+                    self.attempt_id.unwrap_or(""),
+                    self.payment_id
+                ),
+            )
+        })
+    }
 }
 
 impl Conn<'_> {
-    /// Calls `each(payment_id, attempt_id, started_at)` for the attempts `which` selects.
+    /// Calls `each` for every attempt `which` selects.
     async fn attempts(
         &mut self,
         queries: &LedgerQueries,
         which: Attempts<'_>,
-        mut each: impl FnMut(&str, Option<&str>, Option<Micros>),
+        mut each: impl FnMut(&AttemptRow<'_>) -> Result<()>,
     ) -> Result<()> {
         let from = attempts_from(queries);
         match self {
             Conn::Sqlite(conn) => {
+                // Borrowed from the statement's row: nothing is copied for a row that is not
+                // the current attempt of a payment.
                 let mut row_of = |row: &super::sqlite_raw::Row| -> Result<()> {
-                    let Some(pid) = row.text(0) else {
-                        return Ok(());
+                    let in_row = |payment_id: &str| -> Result<()> {
+                        let mut with = |attempt_id: Option<&str>| -> Result<()> {
+                            let mut go = |started_at: Option<&str>| {
+                                each(&AttemptRow {
+                                    payment_id,
+                                    attempt_id,
+                                    started_at,
+                                    pg: false,
+                                })
+                            };
+                            row.with_text(2, |t| go(Some(t)))
+                                .unwrap_or_else(|| go(None))
+                        };
+                        row.with_text(1, |a| with(Some(a)))
+                            .unwrap_or_else(|| with(None))
                     };
-                    let start = row
-                        .with_text(2, timeparse::from_db)
-                        .transpose()
-                        .map_err(|e| bad_attempt(&pid, format!("started_at: {e}")))?;
-                    match row.with_text(1, |aid| each(&pid, Some(aid), start)) {
-                        Some(()) => {}
-                        None => each(&pid, None, start),
-                    }
-                    Ok(())
+                    row.with_text(0, in_row).unwrap_or(Ok(()))
                 };
                 match which {
                     Attempts::Started { lo, hi, scan } => {
@@ -121,15 +152,15 @@ impl Conn<'_> {
             Conn::Pg(conn) => {
                 let mut row_of = |f: &[Option<std::borrow::Cow<'_, str>>]| -> Result<()> {
                     let text = |i: usize| f.get(i).and_then(|v| v.as_deref());
-                    let Some(pid) = text(0) else {
+                    let Some(payment_id) = text(0) else {
                         return Ok(());
                     };
-                    let start = text(2)
-                        .map(timeparse::from_pg_utc)
-                        .transpose()
-                        .map_err(|e| bad_attempt(pid, format!("started_at: {e}")))?;
-                    each(pid, text(1), start);
-                    Ok(())
+                    each(&AttemptRow {
+                        payment_id,
+                        attempt_id: text(1),
+                        started_at: text(2),
+                        pg: true,
+                    })
                 };
                 let cols = "payment_id::text, attempt_id::text, started_at::timestamptz";
                 match which {
@@ -234,26 +265,25 @@ pub(super) async fn settle(
     let mut seen = vec![false; payments.len()];
     // Payments not loaded that have an attempt in the range: their current one may be it.
     let mut others: BTreeSet<String> = BTreeSet::new();
-    conn.attempts(
-        queries,
-        Attempts::Started { lo, hi, scan },
-        |pid, attempt, start| match position(&payments, pid) {
+    conn.attempts(queries, Attempts::Started { lo, hi, scan }, |a| {
+        match position(&payments, a.payment_id) {
             Some(i) => {
                 let p = &mut payments[i as usize];
-                if names(p, attempt) {
+                if names(p, a.attempt_id) {
                     seen[i as usize] = true;
-                    if start.is_some() {
-                        p.started_at = start;
+                    if let Some(start) = a.start()? {
+                        p.started_at = Some(start);
                     }
                 }
             }
             None => {
-                if !others.contains(pid) {
-                    others.insert(pid.to_string());
+                if !others.contains(a.payment_id) {
+                    others.insert(a.payment_id.to_string());
                 }
             }
-        },
-    )
+        }
+        Ok(())
+    })
     .await?;
     // Current attempts that did not start in the range (or have no row): looked up.
     let unseen: Vec<String> = payments
@@ -263,13 +293,16 @@ pub(super) async fn settle(
         .map(|(p, _)| p.payment_id.text().to_string())
         .collect();
     if !unseen.is_empty() {
-        conn.attempts(queries, Attempts::Of(&unseen), |pid, attempt, start| {
-            if let Some(i) = position(&payments, pid) {
+        conn.attempts(queries, Attempts::Of(&unseen), |a| {
+            if let Some(i) = position(&payments, a.payment_id) {
                 let p = &mut payments[i as usize];
-                if names(p, attempt) && start.is_some() {
-                    p.started_at = start;
+                if names(p, a.attempt_id)
+                    && let Some(start) = a.start()?
+                {
+                    p.started_at = Some(start);
                 }
             }
+            Ok(())
         })
         .await?;
     }
@@ -285,13 +318,16 @@ pub(super) async fn settle(
             .map(|q| q.payment_id.text().to_string())
             .collect();
         let by_id = index(&added).into_index();
-        conn.attempts(queries, Attempts::Of(&ids), |pid, attempt, start| {
-            if let Some(i) = by_id.get(pid, |i| added[i as usize].payment_id.text()) {
+        conn.attempts(queries, Attempts::Of(&ids), |a| {
+            if let Some(i) = by_id.get(a.payment_id, |i| added[i as usize].payment_id.text()) {
                 let q = &mut added[i as usize];
-                if names(q, attempt) && start.is_some() {
-                    q.started_at = start;
+                if names(q, a.attempt_id)
+                    && let Some(start) = a.start()?
+                {
+                    q.started_at = Some(start);
                 }
             }
+            Ok(())
         })
         .await?;
     }
@@ -327,15 +363,16 @@ pub async fn current_attempt_start(
     let db_err = |e: sqlx::Error| fail(Failure::Database, format!("loading the ledger: {e}"));
     let ids = [p.payment_id.text().to_string()];
     let mut found = None;
-    let mut each = |_: &str, attempt: Option<&str>, start: Option<Micros>| {
-        if names(p, attempt) && start.is_some() {
-            found = start;
+    let mut each = |a: &AttemptRow<'_>| -> Result<()> {
+        if names(p, a.attempt_id) && found.is_none() {
+            found = a.start()?;
         }
+        Ok(())
     };
     match &db.pool {
         Pool::Sqlite(pool) => {
             let mut conn = pool.acquire().await.map_err(db_err)?;
-            Conn::Sqlite(&mut *conn)
+            Conn::Sqlite(&mut conn)
                 .attempts(queries, Attempts::Of(&ids), &mut each)
                 .await?;
         }
@@ -345,7 +382,7 @@ pub async fn current_attempt_start(
                 .execute(&mut *conn)
                 .await
                 .map_err(db_err)?;
-            Conn::Pg(&mut *conn)
+            Conn::Pg(&mut conn)
                 .attempts(queries, Attempts::Of(&ids), &mut each)
                 .await?;
         }

@@ -357,7 +357,7 @@ async fn load_sqlite(
     let attempts_scan = queries.attempts_query.is_none()
         && wide_range(&mut conn, "payment_attempts", "started_at", &lo, &hi).await?;
     let payments = super::clock::settle(
-        &mut super::clock::Conn::Sqlite(&mut *conn),
+        &mut super::clock::Conn::Sqlite(&mut conn),
         queries,
         (range.lo, range.hi),
         attempts_scan,
@@ -666,7 +666,7 @@ async fn load_pg(
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     // On the current attempt's clock (DESIGN.md rule 11).
     let payments = super::clock::settle(
-        &mut super::clock::Conn::Pg(&mut *conn),
+        &mut super::clock::Conn::Pg(&mut conn),
         queries,
         (range.lo, range.hi),
         false,

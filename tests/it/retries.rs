@@ -133,6 +133,40 @@ async fn a_rerun_of_an_older_day_leaves_a_later_retry_alone(b: Backend) {
     assert_eq!(ledger(&env).await, ["SUBMITTING|A-2"]);
 }
 
+/// More payments than one lookup statement takes (2,000 ids): every one whose retry started
+/// after the older day's range is looked up and left to its retry's day, none judged on its
+/// row's start.
+async fn lookups_by_id_cover_every_batch(b: Backend) {
+    let n = 4_100;
+    let mut payments = String::new();
+    let mut attempts = String::new();
+    for i in 0..n {
+        let first = "2026-11-10T09:00:00Z";
+        payments.push_str(&format!(
+            "P-{i:05},{IBAN},{}.00,EUR,SUBMITTING,{first},{first},B-{i:05},\n",
+            i + 1
+        ));
+        attempts.push_str(&format!(
+            "A-{i:05},P-{i:05},{first},{first},FAILED,,declined\n\
+             B-{i:05},P-{i:05},2026-11-19T23:50:00Z,,,,\n"
+        ));
+    }
+    let env = TestEnv::on(b, Settings::default()).await;
+    env.import(&payments, &attempts).await;
+    let run = env.run("2026-11-10", AS_OF, true, "old").await;
+    let judged = outcomes(&run);
+    assert!(
+        judged.is_empty(),
+        "{} judged on the first attempt's clock, from {:?}",
+        judged.len(),
+        judged.first()
+    );
+    let run = env.run("2026-11-19", AS_OF, true, "night").await;
+    let rows = outcomes(&run);
+    assert_eq!(rows.len(), n);
+    assert!(rows.iter().all(|r| r.0 == "IN_FLIGHT"), "{:?}", &rows[..3]);
+}
+
 /// The ledger read through the user's own queries (views with other column names), whose
 /// payments query returns the row's old `started_at`: the attempts query's start of the
 /// current attempt counts, as with the bundled tables.
@@ -220,6 +254,7 @@ on_both_backends!(
     a_line_in_the_retrys_window_resolves_it,
     a_rerun_of_an_older_day_leaves_a_later_retry_alone,
     a_custom_payments_query_uses_the_current_attempts_start,
+    lookups_by_id_cover_every_batch,
     without_the_attempt_row_the_payments_start_counts,
     explain_shows_the_retrys_clock,
 );

@@ -853,6 +853,27 @@ booked_at = "at"
     }
 
     #[test]
+    fn reference_pattern_is_a_regex_or_an_error_naming_the_key() {
+        let with = |line: &str| {
+            Config::parse(
+                &MINIMAL.replace("output_dir", &format!("{line}\noutput_dir")),
+                Path::new("job.toml"),
+            )
+        };
+        assert!(with("").unwrap().reference_pattern.is_none());
+        let c = with("reference_pattern = '^PAY-[0-9]+$'").unwrap();
+        let r = c.reference_pattern.expect("a pattern");
+        assert!(r.is_match("PAY-0999") && !r.is_match("INV-2026-0042"));
+        for bad in ["reference_pattern = '^PAY-[0-9'", "reference_pattern = ' '"] {
+            let msg = format!("{:#}", with(bad).unwrap_err());
+            assert!(
+                msg.contains("job.toml") && msg.contains("`reference_pattern`"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
     fn completeness_is_named_when_claimed_and_checked_when_given() {
         let with = |extra: &str| {
             Config::parse(

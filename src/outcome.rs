@@ -665,7 +665,10 @@ fn link_problem(
 
 /// Whether the line carries the provider id recorded on the payment (the same transaction).
 fn same_provider_id(steps: &[crate::normalize::Step], p: &Payment, l: &StatementLine) -> bool {
-    match (l.provider_txn_id.as_deref(), p.provider_payment_id.as_deref()) {
+    match (
+        l.provider_txn_id.as_deref(),
+        p.provider_payment_id.as_deref(),
+    ) {
         (Some(a), Some(b)) if !a.trim().is_empty() => {
             crate::normalize::apply(steps, a) == crate::normalize::apply(steps, b)
         }

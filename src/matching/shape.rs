@@ -85,7 +85,8 @@ pub fn lookup_keys(
     shape: &IdShape,
 ) -> crate::ledger::lookup::Keys {
     let mut keys = crate::ledger::lookup::Keys::default();
-    let steps: Vec<&[crate::normalize::Step]> = rules.passes.iter().map(|p| &*p.normalize).collect();
+    let steps: Vec<&[crate::normalize::Step]> =
+        rules.passes.iter().map(|p| &*p.normalize).collect();
     let spellings = |raw: &str, out: &mut std::collections::BTreeSet<String>| {
         let raw = raw.trim();
         if raw.is_empty() {

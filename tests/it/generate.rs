@@ -1056,10 +1056,8 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
         .filter(|r| !r["payment_id"].is_empty())
         .map(|r| (r["payment_id"].as_str(), r["outcome"].as_str()))
         .collect();
-    let line_of: HashMap<&str, &HashMap<String, String>> = lines
-        .iter()
-        .map(|l| (l["txn_id"].as_str(), l))
-        .collect();
+    let line_of: HashMap<&str, &HashMap<String, String>> =
+        lines.iter().map(|l| (l["txn_id"].as_str(), l)).collect();
     let txn_of: HashMap<&str, &str> = expected
         .iter()
         .filter(|r| !r["payment_id"].is_empty())
@@ -1093,7 +1091,9 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
                             .is_some_and(|l| norm(&l["reference"]) == norm(id))
                 })
                 .collect();
-            [a, b].iter().all(|p| outcome[p["payment_id"].as_str()] == "MATCHED")
+            [a, b]
+                .iter()
+                .all(|p| outcome[p["payment_id"].as_str()] == "MATCHED")
                 && refs.iter().filter(|&&r| r).count() == 1
         })
         .count();
@@ -1101,7 +1101,12 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
     // Lost payments with a same-recipient line of another payment's mismatch in their window.
     let mismatched: HashMap<String, &str> = expected
         .iter()
-        .filter(|r| matches!(r["outcome"].as_str(), "AMOUNT_MISMATCH" | "CURRENCY_MISMATCH"))
+        .filter(|r| {
+            matches!(
+                r["outcome"].as_str(),
+                "AMOUNT_MISMATCH" | "CURRENCY_MISMATCH"
+            )
+        })
         .map(|r| {
             let l = line_of[r["provider_txn_id"].as_str()];
             (norm(&l["beneficiary"]), l["booked_at"].as_str())
@@ -1119,7 +1124,10 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
                     })
         })
         .count();
-    assert!(neighbours >= 60, "{neighbours} lost payments beside a mismatched line");
+    assert!(
+        neighbours >= 60,
+        "{neighbours} lost payments beside a mismatched line"
+    );
     // Recipients paid in several currencies.
     let mut currencies: HashMap<&str, std::collections::BTreeSet<&str>> = HashMap::new();
     for p in &payments {
@@ -1129,7 +1137,10 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
             .insert(p["currency"].as_str());
     }
     let multi = currencies.values().filter(|c| c.len() >= 2).count();
-    assert!(multi >= 200, "{multi} recipients paid in several currencies");
+    assert!(
+        multi >= 200,
+        "{multi} recipients paid in several currencies"
+    );
     run_generated(dir.path(), &report).await;
 }
 
@@ -1154,7 +1165,10 @@ fn needless_review_counts_ambiguous_rows_the_evidence_decides() {
     let mut line = HashMap::new();
     line.insert("outcome".to_string(), "AMBIGUOUS".to_string());
     line.insert("payment_id".to_string(), String::new());
-    line.insert("provider_txn_id".to_string(), claimed["provider_txn_id"].clone());
+    line.insert(
+        "provider_txn_id".to_string(),
+        claimed["provider_txn_id"].clone(),
+    );
     results.push(line);
     let results_path = dir.path().join("results.csv");
     write_results(&results_path, &results);

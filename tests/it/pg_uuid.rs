@@ -749,3 +749,64 @@ async fn ledger_import_fills_uuid_tables_and_rejects_other_ids_by_line() {
         "{text}"
     );
 }
+
+/// Issue 30 point 2 on PostgreSQL, text and `uuid` id columns alike: a line that names a
+/// payment older than the run's range (by its id in upper case, or by the provider id of its
+/// attempt) is that payment's, found by the whole-ledger lookup; it is never evidence for the
+/// UNKNOWN payment of the same recipient and money, which is resolved FAILED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_naming_old_payments_are_theirs_on_uuid_ids() {
+    for uuid in [false, true] {
+        let env = TestEnv::on(Backend::Postgres, Settings::default()).await;
+        let a = |n| Attempts::Uuid.id(n);
+        let payments = format!(
+            "{p1},{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,{a1},\n\
+             {p7},{IBAN},10.00,EUR,SUCCEEDED,2026-09-01T09:00:00Z,2026-09-01T09:00:00Z,{a7},psp-old-7\n\
+             {p8},{FR_IBAN},25.00,EUR,SUCCEEDED,2026-09-02T09:00:00Z,2026-09-02T09:00:00Z,{a8},psp-old-8\n",
+            p1 = pid(1),
+            p7 = pid(7),
+            p8 = pid(8),
+            a1 = a(1),
+            a7 = a(7),
+            a8 = a(8),
+        );
+        let attempts = format!(
+            "{a1},{p1},2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+             {a7},{p7},2026-09-01T09:00:00Z,2026-09-01T09:00:01Z,SUCCEEDED,psp-old-7,\n\
+             {a8},{p8},2026-09-02T09:00:00Z,2026-09-02T09:00:01Z,SUCCEEDED,psp-old-8,\n",
+            p1 = pid(1),
+            p7 = pid(7),
+            p8 = pid(8),
+            a1 = a(1),
+            a7 = a(7),
+            a8 = a(8),
+        );
+        env.import(&payments, &attempts).await;
+        if uuid {
+            to_uuid(&env, &ALL).await;
+        }
+        env.statement(&format!(
+            "L-1,{},{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n\
+             psp-old-8,,{FR_IBAN},25.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n",
+            pid(7).to_uppercase()
+        ));
+        let run = env.run(DAY, AS_OF, false, "r1").await;
+        let rows = crate::support::outcomes(&run);
+        let has = |o: &str, p: &str| rows.iter().any(|r| r.0 == o && r.1 == p);
+        assert!(has("RESOLVED_FAILED", &pid(1)), "uuid {uuid}: {rows:?}");
+        // A second payout (or a very late booking) of the old payment: a ticket on it.
+        assert!(
+            has("DUPLICATE_AT_PROVIDER", &pid(7)),
+            "uuid {uuid}: {rows:?}"
+        );
+        // Its own transaction (the provider id recorded on it), booked late.
+        assert!(has("MATCHED", &pid(8)), "uuid {uuid}: {rows:?}");
+        assert!(
+            !rows.iter().any(|r| r.0 == "ORPHAN_AT_PROVIDER"),
+            "uuid {uuid}: {rows:?}"
+        );
+        // A re-run reproduces it.
+        env.run(DAY, AS_OF, false, "r2").await;
+        assert_eq!(results(&env, "r2"), results(&env, "r1"), "uuid {uuid}");
+    }
+}

@@ -273,7 +273,16 @@ proptest! {
                         !rows.iter().any(|r| r.payment.is_none() && r.lines.contains(&(j as u32)))
                             && rows.iter().filter(|r| r.payment.is_some() && r.lines.contains(&(j as u32))).count() == 1
                     };
-                    let near = lines.iter().enumerate().filter(|(j, _)| !claimed(*j)).map(|(_, l)| l).any(|l| l.kind == LineKind::Payment
+                    // A line whose identifier names another payment is a look-alike only with
+                    // exactly this payment's money (issue 30).
+                    let names_another = |l: &StatementLine| payments.iter().enumerate().any(|(qi, q)| {
+                        qi != pi as usize
+                            && (l.reference().is_some_and(|r| r.eq_ignore_ascii_case(&q.payment_id.text()))
+                                || (l.provider_txn_id.is_some() && l.provider_txn_id == q.provider_payment_id))
+                    });
+                    let near = lines.iter().enumerate().filter(|(j, _)| !claimed(*j)).map(|(_, l)| l)
+                        .filter(|l| !names_another(l) || (l.amount_minor == p.amount_minor && l.currency == p.currency))
+                        .any(|l| l.kind == LineKind::Payment
                         && l.recipient == p.recipient && l.currency == p.currency
                         && l.booked_at >= s - 10 * MINUTE && l.booked_at <= s + 72 * HOUR);
                     prop_assert!(!near, "RESOLVED_FAILED with a line in the window");

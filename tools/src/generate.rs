@@ -596,8 +596,8 @@ pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
         let plain = n - planned;
         let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
         kinds[planned..planned + lost].fill(Kind::LostTwin);
-        let confirmed =
-            share(n, CONFIRMED_TWINS_PER_10K).min((plain.saturating_sub(1) / 2).saturating_sub(lost));
+        let confirmed = share(n, CONFIRMED_TWINS_PER_10K)
+            .min((plain.saturating_sub(1) / 2).saturating_sub(lost));
         kinds[planned + lost..planned + lost + confirmed].fill(Kind::ConfirmedTwin);
     }
     kinds
@@ -1097,7 +1097,8 @@ impl Data {
                 }
                 let Some(b) = lost.next() else { break };
                 let line = &lines[line_of[a] as usize];
-                let started = rng.between((line.booked - 60 * HOUR).max(0), line.booked.min(DAY - 1));
+                let started =
+                    rng.between((line.booked - 60 * HOUR).max(0), line.booked.min(DAY - 1));
                 let (line_cur, line_amount) = (line.cur, line.amount);
                 let recipient = pays[a].recipient;
                 let nb = &mut pays[b];

@@ -85,6 +85,9 @@ pub fn eligibility(
             .iter()
             .map(|p| p.status != Status::Pending)
             .collect(),
+        // A PENDING payment is never a fuzzy look-alike (it was never sent), but a line that
+        // names it is its evidence: PAID_WHILE_PENDING, not an orphan.
+        named: vec![true; payments.len()],
         near_miss: payments
             .iter()
             .map(|p| unresolved(p, as_of, stale_after))
@@ -724,6 +727,26 @@ fn classify_payment(
                 none,
                 Action::None,
                 "not sent yet".into(),
+            );
+        }
+        if !links.is_empty() {
+            // A line names a payment the ledger has never submitted: the money left, and the
+            // payment service is about to send it (again). Critical: stop it first.
+            return row(
+                Outcome::PaidWhilePending,
+                every_line(),
+                links
+                    .iter()
+                    .min_by_key(|l| l.pass)
+                    .map(pass_id)
+                    .unwrap_or(none),
+                Action::Ticket,
+                format!(
+                    "the ledger says PENDING (never submitted), but {} provider line(s) show it \
+                     paid: hold the payment before the payment service sends it again",
+                    links.len()
+                )
+                .into(),
             );
         }
         return row(

@@ -12,7 +12,7 @@ use lettre::message::{Mailbox, MultiPart, SinglePart};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Rows of the critical outcomes (FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER).
+/// Rows of the critical outcomes (FAILED_BUT_PAID, PAID_WHILE_PENDING, DUPLICATE_AT_PROVIDER).
 fn critical_count(view: &ReportView) -> usize {
     view.totals
         .iter()

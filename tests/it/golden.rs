@@ -98,6 +98,7 @@ golden!(
     missing_at_provider,
     not_submitted,
     orphan_at_provider,
+    paid_while_pending,
     proposed_match,
     refund,
     returned,

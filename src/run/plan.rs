@@ -92,8 +92,10 @@ pub(crate) async fn plan(
     let mut rejected = Vec::new();
     let mut warnings = Vec::new();
     let mut gates = Vec::new();
+    let mut unreadable = Vec::new();
     for load in loads {
         gates.extend(load.gates);
+        unreadable.extend(load.unreadable);
         sources::absorb(&mut lines, load.lines);
         coverage.push(load.coverage);
         inputs.extend(load.files);
@@ -292,6 +294,7 @@ pub(crate) async fn plan(
         tickets: Default::default(),
         warnings,
         gates,
+        unreadable_inputs: unreadable,
         timings_ms: timings,
     };
     Ok(Plan {

@@ -124,7 +124,9 @@ async fn p4_a_line_for_a_pending_payment_is_a_critical_paid_while_pending_ticket
         "{text}"
     );
     assert!(
-        text.lines().take(6).any(|l| l.contains("PAID_WHILE_PENDING")),
+        text.lines()
+            .take(6)
+            .any(|l| l.contains("PAID_WHILE_PENDING")),
         "{text}"
     );
 }
@@ -147,4 +149,178 @@ async fn p4_a_pending_payment_is_never_a_fuzzy_candidate() {
             row("ORPHAN_AT_PROVIDER", "", "T-1")
         ]
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Point 5: one unreadable file stops nothing but its own days.
+
+#[tokio::test]
+async fn p5_an_unreadable_daily_file_leaves_its_days_incomplete_and_the_rest_reconciled() {
+    let env = job("", "");
+    ledger(
+        &env,
+        &[
+            (
+                "P-1",
+                "UNKNOWN",
+                "2026-11-05T09:00:00Z",
+                "2026-11-05T09:00:00Z",
+            ),
+            (
+                "P-2",
+                "UNKNOWN",
+                "2026-11-09T09:00:00Z",
+                "2026-11-09T09:00:00Z",
+            ),
+        ],
+    )
+    .await;
+    // 2026-11-05's file arrived with 0 bytes and no control file; the other days are fine.
+    env.write("psp-2026-11-05.csv", "");
+    quiet(
+        &env,
+        &[
+            "2026-11-06",
+            "2026-11-07",
+            "2026-11-08",
+            "2026-11-10",
+            "2026-11-11",
+            "2026-11-12",
+            "2026-11-13",
+        ],
+    );
+    psp(
+        &env,
+        "2026-11-09",
+        &format!("T-2,P-2,{IBAN},25.00,EUR,2026-11-09T09:10:00Z,PAYMENT\n"),
+    );
+    let n09 = env
+        .try_run(
+            "2026-11-09",
+            "2026-11-09",
+            "2026-11-10T02:00:00Z",
+            false,
+            "n09",
+        )
+        .await
+        .expect("an unreadable file does not stop the run");
+    // Everything else is reconciled and committed; P-1's window holds the unreadable day, so
+    // its absence of lines proves nothing.
+    assert_eq!(
+        outcomes(&n09),
+        vec![
+            row("AWAITING_EVIDENCE", "P-1", ""),
+            row("RESOLVED_SUCCEEDED", "P-2", "T-2")
+        ]
+    );
+    assert_eq!(
+        env.texts("SELECT status FROM payments ORDER BY payment_id")
+            .await,
+        ["UNKNOWN", "SUCCEEDED"]
+    );
+    assert_eq!(
+        env.texts("SELECT status FROM recon_runs WHERE run_id = 'n09'")
+            .await,
+        ["COMPLETED"]
+    );
+    let bad = n09.unreadable_inputs();
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].path.ends_with("psp-2026-11-05.csv"), "{bad:?}");
+    assert_eq!(bad[0].period, "2026-11-05..2026-11-05");
+    assert!(
+        n09.summary
+            .gates
+            .iter()
+            .any(|g| g.check == "readable" && !g.ok && g.file.ends_with("psp-2026-11-05.csv"))
+    );
+    // The report and the alert name the file as critical, first.
+    let text = email_text(&n09);
+    let head: Vec<&str> = text.lines().take(4).collect();
+    assert!(
+        head.iter()
+            .any(|l| l.starts_with("CRITICAL: 1 statement file")),
+        "{text}"
+    );
+    assert!(
+        head.iter().any(|l| l.contains("psp-2026-11-05.csv")),
+        "{text}"
+    );
+    assert!(!text.contains("Nothing to review"), "{text}");
+    let html = std::fs::read_to_string(n09.out_dir.join("report.html")).expect("report.html");
+    assert!(
+        html.contains("CRITICAL: 1 statement file(s) cannot be read")
+            && html.contains("psp-2026-11-05.csv"),
+        "report.html names the file"
+    );
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(n09.out_dir.join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    assert_eq!(json["unreadable_inputs"][0]["source"], "psp");
+    // As long as the day is in scope, nothing is resolved FAILED on it.
+    let n13 = night(&env, "2026-11-13", "2026-11-14T02:00:00Z", "n13").await;
+    assert_eq!(outcomes(&n13), vec![row("AWAITING_EVIDENCE", "P-1", "")]);
+    assert_eq!(n13.unreadable_inputs().len(), 1);
+    // Delivered again, readable and proven: the next run decides.
+    psp(&env, "2026-11-05", "");
+    let n14 = night(&env, "2026-11-14", "2026-11-15T02:00:00Z", "n14").await;
+    assert!(n14.unreadable_inputs().is_empty());
+    assert_eq!(outcomes(&n14), vec![row("RESOLVED_FAILED", "P-1", "")]);
+}
+
+#[tokio::test]
+async fn p5_the_process_exits_with_its_own_code_and_a_config_error_still_stops_first() {
+    let env = job("", "");
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            "UNKNOWN",
+            "2026-11-10T09:00:00Z",
+            "2026-11-10T09:00:00Z",
+        )],
+    )
+    .await;
+    // Not a statement at all: a mapped column is not in the header.
+    env.write("psp-2026-11-10.csv", "hello,world\n1,2\n");
+    let run = |id: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+            .args(["run", "--config"])
+            .arg(&env.config_path)
+            .args([
+                "--date",
+                "2026-11-10",
+                "--as-of",
+                "2026-11-11T02:00:00Z",
+                "--run-id",
+                id,
+            ])
+            .output()
+            .expect("recon binary")
+    };
+    let out = run("r1");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::INPUT_UNREADABLE),
+        "{stderr}"
+    );
+    assert!(stderr.contains("could not be read"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("CRITICAL") && stdout.contains("psp-2026-11-10.csv"),
+        "{stdout}"
+    );
+    assert_eq!(
+        env.texts("SELECT status FROM recon_runs WHERE run_id = 'r1'")
+            .await,
+        ["COMPLETED"]
+    );
+    // A configuration error is still one: exit 3 before any data is read.
+    let cfg = std::fs::read_to_string(&env.config_path).expect("config");
+    env.write(
+        "recon.toml",
+        &cfg.replace("timestamp_format", "timestamp_fromat"),
+    );
+    assert_eq!(run("r2").status.code(), Some(recon::exit::CONFIG));
 }

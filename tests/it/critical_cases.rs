@@ -152,6 +152,210 @@ async fn p4_a_pending_payment_is_never_a_fuzzy_candidate() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Point 3: later evidence that contradicts recon's own decision reaches the next night.
+
+/// A `[[status_api]]` block that only reads the stored webhook events in `hooks/`.
+const HOOKS: &str = r#"[[status_api]]
+name = "psp"
+webhook_path = "hooks"
+[status_api.pointers]
+status = "/status"
+reference = "/reference"
+provider_payment_id = "/id"
+amount = "/amount"
+currency = "/currency"
+event_time = "/at"
+[status_api.statuses]
+succeeded = ["PAID"]
+failed = ["FAILED"]
+pending = ["PROCESSING"]
+not_found = ["UNKNOWN_PAYMENT"]
+"#;
+
+/// A stored webhook event about `id` (25.00 EUR, provider id `psp-<id>`).
+fn event(id: &str, status: &str, at: &str) -> String {
+    format!(
+        r#"{{"id":"psp-{id}","status":"{status}","reference":"{id}","amount":"25.00","currency":"EUR","at":"{at}"}}"#
+    )
+}
+
+fn hooks(env: &TestEnv, events: &[String]) {
+    std::fs::create_dir_all(env.path("hooks")).expect("hooks");
+    env.write("hooks/events.jsonl", &(events.join("\n") + "\n"));
+}
+
+/// The results.csv row of `id` (outcome, detail), if the run reported it.
+fn row_of(report: &recon::run::RunReport, id: &str) -> Option<(String, String)> {
+    crate::support::read_columns(
+        &report.out_dir.join("results.csv"),
+        &["outcome", "payment_id", "detail"],
+    )
+    .into_iter()
+    .find(|r| r[1] == id)
+    .map(|r| (r[0].clone(), r[2].clone()))
+}
+
+#[tokio::test]
+async fn p3_a_later_failed_event_after_recon_resolved_succeeded_is_judged_the_next_night() {
+    let env = job(HOOKS, "");
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            "UNKNOWN",
+            "2026-11-05T09:00:00Z",
+            "2026-11-05T09:00:00Z",
+        )],
+    )
+    .await;
+    quiet(
+        &env,
+        &["2026-11-05", "2026-11-06", "2026-11-07", "2026-11-08"],
+    );
+    let paid = event("P-1", "PAID", "2026-11-05T10:00:00Z");
+    hooks(&env, std::slice::from_ref(&paid));
+    let n05 = night(&env, "2026-11-05", "2026-11-06T02:00:00Z", "n05").await;
+    assert_eq!(
+        row_of(&n05, "P-1").map(|r| r.0).as_deref(),
+        Some("RESOLVED_SUCCEEDED")
+    );
+    // Nothing new: the decision stands and is not reported again.
+    let n06 = night(&env, "2026-11-06", "2026-11-07T02:00:00Z", "n06").await;
+    assert_eq!(row_of(&n06, "P-1"), None);
+    // The provider's later event for the same payout says FAILED; no line ever shows the money.
+    hooks(
+        &env,
+        &[paid.clone(), event("P-1", "FAILED", "2026-11-06T15:00:00Z")],
+    );
+    let n07 = night(&env, "2026-11-07", "2026-11-08T02:00:00Z", "n07").await;
+    let (outcome, detail) = row_of(&n07, "P-1").expect("the contradiction is reported tonight");
+    assert_eq!(outcome, "MISSING_AT_PROVIDER");
+    assert!(
+        detail.contains("events.jsonl:2") && detail.contains("\"FAILED\""),
+        "the ticket names the event that contradicts the decision: {detail}"
+    );
+    assert_eq!(open_tickets(&env).await, ["MISSING_AT_PROVIDER|HIGH|P-1|"]);
+    // recon moves nothing back: the ledger keeps recon's SUCCEEDED for a human to judge.
+    assert_eq!(
+        env.texts("SELECT status FROM payments WHERE payment_id = 'P-1'")
+            .await,
+        ["SUCCEEDED"]
+    );
+    // The next night says the same, with the same ticket (no duplicate).
+    let n08 = night(&env, "2026-11-08", "2026-11-09T02:00:00Z", "n08").await;
+    assert_eq!(
+        row_of(&n08, "P-1").map(|r| r.0).as_deref(),
+        Some("MISSING_AT_PROVIDER")
+    );
+    assert_eq!(n08.summary.tickets.created, 0);
+    assert_eq!(open_tickets(&env).await.len(), 1);
+    // A re-run of the range says the same on the decision's day, naming the event too.
+    let range = env
+        .try_run(
+            "2026-11-05",
+            "2026-11-08",
+            "2026-11-09T02:00:00Z",
+            false,
+            "range",
+        )
+        .await
+        .expect("range");
+    let (days, _) = range.range.as_ref().expect("a range");
+    let (outcome, detail) = row_of(&days[0], "P-1").expect("its own day reports it");
+    assert_eq!(outcome, "MISSING_AT_PROVIDER");
+    assert!(detail.contains("events.jsonl:2"), "{detail}");
+    assert_eq!(open_tickets(&env).await.len(), 1);
+}
+
+#[tokio::test]
+async fn p3_a_later_paid_event_after_recon_resolved_failed_is_failed_but_paid_the_next_night() {
+    let env = job(HOOKS, "");
+    ledger(
+        &env,
+        &[(
+            "P-1",
+            "UNKNOWN",
+            "2026-11-05T09:00:00Z",
+            "2026-11-05T09:00:00Z",
+        )],
+    )
+    .await;
+    quiet(
+        &env,
+        &[
+            "2026-11-05",
+            "2026-11-06",
+            "2026-11-07",
+            "2026-11-08",
+            "2026-11-09",
+            "2026-11-10",
+            "2026-11-11",
+        ],
+    );
+    hooks(&env, &[]);
+    // Every source complete for the window and the settlement lag passed: no line, FAILED.
+    let n09 = night(&env, "2026-11-09", "2026-11-10T02:00:00Z", "n09").await;
+    assert_eq!(
+        row_of(&n09, "P-1").map(|r| r.0).as_deref(),
+        Some("RESOLVED_FAILED")
+    );
+    // Two days later the provider says it paid (no statement line shows it).
+    hooks(&env, &[event("P-1", "PAID", "2026-11-11T08:00:00Z")]);
+    let n11 = night(&env, "2026-11-11", "2026-11-12T02:00:00Z", "n11").await;
+    let (outcome, detail) = row_of(&n11, "P-1").expect("reported the next night");
+    assert_eq!(outcome, "FAILED_BUT_PAID");
+    assert!(detail.contains("events.jsonl:1"), "{detail}");
+    assert_eq!(open_tickets(&env).await, ["FAILED_BUT_PAID|CRITICAL|P-1|"]);
+}
+
+#[tokio::test]
+async fn p3_a_watched_decision_that_the_evidence_still_supports_is_not_reported_again() {
+    let env = job(HOOKS, "");
+    ledger(
+        &env,
+        &[
+            (
+                "P-1",
+                "UNKNOWN",
+                "2026-11-05T09:00:00Z",
+                "2026-11-05T09:00:00Z",
+            ),
+            (
+                "P-2",
+                "UNKNOWN",
+                "2026-11-05T09:00:00Z",
+                "2026-11-05T09:00:00Z",
+            ),
+        ],
+    )
+    .await;
+    // P-1 is proven by its line, P-2 by the provider's event; neither changes afterwards,
+    // and the windows stay open (no day is complete beyond the first).
+    psp(
+        &env,
+        "2026-11-05",
+        &format!("T-1,P-1,{IBAN},25.00,EUR,2026-11-05T09:10:00Z,PAYMENT\n"),
+    );
+    hooks(&env, &[event("P-2", "PAID", "2026-11-05T10:00:00Z")]);
+    let n05 = night(&env, "2026-11-05", "2026-11-06T02:00:00Z", "n05").await;
+    assert_eq!(
+        outcomes(&n05),
+        vec![
+            row("RESOLVED_SUCCEEDED", "P-1", "T-1"),
+            row("RESOLVED_SUCCEEDED", "P-2", "")
+        ]
+    );
+    for (day, as_of, id) in [
+        ("2026-11-06", "2026-11-07T02:00:00Z", "n06"),
+        ("2026-11-07", "2026-11-08T02:00:00Z", "n07"),
+    ] {
+        let n = night(&env, day, as_of, id).await;
+        assert_eq!(outcomes(&n), vec![], "{id}");
+    }
+    assert!(open_tickets(&env).await.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
 // Point 5: one unreadable file stops nothing but its own days.
 
 #[tokio::test]

@@ -11,7 +11,9 @@ pub const INTERNAL: i32 = 1;
 pub const USAGE: i32 = 2;
 /// The job configuration or a rule file is invalid; no data was read.
 pub const CONFIG: i32 = 3;
-/// An input (statement file, ledger import file) could not be read or was rejected whole.
+/// An input could not be read or was rejected whole: a ledger import file, a webhook file, a
+/// fixed statement file that does not exist. (A statement file that exists but cannot be read
+/// does not stop a run: [`INPUT_UNREADABLE`].)
 pub const INPUT: i32 = 4;
 /// The database could not be reached, migrated, read or written.
 pub const DATABASE: i32 = 5;
@@ -28,6 +30,15 @@ pub const ALERT_FAILED: i32 = 8;
 /// the inbox; the days of the files that were not are incomplete, and `recon run --pull` still
 /// ran on what is local (so its results are committed: do not treat it as a failed run).
 pub const PULL_INCOMPLETE: i32 = 9;
+/// The run completed and committed its results, but a statement file that is there could not
+/// be read or parsed (an empty or truncated file, a header that does not fit the mapping).
+/// Nothing in it was used, the days it stands for are incomplete (no payment is resolved FAILED
+/// on them), and the report and the alert name it as critical. Deliver the file again (a
+/// corrected file is read by the next run as a late file); do not re-run for anything else.
+/// [`ALERT_FAILED`] wins over it (the alert that names the file did not go out), and it wins
+/// over [`PULL_INCOMPLETE`] (a pull is retried by the next one; an unreadable file needs a
+/// person).
+pub const INPUT_UNREADABLE: i32 = 10;
 
 /// What kind of failure stopped a command; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

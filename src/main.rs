@@ -345,6 +345,15 @@ async fn dispatch(command: Command) -> Result<i32> {
                 );
                 return Ok(exit::ALERT_FAILED);
             }
+            if !report.unreadable_inputs().is_empty() {
+                eprintln!(
+                    "warning: the run completed, but {} statement file(s) could not be read \
+                     (exit code {}); their days are incomplete until they are delivered again",
+                    report.unreadable_inputs().len(),
+                    exit::INPUT_UNREADABLE
+                );
+                return Ok(exit::INPUT_UNREADABLE);
+            }
             if pulled.is_some_and(|p| !p.complete()) {
                 eprintln!(
                     "warning: the run completed on the local inbox, but the pull could not fetch \

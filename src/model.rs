@@ -105,6 +105,9 @@ pub enum Outcome {
     /// The payment left and its money came back: a return or reversal names it or matches it
     /// (DESIGN.md rule 10). Never MATCHED or RESOLVED_SUCCEEDED, never transitioned.
     Returned,
+    /// The ledger says PENDING (never submitted) but a provider line names the payment: the
+    /// money left, and the payment service is about to send it again.
+    PaidWhilePending,
 }
 
 /// How urgent a ticket is.
@@ -134,7 +137,7 @@ impl Severity {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 22] = [
+    pub const ALL: [Outcome; 23] = [
         Outcome::Matched,
         Outcome::ResolvedSucceeded,
         Outcome::ResolvedFailed,
@@ -157,6 +160,7 @@ impl Outcome {
         Outcome::SettlementItem,
         Outcome::PayoutMissingAtBank,
         Outcome::Returned,
+        Outcome::PaidWhilePending,
     ];
 
     /// Contract name.
@@ -184,6 +188,7 @@ impl Outcome {
             Outcome::SettlementItem => "SETTLEMENT_ITEM",
             Outcome::PayoutMissingAtBank => "PAYOUT_MISSING_AT_BANK",
             Outcome::Returned => "RETURNED",
+            Outcome::PaidWhilePending => "PAID_WHILE_PENDING",
         }
     }
 
@@ -195,7 +200,9 @@ impl Outcome {
     /// The severity of the REVIEW ticket this outcome raises, if it raises one.
     pub fn ticket_severity(self) -> Option<Severity> {
         match self {
-            Outcome::FailedButPaid | Outcome::DuplicateAtProvider => Some(Severity::Critical),
+            Outcome::FailedButPaid | Outcome::PaidWhilePending | Outcome::DuplicateAtProvider => {
+                Some(Severity::Critical)
+            }
             Outcome::AmountMismatch
             | Outcome::CurrencyMismatch
             | Outcome::MissingAtProvider
@@ -292,6 +299,7 @@ impl Family {
     pub fn of(o: Outcome) -> Family {
         match o {
             Outcome::FailedButPaid
+            | Outcome::PaidWhilePending
             | Outcome::DuplicateAtProvider
             | Outcome::AmountMismatch
             | Outcome::CurrencyMismatch

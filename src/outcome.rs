@@ -52,6 +52,10 @@ pub struct Context<'a> {
     pub coverage: &'a [Vec<(Micros, Micros)>],
     /// Payments in scope (reported).
     pub in_scope: &'a [bool],
+    /// Payments out of scope that recon moved on an earlier day, whose evidence horizon is
+    /// still open: re-checked against tonight's evidence and reported only when it
+    /// contradicts that decision (DESIGN.md rule 8). Empty: none.
+    pub watch: &'a [bool],
     /// The run's days, `[from, to)`: settlement rows and deadlines in it are reported.
     pub report_range: (Micros, Micros),
     /// The run's (first) day, YYYY-MM-DD: a decision made by a later day's run is not judged
@@ -89,6 +93,9 @@ pub fn eligibility(
             .iter()
             .map(|p| p.status != Status::Pending)
             .collect(),
+        // A PENDING payment is never a fuzzy look-alike (it was never sent), but a line that
+        // names it is its evidence: PAID_WHILE_PENDING, not an orphan.
+        named: vec![true; payments.len()],
         near_miss: payments
             .iter()
             .map(|p| unresolved(p, as_of, stale_after))
@@ -264,19 +271,25 @@ pub fn classify(
     rules: &RuleSet,
     ctx: &Context<'_>,
 ) -> Vec<ResultRow> {
-    classify_with(payments, lines, m, rules, ctx, &|_, _, row| row)
+    classify_with(payments, lines, m, rules, ctx, &|_, _, row, _| row)
 }
+
+/// Further evidence about payment `i` (see [`classify_with`]): its row from the statements
+/// and the status recon moved it to earlier (when judged) in, its row on all evidence out.
+pub type MoreEvidence<'a> =
+    dyn Fn(usize, &Payment, ResultRow, Option<Status>) -> ResultRow + Sync + 'a;
 
 /// [`classify`] with further evidence about payments (provider status answers): `more` turns
 /// the row the statements give payment `i` into the row all evidence gives it, before recon's
-/// own earlier decision is re-checked.
+/// own earlier decision is re-checked; it is told the status recon moved the payment to when
+/// this run judges that decision, so evidence that contradicts it is named in the ticket.
 pub fn classify_with(
     payments: &[Payment],
     lines: &[StatementLine],
     m: &MatchResult,
     rules: &RuleSet,
     ctx: &Context<'_>,
-    more: &(dyn Fn(usize, &Payment, ResultRow) -> ResultRow + Sync),
+    more: &MoreEvidence<'_>,
 ) -> Vec<ResultRow> {
     let ix = Index::new(m, payments.len(), lines.len());
     let window = rules.evidence_window();
@@ -288,8 +301,9 @@ pub fn classify_with(
     };
     // One row per payment in scope, in payment order. Each payment is classified on its own,
     // so rayon spreads them over the cores and writes each row straight into its place.
+    let watched = |i: usize| !ctx.in_scope[i] && ctx.watch.get(i).copied().unwrap_or(false);
     let scope: Vec<u32> = (0..payments.len())
-        .filter(|&i| ctx.in_scope[i])
+        .filter(|&i| ctx.in_scope[i] || watched(i))
         .map(|i| i as u32)
         .collect();
     // Room for the line rows too (at most one per line, plus one per missing batch): growing
@@ -300,14 +314,28 @@ pub fn classify_with(
     rows.par_extend(scope.par_iter().map(|&i| {
         let i = i as usize;
         let p = &payments[i];
-        let row = more(i, p, classify_payment(i, p, lines, &ix, rules, ctx, &names));
+        let change = ctx.judges(p);
+        let row = more(
+            i,
+            p,
+            classify_payment(i, p, lines, &ix, rules, ctx, &names),
+            change.map(|c| c.to),
+        );
         // Evidence that contradicts recon's own earlier decision is a ticket, never a silent
         // replay (DESIGN.md rule 8).
-        match ctx.judges(p) {
-            Some(change) => recheck(row, change),
+        match change {
+            Some(change) => recheck(row, change, watched(i)),
             None => row,
         }
     }));
+    if scope.iter().any(|&i| watched(i as usize)) {
+        // A watched payment is reported only when tonight's evidence contradicts recon's
+        // decision (a ticket); otherwise it stays out of the night's results.
+        rows.retain(|r| {
+            r.payment
+                .is_none_or(|i| !watched(i as usize) || r.action == Action::Ticket)
+        });
+    }
     drop(scope);
     let mut ambiguous_payments = vec![false; payments.len()];
     for r in &rows {
@@ -677,8 +705,10 @@ fn same_provider_id(steps: &[crate::normalize::Step], p: &Payment, l: &Statement
 }
 
 /// The row of a payment recon moved earlier, given what the evidence says today: the same
-/// decision reproduces; a contradicting one becomes a ticket without a transition.
-fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow {
+/// decision reproduces; a contradicting one becomes a ticket without a transition. For a
+/// `watched` payment (re-checked, not in the run's scope) a window that is still open with no
+/// line yet contradicts nothing: absence of evidence is not evidence (DESIGN.md rule 2).
+fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange, watched: bool) -> ResultRow {
     let when = if change.run_id.is_empty() {
         "earlier".to_string()
     } else {
@@ -701,12 +731,23 @@ fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange) -> ResultRow
             .into();
             row
         }
+        (Status::Succeeded, Outcome::AwaitingEvidence) if watched => row,
         (Status::Succeeded, Outcome::ResolvedFailed | Outcome::AwaitingEvidence) => {
+            let evidence = if row.outcome == Outcome::ResolvedFailed {
+                "although every source covers its window"
+            } else {
+                "any more (withdrawn or corrected)"
+            };
             row.outcome = Outcome::MissingAtProvider;
             row.action = Action::Ticket;
             row.detail = format!(
                 "recon resolved this payment SUCCEEDED {when}, but no statement line shows it \
-                 any more (withdrawn or corrected): the ledger may say paid for money that never left"
+                 {evidence}: the ledger may say paid for money that never left{}",
+                if row.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", row.detail)
+                }
             )
             .into();
             row
@@ -780,6 +821,26 @@ fn classify_payment(
                 none,
                 Action::None,
                 "not sent yet".into(),
+            );
+        }
+        if !links.is_empty() {
+            // A line names a payment the ledger has never submitted: the money left, and the
+            // payment service is about to send it (again). Critical: stop it first.
+            return row(
+                Outcome::PaidWhilePending,
+                every_line(),
+                links
+                    .iter()
+                    .min_by_key(|l| l.pass)
+                    .map(pass_id)
+                    .unwrap_or(none),
+                Action::Ticket,
+                format!(
+                    "the ledger says PENDING (never submitted), but {} provider line(s) show it \
+                     paid: hold the payment before the payment service sends it again",
+                    links.len()
+                )
+                .into(),
             );
         }
         return row(

@@ -115,8 +115,11 @@ pub fn join_all(
 /// Which payments may take part in what.
 #[derive(Debug, Clone)]
 pub struct Eligibility {
-    /// May be linked at all (everything but PENDING).
+    /// May be linked by a fuzzy pass or a return by amount (everything but PENDING).
     pub linkable: Vec<bool>,
+    /// May be linked by a pass that names it (identifier): every payment, PENDING included
+    /// (a line that names a payment never submitted is that payment's evidence).
+    pub named: Vec<bool>,
     /// Unresolved (UNKNOWN, stale SUBMITTING, REVIEW): subject to the near-miss gate.
     pub near_miss: Vec<bool>,
     /// Per line: its reference has the shape of our payment ids ([`shape::IdShape`]). Such a
@@ -135,7 +138,7 @@ pub fn run<'a>(
     elig: &Eligibility,
 ) -> Result<MatchResult> {
     let mut line_free: Vec<bool> = lines.iter().map(StatementLine::ledger_candidate).collect();
-    let mut pay_free: Vec<bool> = elig.linkable.clone();
+    let mut pay_free: Vec<bool> = elig.named.clone();
     // A clean link (equal money) takes both sides out of later passes. Anything else — a link
     // whose money differs, a side left undecided — is still counted as a candidate by later
     // fuzzy passes (never accepted), so a payment is never auto-matched while a look-alike

@@ -87,9 +87,13 @@ pub struct Summary {
     pub tickets: TicketStats,
     /// Completeness warnings: why some windows cannot be closed.
     pub warnings: Vec<String>,
-    /// Completeness gates per source and period (balance chains, control totals, daily files);
-    /// a failed one is also a warning.
+    /// Completeness gates per source and period (balance chains, control totals, daily files,
+    /// readable files); a failed one is also a warning.
     pub gates: Vec<crate::sources::Gate>,
+    /// Statement files that are there but could not be read: nothing in them was used and
+    /// their days are incomplete. Critical: the report and the alert name them first, and
+    /// the process exits with [`crate::exit::INPUT_UNREADABLE`].
+    pub unreadable_inputs: Vec<crate::sources::Unreadable>,
     /// Stage → milliseconds.
     pub timings_ms: BTreeMap<String, u64>,
 }
@@ -215,6 +219,17 @@ pub fn write_totals(
     }
 }
 
+/// The critical lines about files that could not be read (nothing when there are none).
+pub fn write_unreadable(s: &mut String, files: &[crate::sources::Unreadable]) {
+    for f in files {
+        let _ = writeln!(
+            s,
+            "  CRITICAL: {} file {} ({}) cannot be read; nothing in it was used and its days are incomplete: {}",
+            f.source, f.path, f.period, f.error
+        );
+    }
+}
+
 impl Summary {
     /// A short human summary for the terminal (and the log).
     pub fn text(&self, out_dir: &str) -> String {
@@ -237,6 +252,7 @@ impl Summary {
             "  {} payments in scope ({} loaded), {} statement lines, {} rejected",
             self.payments_in_scope, self.payments_loaded, self.statement_lines, self.rejected_lines
         );
+        write_unreadable(&mut s, &self.unreadable_inputs);
         write_totals(
             &mut s,
             &self.outcomes,

@@ -12,7 +12,7 @@ use lettre::message::{Mailbox, MultiPart, SinglePart};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Rows of the critical outcomes (FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER).
+/// Rows of the critical outcomes (FAILED_BUT_PAID, PAID_WHILE_PENDING, DUPLICATE_AT_PROVIDER).
 fn critical_count(view: &ReportView) -> usize {
     view.totals
         .iter()
@@ -38,7 +38,10 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
         format!("{}..{}", s.range_from, s.range_to)
     };
     let n = view.exception_count();
-    let what = if n == 0 {
+    let unreadable = s.unreadable_inputs.len();
+    let what = if unreadable > 0 {
+        format!("CRITICAL {unreadable} unreadable file(s), {n} to review")
+    } else if n == 0 {
         "nothing to review".to_string()
     } else {
         let critical = critical_count(view);
@@ -70,9 +73,33 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", html::headline(view));
     out.push('\n');
+    if !s.unreadable_inputs.is_empty() {
+        let _ = writeln!(
+            out,
+            "CRITICAL: {} statement file(s) cannot be read. Nothing in them was used, and their \
+             days are incomplete: no payment is resolved FAILED on them until the file is \
+             delivered again.",
+            s.unreadable_inputs.len()
+        );
+        for f in &s.unreadable_inputs {
+            let _ = writeln!(
+                out,
+                "  - {} {} ({}): {}",
+                text_safe(&f.source),
+                text_safe(&f.path),
+                text_safe(&f.period),
+                text_safe(&f.error)
+            );
+        }
+        out.push('\n');
+    }
     let n = view.exception_count();
     if n == 0 {
-        out.push_str("Nothing to review: no money at risk and no match to decide in this run.\n\n");
+        if s.unreadable_inputs.is_empty() {
+            out.push_str(
+                "Nothing to review: no money at risk and no match to decide in this run.\n\n",
+            );
+        }
     } else {
         let _ = writeln!(out, "Most severe first ({n} to review):");
         for i in view.exceptions().take(html::EMAIL_ROWS) {

@@ -111,8 +111,36 @@ fn warnings(out: &mut String, view: &ReportView) {
     }
 }
 
+/// The statement files that could not be read, as the first, critical block (nothing when
+/// every file was read).
+fn unreadable(out: &mut String, view: &ReportView) {
+    let files = &view.summary.unreadable_inputs;
+    if files.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2 class=\"sev-CRITICAL\">CRITICAL: {} statement file(s) cannot be read</h2>\n\
+         <p>Nothing in them was used, and their days are incomplete: no payment is resolved FAILED \
+         on them until the file is delivered again.</p>\n<table>\n<tr><th>source</th><th>file</th>\
+         <th>days</th><th>error</th></tr>",
+        files.len()
+    );
+    for f in files {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&f.source),
+            escape(&f.path),
+            escape(&f.period),
+            escape(&f.error)
+        );
+    }
+    out.push_str("</table>\n");
+}
+
 fn nothing_to_review(out: &mut String, view: &ReportView) {
-    if view.exception_count() == 0 {
+    if view.exception_count() == 0 && view.summary.unreadable_inputs.is_empty() {
         out.push_str("<p class=\"ok\">Nothing to review: no money at risk and no match to decide in this run.</p>\n");
     }
 }
@@ -243,6 +271,7 @@ pub fn report(view: &ReportView) -> String {
     let title = headline(view);
     head(&mut out, &title);
     let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
+    unreadable(&mut out, view);
     nothing_to_review(&mut out, view);
     run_facts(&mut out, view);
     warnings(&mut out, view);
@@ -268,6 +297,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
     let title = headline(view);
     head(&mut out, &title);
     let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
+    unreadable(&mut out, view);
     nothing_to_review(&mut out, view);
     let n = view.exception_count();
     if n > 0 {

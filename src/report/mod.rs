@@ -10,7 +10,7 @@
 //!
 //! | family | outcomes | why |
 //! |---|---|---|
-//! | `money_at_risk` | FAILED_BUT_PAID, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
+//! | `money_at_risk` | FAILED_BUT_PAID, PAID_WHILE_PENDING, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
 //! | `review` | AMBIGUOUS, PROPOSED_MATCH | a human decides a match |
 //! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
 //! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |
@@ -243,12 +243,13 @@ fn sort_items(items: &mut [Item]) {
     crate::keysort::permute(items, &mut from);
 }
 
-/// How urgent an outcome is, 0 = most: FAILED_BUT_PAID first (DESIGN.md: highest severity;
-/// the ledger says FAILED, so the payment service may retry and pay a second time), then the
-/// other critical outcome, then by ticket severity; outcomes without a ticket last.
+/// How urgent an outcome is, 0 = most: FAILED_BUT_PAID and PAID_WHILE_PENDING first
+/// (DESIGN.md: highest severity; the ledger says FAILED or PENDING for money that left, so the
+/// payment service may send it a second time), then the other critical outcome, then by ticket
+/// severity; outcomes without a ticket last.
 pub fn rank(o: Outcome) -> u8 {
     match (o, o.ticket_severity()) {
-        (Outcome::FailedButPaid, _) => 0,
+        (Outcome::FailedButPaid | Outcome::PaidWhilePending, _) => 0,
         (_, Some(s)) => 1 + s as u8,
         (_, None) => 5,
     }

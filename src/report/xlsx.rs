@@ -227,7 +227,21 @@ fn summary_sheet(
     ws.autofilter(0, 0, r - 1, (cols.len() - 1) as u16)?;
     // Run facts to the right of the table, so the filter range stays a clean table.
     let c = cols.len() as u16 + 1;
-    let mut facts: Vec<(String, String)> = vec![
+    // Files that could not be read come first: critical, whatever the rows say.
+    let mut facts: Vec<(String, String)> = s
+        .unreadable_inputs
+        .iter()
+        .map(|f| {
+            (
+                "CRITICAL: unreadable file".into(),
+                format!(
+                    "{} {} ({}): nothing in it was used, its days are incomplete: {}",
+                    f.source, f.path, f.period, f.error
+                ),
+            )
+        })
+        .collect();
+    facts.extend::<[(String, String); 10]>([
         ("run id".into(), s.run_id.clone()),
         (
             "range".into(),
@@ -244,7 +258,7 @@ fn summary_sheet(
         ("transitions".into(), transitions),
         ("tickets".into(), tickets),
         ("rules sha256".into(), s.rules_hash.clone()),
-    ];
+    ]);
     for i in &s.inputs {
         facts.push((
             format!("input {}", i.source),

@@ -79,6 +79,17 @@ pub struct RunReport {
     pub alert: Alert,
 }
 
+impl RunReport {
+    /// The statement files that could not be read (every day's, for a range): nothing in
+    /// them was used and their days are incomplete ([`crate::exit::INPUT_UNREADABLE`]).
+    pub fn unreadable_inputs(&self) -> &[crate::sources::Unreadable] {
+        match &self.range {
+            Some((_, range)) => &range.unreadable_inputs,
+            None => &self.summary.unreadable_inputs,
+        }
+    }
+}
+
 /// Statement files (source, path, sha256) read by earlier days of the same range, with the day
 /// that read them first: a dry-run range records nothing in the database, yet its days must
 /// see each other's files as a real range would.

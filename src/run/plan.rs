@@ -92,8 +92,10 @@ pub(crate) async fn plan(
     let mut rejected = Vec::new();
     let mut warnings = Vec::new();
     let mut gates = Vec::new();
+    let mut unreadable = Vec::new();
     for load in loads {
         gates.extend(load.gates);
+        unreadable.extend(load.unreadable);
         sources::absorb(&mut lines, load.lines);
         coverage.push(load.coverage);
         inputs.extend(load.files);
@@ -238,22 +240,59 @@ pub(crate) async fn plan(
             in_scope[pair.payment as usize] = true;
         }
     }
+    // recon's own decisions of earlier days are re-checked for an evidence horizon (window
+    // after the start, plus the settlement lag, plus a day) after the payment's start or after
+    // the decision, whichever is later (DESIGN.md rule 8): a later line, status answer or
+    // webhook event that contradicts one is judged by the next nightly run, not only by a
+    // re-run of that day. Such a payment is reported only when the evidence contradicts the
+    // decision.
+    let lag = cfg.settlement_lag_hours * HOUR;
+    let reach = after + lag + DAY;
+    let watch: Vec<bool> = payments
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            !in_scope[i]
+                && p.recon.as_deref().is_some_and(|c| {
+                    let Ok(day) = c.day.parse::<chrono::NaiveDate>() else {
+                        return false;
+                    };
+                    day < opts.from
+                        && c.as_of.is_none_or(|t| t <= as_of)
+                        && p.anchor().max(timeparse::day_start(day, tz)) + reach >= t0
+                })
+        })
+        .collect();
     let ctx = Context {
         as_of,
         stale_after,
-        settlement_lag: cfg.settlement_lag_hours * HOUR,
+        settlement_lag: lag,
         coverage: &coverage,
         in_scope: &in_scope,
+        watch: &watch,
         report_range: (t0, t1),
         report_line: &report_line,
         run_day: &from_day,
         named_only: &named_only,
     };
-    // Provider status answers (`[[status_api]]`) for the unresolved payments in scope.
+    // Provider status answers (`[[status_api]]`) for the unresolved payments in scope, and for
+    // the watched ones that no statement line links (their decision rested on an answer, or
+    // on no line at all): the provider is asked again.
     let status = match &cfg.status_api {
         Some(api) => {
             let started = Instant::now();
-            let targets = crate::status_api::targets(&payments, &in_scope, as_of, stale_after);
+            let ask: Vec<bool> = if watch.iter().any(|&w| w) {
+                let mut linked = vec![false; payments.len()];
+                for pair in &m.links {
+                    linked[pair.payment as usize] = true;
+                }
+                (0..payments.len())
+                    .map(|i| in_scope[i] || (watch[i] && !linked[i]))
+                    .collect()
+            } else {
+                in_scope.clone()
+            };
+            let targets = crate::status_api::targets(&payments, &ask, as_of, stale_after);
             let ev = crate::status_api::ask_for_run(
                 api,
                 db,
@@ -275,11 +314,20 @@ pub(crate) async fn plan(
     };
     let started = Instant::now();
     let rows = match &status {
-        Some(ev) => outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row| {
-            ev.overlay(i, p, row)
-        }),
+        Some(ev) => {
+            outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row, decided| {
+                ev.overlay(i, p, row, decided)
+            })
+        }
         None => outcome::classify(&payments, &lines, &m, rules, &ctx),
     };
+    // A watched payment with a row is one whose evidence contradicts recon's decision: it is
+    // reported tonight.
+    for r in &rows {
+        if let Some(i) = r.payment {
+            in_scope[i as usize] = true;
+        }
+    }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     let matched = m;
@@ -306,6 +354,7 @@ pub(crate) async fn plan(
         tickets: Default::default(),
         warnings,
         gates,
+        unreadable_inputs: unreadable,
         timings_ms: timings,
     };
     Ok(Plan {

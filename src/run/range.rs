@@ -38,6 +38,9 @@ pub struct RangeSummary {
     pub tickets: summary::TicketStats,
     /// Every distinct warning of the days.
     pub warnings: Vec<String>,
+    /// Every distinct statement file of the days that could not be read (see
+    /// [`crate::outputs::summary::Summary::unreadable_inputs`]).
+    pub unreadable_inputs: Vec<crate::sources::Unreadable>,
 }
 
 impl RangeSummary {
@@ -61,6 +64,7 @@ impl RangeSummary {
         for d in &self.days {
             let _ = writeln!(s, "  {}: {} payments in scope", d.date, d.payments_in_scope);
         }
+        summary::write_unreadable(&mut s, &self.unreadable_inputs);
         let _ = writeln!(s, "  final outcome per item over the range:");
         summary::write_totals(
             &mut s,
@@ -163,6 +167,11 @@ pub(super) async fn run_range(
                 range.warnings.push(w.clone());
             }
         }
+        for f in &s.unreadable_inputs {
+            if !range.unreadable_inputs.contains(f) {
+                range.unreadable_inputs.push(f.clone());
+            }
+        }
         finals.extend(outcomes);
         reports.push(report);
         match day.succ_opt() {
@@ -224,6 +233,7 @@ fn range_view(
     summary.transitions = range.transitions.clone();
     summary.tickets = range.tickets.clone();
     summary.warnings = range.warnings.clone();
+    summary.unreadable_inputs = range.unreadable_inputs.clone();
     summary.timings_ms.clear();
     summary.inputs.clear();
     summary.gates.clear();

@@ -6,7 +6,7 @@ use super::config::{SourceConfig, SourcePath};
 use super::coverage::prove;
 use super::gates::{continuity_gates, statement_gates};
 use super::{
-    Gate, SourceLoad, assign_line_ids, days_span, manifest, merge_intervals, read_file,
+    Gate, SourceLoad, Unreadable, assign_line_ids, days_span, manifest, merge_intervals, read_file,
     subtract_intervals,
 };
 use crate::timeparse::Micros;
@@ -16,8 +16,8 @@ use std::path::Path;
 
 /// Loads one configured source. Daily (`{date}`) sources read one file per day in `days`;
 /// a day that has not ended by `as_of` is read when its file is there, and not asked for when
-/// it is not (its file cannot be complete yet). A failure to read a file that exists is an
-/// error (exit code for inputs); a missing daily file only narrows coverage.
+/// it is not (its file cannot be complete yet). A missing daily file, and a file that exists
+/// but cannot be read ([`Unreadable`]), only narrow coverage; a configuration error stops.
 ///
 /// Coverage rests on what each file proves ([`Completeness`], DESIGN.md rule 2): a file that
 /// proves nothing — no control file, out of booking order, empty without `empty_file =
@@ -34,8 +34,20 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
             let span = complete.map(|(from, to)| span_of(from, to));
             holes.extend(pull_holes(cfg, None, span, &mut load));
             // A remote file that was never pulled (missing at the server) proves nothing; a
-            // local fixed file that is missing is an input error, as before.
+            // local fixed file that is missing is an input error, as before (the job's one
+            // file of this source is not where its config says). One that is there but cannot
+            // be read leaves its period incomplete ([`read_or_record`]).
             let unpulled = cfg.remote.is_some() && !path.exists();
+            if cfg.remote.is_none() && !path.exists() {
+                return Err(crate::exit::fail(
+                    crate::exit::Failure::Input,
+                    format!(
+                        "source {}: {}: cannot read: the file does not exist",
+                        cfg.name,
+                        path.display()
+                    ),
+                ));
+            }
             if unpulled {
                 load.warnings.push(format!(
                     "source {}: no pulled copy of its file ({}), so absence of a line never proves a failure",
@@ -46,7 +58,13 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
             for path in pulled_versions(cfg, path).iter().filter(|_| !unpulled) {
                 let path = path.as_path();
                 let (lines0, facts0) = (load.lines.len(), load.facts.len());
-                let clean = read_file(cfg, path, &mut load)?;
+                let period = complete
+                    .map(|(from, to)| format!("{from}..{to}"))
+                    .unwrap_or_else(|| "?".into());
+                let Some(clean) = read_or_record(cfg, path, period, &mut load)? else {
+                    holes.extend(span);
+                    continue;
+                };
                 holes.extend(statement_gates(
                     cfg,
                     &load.facts[facts0..],
@@ -96,7 +114,12 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                     let path = path.as_path();
                     let path_text = path.display().to_string();
                     let (lines0, facts0) = (load.lines.len(), load.facts.len());
-                    let clean = read_file(cfg, path, &mut load)?;
+                    let Some(clean) =
+                        read_or_record(cfg, path, format!("{day}..{day}"), &mut load)?
+                    else {
+                        holes.push(span);
+                        continue;
+                    };
                     holes.extend(statement_gates(
                         cfg,
                         &load.facts[facts0..],
@@ -137,6 +160,49 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
     load.coverage = subtract_intervals(merge_intervals(coverage), &holes);
     assign_line_ids(&mut load.lines);
     Ok(load)
+}
+
+/// Reads one file of `cfg` into `load` ([`read_file`]); Some(whether every line was
+/// accepted). A file that is there but cannot be read or parsed is no reason to stop the
+/// run: it is recorded as [`Unreadable`] (with a failed `readable` gate, so a warning), none
+/// of its lines are used, and None tells the caller that its `period` is not covered. Only a
+/// configuration error (the source's own settings) stops the run.
+fn read_or_record(
+    cfg: &SourceConfig,
+    path: &Path,
+    period: String,
+    load: &mut SourceLoad,
+) -> Result<Option<bool>> {
+    let (lines0, facts0, files0) = (load.lines.len(), load.facts.len(), load.files.len());
+    match read_file(cfg, path, load) {
+        Ok(clean) => Ok(Some(clean)),
+        Err(e) if crate::exit::code_for(&e) == crate::exit::CONFIG => Err(e),
+        Err(e) => {
+            // read_file adds nothing before it fails; make sure of it.
+            debug_assert_eq!(
+                (load.lines.len(), load.facts.len(), load.files.len()),
+                (lines0, facts0, files0)
+            );
+            let error = crate::exit::bounded(&format!("{e:#}")).into_owned();
+            let file = path.display().to_string();
+            tracing::error!(source = %cfg.name, file = %file, error = %error, "Statement file cannot be read.");
+            load.gates.push(Gate {
+                source: cfg.name.clone(),
+                file: file.clone(),
+                period: period.clone(),
+                check: "readable",
+                ok: false,
+                detail: format!("cannot be read, nothing in it is used: {error}"),
+            });
+            load.unreadable.push(Unreadable {
+                source: cfg.name.clone(),
+                path: file,
+                period,
+                error,
+            });
+            Ok(None)
+        }
+    }
 }
 
 /// The local files of `path`: for a pulled source every version `recon pull` kept (see

@@ -352,6 +352,24 @@ pub struct InputFile {
     pub skipped: usize,
 }
 
+/// A statement file that is there but could not be read or parsed (an empty or truncated
+/// file, a header that does not fit the mapping, bytes that are no statement). Nothing it
+/// holds is used, and the days it stands for are not complete (DESIGN.md rule 2): the run
+/// reconciles everything else and names the file as critical (exit code
+/// [`crate::exit::INPUT_UNREADABLE`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Unreadable {
+    /// Source name.
+    pub source: String,
+    /// Path.
+    pub path: String,
+    /// The days it stands for, `YYYY-MM-DD..YYYY-MM-DD` (inclusive), or `?` for a fixed file
+    /// without `complete_from` / `complete_to`.
+    pub period: String,
+    /// Why it could not be read (file, line and column where known).
+    pub error: String,
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
@@ -378,6 +396,8 @@ pub struct SourceLoad {
     /// What was read but is no statement line, for people (rows skipped by `skip_rows`);
     /// unlike `warnings` no doubt about completeness.
     pub notes: Vec<String>,
+    /// Files that are there but could not be read: their periods are not covered.
+    pub unreadable: Vec<Unreadable>,
 }
 
 /// What a bank-format parser produced from one file.

@@ -45,6 +45,9 @@ pub fn targets(
 pub struct StatusEvidence {
     cfg: StatusApiConfig,
     answers: HashMap<u32, Answer>,
+    /// The webhook event an answer comes from (`webhook event <file>:<line> at <time>`), when
+    /// the answer is the webhook's.
+    events: HashMap<u32, String>,
     rule: Arc<str>,
     /// How long after a payment's start statement evidence can still arrive, lag included.
     horizon: Micros,
@@ -54,12 +57,20 @@ pub struct StatusEvidence {
 }
 
 impl StatusEvidence {
-    /// Row `row` of payment `i` with its answer, if it has one.
-    pub fn overlay(&self, i: usize, p: &Payment, row: ResultRow) -> ResultRow {
+    /// Row `row` of payment `i` with its answer, if it has one; `decided` is the status recon
+    /// moved the payment to earlier, when the run judges that decision ([`verdict::overlay`]).
+    pub fn overlay(
+        &self,
+        i: usize,
+        p: &Payment,
+        row: ResultRow,
+        decided: Option<Status>,
+    ) -> ResultRow {
         match self.answers.get(&(i as u32)) {
             Some(a) => {
                 let closed = p.started_at.is_some_and(|s| s + self.horizon <= self.as_of);
-                verdict::overlay(row, p, a, &self.cfg, closed, &self.rule)
+                let from = self.events.get(&(i as u32)).map(String::as_str);
+                verdict::overlay(row, p, a, &self.cfg, closed, &self.rule, decided, from)
             }
             None => row,
         }
@@ -130,20 +141,27 @@ pub async fn ask_for_run(
             .await?;
         tx.commit().await?;
     }
+    let mut events = HashMap::new();
     Ok(StatusEvidence {
         rule: Arc::from(format!("status_api:{}", cfg.name)),
         cfg: cfg.clone(),
         answers: {
             let mut api: HashMap<u32, Answer> = asked.answers.into_iter().collect();
             let mut all = HashMap::new();
-            for (i, h) in hooks {
+            for (i, h, at) in hooks {
+                let hook = h.clone();
                 if let Some(a) = webhooks::combine(api.remove(&i), Some(h)) {
+                    // The webhook's word (alone, or the final word over a `pending`).
+                    if a == hook {
+                        events.insert(i, at);
+                    }
                     all.insert(i, a);
                 }
             }
             all.extend(api);
             all
         },
+        events,
         horizon: window_after + lag,
         as_of,
         warnings,

@@ -223,7 +223,11 @@ fn judge_at(cfg: &StatusApiConfig, p: &Payment, text: &str, json: &Value, base: 
 }
 
 /// The row of payment `p` once its answer is taken into account. `row` is what the statement
-/// evidence says; `horizon_closed` whether no statement evidence can still arrive by time.
+/// evidence says; `horizon_closed` whether no statement evidence can still arrive by time;
+/// `decided` the status recon moved the payment to earlier, when this run judges that decision
+/// (an answer that contradicts it is a ticket naming the answer, DESIGN.md rule 8); `from`
+/// where the answer came from when it was a stored webhook event (file and line, event time).
+#[allow(clippy::too_many_arguments)]
 pub fn overlay(
     row: ResultRow,
     p: &Payment,
@@ -231,6 +235,8 @@ pub fn overlay(
     cfg: &StatusApiConfig,
     horizon_closed: bool,
     rule: &Arc<str>,
+    decided: Option<Status>,
+    from: Option<&str>,
 ) -> ResultRow {
     let statement_based = matches!(
         row.outcome,
@@ -265,7 +271,42 @@ pub fn overlay(
         Answer::Evidence {
             meaning, status, ..
         } => {
-            let says = format!("status_api {name} says {status:?} ({})", meaning.as_str());
+            let says = match from {
+                Some(at) => format!(
+                    "status_api {name}: {at} says {status:?} ({})",
+                    meaning.as_str()
+                ),
+                None => format!("status_api {name} says {status:?} ({})", meaning.as_str()),
+            };
+            // No statement line shows the money either way: the answer alone speaks against
+            // what recon decided earlier.
+            let no_line = matches!(
+                row.outcome,
+                Outcome::AwaitingEvidence | Outcome::ResolvedFailed
+            );
+            match (decided, meaning) {
+                (Some(Status::Succeeded), Meaning::Failed | Meaning::NotFound) if no_line => {
+                    return ticket(
+                        row,
+                        Outcome::MissingAtProvider,
+                        format!(
+                            "recon resolved this payment SUCCEEDED, but {says} and no statement \
+                             line shows the money: the ledger may say paid for money that never left"
+                        ),
+                    );
+                }
+                (Some(Status::Failed), Meaning::Succeeded) if no_line => {
+                    return ticket(
+                        row,
+                        Outcome::FailedButPaid,
+                        format!(
+                            "recon resolved this payment FAILED, but {says}: a retry since then \
+                             may have paid twice"
+                        ),
+                    );
+                }
+                _ => {}
+            }
             match (row.outcome, meaning) {
                 (Outcome::AwaitingEvidence, Meaning::Succeeded) => ResultRow {
                     outcome: Outcome::ResolvedSucceeded,

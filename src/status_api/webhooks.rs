@@ -23,8 +23,9 @@ struct Event {
     text: String,
 }
 
-/// Payment index → the answer of its latest event.
-pub type Answers = Vec<(u32, Answer)>;
+/// Payment index → the answer of its latest event, and which event that is (`webhook event
+/// <file>:<line> at <event time>`, for the tickets that name it).
+pub type Answers = Vec<(u32, Answer, String)>;
 
 /// The files of `path`: itself, or a folder's `*.jsonl` in name order.
 fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -140,27 +141,33 @@ pub async fn answers(
     }
     let mut out: Answers = events
         .into_iter()
-        .map(|(i, evs)| (i, latest(cfg, &payments[i as usize], evs)))
+        .map(|(i, evs)| {
+            let (answer, at) = latest(cfg, &payments[i as usize], evs);
+            (i, answer, at)
+        })
         .collect();
-    out.sort_by_key(|(i, _)| *i);
+    out.sort_by_key(|(i, _, _)| *i);
     Ok((out, warnings))
 }
 
-/// The answer of the latest of one payment's events.
-fn latest(cfg: &StatusApiConfig, p: &Payment, events: Vec<Event>) -> Answer {
+/// The answer of the latest of one payment's events, and which event it is.
+fn latest(cfg: &StatusApiConfig, p: &Payment, events: Vec<Event>) -> (Answer, String) {
     let not = |why: String| Answer::NotEvidence {
         outcome: Outcome::Ambiguous,
         why,
     };
     if let Some(e) = events.iter().find(|e| e.time.is_none()) {
-        return not(format!(
-            "webhook event {} has no RFC 3339 event time at {}",
-            e.at,
-            cfg.pointers.event_time.as_deref().unwrap_or("")
-        ));
+        let at = format!("webhook event {}", e.at);
+        return (
+            not(format!(
+                "{at} has no RFC 3339 event time at {}",
+                cfg.pointers.event_time.as_deref().unwrap_or("")
+            )),
+            at,
+        );
     }
     let Some(t) = events.iter().filter_map(|e| e.time).max() else {
-        return not("no webhook event".into());
+        return (not("no webhook event".into()), "no webhook event".into());
     };
     let last: Vec<&Event> = events.iter().filter(|e| e.time == Some(t)).collect();
     let judged: Vec<(Answer, &str)> = last
@@ -173,23 +180,32 @@ fn latest(cfg: &StatusApiConfig, p: &Payment, events: Vec<Event>) -> Answer {
         })
         .collect();
     let first = &judged[0];
+    let at = format!(
+        "webhook event {} at {}",
+        first.1,
+        crate::timeparse::format_utc(t)
+    );
     // Duplicates (the same event delivered twice) agree; anything else at that time does not.
     if judged.iter().any(|(a, _)| a != &first.0) {
-        let at: Vec<&str> = judged.iter().map(|(_, at)| *at).collect();
-        return not(format!(
-            "{} webhook events at the same latest time {} disagree ({})",
-            judged.len(),
-            crate::timeparse::format_utc(t),
-            at.join(", ")
-        ));
+        let all: Vec<&str> = judged.iter().map(|(_, at)| *at).collect();
+        return (
+            not(format!(
+                "{} webhook events at the same latest time {} disagree ({})",
+                judged.len(),
+                crate::timeparse::format_utc(t),
+                all.join(", ")
+            )),
+            at,
+        );
     }
-    match first.0.clone() {
+    let answer = match first.0.clone() {
         Answer::NotEvidence { outcome, why } => Answer::NotEvidence {
             outcome,
             why: format!("webhook event {}: {why}", first.1),
         },
         a => a,
-    }
+    };
+    (answer, at)
 }
 
 /// One answer from the status API's and the webhooks': equal or one-sided answers stand; a

@@ -257,7 +257,7 @@ async fn a_field_longer_than_an_excel_cell_is_cut_visibly_in_xlsx_and_kept_whole
 }
 
 #[tokio::test]
-async fn a_file_of_nul_bytes_fails_with_a_short_message_and_its_run_is_recorded_failed() {
+async fn a_file_of_nul_bytes_is_named_unreadable_with_a_short_message_and_the_run_completes() {
     let env = statement_only("").await;
     std::fs::write(env.path("statement.csv"), vec![0u8; 5 << 20]).expect("write");
     env.control("statement.csv");
@@ -265,7 +265,7 @@ async fn a_file_of_nul_bytes_fails_with_a_short_message_and_its_run_is_recorded_
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
-        Some(recon::exit::INPUT),
+        Some(recon::exit::INPUT_UNREADABLE),
         "{}",
         &stderr[..stderr.len().min(2000)]
     );
@@ -275,12 +275,20 @@ async fn a_file_of_nul_bytes_fails_with_a_short_message_and_its_run_is_recorded_
         "{}",
         &stderr[..stderr.len().min(2000)]
     );
-    let (status, error) = run_record(&env, "r1").await;
-    assert_eq!(status, "FAILED");
-    let error = error.expect("the run record says why");
+    // The rest of the run went on (nothing else to read here) and was committed; the file is
+    // named with a bounded message.
+    let (status, _) = run_record(&env, "r1").await;
+    assert_eq!(status, "COMPLETED");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.path("out/r1/summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let error = summary["unreadable_inputs"][0]["error"]
+        .as_str()
+        .expect("the summary names the file and why");
     assert!(
         error.len() <= 4096 + 64,
-        "{} bytes of error in recon_runs",
+        "{} bytes of error in summary.json",
         error.len()
     );
 }
@@ -316,12 +324,13 @@ async fn a_mapped_column_named_twice_in_the_header_is_an_error_naming_both_posit
         "id,reference,recipient,amount,currency,amount,booked_at,type",
         &format!("L-1,R-1,{IBAN},10.00,EUR,99.00,2026-11-10T10:00:00Z,PAYMENT\n"),
     );
-    let err = env
+    let report = env
         .try_standard_day("r1")
         .await
-        .expect_err("which amount is meant?");
-    assert_eq!(recon::exit::code_for(&err), recon::exit::INPUT);
-    let msg = format!("{err:#}");
+        .expect("an unreadable file does not stop the run");
+    let unreadable = report.unreadable_inputs();
+    assert_eq!(unreadable.len(), 1, "which amount is meant? {unreadable:?}");
+    let msg = &unreadable[0].error;
     assert!(
         msg.contains("column \"amount\" (config key columns.amount) appears twice in the header, as column 4 and column 6"),
         "{msg}"
@@ -332,9 +341,11 @@ async fn a_mapped_column_named_twice_in_the_header_is_an_error_naming_both_posit
         "id,reference,recipient,amount,currency,note,booked_at,type,note",
         &format!("L-1,R-1,{IBAN},10.00,EUR,a,2026-11-10T10:00:00Z,PAYMENT,b\n"),
     );
-    env.try_standard_day("r2")
+    let r2 = env
+        .try_standard_day("r2")
         .await
         .expect("an unmapped duplicate is fine");
+    assert!(r2.unreadable_inputs().is_empty());
 }
 
 #[tokio::test]

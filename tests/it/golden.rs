@@ -110,6 +110,7 @@ golden!(
     orphan_at_provider,
     orphan_unknown_reference_shape,
     orphan_unknown_uuid_reference,
+    paid_while_pending,
     proposed_match,
     refund,
     returned,

@@ -8,6 +8,7 @@ mod architecture;
 mod backends;
 mod bank_codes;
 mod config_lines;
+mod critical_cases;
 mod docs;
 mod explain;
 mod faults;

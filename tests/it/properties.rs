@@ -122,6 +122,7 @@ fn classify(
         settlement_lag: 24 * HOUR,
         coverage: &coverage,
         in_scope: &in_scope,
+        watch: &[],
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
         report_line: &report_line,
         named_only: &[],

@@ -10,6 +10,7 @@ mod architecture;
 mod backends;
 mod bank_codes;
 mod config_lines;
+mod demo;
 mod docs;
 mod explain;
 mod faults;

@@ -1,6 +1,7 @@
 //! Three-way matching of an Adyen settlement detail report (provider), a synthetic ledger and
-//! a bank statement: the scenarios shared by the default suite (`tests/it/threeway.rs`, the
-//! own report `tests/threeway/recon_adyen_settlement_batch_7.csv`) and the real-file target
+//! a bank statement: the scenarios shared by the default suite (`tests/it/threeway.rs`, the own
+//! report `tests/formats/input/provider-csv/recon_adyen_settlement_batch_7.csv`) and the
+//! real-file target
 //! (`tests/real/threeway.rs`, the public report of batch 380 from `RECON_REAL_DATA`). Each
 //! compares its rows with reviewed expected rows in `tests/threeway/<case>/`.
 

@@ -43,6 +43,11 @@ const FILES: &[(&str, Format, Expect)] = &[
         ),
     ),
     ("bai2/recon_03_continued.bai2", Format::Bai2, Golden),
+    (
+        "provider-csv/recon_adyen_settlement_batch_7.csv",
+        Format::Csv,
+        Golden,
+    ),
     ("camt053/recon_xxx_anonymised.xml", Format::Camt053, Golden),
     (
         "bank-csv/recon_latin1_crlf.csv",

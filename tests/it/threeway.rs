@@ -1,8 +1,8 @@
 //! Completeness gates, bank sources in matching and three-way matching (issue 4 points 4
 //! and 6). The three-way scenarios (`tests/it/adyen.rs`) read an own Adyen settlement detail
-//! report, `tests/threeway/recon_adyen_settlement_batch_7.csv` (written for recon in the
-//! layout of Adyen's real report), with a synthetic ledger and bank statement; the real report
-//! of batch 380 is read by `tests/real/threeway.rs`.
+//! report, `tests/formats/input/provider-csv/recon_adyen_settlement_batch_7.csv` (written for
+//! recon in the layout of Adyen's real report), with a synthetic ledger and bank statement; the
+//! real report of batch 380 is read by `tests/real/threeway.rs`.
 
 use crate::adyen::{ADYEN_RULES, Batch, RESULT_COLUMNS, check};
 use crate::support::{Settings, TestEnv, outcomes, read_columns};
@@ -148,7 +148,8 @@ fn unknown_role_is_a_config_error_naming_the_key() {
 /// fee and the payout of batch 7: net 31.15 + 21.74 + 26.20 + 95.93 - 19.95 - 1.10 = 153.97 USD.
 fn batch_7() -> Batch {
     Batch {
-        file: crate::adyen::expected_dir().join("recon_adyen_settlement_batch_7.csv"),
+        file: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/formats/input/provider-csv/recon_adyen_settlement_batch_7.csv"),
         ledger: "\
 ORD-1001,SHOPCO_ACCOUNT,31.15,USD,SUCCEEDED,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-1,
 ORD-1002,SHOPCO_ACCOUNT,21.74,USD,UNKNOWN,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-2,

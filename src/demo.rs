@@ -176,7 +176,7 @@ pub fn text(report: &RunReport, config: &Path) -> Result<String> {
     let config = config.display();
     let _ = writeln!(
         out,
-        "\nNext (`recon` on your PATH: `cargo install --path . --debug`; or `cargo run --` for it):"
+        "\nNext (`recon` on your PATH: `cargo install --locked --debug --path .`; or `cargo run --` for it):"
     );
     if let Some((id, o)) = &review {
         let _ = writeln!(

@@ -222,3 +222,32 @@ fn explain_takes_source_and_line_number_for_every_line() {
         "{err}"
     );
 }
+
+/// Step 3 of the quick start needs no server set up first: the backend tests' PostgreSQL
+/// answers at the URL every message names, the suite's own cluster when `RECON_TEST_PG_URL` is
+/// unset (so nothing on 5432 is needed), else that URL.
+#[tokio::test]
+async fn the_test_server_answers_at_the_url_its_messages_name() {
+    use sqlx::Connection;
+    let url = crate::support::pg_admin_url();
+    let described = crate::support::pg_described();
+    assert!(described.contains(&recon::mask::url(&url)), "{described}");
+    if crate::support::pg_url_from_env().is_none() {
+        let cluster = crate::support::own_cluster();
+        assert!(
+            described.contains("own cluster")
+                && described.contains(&*cluster.dir.to_string_lossy()),
+            "{described}"
+        );
+        assert!(cluster.dir.join("data/PG_VERSION").exists());
+    }
+    let mut conn = sqlx::PgConnection::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{described}: {e}"));
+    let port: String = sqlx::query_scalar("SELECT current_setting('port')")
+        .fetch_one(&mut conn)
+        .await
+        .expect("port");
+    assert!(url.contains(&format!(":{port}/")), "{url} vs port {port}");
+    let _ = conn.close().await;
+}

@@ -89,7 +89,8 @@ pub fn pg_admin_url() -> String {
     }
 }
 
-fn pg_url_from_env() -> Option<String> {
+/// `RECON_TEST_PG_URL`, when it is set and not empty.
+pub fn pg_url_from_env() -> Option<String> {
     std::env::var("RECON_TEST_PG_URL")
         .ok()
         .filter(|u| !u.trim().is_empty())
@@ -694,32 +695,4 @@ pub(crate) fn python_with(module: &str, package: &str, hint: &str) -> (PathBuf, 
         }
     }
     panic!("no Python with {module}: {hint} (or let pip reach PyPI)")
-}
-
-/// The backend tests' server answers at the URL every message names: the own cluster when
-/// `RECON_TEST_PG_URL` is unset (so no server on 5432 is needed), else that URL.
-#[tokio::test]
-async fn the_test_server_answers_at_the_url_its_messages_name() {
-    use sqlx::Connection;
-    let url = pg_admin_url();
-    let described = pg_described();
-    assert!(described.contains(&recon::mask::url(&url)), "{described}");
-    if pg_url_from_env().is_none() {
-        let cluster = own_cluster();
-        assert!(
-            described.contains("own cluster")
-                && described.contains(&*cluster.dir.to_string_lossy()),
-            "{described}"
-        );
-        assert!(cluster.dir.join("data/PG_VERSION").exists());
-    }
-    let mut conn = sqlx::PgConnection::connect(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{described}: {e}"));
-    let port: String = sqlx::query_scalar("SELECT current_setting('port')")
-        .fetch_one(&mut conn)
-        .await
-        .expect("port");
-    assert!(url.contains(&format!(":{port}/")), "{url} vs port {port}");
-    let _ = conn.close().await;
 }

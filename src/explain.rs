@@ -132,17 +132,53 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         l.uid() == opts.id.as_str() || format!("{}:{}", l.source(), l.uid()) == opts.id
     }) {
         explain_line(&mut out, data, &plan.matched, &rules, li as u32);
+    } else if let Some(li) = line_at(data, &opts.id, day)? {
+        explain_line(&mut out, data, &plan.matched, &rules, li);
     } else {
         return Err(fail(
             Failure::Input,
             format!(
                 "{:?} is neither a payment nor a statement line of {day} (payments are found by \
-                 payment_id, lines by provider id, `source#Lnn` or `source:id`)",
+                 payment_id, lines by provider id, `source#Lnn` (the line's number in its file) \
+                 or `source:id`)",
                 opts.id
             ),
         ));
     }
     Ok(out)
+}
+
+/// The line `source#Lnn` names: line `nn` of a file of `source`, whatever id the line has.
+/// `None` when `id` is not of that form or no line is there; an error when several lines are
+/// there (files of several days, or entries of one record): it lists their ids.
+fn line_at(data: &RunData, id: &str, day: NaiveDate) -> Result<Option<u32>> {
+    let Some((source, n)) = id
+        .rsplit_once("#L")
+        .and_then(|(s, n)| Some((s, n.parse::<u64>().ok()?)))
+    else {
+        return Ok(None);
+    };
+    let hits: Vec<usize> = (0..data.lines.len())
+        .filter(|&i| data.lines[i].source() == source && data.lines[i].line_no == n)
+        .collect();
+    match hits[..] {
+        [] => Ok(None),
+        [one] => Ok(Some(one as u32)),
+        _ => Err(fail(
+            Failure::Input,
+            format!(
+                "{id:?} fits {} lines of source {source} for {day}: name one by its id: {}",
+                hits.len(),
+                hits.iter()
+                    .map(|&i| {
+                        let l = &data.lines[i];
+                        format!("{}:{} ({})", l.source(), l.uid(), l.file())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
 }
 
 /// Says which inputs differ from the ones the run read.

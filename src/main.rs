@@ -495,9 +495,8 @@ async fn dispatch(command: Command) -> Result<i32> {
             let report = recon::demo::run(&sample).await?;
             out!(
                 "{}",
-                report.summary.text(&report.out_dir.display().to_string())
+                recon::demo::text(&report, &sample.join("recon.toml"))?
             );
-            outln!("  {}", report.alert.text());
             Ok(exit::OK)
         }
     }

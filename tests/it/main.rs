@@ -1,17 +1,21 @@
-//! The one integration-test binary (each extra binary would link Polars again).
+//! The integration-test binary of `cargo test` (each extra binary would link Polars again;
+//! `tests/real`, the real-file target, is built only when asked for: docs/testing.md).
 
 // First, so its macros are visible in the test modules.
 #[macro_use]
 mod support;
 
+mod adyen;
 mod architecture;
 mod backends;
 mod bank_codes;
 mod config_lines;
 mod critical_cases;
+mod demo;
 mod docs;
 mod explain;
 mod faults;
+mod format_files;
 mod formats;
 mod generate;
 mod golden;

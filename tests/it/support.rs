@@ -75,14 +75,49 @@ macro_rules! on_both_backends {
 pub enum Backend {
     /// A fresh SQLite file.
     Sqlite,
-    /// A fresh database on the PostgreSQL at 127.0.0.1:5432 (`RECON_TEST_PG_URL` to change).
+    /// A fresh database on the test server ([`pg_admin_url`]).
     Postgres,
 }
 
-/// The PostgreSQL server tests create their databases on.
+/// The PostgreSQL server tests create their databases on: `RECON_TEST_PG_URL` when it is set,
+/// else the suite's own throwaway cluster ([`own_cluster`]), started by the first test that
+/// needs it.
 pub fn pg_admin_url() -> String {
+    match pg_url_from_env() {
+        Some(url) => url,
+        None => own_cluster().url.clone(),
+    }
+}
+
+/// `RECON_TEST_PG_URL`, when it is set and not empty.
+pub fn pg_url_from_env() -> Option<String> {
     std::env::var("RECON_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".to_string())
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+}
+
+/// Where the test server is, for messages: the URL actually used (password masked) and where
+/// it came from.
+pub fn pg_described() -> String {
+    let origin = match pg_url_from_env() {
+        Some(_) => "RECON_TEST_PG_URL".to_string(),
+        None => format!(
+            "the suite's own cluster in {}, RECON_TEST_PG_URL unset",
+            own_cluster().dir.display()
+        ),
+    };
+    format!(
+        "PostgreSQL at {} ({origin})",
+        recon::mask::url(&pg_admin_url())
+    )
+}
+
+/// `psql`: the own cluster's, else the one on the PATH.
+pub fn psql() -> PathBuf {
+    match pg_url_from_env() {
+        Some(_) => PathBuf::from("psql"),
+        None => own_cluster().bin.join("psql"),
+    }
 }
 
 /// Creates an empty database on the test server; returns (name, URL).
@@ -92,11 +127,11 @@ pub async fn fresh_pg_database() -> (String, String) {
     let name = format!("recon_t_{}", uuid::Uuid::new_v4().simple());
     let mut conn = sqlx::PgConnection::connect(&admin)
         .await
-        .expect("PostgreSQL on 127.0.0.1:5432 (see .ci/run)");
+        .unwrap_or_else(|e| panic!("{}: {e}", pg_described()));
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await
-        .expect("create database");
+        .unwrap_or_else(|e| panic!("{}: create database {name}: {e}", pg_described()));
     let _ = conn.close().await;
     let base = admin.rsplit_once('/').map(|(b, _)| b).unwrap_or(&admin);
     (name.clone(), format!("{base}/{name}"))
@@ -106,12 +141,238 @@ impl Drop for TestEnv {
     fn drop(&mut self) {
         if let Some(name) = &self.pg_database {
             // Best effort, synchronously (Drop cannot await): psql is PostgreSQL's own client.
-            let _ = std::process::Command::new("psql")
+            let _ = std::process::Command::new(psql())
                 .arg(pg_admin_url())
                 .arg("-qc")
                 .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .output();
         }
+    }
+}
+
+/// The suite's own PostgreSQL: one throwaway cluster per test process, made with Debian's
+/// `initdb` and `pg_ctl` (`/usr/lib/postgresql/<version>/bin`, the package `postgresql`
+/// installed with apt-get when missing) in a folder under the system's temp dir, listening on
+/// a free port of 127.0.0.1 with trust auth. Run as root, the server runs as the user
+/// `postgres` (PostgreSQL refuses root). A watchdog process stops the cluster and removes its
+/// folder when this process ends, however it ends (its stdin is a pipe only this process
+/// holds); at a normal exit an `atexit` hook waits for that.
+pub struct OwnCluster {
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`.
+    pub url: String,
+    /// The cluster's folder (data, socket, log).
+    pub dir: PathBuf,
+    /// The PostgreSQL programs used.
+    pub bin: PathBuf,
+}
+
+/// The own cluster, started on first use (under the lock of a `OnceLock`: one per process).
+pub fn own_cluster() -> &'static OwnCluster {
+    static CLUSTER: std::sync::OnceLock<Result<OwnCluster, String>> = std::sync::OnceLock::new();
+    match CLUSTER.get_or_init(start_own_cluster) {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "the suite's own PostgreSQL (RECON_TEST_PG_URL unset) did not start: {e}\n\
+             (install Debian's postgresql, or set RECON_TEST_PG_URL to a server with trust auth \
+             on which the tests may create databases)"
+        ),
+    }
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin` that has initdb, pg_ctl and postgres.
+fn pg_bin_dir() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let version: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            ["initdb", "pg_ctl", "postgres", "psql"]
+                .iter()
+                .all(|p| bin.join(p).exists())
+                .then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// [`pg_bin_dir`], installing Debian's `postgresql` with apt-get when there is none.
+fn pg_bin_dir_or_install() -> Result<PathBuf, String> {
+    if let Some(bin) = pg_bin_dir() {
+        return Ok(bin);
+    }
+    eprintln!("tests: installing postgresql (apt-get) for the suite's own PostgreSQL cluster");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !apt(&["install", "-y", "-qq", "postgresql"]) {
+        apt(&["update", "-qq"]);
+        apt(&["install", "-y", "-qq", "postgresql"]);
+    }
+    pg_bin_dir().ok_or_else(|| {
+        "no /usr/lib/postgresql/<version>/bin with initdb and pg_ctl, and `apt-get install \
+         postgresql` did not provide one"
+            .to_string()
+    })
+}
+
+/// A command that runs `program` as `user` (`runuser -u`), or as this process's user.
+fn as_user(user: Option<&str>, program: &Path) -> Command {
+    match user {
+        Some(u) => {
+            let mut c = Command::new("runuser");
+            c.args(["-u", u, "--"]).arg(program);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+fn start_own_cluster() -> Result<OwnCluster, String> {
+    use std::os::unix::process::CommandExt as _;
+    let bin = pg_bin_dir_or_install()?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    // Root: the cluster belongs to `postgres` (Debian's package makes it), else `nobody`.
+    let user = if root {
+        let ids = |name: &str| {
+            let c = std::ffi::CString::new(name).expect("no NUL");
+            // SAFETY: getpwnam reads a NUL-terminated name; the record is copied out at once
+            // (the tests' only getpwnam caller, under the OnceLock).
+            let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+            // SAFETY: a non-null result points to a valid passwd record.
+            (!pw.is_null()).then(|| unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+        };
+        let (name, uid, gid) = ["postgres", "nobody"]
+            .into_iter()
+            .find_map(|n| ids(n).map(|(u, g)| (n, u, g)))
+            .ok_or("running as root, and there is neither a user postgres nor nobody")?;
+        Some((name, uid, gid))
+    } else {
+        None
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "recon-test-pg-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Some((_, uid, gid)) = user {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+            .map_err(|e| format!("chown {}: {e}", dir.display()))?;
+    }
+    let user = user.map(|(n, _, _)| n);
+    let data = dir.join("data");
+    let log = dir.join("log");
+    // Stops the cluster and removes the folder when this process ends (EOF on stdin).
+    let stop = format!(
+        "trap '' INT HUP TERM; cat >/dev/null; {runas}'{pg_ctl}' -D '{data}' stop -m immediate \
+         >/dev/null 2>&1; rm -rf '{dir}'",
+        runas = user
+            .map(|u| format!("runuser -u {u} -- "))
+            .unwrap_or_default(),
+        pg_ctl = bin.join("pg_ctl").display(),
+        data = data.display(),
+        dir = dir.display(),
+    );
+    let mut watchdog = Command::new("sh")
+        .args(["-c", &stop])
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("watchdog: {e}"))?;
+    let pipe = watchdog.stdin.take();
+    *WATCHDOG.lock().unwrap_or_else(|e| e.into_inner()) = Some((watchdog, pipe));
+    // SAFETY: registers a function without arguments that only touches WATCHDOG.
+    unsafe { libc::atexit(stop_own_cluster) };
+
+    let run = |mut c: Command, what: &str| -> Result<(), String> {
+        let out = c
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{what}: {}\n{}{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        ))
+    };
+    let mut initdb = as_user(user, &bin.join("initdb"));
+    initdb.arg("-D").arg(&data).args([
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--locale=C",
+        "--no-sync",
+    ]);
+    run(initdb, "initdb")?;
+    let mut last = String::new();
+    // A free port can be taken between the probe and the start: try a few.
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
+            .port();
+        let mut start = as_user(user, &bin.join("pg_ctl"));
+        // pg_ctl's output must not be a pipe: the server keeps it open (null, the log file).
+        start
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(&log)
+            .args(["-w", "-t", "120", "-o"])
+            .arg(format!(
+                "-c listen_addresses=127.0.0.1 -p {port} -k {dir} -c fsync=off \
+                 -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+                dir = dir.display()
+            ))
+            .arg("start")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        match run(start, "pg_ctl start") {
+            Ok(()) => {
+                let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+                eprintln!(
+                    "tests: own PostgreSQL cluster at {url} in {} (RECON_TEST_PG_URL unset)",
+                    dir.display()
+                );
+                return Ok(OwnCluster { url, dir, bin });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// The own cluster's watchdog and the write end of its stdin.
+type Watchdog = (std::process::Child, Option<std::process::ChildStdin>);
+static WATCHDOG: std::sync::Mutex<Option<Watchdog>> = std::sync::Mutex::new(None);
+
+/// At exit: closes the watchdog's stdin and waits until it stopped the cluster.
+extern "C" fn stop_own_cluster() {
+    let taken = WATCHDOG.lock().map(|mut w| w.take());
+    if let Ok(Some((mut child, pipe))) = taken {
+        drop(pipe);
+        let _ = child.wait();
     }
 }
 

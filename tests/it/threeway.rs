@@ -1,25 +1,11 @@
 //! Completeness gates, bank sources in matching and three-way matching (issue 4 points 4
-//! and 6). The three-way scenario reads the real Adyen settlement file of batch 380 from the
-//! shared folder (AGPL: referenced, not copied) with a synthetic ledger and bank statement.
+//! and 6). The three-way scenarios (`tests/it/adyen.rs`) read an own Adyen settlement detail
+//! report, `tests/formats/input/provider-csv/recon_adyen_settlement_batch_7.csv` (written for
+//! recon in the layout of Adyen's real report), with a synthetic ledger and bank statement; the
+//! real report of batch 380 is read by `tests/real/threeway.rs`.
 
+use crate::adyen::{ADYEN_RULES, Batch, RESULT_COLUMNS, check};
 use crate::support::{Settings, TestEnv, outcomes, read_columns};
-use std::path::{Path, PathBuf};
-
-/// The shared real-data folder (see tests/it/formats.rs).
-fn shared() -> PathBuf {
-    if let Some(dir) = std::env::var_os("RECON_SHARED_DATA") {
-        return PathBuf::from(dir);
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/real-data");
-    if beside.exists() {
-        return beside;
-    }
-    PathBuf::from("/work/shared/real-data")
-}
-
-fn expected_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/threeway")
-}
 
 /// An MT940 statement for November 2026 with one credit of 100.00; `closing` decides whether
 /// the balances chain (1100,00) or not.
@@ -158,190 +144,50 @@ fn unknown_role_is_a_config_error_naming_the_key() {
     );
 }
 
-const ADYEN_RULES: &str = r#"
-[[settlement]]
-id = "adyen_payouts"
-provider = "adyen"
-bank = "bank"
-group_by = "batch"
-amount_tolerance_minor = 0
-window_before = "24h"
-window_after = "120h"
-"#;
-
-/// Three payments of the synthetic ledger are Settled rows of batch 380 (merchant reference =
-/// payment id, amount = the row's net credit, recipient = the merchant account the file names).
-const ADYEN_LEDGER: &str = "\
-CM1000028854,YOURCOMPANY_ACCOUNT,31.15,USD,SUCCEEDED,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-1,
-CM2000162856,YOURCOMPANY_ACCOUNT,21.74,USD,UNKNOWN,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-2,
-";
-
-async fn adyen_env(bank_amount: &str) -> TestEnv {
-    let file = shared().join("provider-csv/adyen/oca_settlement_detail_report_batch_380.csv");
-    assert!(file.exists(), "{} (see SOURCES.md)", file.display());
-    let env = TestEnv::with(Settings {
-        timezone: "Europe/Amsterdam".into(),
-        complete: None,
-        rules: Some(format!("{}{ADYEN_RULES}", recon::rules::DEFAULT_RULES)),
-        ..Settings::default()
-    });
-    let cfg = format!(
-        r#"timezone = "Europe/Amsterdam"
-database_url = "sqlite://recon.db"
-output_dir = "out"
-rules_dir = "rules"
-
-[[source]]
-name = "adyen"
-path = "{file}"
-timestamp_format = "%Y-%m-%d %H:%M:%S"
-timezone = "CET"
-[source.columns]
-booked_at = "Creation Date"
-debit = "Net Debit (NC)"
-credit = "Net Credit (NC)"
-currency = "Net Currency"
-provider_txn_id = "Modification Reference"
-reference = "Merchant Reference"
-recipient = "Merchant Account"
-kind = "Type"
-batch = "Batch Number"
-[source.kinds]
-Settled = "PAYMENT"
-Refunded = "REFUND"
-Fee = "FEE"
-MerchantPayout = "PAYOUT"
-
-[[source]]
-name = "bank"
-role = "bank"
-path = "bank.csv"
-timestamp_format = "rfc3339"
-[source.columns]
-provider_txn_id = "id"
-reference = "purpose"
-amount = "amount"
-currency = "currency"
-booked_at = "booked_at"
-"#,
-        file = file.display()
-    );
-    env.write("recon.toml", &cfg);
-    env.write(
-        "bank.csv",
-        &format!("id,purpose,amount,currency,booked_at\nBNK-380,TX635094301XT batch 380,{bank_amount},USD,2021-01-07T10:00:00+01:00\n"),
-    );
-    env.import(ADYEN_LEDGER, "A-1,CM1000028854,2021-01-04T23:00:00Z,2021-01-04T23:00:01Z,SUCCEEDED,,\nA-2,CM2000162856,2021-01-04T23:00:00Z,,UNKNOWN,,timeout\n")
-        .await;
-    env
-}
-
-/// Results rows without a payment (the three-way rows) and settlement.csv of a run on
-/// 2021-01-07, the day the payout and the bank credit are booked.
-async fn payout_day(env: &TestEnv, id: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
-    let report = env
-        .run("2021-01-07", "2021-01-20T00:00:00Z", false, id)
-        .await;
-    let rows = read_columns(&report.out_dir.join("results.csv"), &RESULT_COLUMNS);
-    let settlement = read_columns(&report.out_dir.join("settlement.csv"), &SETTLEMENT_COLUMNS);
-    // Payment rows of the carried-over days are not what this view is about.
-    let rows = rows.into_iter().filter(|r| r[1].is_empty()).collect();
-    (rows, settlement)
-}
-
-/// The reviewed expected rows; `RECON_UPDATE_SNAPSHOTS=1` rewrites them from `actual` (review
-/// the diff by eye).
-fn check(actual: &[Vec<String>], name: &str, file: &str, columns: &[&str]) {
-    let path = expected_dir().join(name).join(file);
-    if std::env::var_os("RECON_UPDATE_SNAPSHOTS").is_some() {
-        let mut w = csv::Writer::from_path(&path).expect("write expected");
-        w.write_record(columns).expect("header");
-        for r in actual {
-            w.write_record(r).expect("row");
-        }
-        w.flush().expect("flush");
+/// The own report: four Settled rows (two of them payments of the ledger below), a refund, a
+/// fee and the payout of batch 7: net 31.15 + 21.74 + 26.20 + 95.93 - 19.95 - 1.10 = 153.97 USD.
+fn batch_7() -> Batch {
+    Batch {
+        file: std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/formats/input/provider-csv/recon_adyen_settlement_batch_7.csv"),
+        ledger: "\
+ORD-1001,SHOPCO_ACCOUNT,31.15,USD,SUCCEEDED,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-1,
+ORD-1002,SHOPCO_ACCOUNT,21.74,USD,UNKNOWN,2021-01-04T23:00:00Z,2021-01-04T23:00:00Z,A-2,
+",
+        attempts: "A-1,ORD-1001,2021-01-04T23:00:00Z,2021-01-04T23:00:01Z,SUCCEEDED,,\nA-2,ORD-1002,2021-01-04T23:00:00Z,,UNKNOWN,,timeout\n",
+        bank_id: "BNK-7",
+        bank_purpose: "TX000000007XT batch 7",
+        cases: [
+            "own_adyen_settled",
+            "own_adyen_mismatch",
+            "own_adyen_missing_at_bank",
+        ],
     }
-    assert_eq!(actual, read_columns(&path, columns), "{}", path.display());
 }
-
-const RESULT_COLUMNS: [&str; 7] = [
-    "outcome",
-    "payment_id",
-    "provider_txn_id",
-    "rule",
-    "action",
-    "line_amount",
-    "detail",
-];
-const SETTLEMENT_COLUMNS: [&str; 12] = [
-    "rule",
-    "provider",
-    "batch",
-    "currency",
-    "items",
-    "ledger_matched",
-    "provider_net",
-    "provider_payout",
-    "bank_line",
-    "bank_amount",
-    "difference",
-    "status",
-];
 
 #[tokio::test]
 async fn adyen_batch_settles_three_way() {
-    let env = adyen_env("55308.07").await;
+    let batch = batch_7();
     // The day of the Settled rows: the ledger side.
-    let day5 = env
-        .run("2021-01-05", "2021-01-20T00:00:00Z", false, "d5")
-        .await;
-    let rows = outcomes(&day5);
-    let count = |o: &str| rows.iter().filter(|r| r.0 == o).count();
-    assert_eq!(count("MATCHED"), 1, "{rows:?}");
-    assert_eq!(count("RESOLVED_SUCCEEDED"), 1);
+    let env = crate::adyen::adyen_env(&batch, "153.97").await;
+    let counts = crate::adyen::settled_day_counts(&env).await;
+    let want = [
+        ("MATCHED", 1),
+        ("ORPHAN_AT_PROVIDER", 2), // ORD-1003 and ORD-1004: no payment of ours
+        ("REFUND", 1),
+        ("RESOLVED_SUCCEEDED", 1), // ORD-1002 was UNKNOWN
+    ];
     assert_eq!(
-        count("ORPHAN_AT_PROVIDER"),
-        218,
-        "the Settled rows no payment claims"
+        counts,
+        want.map(|(o, n)| (o.to_string(), n)).to_vec(),
+        "{counts:?}"
     );
-    assert_eq!(count("REFUND"), 6);
-    let (rows, settlement) = payout_day(&env, "d7").await;
-    check(&rows, "adyen_settled", "expected.csv", &RESULT_COLUMNS);
-    check(
-        &settlement,
-        "adyen_settled",
-        "settlement.csv",
-        &SETTLEMENT_COLUMNS,
-    );
+    crate::adyen::batch_settles_three_way(&env, &batch).await;
 }
 
 #[tokio::test]
 async fn adyen_batch_off_by_an_amount_is_a_ticket() {
-    let env = adyen_env("55300.00").await;
-    let (rows, settlement) = payout_day(&env, "d7").await;
-    check(&rows, "adyen_mismatch", "expected.csv", &RESULT_COLUMNS);
-    check(
-        &settlement,
-        "adyen_mismatch",
-        "settlement.csv",
-        &SETTLEMENT_COLUMNS,
-    );
-    let open = env
-        .texts("SELECT kind FROM review_tickets WHERE status = 'OPEN' ORDER BY kind")
-        .await;
-    assert!(open.iter().any(|o| o == "SETTLEMENT_MISMATCH"), "{open:?}");
-    // A re-run reproduces the three-way rows and raises no ticket twice.
-    let again = env
-        .run("2021-01-07", "2021-01-20T00:00:00Z", false, "d7-again")
-        .await;
-    assert_eq!(again.summary.tickets.created, 0);
-    for f in ["results.csv", "settlement.csv"] {
-        assert_eq!(
-            std::fs::read(env.path("out/d7").join(f)).expect("first"),
-            std::fs::read(again.out_dir.join(f)).expect("second"),
-            "{f}"
-        );
-    }
+    crate::adyen::batch_off_by_an_amount_is_a_ticket(&batch_7(), "150.00").await;
 }
 
 #[tokio::test]
@@ -406,77 +252,9 @@ fn settlement_keys_are_validated_strictly() {
     assert!(msg.contains("TOML parse error at line"), "{msg}");
 }
 
-/// The bank statement of the payout's window, declared complete, has no credit for batch 380:
-/// once the window (120 h after the batch's last line) and the settlement lag (24 h) have
-/// passed, the payout is missing at the bank — a ticket, reported on the day of that deadline
-/// (2021-01-13 in Amsterdam). Without the completeness declaration, absence proves nothing.
 #[tokio::test]
 async fn a_payout_that_never_reaches_a_complete_bank_statement_is_a_ticket() {
-    let env = adyen_env("0").await;
-    env.write("bank.csv", "id,purpose,amount,currency,booked_at\n");
-    let cfg = std::fs::read_to_string(env.path("recon.toml")).expect("config");
-    let complete = cfg.replace(
-        "path = \"bank.csv\"",
-        "path = \"bank.csv\"\ncomplete_from = \"2021-01-01\"\ncomplete_to = \"2021-01-31\"\ncompleteness = \"control_file\"",
-    );
-    // The bank delivered the (empty) statement with its control file: no activity, proven.
-    env.control("bank.csv");
-    // Not complete: the batch waits, whatever the day.
-    let open = env
-        .run("2021-01-13", "2021-01-20T00:00:00Z", false, "open")
-        .await;
-    assert!(
-        !crate::support::outcomes(&open)
-            .iter()
-            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK"),
-        "an incomplete bank statement proves nothing"
-    );
-    env.write("recon.toml", &complete);
-    // Complete, but the deadline (2021-01-12T23:46:38Z) has not passed at this as-of.
-    let early = env
-        .run("2021-01-13", "2021-01-12T12:00:00Z", true, "early")
-        .await;
-    assert!(
-        !crate::support::outcomes(&early)
-            .iter()
-            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK")
-    );
-    let report = env
-        .run("2021-01-13", "2021-01-20T00:00:00Z", false, "d13")
-        .await;
-    let rows: Vec<Vec<String>> = read_columns(&report.out_dir.join("results.csv"), &RESULT_COLUMNS)
-        .into_iter()
-        .filter(|r| r[1].is_empty())
-        .collect();
-    let settlement = read_columns(&report.out_dir.join("settlement.csv"), &SETTLEMENT_COLUMNS);
-    check(
-        &rows,
-        "adyen_missing_at_bank",
-        "expected.csv",
-        &RESULT_COLUMNS,
-    );
-    check(
-        &settlement,
-        "adyen_missing_at_bank",
-        "settlement.csv",
-        &SETTLEMENT_COLUMNS,
-    );
-    let open = env
-        .texts("SELECT kind FROM review_tickets WHERE status = 'OPEN' ORDER BY kind")
-        .await;
-    assert!(
-        open.iter().any(|o| o == "PAYOUT_MISSING_AT_BANK"),
-        "{open:?}"
-    );
-    // The day before the deadline does not report it.
-    let day12 = env
-        .run("2021-01-12", "2021-01-20T00:00:00Z", true, "d12")
-        .await;
-    assert!(
-        !crate::support::outcomes(&day12)
-            .iter()
-            .any(|r| r.0 == "PAYOUT_MISSING_AT_BANK")
-    );
+    crate::adyen::payout_that_never_reaches_a_complete_bank_statement_is_a_ticket(&batch_7()).await;
 }
 
 /// Two consecutive MT940 statements must hand over the balance: the second opens with what the

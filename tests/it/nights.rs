@@ -2163,6 +2163,111 @@ async fn nights_sweep_postgres() {
     finish(done);
 }
 
+/// The harness is not blind: a recon made wrong on purpose (through its job and rule files
+/// only) fails the check that guards each blind spot issue 30 named. Small worlds without the
+/// shapes, so that only the sabotage can fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_catches_a_sabotaged_recon() {
+    let lazy_rules = r#"
+[[pass]]
+id = "identifier"
+kind = "identifier"
+identifiers = ["reference", "provider_txn_id"]
+normalize = ["fold_width", "no_spaces", "upper"]
+auto_apply_succeeded = false
+auto_apply_unknown = false
+
+[[pass]]
+id = "recipient_amount_window"
+kind = "fuzzy"
+normalize = ["fold_width", "no_spaces", "upper"]
+window_before = "10m"
+window_after = "72h"
+auto_apply_succeeded = false
+auto_apply_unknown = false
+"#;
+    type Edit = fn(String) -> String;
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 4] = [
+        (
+            "a recon that only proposes",
+            |c| {
+                c.replace(
+                    "output_dir = \"out\"",
+                    "output_dir = \"out\"\nrules_dir = \"rules\"",
+                )
+            },
+            Some(lazy_rules),
+            "no progress (invariant 6)",
+            "",
+        ),
+        (
+            "a recon that never reads the bank's files",
+            |c| {
+                c.replace(
+                    "inbox/bank/bank-{date}.csv",
+                    "inbox/bank/elsewhere-{date}.csv",
+                )
+            },
+            None,
+            "delivered file not read (invariant 3)",
+            "",
+        ),
+        (
+            "a recon that resolves FAILED without the settlement lag",
+            |c| c.replace("settlement_lag_hours = 24", "settlement_lag_hours = 0"),
+            None,
+            "transition from the wrong state or by the wrong clock (invariant 1)",
+            "",
+        ),
+        (
+            "a recon whose windows never close",
+            |c| c.replace("settlement_lag_hours = 24", "settlement_lag_hours = 2000"),
+            None,
+            "critical fact not surfaced (invariant 2)",
+            "SUCCEEDED in the ledger but never paid",
+        ),
+    ];
+    for (what, edit, rules, category, text) in cases {
+        let mut o = SimOptions::new(CI_SEED);
+        o.days = 3;
+        o.tail = 3;
+        o.payments_per_day = 25;
+        o.probs = sim::Probs {
+            live_retry: 0,
+            other_reference: 0,
+            late_contradiction: 0,
+            paid_while_pending: 0,
+            succeeded_but_lost: 2_000,
+            ..sim::Probs::default()
+        };
+        let mut h = Harness::new(&o, Backend::Sqlite).await;
+        let cfg = std::fs::read_to_string(&h.env.config_path).expect("config");
+        let edited = edit(cfg.clone());
+        assert_ne!(edited, cfg, "{what}: the sabotage changes the job");
+        std::fs::write(&h.env.config_path, edited).expect("config");
+        if let Some(r) = rules {
+            std::fs::create_dir_all(h.env.path("rules")).expect("rules dir");
+            h.env.write("rules/lazy.toml", r);
+        }
+        h.play().await;
+        let hits = h
+            .violations
+            .iter()
+            .filter(|v| v.contains(&format!("] {category}: ")) && v.contains(text))
+            .count();
+        assert!(
+            hits > 0,
+            "{what}: expected violations of {category:?}{}, got:\n{}",
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!(" about {text:?}")
+            },
+            h.report()
+        );
+    }
+}
+
 /// `recon-tools generate --days N` writes a world a range run can read end to end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generated_world_runs_as_one_range() {

@@ -1202,8 +1202,7 @@ impl World {
         let start = self.opts.start;
         let nights = self.opts.nights();
         let lonely = self.lonely();
-        let n0 = self.payments.len();
-        for p in 0..n0 {
+        for (p, &alone) in lonely.iter().enumerate() {
             let pay = self.payments[p].clone();
             let Some(started) = pay.started_at else {
                 // PENDING: never submitted, per the ledger.
@@ -1296,9 +1295,7 @@ impl World {
                         before_as_of,
                     });
                 }
-                (LedgerStatus::Unknown, Fate::Lost)
-                    if lonely[p] && rng.chance(pr.other_reference) =>
-                {
+                (LedgerStatus::Unknown, Fate::Lost) if alone && rng.chance(pr.other_reference) => {
                     let booked =
                         (started + rng.between(10, 48 * 60) * MINUTE) / 1_000_000 * 1_000_000;
                     let (amount_minor, kind) = match pay.rail {
@@ -1370,7 +1367,7 @@ impl World {
                     }
                 }
                 (LedgerStatus::Unknown, Fate::Lost)
-                    if lonely[p]
+                    if alone
                         && pay.rail == Source::Psp
                         && pay.provider_id.is_some()
                         && rng.chance(pr.late_contradiction) =>
@@ -1395,7 +1392,7 @@ impl World {
                     self.payments[p].shape = Some(Shape::LateContradiction);
                 }
                 (LedgerStatus::Unknown | LedgerStatus::Submitting, Fate::PaidOnce)
-                    if lonely[p] && rng.chance(pr.other_reference / 2) =>
+                    if alone && rng.chance(pr.other_reference / 2) =>
                 {
                     let l = pay.lines[0];
                     self.lines[l].reference = format!("INV-2026-{:04}", rng.between(1, 9_999));

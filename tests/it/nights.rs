@@ -1773,12 +1773,13 @@ impl Harness {
     /// Invariant 6, progress: what the world's own truth decides, recon decided by the end.
     /// A payment the truth decides is one no second reading could doubt:
     /// - UNKNOWN or stale SUBMITTING, paid once, its only payout names it (reference or a
-    ///   provider id the ledger knows) and sits in a complete file: SUCCEEDED;
+    ///   provider id the ledger knows), sits in a complete file and was never copied by a
+    ///   flawed one: SUCCEEDED;
     /// - UNKNOWN or stale SUBMITTING, never paid, no provider word, its window and the lag
     ///   over, every file of the window complete and no line to its recipient in the window
     ///   (no near miss): FAILED;
-    /// - SUCCEEDED, paid once, its only payout names it and sits in a complete file, nobody
-    ///   else with its recipient, amount and currency: MATCHED by some run.
+    /// - SUCCEEDED, paid once, its only payout as above, nobody else with its recipient,
+    ///   amount and currency: MATCHED by some run.
     ///
     /// A recon that resolves nothing fails here.
     async fn check_progress(&mut self, last: u32) {
@@ -1831,7 +1832,12 @@ impl Harness {
                 .copied()
                 .filter(|&l| matches!(self.world.lines[l].role, LineRole::Payment { .. }))
                 .collect();
+            // A spurious copy of its payout (a flawed file) is a duplicate until corrected.
+            let copied = self.world.lines.iter().any(
+                |l| matches!(l.role, LineRole::Spurious { copy_of } if p.lines.contains(&copy_of)),
+            );
             let named_single = p.fate == Fate::PaidOnce
+                && !copied
                 && payouts.len() == 1
                 && self.names_payment(payouts[0], &p.id)
                 && in_complete_file(payouts[0])

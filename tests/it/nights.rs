@@ -5,20 +5,39 @@
 //! the world's truth, which recon only ever sees through the files:
 //!
 //! 1. no wrong automatic decision: a recon `→SUCCEEDED` only for a payment truly paid whose
-//!    return that run could not see yet, a `→FAILED` only for one truly never paid, and never
-//!    two recon transitions for one payment;
-//! 2. critical facts surface: paid although FAILED (ledger or recon), a duplicate payout and a
-//!    return each have a ticket naming the payment (raised or seen by the first run whose inputs
-//!    hold the evidence) or naming one of the evidence lines (open or human-resolved); two
-//!    different statement lines never share one ticket;
+//!    return that run could not see yet (or on the provider's own PAID event, the latest the
+//!    run had), a `→FAILED` only for one truly never paid, and never two recon transitions for
+//!    one payment; a transition starts from the status the ledger has (UNKNOWN, or SUBMITTING
+//!    whose current attempt is older than the stale age at the run's as-of), and `→FAILED`
+//!    comes only after the current attempt's window and the settlement lag, with every file
+//!    of that window complete in the inbox (rules 2 and 11);
+//! 2. critical facts surface: paid although FAILED (ledger or recon), a duplicate payout, a
+//!    return and (as a CRITICAL ticket) a payout of a payment still PENDING each have a ticket
+//!    naming the payment (raised or seen by the first run whose inputs hold the evidence) or
+//!    naming one of the evidence lines (open or human-resolved); a SUCCEEDED payment never paid
+//!    has a ticket by the first nightly run after its window, the lag and a complete inbox for
+//!    the window; a FAILED webhook event after the PAID event recon resolved a payment on has
+//!    a ticket by the first nightly run that has it; two different statement lines never share
+//!    one ticket;
 //! 3. every line booked in a run's day appears in that day's results.csv with exactly one
 //!    owner: its own row or the one payment row that links it (rows of AMBIGUOUS payments list
-//!    candidates and own nothing);
+//!    candidates and own nothing); an automatic row (no ticket) owns only lines the world paid
+//!    for its payment; every file the inbox held for the run's days and horizon was read
+//!    (what the run had comes from the world's deliveries, not from recon's list of inputs);
 //! 4. re-runs reproduce: the same day, as-of and input files give a byte-identical results.csv,
 //!    and a repeated run applies no transition;
 //! 5. a resolved ticket stays resolved while its evidence is unchanged; when recon reopens it,
 //!    a history row names actor `recon` and the changed fingerprint, and a run with an older
-//!    view than the one the human saw never reopens it.
+//!    view than the one the human saw never reopens it;
+//! 6. progress: every payment the truth decides beyond doubt (a lone payout that names it in
+//!    a complete file; no line at all, window over and complete, no near miss) is resolved
+//!    SUCCEEDED / FAILED or MATCHED by the end: a recon that resolves nothing fails.
+//!
+//! The worlds hold the shapes of issue 30 (`recon_tools::sim::Shape`): a live retry of a
+//! payment declined days ago, a line whose reference names another payment (a UUID not ours,
+//! an old payment of ours), a PAID webhook contradicted by a later FAILED one, and a payout of
+//! a PENDING payment. Each is switched off with its probability set to 0 in `RECON_SIM_PROBS`
+//! (`live_retry`, `other_reference`, `late_contradiction`, `paid_while_pending`).
 //!
 //! CI plays three pinned seeds on SQLite (and a short one on PostgreSQL). Explore locally:
 //!
@@ -50,6 +69,10 @@ const CI_SEED: u64 = 20_261_021;
 /// More worlds CI plays on SQLite (a few seconds each): the more worlds, the more of the
 /// rare shapes (an id on the attempt only, a twin, a late correction) meet a re-run.
 const CI_MORE_SEEDS: [u64; 2] = [1, 3];
+/// CI's worlds are smaller than the default ones (business days, payments a day), so that
+/// its three worlds play in under half a minute in a debug build; the sweep plays full size.
+const CI_DAYS: u32 = 5;
+const CI_PAYMENTS: u32 = 40;
 
 /// A line as results.csv names it: provider lines by their id, bank lines (no id) by their
 /// line number and booking date.
@@ -78,6 +101,13 @@ struct DayRun {
     nightly: bool,
     /// (path relative to the job, sha256) of every statement file read.
     inputs: Vec<(String, String)>,
+    /// (path, sha256) of the statement files the inbox held for the run's days and their
+    /// horizon: what recon had, whether or not it read it (the world's side, not recon's).
+    delivered: Vec<(String, String)>,
+    /// What else the run's results depend on besides its statement files: the webhook files
+    /// stored and the ledger rows that appeared after the run's as-of although they started
+    /// before it (a retried payment), so runs that differ in them are not compared.
+    extra_key: String,
     /// Lines surely visible (file read, booked at or before the as-of), by key.
     visible: BTreeMap<LineKey, usize>,
     /// Lines recon may or may not count as known (date-only bookings on the as-of's day).
@@ -99,6 +129,7 @@ impl DayRun {
         for (p, s) in &self.inputs {
             let _ = write!(key, "{p}={s};");
         }
+        key.push_str(&self.extra_key);
         key
     }
 }
@@ -135,6 +166,7 @@ struct Ticket {
     sha: String,
     evidence_as_of: String,
     last_seen_run_id: String,
+    severity: String,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +198,21 @@ struct Fact {
     what: &'static str,
     /// All of these must be visible.
     evidence: Vec<usize>,
+    /// The ticket must be of CRITICAL severity.
+    critical: bool,
+}
+
+/// A critical fact proven by the absence of evidence, or by a contradiction that arrives at
+/// a known time: due on the first real nightly run whose as-of is at or after `due` (and,
+/// with `complete_window`, whose inbox holds every file of the payment's window complete).
+#[derive(Debug, Clone)]
+struct LateFact {
+    payment: usize,
+    what: &'static str,
+    due: Micros,
+    complete_window: bool,
+    /// Only when recon itself resolved the payment SUCCEEDED before `due`.
+    after_recon_success: bool,
 }
 
 struct Harness {
@@ -183,11 +230,17 @@ struct Harness {
     by_key: BTreeMap<String, usize>,
     facts: Vec<Fact>,
     surfaced: BTreeSet<usize>,
+    late_facts: Vec<LateFact>,
+    late_surfaced: BTreeSet<usize>,
+    /// (line, payment) pairs already reported as a wrong owner.
+    wrong_owners: BTreeSet<(usize, usize)>,
+    /// sha256 of each version's statement file.
+    version_sha: Vec<String>,
     resolved: BTreeMap<i64, Resolution>,
     line_ticket: BTreeMap<String, BTreeSet<usize>>,
     /// `source:uid` of each world line, as recon named it in some results.csv.
     uids: BTreeMap<usize, String>,
-    /// (path, sha256) of every statement file a real run read.
+    /// (path, sha256) of every statement file a real run had (read or in its inbox).
     read_before: BTreeSet<(String, String)>,
     /// Observations that are not violations.
     notes: Vec<String>,
@@ -227,9 +280,11 @@ impl Harness {
         let url = env.config().database_url;
         std::fs::write(&env.config_path, world.config_toml(&url)).expect("config");
         let mut version_by_sha = BTreeMap::new();
+        let mut version_sha = Vec::new();
         for (k, v) in world.versions.iter().enumerate() {
             let files = world.render_version(v);
             let sha = recon::sources::sha256_hex(&files[0].1);
+            version_sha.push(sha.clone());
             version_by_sha.insert((v.source, v.day, sha), k);
         }
         let payment_by_id = world
@@ -252,6 +307,7 @@ impl Harness {
                         payment: i,
                         what: "paid although the ledger says FAILED",
                         evidence: vec![l],
+                        critical: false,
                     });
                 }
             }
@@ -260,6 +316,7 @@ impl Harness {
                     payment: i,
                     what: "paid twice (duplicate payout)",
                     evidence: payouts.clone(),
+                    critical: false,
                 });
             }
             if p.fate == Fate::Returned {
@@ -273,7 +330,61 @@ impl Harness {
                     payment: i,
                     what: "money returned",
                     evidence: ret,
+                    critical: false,
                 });
+            }
+            // Paid although the ledger never sent it: a critical ticket of its own, whatever
+            // its outcome is called.
+            if p.status == LedgerStatus::Pending && p.fate.paid() {
+                facts.push(Fact {
+                    payment: i,
+                    what: "paid while the ledger says PENDING",
+                    evidence: payouts.clone(),
+                    critical: true,
+                });
+            }
+        }
+        let mut late_facts = Vec::new();
+        for (i, p) in world.payments.iter().enumerate() {
+            let Some(s) = p.current_start() else { continue };
+            if p.status == LedgerStatus::Succeeded && !p.fate.paid() {
+                late_facts.push(LateFact {
+                    payment: i,
+                    what: "SUCCEEDED in the ledger but never paid",
+                    due: s + sim::WINDOW_AFTER + sim::LAG,
+                    complete_window: true,
+                    after_recon_success: false,
+                });
+            }
+            if !p.fate.paid()
+                && world
+                    .hooks
+                    .iter()
+                    .any(|e| e.payment == i && e.status == "PAID")
+            {
+                late_facts.push(LateFact {
+                    payment: i,
+                    what: "resolved SUCCEEDED by recon but never paid",
+                    due: s + sim::WINDOW_AFTER + sim::LAG,
+                    complete_window: true,
+                    after_recon_success: true,
+                });
+            }
+            // A later event contradicts the PAID event recon took: the next night's run judges
+            // it (DESIGN.md rule 8).
+            let mut events: Vec<&sim::HookEvent> =
+                world.hooks.iter().filter(|e| e.payment == i).collect();
+            events.sort_by_key(|e| e.at);
+            for w in events.windows(2) {
+                if w[0].status == "PAID" && w[1].status == "FAILED" {
+                    late_facts.push(LateFact {
+                        payment: i,
+                        what: "a FAILED webhook event contradicts the PAID event recon resolved SUCCEEDED on",
+                        due: w[1].at,
+                        complete_window: false,
+                        after_recon_success: true,
+                    });
+                }
             }
         }
         Harness {
@@ -298,6 +409,10 @@ impl Harness {
             imported_until: None,
             n_runs: 0,
             stats: BTreeMap::new(),
+            late_facts,
+            late_surfaced: BTreeSet::new(),
+            wrong_owners: BTreeSet::new(),
+            version_sha,
         }
     }
 
@@ -374,7 +489,7 @@ impl Harness {
     async fn tickets(&self) -> Vec<Ticket> {
         self.query(
             "SELECT CAST(ticket_id AS TEXT), dedupe_key, kind, COALESCE(payment_id, ''), line_ids, status, \
-             COALESCE(evidence_sha256, ''), COALESCE(evidence_as_of, ''), last_seen_run_id \
+             COALESCE(evidence_sha256, ''), COALESCE(evidence_as_of, ''), last_seen_run_id, severity \
              FROM review_tickets ORDER BY ticket_id",
         )
         .await
@@ -389,6 +504,7 @@ impl Harness {
             sha: r[6].clone(),
             evidence_as_of: r[7].clone(),
             last_seen_run_id: r[8].clone(),
+            severity: r[9].clone(),
         })
         .collect::<Vec<_>>()
         .tap_sort(|t| t.id)
@@ -475,6 +591,37 @@ impl Harness {
         (visible, maybe)
     }
 
+    /// (path, sha256) of the statement files the inbox holds on night `night` for the run of
+    /// `day`: its day and the days of its horizon (the carry-over and the evidence window,
+    /// each a day short of recon's own reach, so that only files it must read are named).
+    fn delivered_files(&self, night: u32, day: i64) -> Vec<(String, String)> {
+        let (lo, hi) = (day - 17, day + 3);
+        self.world
+            .inbox_at(night)
+            .iter()
+            .filter(|((_, d), _)| (lo..=hi).contains(d))
+            .map(|(&(s, d), &k)| (self.world.file_name(s, d), self.version_sha[k].clone()))
+            .collect()
+    }
+
+    /// See [`DayRun::extra_key`].
+    fn extra_key(&self, night: u32, as_of: Micros) -> String {
+        let mut key = String::new();
+        for (rel, bytes) in self.world.hook_files(night) {
+            let _ = write!(key, "{rel}={};", recon::sources::sha256_hex(&bytes));
+        }
+        let imported = self.imported_until.unwrap_or(i64::MIN);
+        for p in &self.world.payments {
+            if p.ledger_from <= imported
+                && p.ledger_from > as_of
+                && p.started_at.is_some_and(|s| s <= as_of)
+            {
+                let _ = write!(key, "ledger:{};", p.id);
+            }
+        }
+        key
+    }
+
     fn file_of(&self, path: &str) -> (Source, i64) {
         let rel = &path[path
             .find("inbox/")
@@ -521,6 +668,8 @@ impl Harness {
             None => vec![report],
         };
         let mut new_runs = Vec::new();
+        let mut unread = Vec::new();
+        let extra_key = self.extra_key(night, as_of);
         for (k, r) in days.into_iter().enumerate() {
             let day = from + k as i64;
             let inputs: Vec<(String, String)> = r
@@ -532,7 +681,29 @@ impl Harness {
                     (rel, i.sha256.clone())
                 })
                 .collect();
-            let (visible, maybe) = self.visible_lines(&inputs, as_of);
+            // What the inbox held for this day and its horizon, from the world's side: a
+            // delivered file recon does not read is held against it.
+            let mut delivered = self.delivered_files(night, day);
+            for f in &delivered {
+                if !inputs.contains(f) {
+                    unread.push((
+                        day,
+                        format!(
+                            "{} (sha256 {}) was in the inbox for the run of {} but recon did not read it",
+                            f.0,
+                            f.1,
+                            sim::day_date(self.start(), day)
+                        ),
+                    ));
+                }
+            }
+            for f in &inputs {
+                if !delivered.contains(f) {
+                    delivered.push(f.clone());
+                }
+            }
+            delivered.sort();
+            let (visible, maybe) = self.visible_lines(&delivered, as_of);
             let results = std::fs::read(r.out_dir.join("results.csv")).expect("results.csv");
             new_runs.push(DayRun {
                 run_id: r.run_id.clone(),
@@ -549,11 +720,17 @@ impl Harness {
                 range_from: from,
                 nightly: label == "nightly",
                 inputs,
+                delivered,
+                extra_key: extra_key.clone(),
                 visible,
                 maybe,
                 results,
                 applied: r.summary.transitions.applied,
             });
+        }
+        for (day, text) in unread {
+            let label = format!("{label} (day {})", sim::day_date(self.start(), day));
+            self.violation(night, &label, "delivered file not read (invariant 3)", text);
         }
         for dr in new_runs {
             self.runs.push(dr);
@@ -598,7 +775,7 @@ impl Harness {
         // A file no earlier run read is late: the nightly run that first reads it reports its
         // lines booked before the day (those before the job's first day are history).
         let late_files: BTreeSet<String> = if dr.nightly {
-            dr.inputs
+            dr.delivered
                 .iter()
                 .filter(|x| !self.read_before.contains(*x))
                 .map(|x| x.0.clone())
@@ -607,10 +784,11 @@ impl Harness {
             BTreeSet::new()
         };
         if !dr.dry {
-            self.read_before.extend(dr.inputs.iter().cloned());
+            self.read_before.extend(dr.delivered.iter().cloned());
         }
         let history = sim::day_start(self.start(), 0);
         let mut problems = Vec::new();
+        let mut wrong_owner = Vec::new();
         for (key, &l) in &dr.visible {
             let line = &self.world.lines[l];
             let b = line.recon_booked_at(self.start());
@@ -650,6 +828,59 @@ impl Harness {
                 problems.push(s);
             }
         }
+        // An automatic row (no ticket) of a payment owns only that payment's lines: a line the
+        // world paid for another payment, or nobody's, is the wrong owner even when it has
+        // exactly one. Payouts of an exact look-alike (same recipient, amount and currency,
+        // naming neither payment) are interchangeable and only counted.
+        for r in &rows {
+            if r.payment_id.is_empty()
+                || !(r.action == "none" || r.action.starts_with("transition"))
+            {
+                continue;
+            }
+            let Some(&p) = self.payment_by_id.get(&r.payment_id) else {
+                continue;
+            };
+            for k in &r.lines {
+                let Some(&l) = dr.visible.get(k).or(dr.maybe.get(k)) else {
+                    continue;
+                };
+                *self.stats.entry("automatic owners checked").or_insert(0) += 1;
+                let truth = self.world.lines[l].payment(&self.world.lines);
+                if truth == Some(p) {
+                    continue;
+                }
+                let pay = &self.world.payments[p];
+                let look_alike = truth.is_some_and(|q| {
+                    let o = &self.world.payments[q];
+                    o.recipient == pay.recipient
+                        && o.currency == pay.currency
+                        && o.amount_minor == pay.amount_minor
+                        && !self.names_payment(l, &o.id)
+                        && !self.names_payment(l, &pay.id)
+                });
+                if look_alike {
+                    *self.stats.entry("look-alike payouts swapped").or_insert(0) += 1;
+                    continue;
+                }
+                // Once per line and payment: later runs repeat the same row.
+                if !self.wrong_owners.insert((l, p)) {
+                    continue;
+                }
+                wrong_owner.push(format!(
+                    "row {} {} of payment {} takes {}, which the world paid for {}\n    row: {}\n    that payment: {}",
+                    r.outcome,
+                    r.action,
+                    r.payment_id,
+                    self.world.lines[l].describe(l, self.start()),
+                    truth
+                        .map(|q| format!("payment {}", self.world.payments[q].id))
+                        .unwrap_or_else(|| "no payment of ours".into()),
+                    r.text,
+                    self.world.describe_payment(p)
+                ));
+            }
+        }
         // Rows naming lines the run cannot have read.
         for r in &rows {
             for key in &r.lines {
@@ -663,6 +894,14 @@ impl Harness {
         }
         for p in problems {
             self.violation(dr.night, &dr.label, "line ownership (invariant 3)", p);
+        }
+        for p in wrong_owner {
+            self.violation(
+                dr.night,
+                &dr.label,
+                "line taken by the wrong payment (invariant 3)",
+                p,
+            );
         }
     }
 
@@ -779,6 +1018,41 @@ impl Harness {
         }
     }
 
+    /// The status of the latest webhook event about payment `p` stored by night `night`.
+    fn latest_hook(&self, p: usize, night: u32) -> Option<&'static str> {
+        self.world
+            .hooks
+            .iter()
+            .filter(|e| e.payment == p && self.world.first_night_at(e.at) <= night)
+            .max_by_key(|e| e.at)
+            .map(|e| e.status)
+    }
+
+    /// The files of payment `p`'s evidence window (from its current attempt's start) that the
+    /// inbox of night `night` does not hold complete, by name.
+    fn window_holes(&self, p: usize, night: u32) -> Vec<String> {
+        let Some(c) = self.world.payments[p].current_start() else {
+            return Vec::new();
+        };
+        let inbox = self.world.inbox_at(night);
+        let mut holes = Vec::new();
+        for source in Source::ALL {
+            let (a, b) = (
+                sim::file_day_of(source, self.start(), c - sim::WINDOW_BEFORE),
+                sim::file_day_of(source, self.start(), c + sim::WINDOW_AFTER),
+            );
+            for d in a..=b {
+                let complete = inbox
+                    .get(&(source, d))
+                    .is_some_and(|&k| self.world.versions[k].complete());
+                if !complete {
+                    holes.push(self.world.file_name(source, d));
+                }
+            }
+        }
+        holes
+    }
+
     fn by_key_real(&self, key: &str, before: usize) -> Option<usize> {
         (0..before).find(|&j| !self.runs[j].dry && self.runs[j].key() == key)
     }
@@ -843,10 +1117,18 @@ impl Harness {
                     ),
                 );
             }
+            // The provider's own word (a stored PAID event, the latest the run had) makes a
+            // success right on what recon could know; a later contradiction is then due
+            // (LateFact).
+            let on_word = run
+                .as_ref()
+                .is_some_and(|r| self.latest_hook(p, r.night) == Some("PAID"));
             let wrong = match h.to.as_str() {
                 "SUCCEEDED" => {
-                    if !pay.fate.paid() {
+                    if !pay.fate.paid() && !on_word {
                         Some("it was never paid".to_string())
+                    } else if !pay.fate.paid() {
+                        None
                     } else {
                         let ret = pay.lines.iter().copied().find(|&l| {
                             matches!(self.world.lines[l].role, LineRole::Return { .. })
@@ -891,6 +1173,65 @@ impl Harness {
                             })
                         })
                 });
+            // The state it moved from and the clock it moved by: only an UNKNOWN or stale
+            // SUBMITTING payment moves, staleness and the FAILED deadline count from the
+            // current attempt's start (rule 11), and FAILED needs every file of that window
+            // complete in the inbox (rule 2).
+            let mut clock = Vec::new();
+            if h.from != pay.status.as_str()
+                || !matches!(pay.status, LedgerStatus::Unknown | LedgerStatus::Submitting)
+            {
+                clock.push(format!(
+                    "it moved from {} but the ledger has it {} (only UNKNOWN or stale SUBMITTING may move)",
+                    h.from,
+                    pay.status.as_str()
+                ));
+            }
+            if let (Some(r), Some(c)) = (&run, pay.current_start()) {
+                if pay.status == LedgerStatus::Submitting && r.as_of < c + sim::STALE {
+                    clock.push(format!(
+                        "its current attempt {} started {}, less than the stale age before the run's as-of {}: in flight (rule 11)",
+                        pay.attempt_id().unwrap_or("-"),
+                        fmt_t(c),
+                        fmt_t(r.as_of)
+                    ));
+                }
+                if h.to == "FAILED" {
+                    if r.as_of < c + sim::WINDOW_AFTER + sim::LAG {
+                        clock.push(format!(
+                            "its current attempt {} started {}: its window and the settlement lag end {}, after the run's as-of {} (rules 2, 11)",
+                            pay.attempt_id().unwrap_or("-"),
+                            fmt_t(c),
+                            fmt_t(c + sim::WINDOW_AFTER + sim::LAG),
+                            fmt_t(r.as_of)
+                        ));
+                    }
+                    let holes = self.window_holes(p, r.night);
+                    if !holes.is_empty() {
+                        clock.push(format!(
+                            "the inbox did not hold its window complete: {} (rule 2)",
+                            holes.join(", ")
+                        ));
+                    }
+                }
+            }
+            if !clock.is_empty() {
+                let s = format!(
+                    "recon moved {} {}→{} but {}\n    truth: {}\n    every row recon wrote about it:{}",
+                    pay.id,
+                    h.from,
+                    h.to,
+                    clock.join("; "),
+                    self.world.describe_payment(p),
+                    self.timeline(&pay.id)
+                );
+                self.violation(
+                    night,
+                    &label,
+                    "transition from the wrong state or by the wrong clock (invariant 1)",
+                    s,
+                );
+            }
             if let Some(why) = wrong {
                 let mut s = format!(
                     "recon moved {} {}→{} but {why}\n    truth: {}\n    every row recon wrote about it:{}",
@@ -989,11 +1330,13 @@ impl Harness {
                 .iter()
                 .filter_map(|l| self.uids.get(l).cloned())
                 .collect();
+            let severe = |t: &Ticket| !fact.critical || t.severity == "CRITICAL";
             let names = |t: &Ticket| {
-                t.payment_id == pay.id
-                    || uids
-                        .iter()
-                        .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u))
+                severe(t)
+                    && (t.payment_id == pay.id
+                        || uids
+                            .iter()
+                            .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u)))
             };
             // Raised or seen by that run (or a later day of the same range): a ticket from
             // before that no run since confirms does not count.
@@ -1012,6 +1355,7 @@ impl Harness {
             // is open or a human resolved it.
             let line_ticket = tickets.iter().any(|t| {
                 (t.status == "OPEN" || t.status == "RESOLVED")
+                    && severe(t)
                     && uids
                         .iter()
                         .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u))
@@ -1050,8 +1394,9 @@ impl Harness {
             }
             let nat = self.runs[natural].clone();
             let mut s = format!(
-                "{}: no ticket naming the payment or the line was raised or seen by run {}, the first whose inputs hold the evidence{}\n    truth: {}",
+                "{}: no {}ticket naming the payment or the line was raised or seen by run {}, the first whose inputs hold the evidence{}\n    truth: {}",
                 fact.what,
+                if fact.critical { "CRITICAL " } else { "" },
                 nat.run_id,
                 if natural != first {
                     format!(
@@ -1063,11 +1408,16 @@ impl Harness {
                 },
                 self.world.describe_payment(fact.payment)
             );
-            for t in tickets.iter().filter(|t| names(t)) {
+            for t in tickets.iter().filter(|t| {
+                t.payment_id == pay.id
+                    || uids
+                        .iter()
+                        .any(|u| !u.is_empty() && t.line_ids.split(';').any(|x| x == u))
+            }) {
                 let _ = write!(
                     s,
-                    "\n    ticket {} {} {} lines {} last seen by {}",
-                    t.id, t.kind, t.status, t.line_ids, t.last_seen_run_id
+                    "\n    ticket {} {} {} {} lines {} last seen by {}",
+                    t.id, t.kind, t.severity, t.status, t.line_ids, t.last_seen_run_id
                 );
             }
             let _ = write!(
@@ -1100,6 +1450,7 @@ impl Harness {
                 s,
             );
         }
+        self.check_late_facts(night, &tickets);
         // Invariant 2b: one ticket per statement line (line tickets of different lines must not
         // share a dedupe key).
         for r in self
@@ -1246,6 +1597,101 @@ impl Harness {
         }
     }
 
+    /// Invariant 2 for facts proven by absence or by a contradiction that arrives later
+    /// ([`LateFact`]): the first real nightly run at or after the fact's due time must leave a
+    /// ticket naming the payment, raised or seen by a run whose as-of is at or after it.
+    fn check_late_facts(&mut self, night: u32, tickets: &[Ticket]) {
+        let Some(run) = self
+            .runs
+            .iter()
+            .rposition(|r| r.night == night && r.nightly && !r.dry)
+        else {
+            return;
+        };
+        let nightly = self.runs[run].clone();
+        for f in 0..self.late_facts.len() {
+            if self.late_surfaced.contains(&f) {
+                continue;
+            }
+            let fact = self.late_facts[f].clone();
+            if nightly.as_of < fact.due {
+                continue;
+            }
+            if fact.complete_window && !self.window_holes(fact.payment, night).is_empty() {
+                continue;
+            }
+            let pay = &self.world.payments[fact.payment];
+            // The ticket must be newer than what it is about: for a contradiction, seen by a
+            // run as of its arrival; for recon's own success, seen after that success.
+            let threshold = if fact.after_recon_success {
+                let success = self.recon_transitions.get(&pay.id).and_then(|v| {
+                    v.iter()
+                        .find(|(_, to, _)| to == "SUCCEEDED")
+                        .map(|(_, _, run)| run.clone())
+                });
+                let Some(success) = success else {
+                    // recon never took the provider's word: nothing of its own to re-check.
+                    self.late_surfaced.insert(f);
+                    continue;
+                };
+                let at = self
+                    .run_by_id(&success)
+                    .map(|r| r.as_of)
+                    .unwrap_or(i64::MIN);
+                if fact.complete_window {
+                    at + 1
+                } else {
+                    fact.due
+                }
+            } else {
+                i64::MIN
+            };
+            self.late_surfaced.insert(f);
+            *self.stats.entry("critical facts (late)").or_insert(0) += 1;
+            let due = fact.due;
+            let ok = tickets.iter().any(|t| {
+                t.payment_id == pay.id
+                    && (threshold == i64::MIN
+                        || self
+                            .run_by_id(&t.last_seen_run_id)
+                            .is_some_and(|r| !r.dry && r.as_of >= threshold))
+            });
+            if ok {
+                continue;
+            }
+            let mut s = format!(
+                "{}: no ticket naming the payment was raised or seen by a run as of {} or later; nightly run {} was due to{}\n    truth: {}",
+                fact.what,
+                fmt_t(due),
+                nightly.run_id,
+                if fact.complete_window {
+                    " (its window complete in the inbox)"
+                } else {
+                    ""
+                },
+                self.world.describe_payment(fact.payment)
+            );
+            for t in tickets.iter().filter(|t| t.payment_id == pay.id) {
+                let _ = write!(
+                    s,
+                    "\n    ticket {} {} {} {} last seen by {}",
+                    t.id, t.kind, t.severity, t.status, t.last_seen_run_id
+                );
+            }
+            let _ = write!(
+                s,
+                "\n    every row recon wrote about the payment:{}",
+                self.timeline(&pay.id)
+            );
+            self.violation(
+                night,
+                &nightly.label,
+                "critical fact not surfaced (invariant 2)",
+                s,
+            );
+        }
+    }
+
     /// Humans resolve some of the open tickets.
     async fn humans(&mut self, night: u32) {
         let tickets = self.tickets().await;
@@ -1321,6 +1767,133 @@ impl Harness {
             false,
         )
         .await;
+        self.check_progress(last).await;
+    }
+
+    /// Invariant 6, progress: what the world's own truth decides, recon decided by the end.
+    /// A payment the truth decides is one no second reading could doubt:
+    /// - UNKNOWN or stale SUBMITTING, paid once, its only payout names it (reference or a
+    ///   provider id the ledger knows), sits in a complete file and was never copied by a
+    ///   flawed one: SUCCEEDED;
+    /// - UNKNOWN or stale SUBMITTING, never paid, no provider word, its window and the lag
+    ///   over, every file of the window complete and no line to its recipient in the window
+    ///   (no near miss): FAILED;
+    /// - SUCCEEDED, paid once, its only payout as above, nobody else with its recipient,
+    ///   amount and currency: MATCHED by some run.
+    ///
+    /// A recon that resolves nothing fails here.
+    async fn check_progress(&mut self, last: u32) {
+        let status: BTreeMap<String, String> = self
+            .query("SELECT payment_id, status FROM payments")
+            .await
+            .into_iter()
+            .map(|r| (r[0].clone(), r[1].clone()))
+            .collect();
+        let final_as_of = sim::night_as_of(self.start(), last);
+        let inbox = self.world.inbox_at(last);
+        let in_complete_file = |l: usize| {
+            let line = &self.world.lines[l];
+            inbox.get(&(line.source, line.file_day)).is_some_and(|&k| {
+                let v = &self.world.versions[k];
+                v.complete() && v.lines.contains(&l)
+            })
+        };
+        let mut keys: BTreeMap<(&str, &str, i64), usize> = BTreeMap::new();
+        for p in &self.world.payments {
+            *keys
+                .entry((p.recipient.as_str(), p.currency, p.amount_minor))
+                .or_insert(0) += 1;
+        }
+        let twinned: BTreeSet<usize> = self
+            .world
+            .payments
+            .iter()
+            .filter_map(|p| p.twin_of)
+            .collect();
+        let matched: BTreeSet<String> = self
+            .runs
+            .iter()
+            .filter(|r| !r.dry)
+            .flat_map(|r| parse_results(&r.results, self.start()))
+            .filter(|row| row.outcome == "MATCHED")
+            .map(|row| row.payment_id)
+            .collect();
+        let mut missed = Vec::new();
+        for (i, p) in self.world.payments.iter().enumerate() {
+            let Some(c) = p.current_start() else { continue };
+            let lonely = keys[&(p.recipient.as_str(), p.currency, p.amount_minor)] == 1
+                && p.twin_of.is_none()
+                && !twinned.contains(&i);
+            let plain = matches!(p.shape, None | Some(sim::Shape::LiveRetry { .. }));
+            let hooks = self.world.hooks.iter().any(|e| e.payment == i);
+            let payouts: Vec<usize> = p
+                .lines
+                .iter()
+                .copied()
+                .filter(|&l| matches!(self.world.lines[l].role, LineRole::Payment { .. }))
+                .collect();
+            // A spurious copy of its payout (a flawed file) is a duplicate until corrected.
+            let copied = self.world.lines.iter().any(
+                |l| matches!(l.role, LineRole::Spurious { copy_of } if p.lines.contains(&copy_of)),
+            );
+            let named_single = p.fate == Fate::PaidOnce
+                && !copied
+                && payouts.len() == 1
+                && self.names_payment(payouts[0], &p.id)
+                && in_complete_file(payouts[0])
+                && self.world.lines[payouts[0]].booked_at <= final_as_of;
+            let unresolved = matches!(p.status, LedgerStatus::Unknown | LedgerStatus::Submitting);
+            // Another line to its recipient in its window is a near miss: review, by design.
+            let near_miss = self.world.lines.iter().enumerate().any(|(j, l)| {
+                !p.lines.contains(&j)
+                    && l.recipient == p.recipient
+                    && l.recon_booked_at(self.start()) <= c + sim::WINDOW_AFTER
+                    && l.recon_booked_at(self.start()) + 25 * timeparse::HOUR
+                        >= c - sim::WINDOW_BEFORE
+            });
+            let expect = if unresolved && named_single && plain && !hooks && !near_miss {
+                Some(("SUCCEEDED", "resolved SUCCEEDED"))
+            } else if unresolved
+                && p.fate == Fate::Lost
+                && plain
+                && !hooks
+                && c + sim::WINDOW_AFTER + sim::LAG <= final_as_of
+                && self.window_holes(i, last).is_empty()
+                && !near_miss
+            {
+                Some(("FAILED", "resolved FAILED"))
+            } else if p.status == LedgerStatus::Succeeded && named_single && lonely && plain {
+                Some(("MATCHED", "MATCHED"))
+            } else {
+                None
+            };
+            let Some((want, what)) = expect else { continue };
+            *self.stats.entry("decidable by the truth").or_insert(0) += 1;
+            let done = match want {
+                "MATCHED" => matched.contains(&p.id),
+                s => status.get(&p.id).is_some_and(|x| x == s),
+            };
+            if done {
+                *self
+                    .stats
+                    .entry(match want {
+                        "SUCCEEDED" => "progress: resolved SUCCEEDED",
+                        "FAILED" => "progress: resolved FAILED",
+                        _ => "progress: MATCHED",
+                    })
+                    .or_insert(0) += 1;
+            } else {
+                missed.push(format!(
+                    "the truth decides it ({what}) but by the end recon had not (ledger now {})\n    truth: {}\n    every row recon wrote about it:{}",
+                    status.get(&p.id).map(String::as_str).unwrap_or("-"),
+                    self.world.describe_payment(i),
+                    self.timeline(&p.id)
+                ));
+            }
+        }
+        for m in missed {
+            self.violation(last, "-", "no progress (invariant 6)", m);
+        }
     }
 
     fn report(&self) -> String {
@@ -1461,9 +2034,43 @@ fn options(seed: u64) -> SimOptions {
 fn finish(harnesses: Vec<Harness>) {
     let mut all = Vec::new();
     let mut summary = String::new();
+    let mut stats: BTreeMap<&str, usize> = BTreeMap::new();
     for h in &harnesses {
         summary.push_str(&h.report());
         all.extend(h.violations.iter().cloned());
+        for (k, v) in &h.stats {
+            *stats.entry(*k).or_insert(0) += v;
+        }
+    }
+    // Which invariant fired on which shape of issue 30 (the shape of the first payment a
+    // violation describes; "-" when it names none).
+    let mut by_shape: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for v in &all {
+        let cat = v
+            .split("] ")
+            .nth(1)
+            .and_then(|x| x.split(':').next())
+            .unwrap_or("?")
+            .to_string();
+        let shape = v
+            .split("shape: ")
+            .nth(1)
+            .map(|x| {
+                x.chars()
+                    .take_while(|c| c.is_alphanumeric())
+                    .collect::<String>()
+            })
+            .unwrap_or_else(|| "-".into());
+        *by_shape.entry((cat, shape)).or_insert(0) += 1;
+    }
+    let _ = writeln!(
+        summary,
+        "all {} world(s): {} violation(s); checked: {stats:?}",
+        harnesses.len(),
+        all.len()
+    );
+    for ((cat, shape), n) in &by_shape {
+        let _ = writeln!(summary, "  {n:5}  {cat}  [shape {shape}]");
     }
     eprint!("{summary}");
     if let Ok(path) = std::env::var("RECON_SIM_REPORT") {
@@ -1493,12 +2100,19 @@ fn finish(harnesses: Vec<Harness>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nights_on_sqlite() {
-    let seeds = std::env::var("RECON_SIM_SEEDS")
-        .map(|s| parse_seeds(&s))
-        .unwrap_or_else(|_| std::iter::once(CI_SEED).chain(CI_MORE_SEEDS).collect());
+    let explore = std::env::var("RECON_SIM_SEEDS").ok();
+    let seeds = explore
+        .as_deref()
+        .map(parse_seeds)
+        .unwrap_or_else(|| std::iter::once(CI_SEED).chain(CI_MORE_SEEDS).collect());
     let mut done = Vec::new();
     for seed in seeds {
-        let h = play(options(seed), Backend::Sqlite).await;
+        let mut o = options(seed);
+        if explore.is_none() {
+            o.days = env_u32("RECON_SIM_DAYS").unwrap_or(CI_DAYS);
+            o.payments_per_day = env_u32("RECON_SIM_PAYMENTS").unwrap_or(CI_PAYMENTS);
+        }
+        let h = play(o, Backend::Sqlite).await;
         eprint!("{}", h.report());
         done.push(h);
     }
@@ -1523,6 +2137,141 @@ async fn nights_on_postgres_short() {
     o.payments_per_day = 25;
     let h = play(o, Backend::Postgres).await;
     finish(vec![h]);
+}
+
+/// The sweep that issue 30 asks for: full-size worlds of `RECON_SIM_SWEEP` seeds (default
+/// `1..81`) on SQLite. Minutes in a debug build; the same as `RECON_SIM_SEEDS=1..81` on
+/// `nights_on_sqlite`, kept apart so CI's default stays a few seeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a sweep of 80 worlds: cargo test --test it nights::nights_sweep -- --ignored --nocapture"]
+async fn nights_sweep_sqlite() {
+    let seeds = parse_seeds(&std::env::var("RECON_SIM_SWEEP").unwrap_or_else(|_| "1..81".into()));
+    let mut done = Vec::new();
+    for seed in seeds {
+        let h = play(options(seed), Backend::Sqlite).await;
+        eprint!("{}", h.report());
+        done.push(h);
+    }
+    finish(done);
+}
+
+/// The PostgreSQL part of the sweep: `RECON_SIM_PG_SWEEP` seeds (default `1..7`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a sweep of 6 worlds on PostgreSQL: cargo test --test it nights::nights_sweep -- --ignored --nocapture"]
+async fn nights_sweep_postgres() {
+    let seeds = parse_seeds(&std::env::var("RECON_SIM_PG_SWEEP").unwrap_or_else(|_| "1..7".into()));
+    let mut done = Vec::new();
+    for seed in seeds {
+        let h = play(options(seed), Backend::Postgres).await;
+        eprint!("{}", h.report());
+        done.push(h);
+    }
+    finish(done);
+}
+
+/// The harness is not blind: a recon made wrong on purpose (through its job and rule files
+/// only) fails the check that guards each blind spot issue 30 named. Small worlds without the
+/// shapes, so that only the sabotage can fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_harness_catches_a_sabotaged_recon() {
+    let lazy_rules = r#"
+[[pass]]
+id = "identifier"
+kind = "identifier"
+identifiers = ["reference", "provider_txn_id"]
+normalize = ["fold_width", "no_spaces", "upper"]
+auto_apply_succeeded = false
+auto_apply_unknown = false
+
+[[pass]]
+id = "recipient_amount_window"
+kind = "fuzzy"
+normalize = ["fold_width", "no_spaces", "upper"]
+window_before = "10m"
+window_after = "72h"
+auto_apply_succeeded = false
+auto_apply_unknown = false
+"#;
+    type Edit = fn(String) -> String;
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 4] = [
+        (
+            "a recon that only proposes",
+            |c| {
+                c.replace(
+                    "output_dir = \"out\"",
+                    "output_dir = \"out\"\nrules_dir = \"rules\"",
+                )
+            },
+            Some(lazy_rules),
+            "no progress (invariant 6)",
+            "",
+        ),
+        (
+            "a recon that never reads the bank's files",
+            |c| {
+                c.replace(
+                    "inbox/bank/bank-{date}.csv",
+                    "inbox/bank/elsewhere-{date}.csv",
+                )
+            },
+            None,
+            "delivered file not read (invariant 3)",
+            "",
+        ),
+        (
+            "a recon that resolves FAILED without the settlement lag",
+            |c| c.replace("settlement_lag_hours = 24", "settlement_lag_hours = 0"),
+            None,
+            "transition from the wrong state or by the wrong clock (invariant 1)",
+            "",
+        ),
+        (
+            "a recon whose windows never close",
+            |c| c.replace("settlement_lag_hours = 24", "settlement_lag_hours = 2000"),
+            None,
+            "critical fact not surfaced (invariant 2)",
+            "SUCCEEDED in the ledger but never paid",
+        ),
+    ];
+    for (what, edit, rules, category, text) in cases {
+        let mut o = SimOptions::new(CI_SEED);
+        o.days = 3;
+        o.tail = 3;
+        o.payments_per_day = 25;
+        o.probs = sim::Probs {
+            live_retry: 0,
+            other_reference: 0,
+            late_contradiction: 0,
+            paid_while_pending: 0,
+            succeeded_but_lost: 2_000,
+            ..sim::Probs::default()
+        };
+        let mut h = Harness::new(&o, Backend::Sqlite).await;
+        let cfg = std::fs::read_to_string(&h.env.config_path).expect("config");
+        let edited = edit(cfg.clone());
+        assert_ne!(edited, cfg, "{what}: the sabotage changes the job");
+        std::fs::write(&h.env.config_path, edited).expect("config");
+        if let Some(r) = rules {
+            std::fs::create_dir_all(h.env.path("rules")).expect("rules dir");
+            h.env.write("rules/lazy.toml", r);
+        }
+        h.play().await;
+        let hits = h
+            .violations
+            .iter()
+            .filter(|v| v.contains(&format!("] {category}: ")) && v.contains(text))
+            .count();
+        assert!(
+            hits > 0,
+            "{what}: expected violations of {category:?}{}, got:\n{}",
+            if text.is_empty() {
+                String::new()
+            } else {
+                format!(" about {text:?}")
+            },
+            h.report()
+        );
+    }
 }
 
 /// `recon-tools generate --days N` writes a world a range run can read end to end.
@@ -1933,9 +2682,90 @@ mod repro_late_named {
 
 mod world {
     use recon::timeparse;
+    use recon::timeparse::{HOUR, MINUTE};
     use recon_tools::sim::{
-        Event, Fate, JOB_TZ, LedgerStatus, SimOptions, World, day_date, file_day_of, night_as_of,
+        Event, Fate, JOB_TZ, LedgerStatus, LineRole, Probs, Shape, SimOptions, World, day_date,
+        file_day_of, night_as_of,
     };
+
+    /// The shapes of issue 30 are what the issue describes, and off means off.
+    #[test]
+    fn shapes_look_like_issue_30() {
+        let mut o = SimOptions::new(11);
+        o.days = 14;
+        let w = World::build(&o);
+        for (i, p) in w.payments.iter().enumerate() {
+            match p.shape {
+                Some(Shape::LiveRetry {
+                    night,
+                    before_as_of,
+                }) => {
+                    // SUBMITTING with a new current attempt; the row keeps the first start.
+                    assert_eq!(p.status, LedgerStatus::Submitting);
+                    let cur = p.attempts.last().expect("current attempt");
+                    assert_eq!(cur.started_at, night_as_of(o.start, night) - before_as_of);
+                    assert_eq!(p.ledger_from, cur.started_at);
+                    let first = p.started_at.expect("first start");
+                    assert!(cur.started_at - first > 96 * HOUR, "{p:?}");
+                    assert!(
+                        p.attempts
+                            .iter()
+                            .any(|a| a.started_at == first && a.outcome == "FAILED")
+                    );
+                }
+                Some(Shape::DecoyReference) => {
+                    let decoy = w
+                        .lines
+                        .iter()
+                        .find(|l| l.role == LineRole::Decoy { near: i })
+                        .expect("decoy line");
+                    assert_eq!(decoy.recipient, p.recipient);
+                    assert_eq!(decoy.amount_minor.abs(), p.amount_minor);
+                    assert!(w.payments.iter().all(|q| q.id != decoy.reference));
+                    assert!(uuid::Uuid::parse_str(&decoy.reference).is_ok());
+                    assert_eq!(p.fate, Fate::Lost);
+                }
+                Some(Shape::OldReference { old }) => {
+                    let o2 = &w.payments[old];
+                    assert_eq!(o2.shape, Some(Shape::OldPayment));
+                    assert!(o2.day < -14, "outside the carry-over horizon");
+                    let l = &w.lines[o2.lines[0]];
+                    assert_eq!(l.reference, o2.id);
+                    assert_eq!(l.recipient, p.recipient);
+                    assert_eq!(p.fate, Fate::Lost);
+                }
+                Some(Shape::LateContradiction) => {
+                    let ev: Vec<&str> = w
+                        .hooks
+                        .iter()
+                        .filter(|e| e.payment == i)
+                        .map(|e| e.status)
+                        .collect();
+                    assert_eq!(ev, ["PROCESSING", "PAID", "FAILED"]);
+                    assert!(p.lines.is_empty() && p.fate == Fate::Lost);
+                }
+                Some(Shape::PaidWhilePending) => {
+                    assert_eq!(p.status, LedgerStatus::Pending);
+                    assert_eq!(w.lines[p.lines[0]].reference, p.id);
+                }
+                _ => {}
+            }
+        }
+        // With every shape off, the world is the one the simulator built before them.
+        let mut off = o.clone();
+        off.probs = Probs {
+            live_retry: 0,
+            other_reference: 0,
+            late_contradiction: 0,
+            paid_while_pending: 0,
+            ..Probs::default()
+        };
+        let w0 = World::build(&off);
+        assert!(w0.payments.iter().all(|p| p.shape.is_none()));
+        assert!(w0.hooks.is_empty());
+        assert!(!w0.config_toml("sqlite://x.db").contains("status_api"));
+        assert!(w.config_toml("sqlite://x.db").contains("[[status_api]]"));
+    }
 
     #[test]
     fn same_seed_same_world_and_bytes() {
@@ -1970,7 +2800,7 @@ mod world {
             if let Some(s) = p.started_at {
                 assert_eq!(
                     timeparse::local_date(s, JOB_TZ),
-                    day_date(w.opts.start, p.day as i64)
+                    day_date(w.opts.start, p.day)
                 );
                 for &l in &p.lines {
                     assert!(w.lines[l].booked_at > s);
@@ -2028,6 +2858,21 @@ mod world {
             );
         }
         assert!(payments().any(|p| p.status == LedgerStatus::Failed && p.fate.paid()));
+        // The shapes of issue 30.
+        let shape =
+            |f: &dyn Fn(&Shape) -> bool| payments().any(|p| p.shape.as_ref().is_some_and(f));
+        assert!(shape(
+            &|s| matches!(s, Shape::LiveRetry { before_as_of, .. } if *before_as_of == 10 * MINUTE)
+        ));
+        assert!(shape(
+            &|s| matches!(s, Shape::LiveRetry { before_as_of, .. } if *before_as_of == 25 * HOUR)
+        ));
+        assert!(shape(&|s| matches!(s, Shape::DecoyReference)));
+        assert!(shape(&|s| matches!(s, Shape::OldReference { .. })));
+        assert!(shape(&|s| matches!(s, Shape::OldPayment)));
+        assert!(shape(&|s| matches!(s, Shape::InvoiceReference)));
+        assert!(shape(&|s| matches!(s, Shape::LateContradiction)));
+        assert!(shape(&|s| matches!(s, Shape::PaidWhilePending)));
         assert!(payments().any(|p| p.twin_of.is_some()));
         // The provider's id on the current attempt only, the payment row without it.
         assert!(payments().any(|p| {

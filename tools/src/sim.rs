@@ -98,6 +98,24 @@ pub struct Probs {
     pub corrected: u64,
     /// The first delivery is cut at a line boundary, without a matching control file.
     pub truncated: u64,
+    /// Shape (issue 30): a payment declined days ago (ledger FAILED, never paid) is retried:
+    /// the row becomes SUBMITTING with a new current attempt started 10 minutes or 25 hours
+    /// before a night's as-of, while `payments.started_at` keeps the first attempt's start.
+    /// Per eligible payment; 0 switches the shape off.
+    pub live_retry: u64,
+    /// Shape (issue 30): a lost UNKNOWN payment gets a line with its recipient, amount and
+    /// currency inside its window whose reference names another payment: a UUID no payment of
+    /// ours has (another system's payout) or an old payment of ours outside the carry-over
+    /// horizon (its late second payout). Half as often, a paid UNKNOWN payment's payout
+    /// carries a free-text invoice reference instead of the payment id. 0 switches it off.
+    pub other_reference: u64,
+    /// Shape (issue 30): a stored webhook event says PAID about a lost UNKNOWN provider
+    /// payment before a night's as-of, a later event says FAILED, and no line ever shows the
+    /// money. Per eligible payment; 0 switches it off (and the `[[status_api]]` block).
+    pub late_contradiction: u64,
+    /// Shape (issue 30): a PENDING payment (never submitted, per the ledger) is paid: its
+    /// payout line names it. Per PENDING payment; 0 switches it off.
+    pub paid_while_pending: u64,
 }
 
 impl Default for Probs {
@@ -127,6 +145,10 @@ impl Default for Probs {
             redelivered: 800,
             corrected: 700,
             truncated: 700,
+            live_retry: 1_500,
+            other_reference: 1_500,
+            late_contradiction: 1_500,
+            paid_while_pending: 1_000,
         }
     }
 }
@@ -159,6 +181,10 @@ impl Probs {
             "redelivered" => &mut self.redelivered,
             "corrected" => &mut self.corrected,
             "truncated" => &mut self.truncated,
+            "live_retry" => &mut self.live_retry,
+            "other_reference" => &mut self.other_reference,
+            "late_contradiction" => &mut self.late_contradiction,
+            "paid_while_pending" => &mut self.paid_while_pending,
             other => anyhow::bail!("no probability named {other:?}"),
         };
         *field = per_10k.min(10_000);
@@ -217,6 +243,28 @@ impl SimOptions {
         self.days + self.tail
     }
 }
+
+/// The `[[status_api]]` block of a world with webhook events: the provider's callbacks as the
+/// payment service stored them in `hooks/`.
+const HOOKS_CONFIG: &str = r#"
+[[status_api]]
+name = "psp-hooks"
+webhook_path = "hooks"
+
+[status_api.pointers]
+status = "/status"
+reference = "/reference"
+provider_payment_id = "/id"
+amount = "/amount"
+currency = "/currency"
+event_time = "/at"
+
+[status_api.statuses]
+succeeded = ["PAID"]
+failed = ["FAILED"]
+pending = ["PROCESSING"]
+not_found = ["UNKNOWN_PAYOUT"]
+"#;
 
 /// The two statement sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -338,8 +386,8 @@ pub struct Payment {
     pub created_at: Micros,
     /// Started (None: PENDING).
     pub started_at: Option<Micros>,
-    /// Business day index.
-    pub day: u32,
+    /// Business day index (negative: an old payment from before the job's first day).
+    pub day: i64,
     /// Ledger status.
     pub status: LedgerStatus,
     /// Rail.
@@ -356,12 +404,63 @@ pub struct Payment {
     pub lines: Vec<usize>,
     /// A twin of this earlier payment (same recipient and amount, minutes apart).
     pub twin_of: Option<usize>,
+    /// When the ledger row, as recorded here, appears in the ledger (its creation; for a live
+    /// retry the retry's start: before it the row was a FAILED payment).
+    pub ledger_from: Micros,
+    /// The shape of issue 30 it was given, if any.
+    pub shape: Option<Shape>,
+}
+
+/// The shapes of issue 30 (see [`Probs`]), recorded on the payment they are about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Retried: the current attempt started `before_as_of` before night `night`'s as-of.
+    LiveRetry {
+        /// Night whose as-of the retry precedes.
+        night: u32,
+        /// 10 minutes or 25 hours.
+        before_as_of: Micros,
+    },
+    /// A lost UNKNOWN payment near a line whose reference is a UUID no payment of ours has.
+    DecoyReference,
+    /// A lost UNKNOWN payment near a line that names old payment `old`.
+    OldReference {
+        /// The old payment's index.
+        old: usize,
+    },
+    /// An old payment of ours (outside the carry-over horizon) whose second payout is booked now.
+    OldPayment,
+    /// A paid payment whose payout's reference is an invoice number.
+    InvoiceReference,
+    /// PAID by webhook, then FAILED by a later webhook; never paid.
+    LateContradiction,
+    /// PENDING in the ledger, paid.
+    PaidWhilePending,
+}
+
+/// A provider callback as the payment service stored it (`hooks/*.jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookEvent {
+    /// The payment it is about.
+    pub payment: usize,
+    /// `PROCESSING`, `PAID` or `FAILED`.
+    pub status: &'static str,
+    /// The provider's event time (the service stores it then).
+    pub at: Micros,
 }
 
 impl Payment {
     /// The current attempt's id.
     pub fn attempt_id(&self) -> Option<&str> {
         self.attempts.last().map(|a| a.id.as_str())
+    }
+
+    /// The current attempt's start, else the payment's (the clock of DESIGN.md rule 11).
+    pub fn current_start(&self) -> Option<Micros> {
+        self.attempts
+            .last()
+            .map(|a| a.started_at)
+            .or(self.started_at)
     }
 }
 
@@ -382,6 +481,12 @@ pub enum LineRole {
     },
     /// A booking nobody in our ledger sent (another system's payout).
     Foreign,
+    /// Another system's payout to the recipient of payment `near`, with its amount and
+    /// currency inside its window, whose reference is a UUID no payment of ours has.
+    Decoy {
+        /// The payment it looks like.
+        near: usize,
+    },
     /// A line a file carried by mistake and a corrected file withdrew (a copy of `copy_of`).
     Spurious {
         /// The line it copies.
@@ -429,7 +534,7 @@ impl Line {
     pub fn payment(&self, lines: &[Line]) -> Option<usize> {
         match self.role {
             LineRole::Payment { payment, .. } | LineRole::Return { payment } => Some(payment),
-            LineRole::Foreign => None,
+            LineRole::Foreign | LineRole::Decoy { .. } => None,
             LineRole::Spurious { copy_of } => lines[copy_of].payment(lines),
         }
     }
@@ -441,6 +546,9 @@ impl Line {
             LineRole::Payment { .. } => "DUPLICATE payout".to_string(),
             LineRole::Return { .. } => "RETURN".to_string(),
             LineRole::Foreign => "foreign (no ledger payment)".to_string(),
+            LineRole::Decoy { near } => {
+                format!("decoy (no ledger payment; looks like payment #{near})")
+            }
             LineRole::Spurious { copy_of } => format!("spurious copy of line #{copy_of}"),
         };
         format!(
@@ -552,6 +660,8 @@ pub struct World {
     pub lines: Vec<Line>,
     /// Every delivered version, in arrival order (then source, day).
     pub versions: Vec<Version>,
+    /// Stored webhook events, in time order.
+    pub hooks: Vec<HookEvent>,
 }
 
 /// The simulator's dice for code outside this crate (the night harness decides its re-runs and
@@ -901,7 +1011,7 @@ impl World {
                     currency,
                     created_at,
                     started_at: sent.then_some(started),
-                    day: d as u32,
+                    day: d,
                     status,
                     rail,
                     provider_id,
@@ -910,6 +1020,8 @@ impl World {
                     fate,
                     lines: idxs,
                     twin_of,
+                    ledger_from: created_at,
+                    shape: None,
                 });
             }
         }
@@ -987,7 +1099,11 @@ impl World {
             payments,
             lines,
             versions: Vec::new(),
+            hooks: Vec::new(),
         };
+        // The shapes draw from their own stream: with every shape off the world is the one
+        // earlier versions of the simulator built for the same seed.
+        world.add_shapes(&mut Rng::new(opts.seed ^ 0x5a4e_5e30_0000_0003));
         world.plan_deliveries(&mut rng);
         world
     }
@@ -1051,12 +1167,241 @@ impl World {
     /// passed), or `u32::MAX` when it never could (not unresolved in the ledger).
     pub fn earliest_failed_night(&self, p: usize) -> u32 {
         let pay = &self.payments[p];
-        match (pay.status, pay.started_at) {
+        match (pay.status, pay.current_start()) {
             (LedgerStatus::Unknown | LedgerStatus::Submitting, Some(s)) => {
                 self.first_night_at(s + WINDOW_AFTER + LAG)
             }
             _ => u32::MAX,
         }
+    }
+
+    /// The payments whose (recipient, currency, amount) no other payment shares, and that are
+    /// not twins: a shape staged on them is about the shape alone.
+    fn lonely(&self) -> Vec<bool> {
+        let mut keys: BTreeMap<(&str, &str, i64), usize> = BTreeMap::new();
+        for p in &self.payments {
+            *keys
+                .entry((p.recipient.as_str(), p.currency, p.amount_minor))
+                .or_insert(0) += 1;
+        }
+        let twinned: BTreeSet<usize> = self.payments.iter().filter_map(|p| p.twin_of).collect();
+        self.payments
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                keys[&(p.recipient.as_str(), p.currency, p.amount_minor)] == 1
+                    && p.twin_of.is_none()
+                    && !twinned.contains(&i)
+            })
+            .collect()
+    }
+
+    /// Stages the shapes of issue 30 (see [`Probs`]) on payments of the built world.
+    fn add_shapes(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.clone();
+        let start = self.opts.start;
+        let nights = self.opts.nights();
+        let lonely = self.lonely();
+        for (p, &alone) in lonely.iter().enumerate() {
+            let pay = self.payments[p].clone();
+            let Some(started) = pay.started_at else {
+                // PENDING: never submitted, per the ledger.
+                if pay.status == LedgerStatus::Pending && rng.chance(pr.paid_while_pending) {
+                    let booked = pay.created_at + booking_delay(rng);
+                    let txn = (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+                    let mut l = Self::payment_line(
+                        rng,
+                        &pr,
+                        start,
+                        (
+                            &pay.id,
+                            &pay.recipient,
+                            pay.amount_minor,
+                            pay.currency,
+                            pay.rail,
+                        ),
+                        txn.clone(),
+                        booked,
+                        LineRole::Payment { payment: p, nth: 0 },
+                    );
+                    l.reference = pay.id.clone();
+                    let pm = &mut self.payments[p];
+                    pm.provider_id = txn;
+                    pm.fate = Fate::PaidOnce;
+                    pm.lines = vec![self.lines.len()];
+                    pm.shape = Some(Shape::PaidWhilePending);
+                    self.lines.push(l);
+                }
+                continue;
+            };
+            match (pay.status, pay.fate) {
+                (LedgerStatus::Failed, Fate::Lost) if rng.chance(pr.live_retry) => {
+                    // The retry starts once the first attempt's window and lag have passed,
+                    // 10 minutes or 25 hours before a night's as-of.
+                    let before_as_of = if rng.chance(5_000) {
+                        10 * MINUTE
+                    } else {
+                        25 * HOUR
+                    };
+                    let closed = started + WINDOW_AFTER + LAG + 2 * HOUR;
+                    let mut night = self.first_night_at(closed + before_as_of);
+                    night += rng.below(2) as u32;
+                    if night + 1 >= nights {
+                        continue;
+                    }
+                    let retry_at = night_as_of(start, night) - before_as_of;
+                    let provider_id =
+                        (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+                    let paid = rng.chance(pr.unknown_paid);
+                    let mut idxs = Vec::new();
+                    if paid {
+                        let b = retry_at + booking_delay(rng);
+                        idxs.push(self.lines.len());
+                        let l = Self::payment_line(
+                            rng,
+                            &pr,
+                            start,
+                            (
+                                &pay.id,
+                                &pay.recipient,
+                                pay.amount_minor,
+                                pay.currency,
+                                pay.rail,
+                            ),
+                            provider_id.clone(),
+                            b,
+                            LineRole::Payment { payment: p, nth: 0 },
+                        );
+                        self.lines.push(l);
+                    }
+                    let attempt = Attempt {
+                        id: uuid(rng),
+                        started_at: retry_at,
+                        finished_at: None,
+                        outcome: "",
+                        provider_id: None,
+                        error: "",
+                    };
+                    let pm = &mut self.payments[p];
+                    pm.status = LedgerStatus::Submitting;
+                    pm.provider_id = provider_id;
+                    pm.ledger_provider_id = None;
+                    pm.attempts.push(attempt);
+                    pm.fate = if paid { Fate::PaidOnce } else { Fate::Lost };
+                    pm.lines = idxs;
+                    pm.ledger_from = retry_at;
+                    pm.shape = Some(Shape::LiveRetry {
+                        night,
+                        before_as_of,
+                    });
+                }
+                (LedgerStatus::Unknown, Fate::Lost) if alone && rng.chance(pr.other_reference) => {
+                    let booked =
+                        (started + rng.between(10, 48 * 60) * MINUTE) / 1_000_000 * 1_000_000;
+                    let (amount_minor, kind) = match pay.rail {
+                        Source::Psp => (pay.amount_minor, "PAYMENT"),
+                        Source::Bank => (-pay.amount_minor, "DEBIT"),
+                    };
+                    let txn = (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+                    let line = |reference: String, role: LineRole| Line {
+                        source: pay.rail,
+                        txn_id: txn.clone(),
+                        reference,
+                        recipient: pay.recipient.clone(),
+                        amount_minor,
+                        currency: pay.currency,
+                        booked_at: booked,
+                        kind,
+                        role,
+                        file_day: file_day_of(pay.rail, start, booked),
+                    };
+                    if rng.chance(5_000) {
+                        let reference = uuid(rng);
+                        self.lines
+                            .push(line(reference, LineRole::Decoy { near: p }));
+                        self.payments[p].shape = Some(Shape::DecoyReference);
+                    } else {
+                        // An old payment of ours to the same recipient, same money, long
+                        // before the carry-over horizon; this is its second payout.
+                        let old = self.payments.len();
+                        let created = day_start(start, -rng.between(20, 40))
+                            + rng.between(0, 20 * 3_600) * 1_000_000;
+                        let s = created + 60 * 1_000_000;
+                        let old_id = uuid(rng);
+                        let old_provider =
+                            (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+                        self.lines.push(line(
+                            old_id.clone(),
+                            LineRole::Payment {
+                                payment: old,
+                                nth: 1,
+                            },
+                        ));
+                        self.payments.push(Payment {
+                            id: old_id,
+                            recipient: pay.recipient.clone(),
+                            amount_minor: pay.amount_minor,
+                            currency: pay.currency,
+                            created_at: created,
+                            started_at: Some(s),
+                            day: day_index(start, timeparse::local_date(s, JOB_TZ)),
+                            status: LedgerStatus::Succeeded,
+                            rail: pay.rail,
+                            provider_id: old_provider.clone(),
+                            ledger_provider_id: old_provider.clone(),
+                            attempts: vec![Attempt {
+                                id: uuid(rng),
+                                started_at: s,
+                                finished_at: Some(s + 2 * 1_000_000),
+                                outcome: "SUCCEEDED",
+                                provider_id: old_provider,
+                                error: "",
+                            }],
+                            fate: Fate::PaidTwice,
+                            lines: vec![self.lines.len() - 1],
+                            twin_of: None,
+                            ledger_from: created,
+                            shape: Some(Shape::OldPayment),
+                        });
+                        self.payments[p].shape = Some(Shape::OldReference { old });
+                    }
+                }
+                (LedgerStatus::Unknown, Fate::Lost)
+                    if alone
+                        && pay.rail == Source::Psp
+                        && pay.provider_id.is_some()
+                        && rng.chance(pr.late_contradiction) =>
+                {
+                    let paid_at = started + rng.between(20, 180) * MINUTE;
+                    let night = self.first_night_at(paid_at);
+                    if night + 1 >= nights {
+                        continue;
+                    }
+                    let failed_at = night_as_of(start, night) + rng.between(60, 20 * 60) * MINUTE;
+                    for (status, at) in [
+                        ("PROCESSING", started + 30 * 1_000_000),
+                        ("PAID", paid_at),
+                        ("FAILED", failed_at),
+                    ] {
+                        self.hooks.push(HookEvent {
+                            payment: p,
+                            status,
+                            at,
+                        });
+                    }
+                    self.payments[p].shape = Some(Shape::LateContradiction);
+                }
+                (LedgerStatus::Unknown | LedgerStatus::Submitting, Fate::PaidOnce)
+                    if alone && rng.chance(pr.other_reference / 2) =>
+                {
+                    let l = pay.lines[0];
+                    self.lines[l].reference = format!("INV-2026-{:04}", rng.between(1, 9_999));
+                    self.payments[p].shape = Some(Shape::InvoiceReference);
+                }
+                _ => {}
+            }
+        }
+        self.hooks.sort_by_key(|e| (e.at, e.payment));
     }
 
     fn plan_deliveries(&mut self, rng: &mut Rng) {
@@ -1134,7 +1479,7 @@ impl World {
                         LineRole::Payment { payment, .. } | LineRole::Return { payment } => {
                             self.earliest_failed_night(payment) > fix
                         }
-                        LineRole::Foreign => true,
+                        LineRole::Foreign | LineRole::Decoy { .. } => true,
                         LineRole::Spurious { .. } => false,
                     });
                     let add = rng.chance(5_000) && withheld.is_some();
@@ -1309,10 +1654,56 @@ impl World {
         out
     }
 
+    /// The webhook files the payment service has stored by night `n` (relative path, bytes):
+    /// one JSON-lines file per night, named by its as-of's date, holding the events since the
+    /// night before.
+    pub fn hook_files(&self, n: u32) -> Vec<(String, Vec<u8>)> {
+        let mut by_night: BTreeMap<u32, String> = BTreeMap::new();
+        for e in &self.hooks {
+            let k = self.first_night_at(e.at);
+            if k > n {
+                continue;
+            }
+            let p = &self.payments[e.payment];
+            let _ = writeln!(
+                by_night.entry(k).or_default(),
+                r#"{{"id":"{}","status":"{}","reference":"{}","amount":"{}","currency":"{}","at":"{}"}}"#,
+                p.provider_id.as_deref().unwrap_or(""),
+                e.status,
+                p.id,
+                recon::money::format_minor(p.amount_minor, p.currency),
+                p.currency,
+                timeparse::format_utc(e.at),
+            );
+        }
+        by_night
+            .into_iter()
+            .map(|(k, text)| {
+                (
+                    format!(
+                        "hooks/{}.jsonl",
+                        day_date(self.opts.start, k as i64 + 1).format("%Y-%m-%d")
+                    ),
+                    text.into_bytes(),
+                )
+            })
+            .collect()
+    }
+
     /// Writes the inbox as of night `n` into `dir` (the job folder): every file present has the
     /// bytes of its newest arrived version; a control file that version lacks is removed.
-    /// Returns the versions present.
+    /// The webhook events stored by then are written too. Returns the versions present.
     pub fn deliver(&self, dir: &Path, n: u32) -> Result<BTreeMap<(Source, i64), usize>> {
+        if !self.hooks.is_empty() {
+            let hooks = dir.join("hooks");
+            std::fs::create_dir_all(&hooks)
+                .with_context(|| format!("creating {}", hooks.display()))?;
+            for (rel, bytes) in self.hook_files(n) {
+                let path = dir.join(&rel);
+                std::fs::write(&path, bytes)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
         let inbox = self.inbox_at(n);
         for &k in inbox.values() {
             let v = &self.versions[k];
@@ -1353,7 +1744,7 @@ impl World {
         };
         let mut n = 0;
         for p in &self.payments {
-            if p.created_at > until || after.is_some_and(|a| p.created_at <= a) {
+            if p.ledger_from > until || after.is_some_and(|a| p.ledger_from <= a) {
                 continue;
             }
             n += 1;
@@ -1433,12 +1824,17 @@ kind = "type"
 [source.kinds]
 DEBIT = "PAYMENT"
 RETURN = "REFUND"
-"#,
+{hooks}"#,
             seed = self.opts.seed,
             days = self.opts.days,
             tail = self.opts.tail,
             ppd = self.opts.payments_per_day,
             psp_columns = crate::generate::PSP_COLUMNS,
+            hooks = if self.hooks.is_empty() {
+                ""
+            } else {
+                HOOKS_CONFIG
+            },
         )
     }
 
@@ -1466,7 +1862,7 @@ RETURN = "REFUND"
                 s,
                 "{},{},{},{},{},{},{},{},{},{},{}",
                 p.id,
-                day_date(self.opts.start, p.day as i64),
+                day_date(self.opts.start, p.day),
                 p.rail.name(),
                 p.status.as_str(),
                 match p.fate {
@@ -1518,7 +1914,7 @@ RETURN = "REFUND"
             "payment {} (day {} {}, rail {}, ledger {}, truth: {}; {} {} to {}, started {}, provider id {} (ledger knows: {}){})",
             pay.id,
             pay.day,
-            day_date(self.opts.start, pay.day as i64),
+            day_date(self.opts.start, pay.day),
             pay.rail.name(),
             pay.status.as_str(),
             pay.fate.as_str(),
@@ -1534,6 +1930,27 @@ RETURN = "REFUND"
                 .map(|t| format!(", twin of {}", self.payments[t].id))
                 .unwrap_or_default(),
         );
+        if pay.current_start() != pay.started_at {
+            let _ = write!(
+                s,
+                "\n      current attempt {} started {}",
+                pay.attempt_id().unwrap_or("-"),
+                pay.current_start()
+                    .map(timeparse::format_utc)
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        if let Some(shape) = pay.shape {
+            let _ = write!(s, "\n      shape: {shape:?}");
+        }
+        for e in self.hooks.iter().filter(|e| e.payment == p) {
+            let _ = write!(
+                s,
+                "\n      webhook {} at {}",
+                e.status,
+                timeparse::format_utc(e.at)
+            );
+        }
         for &i in &pay.lines {
             let _ = write!(s, "\n      {}", self.lines[i].describe(i, self.opts.start));
             let _ = write!(s, "; {}", self.delivery_of(i));
@@ -1587,6 +2004,9 @@ RETURN = "REFUND"
                 );
             }
             files += 1;
+        }
+        for (rel, bytes) in self.hook_files(u32::MAX - 1) {
+            write(&rel, &bytes)?;
         }
         write("schedule.csv", self.schedule_csv().as_bytes())?;
         write("truth.csv", self.truth_csv().as_bytes())?;

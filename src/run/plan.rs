@@ -290,6 +290,7 @@ pub(crate) async fn plan(
         outcomes,
         transitions: Default::default(),
         tickets: Default::default(),
+        cases: Default::default(),
         warnings,
         gates,
         timings_ms: timings,

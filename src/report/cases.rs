@@ -118,6 +118,9 @@ pub struct Case {
     pub payments: Vec<Id>,
     /// The lines' ids, sorted and distinct.
     pub lines: Vec<String>,
+    /// The lines' statement references that name none of the case's payments, sorted and
+    /// distinct (raw statement text): what identifies a line the ledger does not know.
+    pub references: Vec<String>,
     /// Masked recipient of the most severe row.
     pub recipient: String,
     /// Numbered candidates.
@@ -170,7 +173,16 @@ impl Case {
             ));
         }
         if !self.lines.is_empty() {
-            parts.push(list("line", self.lines.clone()));
+            let mut lines = list("line", self.lines.clone());
+            if !self.references.is_empty() {
+                let refs: Vec<&str> = self.references.iter().map(String::as_str).collect();
+                lines.push_str(&format!(
+                    " (reference {}{})",
+                    refs[..refs.len().min(SHOWN)].join(", "),
+                    if refs.len() > SHOWN { ", …" } else { "" }
+                ));
+            }
+            parts.push(lines);
         }
         parts.join(", ")
     }
@@ -356,6 +368,15 @@ fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    let references: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.lines.iter())
+        .filter_map(|l| l.reference.as_ref())
+        .filter(|r| !payments.contains(r))
+        .map(Id::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     let why = why(kind, &rows, payments.len(), line_ids.len());
     Case {
         key,
@@ -366,6 +387,7 @@ fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
         why,
         payments: payments.into_iter().cloned().collect(),
         lines,
+        references,
         recipient: lead.recipient.clone(),
         candidates,
         age_days: rows.iter().map(|r| r.age_days).max().unwrap_or(0),

@@ -360,7 +360,8 @@ pub fn email_kicker(view: &ReportView) -> String {
     )
 }
 
-/// `Resolved by recon: 3 · waiting: 2 · 7 tickets in 4 cases`.
+/// `Resolved by recon: 3 · pending: 2 · 7 tickets in 4 cases` (pending: waiting for evidence,
+/// in flight or not sent yet).
 pub fn email_status(view: &ReportView) -> String {
     let count = |f: Family| -> usize {
         view.totals
@@ -371,7 +372,7 @@ pub fn email_status(view: &ReportView) -> String {
     };
     let c = view.case_counts();
     format!(
-        "Resolved by recon: {} · waiting for evidence: {} · {} ticket{} in {} case{}",
+        "Resolved by recon: {} · pending: {} · {} ticket{} in {} case{}",
         count(Family::Resolved),
         count(Family::Pending),
         c.tickets,

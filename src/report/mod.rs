@@ -15,6 +15,9 @@
 //! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
 //! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |
 //! | `informational` | REFUND, MATCHED, FAILED_OK | no action; MATCHED and FAILED_OK are counted on the summary only (they are in results.csv) |
+//!
+//! The rows that raise a ticket are also grouped into [`cases`]: one per human decision, which
+//! the email lists first and the XLSX report shows on its Cases sheet.
 
 pub mod cases;
 pub mod email;

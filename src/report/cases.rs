@@ -251,18 +251,15 @@ pub fn group(items: &[Item]) -> Vec<Case> {
         members.entry(root).or_default().push(i);
     }
     let mut cases: Vec<Case> = members.into_values().map(|m| case_of(items, m)).collect();
-    cases.sort_by(|a, b| {
+    // The ordering key is computed once per case (the weight looks the currency up), not
+    // twice per comparison.
+    cases.sort_by_cached_key(|c| {
         (
-            a.severity,
-            std::cmp::Reverse(a.weight()),
-            std::cmp::Reverse(a.age_days),
+            c.severity,
+            std::cmp::Reverse(c.weight()),
+            std::cmp::Reverse(c.age_days),
+            c.key.clone(),
         )
-            .cmp(&(
-                b.severity,
-                std::cmp::Reverse(b.weight()),
-                std::cmp::Reverse(b.age_days),
-            ))
-            .then_with(|| a.key.cmp(&b.key))
     });
     cases
 }
@@ -472,42 +469,67 @@ fn why(kind: CaseKind, rows: &[&Item], n_payments: usize, n_lines: usize) -> Str
     }
 }
 
-/// The fingerprint of the rows' decision-relevant evidence (see the module docs).
+/// Appends `field` to `out` length-prefixed, so no text inside a field can be taken for the
+/// boundary between two.
+fn field(out: &mut String, field: &str) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{}:{field};", field.len());
+}
+
+/// The fingerprint of the rows' decision-relevant evidence (see the module docs): every row
+/// as one length-prefixed record (its lines sorted), the records sorted, hashed once. Built
+/// as text, not as JSON values: a night has tens of thousands of cases.
 fn fingerprint(rows: &[&Item]) -> String {
-    let mut described: Vec<serde_json::Value> = rows
+    let mut records: Vec<String> = rows
         .iter()
         .map(|r| {
-            let mut lines: Vec<serde_json::Value> = r
+            let mut rec = String::with_capacity(160);
+            field(&mut rec, r.outcome.as_str());
+            field(
+                &mut rec,
+                &r.payment_id.as_ref().map(Id::to_string).unwrap_or_default(),
+            );
+            field(&mut rec, &r.amount.map(|m| m.text()).unwrap_or_default());
+            field(&mut rec, r.amount.map_or("", |m| m.currency));
+            field(&mut rec, &r.recipient);
+            field(
+                &mut rec,
+                &r.started_at.map(|t| t.to_string()).unwrap_or_default(),
+            );
+            let mut lines: Vec<String> = r
                 .lines
                 .iter()
                 .map(|l| {
-                    serde_json::json!({
-                        "source": &*l.origin.source,
-                        "line_id": l.id.as_str(),
-                        "amount": l.amount.text(),
-                        "currency": l.amount.currency,
-                        "booked_at": l.booked_text(),
-                        "reference": l.reference.as_ref().map(Id::to_string),
-                        "kind": l.kind.as_str(),
-                    })
+                    let mut t = String::with_capacity(96);
+                    field(&mut t, &l.origin.source);
+                    field(&mut t, &l.id);
+                    field(&mut t, &l.amount.text());
+                    field(&mut t, l.amount.currency);
+                    field(&mut t, &l.booked_text());
+                    field(
+                        &mut t,
+                        &l.reference.as_ref().map(Id::to_string).unwrap_or_default(),
+                    );
+                    field(&mut t, l.kind.as_str());
+                    t
                 })
                 .collect();
-            lines.sort_by_key(|v| v.to_string());
-            serde_json::json!({
-                "outcome": r.outcome.as_str(),
-                "payment_id": r.payment_id.as_ref().map(Id::to_string),
-                "amount": r.amount.map(|m| m.text()),
-                "currency": r.amount.map(|m| m.currency),
-                "recipient": r.recipient,
-                "started_at": r.started_at,
-                "lines": lines,
-            })
+            lines.sort_unstable();
+            field(&mut rec, &lines.len().to_string());
+            for l in &lines {
+                field(&mut rec, l);
+            }
+            rec
         })
         .collect();
-    described.sort_by_key(|v| v.to_string());
-    hex::encode(Sha256::digest(
-        serde_json::Value::Array(described).to_string().as_bytes(),
-    ))
+    records.sort_unstable();
+    let mut h = Sha256::new();
+    for r in &records {
+        h.update(r.len().to_string().as_bytes());
+        h.update(b":");
+        h.update(r.as_bytes());
+    }
+    hex::encode(h.finalize())
 }
 
 /// The cases of one severity: how many, and their money at risk per currency.

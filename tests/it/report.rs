@@ -1227,6 +1227,16 @@ async fn a_range_sends_one_message_with_each_item_once() {
         1,
         "{text}"
     );
+    assert!(text.contains("1 case to decide, 1 critical"), "{text}");
+    // The range's summary.json counts the range's cases, each item once.
+    let range_summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.path("out/rng/summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    assert_eq!(
+        range_summary["cases"],
+        serde_json::json!({"cases": 1, "tickets": 1, "by_severity": {"CRITICAL": 1}})
+    );
     // Counted once in the totals, listed once in the report, though both days reported it.
     let pending_line = text
         .lines()

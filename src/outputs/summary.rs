@@ -54,6 +54,18 @@ impl TicketStats {
     }
 }
 
+/// The run's review rows grouped into cases (what one human decision settles; see
+/// `report::cases`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CaseCounts {
+    /// Cases.
+    pub cases: usize,
+    /// Review rows (one ticket each) in those cases.
+    pub tickets: usize,
+    /// Severity name → cases.
+    pub by_severity: BTreeMap<String, usize>,
+}
+
 /// The whole summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
@@ -85,6 +97,8 @@ pub struct Summary {
     pub transitions: TransitionStats,
     /// Tickets.
     pub tickets: TicketStats,
+    /// Cases: the review rows grouped by the decision that settles them.
+    pub cases: CaseCounts,
     /// Completeness warnings: why some windows cannot be closed.
     pub warnings: Vec<String>,
     /// Completeness gates per source and period (balance chains, control totals, daily files,

@@ -2,7 +2,7 @@
 //! diff attached. Built from the same [`ReportView`] as the reports, so it shows nothing the
 //! reports do not (account numbers are masked there already).
 
-use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, html, text_safe, total_text};
+use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, cases, html, text_safe, total_text};
 use crate::config::{EmailConfig, RecipientKey};
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
@@ -12,15 +12,6 @@ use lettre::message::{Mailbox, MultiPart, SinglePart};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Rows of the critical outcomes (FAILED_BUT_PAID, PAID_WHILE_PENDING, DUPLICATE_AT_PROVIDER).
-fn critical_count(view: &ReportView) -> usize {
-    view.totals
-        .iter()
-        .filter(|(o, _)| o.ticket_severity() == Some(crate::outcome::Severity::Critical))
-        .map(|(_, t)| t.count)
-        .sum()
-}
-
 fn family_count(view: &ReportView, f: Family) -> usize {
     view.totals
         .iter()
@@ -29,7 +20,8 @@ fn family_count(view: &ReportView, f: Family) -> usize {
         .sum()
 }
 
-/// The subject: prefix, range, what needs a human, what recon resolved, the run id.
+/// The subject: prefix, range, how many cases wait for a decision (and how many are
+/// critical), what recon resolved, what is pending, the run id.
 pub fn subject(view: &ReportView, prefix: &str) -> String {
     let s = &view.summary;
     let range = if s.range_from == s.range_to {
@@ -37,19 +29,16 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
     } else {
         format!("{}..{}", s.range_from, s.range_to)
     };
-    let n = view.exception_count();
     let unreadable = s.unreadable_inputs.len();
     let what = if unreadable > 0 {
-        format!("CRITICAL {unreadable} unreadable file(s), {n} to review")
-    } else if n == 0 {
+        format!(
+            "CRITICAL {unreadable} unreadable file(s), {}",
+            html::email_title(view)
+        )
+    } else if view.cases.is_empty() {
         "nothing to review".to_string()
     } else {
-        let critical = critical_count(view);
-        if critical > 0 {
-            format!("{n} to review, {critical} critical")
-        } else {
-            format!("{n} to review")
-        }
+        html::email_title(view)
     };
     let mut out = String::new();
     if !prefix.is_empty() {
@@ -67,11 +56,13 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
     text_safe(&out).into_owned()
 }
 
-/// The plain-text alternative: the same content as the HTML body.
+/// The plain-text alternative: the same content as the HTML body, in the same order, in lines
+/// short enough for a phone.
 pub fn text(view: &ReportView, notes: &[String]) -> String {
     let s = &view.summary;
     let mut out = String::new();
-    let _ = writeln!(out, "{}", html::headline(view));
+    let _ = writeln!(out, "{}", text_safe(&html::email_kicker(view)));
+    let _ = writeln!(out, "{}", html::email_title(view));
     out.push('\n');
     if !s.unreadable_inputs.is_empty() {
         let _ = writeln!(
@@ -93,53 +84,81 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         }
         out.push('\n');
     }
-    let n = view.exception_count();
-    if n == 0 {
+    if view.cases.is_empty() {
         if s.unreadable_inputs.is_empty() {
             out.push_str(
-                "Nothing to review: no money at risk and no match to decide in this run.\n\n",
+                "Nothing to review: no money at risk and no match to decide in this run.\n",
             );
         }
     } else {
-        let _ = writeln!(out, "Most severe first ({n} to review):");
-        for i in view.exceptions().take(html::EMAIL_ROWS) {
-            let amount = i
-                .at_risk()
-                .map(|m| format!("{} {}", m.text(), m.currency))
-                .unwrap_or_default();
-            let who = match (&i.payment_id, i.lines.is_empty()) {
-                (Some(p), true) => p.to_string(),
-                (Some(p), false) => format!("{p} / line {}", i.line_ids().join(";")),
-                (None, _) => format!("line {}", i.line_ids().join(";")),
-            };
+        out.push_str("Money at risk:\n");
+        for t in cases::by_severity(&view.cases) {
             let _ = writeln!(
                 out,
-                "  {:<8} {:<22} {} | {amount} | {} | {} d | {}",
-                i.severity.map(|s| s.as_str()).unwrap_or(""),
-                i.outcome.as_str(),
-                text_safe(&who),
-                i.recipient,
-                i.age_days,
-                text_safe(&i.detail)
-            );
-            let references = i.references();
-            if !references.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "           reference: {}",
-                    text_safe(&references.join("; "))
-                );
-            }
-        }
-        if n > html::EMAIL_ROWS {
-            let _ = writeln!(
-                out,
-                "  … {} more in the attached report",
-                n - html::EMAIL_ROWS
+                "  {:<8}  {:>3} case{}  {}",
+                t.severity.as_str(),
+                t.cases,
+                if t.cases == 1 { " " } else { "s" },
+                html::sums_text(&t.at_risk).join(", ")
             );
         }
-        out.push('\n');
     }
+    let _ = writeln!(out, "{}", html::email_status(view));
+    if !s.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} completeness warning{}: see below.",
+            s.warnings.len(),
+            if s.warnings.len() == 1 { "" } else { "s" }
+        );
+    }
+    let n = view.cases.len();
+    if n > 0 {
+        out.push('\n');
+        if n > html::EMAIL_CASES {
+            let _ = writeln!(out, "The {} most severe of {n} cases:", html::EMAIL_CASES);
+        } else {
+            out.push_str("Most severe first:\n");
+        }
+        for (k, c) in view.cases.iter().take(html::EMAIL_CASES).enumerate() {
+            out.push('\n');
+            let _ = writeln!(
+                out,
+                "{}. {}  {}",
+                k + 1,
+                c.severity.as_str(),
+                c.amount_text()
+            );
+            let whose = if c.recipient.is_empty() {
+                c.whose()
+            } else {
+                format!("{}, to {}", c.whose(), c.recipient)
+            };
+            let _ = writeln!(out, "   {}: {}", c.what(), text_safe(&whose));
+            let _ = writeln!(out, "   {}", text_safe(&c.why));
+            let _ = writeln!(
+                out,
+                "   case {} · {} day{} old{}",
+                c.key,
+                c.age_days,
+                if c.age_days == 1 { "" } else { "s" },
+                match c.candidates.len() {
+                    0 => String::new(),
+                    1 => " · 1 candidate".into(),
+                    n => format!(" · {n} candidates"),
+                }
+            );
+        }
+        if n > html::EMAIL_CASES {
+            let _ = writeln!(
+                out,
+                "\n{} more case{} in the attached report.xlsx (sheet Cases).",
+                n - html::EMAIL_CASES,
+                if n - html::EMAIL_CASES == 1 { "" } else { "s" }
+            );
+        }
+    }
+    out.push('\n');
     if !s.warnings.is_empty() {
         out.push_str("Completeness warnings:\n");
         for w in &s.warnings {
@@ -147,8 +166,8 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         }
         out.push('\n');
     }
-    out.push_str("Counts and amounts per outcome:\n");
-    for (f, o, t) in view.outcomes_by_family() {
+    out.push_str("Counts per outcome:\n");
+    for (_, o, t) in view.outcomes_by_family() {
         let amounts: Vec<String> = t
             .amounts
             .iter()
@@ -156,8 +175,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "  {:<14} {:<22} {:>7}   {}",
-            f.title(),
+            "  {:<22} {:>6}  {}",
             o.as_str(),
             t.count,
             amounts.join(", ")
@@ -167,7 +185,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
     let _ = writeln!(out, "Run {}:", text_safe(&s.run_id));
     let _ = writeln!(
         out,
-        "  range {} .. {}, as of {}",
+        "  {} .. {}, as of {}",
         s.range_from, s.range_to, s.as_of
     );
     let _ = writeln!(

@@ -3,7 +3,9 @@
 //! [`escape`]. A Content-Security-Policy that forbids scripts and remote loads is a second
 //! line of defence should a value ever slip through unescaped.
 
+use super::cases::{self, Case};
 use super::{Family, Item, ReportView, total_text, utc};
+use crate::model::Severity;
 use std::fmt::Write as _;
 
 /// Escapes text for HTML element content and quoted attribute values; invisible characters
@@ -29,8 +31,8 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Rows listed per family in the HTML report; the rest are in report.xlsx and results.csv.
 pub const REPORT_ROWS_PER_FAMILY: usize = 2000;
-/// Exceptions listed in the email body.
-pub const EMAIL_ROWS: usize = 25;
+/// Cases listed in the email body (the most severe); the rest are in the attached report.xlsx.
+pub const EMAIL_CASES: usize = 20;
 
 const STYLE: &str = "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#1a1a1a;margin:24px;max-width:1200px}\
 h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
@@ -109,34 +111,6 @@ fn warnings(out: &mut String, view: &ReportView) {
     for w in &view.summary.warnings {
         let _ = writeln!(out, "<div class=\"warn\">{}</div>", escape(w));
     }
-}
-
-/// The statement files that could not be read, as the first, critical block (nothing when
-/// every file was read).
-fn unreadable(out: &mut String, view: &ReportView) {
-    let files = &view.summary.unreadable_inputs;
-    if files.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "<h2 class=\"sev-CRITICAL\">CRITICAL: {} statement file(s) cannot be read</h2>\n\
-         <p>Nothing in them was used, and their days are incomplete: no payment is resolved FAILED \
-         on them until the file is delivered again.</p>\n<table>\n<tr><th>source</th><th>file</th>\
-         <th>days</th><th>error</th></tr>",
-        files.len()
-    );
-    for f in files {
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&f.source),
-            escape(&f.path),
-            escape(&f.period),
-            escape(&f.error)
-        );
-    }
-    out.push_str("</table>\n");
 }
 
 fn nothing_to_review(out: &mut String, view: &ReportView) {
@@ -264,6 +238,33 @@ fn item_table<'a>(
     }
 }
 
+/// The statement files that could not be read, as the first, critical block (nothing when
+/// every file was read).
+fn unreadable(out: &mut String, view: &ReportView) {
+    let files = &view.summary.unreadable_inputs;
+    if files.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2 class=\"sev-CRITICAL\" style=\"color:#b71c1c\">CRITICAL: {} statement file(s) cannot be read</h2>\n\
+         <p>Nothing in them was used, and their days are incomplete: no payment is resolved FAILED \
+         on them until the file is delivered again.</p>\n<ul>",
+        files.len()
+    );
+    for f in files {
+        let _ = writeln!(
+            out,
+            "<li>{} {} ({}): {}</li>",
+            escape(&f.source),
+            escape(&f.path),
+            escape(&f.period),
+            escape(&f.error)
+        );
+    }
+    out.push_str("</ul>\n");
+}
+
 /// The HTML report file: run facts, warnings, counts, the chart and every listed row per
 /// family (up to [`REPORT_ROWS_PER_FAMILY`] each).
 pub fn report(view: &ReportView) -> String {
@@ -278,6 +279,7 @@ pub fn report(view: &ReportView) -> String {
     out.push_str("<h2>Exceptions per outcome</h2>\n");
     out.push_str(&chart(view));
     totals(&mut out, view);
+    case_table(&mut out, view);
     for f in Family::ALL {
         let n = view.family(f).count();
         if n == 0 {
@@ -290,29 +292,328 @@ pub fn report(view: &ReportView) -> String {
     out
 }
 
-/// The email's HTML body: the same facts, the most severe exceptions first (up to
-/// [`EMAIL_ROWS`]), and what is attached or left out.
+/// The cases, most severe first (up to [`REPORT_ROWS_PER_FAMILY`]), with their candidates.
+fn case_table(out: &mut String, view: &ReportView) {
+    let n = view.cases.len();
+    if n == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h2>Cases ({n}, from {} review rows)</h2>",
+        view.case_counts().tickets
+    );
+    out.push_str("<table>\n<tr><th>case</th><th>severity</th><th>what and whose</th><th>amount</th><th>why</th><th>candidates</th><th>age (days)</th></tr>\n");
+    for c in view.cases.iter().take(REPORT_ROWS_PER_FAMILY) {
+        let sev = c.severity.as_str();
+        let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
+        let _ = writeln!(
+            out,
+            "<tr><td class=\"muted\">{}</td><td class=\"sev-{sev}\">{sev}</td><td>{}<br>{}{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            escape(&c.key),
+            escape(&c.what()),
+            escape(&c.whose()),
+            if c.recipient.is_empty() {
+                String::new()
+            } else {
+                format!(" · {}", escape(&c.recipient))
+            },
+            c.at_risk
+                .iter()
+                .map(|m| escape(&format!("{} {}", m.text(), m.currency)).into_owned())
+                .collect::<Vec<_>>()
+                .join("<br>"),
+            escape(&c.why),
+            candidates
+                .iter()
+                .map(|t| escape(t).into_owned())
+                .collect::<Vec<_>>()
+                .join("<br>"),
+            c.age_days,
+        );
+    }
+    out.push_str("</table>\n");
+    if n > REPORT_ROWS_PER_FAMILY {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">{} more case(s) not shown: see the Cases sheet of report.xlsx.</p>",
+            n - REPORT_ROWS_PER_FAMILY
+        );
+    }
+}
+
+/// Text colour of a severity.
+fn severity_color(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "#b71c1c",
+        Severity::High => "#c43e00",
+        Severity::Medium => "#1d4f91",
+        Severity::Low => "#555555",
+    }
+}
+
+/// The font of every email block (mail clients drop `<style>`: every style is inline).
+const EMAIL_FONT: &str = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif";
+
+/// The email's title line: how many cases wait for a decision.
+pub fn email_title(view: &ReportView) -> String {
+    let n = view.cases.len();
+    if n == 0 {
+        return "Nothing to decide".into();
+    }
+    let critical = view
+        .cases
+        .iter()
+        .filter(|c| c.severity == Severity::Critical)
+        .count();
+    let mut t = format!("{n} case{} to decide", if n == 1 { "" } else { "s" });
+    if critical > 0 {
+        let _ = write!(t, ", {critical} critical");
+    }
+    t
+}
+
+/// The line above the title: `recon · 2026-11-27 · run r1`.
+pub fn email_kicker(view: &ReportView) -> String {
+    let s = &view.summary;
+    let range = if s.range_from == s.range_to {
+        s.range_from.clone()
+    } else {
+        format!("{} .. {}", s.range_from, s.range_to)
+    };
+    format!(
+        "recon · {range} · run {}{}",
+        s.run_id,
+        if s.dry_run { " (dry run)" } else { "" }
+    )
+}
+
+/// `Resolved by recon: 3 · pending: 2 · 7 tickets in 4 cases` (pending: waiting for evidence,
+/// in flight or not sent yet).
+pub fn email_status(view: &ReportView) -> String {
+    let count = |f: Family| -> usize {
+        view.totals
+            .iter()
+            .filter(|(o, _)| Family::of(**o) == f)
+            .map(|(_, t)| t.count)
+            .sum()
+    };
+    let c = view.case_counts();
+    format!(
+        "Resolved by recon: {} · pending: {} · {} ticket{} in {} case{}",
+        count(Family::Resolved),
+        count(Family::Pending),
+        c.tickets,
+        if c.tickets == 1 { "" } else { "s" },
+        c.cases,
+        if c.cases == 1 { "" } else { "s" },
+    )
+}
+
+/// Money per currency as text: `349.00 EUR`, one entry per currency.
+pub fn sums_text(sums: &std::collections::BTreeMap<&'static str, i128>) -> Vec<String> {
+    sums.iter()
+        .map(|(c, v)| format!("{} {c}", total_text(*v, c)))
+        .collect()
+}
+
+/// One case as a short block: severity and amount, what and whose, why, the key.
+fn case_block(out: &mut String, number: usize, c: &Case) {
+    let color = severity_color(c.severity);
+    let amounts: Vec<String> = c
+        .at_risk
+        .iter()
+        .map(|m| escape(&format!("{} {}", m.text(), m.currency)).into_owned())
+        .collect();
+    let whose = if c.recipient.is_empty() {
+        c.whose()
+    } else {
+        format!("{}, to {}", c.whose(), c.recipient)
+    };
+    let _ = write!(
+        out,
+        "<div id=\"case-{number}\" style=\"border-left:4px solid {color};background:#f6f6f6;padding:8px 10px;margin:0 0 10px\">\n\
+         <table role=\"presentation\" width=\"100%\" style=\"width:100%;border-collapse:collapse\"><tr>\
+         <td style=\"padding:0;font-size:13px;vertical-align:top\"><b style=\"color:{color}\">{}</b> <span style=\"color:#333\">{}</span></td>\
+         <td style=\"padding:0 0 0 8px;font-size:15px;font-weight:700;text-align:right;vertical-align:top;white-space:nowrap\">{}</td>\
+         </tr></table>\n\
+         <div style=\"font-size:14px;margin-top:3px\">{}</div>\n\
+         <div style=\"font-size:14px;color:#333;margin-top:3px\">{}</div>\n\
+         <div style=\"font-size:12px;color:#767676;margin-top:3px\">case {} · {} day{} old{}</div>\n</div>\n",
+        c.severity.as_str(),
+        escape(&c.what()),
+        amounts.join("<br>"),
+        escape(&whose),
+        escape(&c.why),
+        escape(&c.key),
+        c.age_days,
+        if c.age_days == 1 { "" } else { "s" },
+        match c.candidates.len() {
+            0 => String::new(),
+            1 => " · 1 candidate".into(),
+            n => format!(" · {n} candidates"),
+        },
+    );
+}
+
+/// The email's HTML body, read in 30 seconds on a phone: the headline (money at risk by
+/// severity, how many cases, what recon resolved, what waits), then the most severe cases as
+/// short blocks (up to [`EMAIL_CASES`]), then warnings, counts and the run's facts. One
+/// column at most 600 px wide, inline styles only (mail clients drop `<style>`), no script,
+/// no external resource; long ids wrap instead of widening the page.
 pub fn email(view: &ReportView, notes: &[String]) -> String {
     let mut out = String::with_capacity(8 * 1024);
-    let title = headline(view);
-    head(&mut out, &title);
-    let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
+    let title = format!("{}: {}", headline(view), email_title(view));
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <title>{}</title>\n</head>\n<body style=\"margin:0;padding:0;background:#ffffff\">\n\
+         <div style=\"max-width:600px;margin:0 auto;padding:12px 14px;{EMAIL_FONT};font-size:15px;line-height:1.4;color:#1a1a1a;overflow-wrap:anywhere;word-break:break-word\">\n",
+        escape(&title)
+    );
+    let _ = writeln!(
+        out,
+        "<p style=\"margin:0;font-size:13px;color:#666\">{}</p>\n<h1 style=\"margin:2px 0 8px;font-size:21px;line-height:1.25\">{}</h1>",
+        escape(&email_kicker(view)),
+        escape(&email_title(view))
+    );
+    let h2 = "margin:18px 0 8px;font-size:16px;border-bottom:1px solid #ddd;padding-bottom:3px";
+    let cell = "padding:2px 0;vertical-align:top";
     unreadable(&mut out, view);
-    nothing_to_review(&mut out, view);
-    let n = view.exception_count();
+    if view.cases.is_empty() {
+        if view.summary.unreadable_inputs.is_empty() {
+            out.push_str("<p style=\"background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;margin:0 0 8px;font-weight:600\">Nothing to review: no money at risk and no match to decide in this run.</p>\n");
+        }
+    } else {
+        out.push_str("<table role=\"presentation\" style=\"border-collapse:collapse;font-size:14px;margin:0 0 6px\">\n");
+        let _ = writeln!(
+            out,
+            "<tr><td colspan=\"3\" style=\"{cell};color:#555\">Money at risk</td></tr>"
+        );
+        for t in cases::by_severity(&view.cases) {
+            let _ = writeln!(
+                out,
+                "<tr><td style=\"{cell};font-weight:700;color:{}\">{}</td><td style=\"{cell};padding-left:16px;text-align:right;white-space:nowrap\">{} case{}</td><td style=\"{cell};padding-left:16px;text-align:right;font-weight:700\">{}</td></tr>",
+                severity_color(t.severity),
+                t.severity.as_str(),
+                t.cases,
+                if t.cases == 1 { "" } else { "s" },
+                sums_text(&t.at_risk)
+                    .iter()
+                    .map(|a| escape(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<p style=\"margin:0 0 4px;font-size:14px;color:#333\">{}</p>",
+        escape(&email_status(view))
+    );
+    if !view.summary.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:0;font-size:14px;color:#8a5a00\">{} completeness warning{}: see below.</p>",
+            view.summary.warnings.len(),
+            if view.summary.warnings.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        );
+    }
+    let n = view.cases.len();
     if n > 0 {
-        let _ = writeln!(out, "<h2>Most severe first ({n} to review)</h2>");
-        item_table(&mut out, view.exceptions(), EMAIL_ROWS, n);
+        let _ = writeln!(
+            out,
+            "<h2 style=\"{h2}\">{}</h2>",
+            if n > EMAIL_CASES {
+                format!("The {EMAIL_CASES} most severe of {n} cases")
+            } else {
+                "Most severe first".to_string()
+            }
+        );
+        for (k, c) in view.cases.iter().take(EMAIL_CASES).enumerate() {
+            case_block(&mut out, k + 1, c);
+        }
+        if n > EMAIL_CASES {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} in the attached report.xlsx (sheet Cases).</p>",
+                n - EMAIL_CASES,
+                if n - EMAIL_CASES == 1 { "" } else { "s" }
+            );
+        }
     }
-    warnings(&mut out, view);
-    totals(&mut out, view);
-    out.push_str(&chart(view));
-    out.push_str("<h2>Run</h2>\n");
-    run_facts(&mut out, view);
+    if !view.summary.warnings.is_empty() {
+        let _ = writeln!(out, "<h2 style=\"{h2}\">Completeness warnings</h2>");
+        for w in &view.summary.warnings {
+            let _ = writeln!(
+                out,
+                "<div style=\"background:#fff8e1;border:1px solid #ffe082;padding:6px 10px;margin:0 0 6px;font-size:14px\">{}</div>",
+                escape(w)
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "<h2 style=\"{h2}\">Counts per outcome</h2>\n<table role=\"presentation\" width=\"100%\" style=\"width:100%;border-collapse:collapse;font-size:13px\">"
+    );
+    for (_, o, t) in view.outcomes_by_family() {
+        let amounts: Vec<String> = t
+            .amounts
+            .iter()
+            .map(|(c, v)| escape(&format!("{} {c}", total_text(*v, c))).into_owned())
+            .collect();
+        let _ = writeln!(
+            out,
+            "<tr><td style=\"{cell};border-bottom:1px solid #eee\">{}</td><td style=\"{cell};border-bottom:1px solid #eee;padding-left:8px;text-align:right\">{}</td><td style=\"{cell};border-bottom:1px solid #eee;padding-left:8px;text-align:right\">{}</td></tr>",
+            o.as_str(),
+            t.count,
+            amounts.join("<br>")
+        );
+    }
+    out.push_str("</table>\n");
+    let s = &view.summary;
+    let (transitions, tickets) = view.effects();
+    let _ = writeln!(out, "<h2 style=\"{h2}\">Run</h2>");
+    let mut facts = vec![
+        format!("{} .. {}, as of {}", s.range_from, s.range_to, s.as_of),
+        format!(
+            "{} payments in scope, {} statement lines, {} rejected",
+            s.payments_in_scope, s.statement_lines, s.rejected_lines
+        ),
+    ];
+    for i in &s.inputs {
+        facts.push(format!(
+            "input {}: {} ({} lines, {} rejected, sha256 {})",
+            i.source, i.path, i.lines, i.rejected, i.sha256
+        ));
+    }
+    if s.inputs.is_empty() {
+        facts.push("no statement file was read".into());
+    }
+    facts.push(format!("transitions: {transitions}"));
+    facts.push(format!("tickets: {tickets}"));
+    for f in facts {
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:0 0 3px;font-size:13px;color:#444\">{}</p>",
+            escape(&f)
+        );
+    }
     for note in notes {
-        let _ = writeln!(out, "<p class=\"muted\">{}</p>", escape(note));
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:10px 0 0;font-size:13px;color:#666\">{}</p>",
+            escape(note)
+        );
     }
-    out.push_str("</body>\n</html>\n");
+    out.push_str("</div>\n</body>\n</html>\n");
     out
 }
 

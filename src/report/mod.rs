@@ -15,7 +15,11 @@
 //! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
 //! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |
 //! | `informational` | REFUND, MATCHED, FAILED_OK | no action; MATCHED and FAILED_OK are counted on the summary only (they are in results.csv) |
+//!
+//! The rows that raise a ticket are also grouped into [`cases`]: one per human decision, which
+//! the email lists first and the XLSX report shows on its Cases sheet.
 
+pub mod cases;
 pub mod email;
 pub mod html;
 pub mod outbox;
@@ -122,6 +126,8 @@ pub struct ItemLine {
     pub origin: Arc<Origin>,
     /// Line number in the file.
     pub line_no: u64,
+    /// What the line is (a payment, or money that came back).
+    pub kind: crate::model::LineKind,
 }
 
 impl ItemLine {
@@ -137,6 +143,7 @@ impl ItemLine {
             booked_day: l.booked_day,
             origin: l.origin.clone(),
             line_no: l.line_no,
+            kind: l.kind,
         }
     }
 
@@ -264,6 +271,8 @@ pub struct ReportView {
     pub totals: BTreeMap<Outcome, OutcomeTotal>,
     /// The listed rows, most severe first.
     pub items: Vec<Item>,
+    /// The review rows grouped into cases, most severe first ([`cases`]).
+    pub cases: Vec<cases::Case>,
     /// Transitions the rows ask for (refused ones included).
     pub transitions_planned: usize,
     /// Rows that raise a ticket.
@@ -338,6 +347,7 @@ impl ReportView {
         ReportView {
             summary: summary.clone(),
             totals: totals.clone(),
+            cases: cases::group(&items),
             items,
             transitions_planned,
             ticket_rows,
@@ -370,6 +380,7 @@ impl ReportView {
         ReportView {
             summary,
             totals,
+            cases: cases::group(&items),
             items,
             transitions_planned,
             ticket_rows,
@@ -403,6 +414,16 @@ impl ReportView {
             format!("{} planned ({applied})", self.transitions_planned),
             format!("{} row(s) raise a ticket ({created})", self.ticket_rows),
         )
+    }
+
+    /// Cases and review rows, as summary.json counts them.
+    pub fn case_counts(&self) -> crate::outputs::summary::CaseCounts {
+        cases::counts(&self.cases)
+    }
+
+    /// The rows of a case, most severe first.
+    pub fn case_items<'a>(&'a self, case: &'a cases::Case) -> impl Iterator<Item = &'a Item> {
+        case.members.iter().map(|&i| &self.items[i])
     }
 
     /// Rows of one family, most severe first.

@@ -1,4 +1,5 @@
-//! `report.xlsx`: a Summary sheet and one sheet per outcome [`Family`], with a frozen header,
+//! `report.xlsx`: a Summary sheet, a Cases sheet (one row per decision, see
+//! [`super::cases`]) and one sheet per outcome [`Family`], with a frozen header,
 //! an autofilter, money as numbers in a currency format and account numbers masked.
 //!
 //! Text from statements is written as string cells *and* passed through
@@ -179,6 +180,7 @@ fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
         money: BTreeMap::new(),
     };
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
+    cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
     for f in Family::ALL {
         // Family sheets can hold 100k+ rows at scale: streamed to a temporary file row by
         // row, so their cells are not all held in memory until the workbook is saved.
@@ -294,6 +296,74 @@ fn summary_sheet(
     ws.set_column_width(3, 16)?;
     ws.set_column_width(c, 22)?;
     ws.set_column_width(c + 1, 60)?;
+    Ok(())
+}
+
+/// Columns of the Cases sheet.
+pub const CASE_COLUMNS: [&str; 13] = [
+    "case",
+    "severity",
+    "what",
+    "payments",
+    "lines",
+    "recipient",
+    "amount",
+    "currency",
+    "why",
+    "candidates",
+    "tickets",
+    "age_days",
+    "fingerprint",
+];
+
+/// One row per case, most severe first: the decision's key, what and whose, the money at
+/// risk (a number when the case has one currency), why, the numbered candidates and the
+/// fingerprint of the evidence.
+fn cases_sheet(ws: &mut Worksheet, fmts: &mut Formats, view: &ReportView) -> Result<(), XlsxError> {
+    ws.set_name("Cases")?;
+    for (c, w) in [
+        (0u16, 20.0),
+        (2, 24.0),
+        (3, 18.0),
+        (4, 18.0),
+        (6, 14.0),
+        (8, 60.0),
+        (9, 60.0),
+    ] {
+        ws.set_column_width(c, w)?;
+    }
+    header(ws, fmts, &CASE_COLUMNS)?;
+    let mut r = 0u32;
+    for c in view.cases.iter().take(MAX_ROWS) {
+        r += 1;
+        write_text(ws, r, 0, &c.key)?;
+        write_text(ws, r, 1, c.severity.as_str())?;
+        write_text(ws, r, 2, &c.what())?;
+        let payments: Vec<String> = c.payments.iter().map(|p| p.to_string()).collect();
+        write_text(ws, r, 3, &payments.join(";"))?;
+        write_text(ws, r, 4, &c.lines.join(";"))?;
+        write_text(ws, r, 5, &c.recipient)?;
+        match c.at_risk.as_slice() {
+            [] => {}
+            [m] => {
+                write_money(ws, fmts, r, 6, *m)?;
+                write_text(ws, r, 7, m.currency)?;
+            }
+            many => {
+                let text: Vec<String> = many.iter().map(|m| m.text()).collect();
+                write_text(ws, r, 6, &text.join(";"))?;
+                let curs: Vec<&str> = many.iter().map(|m| m.currency).collect();
+                write_text(ws, r, 7, &curs.join(";"))?;
+            }
+        }
+        write_text(ws, r, 8, &c.why)?;
+        let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
+        write_text(ws, r, 9, &candidates.join("\n"))?;
+        ws.write_number(r, 10, exact_number(c.members.len()))?;
+        ws.write_number(r, 11, exact_number(c.age_days))?;
+        write_text(ws, r, 12, &c.fingerprint)?;
+    }
+    ws.autofilter(0, 0, r.max(1), (CASE_COLUMNS.len() - 1) as u16)?;
     Ok(())
 }
 

@@ -231,6 +231,7 @@ async fn plan_and_apply(
     }
     summary.timings_ms.insert("write".into(), write_ms);
     summary.timings_ms.insert("reports".into(), reports_ms);
+    summary.cases = view.case_counts();
     view.summary = summary.clone();
     view.committed = !opts.dry_run;
     let json = serde_json::to_string_pretty(&summary).context("summary.json")?;

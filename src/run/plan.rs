@@ -352,6 +352,7 @@ pub(crate) async fn plan(
         outcomes,
         transitions: Default::default(),
         tickets: Default::default(),
+        cases: Default::default(),
         warnings,
         gates,
         unreadable_inputs: unreadable,

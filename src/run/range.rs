@@ -36,6 +36,8 @@ pub struct RangeSummary {
     pub transitions: summary::TransitionStats,
     /// Sum of the days' tickets.
     pub tickets: summary::TicketStats,
+    /// The range's review rows (each item once) grouped into cases.
+    pub cases: summary::CaseCounts,
     /// Every distinct warning of the days.
     pub warnings: Vec<String>,
     /// Every distinct statement file of the days that could not be read (see
@@ -185,6 +187,9 @@ pub(super) async fn run_range(
     }
     let totals = sums.totals();
     range.outcomes = summary::outcome_stats(&totals);
+    let mut view = range_view(views, &range, totals, &finals, &reports);
+    range.cases = view.case_counts();
+    view.summary.cases = range.cases.clone();
     let json = serde_json::to_string_pretty(&range).context("summary.json")? + "\n";
     let tmp = dir.join("summary.json.tmp");
     std::fs::write(&tmp, json)
@@ -195,7 +200,6 @@ pub(super) async fn run_range(
         .map(|r| r.summary.clone())
         .unwrap_or_default();
     // One report and one message for the whole range, after every day is committed.
-    let view = range_view(views, &range, totals, &finals, &reports);
     range_reports(&dir, &view, &range)?;
     outbox::after_run(
         cfg.email.as_ref(),

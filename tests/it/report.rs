@@ -522,6 +522,7 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
         wb.sheet_names(),
         [
             "Summary",
+            "Cases",
             "Money at risk",
             "Review",
             "Pending",
@@ -570,12 +571,53 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
     );
     assert_masked(&money, "the Money at risk sheet");
     assert_masked(&summary, "the Summary sheet");
+    // The Cases sheet: one row per decision, most severe first, the same neutralising and
+    // masking; the money at risk is a number (an absolute amount).
+    let (cases, range) = sheet_text(&path, "Cases");
+    snapshot("cases.xlsx.txt", &cases);
+    let column = |name: &str| -> u32 {
+        (0..range.width() as u32)
+            .find(|c| cell(range.get_value((0, *c)).expect("header")) == name)
+            .unwrap_or_else(|| panic!("no column {name}"))
+    };
+    let whats: Vec<String> = (1..range.height() as u32)
+        .map(|r| cell(range.get_value((r, column("what"))).expect("what")))
+        .collect();
+    assert_eq!(
+        whats,
+        [
+            "FAILED_BUT_PAID",
+            "DUPLICATE_AT_PROVIDER",
+            "ORPHAN_AT_PROVIDER",
+            "ORPHAN_AT_PROVIDER"
+        ]
+    );
+    let hostile = (1..range.height() as u32)
+        .find(|r| cell(range.get_value((*r, column("lines"))).expect("lines")).contains("SUM"))
+        .expect("the hostile orphan's case");
+    assert_eq!(
+        cell(range.get_value((hostile, column("lines"))).expect("lines")),
+        "'@SUM(1+1)"
+    );
+    assert_eq!(
+        range.get_value((hostile, column("amount"))),
+        Some(&Data::Float(12.34))
+    );
+    assert_eq!(
+        cell(
+            range
+                .get_value((hostile, column("recipient")))
+                .expect("recipient")
+        ),
+        "****9012"
+    );
+    assert_masked(&cases, "the Cases sheet");
     for sheet in ["Review", "Pending", "Resolved", "Informational"] {
         assert_masked(&sheet_text(&path, sheet).0, sheet);
     }
 
     // Frozen header, autofilter and the currency formats, from the sheet XML.
-    let xml = xlsx_part(&path, "xl/worksheets/sheet2.xml");
+    let xml = xlsx_part(&path, "xl/worksheets/sheet3.xml");
     assert!(
         xml.contains("ySplit=\"1\"") && xml.contains("state=\"frozen\""),
         "{xml}"
@@ -658,7 +700,7 @@ async fn email_arrives_by_smtp_with_recipients_subject_bodies_and_attachments() 
     assert!(!messages[0].contains("ops@bank.test"));
     assert_eq!(
         headers["subject"],
-        "[recon] 2026-11-10: 4 to review, 2 critical, 1 resolved, 0 pending (run r1)"
+        "[recon] 2026-11-10: 4 cases to decide, 2 critical, 1 resolved, 0 pending (run r1)"
     );
 
     let text = part(
@@ -836,7 +878,7 @@ fn assert_alert_received(server: &SmtpServer, run_id: &str) {
     assert_eq!(
         headers["subject"],
         format!(
-            "[recon] 2026-11-10: 4 to review, 2 critical, 1 resolved, 0 pending (run {run_id})"
+            "[recon] 2026-11-10: 4 cases to decide, 2 critical, 1 resolved, 0 pending (run {run_id})"
         )
     );
 }
@@ -1031,7 +1073,10 @@ async fn a_clean_run_says_nothing_to_review_through_the_file_transport() {
     )
     .text();
     assert!(html.contains("Nothing to review"));
-    assert!(html.contains("No exceptions to chart."));
+    let report_html = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
+    assert!(report_html.contains("No exceptions to chart."));
+    let (cases, _) = sheet_text(&report.out_dir.join("report.xlsx"), "Cases");
+    assert_eq!(cases.lines().count(), 1, "header only: {cases}");
     let (money, _) = sheet_text(&report.out_dir.join("report.xlsx"), "Money at risk");
     assert_eq!(money.lines().count(), 1, "header only: {money}");
 }
@@ -1177,7 +1222,21 @@ async fn a_range_sends_one_message_with_each_item_once() {
         "text",
     )
     .text();
-    assert_eq!(text.matches("P-PAID / line L-2").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("payment P-PAID, line L-2").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("1 case to decide, 1 critical"), "{text}");
+    // The range's summary.json counts the range's cases, each item once.
+    let range_summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.path("out/rng/summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    assert_eq!(
+        range_summary["cases"],
+        serde_json::json!({"cases": 1, "tickets": 1, "by_severity": {"CRITICAL": 1}})
+    );
     // Counted once in the totals, listed once in the report, though both days reported it.
     let pending_line = text
         .lines()

@@ -1,0 +1,714 @@
+//! Cases: what one human decision settles (DESIGN.md "Cases").
+//!
+//! A run's review rows (every row whose outcome raises a ticket) are grouped into cases: two
+//! rows belong to one case when they share a payment or a statement line, transitively. So
+//! one line that fits two payments (three AMBIGUOUS rows: the line, payment 1, payment 2) is
+//! one case, a near miss (the payment and its look-alike line) is one case, a return (the
+//! payment with its line and the money that came back) and a duplicate are one row and one
+//! case each, and a single-sided exception (an orphan line, a payment missing at the
+//! provider) is a case of its own.
+//!
+//! Each case has
+//! - a **stable key** (`C-` and 16 hex digits of a sha256): from the identities of its
+//!   payments (sorted payment ids), or, for a case of lines alone, of its lines (source and
+//!   line id, which survive re-deliveries: a line's id is its provider id or its content id).
+//!   Re-runs of the same evidence give the same key; a case whose payments change (a third
+//!   payment joins an ambiguity) is another decision and gets another key;
+//! - a **severity** (its most severe row's) and the **money at risk**: the sum of its
+//!   payments' amounts per currency (what a wrong decision could pay twice or lose), or of its
+//!   lines' for a case of lines alone, as absolute values; an ambiguity risks no more than its
+//!   lines (one 500.00 line that fits two 500.00 payments: 500.00);
+//! - one sentence of **why**;
+//! - its **candidates**, numbered from 1: every (payment, line) pair its rows name, sorted
+//!   by payment id then line id, so `confirm 2` means the same pair as long as the evidence
+//!   is the same;
+//! - the **fingerprint** of the evidence a decision would be made on: the sha256 of the
+//!   decision-relevant fields of its rows (outcomes, payments' ids, amounts, masked
+//!   recipients and starts; lines' ids, amounts, bookings, references and kinds), not of
+//!   what changes without the evidence changing (file names, line numbers, the wording of
+//!   `detail`, the payment's status, which a reviewer's own decision changes).
+//!
+//! Cases are listed most severe first: by [`Severity`], then the larger money at risk, then
+//! the older case, then the key. No outcome is special-cased: a new critical outcome sorts
+//! first by its severity alone.
+
+use super::{Item, ItemLine, Money};
+use crate::model::{Id, LineKind, Outcome, Severity};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What kind of decision a case asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CaseKind {
+    /// Payments and lines that could pair in more than one way: which line is which payment's.
+    Ambiguity,
+    /// An unresolved payment and a look-alike line (same recipient, other amount or currency).
+    NearMiss,
+    /// A payment whose money came back.
+    Return,
+    /// A payment with two or more provider lines.
+    Duplicate,
+    /// Any other review row: one payment or one line, and what is wrong with it.
+    Exception,
+}
+
+impl CaseKind {
+    /// Name in the reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaseKind::Ambiguity => "ambiguity",
+            CaseKind::NearMiss => "near miss",
+            CaseKind::Return => "return",
+            CaseKind::Duplicate => "duplicate",
+            CaseKind::Exception => "exception",
+        }
+    }
+}
+
+/// A (payment, line) pair a case's rows name: one way the decision could go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// 1, 2, … in the case's order (payment id, then line id).
+    pub number: u32,
+    /// The payment.
+    pub payment_id: Id,
+    /// The line.
+    pub line: ItemLine,
+}
+
+impl Candidate {
+    /// `2: P-7 ↔ L-9 (99.00 EUR, 2026-11-10T10:05:00Z)`, a return marked as such. Raw
+    /// statement text: escape it for the format it goes into.
+    pub fn text(&self) -> String {
+        format!(
+            "{}: {} ↔ {}{} ({} {}, {})",
+            self.number,
+            self.payment_id,
+            self.line.id,
+            if self.line.kind == LineKind::Payment {
+                ""
+            } else {
+                " [return]"
+            },
+            self.line.amount.text(),
+            self.line.amount.currency,
+            self.line.booked_text()
+        )
+    }
+}
+
+/// One decision for a human: the review rows it settles and what a reviewer needs to see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    /// Stable key (see the module docs).
+    pub key: String,
+    /// What kind of decision it is.
+    pub kind: CaseKind,
+    /// The most severe row's severity.
+    pub severity: Severity,
+    /// The most severe row's outcome.
+    pub outcome: Outcome,
+    /// Money at risk per currency (absolute, summed), sorted by currency.
+    pub at_risk: Vec<Money>,
+    /// One sentence (raw text: escape it for the format it goes into).
+    pub why: String,
+    /// The rows: indices into the view's items, most severe first.
+    pub members: Vec<usize>,
+    /// The payments, sorted.
+    pub payments: Vec<Id>,
+    /// The lines' ids, sorted and distinct.
+    pub lines: Vec<String>,
+    /// The lines' statement references that name none of the case's payments, sorted and
+    /// distinct (raw statement text): what identifies a line the ledger does not know.
+    pub references: Vec<String>,
+    /// Masked recipient of the most severe row.
+    pub recipient: String,
+    /// Numbered candidates.
+    pub candidates: Vec<Candidate>,
+    /// The oldest row's age in days.
+    pub age_days: i64,
+    /// sha256 (hex) of the decision-relevant evidence (see the module docs).
+    pub fingerprint: String,
+}
+
+impl Case {
+    /// The money at risk as text: `250.00 EUR` (`, ` between currencies).
+    pub fn amount_text(&self) -> String {
+        self.at_risk
+            .iter()
+            .map(|m| format!("{} {}", m.text(), m.currency))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What it is: the most severe row's outcome, and the kind when the outcome does not say
+    /// it (`AMBIGUOUS (near miss)`, `AMOUNT_MISMATCH (ambiguity)`).
+    pub fn what(&self) -> String {
+        match self.kind {
+            CaseKind::NearMiss | CaseKind::Ambiguity if self.outcome != Outcome::Ambiguous => {
+                format!("{} ({})", self.outcome.as_str(), self.kind.as_str())
+            }
+            CaseKind::NearMiss => format!("{} ({})", self.outcome.as_str(), self.kind.as_str()),
+            _ => self.outcome.as_str().to_string(),
+        }
+    }
+
+    /// Who and what: `payment P-1, line L-1` (the first few of each; raw text).
+    pub fn whose(&self) -> String {
+        const SHOWN: usize = 3;
+        let mut parts = Vec::new();
+        let list = |what: &str, ids: Vec<String>| {
+            let n = ids.len();
+            let mut s = format!("{what}{} ", if n > 1 { "s" } else { "" });
+            s.push_str(&ids.into_iter().take(SHOWN).collect::<Vec<_>>().join(", "));
+            if n > SHOWN {
+                s.push_str(&format!(" and {} more", n - SHOWN));
+            }
+            s
+        };
+        if !self.payments.is_empty() {
+            parts.push(list(
+                "payment",
+                self.payments.iter().map(|p| p.to_string()).collect(),
+            ));
+        }
+        if !self.lines.is_empty() {
+            let mut lines = list("line", self.lines.clone());
+            if !self.references.is_empty() {
+                let refs: Vec<&str> = self.references.iter().map(String::as_str).collect();
+                lines.push_str(&format!(
+                    " (reference {}{})",
+                    refs[..refs.len().min(SHOWN)].join(", "),
+                    if refs.len() > SHOWN { ", …" } else { "" }
+                ));
+            }
+            parts.push(lines);
+        }
+        parts.join(", ")
+    }
+
+    /// The largest amount at risk, by number of units (the ordering's heuristic: recon has no
+    /// exchange rates).
+    fn weight(&self) -> rust_decimal::Decimal {
+        self.at_risk
+            .iter()
+            .map(|m| m.decimal().abs())
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+/// Union-find over item positions.
+struct Groups(Vec<usize>);
+
+impl Groups {
+    fn find(&mut self, mut i: usize) -> usize {
+        while self.0[i] != i {
+            self.0[i] = self.0[self.0[i]];
+            i = self.0[i];
+        }
+        i
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (a, b) = (self.find(a), self.find(b));
+        if a != b {
+            // The smaller position is the root: groups come out in item order.
+            self.0[a.max(b)] = a.min(b);
+        }
+    }
+}
+
+/// A line's identity: its source and id (two sources may use the same provider id).
+fn line_identity(l: &ItemLine) -> (&str, &str) {
+    (&l.origin.source, l.id.as_str())
+}
+
+/// Groups the review rows of `items` (sorted most severe first) into cases, most severe first.
+pub fn group(items: &[Item]) -> Vec<Case> {
+    let review: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].severity.is_some())
+        .collect();
+    let mut groups = Groups((0..review.len()).collect());
+    {
+        let mut by_payment: HashMap<&Id, usize> = HashMap::new();
+        let mut by_line: HashMap<(&str, &str), usize> = HashMap::new();
+        for (k, &i) in review.iter().enumerate() {
+            let item = &items[i];
+            if let Some(p) = &item.payment_id {
+                let first = *by_payment.entry(p).or_insert(k);
+                groups.union(first, k);
+            }
+            for l in &item.lines {
+                let first = *by_line.entry(line_identity(l)).or_insert(k);
+                groups.union(first, k);
+            }
+        }
+    }
+    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (k, &i) in review.iter().enumerate() {
+        let root = groups.find(k);
+        members.entry(root).or_default().push(i);
+    }
+    let mut cases: Vec<Case> = members.into_values().map(|m| case_of(items, m)).collect();
+    // The ordering key is computed once per case (the weight looks the currency up), not
+    // twice per comparison.
+    cases.sort_by_cached_key(|c| {
+        (
+            c.severity,
+            std::cmp::Reverse(c.weight()),
+            std::cmp::Reverse(c.age_days),
+            c.key.clone(),
+        )
+    });
+    cases
+}
+
+/// The case of `members` (item positions in item order, so the most severe first).
+fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
+    members.sort_by_key(|&i| (items[i].severity, i));
+    let rows: Vec<&Item> = members.iter().map(|&i| &items[i]).collect();
+    let lead = rows[0];
+    let severity = rows
+        .iter()
+        .filter_map(|r| r.severity)
+        .min()
+        .unwrap_or(Severity::Medium);
+    let payments: BTreeSet<&Id> = rows.iter().filter_map(|r| r.payment_id.as_ref()).collect();
+    let line_ids: BTreeSet<(&str, &str)> = rows
+        .iter()
+        .flat_map(|r| r.lines.iter().map(line_identity))
+        .collect();
+    let key = {
+        let mut h = Sha256::new();
+        if payments.is_empty() {
+            for (source, id) in &line_ids {
+                h.update(format!("L\u{1f}{source}\u{1f}{id}\u{1e}").as_bytes());
+            }
+        } else {
+            for p in &payments {
+                h.update(format!("P\u{1f}{p}\u{1e}").as_bytes());
+            }
+        }
+        format!("C-{}", &hex::encode(h.finalize())[..16])
+    };
+    let ambiguous = |r: &&Item| r.outcome == Outcome::Ambiguous;
+    let near_miss = |r: &&Item| ambiguous(r) && &*r.rule == "near_miss";
+    let kind = match lead.outcome {
+        Outcome::Returned => CaseKind::Return,
+        Outcome::DuplicateAtProvider => CaseKind::Duplicate,
+        _ if rows.iter().any(|r| ambiguous(r) && !near_miss(r)) => CaseKind::Ambiguity,
+        _ if rows.iter().any(near_miss) => CaseKind::NearMiss,
+        _ => CaseKind::Exception,
+    };
+    // Money at risk: the payments' amounts, or the lines' when no payment is in the case;
+    // each payment and line counted once. An ambiguity puts no more at risk than the lines
+    // it is about: one line that fits two payments of its amount risks that amount once.
+    let mut by_payments: BTreeMap<&'static str, i64> = BTreeMap::new();
+    let mut by_lines: BTreeMap<&'static str, i64> = BTreeMap::new();
+    let add = |sums: &mut BTreeMap<&'static str, i64>, m: Money| {
+        let s = sums.entry(m.currency).or_default();
+        *s = s.saturating_add(m.minor.saturating_abs());
+    };
+    let mut seen = BTreeSet::new();
+    for l in rows.iter().flat_map(|r| r.lines.iter()) {
+        if seen.insert(line_identity(l)) {
+            add(&mut by_lines, l.amount);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for r in &rows {
+        if let (Some(p), Some(m)) = (&r.payment_id, r.amount)
+            && seen.insert(p)
+        {
+            add(&mut by_payments, m);
+        }
+    }
+    let sums = if by_payments.is_empty() {
+        by_lines
+    } else if kind == CaseKind::Ambiguity {
+        by_payments
+            .into_iter()
+            .map(|(c, p)| (c, by_lines.get(c).map_or(p, |l| p.min(*l))))
+            .collect()
+    } else {
+        by_payments
+    };
+    let at_risk = sums
+        .into_iter()
+        .map(|(currency, minor)| Money { minor, currency })
+        .collect();
+    // Candidates: the (payment, line) pairs the payment rows name, each once.
+    let mut pairs: BTreeMap<(Id, (String, String)), ItemLine> = BTreeMap::new();
+    for r in &rows {
+        if let Some(p) = &r.payment_id {
+            for l in &r.lines {
+                let (s, id) = line_identity(l);
+                pairs
+                    .entry((p.clone(), (id.to_string(), s.to_string())))
+                    .or_insert_with(|| l.clone());
+            }
+        }
+    }
+    let candidates: Vec<Candidate> = pairs
+        .into_iter()
+        .enumerate()
+        .map(|(n, ((payment_id, _), line))| Candidate {
+            number: n as u32 + 1,
+            payment_id,
+            line,
+        })
+        .collect();
+    let lines: Vec<String> = line_ids
+        .iter()
+        .map(|(_, id)| id.to_string())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let references: Vec<String> = rows
+        .iter()
+        .flat_map(|r| r.lines.iter())
+        .filter_map(|l| l.reference.as_ref())
+        .filter(|r| !payments.contains(r))
+        .map(Id::to_string)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let why = why(kind, &rows, payments.len(), line_ids.len());
+    Case {
+        key,
+        kind,
+        severity,
+        outcome: lead.outcome,
+        at_risk,
+        why,
+        payments: payments.into_iter().cloned().collect(),
+        lines,
+        references,
+        recipient: lead.recipient.clone(),
+        candidates,
+        age_days: rows.iter().map(|r| r.age_days).max().unwrap_or(0),
+        fingerprint: fingerprint(&rows),
+        members,
+    }
+}
+
+/// `text` as a sentence: capital first letter, a full stop at the end.
+fn sentence(text: &str) -> String {
+    let text = text.trim();
+    let mut chars = text.chars();
+    let mut s: String = match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => return String::new(),
+    };
+    if !s.ends_with(['.', '!', '?']) {
+        s.push('.');
+    }
+    s
+}
+
+fn money_text(m: Money) -> String {
+    format!("{} {}", m.text(), m.currency)
+}
+
+/// One sentence of why the case needs a human.
+fn why(kind: CaseKind, rows: &[&Item], n_payments: usize, n_lines: usize) -> String {
+    let lead = rows[0];
+    match kind {
+        CaseKind::Ambiguity if n_lines == 1 && n_payments > 1 => format!(
+            "Line {} ({}) fits {n_payments} payments: pick the one it paid.",
+            lead.lines.first().map_or("", |l| l.id.as_str()),
+            lead.lines
+                .first()
+                .map(|l| money_text(l.amount))
+                .unwrap_or_default(),
+        ),
+        CaseKind::Ambiguity if n_payments == 1 && n_lines > 1 => format!(
+            "Payment {} ({}) has {n_lines} candidate lines: pick the one that paid it.",
+            rows.iter()
+                .find_map(|r| r.payment_id.as_ref())
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            rows.iter()
+                .find_map(|r| r.amount)
+                .map(money_text)
+                .unwrap_or_default(),
+        ),
+        CaseKind::Ambiguity if n_payments > 1 => format!(
+            "{n_payments} payments and {n_lines} lines could pair in more than one way: \
+             decide which line is whose."
+        ),
+        CaseKind::NearMiss => {
+            let payment = rows.iter().find(|r| r.payment_id.is_some());
+            match payment {
+                Some(p) => format!(
+                    "Payment {} ({}) is unresolved and {} ({}) is in its window: is it this \
+                     payment's money (fee netted, converted)?",
+                    p.payment_id
+                        .as_ref()
+                        .map(|p| p.to_string())
+                        .unwrap_or_default(),
+                    p.amount.map(money_text).unwrap_or_default(),
+                    match p.lines.as_slice() {
+                        [l] => format!("line {}", l.id),
+                        ls => format!("{} lines", ls.len()),
+                    },
+                    p.lines
+                        .iter()
+                        .map(|l| money_text(l.amount))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+                None => sentence(&lead.detail),
+            }
+        }
+        _ if lead.detail.is_empty() => {
+            sentence(&lead.outcome.as_str().replace('_', " ").to_lowercase())
+        }
+        _ => sentence(&lead.detail),
+    }
+}
+
+/// Appends `field` to `out` length-prefixed, so no text inside a field can be taken for the
+/// boundary between two.
+fn field(out: &mut String, field: &str) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{}:{field};", field.len());
+}
+
+/// The fingerprint of the rows' decision-relevant evidence (see the module docs): every row
+/// as one length-prefixed record (its lines sorted), the records sorted, hashed once. Built
+/// as text, not as JSON values: a night has tens of thousands of cases.
+fn fingerprint(rows: &[&Item]) -> String {
+    let mut records: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let mut rec = String::with_capacity(160);
+            field(&mut rec, r.outcome.as_str());
+            field(
+                &mut rec,
+                &r.payment_id.as_ref().map(Id::to_string).unwrap_or_default(),
+            );
+            field(&mut rec, &r.amount.map(|m| m.text()).unwrap_or_default());
+            field(&mut rec, r.amount.map_or("", |m| m.currency));
+            field(&mut rec, &r.recipient);
+            field(
+                &mut rec,
+                &r.started_at.map(|t| t.to_string()).unwrap_or_default(),
+            );
+            let mut lines: Vec<String> = r
+                .lines
+                .iter()
+                .map(|l| {
+                    let mut t = String::with_capacity(96);
+                    field(&mut t, &l.origin.source);
+                    field(&mut t, &l.id);
+                    field(&mut t, &l.amount.text());
+                    field(&mut t, l.amount.currency);
+                    field(&mut t, &l.booked_text());
+                    field(
+                        &mut t,
+                        &l.reference.as_ref().map(Id::to_string).unwrap_or_default(),
+                    );
+                    field(&mut t, l.kind.as_str());
+                    t
+                })
+                .collect();
+            lines.sort_unstable();
+            field(&mut rec, &lines.len().to_string());
+            for l in &lines {
+                field(&mut rec, l);
+            }
+            rec
+        })
+        .collect();
+    records.sort_unstable();
+    let mut h = Sha256::new();
+    for r in &records {
+        h.update(r.len().to_string().as_bytes());
+        h.update(b":");
+        h.update(r.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// The cases of one severity: how many, and their money at risk per currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeverityTotal {
+    /// The severity.
+    pub severity: Severity,
+    /// Cases.
+    pub cases: usize,
+    /// Currency → minor units (sums of many cases may exceed i64).
+    pub at_risk: BTreeMap<&'static str, i128>,
+}
+
+/// Cases and money at risk per severity, most severe first (severities without a case left
+/// out).
+pub fn by_severity(cases: &[Case]) -> Vec<SeverityTotal> {
+    let mut out: BTreeMap<Severity, SeverityTotal> = BTreeMap::new();
+    for c in cases {
+        let t = out.entry(c.severity).or_insert_with(|| SeverityTotal {
+            severity: c.severity,
+            cases: 0,
+            at_risk: BTreeMap::new(),
+        });
+        t.cases += 1;
+        for m in &c.at_risk {
+            *t.at_risk.entry(m.currency).or_default() += i128::from(m.minor);
+        }
+    }
+    out.into_values().collect()
+}
+
+/// Cases and review rows by severity, as summary.json counts them.
+pub fn counts(cases: &[Case]) -> crate::outputs::summary::CaseCounts {
+    let mut c = crate::outputs::summary::CaseCounts {
+        cases: cases.len(),
+        ..Default::default()
+    };
+    for case in cases {
+        c.tickets += case.members.len();
+        *c.by_severity
+            .entry(case.severity.as_str().to_string())
+            .or_default() += 1;
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Action;
+    use crate::sources::Origin;
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    fn line(id: &str, minor: i64) -> ItemLine {
+        ItemLine {
+            id: id.into(),
+            amount: Money {
+                minor,
+                currency: "EUR",
+            },
+            reference: None,
+            booked_at: 0,
+            booked_day: None,
+            origin: Origin::new(Arc::from("psp"), Arc::from("f.csv"), None),
+            line_no: 2,
+            kind: LineKind::Payment,
+        }
+    }
+
+    fn item(outcome: Outcome, payment: Option<(&str, i64)>, lines: &[(&str, i64)]) -> Item {
+        Item {
+            outcome,
+            severity: outcome.ticket_severity(),
+            status: None,
+            action: Action::Ticket,
+            payment_id: payment.map(|(p, _)| Id::new(p)),
+            lines: lines.iter().map(|&(id, m)| line(id, m)).collect(),
+            amount: payment.map(|(_, minor)| Money {
+                minor,
+                currency: "EUR",
+            }),
+            recipient: "****1234".into(),
+            started_at: None,
+            age_days: 1,
+            rule: Arc::from(if outcome == Outcome::Ambiguous {
+                "p1"
+            } else {
+                ""
+            }),
+            detail: Cow::Borrowed("why not"),
+        }
+    }
+
+    #[test]
+    fn a_line_that_fits_two_payments_is_one_case_with_two_numbered_candidates() {
+        let items = vec![
+            item(Outcome::Ambiguous, Some(("P-2", 100)), &[("L-1", 100)]),
+            item(Outcome::Ambiguous, Some(("P-1", 100)), &[("L-1", 100)]),
+            item(Outcome::Ambiguous, None, &[("L-1", 100)]),
+            item(Outcome::OrphanAtProvider, None, &[("L-9", -500)]),
+        ];
+        let cases = group(&items);
+        assert_eq!(cases.len(), 2, "{cases:#?}");
+        // Same severity: the larger money at risk first.
+        let (orphan, amb) = (&cases[0], &cases[1]);
+        assert_eq!(amb.kind, CaseKind::Ambiguity);
+        assert_eq!(amb.members, vec![0, 1, 2]);
+        assert_eq!(amb.what(), "AMBIGUOUS");
+        assert_eq!(amb.payments, vec![Id::new("P-1"), Id::new("P-2")]);
+        // One line's money is at stake, not both payments'.
+        assert_eq!(amb.amount_text(), "1.00 EUR");
+        let numbered: Vec<(u32, String)> = amb
+            .candidates
+            .iter()
+            .map(|c| (c.number, c.payment_id.to_string()))
+            .collect();
+        assert_eq!(numbered, [(1, "P-1".into()), (2, "P-2".into())]);
+        assert_eq!(
+            amb.why,
+            "Line L-1 (1.00 EUR) fits 2 payments: pick the one it paid."
+        );
+        // The orphan: its line's money, as an absolute amount, and no candidate.
+        assert_eq!(orphan.amount_text(), "5.00 EUR");
+        assert!(orphan.candidates.is_empty());
+        assert_eq!(orphan.why, "Why not.");
+        assert_eq!(orphan.members, vec![3]);
+        assert_eq!(counts(&cases).tickets, 4);
+    }
+
+    #[test]
+    fn the_key_survives_a_rerun_and_the_fingerprint_sees_the_money() {
+        let night = |amount: i64| {
+            vec![
+                item(Outcome::Ambiguous, Some(("P-1", 100)), &[("L-1", amount)]),
+                item(Outcome::Ambiguous, None, &[("L-1", amount)]),
+            ]
+        };
+        let a = group(&night(100)).remove(0);
+        // The same evidence re-delivered in another file, explained in other words.
+        let mut again = night(100);
+        again[0].detail = Cow::Borrowed("other words");
+        for l in again.iter_mut().flat_map(|i| i.lines.iter_mut()) {
+            l.line_no += 7;
+            l.origin = Origin::new(Arc::from("psp"), Arc::from("again.csv"), None);
+        }
+        let b = group(&again).remove(0);
+        assert_eq!((&a.key, &a.fingerprint), (&b.key, &b.fingerprint));
+        let c = group(&night(95)).remove(0);
+        assert_eq!(a.key, c.key, "same payment: same case");
+        assert_ne!(a.fingerprint, c.fingerprint, "other money: other evidence");
+        assert!(a.key.starts_with("C-") && a.key.len() == 18, "{}", a.key);
+    }
+
+    #[test]
+    fn severity_orders_cases_before_money_with_no_outcome_special_cased() {
+        let items = vec![
+            item(Outcome::OrphanAtProvider, None, &[("L-big", 1_000_000)]),
+            item(
+                Outcome::DuplicateAtProvider,
+                Some(("P-d", 90)),
+                &[("L-2", 90), ("L-3", 90)],
+            ),
+            item(Outcome::AmountMismatch, Some(("P-a", 500)), &[("L-4", 400)]),
+            item(Outcome::FailedButPaid, Some(("P-f", 20)), &[("L-5", 20)]),
+        ];
+        let order: Vec<(Severity, String)> = group(&items)
+            .iter()
+            .map(|c| (c.severity, c.amount_text()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                // Two critical outcomes: the larger money first, whichever outcome it is.
+                (Severity::Critical, "0.90 EUR".to_string()),
+                (Severity::Critical, "0.20 EUR".to_string()),
+                (Severity::High, "5.00 EUR".to_string()),
+                (Severity::Medium, "10000.00 EUR".to_string()),
+            ]
+        );
+    }
+}

@@ -2235,9 +2235,8 @@ auto_apply_unknown = false
     ];
     for (what, edit, rules, category, text) in cases {
         let mut o = SimOptions::new(CI_SEED);
-        o.days = 3;
-        o.tail = 3;
-        o.payments_per_day = 25;
+        o.days = 4;
+        o.payments_per_day = 30;
         o.probs = sim::Probs {
             live_retry: 0,
             other_reference: 0,

@@ -244,6 +244,40 @@ fn names(p: &Payment, attempt: Option<&str>) -> bool {
             && crate::model::canonical_uuid(attempt).is_some())
 }
 
+/// Puts payments found outside the run's range (the whole-ledger lookup of the payments lines
+/// name, [`super::lookup`]) on their current attempt's clock, as [`settle`] does for the loaded
+/// ones; `payments` is sorted by id. None is dropped: a line names them, whatever their start.
+pub(super) async fn current_starts(
+    conn: &mut Conn<'_>,
+    queries: &LedgerQueries,
+    payments: &mut [Payment],
+) -> Result<()> {
+    let ids: Vec<String> = payments
+        .iter()
+        .filter(|p| p.attempt_id.is_some())
+        .map(|p| p.payment_id.text().to_string())
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let by_id = index(payments).into_index();
+    let mut starts: Vec<(u32, Micros)> = Vec::new();
+    conn.attempts(queries, Attempts::Of(&ids), |a| {
+        if let Some(i) = by_id.get(a.payment_id, |i| payments[i as usize].payment_id.text())
+            && names(&payments[i as usize], a.attempt_id)
+            && let Some(start) = a.start()?
+        {
+            starts.push((i, start));
+        }
+        Ok(())
+    })
+    .await?;
+    for (i, start) in starts {
+        payments[i as usize].started_at = Some(start);
+    }
+    Ok(())
+}
+
 /// Puts every payment on its current attempt's clock: `started_at` becomes that attempt's
 /// start where the attempts have one. Then the candidates are what they are on that clock:
 /// the payments whose current attempt started in `[lo, hi)` although their row's start is

@@ -155,6 +155,8 @@ pub async fn named(
     payments.retain(|p| !loaded(&p.payment_id.text()));
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     payments.dedup_by(|a, b| a.payment_id == b.payment_id);
+    // On the current attempt's clock, like the loaded payments (DESIGN.md rule 11).
+    reader.current_starts(queries, &mut payments).await?;
     if payments.is_empty() {
         return Ok(Found {
             ledger: Default::default(),
@@ -213,6 +215,19 @@ fn placeholders(n: usize) -> String {
 }
 
 impl Reader {
+    /// Sets each payment's start to its current attempt's ([`super::clock::current_starts`]).
+    async fn current_starts(
+        &mut self,
+        queries: &LedgerQueries,
+        payments: &mut [Payment],
+    ) -> Result<()> {
+        let mut conn = match self {
+            Reader::Sqlite(c) => super::clock::Conn::Sqlite(&mut **c),
+            Reader::Postgres(c, _) => super::clock::Conn::Pg(&mut **c),
+        };
+        super::clock::current_starts(&mut conn, queries, payments).await
+    }
+
     /// (payment id, provider id) of the attempts whose provider id is one of `keys`.
     async fn attempt_ids(
         &mut self,

@@ -222,8 +222,8 @@ impl Reader {
         payments: &mut [Payment],
     ) -> Result<()> {
         let mut conn = match self {
-            Reader::Sqlite(c) => super::clock::Conn::Sqlite(&mut **c),
-            Reader::Postgres(c, _) => super::clock::Conn::Pg(&mut **c),
+            Reader::Sqlite(c) => super::clock::Conn::Sqlite(c),
+            Reader::Postgres(c, _) => super::clock::Conn::Pg(c),
         };
         super::clock::current_starts(&mut conn, queries, payments).await
     }

@@ -154,3 +154,23 @@ pub fn mutated(
     }
     bytes
 }
+
+/// Every file below `root` but `SOURCES.md`, as paths relative to it (`/`-separated as the
+/// OS writes them), sorted.
+pub fn files_below(root: &Path) -> Vec<String> {
+    let mut stack = vec![root.to_path_buf()];
+    let mut out = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read_dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != "SOURCES.md") {
+                let rel = p.strip_prefix(root).expect("prefix");
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}

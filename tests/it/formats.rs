@@ -13,7 +13,7 @@ use crate::format_files::{Expect, ctx, no_panic, repo};
 use proptest::prelude::*;
 use recon::config::{Format, SourceConfig};
 use recon::sources::{self, SourceLoad};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use Expect::{Golden, Rejected};
 
@@ -83,29 +83,15 @@ fn golden_outputs_of_every_own_fixture() {
 /// third party comes into the repository (their goldens are checked by `tests/real`).
 #[test]
 fn every_input_is_an_own_fixture_with_an_expectation() {
-    let root = inputs();
-    let mut stack = vec![root.clone()];
-    let mut wrong = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n != "SOURCES.md") {
-                let rel = p
-                    .strip_prefix(&root)
-                    .expect("prefix")
-                    .to_string_lossy()
-                    .into_owned();
-                let own = p
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("recon_"));
-                if !own || !FILES.iter().any(|(r, _, _)| *r == rel) {
-                    wrong.push(rel);
-                }
-            }
-        }
-    }
+    let wrong: Vec<String> = crate::format_files::files_below(&inputs())
+        .into_iter()
+        .filter(|rel| {
+            let own = Path::new(rel)
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("recon_"));
+            !own || !FILES.iter().any(|(r, _, _)| r == rel)
+        })
+        .collect();
     assert!(
         wrong.is_empty(),
         "inputs that are not own recon_* fixtures with an expectation: {wrong:?}"

@@ -299,26 +299,10 @@ fn golden_outputs_of_every_real_file() {
 
 #[test]
 fn every_real_file_has_an_expectation() {
-    let root = real_data();
-    let mut stack = vec![root.clone()];
-    let mut missing = Vec::new();
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).expect("read_dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.file_name().is_some_and(|n| n != "SOURCES.md") {
-                let rel = p
-                    .strip_prefix(&root)
-                    .expect("prefix")
-                    .to_string_lossy()
-                    .into_owned();
-                if !FILES.iter().any(|(r, _, _)| *r == rel) {
-                    missing.push(rel);
-                }
-            }
-        }
-    }
+    let missing: Vec<String> = crate::format_files::files_below(&real_data())
+        .into_iter()
+        .filter(|rel| !FILES.iter().any(|(r, _, _)| r == rel))
+        .collect();
     assert!(
         missing.is_empty(),
         "real files without a golden: {missing:?}"

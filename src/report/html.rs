@@ -52,14 +52,20 @@ fn head(out: &mut String, title: &str) {
     );
 }
 
-/// The headline every rendering starts with.
-pub fn headline(view: &ReportView) -> String {
+/// The run's day, or its range as `FROM .. TO`.
+fn range_text(view: &ReportView) -> String {
     let s = &view.summary;
-    let range = if s.range_from == s.range_to {
+    if s.range_from == s.range_to {
         s.range_from.clone()
     } else {
         format!("{} .. {}", s.range_from, s.range_to)
-    };
+    }
+}
+
+/// The headline every rendering starts with.
+pub fn headline(view: &ReportView) -> String {
+    let s = &view.summary;
+    let range = range_text(view);
     format!(
         "recon run {} for {range}{}",
         s.run_id,
@@ -376,11 +382,7 @@ pub fn email_title(view: &ReportView) -> String {
 /// The line above the title: `recon · 2026-11-27 · run r1`.
 pub fn email_kicker(view: &ReportView) -> String {
     let s = &view.summary;
-    let range = if s.range_from == s.range_to {
-        s.range_from.clone()
-    } else {
-        format!("{} .. {}", s.range_from, s.range_to)
-    };
+    let range = range_text(view);
     format!(
         "recon · {range} · run {}{}",
         s.run_id,

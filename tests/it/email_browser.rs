@@ -26,19 +26,7 @@ fn chromium() -> &'static Path {
         if let Some(p) = found() {
             return p;
         }
-        eprintln!("tests/it/email_browser.rs: installing chromium (apt-get) for the email tests");
-        let apt = |args: &[&str]| {
-            Command::new("apt-get")
-                .args(args)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if !apt(&["install", "-y", "-qq", "chromium"]) {
-            apt(&["update", "-qq"]);
-            apt(&["install", "-y", "-qq", "chromium"]);
-        }
+        crate::support::apt_install("chromium", "the email rendering tests");
         found().expect(
             "no chromium and apt-get could not install it: apt-get install -y chromium \
              (the email rendering tests need it)",

@@ -237,19 +237,7 @@ fn sshd_binary() -> PathBuf {
             if let Some(p) = found() {
                 return p;
             }
-            eprintln!("tests/it/pull.rs: installing openssh-server (apt-get) for the SFTP tests");
-            let apt = |args: &[&str]| {
-                Command::new("apt-get")
-                    .args(args)
-                    .env("DEBIAN_FRONTEND", "noninteractive")
-                    .stdout(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            };
-            if !apt(&["install", "-y", "-qq", "openssh-server"]) {
-                apt(&["update", "-qq"]);
-                apt(&["install", "-y", "-qq", "openssh-server"]);
-            }
+            crate::support::apt_install("openssh-server", "the SFTP tests");
             found().expect(
                 "no sshd and apt-get could not install openssh-server: \
                  apt-get install -y openssh-server (the SFTP tests need it)",

@@ -197,12 +197,11 @@ fn pg_bin_dir() -> Option<PathBuf> {
     found.pop().map(|(_, bin)| bin)
 }
 
-/// [`pg_bin_dir`], installing Debian's `postgresql` with apt-get when there is none.
-fn pg_bin_dir_or_install() -> Result<PathBuf, String> {
-    if let Some(bin) = pg_bin_dir() {
-        return Ok(bin);
-    }
-    eprintln!("tests: installing postgresql (apt-get) for the suite's own PostgreSQL cluster");
+/// Installs Debian's `package` with apt-get (updating the lists once if the first try fails),
+/// for a test that needs a program the machine lacks; `why` names who needs it. Whether it
+/// worked is for the caller to check (it looks for the program again).
+pub fn apt_install(package: &str, why: &str) {
+    eprintln!("tests: installing {package} (apt-get) for {why}");
     let apt = |args: &[&str]| {
         Command::new("apt-get")
             .args(args)
@@ -212,10 +211,18 @@ fn pg_bin_dir_or_install() -> Result<PathBuf, String> {
             .status()
             .is_ok_and(|s| s.success())
     };
-    if !apt(&["install", "-y", "-qq", "postgresql"]) {
+    if !apt(&["install", "-y", "-qq", package]) {
         apt(&["update", "-qq"]);
-        apt(&["install", "-y", "-qq", "postgresql"]);
+        apt(&["install", "-y", "-qq", package]);
     }
+}
+
+/// [`pg_bin_dir`], installing Debian's `postgresql` with apt-get when there is none.
+fn pg_bin_dir_or_install() -> Result<PathBuf, String> {
+    if let Some(bin) = pg_bin_dir() {
+        return Ok(bin);
+    }
+    apt_install("postgresql", "the suite's own PostgreSQL cluster");
     pg_bin_dir().ok_or_else(|| {
         "no /usr/lib/postgresql/<version>/bin with initdb and pg_ctl, and `apt-get install \
          postgresql` did not provide one"

@@ -148,10 +148,8 @@ pub fn run<'a>(
     // A payment is cleanly claimed with exactly one link, equal money and no open candidate.
     let mut pay_links = vec![0u32; payments.len()];
     let mut pay_disputed = vec![false; payments.len()];
-    // Lines an identifier pass paired with a payment, and payments one linked cleanly (proven
-    // by identifier).
+    // Lines an identifier pass paired with a payment.
     let mut line_named = vec![false; lines.len()];
-    let mut pay_named = vec![false; payments.len()];
     let own = |l: usize| elig.own_reference.get(l).copied().unwrap_or(false);
     let mut result = MatchResult::default();
     // Returns and reversals not yet tied to a payment.
@@ -281,18 +279,6 @@ pub fn run<'a>(
             }
         };
         let (per_line, per_pay) = count(&pairs, lines.len(), payments.len());
-        let confirm = if fuzzy {
-            confirmations(
-                payments,
-                &pairs,
-                (&per_line, &per_pay),
-                (&line_free, &pay_free),
-                |p| pay_named[p] && !pay_disputed[p],
-                own,
-            )
-        } else {
-            Vec::new()
-        };
         for &(l, p) in &pairs {
             let (l_us, p_us) = (l as usize, p as usize);
             let pair = Pair {
@@ -300,19 +286,13 @@ pub fn run<'a>(
                 payment: p,
                 pass: pass_idx,
             };
-            let confirmed = confirm.get(l_us).copied().unwrap_or(0);
-            if confirmed != 0 && confirmed != p + 1 {
-                // Proven by identifier elsewhere: not a competitor of the confirmation.
-                continue;
-            }
             let unique_line = per_line[l_us] == 1;
             let accept = if fuzzy {
-                confirmed == p + 1
-                    || (unique_line
-                        && per_pay[p_us] == 1
-                        && line_free[l_us]
-                        && !own(l_us)
-                        && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us])))
+                unique_line
+                    && per_pay[p_us] == 1
+                    && line_free[l_us]
+                    && !own(l_us)
+                    && (pay_free[p_us] || (pay_links[p_us] == 1 && !pay_disputed[p_us]))
             } else {
                 unique_line
             };
@@ -326,7 +306,6 @@ pub fn run<'a>(
                     pay_disputed[p_us] = true;
                 } else {
                     line_clean[l_us] = true;
-                    pay_named[p_us] |= !fuzzy;
                 }
                 result.links.push(pair);
             } else {
@@ -425,49 +404,6 @@ pub fn run<'a>(
     Ok(result)
 }
 
-/// Confirmations of ledger-SUCCEEDED payments (issue 30): per line, `p + 1` when payment `p`
-/// is its only candidate not already proven by identifier (`proven`), `p` is SUCCEEDED in the
-/// ledger, has no other candidate line, and both are free; 0 otherwise. The payments proven by
-/// identifier are then no competitors: the named twin of a pair keeps its own line and the other
-/// twin its line. A resolution of an unresolved payment keeps the strict rule (each side the
-/// other's only candidate), as does a line with our id shape (`own`).
-fn confirmations(
-    payments: &[Payment],
-    pairs: &[(u32, u32)],
-    (per_line, per_pay): (&[u32], &[u32]),
-    (line_free, pay_free): (&[bool], &[bool]),
-    proven: impl Fn(usize) -> bool,
-    own: impl Fn(usize) -> bool,
-) -> Vec<u32> {
-    let mut open = vec![0u32; per_line.len()];
-    let mut any_proven = false;
-    for &(l, p) in pairs {
-        if proven(p as usize) {
-            any_proven = true;
-        } else {
-            open[l as usize] += 1;
-        }
-    }
-    if !any_proven {
-        return Vec::new();
-    }
-    let mut out = vec![0u32; per_line.len()];
-    for &(l, p) in pairs {
-        let (l_us, p_us) = (l as usize, p as usize);
-        if per_line[l_us] > 1
-            && open[l_us] == 1
-            && !proven(p_us)
-            && payments[p_us].status == crate::ledger::Status::Succeeded
-            && per_pay[p_us] == 1
-            && line_free[l_us]
-            && pay_free[p_us]
-            && !own(l_us)
-        {
-            out[l_us] = p + 1;
-        }
-    }
-    out
-}
 
 /// Near misses of lines without a recipient: same currency and amount (as the ledger sees
 /// it), booked inside the payment's evidence horizon. Keyed by (currency, amount), so the

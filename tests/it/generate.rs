@@ -305,7 +305,13 @@ fn every_statement_line_is_accounted_for_exactly_once() {
             *line_rows.entry(txn).or_default() += 1;
         } else {
             let parts: Vec<&str> = txn.split(';').filter(|t| !t.is_empty()).collect();
-            if r["outcome"] == "DUPLICATE_AT_PROVIDER" {
+            if r["outcome"] == "DUPLICATE_AT_PROVIDER" || parts.len() == 2 {
+                // Two txns: a duplicate, or a named twin (AMBIGUOUS: its own line and the
+                // unnamed one it shares with its twin).
+                assert!(
+                    matches!(r["outcome"].as_str(), "DUPLICATE_AT_PROVIDER" | "AMBIGUOUS"),
+                    "{r:?}"
+                );
                 assert_eq!(parts.len(), 2, "{r:?}");
                 assert!(parts.iter().all(|t| t.len() == 27 && t.starts_with("pt_")));
                 assert!(parts[0] < parts[1], "not sorted: {r:?}");
@@ -317,14 +323,24 @@ fn every_statement_line_is_accounted_for_exactly_once() {
             }
         }
     }
+    // A named twin's two txns: the one without a line row is its own.
+    let named_twin_lines: HashSet<&str> = expected
+        .iter()
+        .filter(|r| r["outcome"] == "AMBIGUOUS" && r["provider_txn_id"].contains(';'))
+        .flat_map(|r| r["provider_txn_id"].split(';'))
+        .filter(|t| !line_rows.contains_key(t))
+        .collect();
+    assert!(!named_twin_lines.is_empty());
     for t in claims.keys().chain(line_rows.keys()) {
         assert!(txn_set.contains(t), "{t} is not in the statement");
     }
     for t in &txns {
         let by = claims.get(t).cloned().unwrap_or_default();
         match line_rows.get(t).copied().unwrap_or(0) {
+            // Claimed by one payment: its only line, or a named twin's own line (the twin
+            // competes only for the other).
             0 => assert!(
-                by.len() == 1 && by[0] != "AMBIGUOUS",
+                by.len() == 1 && (by[0] != "AMBIGUOUS" || named_twin_lines.contains(t)),
                 "{t} claimed by {by:?} and has no line row"
             ),
             1 => assert!(
@@ -665,8 +681,10 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
         }
     }
 
-    // Pass 2: fuzzy, one-to-one only.
-    let open_pay = |p: &P, i: usize| p.status != "PENDING" && links[i].is_empty();
+    // Pass 2: fuzzy, one-to-one only. A payment its own line names stays a candidate of an
+    // unnamed line (its second payout?): a named payout never settles an unnamed one by
+    // elimination.
+    let open_pay = |p: &P, _: usize| p.status != "PENDING";
     let mut by_key: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (i, p) in pays.iter().enumerate() {
         if open_pay(p, i) {
@@ -739,8 +757,16 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
     };
     let mut out = Vec::new();
     for (i, p) in pays.iter().enumerate() {
+        // Unnamed lines this payment competes for with another payment.
+        let open: Vec<usize> = pay_cands[i]
+            .iter()
+            .copied()
+            .filter(|&l| !linked[l])
+            .collect();
         let (outcome, txn) = if p.status == "PENDING" {
             ("NOT_SUBMITTED", String::new())
+        } else if !links[i].is_empty() && !open.is_empty() {
+            ("AMBIGUOUS", txns(&[&links[i][..], &open[..]].concat()))
         } else if links[i].len() > 1 {
             ("DUPLICATE_AT_PROVIDER", txns(&links[i]))
         } else if let [li] = links[i][..] {
@@ -1039,10 +1065,12 @@ async fn run_generated(dir: &Path, report: &GenerateReport) -> std::path::PathBu
     results
 }
 
-/// Issue 30, review load: twin pairs with one side named by its line and the other confirmed by
-/// an unnamed line, lines that name a payment with other money inside the window of a lost
+/// Issue 30, review load: lines that name a payment with other money inside the window of a lost
 /// payment to the same recipient, and recipients paid several times a day in several
-/// currencies. The evidence decides every one of them: recon sends none to review.
+/// currencies: the evidence decides every one of them, and recon sends none to review. Twin
+/// pairs with one side named by its line and an unnamed line inside both windows are AMBIGUOUS
+/// (both payments and the line): the named one may have been paid twice while the other's
+/// payout is missing (the night simulator plays that world), so the evidence does not decide.
 #[tokio::test]
 async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
     let dir = tempfile::tempdir().unwrap();
@@ -1063,8 +1091,8 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
         .filter(|r| !r["payment_id"].is_empty())
         .map(|r| (r["payment_id"].as_str(), r["provider_txn_id"].as_str()))
         .collect();
-    // Confirmed twins: two MATCHED payments of the same recipient and money, one line naming
-    // its payment, the other naming nobody.
+    // Named twins: two AMBIGUOUS payments of the same recipient and money; one has two txns,
+    // one of which names it, the other has only the unnamed one of those two.
     type Row = HashMap<String, String>;
     let mut same_money: HashMap<(&str, &str, &str), Vec<&Row>> = HashMap::new();
     for p in &payments {
@@ -1077,27 +1105,23 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
             .or_default()
             .push(p);
     }
-    let confirmed = same_money
+    let named_twins = same_money
         .values()
         .filter(|ps| {
             let [a, b] = ps[..] else { return false };
-            let refs: Vec<bool> = [a, b]
-                .iter()
-                .map(|p| {
-                    let id = p["payment_id"].as_str();
-                    outcome[id] == "MATCHED"
-                        && line_of
-                            .get(txn_of[id])
-                            .is_some_and(|l| norm(&l["reference"]) == norm(id))
-                })
-                .collect();
-            [a, b]
-                .iter()
-                .all(|p| outcome[p["payment_id"].as_str()] == "MATCHED")
-                && refs.iter().filter(|&&r| r).count() == 1
+            let (a, b) = (a["payment_id"].as_str(), b["payment_id"].as_str());
+            let (named, unnamed) = if txn_of[a].contains(';') { (a, b) } else { (b, a) };
+            let txns: Vec<&str> = txn_of[named].split(';').collect();
+            let names = |t: &str, id: &str| norm(&line_of[t]["reference"]) == norm(id);
+            outcome[a] == "AMBIGUOUS"
+                && outcome[b] == "AMBIGUOUS"
+                && txns.len() == 2
+                && txns.contains(&txn_of[unnamed])
+                && txns.iter().filter(|&&t| names(t, named)).count() == 1
+                && !names(txn_of[unnamed], unnamed)
         })
         .count();
-    assert!(confirmed >= 80, "{confirmed} confirmed twins");
+    assert!(named_twins >= 80, "{named_twins} named twins");
     // Lost payments with a same-recipient line of another payment's mismatch in their window.
     let mismatched: HashMap<String, &str> = expected
         .iter()
@@ -1311,10 +1335,17 @@ fn the_exception_share_is_the_share_of_payments_ending_in_a_ticket() {
         "MISSING_AT_PROVIDER",
         "ORPHAN_AT_PROVIDER",
     ];
-    for (per_10k, lo, hi) in [(600, 580, 620), (140, 130, 150)] {
+    // Busy recipients add the named twin pairs (both AMBIGUOUS): 1 % of the payments are
+    // unnamed twins, as many named ones.
+    for (per_10k, busy, lo, hi) in [
+        (600, false, 580, 620),
+        (140, false, 130, 150),
+        (600, true, 780, 820),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         generate::generate(&GenerateOptions {
             exceptions_per_10k: per_10k,
+            busy_recipients: busy,
             ..GenerateOptions::new(dir.path(), 10_000, 3, date())
         })
         .unwrap();

@@ -89,6 +89,7 @@ macro_rules! golden {
 golden!(
     ambiguous_near_miss,
     ambiguous_reference_other_recipient,
+    ambiguous_twin_succeeded_with_named_partner,
     ambiguous_twin_unknown_with_named_partner,
     ambiguous_twins,
     amount_mismatch,
@@ -104,7 +105,6 @@ golden!(
     matched_by_provider_id,
     matched_by_reference,
     matched_by_window,
-    matched_twin_with_named_partner,
     missing_at_provider,
     not_submitted,
     orphan_at_provider,
@@ -153,7 +153,7 @@ async fn golden_reruns_are_byte_identical() {
         "ambiguous_twins",
         "duplicate_at_provider",
         "duplicate_at_provider_old_payment",
-        "matched_twin_with_named_partner",
+        "ambiguous_twin_succeeded_with_named_partner",
     ] {
         let (_, _, env) = run_scenario(name).await;
         let scenario: Scenario = toml::from_str(

@@ -465,10 +465,16 @@ pub enum Kind {
     /// be another payment's is no look-alike ([`GenerateOptions::busy_recipients`] only).
     LostTwin,
     /// SUCCEEDED, the twin of a `MatchedRef` payment (same recipient, money, minutes apart),
-    /// with an unnamed line inside both windows → MATCHED: the partner is proven by its own
-    /// line's identifier, so it is no competitor for this confirmation
-    /// ([`GenerateOptions::busy_recipients`] only).
-    ConfirmedTwin,
+    /// with an unnamed line inside both windows → AMBIGUOUS (this one, its partner, which
+    /// becomes a [`Kind::NamedTwin`], and the line): the partner's own line names it, but a
+    /// named payout never settles an unnamed one by elimination — the partner may have been
+    /// paid twice while this one's payout is missing, and nothing in the evidence tells the two
+    /// worlds apart (DESIGN.md rule 1) ([`GenerateOptions::busy_recipients`] only).
+    UnnamedTwin,
+    /// SUCCEEDED, the partner of an [`Kind::UnnamedTwin`]: its line names it, and the twin's
+    /// unnamed line is in its window too (its second payout, or the twin's) → AMBIGUOUS with
+    /// both lines.
+    NamedTwin,
 }
 
 impl Kind {
@@ -482,7 +488,8 @@ impl Kind {
             | Kind::AmountMismatch
             | Kind::CurrencyMismatch
             | Kind::Twin
-            | Kind::ConfirmedTwin => "SUCCEEDED",
+            | Kind::UnnamedTwin
+            | Kind::NamedTwin => "SUCCEEDED",
             Kind::UnknownRef
             | Kind::UnknownFuzzy
             | Kind::UnknownNone
@@ -496,9 +503,7 @@ impl Kind {
 
     fn outcome(self) -> &'static str {
         match self {
-            Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy | Kind::ConfirmedTwin => {
-                MATCHED
-            }
+            Kind::MatchedRef | Kind::MatchedRetry | Kind::MatchedFuzzy => MATCHED,
             Kind::UnknownRef | Kind::UnknownFuzzy | Kind::SubmittingRef => RESOLVED_SUCCEEDED,
             Kind::SubmittingNone | Kind::UnknownNone | Kind::LostTwin => RESOLVED_FAILED,
             Kind::Missing => MISSING_AT_PROVIDER,
@@ -507,7 +512,7 @@ impl Kind {
             Kind::CurrencyMismatch => CURRENCY_MISMATCH,
             Kind::FailedPaid => FAILED_BUT_PAID,
             Kind::FailedOk => FAILED_OK,
-            Kind::Twin | Kind::NearMiss => AMBIGUOUS,
+            Kind::Twin | Kind::NearMiss | Kind::UnnamedTwin | Kind::NamedTwin => AMBIGUOUS,
             Kind::Pending => NOT_SUBMITTED,
         }
     }
@@ -558,8 +563,9 @@ fn share(n: usize, per_10k: u64) -> usize {
 /// as many payments are in a twin pair).
 const LOST_TWINS_PER_10K: u64 = 100;
 
-/// Confirmed twins per 10 000 payments with busy recipients (each pairs with a `MatchedRef`).
-const CONFIRMED_TWINS_PER_10K: u64 = 100;
+/// Unnamed twins per 10 000 payments with busy recipients (each pairs with a `MatchedRef`, which
+/// becomes its `NamedTwin`).
+const UNNAMED_TWINS_PER_10K: u64 = 100;
 
 /// With busy recipients, the share of the `AMOUNT_MISMATCH` / `CURRENCY_MISMATCH` payments, per
 /// 10 000, whose recipient also has an UNKNOWN payment without a line (`UnknownNone`) started
@@ -596,9 +602,9 @@ pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
         let plain = n - planned;
         let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
         kinds[planned..planned + lost].fill(Kind::LostTwin);
-        let confirmed = share(n, CONFIRMED_TWINS_PER_10K)
+        let unnamed = share(n, UNNAMED_TWINS_PER_10K)
             .min((plain.saturating_sub(1) / 2).saturating_sub(lost));
-        kinds[planned + lost..planned + lost + confirmed].fill(Kind::ConfirmedTwin);
+        kinds[planned + lost..planned + lost + unnamed].fill(Kind::UnnamedTwin);
     }
     kinds
 }
@@ -643,6 +649,9 @@ enum Role {
     Twin,
     /// Same recipient + currency as an UNKNOWN payment, other amount → AMBIGUOUS.
     NearMiss,
+    /// The unnamed line of an `UnnamedTwin`, in its `NamedTwin` partner's window too →
+    /// AMBIGUOUS (its payment is the unnamed twin; the partner's second txn).
+    Shared,
 }
 
 /// A statement line's reference.
@@ -980,7 +989,8 @@ impl Data {
                 | Kind::FailedOk
                 | Kind::Twin
                 | Kind::LostTwin
-                | Kind::ConfirmedTwin
+                | Kind::UnnamedTwin
+                | Kind::NamedTwin
                 | Kind::Pending => {}
             }
             pays.push(pay);
@@ -1019,12 +1029,13 @@ impl Data {
         // Lost twins: each copies a distinct plain MatchedRef's money and recipient and starts
         // minutes after it; the partner's line, which names the partner, is booked inside both
         // windows.
-        // Confirmed twins: the same, with an unnamed line of their own inside both windows.
+        // Unnamed twins: the same, with an unnamed line of their own inside both windows; their
+        // partner becomes a `NamedTwin`. Only partners with a recipient of their own: the
+        // unnamed line stays undecided, so it must not be in the window of a lost payment of a
+        // shared recipient (that one's near miss would depend on it).
         let lost: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::LostTwin).collect();
-        let confirmed: Vec<usize> = (0..n)
-            .filter(|&i| kinds[i] == Kind::ConfirmedTwin)
-            .collect();
-        if !lost.is_empty() || !confirmed.is_empty() {
+        let unnamed: Vec<usize> = (0..n).filter(|&i| kinds[i] == Kind::UnnamedTwin).collect();
+        if !lost.is_empty() || !unnamed.is_empty() {
             let mut line_of: Vec<u32> = vec![NONE; n];
             for (k, l) in lines.iter().enumerate() {
                 if l.pay != NONE && line_of[l.pay as usize] == NONE {
@@ -1051,7 +1062,8 @@ impl Data {
                 let line = &mut lines[line_of[a] as usize];
                 line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
             }
-            for (b, a) in confirmed.into_iter().zip(partners) {
+            let partners = partners.filter(|&i| pays[i].recipient >= pool);
+            for (b, a) in unnamed.into_iter().zip(partners.collect::<Vec<_>>()) {
                 let (cur, amount, recipient) = (pays[a].cur, pays[a].amount, pays[a].recipient);
                 let started = pays[a].started + rng.between(MINUTE, 10 * MINUTE);
                 let twin = &mut pays[b];
@@ -1060,13 +1072,16 @@ impl Data {
                 twin.recipient = recipient;
                 twin.started = started;
                 twin.created = (started - rng.between(1, 5)).max(0);
+                twin.partner = a as u32;
                 pays[a].partner = b as u32;
+                pays[a].kind = Kind::NamedTwin;
+                kinds[a] = Kind::NamedTwin;
                 // Both lines inside both windows.
                 let line = &mut lines[line_of[a] as usize];
                 line.booked = rng.between(started + MINUTE, pays[a].started + 48 * HOUR);
                 lines.push(Line {
                     pay: b as u32,
-                    role: Role::Claimed,
+                    role: Role::Shared,
                     reference: Reference::Empty,
                     recipient,
                     beneficiary_noise: 0,
@@ -1180,10 +1195,14 @@ impl Data {
             } else {
                 pay.txn_b = txn;
             }
-            if line.role == Role::Twin {
-                let partner = pay.partner as usize;
-                pays[partner].txn_a = txn;
+            let partner = pay.partner as usize;
+            match line.role {
+                Role::Twin => pays[partner].txn_a = txn,
+                // The named partner's own line is its txn_a, whenever it comes.
+                Role::Shared => pays[partner].txn_b = txn,
+                _ => {}
             }
+
         }
         let mut next_txn = lines.len() as u32 + 1;
         for pay in pays.iter_mut().filter(|p| p.phantom != 0) {
@@ -1516,7 +1535,7 @@ impl Data {
                 Role::Claimed => continue,
                 Role::Orphan => ORPHAN_AT_PROVIDER,
                 Role::Refund => REFUND,
-                Role::Twin | Role::NearMiss => AMBIGUOUS,
+                Role::Twin | Role::NearMiss | Role::Shared => AMBIGUOUS,
             };
             let mut txn = String::new();
             self.push_txn_id(&mut txn, pos as u32 + 1);

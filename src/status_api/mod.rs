@@ -105,7 +105,7 @@ pub async fn ask_for_run(
 ) -> Result<StatusEvidence> {
     let started = std::time::Instant::now();
     let asked = client::ask(cfg, payments, targets).await?;
-    let (hooks, mut warnings) = webhooks::answers(cfg, db, payments, targets).await?;
+    let (hooks, mut warnings) = webhooks::answers(cfg, db, payments, targets, as_of).await?;
     let unanswered = asked
         .answers
         .iter()

@@ -42,12 +42,15 @@ fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// The answer the latest webhook event gives each of `targets`, and warnings for summary.json
-/// (lines that name no payment or are not JSON, a missing path).
+/// (lines that name no payment or are not JSON, a missing path). An event whose time is after
+/// the run's `as_of` is not evidence yet: a re-run as of an earlier moment decides on what was
+/// known then, as it does for statement lines.
 pub async fn answers(
     cfg: &StatusApiConfig,
     db: &crate::db::Db,
     payments: &[Payment],
     targets: &[u32],
+    as_of: Micros,
 ) -> Result<(Answers, Vec<String>)> {
     let mut warnings = Vec::new();
     // (where, text) of every stored event.
@@ -98,6 +101,8 @@ pub async fn answers(
     let ptr = &cfg.pointers;
     let mut events: HashMap<u32, Vec<Event>> = HashMap::new();
     let mut unreadable: Vec<String> = Vec::new();
+    // Events after the as-of (a re-run of an earlier moment).
+    let mut later = 0usize;
     for (at, line) in stored {
         if line.trim().is_empty() {
             continue;
@@ -124,6 +129,10 @@ pub async fn answers(
             .and_then(Value::as_str)
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t.trim()).ok())
             .map(|t| t.timestamp_micros());
+        if time.is_some_and(|t| t > as_of) {
+            later += 1;
+            continue;
+        }
         events.entry(i).or_default().push(Event {
             time,
             at,
@@ -137,6 +146,12 @@ pub async fn answers(
             cfg.name,
             unreadable.len(),
             shown.join(", ")
+        ));
+    }
+    if later > 0 {
+        warnings.push(format!(
+            "status_api {}: {later} webhook event(s) after the run's as-of were left out",
+            cfg.name
         ));
     }
     let mut out: Answers = events

@@ -932,6 +932,38 @@ async fn webhook_events_the_latest_by_event_time_wins_and_is_validated() {
     assert_eq!(tickets(&env).await, open);
 }
 
+/// A re-run as of an earlier moment decides on the events known then: an event whose time is
+/// after the as-of is not evidence yet (the latest event before it wins).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_events_after_the_as_of_are_not_evidence() {
+    let env = job(Backend::Sqlite, &hook_block(None, "")).await;
+    unknown(&env, &[("P-1", "10.00"), ("P-2", "10.00")]).await;
+    std::fs::create_dir_all(env.path("hooks")).unwrap();
+    let events = [
+        event("P-1", "PROCESSING", "2026-11-10T10:00:00Z", "10.00"),
+        // Known only after the as-of below.
+        event("P-1", "PAID", "2026-11-20T08:00:00Z", "10.00"),
+        event("P-2", "PAID", "2026-11-21T08:00:00Z", "10.00"),
+    ];
+    env.write("hooks/events.jsonl", &(events.join("\n") + "\n"));
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    assert_eq!(outcome_of(&r, "P-1"), "AWAITING_EVIDENCE");
+    assert_eq!(outcome_of(&r, "P-2"), "AWAITING_EVIDENCE");
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+    assert!(
+        r.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("2 webhook event(s) after the run's as-of were left out")),
+        "{:?}",
+        r.summary.warnings
+    );
+    // As of a moment after both events, they decide.
+    let later = run(&env, "2026-11-22T00:00:00Z", "r2").await;
+    assert_eq!(outcome_of(&later, "P-1"), "RESOLVED_SUCCEEDED");
+    assert_eq!(outcome_of(&later, "P-2"), "RESOLVED_SUCCEEDED");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_contradicts_the_status_api_is_a_ticket() {
     let stub = Stub::start().await;

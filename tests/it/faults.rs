@@ -486,6 +486,145 @@ async fn control_characters_reject_their_line_at_the_statement_position(b: Backe
 on_both_backends!(control_characters_reject_their_line_at_the_statement_position);
 
 // ----------------------------------------------------------------------------------------
+// Passwords with any character (issue 33 point 5)
+// ----------------------------------------------------------------------------------------
+
+/// Runs `recon ARGS --config <env's config>` and returns (exit code, stdout + stderr).
+fn recon_cmd(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .arg("--config")
+        .arg(&env.config_path)
+        .env("RECON_LOG", "debug")
+        .output()
+        .expect("recon binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// `env`'s config with `database_url` replaced by `url` (a TOML basic string, escaped).
+fn set_database_url(env: &TestEnv, url: &str) {
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    let line = config
+        .lines()
+        .find(|l| l.starts_with("database_url = "))
+        .expect("a database_url line")
+        .to_string();
+    let quoted = toml::Value::String(url.to_string()).to_string();
+    env.write(
+        "recon.toml",
+        &config.replace(&line, &format!("database_url = {quoted}")),
+    );
+}
+
+/// Every command that opens the database, on a URL whose password holds `# / ? @ :` or a
+/// space: the password is in no output, and the URL is named masked. Masking used to stop at
+/// the first `/ ? #` or space and printed `postgres://u:SeCr#Et8@host/db` in clear.
+#[tokio::test]
+async fn a_database_password_with_any_character_never_shows() {
+    let passwords = [
+        "SeCr#Et8",
+        "Se/Cr?Et",
+        "Se@Cr@Et",
+        "Se:Cr:Et",
+        "Se Cr Et",
+        "Se%23Cr%2FEt",
+    ];
+    for password in passwords {
+        // Nothing listens on port 1 of loopback: every command fails on the database (or,
+        // when the URL does not parse, on the URL), and says which, masked.
+        let env = TestEnv::new();
+        set_database_url(&env, &format!("postgres://u:{password}@127.0.0.1:1/db"));
+        for args in [
+            &[
+                "run",
+                "--date",
+                "2026-11-10",
+                "--as-of",
+                "2026-11-20T00:00:00Z",
+            ][..],
+            &["runs", "list"],
+            &["tickets", "list"],
+            &["migrate"],
+            &["explain", "P-1"],
+        ] {
+            let (code, text) = recon_cmd(&env, args);
+            assert_ne!(code, Some(0), "{args:?}: {text}");
+            for part in password.split([' ', '#', '/', '?', '@', ':', '%']) {
+                assert!(
+                    !text.contains(part),
+                    "{password:?} in the output of {args:?}: {text}"
+                );
+            }
+            assert!(
+                text.contains("***"),
+                "{args:?} names the URL masked: {text}"
+            );
+        }
+    }
+}
+
+/// A password with a space is a URL PostgreSQL takes: the run connects and completes, and the
+/// password is in no output, no run record and `recon runs list` (the test server trusts
+/// loopback, so any password connects).
+#[tokio::test]
+async fn a_password_with_a_space_connects_and_stays_out_of_the_run_records() {
+    let env = TestEnv::on(Backend::Postgres, Settings::default()).await;
+    let url = env.config().database_url;
+    let rest = url.strip_prefix("postgres://").expect("a postgres URL");
+    let (user, host) = rest.split_once('@').expect("the test URL names a user");
+    assert!(
+        !user.contains(':'),
+        "the test server's URL has a password of its own: {}",
+        recon::mask::url(&url)
+    );
+    let secret = "s3cr3t with spaces";
+    set_database_url(&env, &format!("postgres://{user}:{secret}@{host}"));
+    env.import("", "").await;
+    env.statement(&format!(
+        "L-1,R-1,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"
+    ));
+    let out = run_bin(&env, "r1", &[]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, runs) = recon_cmd(&env, &["runs", "list"]);
+    assert_eq!(code, Some(0), "{runs}");
+    assert!(runs.contains("r1"), "{runs}");
+    for (what, shown) in [("recon run", &text), ("recon runs list", &runs)] {
+        assert!(!shown.contains("s3cr3t"), "{what}: {shown}");
+    }
+    let db = env.db().await;
+    let mut tx = db.begin().await.expect("tx");
+    let records = tx.list_runs(10).await.expect("runs");
+    tx.rollback().await.expect("rollback");
+    db.close().await;
+    assert!(!format!("{records:?}").contains("s3cr3t"), "{records:?}");
+    // An unmigrated database stops every command with a message that names it, masked.
+    let (_, fresh) = crate::support::fresh_pg_database().await;
+    let fresh_rest = fresh.strip_prefix("postgres://").expect("postgres URL");
+    let (_, fresh_host) = fresh_rest.split_once('@').expect("user");
+    set_database_url(&env, &format!("postgres://{user}:{secret}@{fresh_host}"));
+    let (code, text) = recon_cmd(&env, &["runs", "list"]);
+    assert_eq!(code, Some(recon::exit::DATABASE), "{text}");
+    assert!(text.contains(&format!("{user}:***@")), "{text}");
+    assert!(!text.contains("s3cr3t"), "{text}");
+    let name = fresh.rsplit('/').next().expect("database name");
+    let _ = std::process::Command::new(crate::support::psql())
+        .arg(crate::support::pg_admin_url())
+        .arg("-qc")
+        .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .output();
+}
+
+// ----------------------------------------------------------------------------------------
 // PostgreSQL
 // ----------------------------------------------------------------------------------------
 

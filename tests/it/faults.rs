@@ -400,6 +400,135 @@ async fn invisible_characters_show_escaped_in_results_reports_and_the_email() {
     assert!(html.contains("L-&lt;U+202E&gt;1gnp.exe"), "{html}");
 }
 
+/// The invisible characters of issue 33 (zero-width ones, direction controls) and a few more
+/// of category Cf.
+const INVISIBLE: [char; 18] = [
+    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{202A}', '\u{202B}', '\u{202C}',
+    '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}',
+    '\u{00AD}', '\u{2061}',
+];
+
+/// Every invisible character in a payment id, a provider id and a reference, through every
+/// output: results.csv, diff.csv, report.xlsx, report.html, the email (both parts), `recon
+/// tickets list|show` and `recon explain`. None of them is written raw; each shows as
+/// `<U+XXXX>`. Zero-width characters used to pass raw into every file, and the terminal
+/// commands printed U+202E raw.
+#[tokio::test]
+async fn every_invisible_character_shows_escaped_in_every_output() {
+    let env = TestEnv::with(Settings {
+        extra: file_email(),
+        ..Settings::default()
+    });
+    // One payment whose id holds every character, SUCCEEDED with no line: a ticket.
+    let payment: String = INVISIBLE.iter().map(|c| format!("{c}P")).collect();
+    let payment = format!("P-{payment}");
+    env.import(
+        &format!(
+            "{payment},{IBAN},999.00,EUR,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"
+        ),
+        &format!("A-1,{payment},2026-11-10T09:00:00Z,2026-11-10T09:00:01Z,SUCCEEDED,,\n"),
+    )
+    .await;
+    // One line per character, in its provider id and its reference: each an orphan ticket.
+    let rows: String = INVISIBLE
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "L-{:04X}-{c}x,R-{:04X}-{c}y,{IBAN},{}.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n",
+                *c as u32,
+                *c as u32,
+                10 + i
+            )
+        })
+        .collect();
+    env.statement(&rows);
+    let report = env.try_standard_day("r1").await.expect("run");
+    let raw = |text: &str| text.chars().find(|c| INVISIBLE.contains(c));
+    let check = |what: &str, text: &str, escaped: &dyn Fn(char) -> String| {
+        assert_eq!(raw(text), None, "{what} holds a raw invisible character");
+        for c in INVISIBLE {
+            assert!(text.contains(&escaped(c)), "{what} lacks {}", escaped(c));
+        }
+    };
+    let plain = |c: char| format!("<U+{:04X}>", c as u32);
+    let html = |c: char| format!("&lt;U+{:04X}&gt;", c as u32);
+    for file in ["results.csv", "diff.csv"] {
+        let text = std::fs::read_to_string(report.out_dir.join(file)).expect(file);
+        check(file, &text, &plain);
+    }
+    let ids = read_columns(
+        &report.out_dir.join("results.csv"),
+        &["payment_id", "provider_txn_id"],
+    );
+    let escaped_payment: String = INVISIBLE
+        .iter()
+        .map(|c| format!("{}P", plain(*c)))
+        .collect();
+    assert!(
+        ids.iter().any(|r| r[0] == format!("P-{escaped_payment}")),
+        "{ids:?}"
+    );
+    assert!(ids.iter().any(|r| r[1] == "L-202E-<U+202E>x"), "{ids:?}");
+    check(
+        "report.xlsx",
+        &xlsx_cells(&report.out_dir.join("report.xlsx")).join("\n"),
+        &plain,
+    );
+    let page = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
+    check("report.html", &page, &html);
+    let eml = std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml");
+    let (_, parts) = parse_message(&eml);
+    let body = |mime: &str| {
+        parts
+            .iter()
+            .find(|p| p.header("content-type").starts_with(mime))
+            .unwrap_or_else(|| panic!("no {mime} part"))
+            .text()
+    };
+    check("the email's text part", &body("text/plain"), &plain);
+    check("the email's HTML part", &body("text/html"), &html);
+
+    // The terminal: the review queue, every ticket, and `recon explain` of the payment and a
+    // line.
+    let (code, list) = recon_cmd(&env, &["tickets", "list"]);
+    assert_eq!(code, Some(0), "{list}");
+    check("recon tickets list", &list, &plain);
+    let db = env.db().await;
+    let tickets = recon::tickets::list(&db, false).await.expect("tickets");
+    assert_eq!(
+        tickets.len(),
+        INVISIBLE.len() + 1,
+        "one ticket per line, one for the payment"
+    );
+    let mut shown = String::new();
+    for t in &tickets {
+        let (code, text) = recon_cmd(&env, &["tickets", "show", &t.ticket_id.to_string()]);
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!(
+            raw(&text),
+            None,
+            "recon tickets show {}: {text}",
+            t.ticket_id
+        );
+        shown.push_str(&text);
+    }
+    db.close().await;
+    check("recon tickets show", &shown, &plain);
+    let mut explained = String::new();
+    for id in [payment.clone(), "L-202E-\u{202E}x".to_string()] {
+        let (code, text) = recon_cmd(&env, &["explain", &id, "--run", "r1"]);
+        assert_eq!(code, Some(0), "{text}");
+        explained.push_str(&text);
+    }
+    assert_eq!(raw(&explained), None, "{explained}");
+    assert!(
+        explained.contains(&format!("P-{escaped_payment}")),
+        "{explained}"
+    );
+    assert!(explained.contains("L-202E-<U+202E>x"), "{explained}");
+}
+
 /// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected
 /// at its own file and line, identically on both databases, and the run completes with the
 /// other lines (a tab inside a field is text).

@@ -66,7 +66,7 @@ pub fn escape_chars(value: &str, hide: impl Fn(char) -> bool) -> Cow<'_, str> {
     // early exit: the compiler vectorises it, and almost every value is plain ASCII.
     let suspect = value
         .bytes()
-        .fold(false, |seen, b| seen | (b < 0x20) | (b >= 0x7f));
+        .fold(false, |seen, b| seen | !(0x20..0x7f).contains(&b));
     if !suspect || !value.chars().any(&hide) {
         return value.into();
     }

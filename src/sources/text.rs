@@ -226,7 +226,7 @@ pub fn encoding_hint(bytes: &[u8], tried: Option<TextEncoding>) -> String {
             "(hint: the file is UTF-8: leave out the source's `encoding`)".to_string()
         }
         found => format!(
-            "(hint: set the source's `encoding = \"{}\"`; the file decodes cleanly as {} where it fails)",
+            "(hint: set the source's `encoding = \"{}\"`; the file decodes cleanly as {})",
             found[0],
             found.join(", ")
         ),

@@ -65,6 +65,15 @@ struct RawConfig {
     /// Folder that receives the files `recon pull` fetches for remote sources, one sub-folder
     /// per source (relative to this file; default `inbox`).
     inbox: Option<PathBuf>,
+    /// The largest statement file read, in MiB (default 400, sized to the CronJob's 3 GiB):
+    /// checked from the file's size before reading; a larger file is unreadable.
+    max_file_mb: Option<u64>,
+    /// The longest line of a csv statement, in bytes (default 1 MiB); a longer one makes its
+    /// file unreadable.
+    max_line_bytes: Option<usize>,
+    /// The most rejected lines one statement file may have (default 1000); one more makes the
+    /// whole file unreadable.
+    max_rejected_lines: Option<usize>,
     /// Statement sources (`[[source]]`): only checked to be a list here; each table is read
     /// with its spans by [`crate::sources::config`], which dispatches on its `format`.
     #[serde(default, rename = "source")]
@@ -153,6 +162,7 @@ impl Config {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
         let timezone = parse_tz(path, "timezone", &raw.timezone)?;
+        let limits = input_limits(path, &raw)?;
         let url = std::env::var("RECON_DATABASE_URL")
             .ok()
             .or_else(|| std::env::var("DATABASE_URL").ok())
@@ -237,7 +247,8 @@ impl Config {
             timezone,
         };
         for (i, table) in tables.into_iter().enumerate() {
-            let src = crate::sources::config::job_source(&job, i, table, &sources)?;
+            let mut src = crate::sources::config::job_source(&job, i, table, &sources)?;
+            src.limits = limits;
             sources.push(src);
         }
         Ok(Config {
@@ -349,6 +360,36 @@ pub fn is_postgres(url: &str) -> bool {
 }
 
 /// Resolves `sqlite://relative.db` against `base`; `None` for unsupported schemes.
+/// The job's bounds on one statement file (`max_file_mb`, `max_line_bytes`,
+/// `max_rejected_lines`), each at least 1.
+fn input_limits(path: &Path, raw: &RawConfig) -> Result<crate::sources::InputLimits> {
+    let d = crate::sources::InputLimits::default();
+    let positive = |key: &str, v: Option<u64>, default: u64| match v {
+        Some(0) => Err(config_error(
+            path,
+            format!("key `{key}`: must be at least 1"),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(default),
+    };
+    let mb = positive("max_file_mb", raw.max_file_mb, d.max_file_bytes >> 20)?;
+    Ok(crate::sources::InputLimits {
+        max_file_bytes: mb
+            .checked_mul(1 << 20)
+            .ok_or_else(|| config_error(path, format!("key `max_file_mb`: {mb} is too large")))?,
+        max_line_bytes: positive(
+            "max_line_bytes",
+            raw.max_line_bytes.map(|n| n as u64),
+            d.max_line_bytes as u64,
+        )? as usize,
+        max_rejected_lines: positive(
+            "max_rejected_lines",
+            raw.max_rejected_lines.map(|n| n as u64),
+            d.max_rejected_lines as u64,
+        )? as usize,
+    })
+}
+
 fn resolve_database_url(url: &str, base: &Path) -> Option<String> {
     if is_postgres(url) {
         return Some(url.to_string());

@@ -145,7 +145,18 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
             ),
         ));
     }
-    Ok(out)
+    Ok(for_terminal(&out))
+}
+
+/// `text` line by line as the terminal shows it: control characters (escape sequences) and
+/// invisible ones (U+202E, U+200B, …) in any value as `<U+XXXX>` ([`crate::textsafe::terminal`]).
+fn for_terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        out.push_str(&crate::textsafe::terminal(line));
+        out.push('\n');
+    }
+    out
 }
 
 /// The line `source#Lnn` names: line `nn` of a file of `source`, whatever id the line has.

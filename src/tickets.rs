@@ -246,17 +246,28 @@ fn amount_text(t: &Ticket) -> String {
     }
 }
 
-/// Renders one ticket with its evidence (pretty JSON) and history for the terminal.
+/// A value for the terminal: control characters (escape sequences, line breaks) and invisible
+/// ones (U+202E, U+200B, …) as `<U+XXXX>` ([`crate::textsafe::terminal`]), so a payment id,
+/// a line id or a reviewer's note can neither move the cursor nor read as something else.
+fn shown(value: &str) -> std::borrow::Cow<'_, str> {
+    crate::textsafe::terminal(value)
+}
+
+/// Renders one ticket with its evidence (pretty JSON) and history for the terminal. Every
+/// value goes through [`shown`].
 pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(
         s,
         "ticket {}  {}  {}  {}",
-        t.ticket_id, t.kind, t.severity, t.status
+        t.ticket_id,
+        shown(&t.kind),
+        shown(&t.severity),
+        shown(&t.status)
     );
     let field = |s: &mut String, name: &str, value: &str| {
-        let _ = writeln!(s, "  {name:<10} {value}");
+        let _ = writeln!(s, "  {name:<10} {}", shown(value));
     };
     field(&mut s, "payment", t.payment_id.as_deref().unwrap_or("-"));
     field(
@@ -305,7 +316,7 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or_else(|| t.evidence.clone());
     for line in pretty.lines() {
-        let _ = writeln!(s, "  {line}");
+        let _ = writeln!(s, "  {}", shown(line));
     }
     let _ = writeln!(s, "history:");
     for h in history {
@@ -320,8 +331,12 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            "  {}  {change:<20}  {}{run}: {}",
-            h.changed_at, h.actor, h.note
+            "  {}  {:<20}  {}{}: {}",
+            shown(&h.changed_at),
+            shown(&change),
+            shown(&h.actor),
+            shown(&run),
+            shown(&h.note)
         );
         if let (Some(a), Some(b)) = (&h.old_sha256, &h.new_sha256) {
             let _ = writeln!(s, "  {:27} evidence sha256 {a} → {b}", "");
@@ -330,7 +345,8 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
     s
 }
 
-/// Renders tickets as a fixed-width table for the terminal.
+/// Renders tickets as a fixed-width table for the terminal. Every value goes through
+/// [`shown`].
 pub fn render(tickets: &[Ticket]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -349,12 +365,12 @@ pub fn render(tickets: &[Ticket]) -> String {
             s,
             "{:>6}  {:<8}  {:<8}  {:<22}  {:<14}  {:>14}  {}",
             t.ticket_id,
-            t.severity,
-            t.status,
-            t.kind,
-            t.payment_id.as_deref().unwrap_or("-"),
+            shown(&t.severity),
+            shown(&t.status),
+            shown(&t.kind),
+            shown(t.payment_id.as_deref().unwrap_or("-")),
             amount,
-            t.line_ids
+            shown(&t.line_ids)
         );
     }
     s

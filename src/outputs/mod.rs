@@ -6,7 +6,7 @@ pub mod results;
 pub mod settlement;
 pub mod summary;
 
-pub use crate::textsafe::{csv_safe, escape_chars, is_bidi_control, visible};
+pub use crate::textsafe::{csv_safe, is_invisible, terminal, visible};
 
 use crate::outcome::Outcome;
 

@@ -509,9 +509,10 @@ pub(crate) fn utc(t: Micros) -> String {
 }
 
 /// Text shown as plain text (the email, the terminal): every control character (terminal
-/// escapes, stray CRs and line breaks) and bidirectional control written as `<U+XXXX>`.
+/// escapes, stray CRs and line breaks) and invisible character written as `<U+XXXX>`
+/// ([`crate::outputs::terminal`]).
 pub fn text_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    crate::outputs::escape_chars(s, |c| c.is_control() || crate::outputs::is_bidi_control(c))
+    crate::outputs::terminal(s)
 }
 
 #[cfg(test)]

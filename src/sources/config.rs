@@ -86,6 +86,9 @@ pub struct SourceConfig {
     pub remote: Option<remote::Remote>,
     /// The format, with its own settings.
     pub settings: FormatSettings,
+    /// The bounds on one of its files (the job's `max_file_mb`, `max_line_bytes`,
+    /// `max_rejected_lines`).
+    pub limits: super::InputLimits,
 }
 
 /// A source's format and the settings of that format (each defined in the format's module).
@@ -772,6 +775,7 @@ pub(crate) fn job_source(
         empty_means_no_activity,
         remote,
         settings,
+        limits: super::InputLimits::default(),
     })
 }
 
@@ -822,6 +826,7 @@ impl SourceConfig {
             empty_means_no_activity,
             remote: None,
             settings,
+            limits: super::InputLimits::default(),
         })
     }
 
@@ -844,6 +849,7 @@ impl SourceConfig {
             empty_means_no_activity: false,
             remote: None,
             settings: FormatSettings::defaults(format),
+            limits: super::InputLimits::default(),
         }
     }
 }

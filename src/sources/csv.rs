@@ -932,8 +932,7 @@ fn chain<'l>(rows: impl Iterator<Item = (&'l StatementLine, i64, Option<i64>)>) 
 /// An unreadable file or a header without a mapped column is an error for the whole file.
 pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
+    let bytes = cfg.limits.read(path)?;
     let sha256 = sha256_hex(&bytes);
     let out = parse_bytes(cfg, &file, &bytes)?;
     Ok(finish_file(cfg, file, sha256, out, load))
@@ -1062,7 +1061,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
                     "{file}: line {}: the header is not valid UTF-8 in column #{} {}",
                     t.skip_lines + 1,
                     err.field() + 1,
-                    text::encoding_hint(bytes, None)
+                    text::encoding_hint(text::sample(body, 0), None)
                 ),
             ));
         }
@@ -1072,6 +1071,7 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     };
     let mapping = Mapping::new(cfg, header.as_deref(), file)?;
     let line_base = t.skip_lines as u64;
+    cfg.limits.check_lines(file, body, line_base + 1)?;
     // Records never outnumber line ends (plus a last line without one).
     let rows = body.iter().filter(|&&b| b == b'\n').count() + 1;
     let mut out = Collector::new(&cfg.name, file, rows);
@@ -1080,6 +1080,8 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     let mut record = ::csv::StringRecord::new();
     let mut hint: Option<String> = None;
     loop {
+        // A file with more unreadable lines than `max_rejected_lines` is no statement.
+        cfg.limits.check_rejected(file, &out.rejected)?;
         let line_no = line_base + line_of(body, reader.position());
         match reader.read_record(&mut record) {
             Ok(false) => break,
@@ -1093,7 +1095,10 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
                     // The csv crate counts records and fields from 0 and places a record after
                     // a CRLF on the line before: say the line and column a user sees.
                     ::csv::ErrorKind::Utf8 { err, .. } => {
-                        let hint = hint.get_or_insert_with(|| text::encoding_hint(bytes, None));
+                        let at = e.position().map_or(0, |p| p.byte() as usize);
+                        let hint = hint.get_or_insert_with(|| {
+                            text::encoding_hint(text::sample(body, at), None)
+                        });
                         format!(
                             "column {}: not valid UTF-8 {hint}",
                             column_name(header.as_deref(), err.field())

@@ -1,6 +1,6 @@
 //! Reading one file of a source into a [`SourceLoad`]: the format's parser, the source's role
 //! on every line, lines with control characters rejected, re-deliveries dropped, the file
-//! record.
+//! record; a file over its source's [`super::InputLimits`] is an error (unreadable).
 
 use super::config::{FormatSettings, SourceConfig};
 use super::{
@@ -38,6 +38,12 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
                 l.role = cfg.role;
             }
             let (lines, bad) = without_control_characters(std::mem::take(&mut one.lines));
+            // Lines rejected by the parser and for control characters count together; over
+            // `max_rejected_lines` the file is unreadable (nothing added to `load` yet).
+            if one.rejected.len() + bad.len() > cfg.limits.max_rejected_lines {
+                let all: Vec<Rejected> = one.rejected.iter().chain(&bad).cloned().collect();
+                cfg.limits.check_rejected(&file.path, &all)?;
+            }
             file.lines -= bad.len();
             file.rejected += bad.len();
             let (kept, rejected) = load.add(lines, true);
@@ -57,18 +63,14 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
         settings => {
             let format = settings.format();
             let file = path.display().to_string();
-            let bytes = std::fs::read(path).map_err(|e| {
-                crate::exit::fail(
-                    crate::exit::Failure::Input,
-                    format!("{file}: cannot read: {e}"),
-                )
-            })?;
+            let bytes = cfg.limits.read(path)?;
             let ctx = ParseContext::new(cfg, &file);
             let mut parsed = parse_bank_bytes(format, &ctx, &bytes)?;
             for l in &mut parsed.lines {
                 l.role = cfg.role;
             }
             let (lines, bad) = without_control_characters(parsed.lines);
+            cfg.limits.check_rejected(&file, &bad)?;
             let total = lines.len();
             let (kept, rejected) = load.add(lines, false);
             debug_assert!(rejected.is_empty());

@@ -149,7 +149,7 @@ impl Remote {
     /// Validates `url` (the source's `path`) and its `[source.remote]` table. `at` names the
     /// keys in errors (`source[0].`, on their lines), `base` anchors relative files.
     pub fn parse(at: &KeyAt<'_>, url: &str, raw: Option<RawRemote>, base: &Path) -> Result<Remote> {
-        let err = |k: &str, msg: String| at.bad(k, crate::mask::url(&msg));
+        let err = |k: &str, msg: String| at.bad(k, crate::mask::secrets(&msg));
         let raw = raw.unwrap_or_default();
         let (scheme, rest) = url
             .split_once("://")

@@ -68,7 +68,10 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                     .count();
                 ctx.error(
                     line,
-                    format!("not valid UTF-8 {}", encoding_hint(bytes, None)),
+                    format!(
+                        "not valid UTF-8 {}",
+                        encoding_hint(sample(body, e.valid_up_to()), None)
+                    ),
                 )
             })
         }
@@ -83,7 +86,7 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                             format!(
                                 "bytes that are not valid {} {}",
                                 e.name(),
-                                encoding_hint(bytes, Some(enc))
+                                encoding_hint(sample(bytes, byte_near(&text, at)), Some(enc))
                             ),
                         ));
                     }
@@ -102,7 +105,7 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
                         "decoding as {} gives the control character U+{:04X}: the file is in another encoding {}",
                         enc.name(),
                         c as u32,
-                        encoding_hint(bytes, Some(enc))
+                        encoding_hint(sample(bytes, byte_near(&text, at)), Some(enc))
                     ),
                 ));
             }
@@ -112,6 +115,33 @@ pub fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<Cow<'b, str>> {
             })
         }
     }
+}
+
+/// How many bytes [`sample`] gives the encoding sniffing.
+const SAMPLE_BYTES: usize = 64 * 1024;
+
+/// The bytes the encoding sniffing ([`encoding_hint`]) looks at, never the whole file (a 2 GB
+/// file decoded once per candidate encoding took minutes and gigabytes): at most 64 KiB from
+/// the start of the line that holds byte `at` (where decoding failed), ending at a line break
+/// when there is one after `at`, so no character is cut in two.
+pub fn sample(bytes: &[u8], at: usize) -> &[u8] {
+    let at = at.min(bytes.len());
+    let from = at.saturating_sub(SAMPLE_BYTES / 2);
+    let start = bytes[from..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(from, |p| from + p + 1);
+    let end = (start + SAMPLE_BYTES).min(bytes.len());
+    match bytes[at..end].iter().rposition(|&b| b == b'\n') {
+        Some(p) if end < bytes.len() => &bytes[start..at + p + 1],
+        _ => &bytes[start..end],
+    }
+}
+
+/// The byte offset in the source of character offset `at` of a text decoded from it, for a
+/// single-byte encoding (one byte per character); near it for a multi-byte one.
+fn byte_near(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].chars().count()
 }
 
 /// The encodings a statement may be in that `encoding_hint` tries, as the `encoding` key
@@ -184,7 +214,8 @@ pub fn clean_encodings(bytes: &[u8], tried: Option<TextEncoding>) -> Vec<String>
     out
 }
 
-/// The hint for a file that does not decode: the `encoding` values under which it does.
+/// The hint for a file that does not decode: the `encoding` values under which `bytes` (a
+/// [`sample`] of it) decode.
 pub fn encoding_hint(bytes: &[u8], tried: Option<TextEncoding>) -> String {
     match clean_encodings(bytes, tried).as_slice() {
         [] => format!(

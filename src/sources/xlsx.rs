@@ -151,11 +151,11 @@ fn cell(d: &Data) -> Result<Cell, String> {
 /// Reads one workbook into `load`. Returns whether every data row was accepted.
 pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
     let file = path.display().to_string();
-    let bytes = std::fs::read(path)
-        .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
+    let bytes = cfg.limits.read(path)?;
     let sha256 = sha256_hex(&bytes);
     let mut out = Collector::new(&cfg.name, &file, 0);
     parse_bytes(cfg, &file, &bytes, &mut out)?;
+    cfg.limits.check_rejected(&file, &out.rejected)?;
     Ok(super::csv::finish_file(cfg, file, sha256, out, load))
 }
 

@@ -400,6 +400,135 @@ async fn invisible_characters_show_escaped_in_results_reports_and_the_email() {
     assert!(html.contains("L-&lt;U+202E&gt;1gnp.exe"), "{html}");
 }
 
+/// The invisible characters of issue 33 (zero-width ones, direction controls) and a few more
+/// of category Cf.
+const INVISIBLE: [char; 18] = [
+    '\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}', '\u{202A}', '\u{202B}', '\u{202C}',
+    '\u{202D}', '\u{202E}', '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}', '\u{200E}', '\u{200F}',
+    '\u{00AD}', '\u{2061}',
+];
+
+/// Every invisible character in a payment id, a provider id and a reference, through every
+/// output: results.csv, diff.csv, report.xlsx, report.html, the email (both parts), `recon
+/// tickets list|show` and `recon explain`. None of them is written raw; each shows as
+/// `<U+XXXX>`. Zero-width characters used to pass raw into every file, and the terminal
+/// commands printed U+202E raw.
+#[tokio::test]
+async fn every_invisible_character_shows_escaped_in_every_output() {
+    let env = TestEnv::with(Settings {
+        extra: file_email(),
+        ..Settings::default()
+    });
+    // One payment whose id holds every character, SUCCEEDED with no line: a ticket.
+    let payment: String = INVISIBLE.iter().map(|c| format!("{c}P")).collect();
+    let payment = format!("P-{payment}");
+    env.import(
+        &format!(
+            "{payment},{IBAN},999.00,EUR,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"
+        ),
+        &format!("A-1,{payment},2026-11-10T09:00:00Z,2026-11-10T09:00:01Z,SUCCEEDED,,\n"),
+    )
+    .await;
+    // One line per character, in its provider id and its reference: each an orphan ticket.
+    let rows: String = INVISIBLE
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "L-{:04X}-{c}x,R-{:04X}-{c}y,{IBAN},{}.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n",
+                *c as u32,
+                *c as u32,
+                10 + i
+            )
+        })
+        .collect();
+    env.statement(&rows);
+    let report = env.try_standard_day("r1").await.expect("run");
+    let raw = |text: &str| text.chars().find(|c| INVISIBLE.contains(c));
+    let check = |what: &str, text: &str, escaped: &dyn Fn(char) -> String| {
+        assert_eq!(raw(text), None, "{what} holds a raw invisible character");
+        for c in INVISIBLE {
+            assert!(text.contains(&escaped(c)), "{what} lacks {}", escaped(c));
+        }
+    };
+    let plain = |c: char| format!("<U+{:04X}>", c as u32);
+    let html = |c: char| format!("&lt;U+{:04X}&gt;", c as u32);
+    for file in ["results.csv", "diff.csv"] {
+        let text = std::fs::read_to_string(report.out_dir.join(file)).expect(file);
+        check(file, &text, &plain);
+    }
+    let ids = read_columns(
+        &report.out_dir.join("results.csv"),
+        &["payment_id", "provider_txn_id"],
+    );
+    let escaped_payment: String = INVISIBLE
+        .iter()
+        .map(|c| format!("{}P", plain(*c)))
+        .collect();
+    assert!(
+        ids.iter().any(|r| r[0] == format!("P-{escaped_payment}")),
+        "{ids:?}"
+    );
+    assert!(ids.iter().any(|r| r[1] == "L-202E-<U+202E>x"), "{ids:?}");
+    check(
+        "report.xlsx",
+        &xlsx_cells(&report.out_dir.join("report.xlsx")).join("\n"),
+        &plain,
+    );
+    let page = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
+    check("report.html", &page, &html);
+    let eml = std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml");
+    let (_, parts) = parse_message(&eml);
+    let body = |mime: &str| {
+        parts
+            .iter()
+            .find(|p| p.header("content-type").starts_with(mime))
+            .unwrap_or_else(|| panic!("no {mime} part"))
+            .text()
+    };
+    check("the email's text part", &body("text/plain"), &plain);
+    check("the email's HTML part", &body("text/html"), &html);
+
+    // The terminal: the review queue, every ticket, and `recon explain` of the payment and a
+    // line.
+    let (code, list) = recon_cmd(&env, &["tickets", "list"]);
+    assert_eq!(code, Some(0), "{list}");
+    check("recon tickets list", &list, &plain);
+    let db = env.db().await;
+    let tickets = recon::tickets::list(&db, false).await.expect("tickets");
+    assert_eq!(
+        tickets.len(),
+        INVISIBLE.len() + 1,
+        "one ticket per line, one for the payment"
+    );
+    let mut shown = String::new();
+    for t in &tickets {
+        let (code, text) = recon_cmd(&env, &["tickets", "show", &t.ticket_id.to_string()]);
+        assert_eq!(code, Some(0), "{text}");
+        assert_eq!(
+            raw(&text),
+            None,
+            "recon tickets show {}: {text}",
+            t.ticket_id
+        );
+        shown.push_str(&text);
+    }
+    db.close().await;
+    check("recon tickets show", &shown, &plain);
+    let mut explained = String::new();
+    for id in [payment.clone(), "L-202E-\u{202E}x".to_string()] {
+        let (code, text) = recon_cmd(&env, &["explain", &id, "--run", "r1"]);
+        assert_eq!(code, Some(0), "{text}");
+        explained.push_str(&text);
+    }
+    assert_eq!(raw(&explained), None, "{explained}");
+    assert!(
+        explained.contains(&format!("P-{escaped_payment}")),
+        "{explained}"
+    );
+    assert!(explained.contains("L-202E-<U+202E>x"), "{explained}");
+}
+
 /// A NUL byte, an escape sequence and a C1 control in statement text: each line is rejected
 /// at its own file and line, identically on both databases, and the run completes with the
 /// other lines (a tab inside a field is text).
@@ -484,6 +613,145 @@ async fn control_characters_reject_their_line_at_the_statement_position(b: Backe
 }
 
 on_both_backends!(control_characters_reject_their_line_at_the_statement_position);
+
+// ----------------------------------------------------------------------------------------
+// Passwords with any character (issue 33 point 5)
+// ----------------------------------------------------------------------------------------
+
+/// Runs `recon ARGS --config <env's config>` and returns (exit code, stdout + stderr).
+fn recon_cmd(env: &TestEnv, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .arg("--config")
+        .arg(&env.config_path)
+        .env("RECON_LOG", "debug")
+        .output()
+        .expect("recon binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
+/// `env`'s config with `database_url` replaced by `url` (a TOML basic string, escaped).
+fn set_database_url(env: &TestEnv, url: &str) {
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    let line = config
+        .lines()
+        .find(|l| l.starts_with("database_url = "))
+        .expect("a database_url line")
+        .to_string();
+    let quoted = toml::Value::String(url.to_string()).to_string();
+    env.write(
+        "recon.toml",
+        &config.replace(&line, &format!("database_url = {quoted}")),
+    );
+}
+
+/// Every command that opens the database, on a URL whose password holds `# / ? @ :` or a
+/// space: the password is in no output, and the URL is named masked. Masking used to stop at
+/// the first `/ ? #` or space and printed `postgres://u:SeCr#Et8@host/db` in clear.
+#[tokio::test]
+async fn a_database_password_with_any_character_never_shows() {
+    let passwords = [
+        "SeCr#Et8",
+        "Se/Cr?Et",
+        "Se@Cr@Et",
+        "Se:Cr:Et",
+        "Se Cr Et",
+        "Se%23Cr%2FEt",
+    ];
+    for password in passwords {
+        // Nothing listens on port 1 of loopback: every command fails on the database (or,
+        // when the URL does not parse, on the URL), and says which, masked.
+        let env = TestEnv::new();
+        set_database_url(&env, &format!("postgres://u:{password}@127.0.0.1:1/db"));
+        for args in [
+            &[
+                "run",
+                "--date",
+                "2026-11-10",
+                "--as-of",
+                "2026-11-20T00:00:00Z",
+            ][..],
+            &["runs", "list"],
+            &["tickets", "list"],
+            &["migrate"],
+            &["explain", "P-1"],
+        ] {
+            let (code, text) = recon_cmd(&env, args);
+            assert_ne!(code, Some(0), "{args:?}: {text}");
+            for part in password.split([' ', '#', '/', '?', '@', ':', '%']) {
+                assert!(
+                    !text.contains(part),
+                    "{password:?} in the output of {args:?}: {text}"
+                );
+            }
+            assert!(
+                text.contains("***"),
+                "{args:?} names the URL masked: {text}"
+            );
+        }
+    }
+}
+
+/// A password with a space is a URL PostgreSQL takes: the run connects and completes, and the
+/// password is in no output, no run record and `recon runs list` (the test server trusts
+/// loopback, so any password connects).
+#[tokio::test]
+async fn a_password_with_a_space_connects_and_stays_out_of_the_run_records() {
+    let env = TestEnv::on(Backend::Postgres, Settings::default()).await;
+    let url = env.config().database_url;
+    let rest = url.strip_prefix("postgres://").expect("a postgres URL");
+    let (user, host) = rest.split_once('@').expect("the test URL names a user");
+    assert!(
+        !user.contains(':'),
+        "the test server's URL has a password of its own: {}",
+        recon::mask::url(&url)
+    );
+    let secret = "s3cr3t with spaces";
+    set_database_url(&env, &format!("postgres://{user}:{secret}@{host}"));
+    env.import("", "").await;
+    env.statement(&format!(
+        "L-1,R-1,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"
+    ));
+    let out = run_bin(&env, "r1", &[]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, runs) = recon_cmd(&env, &["runs", "list"]);
+    assert_eq!(code, Some(0), "{runs}");
+    assert!(runs.contains("r1"), "{runs}");
+    for (what, shown) in [("recon run", &text), ("recon runs list", &runs)] {
+        assert!(!shown.contains("s3cr3t"), "{what}: {shown}");
+    }
+    let db = env.db().await;
+    let mut tx = db.begin().await.expect("tx");
+    let records = tx.list_runs(10).await.expect("runs");
+    tx.rollback().await.expect("rollback");
+    db.close().await;
+    assert!(!format!("{records:?}").contains("s3cr3t"), "{records:?}");
+    // An unmigrated database stops every command with a message that names it, masked.
+    let (_, fresh) = crate::support::fresh_pg_database().await;
+    let fresh_rest = fresh.strip_prefix("postgres://").expect("postgres URL");
+    let (_, fresh_host) = fresh_rest.split_once('@').expect("user");
+    set_database_url(&env, &format!("postgres://{user}:{secret}@{fresh_host}"));
+    let (code, text) = recon_cmd(&env, &["runs", "list"]);
+    assert_eq!(code, Some(recon::exit::DATABASE), "{text}");
+    assert!(text.contains(&format!("{user}:***@")), "{text}");
+    assert!(!text.contains("s3cr3t"), "{text}");
+    let name = fresh.rsplit('/').next().expect("database name");
+    let _ = std::process::Command::new(crate::support::psql())
+        .arg(crate::support::pg_admin_url())
+        .arg("-qc")
+        .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .output();
+}
 
 // ----------------------------------------------------------------------------------------
 // PostgreSQL

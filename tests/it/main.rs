@@ -9,6 +9,7 @@ mod adyen;
 mod architecture;
 mod backends;
 mod bank_codes;
+mod bounds;
 mod cases;
 mod config_lines;
 mod critical_cases;

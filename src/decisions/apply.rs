@@ -215,8 +215,13 @@ async fn apply_row(
             ))
         }
         Plan::Confirm(c) => {
-            tx.confirm_line((&c.source, &c.line_id), &c.payment_id, (&case.key, actor), now)
-                .await?;
+            tx.confirm_line(
+                (&c.source, &c.line_id),
+                &c.payment_id,
+                (&case.key, actor),
+                now,
+            )
+            .await?;
             settle(tx, &case, "DECIDED", (actor, &about), now, true).await?;
             by.record(tx, "APPLIED").await?;
             Ok((
@@ -270,7 +275,9 @@ async fn apply_row(
                     ));
                 }
                 Applied::Conflict => {
-                    let states = tx.payment_states(std::slice::from_ref(&t.payment_id)).await?;
+                    let states = tx
+                        .payment_states(std::slice::from_ref(&t.payment_id))
+                        .await?;
                     let now_is = states
                         .get(&t.payment_id)
                         .map(|(s, a)| format!("{s} (attempt {})", a.as_deref().unwrap_or("-")))

@@ -346,8 +346,13 @@ mod tests {
             decisions: &[],
         };
         assert!(
-            refused(check(&row("dismiss", FP2), "bob", now, Approvals::default()))
-                .contains("edited")
+            refused(check(
+                &row("dismiss", FP2),
+                "bob",
+                now,
+                Approvals::default()
+            ))
+            .contains("edited")
         );
         let mut moved = row("dismiss", FP);
         moved.case = "C-2".into();
@@ -380,7 +385,10 @@ mod tests {
         // One reviewer is enough without the setting.
         assert!(matches!(
             verdict(&row("failed", FP), &c, &[], false),
-            Verdict::Apply(Decision::Failed, Plan::Status(StatusChange { approves: None, .. }))
+            Verdict::Apply(
+                Decision::Failed,
+                Plan::Status(StatusChange { approves: None, .. })
+            )
         ));
     }
 
@@ -397,6 +405,8 @@ mod tests {
             Verdict::Unchanged(_)
         ));
         d.actor = "alice".into();
-        assert!(refused(verdict(&row("dismiss", FP), &c, &[d], false)).contains("already dismissed"));
+        assert!(
+            refused(verdict(&row("dismiss", FP), &c, &[d], false)).contains("already dismissed")
+        );
     }
 }

@@ -79,8 +79,7 @@ pub async fn apply_inbox(db: &Db, settings: &DecisionSettings) -> Result<InboxRe
                 .is_some_and(|e| e.eq_ignore_ascii_case("xlsx"));
             let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
             // Spreadsheet lock files (`~$name.xlsx`) and half-copied files are not decisions.
-            if !file.is_file() || !is_xlsx || name.as_deref().is_some_and(|n| n.starts_with("~$"))
-            {
+            if !file.is_file() || !is_xlsx || name.as_deref().is_some_and(|n| n.starts_with("~$")) {
                 continue;
             }
             let result = super::apply::apply_file(db, settings, &file, &actor).await?;

@@ -61,7 +61,11 @@ pub fn render(cases: &[StoredCase]) -> String {
 /// One case with its candidates, tickets, decisions and where they left it.
 pub fn render_one(c: &StoredCase, decisions: &[DecisionRecord]) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "case {}  {}  {}  {}", c.key, c.severity, c.status, c.what);
+    let _ = writeln!(
+        s,
+        "case {}  {}  {}  {}",
+        c.key, c.severity, c.status, c.what
+    );
     let field = |s: &mut String, name: &str, value: &str| {
         let _ = writeln!(s, "  {name:<12} {value}");
     };

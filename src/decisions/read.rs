@@ -49,7 +49,9 @@ pub fn read(bytes: &[u8]) -> Result<Sheet, Unreadable> {
     let mut book = Xlsx::new(std::io::Cursor::new(bytes))
         .map_err(|e| format!("not a readable XLSX workbook: {e}"))?;
     let range = book.worksheet_range(DECIDE_SHEET).map_err(|e| {
-        format!("no readable {DECIDE_SHEET:?} sheet (hint: decide in the report.xlsx a run wrote): {e}")
+        format!(
+            "no readable {DECIDE_SHEET:?} sheet (hint: decide in the report.xlsx a run wrote): {e}"
+        )
     })?;
     let Some((first_row, _)) = range.start() else {
         return Err(format!("the {DECIDE_SHEET:?} sheet is empty"));

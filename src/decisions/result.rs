@@ -88,7 +88,11 @@ impl FileResult {
     /// [`crate::exit::DECISIONS_REFUSED`] when a row was refused, else 0 (rows waiting for a
     /// second reviewer are no failure).
     pub fn exit_code(&self) -> i32 {
-        if self.rows.iter().any(|r| r.row_no == 0 && r.status == Status::Refused) {
+        if self
+            .rows
+            .iter()
+            .any(|r| r.row_no == 0 && r.status == Status::Refused)
+        {
             crate::exit::INPUT
         } else if self.any_refused() {
             crate::exit::DECISIONS_REFUSED

@@ -221,9 +221,8 @@ impl Tx {
                      THEN review_cases.status_fingerprint ELSE NULL END",
             );
             self.execute(q).await.map_err(&err)?;
-            let mut e = self.sql(
-                "INSERT INTO review_case_evidence (case_key, fingerprint, run_id, seen_at) ",
-            );
+            let mut e = self
+                .sql("INSERT INTO review_case_evidence (case_key, fingerprint, run_id, seen_at) ");
             e.push_values(chunk, |mut b, c| {
                 b.push_bind(&c.key)
                     .push_bind(&c.fingerprint)
@@ -240,7 +239,8 @@ impl Tx {
     pub async fn ticket_ids_by_key(&mut self, keys: &[String]) -> Result<HashMap<String, i64>> {
         let mut out = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(self.batch()) {
-            let mut q = self.sql("SELECT dedupe_key, ticket_id FROM review_tickets WHERE dedupe_key IN (");
+            let mut q =
+                self.sql("SELECT dedupe_key, ticket_id FROM review_tickets WHERE dedupe_key IN (");
             let mut sep = q.separated(", ");
             for k in chunk {
                 sep.push_bind(k);
@@ -258,7 +258,8 @@ impl Tx {
     /// One case as it is now.
     pub async fn get_case(&mut self, key: &str) -> Result<Option<StoredCase>> {
         let mut q = self.sql("SELECT ");
-        q.push(CASE_COLUMNS).push(" FROM review_cases WHERE case_key = $1");
+        q.push(CASE_COLUMNS)
+            .push(" FROM review_cases WHERE case_key = $1");
         q.bind(key);
         self.fetch_optional(q, case_from)
             .await

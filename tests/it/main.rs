@@ -12,6 +12,7 @@ mod bank_codes;
 mod cases;
 mod config_lines;
 mod critical_cases;
+mod decisions;
 mod demo;
 mod docs;
 mod email_browser;

@@ -166,7 +166,7 @@ async fn apply_row(
     let (decision, plan, case) = match (verdict, case) {
         (Verdict::Refused(why), _) => return Ok((Status::Refused, why)),
         (Verdict::Unchanged(why), _) => return Ok((Status::Unchanged, why)),
-        (Verdict::Apply(d, p), Some(c)) => (d, p, c),
+        (Verdict::Apply(d, p), Some(c)) => (d, *p, c),
         (Verdict::Apply(..), None) => {
             return Ok((Status::Refused, "unknown case".into()));
         }

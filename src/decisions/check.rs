@@ -74,7 +74,7 @@ pub enum Plan {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     /// Apply it.
-    Apply(Decision, Plan),
+    Apply(Decision, Box<Plan>),
     /// Already done exactly so: nothing changes.
     Unchanged(String),
     /// Refused, with the reason.
@@ -222,7 +222,7 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
                         mine.decided_at
                     ));
                 } else {
-                    return Verdict::Apply(decision, Plan::Wait);
+                    return Verdict::Apply(decision, Box::new(Plan::Wait));
                 }
             } else {
                 None
@@ -238,7 +238,7 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
             })
         }
     };
-    Verdict::Apply(decision, plan)
+    Verdict::Apply(decision, Box::new(plan))
 }
 
 #[cfg(test)]
@@ -331,7 +331,7 @@ mod tests {
         let near = case("near miss", "UNKNOWN");
         assert!(matches!(
             verdict(&row("confirm 1", FP), &near, &[], false),
-            Verdict::Apply(Decision::Confirm(1), Plan::Confirm(_))
+            Verdict::Apply(Decision::Confirm(1), p) if matches!(*p, Plan::Confirm(_))
         ));
         assert!(refused(verdict(&row("confirm 2", FP), &near, &[], false)).contains("not offered"));
         assert!(refused(verdict(&row("pay it", FP), &near, &[], false)).contains("not a decision"));
@@ -367,11 +367,12 @@ mod tests {
         let c = case("near miss", "UNKNOWN");
         assert_eq!(
             verdict(&row("failed", FP), &c, &[], true),
-            Verdict::Apply(Decision::Failed, Plan::Wait)
+            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait))
         );
         // Alice's decision waits: Bob approves it.
         match verdict(&row("failed", FP), &c, &[waiting("alice")], true) {
-            Verdict::Apply(Decision::Failed, Plan::Status(s)) => {
+            Verdict::Apply(Decision::Failed, p) if matches!(*p, Plan::Status(_)) => {
+                let Plan::Status(s) = *p else { unreachable!() };
                 assert_eq!(s.to, Status::Failed);
                 assert_eq!(s.approves.map(|d| d.actor), Some("alice".into()));
             }
@@ -385,10 +386,8 @@ mod tests {
         // One reviewer is enough without the setting.
         assert!(matches!(
             verdict(&row("failed", FP), &c, &[], false),
-            Verdict::Apply(
-                Decision::Failed,
-                Plan::Status(StatusChange { approves: None, .. })
-            )
+            Verdict::Apply(Decision::Failed, p)
+                if matches!(*p, Plan::Status(StatusChange { approves: None, .. }))
         ));
     }
 

@@ -385,3 +385,81 @@ async fn round_trip_through_openpyxl_on_sqlite() {
 async fn round_trip_through_openpyxl_on_postgres() {
     round_trip(Backend::Postgres).await;
 }
+
+/// The decisions inbox: the next run applies `<inbox>/<reviewer>/*.xlsx` as that reviewer
+/// before it reconciles and moves each file to `done/` with its result; a folder others can
+/// write to proves nothing, so its files stay where they are.
+#[tokio::test]
+async fn the_next_run_applies_the_inbox_as_each_folders_reviewer() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = TestEnv::on(
+        Backend::Sqlite,
+        Settings {
+            extra: "decisions_inbox = \"decisions\"\n".into(),
+            ..Settings::default()
+        },
+    )
+    .await;
+    let plain = job(Backend::Sqlite).await;
+    // The same ledger and statement as the round trip, in this job (one approval).
+    for f in [
+        "payments.csv",
+        "attempts.csv",
+        "statement.csv",
+        "statement.csv.ctl",
+    ] {
+        std::fs::copy(plain.path(f), env.path(f)).expect("copy");
+    }
+    env.import_files().await;
+    let r1 = env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let k9 = case_key(&env, "L-9").await;
+    let carol = env.path("decisions/carol");
+    let open = env.path("decisions/shared");
+    for d in [&carol, &open] {
+        std::fs::create_dir_all(d).expect("inbox folder");
+    }
+    std::fs::set_permissions(&carol, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    fill(
+        &r1.out_dir.join("report.xlsx"),
+        &carol.join("night1.xlsx"),
+        serde_json::json!([{"id": "L-9", "decision": "dismiss", "note": "test transfer", "reviewer": "carol"}]),
+    );
+    fill(
+        &r1.out_dir.join("report.xlsx"),
+        &open.join("night1.xlsx"),
+        serde_json::json!([{"id": "P-1", "decision": "failed", "note": "anyone could write this"}]),
+    );
+    let r2 = env.run(DAY, "2026-11-21T00:00:00Z", false, "r2").await;
+    // Carol's file: applied as carol, moved aside with its result.
+    assert!(!carol.join("night1.xlsx").exists());
+    let done: Vec<String> = std::fs::read_dir(carol.join("done"))
+        .expect("done folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert!(done.iter().any(|n| n.ends_with("-night1.xlsx")), "{done:?}");
+    let result = done
+        .iter()
+        .find(|n| n.ends_with("-night1.result.csv"))
+        .expect("result file");
+    let rows = read_columns(
+        &carol.join("done").join(result),
+        &["case", "result", "actor"],
+    );
+    assert_eq!(rows, [vec![k9.clone(), "applied".into(), "carol".into()]]);
+    let db = env.db().await;
+    let (c9, decisions) = recon::decisions::queue::show(&db, &k9).await.expect("case");
+    db.close().await;
+    assert_eq!(c9.status, "DISMISSED");
+    assert_eq!(decisions[0].actor, "carol");
+    // The run that applied it already reconciled on it: the case is not offered again.
+    assert!(!decide_cases(&r2.out_dir.join("report.xlsx")).contains(&k9));
+    // The world-writable folder's file is left alone, and P-1 is as it was.
+    assert!(open.join("night1.xlsx").exists());
+    assert_eq!(
+        env.texts("SELECT status FROM payments WHERE payment_id = 'P-1'")
+            .await,
+        ["UNKNOWN"]
+    );
+}

@@ -236,7 +236,11 @@ async fn plan_and_apply(
     }
     if !opts.dry_run {
         // The run's cases, in its transaction: what decisions are checked against.
+        let started = Instant::now();
         crate::decisions::record(&mut tx, &view, &data.payments, run_id, &now).await?;
+        summary
+            .timings_ms
+            .insert("cases".into(), started.elapsed().as_millis() as u64);
     }
     summary.timings_ms.insert("write".into(), write_ms);
     summary.timings_ms.insert("reports".into(), reports_ms);

@@ -193,7 +193,8 @@ impl FileResult {
             );
         }
         for r in &self.rows {
-            if r.status == Status::Applied {
+            // Applied rows are in the result file; a file applied before is said above.
+            if r.status == Status::Applied || self.earlier.is_some() {
                 continue;
             }
             let _ = writeln!(

@@ -538,7 +538,10 @@ async fn dispatch(command: Command) -> Result<i32> {
             let cfg = Config::load(&config)?;
             let actor = recon::decisions::apply::actor_or_login(actor)?;
             let db = recon::db::Db::open(&cfg.database_url).await?;
+            // Never beside a run: it would store other evidence under the rows being checked.
+            let lock = db.lock(true).await?;
             let result = recon::decisions::apply_file(&db, &cfg.decisions, &file, &actor).await;
+            drop(lock);
             db.close().await;
             let result = result?;
             let written = result.write()?;

@@ -814,6 +814,58 @@ mod tests {
     }
 
     #[test]
+    fn decisions_read_back_as_written_and_offered_by_kind_and_status() {
+        for d in [
+            Decision::Confirm(12),
+            Decision::Failed,
+            Decision::Succeeded,
+            Decision::Dismiss,
+            Decision::Escalate,
+        ] {
+            assert_eq!(Decision::parse(&d.text()), Some(d));
+        }
+        assert_eq!(
+            Decision::parse("  Confirm   2 "),
+            Some(Decision::Confirm(2))
+        );
+        for bad in [
+            "confirm",
+            "confirm 0",
+            "confirm 2 3",
+            "confirm -1",
+            "fail",
+            "",
+        ] {
+            assert_eq!(Decision::parse(bad), None, "{bad:?}");
+        }
+        let texts = |k, n, s: &[Status]| -> Vec<String> {
+            choices(k, n, s).iter().map(|d| d.text()).collect()
+        };
+        assert_eq!(
+            texts(CaseKind::NearMiss, 1, &[Status::Unknown]),
+            ["confirm 1", "failed", "succeeded", "dismiss", "escalate"]
+        );
+        // Two payments: no status decision says which.
+        assert_eq!(
+            texts(CaseKind::Ambiguity, 2, &[Status::Unknown, Status::Unknown]),
+            ["confirm 1", "confirm 2", "dismiss", "escalate"]
+        );
+        // recon never moves a payment out of SUCCEEDED, FAILED or PENDING, nor one in flight.
+        for s in [
+            Status::Succeeded,
+            Status::Failed,
+            Status::Pending,
+            Status::Submitting,
+        ] {
+            assert_eq!(texts(CaseKind::Exception, 0, &[s]), ["dismiss", "escalate"]);
+        }
+        assert_eq!(
+            texts(CaseKind::Return, 1, &[Status::Unknown]),
+            ["dismiss", "escalate"]
+        );
+    }
+
+    #[test]
     fn severity_orders_cases_before_money_with_no_outcome_special_cased() {
         let items = vec![
             item(Outcome::OrphanAtProvider, None, &[("L-big", 1_000_000)]),

@@ -463,3 +463,39 @@ async fn the_next_run_applies_the_inbox_as_each_folders_reviewer() {
         ["UNKNOWN"]
     );
 }
+
+/// A file that is not a report with a Decide sheet is refused whole (row 0, exit 4): nothing
+/// is guessed from it and nothing recorded, so the corrected file can be applied.
+#[tokio::test]
+async fn a_file_that_is_no_decide_sheet_is_refused_whole() {
+    let env = job(Backend::Sqlite).await;
+    env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let garbage = env.path("garbage.xlsx");
+    std::fs::write(&garbage, b"PK\x03\x04 not really a workbook").expect("write");
+    let other = env.path("other.xlsx");
+    let mut wb = rust_xlsxwriter::Workbook::new();
+    let ws = wb.add_worksheet().set_name("Decisions").expect("name");
+    ws.write_string(0, 0, "decision").expect("cell");
+    ws.write_string(1, 0, "dismiss").expect("cell");
+    wb.save(&other).expect("save");
+    for (file, why) in [
+        (&garbage, "not a readable XLSX"),
+        (&other, "no readable \"Decide\" sheet"),
+    ] {
+        let r = apply(&env, file, "alice").await;
+        assert_eq!(r.rows.len(), 1, "{r:#?}");
+        assert_eq!((r.rows[0].row_no, r.rows[0].status), (0, Status::Refused));
+        assert!(r.rows[0].detail.contains(why), "{r:#?}");
+        assert_eq!(r.exit_code(), recon::exit::INPUT);
+    }
+    assert_eq!(
+        env.texts("SELECT CAST(count(*) AS TEXT) FROM decision_files")
+            .await,
+        ["0"]
+    );
+    assert_eq!(
+        env.texts("SELECT CAST(count(*) AS TEXT) FROM case_decisions")
+            .await,
+        ["0"]
+    );
+}

@@ -83,6 +83,30 @@ struct RawConfig {
     /// Provider status queries (`[[status_api]]`, at most one).
     #[serde(default)]
     status_api: Vec<status_api::RawStatusApi>,
+    /// Folder of reviewers' decision files (relative to this file): one sub-folder per
+    /// reviewer, named as the actor; the next `recon run` applies what is there first.
+    decisions_inbox: Option<PathBuf>,
+    /// How many different reviewers a `failed` decision needs (1 or 2).
+    #[serde(default = "default_approvals")]
+    approvals: u8,
+    /// How many different reviewers a `succeeded` decision needs (1 or 2).
+    #[serde(default = "default_approvals")]
+    approvals_succeeded: u8,
+}
+
+fn default_approvals() -> u8 {
+    1
+}
+
+/// Reviewers' decisions (`recon decisions apply` and the decisions inbox).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionSettings {
+    /// `decisions_inbox`: `<it>/<reviewer>/*.xlsx`, applied by the next run (None: no inbox).
+    pub inbox: Option<PathBuf>,
+    /// `approvals`: reviewers a `failed` decision needs.
+    pub approvals_failed: u8,
+    /// `approvals_succeeded`: reviewers a `succeeded` decision needs.
+    pub approvals_succeeded: u8,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -142,6 +166,8 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
     pub status_api: Option<status_api::StatusApiConfig>,
+    /// Reviewers' decisions.
+    pub decisions: DecisionSettings,
 }
 
 impl Config {
@@ -229,6 +255,22 @@ impl Config {
             })
             .transpose()?;
         let inbox = join_clean(&base, raw.inbox.unwrap_or_else(|| PathBuf::from("inbox")));
+        for (key, v) in [
+            ("approvals", raw.approvals),
+            ("approvals_succeeded", raw.approvals_succeeded),
+        ] {
+            if !(1..=2).contains(&v) {
+                return Err(config_error(
+                    path,
+                    format!("key `{key}`: must be 1 or 2 (different reviewers a decision needs)"),
+                ));
+            }
+        }
+        let decisions = DecisionSettings {
+            inbox: raw.decisions_inbox.map(|d| join_clean(&base, d)),
+            approvals_failed: raw.approvals,
+            approvals_succeeded: raw.approvals_succeeded,
+        };
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)
             .map_err(|e| toml_error(path, text, e))?
@@ -265,6 +307,7 @@ impl Config {
             reference_pattern,
             sources,
             inbox,
+            decisions,
             email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
             status_api: match raw.status_api.len() {
                 0 | 1 => raw

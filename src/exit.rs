@@ -39,6 +39,11 @@ pub const PULL_INCOMPLETE: i32 = 9;
 /// over [`PULL_INCOMPLETE`] (a pull is retried by the next one; an unreadable file needs a
 /// person).
 pub const INPUT_UNREADABLE: i32 = 10;
+/// `recon decisions apply` applied the file, but at least one of its rows was refused (stale
+/// evidence, an unknown case, an edited check cell, a decision not offered, a payment that
+/// moved): the result file next to the input says which and why. The other rows were applied
+/// (or wait for a second reviewer). A file that cannot be read at all exits [`INPUT`].
+pub const DECISIONS_REFUSED: i32 = 12;
 
 /// What kind of failure stopped a command; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod db;
+pub mod decisions;
 pub mod demo;
 pub mod effects;
 pub mod evidence;

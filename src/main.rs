@@ -112,6 +112,16 @@ enum Command {
         #[command(subcommand)]
         command: TicketsCommand,
     },
+    /// Cases: one per human decision, as the latest committed run stored them.
+    Cases {
+        #[command(subcommand)]
+        command: CasesCommand,
+    },
+    /// Reviewers' decisions from a report's Decide sheet.
+    Decisions {
+        #[command(subcommand)]
+        command: DecisionsCommand,
+    },
     /// Print the canonical statement lines recon reads from files, as CSV.
     Parse {
         /// Format: csv, xlsx, camt053, camt054, mt940 (MT942 too) or bai2. Default: the
@@ -170,6 +180,42 @@ enum RunsCommand {
         /// How many (newest first).
         #[arg(long, default_value_t = 20)]
         limit: i64,
+    },
+}
+
+#[derive(Subcommand)]
+enum CasesCommand {
+    /// List cases, most severe first.
+    List {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Only cases waiting for a decision (open or escalated).
+        #[arg(long)]
+        open: bool,
+    },
+    /// Show one case: its candidates, tickets, offered decisions and the decisions made.
+    Show {
+        /// Job configuration (for the database).
+        #[arg(long)]
+        config: PathBuf,
+        /// Case key (`C-…`).
+        key: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum DecisionsCommand {
+    /// Apply the decisions of a report.xlsx's Decide sheet; writes FILE's `<stem>.result.csv`.
+    Apply {
+        /// Job configuration (for the database and `approvals`).
+        #[arg(long)]
+        config: PathBuf,
+        /// Who decides (default: the login name, $USER). Never taken from the file.
+        #[arg(long)]
+        actor: Option<String>,
+        /// The edited report.xlsx.
+        file: PathBuf,
     },
 }
 
@@ -462,6 +508,45 @@ async fn dispatch(command: Command) -> Result<i32> {
                 TicketsCommand::Reopen(change) => change_ticket(change, true).await?,
             }
             Ok(exit::OK)
+        }
+        Command::Cases { command } => {
+            match command {
+                CasesCommand::List { config, open } => {
+                    let db = open_db(&config).await?;
+                    let list = recon::decisions::queue::list(&db, open).await;
+                    db.close().await;
+                    out!("{}", recon::decisions::queue::render(&list?));
+                }
+                CasesCommand::Show { config, key } => {
+                    let db = open_db(&config).await?;
+                    let shown = recon::decisions::queue::show(&db, &key).await;
+                    db.close().await;
+                    let (case, decisions) = shown?;
+                    out!("{}", recon::decisions::queue::render_one(&case, &decisions));
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Decisions {
+            command:
+                DecisionsCommand::Apply {
+                    config,
+                    actor,
+                    file,
+                },
+        } => {
+            let cfg = Config::load(&config)?;
+            let actor = recon::decisions::apply::actor_or_login(actor)?;
+            let db = recon::db::Db::open(&cfg.database_url).await?;
+            // Never beside a run: it would store other evidence under the rows being checked.
+            let lock = db.lock(true).await?;
+            let result = recon::decisions::apply_file(&db, &cfg.decisions, &file, &actor).await;
+            drop(lock);
+            db.close().await;
+            let result = result?;
+            let written = result.write()?;
+            out!("{}", result.text(Some(&written)));
+            Ok(result.exit_code())
         }
         Command::Parse {
             format,

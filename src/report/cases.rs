@@ -33,7 +33,7 @@
 //! first by its severity alone.
 
 use super::{Item, ItemLine, Money};
-use crate::model::{Id, LineKind, Outcome, Severity};
+use crate::model::{Id, LineKind, Outcome, Severity, Status};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -62,6 +62,112 @@ impl CaseKind {
             CaseKind::Duplicate => "duplicate",
             CaseKind::Exception => "exception",
         }
+    }
+
+    /// The kind named `s` ([`CaseKind::as_str`]).
+    pub fn parse(s: &str) -> Option<CaseKind> {
+        [
+            CaseKind::Ambiguity,
+            CaseKind::NearMiss,
+            CaseKind::Return,
+            CaseKind::Duplicate,
+            CaseKind::Exception,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// A reviewer's decision about a case (the Decide sheet's `decision` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Decision {
+    /// `confirm N`: candidate N is the match (the line is that payment's).
+    Confirm(u32),
+    /// `failed`: the payment never left; it may be retried.
+    Failed,
+    /// `succeeded`: the payment was paid.
+    Succeeded,
+    /// `dismiss`: nothing to do; stays dismissed while the evidence is unchanged.
+    Dismiss,
+    /// `escalate`: someone else must decide; the case stays open.
+    Escalate,
+}
+
+impl Decision {
+    /// The text in the sheet: `confirm 2`, `failed`, `succeeded`, `dismiss`, `escalate`.
+    pub fn text(self) -> String {
+        match self {
+            Decision::Confirm(n) => format!("confirm {n}"),
+            Decision::Failed => "failed".into(),
+            Decision::Succeeded => "succeeded".into(),
+            Decision::Dismiss => "dismiss".into(),
+            Decision::Escalate => "escalate".into(),
+        }
+    }
+
+    /// The decision `s` spells (case and surrounding blanks ignored, one or more blanks
+    /// between `confirm` and its number), or `None`.
+    pub fn parse(s: &str) -> Option<Decision> {
+        let s = s.trim().to_ascii_lowercase();
+        let mut words = s.split_whitespace();
+        let d = match (words.next()?, words.next()) {
+            ("confirm", Some(n)) => {
+                let n: u32 = n.parse().ok().filter(|n| *n > 0)?;
+                Decision::Confirm(n)
+            }
+            ("failed", None) => Decision::Failed,
+            ("succeeded", None) => Decision::Succeeded,
+            ("dismiss", None) => Decision::Dismiss,
+            ("escalate", None) => Decision::Escalate,
+            _ => return None,
+        };
+        words.next().is_none().then_some(d)
+    }
+}
+
+/// The decisions a case offers, in the drop-down's order: `confirm 1` … `confirm N` for an
+/// ambiguity or a near miss with N candidates; `failed` and `succeeded` when the case is about
+/// exactly one payment and its status is one a human may settle (UNKNOWN or REVIEW: recon
+/// never moves a payment out of SUCCEEDED, FAILED or PENDING, nor one a worker may still be
+/// sending); `dismiss` and `escalate` always. One definition for the sheet that offers them and
+/// for `recon decisions apply`, which refuses anything else.
+pub fn choices(kind: CaseKind, candidates: usize, payment_statuses: &[Status]) -> Vec<Decision> {
+    let mut out = Vec::new();
+    if matches!(kind, CaseKind::Ambiguity | CaseKind::NearMiss) {
+        out.extend((1..=candidates as u32).map(Decision::Confirm));
+    }
+    if !matches!(kind, CaseKind::Return | CaseKind::Duplicate)
+        && let [s] = payment_statuses
+        && matches!(s, Status::Unknown | Status::Review)
+    {
+        out.extend([Decision::Failed, Decision::Succeeded]);
+    }
+    out.extend([Decision::Dismiss, Decision::Escalate]);
+    out
+}
+
+/// What earlier decisions left on the cases, as the reports show them: the cases settled on
+/// the evidence they still have (dismissed or decided: not offered for a decision again), and
+/// a short status per case (`escalated by …`, `waiting for a second reviewer: failed by …`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// (case key, fingerprint) of every settled case.
+    pub settled: std::collections::HashSet<(String, String)>,
+    /// Case key → status text.
+    pub status: HashMap<String, String>,
+}
+
+impl Marks {
+    /// Whether `case` was settled on the evidence it has now.
+    pub fn is_settled(&self, case: &Case) -> bool {
+        self.settled
+            .contains(&(case.key.clone(), case.fingerprint.clone()))
+    }
+
+    /// Both marks in one (a range's days).
+    pub fn extend(&mut self, other: Marks) {
+        self.settled.extend(other.settled);
+        self.status.extend(other.status);
     }
 }
 
@@ -185,6 +291,29 @@ impl Case {
             parts.push(lines);
         }
         parts.join(", ")
+    }
+
+    /// The statuses of the case's payments (one per payment, as its rows show it).
+    pub fn payment_statuses(&self, items: &[Item]) -> Vec<Status> {
+        let mut seen: BTreeMap<&Id, Status> = BTreeMap::new();
+        for &i in &self.members {
+            if let (Some(p), Some(s)) = (&items[i].payment_id, items[i].status) {
+                seen.entry(p).or_insert(s);
+            }
+        }
+        self.payments
+            .iter()
+            .map(|p| seen.get(p).copied().unwrap_or(Status::Pending))
+            .collect()
+    }
+
+    /// The decisions this case offers ([`choices`]); `items` are the view's.
+    pub fn choices(&self, items: &[Item]) -> Vec<Decision> {
+        choices(
+            self.kind,
+            self.candidates.len(),
+            &self.payment_statuses(items),
+        )
     }
 
     /// The largest amount at risk, by number of units (the ordering's heuristic: recon has no
@@ -682,6 +811,58 @@ mod tests {
         assert_eq!(a.key, c.key, "same payment: same case");
         assert_ne!(a.fingerprint, c.fingerprint, "other money: other evidence");
         assert!(a.key.starts_with("C-") && a.key.len() == 18, "{}", a.key);
+    }
+
+    #[test]
+    fn decisions_read_back_as_written_and_offered_by_kind_and_status() {
+        for d in [
+            Decision::Confirm(12),
+            Decision::Failed,
+            Decision::Succeeded,
+            Decision::Dismiss,
+            Decision::Escalate,
+        ] {
+            assert_eq!(Decision::parse(&d.text()), Some(d));
+        }
+        assert_eq!(
+            Decision::parse("  Confirm   2 "),
+            Some(Decision::Confirm(2))
+        );
+        for bad in [
+            "confirm",
+            "confirm 0",
+            "confirm 2 3",
+            "confirm -1",
+            "fail",
+            "",
+        ] {
+            assert_eq!(Decision::parse(bad), None, "{bad:?}");
+        }
+        let texts = |k, n, s: &[Status]| -> Vec<String> {
+            choices(k, n, s).iter().map(|d| d.text()).collect()
+        };
+        assert_eq!(
+            texts(CaseKind::NearMiss, 1, &[Status::Unknown]),
+            ["confirm 1", "failed", "succeeded", "dismiss", "escalate"]
+        );
+        // Two payments: no status decision says which.
+        assert_eq!(
+            texts(CaseKind::Ambiguity, 2, &[Status::Unknown, Status::Unknown]),
+            ["confirm 1", "confirm 2", "dismiss", "escalate"]
+        );
+        // recon never moves a payment out of SUCCEEDED, FAILED or PENDING, nor one in flight.
+        for s in [
+            Status::Succeeded,
+            Status::Failed,
+            Status::Pending,
+            Status::Submitting,
+        ] {
+            assert_eq!(texts(CaseKind::Exception, 0, &[s]), ["dismiss", "escalate"]);
+        }
+        assert_eq!(
+            texts(CaseKind::Return, 1, &[Status::Unknown]),
+            ["dismiss", "escalate"]
+        );
     }
 
     #[test]

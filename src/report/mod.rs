@@ -273,6 +273,9 @@ pub struct ReportView {
     pub items: Vec<Item>,
     /// The review rows grouped into cases, most severe first ([`cases`]).
     pub cases: Vec<cases::Case>,
+    /// What reviewers' earlier decisions left on the cases (the Decide sheet leaves out the
+    /// settled ones and shows the rest's status).
+    pub marks: cases::Marks,
     /// Transitions the rows ask for (refused ones included).
     pub transitions_planned: usize,
     /// Rows that raise a ticket.
@@ -348,6 +351,7 @@ impl ReportView {
             summary: summary.clone(),
             totals: totals.clone(),
             cases: cases::group(&items),
+            marks: cases::Marks::default(),
             items,
             transitions_planned,
             ticket_rows,
@@ -366,7 +370,9 @@ impl ReportView {
         let mut by_key: BTreeMap<(Option<Id>, Vec<CompactString>), Item> = BTreeMap::new();
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         let mut committed = true;
+        let mut marks = cases::Marks::default();
         for d in days {
+            marks.extend(d.marks);
             transitions_planned += d.transitions_planned;
             ticket_rows += d.ticket_rows;
             committed &= d.committed;
@@ -381,6 +387,7 @@ impl ReportView {
             summary,
             totals,
             cases: cases::group(&items),
+            marks,
             items,
             transitions_planned,
             ticket_rows,
@@ -475,7 +482,9 @@ pub const DIFF_CSV_FILE: &str = "diff.csv";
 pub const EML_FILE: &str = "email.eml";
 
 /// Writes `report.xlsx` and `report.html` into `dir` and returns the view they show (`diff.csv`
-/// is written with results.csv, in one pass over the rows).
+/// is written with results.csv, in one pass over the rows). `marks` are what earlier
+/// decisions left on the cases.
+#[allow(clippy::too_many_arguments)]
 pub fn write_files(
     dir: &Path,
     summary: &Summary,
@@ -484,9 +493,11 @@ pub fn write_files(
     payments: &[Payment],
     lines: &[StatementLine],
     as_of: Micros,
+    marks: &cases::Marks,
 ) -> Result<ReportView> {
     let started = std::time::Instant::now();
-    let view = ReportView::build(summary, totals, rows, payments, lines, as_of);
+    let mut view = ReportView::build(summary, totals, rows, payments, lines, as_of);
+    view.marks = marks.clone();
     let built_ms = started.elapsed().as_millis() as u64;
     xlsx::write(&dir.join(XLSX_FILE), &view)?;
     let xlsx_ms = started.elapsed().as_millis() as u64;

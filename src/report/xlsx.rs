@@ -1,6 +1,7 @@
 //! `report.xlsx`: a Summary sheet, a Cases sheet (one row per decision, see
-//! [`super::cases`]) and one sheet per outcome [`Family`], with a frozen header,
-//! an autofilter, money as numbers in a currency format and account numbers masked.
+//! [`super::cases`]), a Decide sheet (one row per open case, where a reviewer picks a decision
+//! that `recon decisions apply` reads back) and one sheet per outcome [`Family`], with a frozen
+//! header, an autofilter, money as numbers in a currency format and account numbers masked.
 //!
 //! Text from statements is written as string cells *and* passed through
 //! [`csv_safe`](crate::outputs::csv_safe): a string cell is never evaluated, but a reviewer
@@ -11,7 +12,10 @@ use super::{Family, Item, Money, ReportView, exponent, total_text, utc};
 use crate::outputs::csv_safe;
 use anyhow::{Context, Result};
 use rust_decimal::prelude::ToPrimitive;
-use rust_xlsxwriter::{Format, Workbook, Worksheet, XlsxError};
+use rust_xlsxwriter::{
+    DataValidation, DataValidationErrorStyle, Format, ProtectionOptions, Workbook, Worksheet,
+    XlsxError,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -181,6 +185,7 @@ fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
     };
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
+    decide_sheet(wb.add_worksheet(), &fmts, view)?;
     for f in Family::ALL {
         // Family sheets can hold 100k+ rows at scale: streamed to a temporary file row by
         // row, so their cells are not all held in memory until the workbook is saved.
@@ -364,6 +369,158 @@ fn cases_sheet(ws: &mut Worksheet, fmts: &mut Formats, view: &ReportView) -> Res
         write_text(ws, r, 12, &c.fingerprint)?;
     }
     ws.autofilter(0, 0, r.max(1), (CASE_COLUMNS.len() - 1) as u16)?;
+    Ok(())
+}
+
+/// Name of the sheet where reviewers decide.
+pub const DECIDE_SHEET: &str = "Decide";
+
+/// Columns of the Decide sheet. `decision`, `note` and `reviewer` are the reviewer's (unlocked);
+/// `check` (hidden) holds the case key and the fingerprint of the evidence the row shows, which
+/// `recon decisions apply` compares with the case as it is then.
+pub const DECIDE_COLUMNS: [&str; 13] = [
+    "case",
+    "severity",
+    "what",
+    "whose",
+    "amount",
+    "why",
+    "candidates",
+    "offered",
+    "decision",
+    "note",
+    "reviewer",
+    "status",
+    "check",
+];
+
+/// Position of a Decide column by name.
+fn decide_col(name: &str) -> u16 {
+    DECIDE_COLUMNS.iter().position(|c| *c == name).unwrap_or(0) as u16
+}
+
+/// The hidden `check` cell of a case: its key and fingerprint, one space apart.
+pub fn check_text(key: &str, fingerprint: &str) -> String {
+    format!("{key} {fingerprint}")
+}
+
+/// The drop-down of a row: every offered decision when the list fits Excel's 255 characters;
+/// otherwise the ones that fit, with a warning (not a stop) for anything typed, and the full
+/// range in the input message (`recon decisions apply` checks every value anyway).
+fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
+    let all = choices.join(",");
+    let mut v = if all.encode_utf16().count() <= 255 {
+        DataValidation::new().allow_list_strings(choices)?
+    } else {
+        let mut shown: Vec<&String> = Vec::new();
+        // The non-confirm choices first (they are short), then as many confirms as fit.
+        let (confirms, rest): (Vec<&String>, Vec<&String>) =
+            choices.iter().partition(|c| c.starts_with("confirm"));
+        shown.extend(rest);
+        let mut len = shown.iter().map(|s| s.len() + 1).sum::<usize>();
+        for c in confirms {
+            if len + c.len() + 1 > 255 {
+                break;
+            }
+            len += c.len() + 1;
+            shown.push(c);
+        }
+        DataValidation::new()
+            .allow_list_strings(&shown)?
+            .set_error_style(DataValidationErrorStyle::Warning)
+            .set_input_message(format!(
+                "{} (type any of them)",
+                choices.first().map(String::as_str).unwrap_or_default()
+            ))?
+    };
+    v = v
+        .ignore_blank(true)
+        .set_error_message("Not a decision offered for this case: see the offered column.")?;
+    Ok(v)
+}
+
+/// One row per case that waits for a decision (not settled on the evidence it has now), most
+/// severe first: what and whose, the money, why, the numbered candidates (one per line), the
+/// decisions offered, the reviewer's three cells (unlocked, with a drop-down of exactly the
+/// offered decisions), what earlier decisions left (`escalated by …`, waiting for a second
+/// reviewer) and the hidden check cell. The sheet is protected (no password) so only the
+/// reviewer's cells take input; widths, filters and sorting stay free.
+fn decide_sheet(ws: &mut Worksheet, fmts: &Formats, view: &ReportView) -> Result<(), XlsxError> {
+    ws.set_name(DECIDE_SHEET)?;
+    let wrap = Format::new().set_text_wrap();
+    let input = Format::new().set_unlocked().set_background_color("FFF2CC");
+    for (c, w) in [
+        ("case", 20.0),
+        ("severity", 10.0),
+        ("what", 24.0),
+        ("whose", 30.0),
+        ("amount", 14.0),
+        ("why", 50.0),
+        ("candidates", 56.0),
+        ("offered", 22.0),
+        ("decision", 14.0),
+        ("note", 36.0),
+        ("reviewer", 14.0),
+        ("status", 30.0),
+        ("check", 20.0),
+    ] {
+        ws.set_column_width(decide_col(c), w)?;
+    }
+    header(ws, fmts, &DECIDE_COLUMNS)?;
+    let mut r = 0u32;
+    for c in view
+        .cases
+        .iter()
+        .filter(|c| !view.marks.is_settled(c))
+        .take(MAX_ROWS)
+    {
+        r += 1;
+        let choices: Vec<String> = c.choices(&view.items).iter().map(|d| d.text()).collect();
+        write_text(ws, r, decide_col("case"), &c.key)?;
+        write_text(ws, r, decide_col("severity"), c.severity.as_str())?;
+        write_text(ws, r, decide_col("what"), &c.what())?;
+        write_text(ws, r, decide_col("whose"), &c.whose())?;
+        write_text(ws, r, decide_col("amount"), &c.amount_text())?;
+        write_text(ws, r, decide_col("why"), &c.why)?;
+        let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
+        if !candidates.is_empty() {
+            ws.write_string_with_format(
+                r,
+                decide_col("candidates"),
+                fit_cell(&csv_safe(&candidates.join("\n"))).as_ref(),
+                &wrap,
+            )?;
+        }
+        write_text(ws, r, decide_col("offered"), &choices.join(", "))?;
+        for col in ["decision", "note", "reviewer"] {
+            ws.write_blank(r, decide_col(col), &input)?;
+        }
+        ws.add_data_validation(
+            r,
+            decide_col("decision"),
+            r,
+            decide_col("decision"),
+            &decide_validation(&choices)?,
+        )?;
+        if let Some(s) = view.marks.status.get(&c.key) {
+            write_text(ws, r, decide_col("status"), s)?;
+        }
+        write_text(
+            ws,
+            r,
+            decide_col("check"),
+            &check_text(&c.key, &c.fingerprint),
+        )?;
+    }
+    ws.set_column_hidden(decide_col("check"))?;
+    ws.autofilter(0, 0, r.max(1), (DECIDE_COLUMNS.len() - 2) as u16)?;
+    ws.protect_with_options(&ProtectionOptions {
+        format_columns: true,
+        format_rows: true,
+        use_autofilter: true,
+        sort: true,
+        ..ProtectionOptions::default()
+    });
     Ok(())
 }
 

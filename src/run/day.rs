@@ -146,11 +146,14 @@ async fn plan_and_apply(
             Ok(started.elapsed().as_millis() as u64)
         })
     };
+    // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out).
+    let marks = Arc::new(crate::decisions::marks(db).await?);
     // The reports (into the same folder, so they appear or not with the results) are written
     // at the same time. They show what the rows say; what the commit did (transitions
     // applied, tickets new) is in summary.json and the email.
     let reporter = {
         let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
+        let marks = Arc::clone(&marks);
         tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
             let started = Instant::now();
             let view = reports::write_files(
@@ -161,6 +164,7 @@ async fn plan_and_apply(
                 &data.payments,
                 &data.lines,
                 as_of,
+                &marks,
             )?;
             Ok((view, started.elapsed().as_millis() as u64))
         })
@@ -226,8 +230,17 @@ async fn plan_and_apply(
             &data.payments,
             &data.lines,
             as_of,
+            &marks,
         )
         .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+    }
+    if !opts.dry_run {
+        // The run's cases, in its transaction: what decisions are checked against.
+        let started = Instant::now();
+        crate::decisions::record(&mut tx, &view, &data.payments, run_id, &now).await?;
+        summary
+            .timings_ms
+            .insert("cases".into(), started.elapsed().as_millis() as u64);
     }
     summary.timings_ms.insert("write".into(), write_ms);
     summary.timings_ms.insert("reports".into(), reports_ms);

@@ -132,6 +132,8 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     );
     if !opts.dry_run {
         recover_interrupted(&db, cfg).await?;
+        // Reviewers' decision files first, so the night reconciles on them.
+        crate::decisions::apply_inbox(&db, &cfg.decisions).await?;
     }
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;

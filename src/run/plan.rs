@@ -114,6 +114,8 @@ pub(crate) async fn plan(
             known_lines - lines.len()
         ));
     }
+    // Lines reviewers confirmed as a payment's name that payment (`confirm N`).
+    crate::decisions::confirmed::overlay(db, &mut lines).await?;
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }

@@ -19,6 +19,7 @@
 //! - `transitions.rs`: the payments' guarded status transitions and history, their states now;
 //! - `followups.rs`: the payments that stay in later runs' scope;
 //! - `tickets.rs`: the review queue and its history;
+//! - `cases.rs`: the cases runs stored, reviewers' decisions, confirmed lines;
 //! - `runs.rs`: the run records ([`RunRecord`], [`RunStart`]);
 //! - `inputs.rs`: which statement files the runs read;
 //! - `status_queries.rs`: the status-query log ([`StatusQuery`]).
@@ -29,6 +30,7 @@ use crate::db::IdTypes;
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 
+pub mod cases;
 mod followups;
 mod inputs;
 mod runs;

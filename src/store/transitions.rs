@@ -30,6 +30,20 @@ impl Tx {
         run_id: &str,
         now: &str,
     ) -> Result<Vec<Applied>> {
+        self.apply_transitions_by(ts, "recon", Some(run_id), now)
+            .await
+    }
+
+    /// [`Tx::apply_transitions`] made by `actor` (a reviewer's decision: the same guard and
+    /// history row, with the reviewer as actor and `run_id` None). `AlreadyApplied` means
+    /// the latest history row is this actor's same change.
+    pub async fn apply_transitions_by(
+        &mut self,
+        ts: &[Transition],
+        actor: &str,
+        run_id: Option<&str>,
+        now: &str,
+    ) -> Result<Vec<Applied>> {
         let err = db_err("applying transitions");
         let batch = self.batch();
         // The attempt id a history row of `t` holds: what recon wrote, which a `uuid` column
@@ -90,7 +104,7 @@ impl Tx {
                         .push_id(IdColumn::HistoryAttemptId, &t.attempt_id)
                         .push_bind(&t.provider_payment_id)
                         .push_bind(t.prior_provider_payment_id.as_deref().unwrap_or(""))
-                        .push_bind("recon")
+                        .push_bind(actor)
                         .push_bind(run_id)
                         .push_bind(&t.reason)
                         .push_bind(Bind::Ts(now));
@@ -140,9 +154,9 @@ impl Tx {
                     Applied::Applied
                 } else {
                     match state.get(&t.payment_id) {
-                        Some((status, Some(actor), Some(from), attempt))
+                        Some((status, Some(by), Some(from), attempt))
                             if status == t.to.as_str()
-                                && actor == "recon"
+                                && by == actor
                                 && from == t.from.as_str()
                                 && *attempt == history_attempt(t) =>
                         {

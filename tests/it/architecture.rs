@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("evidence", &["evidence", "status_api"]),
     ("outputs", &["outputs", "run_data"]),
     ("effects and reports", &["effects", "report"]),
+    ("decisions", &["decisions"]),
     ("run", &["run"]),
     ("cli", &["explain", "demo", "process"]),
 ];

@@ -13,6 +13,7 @@ mod bounds;
 mod cases;
 mod config_lines;
 mod critical_cases;
+mod decisions;
 mod demo;
 mod docs;
 mod email_browser;

@@ -523,6 +523,7 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
         [
             "Summary",
             "Cases",
+            "Decide",
             "Money at risk",
             "Review",
             "Pending",
@@ -616,8 +617,20 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
         assert_masked(&sheet_text(&path, sheet).0, sheet);
     }
 
+    // The Decide sheet: masked, no formula, the reviewer's cells unlocked behind a sheet
+    // protection, a drop-down per row, the check column hidden.
+    assert_masked(&sheet_text(&path, "Decide").0, "the Decide sheet");
+    let decide = xlsx_part(&path, "xl/worksheets/sheet3.xml");
+    assert!(
+        !decide.contains("<f>"),
+        "no formula cell in the Decide sheet"
+    );
+    assert!(decide.contains("<sheetProtection sheet=\"1\""), "{decide}");
+    assert!(decide.contains("hidden=\"1\""), "{decide}");
+    assert!(decide.contains("<dataValidation type=\"list\""), "{decide}");
+
     // Frozen header, autofilter and the currency formats, from the sheet XML.
-    let xml = xlsx_part(&path, "xl/worksheets/sheet3.xml");
+    let xml = xlsx_part(&path, "xl/worksheets/sheet4.xml");
     assert!(
         xml.contains("ySplit=\"1\"") && xml.contains("state=\"frozen\""),
         "{xml}"

@@ -703,3 +703,57 @@ pub(crate) fn python_with(module: &str, package: &str, hint: &str) -> (PathBuf, 
     }
     panic!("no Python with {module}: {hint} (or let pip reach PyPI)")
 }
+
+/// A Python with openpyxl 3.1.5 (a spreadsheet library other than the one recon writes with):
+/// a venv under the test target folder (`CARGO_TARGET_TMPDIR/venv-openpyxl`), made once with
+/// `python3 -m venv` and `pip install openpyxl==3.1.5`. Fails, never skips, when it cannot be
+/// made (pip needs PyPI).
+pub fn openpyxl_python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("venv-openpyxl");
+            let python = venv.join("bin").join("python");
+            let ready = || {
+                Command::new(&python)
+                    .args([
+                        "-c",
+                        "import openpyxl, sys; sys.exit(openpyxl.__version__ != '3.1.5')",
+                    ])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if !ready() {
+                let made = Command::new("python3")
+                    .args(["-m", "venv"])
+                    .arg(&venv)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(
+                    made,
+                    "python3 -m venv {} failed (hint: apt-get install python3-venv)",
+                    venv.display()
+                );
+                let installed = Command::new(&python)
+                    .args([
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                        "openpyxl==3.1.5",
+                    ])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(
+                    installed && ready(),
+                    "pip install openpyxl==3.1.5 into {} failed (pip needs PyPI)",
+                    venv.display()
+                );
+            }
+            python
+        })
+        .clone()
+}

@@ -1,0 +1,374 @@
+//! Applying one decision file: every row checked against the case as it is now
+//! ([`super::check`]) and applied in ONE transaction with the file's record, so a file is
+//! applied whole or not at all; the result written next to it.
+
+use super::check::{self, Approvals, Now, Plan, Verdict};
+use super::read::{self, SheetRow};
+use super::result::{FileResult, RowResult, Status};
+use crate::config::DecisionSettings;
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::ledger::transitions::{Applied, Transition};
+use crate::store::Tx;
+use crate::store::cases::StoredCase;
+use anyhow::{Context, Result};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+
+/// Checks a reviewer's name as recon records it: not empty, no control characters, not
+/// `recon` (recon's own changes are told apart by that name), at most 100 characters.
+pub fn check_actor(actor: &str) -> Result<&str> {
+    let a = actor.trim();
+    let bad = if a.is_empty() {
+        Some("must not be empty: say who decides")
+    } else if a.eq_ignore_ascii_case("recon") {
+        Some("`recon` is recon's own name in the history")
+    } else if a.chars().any(|c| c.is_control()) || a.chars().count() > 100 {
+        Some("must be a name (printable, at most 100 characters)")
+    } else {
+        None
+    };
+    match bad {
+        Some(why) => Err(fail(Failure::Config, format!("actor {a:?}: {why}"))),
+        None => Ok(a),
+    }
+}
+
+/// `--actor`, or else the login name (`USER`, then `LOGNAME`), checked ([`check_actor`]).
+pub fn actor_or_login(actor: Option<String>) -> Result<String> {
+    let a = actor
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .ok_or_else(|| {
+            fail(
+                Failure::Config,
+                "--actor is missing and no login name is set (USER, LOGNAME): say who decides",
+            )
+        })?;
+    Ok(check_actor(&a)?.to_string())
+}
+
+fn approvals(s: &DecisionSettings) -> Approvals {
+    Approvals {
+        failed: s.approvals_failed,
+        succeeded: s.approvals_succeeded,
+    }
+}
+
+/// Applies the decision file at `path` as `actor`, writes `<stem>.result.csv` beside it and
+/// returns what became of every row. An unreadable file is one refused row 0 (nothing
+/// applied); the same file applied again by the same actor changes nothing and gets its
+/// first result back, each row `unchanged`.
+pub async fn apply_file(
+    db: &Db,
+    settings: &DecisionSettings,
+    path: &Path,
+    actor: &str,
+) -> Result<FileResult> {
+    let actor = check_actor(actor)?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        fail(
+            Failure::Input,
+            format!("{}: cannot read: {e}", path.display()),
+        )
+    })?;
+    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut result = FileResult {
+        path: path.to_path_buf(),
+        sha256: sha256.clone(),
+        actor: actor.to_string(),
+        rows: Vec::new(),
+        undecided: 0,
+        earlier: None,
+    };
+    let mut tx = db.begin().await?;
+    if let Some((at, csv)) = tx.decision_file(&sha256, actor).await? {
+        tx.rollback().await?;
+        result.rows = FileResult::unchanged_from(&csv);
+        result.earlier = Some(at);
+        return Ok(result);
+    }
+    let sheet = match read::read(&bytes) {
+        Ok(s) => s,
+        Err(why) => {
+            tx.rollback().await?;
+            result.rows.push(RowResult {
+                row_no: 0,
+                case: String::new(),
+                decision: String::new(),
+                status: Status::Refused,
+                detail: format!("{}: {why}; nothing applied", path.display()),
+                reviewer: String::new(),
+            });
+            return Ok(result);
+        }
+    };
+    result.undecided = sheet.undecided;
+    let now = crate::timeparse::to_db(chrono::Utc::now().timestamp_micros());
+    let approvals = approvals(settings);
+    for row in &sheet.rows {
+        let (status, mut detail) =
+            apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?;
+        if !row.reviewer.is_empty() && !row.reviewer.eq_ignore_ascii_case(actor) {
+            detail.push_str(&format!(
+                " (the reviewer cell says {:?}; recorded as {actor}, who applied the file)",
+                row.reviewer
+            ));
+        }
+        result.rows.push(RowResult {
+            row_no: row.row_no,
+            case: row.case.clone(),
+            decision: row.decision.clone(),
+            status,
+            detail,
+            reviewer: row.reviewer.clone(),
+        });
+    }
+    let csv = result.csv()?;
+    tx.record_decision_file((&sha256, actor), &file_name, &csv, &now)
+        .await?;
+    tx.commit().await?;
+    Ok(result)
+}
+
+/// Reads what the check needs, checks the row and applies it inside `tx`.
+async fn apply_row(
+    tx: &mut Tx,
+    row: &SheetRow,
+    actor: &str,
+    approvals: Approvals,
+    file: (&str, &str),
+    now: &str,
+) -> Result<(Status, String)> {
+    let (case, fingerprint_run, decisions) = match check::parse_check(row) {
+        Ok((key, fp)) => {
+            let case = tx.get_case(key).await?;
+            let run = tx.case_fingerprint_run(key, fp).await?;
+            let decisions = tx.case_decisions(key).await?;
+            (case, run, decisions)
+        }
+        Err(_) => (None, None, Vec::new()),
+    };
+    let verdict = check::check(
+        row,
+        actor,
+        Now {
+            case: case.as_ref(),
+            fingerprint_run: fingerprint_run.as_deref(),
+            decisions: &decisions,
+        },
+        approvals,
+    );
+    let (decision, plan, case) = match (verdict, case) {
+        (Verdict::Refused(why), _) => return Ok((Status::Refused, why)),
+        (Verdict::Unchanged(why), _) => return Ok((Status::Unchanged, why)),
+        (Verdict::Apply(d, p), Some(c)) => (d, *p, c),
+        (Verdict::Apply(..), None) => {
+            return Ok((Status::Refused, "unknown case".into()));
+        }
+    };
+    let note = if row.note.is_empty() {
+        "(no note)"
+    } else {
+        row.note.as_str()
+    };
+    let (file_sha, file_name) = file;
+    let text = decision.text();
+    let about = format!(
+        "{text} (case {}, {file_name} row {}): {note}",
+        case.key, row.row_no
+    );
+    let by = Decided {
+        case: &case,
+        text: &text,
+        actor,
+        note: &row.note,
+        file: (file_sha, i64::from(row.row_no)),
+        now,
+    };
+    match plan {
+        Plan::Wait => {
+            by.record(tx, "WAITING").await?;
+            Ok((
+                Status::Waiting,
+                format!("{text} waits for a second, different reviewer"),
+            ))
+        }
+        Plan::Escalate => {
+            settle(tx, &case, "ESCALATED", (actor, &about), now, false).await?;
+            by.record(tx, "APPLIED").await?;
+            Ok((Status::Applied, "escalated: the case stays open".into()))
+        }
+        Plan::Dismiss => {
+            settle(tx, &case, "DISMISSED", (actor, &about), now, true).await?;
+            by.record(tx, "APPLIED").await?;
+            Ok((
+                Status::Applied,
+                format!(
+                    "dismissed; {} ticket(s) resolved; stays dismissed while its evidence is unchanged",
+                    case.ticket_ids.len()
+                ),
+            ))
+        }
+        Plan::Confirm(c) => {
+            tx.confirm_line(
+                (&c.source, &c.line_id),
+                &c.payment_id,
+                (&case.key, actor),
+                now,
+            )
+            .await?;
+            settle(tx, &case, "DECIDED", (actor, &about), now, true).await?;
+            by.record(tx, "APPLIED").await?;
+            Ok((
+                Status::Applied,
+                format!(
+                    "line {} of {} is payment {}'s: later runs read it as naming that payment",
+                    c.line_id, c.source, c.payment_id
+                ),
+            ))
+        }
+        Plan::Status(change) => {
+            let from = crate::ledger::Status::parse(&change.payment.status)
+                .context("stored case payment status")?;
+            let (history_actor, reason) = match &change.approves {
+                Some(first) => (
+                    first.actor.clone(),
+                    format!(
+                        "reviewer decision {text} by {} ({}), approved by {actor}: {about}",
+                        first.actor,
+                        if first.note.is_empty() {
+                            "no note"
+                        } else {
+                            first.note.as_str()
+                        }
+                    ),
+                ),
+                None => (actor.to_string(), format!("reviewer decision {about}")),
+            };
+            let t = Transition {
+                payment_id: change.payment.payment_id.clone(),
+                from,
+                to: change.to,
+                attempt_id: change.payment.attempt_id.clone(),
+                provider_payment_id: None,
+                prior_provider_payment_id: None,
+                reason,
+            };
+            let applied = tx
+                .apply_transitions_by(std::slice::from_ref(&t), &history_actor, None, now)
+                .await?;
+            match applied.first().copied().unwrap_or(Applied::Conflict) {
+                Applied::Applied => {}
+                Applied::AlreadyApplied => {
+                    return Ok((
+                        Status::Unchanged,
+                        format!(
+                            "payment {} is already {} by this decision",
+                            t.payment_id,
+                            t.to.as_str()
+                        ),
+                    ));
+                }
+                Applied::Conflict => {
+                    let states = tx
+                        .payment_states(std::slice::from_ref(&t.payment_id))
+                        .await?;
+                    let now_is = states
+                        .get(&t.payment_id)
+                        .map(|(s, a)| format!("{s} (attempt {})", a.as_deref().unwrap_or("-")))
+                        .unwrap_or_else(|| "gone from the ledger".into());
+                    return Ok((
+                        Status::Refused,
+                        format!(
+                            "payment {} moved since the run that stored this case saw it {} \
+                             (attempt {}); it is {now_is} now: nothing changed",
+                            t.payment_id,
+                            from.as_str(),
+                            t.attempt_id.as_deref().unwrap_or("-")
+                        ),
+                    ));
+                }
+            }
+            settle(tx, &case, "DECIDED", (actor, &about), now, true).await?;
+            let done = format!(
+                "payment {} {} → {} (guarded transition, history actor {history_actor})",
+                t.payment_id,
+                from.as_str(),
+                t.to.as_str()
+            );
+            match change.approves {
+                Some(first) => {
+                    tx.approve_decision(first.id, actor, now).await?;
+                    Ok((
+                        Status::Applied,
+                        format!("approved {}'s decision: {done}", first.actor),
+                    ))
+                }
+                None => {
+                    by.record(tx, "APPLIED").await?;
+                    Ok((Status::Applied, done))
+                }
+            }
+        }
+    }
+}
+
+/// A decision as recorded in `case_decisions`.
+struct Decided<'a> {
+    case: &'a StoredCase,
+    text: &'a str,
+    actor: &'a str,
+    note: &'a str,
+    file: (&'a str, i64),
+    now: &'a str,
+}
+
+impl Decided<'_> {
+    async fn record(&self, tx: &mut Tx, state: &str) -> Result<i64> {
+        tx.insert_decision(
+            (&self.case.key, &self.case.fingerprint),
+            self.text,
+            (self.actor, self.note),
+            state,
+            self.file,
+            self.now,
+        )
+        .await
+    }
+}
+
+/// Sets the case's status on its evidence and, with `resolve`, resolves its open tickets
+/// (each with a history row: the actor and the note); other decisions waiting on the case
+/// are superseded.
+async fn settle(
+    tx: &mut Tx,
+    case: &StoredCase,
+    status: &str,
+    (actor, note): (&str, &str),
+    now: &str,
+    resolve: bool,
+) -> Result<()> {
+    if !tx
+        .set_case_status(&case.key, &case.fingerprint, status, (actor, note), now)
+        .await?
+    {
+        return Err(fail(
+            Failure::Database,
+            format!("case {} changed while its decision was applied", case.key),
+        ));
+    }
+    if resolve {
+        for id in &case.ticket_ids {
+            // A ticket already resolved stays as it is.
+            tx.change_ticket_status(*id, "OPEN", "RESOLVED", actor, note, now)
+                .await?;
+        }
+        tx.supersede_waiting(&case.key).await?;
+    }
+    Ok(())
+}

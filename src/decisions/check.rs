@@ -1,0 +1,411 @@
+//! One row of a Decide sheet checked against the case as it is now: what to do, or why not.
+//! Pure: the caller reads the case, its fingerprints and its decisions, and applies the plan.
+
+use super::read::SheetRow;
+use crate::model::Status;
+use crate::report::cases::{self, CaseKind, Decision};
+use crate::store::cases::{CaseCandidate, CasePayment, DecisionRecord, StoredCase};
+
+/// How many different reviewers a status decision needs (`approvals`, `approvals_succeeded`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Approvals {
+    /// For `failed` (it permits a retry that can pay twice).
+    pub failed: u8,
+    /// For `succeeded`.
+    pub succeeded: u8,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Approvals {
+            failed: 1,
+            succeeded: 1,
+        }
+    }
+}
+
+/// The key and fingerprint the hidden `check` cell holds, or why it holds none.
+pub fn parse_check(row: &SheetRow) -> Result<(&str, &str), String> {
+    let mut parts = row.check.split_whitespace();
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(key), Some(fp), None)
+            if key.starts_with("C-")
+                && fp.len() == 64
+                && fp.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            Ok((key, fp))
+        }
+        _ if row.check.is_empty() => Err(
+            "the row has no hidden check cell (hint: decide in the Decide sheet a run wrote; \
+             rows added by hand cannot be applied)"
+                .into(),
+        ),
+        _ => Err("the hidden check cell is not a case key and fingerprint: it was edited".into()),
+    }
+}
+
+/// A status decision the row asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusChange {
+    /// The case's one payment, as the run that stored the case saw it.
+    pub payment: CasePayment,
+    /// FAILED or SUCCEEDED.
+    pub to: Status,
+    /// The earlier decision this row approves (a second reviewer's), if any.
+    pub approves: Option<DecisionRecord>,
+}
+
+/// What to do with a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Dismiss the case: its tickets are resolved, it stays dismissed while its evidence stays.
+    Dismiss,
+    /// Escalate it: it stays open, marked.
+    Escalate,
+    /// Candidate N is the match: recorded as evidence later runs keep.
+    Confirm(CaseCandidate),
+    /// A guarded status transition.
+    Status(StatusChange),
+    /// The first of two reviewers: the decision waits for a second, different one.
+    Wait,
+}
+
+/// The verdict on a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Apply it.
+    Apply(Decision, Box<Plan>),
+    /// Already done exactly so: nothing changes.
+    Unchanged(String),
+    /// Refused, with the reason.
+    Refused(String),
+}
+
+/// What the caller read about the row's case.
+#[derive(Debug, Clone, Copy)]
+pub struct Now<'a> {
+    /// The case as the latest committed run stored it (None: no such case).
+    pub case: Option<&'a StoredCase>,
+    /// The run that first stored the row's fingerprint for this case (None: never one).
+    pub fingerprint_run: Option<&'a str>,
+    /// The case's decisions, oldest first.
+    pub decisions: &'a [DecisionRecord],
+}
+
+/// The decisions the stored case offers ([`cases::choices`], as for the sheet).
+pub fn offered(case: &StoredCase) -> Vec<Decision> {
+    let Some(kind) = CaseKind::parse(&case.kind) else {
+        return vec![Decision::Dismiss, Decision::Escalate];
+    };
+    let statuses: Vec<Status> = case
+        .payments
+        .iter()
+        .map(|p| Status::parse(&p.status).unwrap_or(Status::Pending))
+        .collect();
+    cases::choices(kind, case.candidates.len(), &statuses)
+}
+
+fn offered_text(case: &StoredCase) -> String {
+    offered(case)
+        .iter()
+        .map(|d| d.text())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Checks `row` (made by `actor`) against the case as it is now.
+pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) -> Verdict {
+    let (key, fingerprint) = match parse_check(row) {
+        Ok(k) => k,
+        Err(e) => return Verdict::Refused(e),
+    };
+    if row.case != key {
+        return Verdict::Refused(format!(
+            "the case cell says {:?} but the row is case {key}: it was edited or moved",
+            row.case
+        ));
+    }
+    let Some(case) = now.case else {
+        return Verdict::Refused(format!(
+            "unknown case {key}: no committed run stored it (hint: a dry run's report cannot \
+             be applied)"
+        ));
+    };
+    if case.fingerprint != fingerprint {
+        return Verdict::Refused(match now.fingerprint_run {
+            Some(run) => format!(
+                "stale: the evidence changed since this report (it shows run {run}'s evidence; \
+                 run {} stored other evidence for the case): decide again on the latest report",
+                case.last_seen_run_id
+            ),
+            None => format!(
+                "the fingerprint is not one recon ever wrote for case {key}: the check cell was \
+                 edited"
+            ),
+        });
+    }
+    let Some(decision) = Decision::parse(&row.decision) else {
+        return Verdict::Refused(format!(
+            "{:?} is not a decision (offered for this case: {})",
+            row.decision,
+            offered_text(case)
+        ));
+    };
+    if !offered(case).contains(&decision) {
+        return Verdict::Refused(format!(
+            "{} is not offered for this case (offered: {})",
+            decision.text(),
+            offered_text(case)
+        ));
+    }
+    let text = decision.text();
+    let same = |d: &&DecisionRecord| d.decision == text && d.fingerprint == fingerprint;
+    // Settled on this evidence: only the same decision by the same person is "unchanged".
+    if matches!(case.status.as_str(), "DISMISSED" | "DECIDED")
+        || (case.status == "ESCALATED" && decision == Decision::Escalate)
+    {
+        let last = now
+            .decisions
+            .iter()
+            .rev()
+            .find(|d| d.state == "APPLIED" && d.fingerprint == fingerprint);
+        return match last {
+            Some(d)
+                if same(&d) && (d.actor == actor || d.approved_by.as_deref() == Some(actor)) =>
+            {
+                Verdict::Unchanged(format!("already applied by you on {}", d.decided_at))
+            }
+            _ => Verdict::Refused(format!(
+                "already {}: {} by {}{}",
+                case.status.to_lowercase(),
+                last.map(|d| d.decision.as_str()).unwrap_or("decided"),
+                case.status_by.as_deref().unwrap_or("?"),
+                case.status_note
+                    .as_deref()
+                    .filter(|n| !n.is_empty())
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default()
+            )),
+        };
+    }
+    let plan = match decision {
+        Decision::Dismiss => Plan::Dismiss,
+        Decision::Escalate => Plan::Escalate,
+        Decision::Confirm(n) => match case.candidates.iter().find(|c| c.number == n) {
+            Some(c) => Plan::Confirm(c.clone()),
+            None => {
+                return Verdict::Refused(format!("case {key} has no candidate {n}"));
+            }
+        },
+        Decision::Failed | Decision::Succeeded => {
+            let [payment] = case.payments.as_slice() else {
+                return Verdict::Refused(format!("case {key} is not about one payment"));
+            };
+            let needed = if decision == Decision::Failed {
+                approvals.failed
+            } else {
+                approvals.succeeded
+            };
+            let waiting: Vec<&DecisionRecord> = now
+                .decisions
+                .iter()
+                .filter(|d| d.state == "WAITING")
+                .filter(same)
+                .collect();
+            let approves = if needed >= 2 {
+                if let Some(first) = waiting.iter().find(|d| d.actor != actor) {
+                    Some((*first).clone())
+                } else if let Some(mine) = waiting.first() {
+                    return Verdict::Refused(format!(
+                        "you made this decision on {}: it waits for a second, different \
+                         reviewer (nobody approves their own decision)",
+                        mine.decided_at
+                    ));
+                } else {
+                    return Verdict::Apply(decision, Box::new(Plan::Wait));
+                }
+            } else {
+                None
+            };
+            Plan::Status(StatusChange {
+                payment: payment.clone(),
+                to: if decision == Decision::Failed {
+                    Status::Failed
+                } else {
+                    Status::Succeeded
+                },
+                approves,
+            })
+        }
+    };
+    Verdict::Apply(decision, Box::new(plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FP: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const FP2: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    fn case(kind: &str, status: &str) -> StoredCase {
+        StoredCase {
+            key: "C-1".into(),
+            kind: kind.into(),
+            severity: "HIGH".into(),
+            outcome: "AMBIGUOUS".into(),
+            fingerprint: FP.into(),
+            what: String::new(),
+            why: String::new(),
+            at_risk: String::new(),
+            payments: vec![CasePayment {
+                payment_id: "P-1".into(),
+                status: status.into(),
+                attempt_id: Some("A-1".into()),
+            }],
+            candidates: vec![CaseCandidate {
+                number: 1,
+                payment_id: "P-1".into(),
+                source: "psp".into(),
+                line_id: "L-1".into(),
+                text: String::new(),
+            }],
+            ticket_ids: vec![1],
+            status: "OPEN".into(),
+            status_fingerprint: None,
+            status_by: None,
+            status_note: None,
+            first_seen_run_id: "r1".into(),
+            last_seen_run_id: "r2".into(),
+            updated_at: String::new(),
+        }
+    }
+
+    fn row(decision: &str, fp: &str) -> SheetRow {
+        SheetRow {
+            row_no: 2,
+            case: "C-1".into(),
+            check: format!("C-1 {fp}"),
+            decision: decision.into(),
+            note: String::new(),
+            reviewer: String::new(),
+        }
+    }
+
+    fn waiting(actor: &str) -> DecisionRecord {
+        DecisionRecord {
+            id: 7,
+            case_key: "C-1".into(),
+            fingerprint: FP.into(),
+            decision: "failed".into(),
+            actor: actor.into(),
+            note: String::new(),
+            state: "WAITING".into(),
+            approved_by: None,
+            decided_at: "t".into(),
+        }
+    }
+
+    fn verdict(r: &SheetRow, c: &StoredCase, decisions: &[DecisionRecord], two: bool) -> Verdict {
+        let approvals = Approvals {
+            failed: if two { 2 } else { 1 },
+            succeeded: 1,
+        };
+        let now = Now {
+            case: Some(c),
+            fingerprint_run: Some("r1"),
+            decisions,
+        };
+        check(r, "bob", now, approvals)
+    }
+
+    fn refused(v: Verdict) -> String {
+        match v {
+            Verdict::Refused(why) => why,
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_offered_decisions_on_the_current_evidence_are_applied() {
+        let near = case("near miss", "UNKNOWN");
+        assert!(matches!(
+            verdict(&row("confirm 1", FP), &near, &[], false),
+            Verdict::Apply(Decision::Confirm(1), p) if matches!(*p, Plan::Confirm(_))
+        ));
+        assert!(refused(verdict(&row("confirm 2", FP), &near, &[], false)).contains("not offered"));
+        assert!(refused(verdict(&row("pay it", FP), &near, &[], false)).contains("not a decision"));
+        // A payment already SUCCEEDED is not a human's to fail.
+        let paid = case("exception", "SUCCEEDED");
+        assert!(refused(verdict(&row("failed", FP), &paid, &[], false)).contains("not offered"));
+        // Evidence of an earlier run: stale; a fingerprint recon never wrote: edited.
+        assert!(refused(verdict(&row("dismiss", FP2), &near, &[], false)).starts_with("stale"));
+        let now = Now {
+            case: Some(&near),
+            fingerprint_run: None,
+            decisions: &[],
+        };
+        assert!(
+            refused(check(
+                &row("dismiss", FP2),
+                "bob",
+                now,
+                Approvals::default()
+            ))
+            .contains("edited")
+        );
+        let mut moved = row("dismiss", FP);
+        moved.case = "C-2".into();
+        assert!(refused(verdict(&moved, &near, &[], false)).contains("edited or moved"));
+        let mut blank = row("dismiss", FP);
+        blank.check.clear();
+        assert!(refused(verdict(&blank, &near, &[], false)).contains("no hidden check"));
+    }
+
+    #[test]
+    fn failed_needs_two_different_reviewers_when_configured() {
+        let c = case("near miss", "UNKNOWN");
+        assert_eq!(
+            verdict(&row("failed", FP), &c, &[], true),
+            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait))
+        );
+        // Alice's decision waits: Bob approves it.
+        match verdict(&row("failed", FP), &c, &[waiting("alice")], true) {
+            Verdict::Apply(Decision::Failed, p) if matches!(*p, Plan::Status(_)) => {
+                let Plan::Status(s) = *p else { unreachable!() };
+                assert_eq!(s.to, Status::Failed);
+                assert_eq!(s.approves.map(|d| d.actor), Some("alice".into()));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Bob's own waiting decision is never approved by Bob.
+        assert!(
+            refused(verdict(&row("failed", FP), &c, &[waiting("bob")], true))
+                .contains("nobody approves their own")
+        );
+        // One reviewer is enough without the setting.
+        assert!(matches!(
+            verdict(&row("failed", FP), &c, &[], false),
+            Verdict::Apply(Decision::Failed, p)
+                if matches!(*p, Plan::Status(StatusChange { approves: None, .. }))
+        ));
+    }
+
+    #[test]
+    fn a_settled_case_is_unchanged_for_its_decider_and_refused_for_others() {
+        let mut c = case("near miss", "UNKNOWN");
+        c.status = "DISMISSED".into();
+        c.status_by = Some("bob".into());
+        let mut d = waiting("bob");
+        d.state = "APPLIED".into();
+        d.decision = "dismiss".into();
+        assert!(matches!(
+            verdict(&row("dismiss", FP), &c, std::slice::from_ref(&d), false),
+            Verdict::Unchanged(_)
+        ));
+        d.actor = "alice".into();
+        assert!(
+            refused(verdict(&row("dismiss", FP), &c, &[d], false)).contains("already dismissed")
+        );
+    }
+}

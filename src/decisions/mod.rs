@@ -1,0 +1,33 @@
+//! Reviewers' decisions (issue 32 points 3 and 4): a case per human decision, decided in the
+//! report's `Decide` sheet and applied by `recon decisions apply` (or the decisions inbox the
+//! next run reads), checked against the case as it is now.
+//!
+//! - `record.rs`: a committed run stores its cases (in its transaction), and what decisions
+//!   left on them for the next report;
+//! - `read.rs`: the Decide sheet read back (calamine), whoever saved it;
+//! - `check.rs`: one row against the case as it is now: stale evidence, an unknown case, an
+//!   edited check cell, a decision not offered → refused with the reason; two reviewers for a
+//!   status decision when the job asks for them;
+//! - `apply.rs`: a file applied in one transaction (status decisions through the same guarded
+//!   transition as recon's own, with the reviewer as actor), idempotent by its sha256;
+//! - `result.rs`: the result file next to the input and the summary on stdout;
+//! - `confirmed.rs`: `confirm N` as evidence later runs keep (the line names the payment);
+//! - `inbox.rs`: the decisions inbox, one sub-folder per reviewer;
+//! - `queue.rs`: `recon cases list|show`.
+//!
+//! Who decided is never read from the file: it is the `--actor` of `apply`, or the inbox
+//! sub-folder. The file's `reviewer` cell is shown, and a mismatch noted.
+
+pub mod apply;
+pub mod check;
+pub mod confirmed;
+pub mod inbox;
+pub mod queue;
+pub mod read;
+pub mod record;
+pub mod result;
+
+pub use apply::apply_file;
+pub use inbox::apply_inbox;
+pub use record::{marks, record};
+pub use result::FileResult;

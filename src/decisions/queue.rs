@@ -1,0 +1,150 @@
+//! `recon cases list|show`: the cases as the latest committed run stored them, and what
+//! reviewers decided, for the terminal.
+
+use crate::db::Db;
+use crate::exit::{Failure, fail};
+use crate::report::text_safe;
+use crate::store::cases::{DecisionRecord, StoredCase};
+use anyhow::Result;
+use std::fmt::Write as _;
+
+/// Cases, most severe first; only those waiting for a decision with `open_only`.
+pub async fn list(db: &Db, open_only: bool) -> Result<Vec<StoredCase>> {
+    let mut tx = db.begin().await?;
+    let cases = tx.list_cases(open_only).await?;
+    tx.rollback().await?;
+    Ok(cases)
+}
+
+/// One case and its decisions. An unknown key is an input error.
+pub async fn show(db: &Db, key: &str) -> Result<(StoredCase, Vec<DecisionRecord>)> {
+    let mut tx = db.begin().await?;
+    let case = tx.get_case(key).await?;
+    let decisions = tx.case_decisions(key).await?;
+    tx.rollback().await?;
+    match case {
+        Some(c) => Ok((c, decisions)),
+        None => Err(fail(
+            Failure::Input,
+            format!("case {key} does not exist (hint: recon cases list)"),
+        )),
+    }
+}
+
+/// The cases as a table.
+pub fn render(cases: &[StoredCase]) -> String {
+    let mut s = String::new();
+    if cases.is_empty() {
+        s.push_str("no cases\n");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "{:<18}  {:<8}  {:<9}  {:<28}  {:>16}  why",
+        "case", "severity", "status", "what", "at risk"
+    );
+    for c in cases {
+        let _ = writeln!(
+            s,
+            "{:<18}  {:<8}  {:<9}  {:<28}  {:>16}  {}",
+            c.key,
+            c.severity,
+            c.status,
+            c.what,
+            c.at_risk,
+            text_safe(&c.why)
+        );
+    }
+    s
+}
+
+/// One case with its candidates, tickets, decisions and where they left it.
+pub fn render_one(c: &StoredCase, decisions: &[DecisionRecord]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "case {}  {}  {}  {}",
+        c.key, c.severity, c.status, c.what
+    );
+    let field = |s: &mut String, name: &str, value: &str| {
+        let _ = writeln!(s, "  {name:<12} {value}");
+    };
+    field(&mut s, "kind", &c.kind);
+    field(&mut s, "why", &text_safe(&c.why));
+    field(&mut s, "at risk", &c.at_risk);
+    let payments: Vec<String> = c
+        .payments
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({}, attempt {})",
+                p.payment_id,
+                p.status,
+                p.attempt_id.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    field(
+        &mut s,
+        "payments",
+        &if payments.is_empty() {
+            "-".into()
+        } else {
+            payments.join(", ")
+        },
+    );
+    let tickets: Vec<String> = c.ticket_ids.iter().map(i64::to_string).collect();
+    field(
+        &mut s,
+        "tickets",
+        &format!("{} (recon tickets show ID)", tickets.join(", ")),
+    );
+    field(
+        &mut s,
+        "seen",
+        &format!(
+            "first by run {}, last by run {}",
+            c.first_seen_run_id, c.last_seen_run_id
+        ),
+    );
+    field(&mut s, "fingerprint", &c.fingerprint);
+    if let (Some(by), false) = (&c.status_by, c.status == "OPEN") {
+        field(
+            &mut s,
+            "status by",
+            &format!(
+                "{by}: {}",
+                text_safe(c.status_note.as_deref().unwrap_or(""))
+            ),
+        );
+    }
+    let offered: Vec<String> = super::check::offered(c).iter().map(|d| d.text()).collect();
+    field(&mut s, "offered", &offered.join(", "));
+    let _ = writeln!(s, "candidates:");
+    if c.candidates.is_empty() {
+        let _ = writeln!(s, "  -");
+    }
+    for k in &c.candidates {
+        let _ = writeln!(s, "  {}  (line of {})", text_safe(&k.text), k.source);
+    }
+    let _ = writeln!(s, "decisions:");
+    if decisions.is_empty() {
+        let _ = writeln!(s, "  -");
+    }
+    for d in decisions {
+        let _ = writeln!(
+            s,
+            "  {}  {:<10}  {:<10}  {}{}: {}",
+            d.decided_at,
+            d.decision,
+            d.state,
+            d.actor,
+            d.approved_by
+                .as_deref()
+                .map(|a| format!(", approved by {a}"))
+                .unwrap_or_default(),
+            text_safe(&d.note)
+        );
+    }
+    s
+}

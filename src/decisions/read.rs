@@ -1,0 +1,117 @@
+//! Reading the Decide sheet of a report.xlsx (calamine), whoever saved it last (Excel,
+//! LibreOffice, openpyxl): the columns are found by their header names, each row keeps its
+//! spreadsheet row number, and nothing is interpreted here but text.
+
+use crate::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
+use calamine::{Data, Reader, Xlsx};
+
+/// One row of the Decide sheet with a decision in it, as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SheetRow {
+    /// Spreadsheet row number (the header is row 1).
+    pub row_no: u32,
+    /// The visible `case` cell.
+    pub case: String,
+    /// The hidden `check` cell (`<case key> <fingerprint>`).
+    pub check: String,
+    /// The `decision` cell.
+    pub decision: String,
+    /// The `note` cell.
+    pub note: String,
+    /// The `reviewer` cell (informational: the actor never comes from the file).
+    pub reviewer: String,
+}
+
+/// What the file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sheet {
+    /// Rows with a decision, in row order.
+    pub rows: Vec<SheetRow>,
+    /// Rows without one (left for later).
+    pub undecided: usize,
+}
+
+/// Why a file cannot be read at all (no row of it is applied).
+pub type Unreadable = String;
+
+fn cell_text(d: &Data) -> String {
+    match d {
+        Data::Empty => String::new(),
+        Data::String(s) => s.clone(),
+        Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
+        other => other.to_string(),
+    }
+}
+
+/// Reads the Decide sheet of the workbook `bytes`. A file that is no workbook, has no Decide
+/// sheet or lacks one of its columns is unreadable as a whole (never a partial guess).
+pub fn read(bytes: &[u8]) -> Result<Sheet, Unreadable> {
+    let mut book = Xlsx::new(std::io::Cursor::new(bytes))
+        .map_err(|e| format!("not a readable XLSX workbook: {e}"))?;
+    let range = book.worksheet_range(DECIDE_SHEET).map_err(|e| {
+        format!(
+            "no readable {DECIDE_SHEET:?} sheet (hint: decide in the report.xlsx a run wrote): {e}"
+        )
+    })?;
+    let Some((first_row, _)) = range.start() else {
+        return Err(format!("the {DECIDE_SHEET:?} sheet is empty"));
+    };
+    let mut rows = range.rows();
+    let header: Vec<String> = rows
+        .next()
+        .map(|r| r.iter().map(|c| cell_text(c).trim().to_string()).collect())
+        .unwrap_or_default();
+    // Row 1 must be the header: a sheet that starts lower was rearranged.
+    if first_row != 0 {
+        return Err(format!(
+            "the {DECIDE_SHEET:?} sheet's header is not on row 1 (it starts on row {})",
+            first_row + 1
+        ));
+    }
+    let col = |name: &str| -> Result<usize, Unreadable> {
+        let found: Vec<usize> = header
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.as_str() == name)
+            .map(|(i, _)| i)
+            .collect();
+        match found.as_slice() {
+            [i] => Ok(*i),
+            [] => Err(format!(
+                "the {DECIDE_SHEET:?} sheet has no {name:?} column (its columns: {})",
+                DECIDE_COLUMNS.join(", ")
+            )),
+            _ => Err(format!(
+                "the {DECIDE_SHEET:?} sheet has {} {name:?} columns",
+                found.len()
+            )),
+        }
+    };
+    let (case, check, decision, note, reviewer) = (
+        col("case")?,
+        col("check")?,
+        col("decision")?,
+        col("note")?,
+        col("reviewer")?,
+    );
+    let mut sheet = Sheet::default();
+    for (i, r) in rows.enumerate() {
+        let get = |c: usize| r.get(c).map(cell_text).unwrap_or_default();
+        let row = SheetRow {
+            row_no: first_row + 2 + i as u32,
+            case: get(case).trim().to_string(),
+            check: get(check).trim().to_string(),
+            decision: get(decision).trim().to_string(),
+            note: get(note).trim().to_string(),
+            reviewer: get(reviewer).trim().to_string(),
+        };
+        if row.decision.is_empty() {
+            if !row.case.is_empty() || !row.check.is_empty() {
+                sheet.undecided += 1;
+            }
+            continue;
+        }
+        sheet.rows.push(row);
+    }
+    Ok(sheet)
+}

@@ -1,0 +1,475 @@
+//! Cases as the latest committed run stored them (`review_cases`, with every fingerprint a
+//! case had in `review_case_evidence`), reviewers' decisions (`case_decisions`), the decision
+//! files applied (`decision_files`) and the confirmed lines later runs keep
+//! (`confirmed_lines`).
+
+use super::sql::{Bind, Row};
+use super::{Tx, db_err};
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// A payment of a stored case, as the run that stored it saw it in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CasePayment {
+    /// Payment id.
+    pub payment_id: String,
+    /// Its status in the ledger when the run loaded it.
+    pub status: String,
+    /// Its current attempt then: a status decision is guarded on it.
+    pub attempt_id: Option<String>,
+}
+
+/// A numbered candidate of a stored case: one (payment, line) pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseCandidate {
+    /// 1, 2, … as the Decide sheet numbers them.
+    pub number: u32,
+    /// The payment.
+    pub payment_id: String,
+    /// The line's source.
+    pub source: String,
+    /// The line's id (provider id or content id).
+    pub line_id: String,
+    /// `2: P-7 ↔ L-9 (99.00 EUR, 2026-11-10T10:05:00Z)`.
+    pub text: String,
+}
+
+/// One case as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCase {
+    /// Stable key (`C-…`).
+    pub key: String,
+    /// Kind name (`ambiguity`, `near miss`, …).
+    pub kind: String,
+    /// Severity name.
+    pub severity: String,
+    /// The most severe row's outcome.
+    pub outcome: String,
+    /// sha256 of the decision-relevant evidence.
+    pub fingerprint: String,
+    /// What it is (`AMBIGUOUS (near miss)`).
+    pub what: String,
+    /// One sentence of why.
+    pub why: String,
+    /// Money at risk as text (`250.00 EUR`).
+    pub at_risk: String,
+    /// Its payments.
+    pub payments: Vec<CasePayment>,
+    /// Its numbered candidates.
+    pub candidates: Vec<CaseCandidate>,
+    /// Its tickets.
+    pub ticket_ids: Vec<i64>,
+    /// OPEN, ESCALATED, DISMISSED or DECIDED.
+    pub status: String,
+    /// The fingerprint the status was decided on (None while OPEN).
+    pub status_fingerprint: Option<String>,
+    /// Who set the status.
+    pub status_by: Option<String>,
+    /// Their note.
+    pub status_note: Option<String>,
+    /// The run that stored it first.
+    pub first_seen_run_id: String,
+    /// The latest run that stored it.
+    pub last_seen_run_id: String,
+    /// When it last changed.
+    pub updated_at: String,
+}
+
+/// A case a run stores (the fields a run knows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCase {
+    /// Stable key.
+    pub key: String,
+    /// Kind name.
+    pub kind: String,
+    /// Severity name.
+    pub severity: String,
+    /// Outcome name.
+    pub outcome: String,
+    /// Fingerprint.
+    pub fingerprint: String,
+    /// What it is.
+    pub what: String,
+    /// Why.
+    pub why: String,
+    /// Money at risk as text.
+    pub at_risk: String,
+    /// Payments (JSON text of `[CasePayment]`).
+    pub payments: String,
+    /// Candidates (JSON text of `[CaseCandidate]`).
+    pub candidates: String,
+    /// Tickets (JSON text of `[i64]`).
+    pub ticket_ids: String,
+}
+
+/// A decision recorded for a case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionRecord {
+    /// Row id.
+    pub id: i64,
+    /// Case key.
+    pub case_key: String,
+    /// The evidence it was made on.
+    pub fingerprint: String,
+    /// `confirm 2`, `failed`, …
+    pub decision: String,
+    /// Who made it.
+    pub actor: String,
+    /// Their note.
+    pub note: String,
+    /// WAITING, APPLIED or SUPERSEDED.
+    pub state: String,
+    /// The second reviewer, once approved.
+    pub approved_by: Option<String>,
+    /// When.
+    pub decided_at: String,
+}
+
+/// The columns of a case, in the order [`StoredCase`] has them.
+const CASE_COLUMNS: &str = "case_key, kind, severity, outcome, fingerprint, what, why, at_risk, \
+    payments, candidates, ticket_ids, status, status_fingerprint, status_by, status_note, \
+    first_seen_run_id, last_seen_run_id, updated_at";
+
+fn json<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<T, sqlx::Error> {
+    serde_json::from_str(text).map_err(|e| sqlx::Error::Decode(format!("{what}: {e}").into()))
+}
+
+fn case_from(r: Row<'_>) -> Result<StoredCase, sqlx::Error> {
+    Ok(StoredCase {
+        key: r.text("case_key")?,
+        kind: r.text("kind")?,
+        severity: r.text("severity")?,
+        outcome: r.text("outcome")?,
+        fingerprint: r.text("fingerprint")?,
+        what: r.text("what")?,
+        why: r.text("why")?,
+        at_risk: r.text("at_risk")?,
+        payments: json(&r.text("payments")?, "review_cases.payments")?,
+        candidates: json(&r.text("candidates")?, "review_cases.candidates")?,
+        ticket_ids: json(&r.text("ticket_ids")?, "review_cases.ticket_ids")?,
+        status: r.text("status")?,
+        status_fingerprint: r.opt_text("status_fingerprint")?,
+        status_by: r.opt_text("status_by")?,
+        status_note: r.opt_text("status_note")?,
+        first_seen_run_id: r.text("first_seen_run_id")?,
+        last_seen_run_id: r.text("last_seen_run_id")?,
+        updated_at: r.ts("updated_at")?,
+    })
+}
+
+fn decision_from(r: Row<'_>) -> Result<DecisionRecord, sqlx::Error> {
+    Ok(DecisionRecord {
+        id: r.int("id")?,
+        case_key: r.text("case_key")?,
+        fingerprint: r.text("fingerprint")?,
+        decision: r.text("decision")?,
+        actor: r.text("actor")?,
+        note: r.text("note")?,
+        state: r.text("state")?,
+        approved_by: r.opt_text("approved_by")?,
+        decided_at: r.ts("decided_at")?,
+    })
+}
+
+const DECISION_COLUMNS: &str =
+    "id, case_key, fingerprint, decision, actor, note, state, approved_by, decided_at";
+
+impl Tx {
+    /// Stores a run's cases: a new case is OPEN; a known one takes the run's evidence and
+    /// keeps the status a decision gave it while its fingerprint is the one that status was
+    /// decided on (otherwise it is OPEN again: the evidence changed). Every fingerprint is
+    /// remembered with the run that stored it first.
+    pub async fn upsert_cases(&mut self, cases: &[NewCase], run_id: &str, now: &str) -> Result<()> {
+        let err = db_err("review cases");
+        // 15 binds a row (the batch sizes are made for 14): half a batch a statement.
+        for chunk in cases.chunks(self.batch() / 2) {
+            let mut q = self.sql(
+                "INSERT INTO review_cases (case_key, kind, severity, outcome, fingerprint, what, \
+                 why, at_risk, payments, candidates, ticket_ids, status, first_seen_run_id, \
+                 last_seen_run_id, updated_at) ",
+            );
+            q.push_values(chunk, |mut b, c| {
+                b.push_bind(&c.key)
+                    .push_bind(&c.kind)
+                    .push_bind(&c.severity)
+                    .push_bind(&c.outcome)
+                    .push_bind(&c.fingerprint)
+                    .push_bind(&c.what)
+                    .push_bind(&c.why)
+                    .push_bind(&c.at_risk)
+                    .push_bind(&c.payments)
+                    .push_bind(&c.candidates)
+                    .push_bind(&c.ticket_ids)
+                    .push_bind("OPEN")
+                    .push_bind(run_id)
+                    .push_bind(run_id)
+                    .push_bind(Bind::Ts(now));
+            });
+            q.push(
+                " ON CONFLICT (case_key) DO UPDATE SET kind = excluded.kind, \
+                 severity = excluded.severity, outcome = excluded.outcome, \
+                 fingerprint = excluded.fingerprint, what = excluded.what, why = excluded.why, \
+                 at_risk = excluded.at_risk, payments = excluded.payments, \
+                 candidates = excluded.candidates, ticket_ids = excluded.ticket_ids, \
+                 last_seen_run_id = excluded.last_seen_run_id, \
+                 updated_at = CASE WHEN review_cases.fingerprint = excluded.fingerprint \
+                     THEN review_cases.updated_at ELSE excluded.updated_at END, \
+                 status = CASE WHEN review_cases.status_fingerprint = excluded.fingerprint \
+                     THEN review_cases.status ELSE 'OPEN' END, \
+                 status_fingerprint = CASE WHEN review_cases.status_fingerprint = excluded.fingerprint \
+                     THEN review_cases.status_fingerprint ELSE NULL END",
+            );
+            self.execute(q).await.map_err(&err)?;
+            let mut e = self
+                .sql("INSERT INTO review_case_evidence (case_key, fingerprint, run_id, seen_at) ");
+            e.push_values(chunk, |mut b, c| {
+                b.push_bind(&c.key)
+                    .push_bind(&c.fingerprint)
+                    .push_bind(run_id)
+                    .push_bind(Bind::Ts(now));
+            });
+            e.push(" ON CONFLICT (case_key, fingerprint) DO NOTHING");
+            self.execute(e).await.map_err(&err)?;
+        }
+        Ok(())
+    }
+
+    /// The ticket id of each of these dedupe keys that exists.
+    pub async fn ticket_ids_by_key(&mut self, keys: &[String]) -> Result<HashMap<String, i64>> {
+        let mut out = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(self.batch()) {
+            let mut q =
+                self.sql("SELECT dedupe_key, ticket_id FROM review_tickets WHERE dedupe_key IN (");
+            let mut sep = q.separated(", ");
+            for k in chunk {
+                sep.push_bind(k);
+            }
+            q.push(")");
+            let rows = self
+                .fetch_all(q, |r| Ok((r.text(0)?, r.int(1)?)))
+                .await
+                .map_err(db_err("review tickets"))?;
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
+    /// One case as it is now.
+    pub async fn get_case(&mut self, key: &str) -> Result<Option<StoredCase>> {
+        let mut q = self.sql("SELECT ");
+        q.push(CASE_COLUMNS)
+            .push(" FROM review_cases WHERE case_key = $1");
+        q.bind(key);
+        self.fetch_optional(q, case_from)
+            .await
+            .map_err(db_err("review cases"))
+    }
+
+    /// Cases, most severe first, then the most recently changed; only those still waiting
+    /// for a decision (OPEN or ESCALATED) with `open_only`.
+    pub async fn list_cases(&mut self, open_only: bool) -> Result<Vec<StoredCase>> {
+        let mut q = self.sql("SELECT ");
+        q.push(CASE_COLUMNS).push(
+            " FROM review_cases WHERE ($1 = 0 OR status IN ('OPEN', 'ESCALATED'))
+              ORDER BY CASE severity WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END,
+                       updated_at DESC, case_key",
+        );
+        q.bind(i64::from(open_only));
+        self.fetch_all(q, case_from)
+            .await
+            .map_err(db_err("review cases"))
+    }
+
+    /// The run that first stored `fingerprint` for the case, if any ever did.
+    pub async fn case_fingerprint_run(
+        &mut self,
+        key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<String>> {
+        let mut q = self.sql(
+            "SELECT run_id FROM review_case_evidence WHERE case_key = $1 AND fingerprint = $2",
+        );
+        q.bind(key).bind(fingerprint);
+        self.fetch_optional(q, |r| r.text(0))
+            .await
+            .map_err(db_err("review cases"))
+    }
+
+    /// Sets a case's status, decided on `fingerprint`, if the case still has that evidence.
+    /// False when it has other evidence now.
+    pub async fn set_case_status(
+        &mut self,
+        key: &str,
+        fingerprint: &str,
+        status: &str,
+        (actor, note): (&str, &str),
+        now: &str,
+    ) -> Result<bool> {
+        let mut q = self.sql(
+            "UPDATE review_cases SET status = $1, status_fingerprint = $2, status_by = $3,
+                    status_note = $4, updated_at = $5
+             WHERE case_key = $6 AND fingerprint = $2",
+        );
+        q.bind(status)
+            .bind(fingerprint)
+            .bind(actor)
+            .bind(note)
+            .bind(Bind::Ts(now))
+            .bind(key);
+        Ok(self.execute(q).await.map_err(db_err("review cases"))? == 1)
+    }
+
+    /// (case key, fingerprint, status, by) of every case a decision settled or escalated.
+    pub async fn marked_cases(&mut self) -> Result<Vec<(String, String, String, String)>> {
+        let q = self.sql(
+            "SELECT case_key, status_fingerprint, status, coalesce(status_by, '') FROM review_cases
+             WHERE status <> 'OPEN' AND status_fingerprint IS NOT NULL ORDER BY case_key",
+        );
+        self.fetch_all(q, |r| Ok((r.text(0)?, r.text(1)?, r.text(2)?, r.text(3)?)))
+            .await
+            .map_err(db_err("review cases"))
+    }
+
+    /// Records a decision (WAITING or APPLIED); returns its id.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn insert_decision(
+        &mut self,
+        (key, fingerprint): (&str, &str),
+        decision: &str,
+        (actor, note): (&str, &str),
+        state: &str,
+        (file_sha256, row_no): (&str, i64),
+        now: &str,
+    ) -> Result<i64> {
+        let mut q = self.sql(
+            "INSERT INTO case_decisions (case_key, fingerprint, decision, actor, note, state,
+                                         file_sha256, row_no, decided_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        );
+        q.bind(key)
+            .bind(fingerprint)
+            .bind(decision)
+            .bind(actor)
+            .bind(note)
+            .bind(state)
+            .bind(file_sha256)
+            .bind(row_no)
+            .bind(Bind::Ts(now));
+        self.fetch_one(q, |r| r.int(0))
+            .await
+            .map_err(db_err("case decisions"))
+    }
+
+    /// The decisions recorded for a case, oldest first.
+    pub async fn case_decisions(&mut self, key: &str) -> Result<Vec<DecisionRecord>> {
+        let mut q = self.sql("SELECT ");
+        q.push(DECISION_COLUMNS)
+            .push(" FROM case_decisions WHERE case_key = $1 ORDER BY id");
+        q.bind(key);
+        self.fetch_all(q, decision_from)
+            .await
+            .map_err(db_err("case decisions"))
+    }
+
+    /// Every decision that waits for a second reviewer, oldest first.
+    pub async fn waiting_decisions(&mut self) -> Result<Vec<DecisionRecord>> {
+        let mut q = self.sql("SELECT ");
+        q.push(DECISION_COLUMNS)
+            .push(" FROM case_decisions WHERE state = 'WAITING' ORDER BY id");
+        self.fetch_all(q, decision_from)
+            .await
+            .map_err(db_err("case decisions"))
+    }
+
+    /// A waiting decision approved by `approver`: APPLIED. False if it no longer waits.
+    pub async fn approve_decision(&mut self, id: i64, approver: &str, now: &str) -> Result<bool> {
+        let mut q = self.sql(
+            "UPDATE case_decisions SET state = 'APPLIED', approved_by = $1, approved_at = $2
+             WHERE id = $3 AND state = 'WAITING'",
+        );
+        q.bind(approver).bind(Bind::Ts(now)).bind(id);
+        Ok(self.execute(q).await.map_err(db_err("case decisions"))? == 1)
+    }
+
+    /// Every decision of a case that still waits is superseded (another decision settled it).
+    pub async fn supersede_waiting(&mut self, key: &str) -> Result<()> {
+        let mut q = self.sql(
+            "UPDATE case_decisions SET state = 'SUPERSEDED' WHERE case_key = $1 AND state = 'WAITING'",
+        );
+        q.bind(key);
+        self.execute(q).await.map_err(db_err("case decisions"))?;
+        Ok(())
+    }
+
+    /// The result recorded when `actor` applied the file with this sha256, and when.
+    pub async fn decision_file(
+        &mut self,
+        sha256: &str,
+        actor: &str,
+    ) -> Result<Option<(String, String)>> {
+        let mut q = self
+            .sql("SELECT applied_at, result FROM decision_files WHERE sha256 = $1 AND actor = $2");
+        q.bind(sha256).bind(actor);
+        self.fetch_optional(q, |r| Ok((r.ts(0)?, r.text(1)?)))
+            .await
+            .map_err(db_err("decision files"))
+    }
+
+    /// Records that `actor` applied the file, with its result.
+    pub async fn record_decision_file(
+        &mut self,
+        (sha256, actor): (&str, &str),
+        file_name: &str,
+        result: &str,
+        now: &str,
+    ) -> Result<()> {
+        let mut q = self.sql(
+            "INSERT INTO decision_files (sha256, actor, file_name, applied_at, result)
+             VALUES ($1, $2, $3, $4, $5)",
+        );
+        q.bind(sha256)
+            .bind(actor)
+            .bind(file_name)
+            .bind(Bind::Ts(now))
+            .bind(result);
+        self.execute(q).await.map_err(db_err("decision files"))?;
+        Ok(())
+    }
+
+    /// Records that the line (source, id) is the payment's; a later confirmation of the same
+    /// line replaces an earlier one.
+    pub async fn confirm_line(
+        &mut self,
+        (source, line_id): (&str, &str),
+        payment_id: &str,
+        (case_key, actor): (&str, &str),
+        now: &str,
+    ) -> Result<()> {
+        let mut q = self.sql(
+            "INSERT INTO confirmed_lines (source, line_id, payment_id, case_key, actor, decided_at)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (source, line_id) DO UPDATE SET payment_id = excluded.payment_id,
+                 case_key = excluded.case_key, actor = excluded.actor,
+                 decided_at = excluded.decided_at",
+        );
+        q.bind(source)
+            .bind(line_id)
+            .bind(payment_id)
+            .bind(case_key)
+            .bind(actor)
+            .bind(Bind::Ts(now));
+        self.execute(q).await.map_err(db_err("confirmed lines"))?;
+        Ok(())
+    }
+
+    /// Every confirmed line: (source, line id) → payment id.
+    pub async fn confirmed_lines(&mut self) -> Result<HashMap<(String, String), String>> {
+        let q = self.sql("SELECT source, line_id, payment_id FROM confirmed_lines");
+        let rows = self
+            .fetch_all(q, |r| Ok(((r.text(0)?, r.text(1)?), r.text(2)?)))
+            .await
+            .map_err(db_err("confirmed lines"))?;
+        Ok(rows.into_iter().collect())
+    }
+}

@@ -4,6 +4,7 @@
 //! from any working directory. `RECON_DATABASE_URL` (or else `DATABASE_URL`) overrides
 //! `database_url`.
 
+pub mod database;
 pub mod status_api;
 
 use crate::exit::{Failure, fail};
@@ -74,6 +75,9 @@ struct RawConfig {
     /// Provider status queries (`[[status_api]]`, at most one).
     #[serde(default)]
     status_api: Vec<status_api::RawStatusApi>,
+    /// Bounds on every database wait (`[database]`).
+    #[serde(default)]
+    database: database::RawDatabase,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -133,6 +137,8 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
     pub status_api: Option<status_api::StatusApiConfig>,
+    /// Bounds on every database wait (`[database]`).
+    pub database: database::DatabaseLimits,
 }
 
 impl Config {
@@ -240,7 +246,9 @@ impl Config {
             let src = crate::sources::config::job_source(&job, i, table, &sources)?;
             sources.push(src);
         }
+        let database = raw.database.validate(path)?;
         Ok(Config {
+            database,
             path: path.to_path_buf(),
             timezone,
             database_url,

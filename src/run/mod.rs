@@ -25,6 +25,7 @@ mod day;
 mod plan;
 mod range;
 mod recovery;
+pub mod stop;
 
 use crate::config::Config;
 use crate::db::Db;
@@ -95,6 +96,9 @@ impl RunReport {
 /// see each other's files as a real range would.
 pub(crate) type ReadInRange = BTreeMap<(String, String, String), String>;
 
+/// Where a run stopped by a signal before its first day began stopped.
+const NOTHING_DONE: &str = "before the run began: nothing was done";
+
 /// Runs one reconciliation.
 pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     if opts.from > opts.to {
@@ -124,8 +128,8 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         )
     });
     let opening = Instant::now();
-    let db = Db::open(&cfg.database_url).await?;
-    let lock = db.lock(opts.wait).await?;
+    let db = stop::unless_stopped(NOTHING_DONE, Db::for_job(cfg)).await?;
+    let lock = stop::unless_stopped(NOTHING_DONE, db.lock(opts.wait)).await?;
     tracing::debug!(
         elapsed_ms = opening.elapsed().as_millis() as u64,
         "Database open, schema checked, run lock held."
@@ -133,6 +137,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     if !opts.dry_run {
         recover_interrupted(&db, cfg).await?;
     }
+    stop::check(NOTHING_DONE)?;
     // Alerts an earlier run could not send go first (under the lock: sent once).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
     let job = Job {

@@ -109,7 +109,16 @@ impl crate::db::Db {
     pub async fn begin(&self) -> Result<Tx> {
         use crate::db::{Pool, db_error};
         let limits = self.limits();
-        let err = |e| db_error(&self.url, "cannot start a transaction", e);
+        let err = |e: sqlx::Error| match e {
+            // The pool waited connect_timeout for a connection that works (its idle ones are
+            // checked first): say which bound ran out.
+            sqlx::Error::PoolTimedOut => db_error(
+                &self.url,
+                "cannot start a transaction",
+                crate::db::timeout_text(limits.connect_timeout, "connect_timeout"),
+            ),
+            e => db_error(&self.url, "cannot start a transaction", e),
+        };
         // Taking a connection is bounded by the pool's acquire timeout (connect_timeout);
         // BEGIN itself by statement_timeout.
         let conn = match &self.pool {

@@ -119,6 +119,9 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     if let Some(api) = &cfg.status_api {
         api.header_values()?;
     }
+    if let Some(warning) = future_warning(cfg, opts, Utc::now()) {
+        tracing::warn!(warning = %warning, "Run in the future.");
+    }
     let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
     let run_id = opts.run_id.clone().unwrap_or_else(|| {
         format!(
@@ -178,6 +181,33 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         "Database closed."
     );
     result
+}
+
+/// The one warning for a run asked about the future (issue 33: accepted silently before): an
+/// `--as-of` after `now` takes lines booked up to then as known, and a day after today in the
+/// job's zone has no evidence yet; both give results that a later re-run may change.
+fn future_warning(
+    cfg: &Config,
+    opts: &RunOptions,
+    now: chrono::DateTime<Utc>,
+) -> Option<String> {
+    let today = now.with_timezone(&cfg.timezone).date_naive();
+    let mut parts = Vec::new();
+    if let Some(as_of) = opts.as_of.filter(|a| *a > now) {
+        parts.push(format!("--as-of {} is in the future", as_of.to_rfc3339()));
+    }
+    if opts.to > today {
+        parts.push(format!(
+            "{} is after today ({today} in {})",
+            opts.to, cfg.timezone
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "{}: the run sees only what is known now; a re-run later may give other results",
+            parts.join(", and ")
+        )
+    })
 }
 
 /// Frees `value` on a thread of its own: a million rows (or a hundred thousand report items)

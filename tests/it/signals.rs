@@ -474,3 +474,43 @@ fn an_invalid_port_in_the_database_url_is_a_config_error() {
         assert!(!stderr.contains("Secr3tPw"), "{stderr}");
     }
 }
+
+/// A run asked about the future (`--date` after today, `--as-of` after now) warns in one line
+/// (it was accepted silently); a run of a past day does not.
+#[test]
+fn a_future_date_or_as_of_warns_in_one_line() {
+    let env = TestEnv::new();
+    let warned = |out: &Output| -> Vec<String> {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("Run in the future."))
+            .map(String::from)
+            .collect()
+    };
+    let run = |args: &[&str], run_id: &str| {
+        let mut c = clean(Command::new(env!("CARGO_BIN_EXE_recon")));
+        c.args(["run", "--config"])
+            .arg(&env.config_path)
+            .args(args)
+            .args(["--run-id", run_id]);
+        output(c)
+    };
+    let past = run(&["--date", DAY, "--as-of", AS_OF], "past");
+    assert_eq!(past.status.code(), Some(exit::OK));
+    assert_eq!(warned(&past), Vec::<String>::new());
+    let day = run(&["--date", "2099-01-01"], "day");
+    let lines = warned(&day);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("2099-01-01 is after today"), "{lines:?}");
+    let both = run(
+        &["--date", "2099-01-01", "--as-of", "2099-01-02T00:00:00Z"],
+        "both",
+    );
+    let lines = warned(&both);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("--as-of 2099-01-02T00:00:00+00:00 is in the future")
+            && lines[0].contains("2099-01-01 is after today"),
+        "{lines:?}"
+    );
+}

@@ -348,8 +348,13 @@ impl Db {
         what: &str,
         fut: impl std::future::Future<Output = std::result::Result<T, E>>,
     ) -> Result<T> {
-        self.bounded_by(what, fut, self.limits.statement_timeout, "statement_timeout")
-            .await
+        self.bounded_by(
+            what,
+            fut,
+            self.limits.statement_timeout,
+            "statement_timeout",
+        )
+        .await
     }
 
     /// [`Db::bounded`] with an error that is already an `anyhow::Error` (the loaders').
@@ -416,7 +421,9 @@ impl Db {
             }
         })
         .await
-        .map_err(|_| self.timed_out("cannot read the schema version", limit, "statement_timeout"))?;
+        .map_err(|_| {
+            self.timed_out("cannot read the schema version", limit, "statement_timeout")
+        })?;
         match r {
             Ok(v) => Ok(Some(v)),
             Err(sqlx::Error::Database(d))
@@ -596,8 +603,8 @@ impl Db {
                     .await?;
                 if !got {
                     if !wait {
-                        let _ = tokio::time::timeout(self.limits.connect_timeout, conn.close())
-                            .await;
+                        let _ =
+                            tokio::time::timeout(self.limits.connect_timeout, conn.close()).await;
                         return Err(held());
                     }
                     // Unbounded by design: `--wait` waits as long as the other run works (the

@@ -15,7 +15,8 @@ pub const CONFIG: i32 = 3;
 /// fixed statement file that does not exist. (A statement file that exists but cannot be read
 /// does not stop a run: [`INPUT_UNREADABLE`].)
 pub const INPUT: i32 = 4;
-/// The database could not be reached, migrated, read or written.
+/// The database could not be reached, migrated, read or written, or did not answer within a
+/// `[database]` timeout.
 pub const DATABASE: i32 = 5;
 /// Another run holds the lock for this database.
 pub const LOCKED: i32 = 6;

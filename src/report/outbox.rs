@@ -224,8 +224,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let written = std::fs::write(&tmp, bytes)
         .with_context(|| format!("writing {}", tmp.display()))
         .and_then(|()| {
-            std::fs::rename(&tmp, path)
-                .with_context(|| format!("renaming into {}", path.display()))
+            std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
         });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);

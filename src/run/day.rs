@@ -3,6 +3,7 @@
 
 use super::plan::{Plan, plan};
 use super::range::{FinalOutcomes, final_outcomes};
+use super::stop;
 use super::{Job, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
 use crate::outcome::Action;
@@ -11,7 +12,6 @@ use crate::outputs::summary;
 use crate::report::outbox::Alert;
 use crate::report::{self as reports, ReportView};
 use crate::run_data::{RunData, RunOptions};
-use super::stop;
 use crate::timeparse::{self};
 use anyhow::{Context as _, Result};
 use chrono::{NaiveDate, Utc};

@@ -186,11 +186,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
 /// The one warning for a run asked about the future (issue 33: accepted silently before): an
 /// `--as-of` after `now` takes lines booked up to then as known, and a day after today in the
 /// job's zone has no evidence yet; both give results that a later re-run may change.
-fn future_warning(
-    cfg: &Config,
-    opts: &RunOptions,
-    now: chrono::DateTime<Utc>,
-) -> Option<String> {
+fn future_warning(cfg: &Config, opts: &RunOptions, now: chrono::DateTime<Utc>) -> Option<String> {
     let today = now.with_timezone(&cfg.timezone).date_naive();
     let mut parts = Vec::new();
     if let Some(as_of) = opts.as_of.filter(|a| *a > now) {

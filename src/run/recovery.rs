@@ -108,7 +108,9 @@ pub(super) async fn record_failure(db: &Db, cfg: &Config, run_id: &str, error: &
         .and_then(|()| std::fs::write(&part, format!("{error}\n")))
         .and_then(|()| std::fs::rename(&part, &note));
     match saved {
-        Ok(()) => tracing::debug!(run_id, note = %note.display(), "The run's error waits for the next run to record it."),
+        Ok(()) => {
+            tracing::debug!(run_id, note = %note.display(), "The run's error waits for the next run to record it.")
+        }
         Err(e) => {
             let _ = std::fs::remove_file(&part);
             tracing::warn!(run_id, error = %e, "Cannot keep the run's error for the next run.");

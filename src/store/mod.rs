@@ -122,9 +122,11 @@ impl crate::db::Db {
         // Taking a connection is bounded by the pool's acquire timeout (connect_timeout);
         // BEGIN itself by statement_timeout.
         let conn = match &self.pool {
-            Pool::Sqlite(p) => {
-                Conn::Sqlite(bounded(limits.statement_timeout, "statement_timeout", p.begin()).await.map_err(err)?)
-            }
+            Pool::Sqlite(p) => Conn::Sqlite(
+                bounded(limits.statement_timeout, "statement_timeout", p.begin())
+                    .await
+                    .map_err(err)?,
+            ),
             Pool::Postgres(p) => {
                 let ids = self.id_types().await?;
                 Conn::Postgres(

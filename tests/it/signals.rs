@@ -220,8 +220,13 @@ async fn sigterm_to_recon_as_pid_1_of_a_pid_namespace_stops_it() {
     let env = TestEnv::new();
     scenario(&env).await;
     let mut c = Command::new("unshare");
-    c.args(["--pid", "--fork", "--mount-proc", env!("CARGO_BIN_EXE_recon")])
-        .args(run_args(&env, "r1"));
+    c.args([
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        env!("CARGO_BIN_EXE_recon"),
+    ])
+    .args(run_args(&env, "r1"));
     let (child, marker) = start_paused(&env, clean(c), "before_commit");
     let recon = only_child(child.id());
     let status = std::fs::read_to_string(format!("/proc/{recon}/status")).expect("status");

@@ -519,3 +519,58 @@ fn a_future_date_or_as_of_warns_in_one_line() {
         "{lines:?}"
     );
 }
+
+/// A tmpfs mounted over a folder for one test (root only), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &std::path::Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(at).expect("mount point");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .expect("mount");
+        assert!(
+            out.status.success(),
+            "this test mounts a small tmpfs (root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        SmallDisk(at.to_path_buf())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// A full disk under `output_dir`: writing the outputs fails before the commit, so the run
+/// ends with exit 7, commits nothing, records why and leaves no `.tmp` folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_the_output_folder_fails_the_run_before_its_commit() {
+    let env = TestEnv::new();
+    scenario(&env).await;
+    let disk = SmallDisk::mount(&env.path("out"), "8k");
+    let out = output(recon_run(&env, "r1"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(exit::OUTPUT), "{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(!env.path("out/r1.tmp").exists(), ".tmp left");
+    assert!(!env.path("out/r1").exists());
+    assert_eq!(
+        env.texts("SELECT status FROM payments ORDER BY payment_id")
+            .await,
+        ["UNKNOWN", "UNKNOWN", "SUCCEEDED"]
+    );
+    let record = env
+        .texts("SELECT status || '|' || error FROM recon_runs WHERE run_id = 'r1'")
+        .await;
+    assert!(
+        record[0].starts_with("FAILED|") && record[0].contains("No space left on device"),
+        "{record:?}"
+    );
+    drop(disk);
+    rerun_completes(&env).await;
+}

@@ -39,7 +39,7 @@ mod transitions;
 
 pub use runs::{RunRecord, RunStart};
 pub use status_queries::StatusQuery;
-pub use transitions::apply;
+pub use transitions::{PaymentNow, apply};
 
 /// Rows per statement in the batched forms on SQLite (at most 14 binds a row).
 const SQLITE_BATCH: usize = 500;

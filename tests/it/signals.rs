@@ -166,8 +166,6 @@ async fn sigterm_before_the_commit_rolls_back_and_exits_143(b: Backend) {
     rerun_completes(&env).await;
 }
 
-on_both_backends!(sigterm_before_the_commit_rolls_back_and_exits_143);
-
 /// Ctrl-C while recon plans (held after its run record): it stops at the next safe point,
 /// exit 130.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,3 +572,54 @@ async fn a_full_disk_under_the_output_folder_fails_the_run_before_its_commit() {
     drop(disk);
     rerun_completes(&env).await;
 }
+
+/// Someone else sets a payment SUCCEEDED between recon's load and its write, without the
+/// provider's id that recon's line shows: recon's transition is refused (as before), and the id
+/// it would have recorded is not dropped silently: a ticket names it. With the id, no ticket.
+async fn succeeded_by_someone_else_without_the_provider_id_is_a_ticket(b: Backend) {
+    for (update, ticket) in [
+        (
+            "UPDATE payments SET status = 'SUCCEEDED' WHERE payment_id = 'P-1'",
+            true,
+        ),
+        (
+            "UPDATE payments SET status = 'SUCCEEDED', provider_payment_id = 'L-1' \
+             WHERE payment_id = 'P-1'",
+            false,
+        ),
+    ] {
+        let env = TestEnv::on(b, Settings::default()).await;
+        scenario(&env).await;
+        let (child, marker) = start_paused(&env, recon_run(&env, "r1"), "after_plan");
+        env.exec(update).await;
+        std::fs::remove_file(&marker).expect("release");
+        let out = wait_at_most(child, Duration::from_secs(60), update).await;
+        assert_eq!(
+            out.status.code(),
+            Some(exit::OK),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tickets = env
+            .texts(
+                "SELECT kind || '|' || status || '|' || evidence FROM review_tickets \
+                 WHERE payment_id = 'P-1'",
+            )
+            .await;
+        if ticket {
+            assert_eq!(tickets.len(), 1, "{tickets:?}");
+            assert!(
+                tickets[0].starts_with("AMBIGUOUS|OPEN|")
+                    && tickets[0].contains("provider id none where the provider's line shows L-1"),
+                "{tickets:?}"
+            );
+        } else {
+            assert_eq!(tickets, Vec::<String>::new());
+        }
+    }
+}
+
+on_both_backends!(
+    sigterm_before_the_commit_rolls_back_and_exits_143,
+    succeeded_by_someone_else_without_the_provider_id_is_a_ticket,
+);

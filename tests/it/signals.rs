@@ -623,3 +623,49 @@ on_both_backends!(
     sigterm_before_the_commit_rolls_back_and_exits_143,
     succeeded_by_someone_else_without_the_provider_id_is_a_ticket,
 );
+
+/// SIGTERM during a range, after its first day's commit: that day completes (folder in place,
+/// record COMPLETED), the range stops before its next day and exits 143; the next day has no
+/// record and no folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_in_a_range_completes_the_committed_day_and_stops_before_the_next() {
+    let env = TestEnv::new();
+    scenario(&env).await;
+    let mut c = clean(Command::new(env!("CARGO_BIN_EXE_recon")));
+    c.args(["run", "--config"]).arg(&env.config_path).args([
+        "--from",
+        "2026-11-10",
+        "--to",
+        "2026-11-11",
+        "--as-of",
+        AS_OF,
+        "--run-id",
+        "r1",
+    ]);
+    let (child, marker) = start_paused(&env, c, "after_commit");
+    send(child.id(), libc::SIGTERM);
+    std::fs::remove_file(&marker).expect("release");
+    let out = wait_at_most(child, Duration::from_secs(60), "range").await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(exit::INTERRUPTED_SIGTERM),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("interrupted by SIGTERM: stopped before 2026-11-11 began"),
+        "{stderr}"
+    );
+    assert_eq!(
+        env.texts("SELECT run_id || '|' || status FROM recon_runs ORDER BY run_id")
+            .await,
+        ["r1-20261110|COMPLETED"]
+    );
+    assert!(env.path("out/r1/2026-11-10/summary.json").exists());
+    assert!(!env.path("out/r1/2026-11-11").exists());
+    assert!(!env.path("out/r1/2026-11-11.tmp").exists());
+    assert!(
+        !env.path("out/r1/summary.json").exists(),
+        "the range did not finish"
+    );
+}

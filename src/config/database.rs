@@ -20,7 +20,7 @@ pub(super) struct RawDatabase {
     commit_timeout: Option<String>,
     /// PostgreSQL: after this long without traffic the server probes recon's connection (TCP
     /// keepalive), and drops it, releasing the run lock, when no probe is answered (default
-    /// `60s`).
+    /// `60s`; `off` sends no such setting, for a pooler that refuses startup options).
     keepalive: Option<String>,
     /// SQLite: how long a statement waits for a lock another process holds on the file
     /// (default `30s`).
@@ -37,8 +37,9 @@ pub struct DatabaseLimits {
     /// One COMMIT. When it runs out, whether the commit happened is unknown (a re-run finds
     /// either state and does the rest once).
     pub commit_timeout: Duration,
-    /// PostgreSQL's TCP keepalive idle time for recon's connections (server side).
-    pub keepalive: Duration,
+    /// PostgreSQL's TCP keepalive idle time for recon's connections (server side); `None`:
+    /// the server's own setting (`keepalive = "off"`).
+    pub keepalive: Option<Duration>,
     /// SQLite's busy timeout.
     pub busy_timeout: Duration,
 }
@@ -49,7 +50,7 @@ impl Default for DatabaseLimits {
             connect_timeout: Duration::from_secs(30),
             statement_timeout: Duration::from_secs(300),
             commit_timeout: Duration::from_secs(120),
-            keepalive: Duration::from_secs(60),
+            keepalive: Some(Duration::from_secs(60)),
             busy_timeout: Duration::from_secs(30),
         }
     }
@@ -59,9 +60,13 @@ impl DatabaseLimits {
     /// PostgreSQL server settings for each connection: TCP keepalive probes start after
     /// [`Self::keepalive`] of silence, every quarter of it, and four unanswered probes drop
     /// the connection (the server then ends the session, and the run lock with it).
-    pub fn pg_keepalive_options(&self) -> [(&'static str, String); 3] {
-        let idle = self.keepalive.as_secs().max(1);
-        [
+    /// None with `keepalive = "off"`.
+    pub fn pg_keepalive_options(&self) -> Vec<(&'static str, String)> {
+        let Some(keepalive) = self.keepalive else {
+            return Vec::new();
+        };
+        let idle = keepalive.as_secs().max(1);
+        vec![
             ("tcp_keepalives_idle", idle.to_string()),
             ("tcp_keepalives_interval", (idle / 4).max(1).to_string()),
             ("tcp_keepalives_count", "4".to_string()),
@@ -99,8 +104,48 @@ impl RawDatabase {
                 d.statement_timeout,
             )?,
             commit_timeout: key("commit_timeout", &self.commit_timeout, d.commit_timeout)?,
-            keepalive: key("keepalive", &self.keepalive, d.keepalive)?,
+            keepalive: match self.keepalive.as_deref().map(str::trim) {
+                Some("off") => None,
+                _ => Some(key("keepalive", &self.keepalive, Duration::from_secs(60))?),
+            },
             busy_timeout: key("busy_timeout", &self.busy_timeout, d.busy_timeout)?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(toml_text: &str) -> Result<DatabaseLimits> {
+        let raw: RawDatabase = toml::from_str(toml_text).expect("toml");
+        raw.validate(Path::new("recon.toml"))
+    }
+
+    #[test]
+    fn defaults_durations_off_and_errors_naming_the_key() {
+        assert_eq!(limits("").expect("defaults"), DatabaseLimits::default());
+        let l = limits("statement_timeout = \"2s\"\nkeepalive = \"off\"").expect("set");
+        assert_eq!(l.statement_timeout, Duration::from_secs(2));
+        assert_eq!(l.keepalive, None);
+        assert!(l.pg_keepalive_options().is_empty());
+        assert_eq!(
+            DatabaseLimits::default().pg_keepalive_options(),
+            [
+                ("tcp_keepalives_idle", "60".to_string()),
+                ("tcp_keepalives_interval", "15".to_string()),
+                ("tcp_keepalives_count", "4".to_string()),
+            ]
+        );
+        for (bad, says) in [
+            (
+                "commit_timeout = \"0s\"",
+                "`database.commit_timeout`: must be positive",
+            ),
+            ("connect_timeout = \"soon\"", "`database.connect_timeout`"),
+        ] {
+            let e = format!("{:#}", limits(bad).expect_err(bad));
+            assert!(e.contains(says), "{e}");
+        }
     }
 }

@@ -187,7 +187,7 @@ pub fn message(e: impl std::fmt::Display) -> String {
 }
 
 /// One connection before the pool: the pool retries a refused connection until its acquire
-/// timeout (30 s) and then only says it timed out. A refused connection, a wrong password
+/// timeout (`connect_timeout`) and then only says it timed out. A refused connection, a wrong password
 /// or a missing database fails here at once with what the server or the OS said; a server
 /// that is merely slow still gets `connect_timeout`.
 async fn probe(url: &str, opts: &PgConnectOptions, limit: Duration) -> Result<()> {
@@ -348,13 +348,11 @@ impl Db {
         what: &str,
         fut: impl std::future::Future<Output = std::result::Result<T, E>>,
     ) -> Result<T> {
-        self.bounded_by(
-            what,
-            fut,
-            self.limits.statement_timeout,
-            "statement_timeout",
-        )
-        .await
+        let limit = self.limits.statement_timeout;
+        match tokio::time::timeout(limit, fut).await {
+            Ok(r) => r.map_err(|e| db_error(&self.url, what, e)),
+            Err(_) => Err(self.timed_out(what, limit, "statement_timeout")),
+        }
     }
 
     /// [`Db::bounded`] with an error that is already an `anyhow::Error` (the loaders').
@@ -366,19 +364,6 @@ impl Db {
         match tokio::time::timeout(self.limits.statement_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(self.timed_out(what, self.limits.statement_timeout, "statement_timeout")),
-        }
-    }
-
-    async fn bounded_by<T, E: std::fmt::Display>(
-        &self,
-        what: &str,
-        fut: impl std::future::Future<Output = std::result::Result<T, E>>,
-        limit: Duration,
-        key: &str,
-    ) -> Result<T> {
-        match tokio::time::timeout(limit, fut).await {
-            Ok(r) => r.map_err(|e| db_error(&self.url, what, e)),
-            Err(_) => Err(self.timed_out(what, limit, key)),
         }
     }
 

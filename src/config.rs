@@ -4,6 +4,7 @@
 //! from any working directory. `RECON_DATABASE_URL` (or else `DATABASE_URL`) overrides
 //! `database_url`.
 
+pub mod database;
 pub mod status_api;
 
 use crate::exit::{Failure, fail};
@@ -92,6 +93,9 @@ struct RawConfig {
     /// How many different reviewers a `succeeded` decision needs (1 or 2).
     #[serde(default = "default_approvals")]
     approvals_succeeded: u8,
+    /// Bounds on every database wait (`[database]`).
+    #[serde(default)]
+    database: database::RawDatabase,
 }
 
 fn default_approvals() -> u8 {
@@ -168,6 +172,8 @@ pub struct Config {
     pub status_api: Option<status_api::StatusApiConfig>,
     /// Reviewers' decisions.
     pub decisions: DecisionSettings,
+    /// Bounds on every database wait (`[database]`).
+    pub database: database::DatabaseLimits,
 }
 
 impl Config {
@@ -293,7 +299,9 @@ impl Config {
             src.limits = limits;
             sources.push(src);
         }
+        let database = raw.database.validate(path)?;
         Ok(Config {
+            database,
             path: path.to_path_buf(),
             timezone,
             database_url,

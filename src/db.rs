@@ -1,6 +1,8 @@
 //! Database connection (SQLite file or PostgreSQL, chosen by the URL), migrations, the schema
 //! check every command makes before touching data, and the run lock.
 
+pub use crate::config::database::DatabaseLimits;
+use crate::config::database::describe;
 pub use crate::config::is_postgres;
 use crate::exit::{Failure, fail};
 use anyhow::Result;
@@ -62,6 +64,8 @@ pub struct Db {
     pub(crate) url: String,
     /// Which ledger id columns are `uuid`, once read ([`Db::id_types`]); shared by the clones.
     id_types: Arc<OnceLock<IdTypes>>,
+    /// How long each wait for the database may last.
+    pub(crate) limits: DatabaseLimits,
 }
 
 /// A ledger column that holds a payment or attempt id. The payment service may declare any of
@@ -182,17 +186,14 @@ pub fn message(e: impl std::fmt::Display) -> String {
     }
 }
 
-/// How long the first connection to PostgreSQL may take (a slow or loaded server).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// One connection before the pool: the pool retries a refused connection until its acquire
-/// timeout (30 s) and then only says it timed out. A refused connection, a wrong password
+/// timeout (`connect_timeout`) and then only says it timed out. A refused connection, a wrong password
 /// or a missing database fails here at once with what the server or the OS said; a server
-/// that is merely slow still gets [`CONNECT_TIMEOUT`].
-async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect_with(opts)).await {
+/// that is merely slow still gets `connect_timeout`.
+async fn probe(url: &str, opts: &PgConnectOptions, limit: Duration) -> Result<()> {
+    match tokio::time::timeout(limit, sqlx::PgConnection::connect_with(opts)).await {
         Ok(Ok(conn)) => {
-            let _ = conn.close().await;
+            let _ = tokio::time::timeout(limit, conn.close()).await;
             Ok(())
         }
         Ok(Err(sqlx::Error::Io(e))) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -206,9 +207,20 @@ async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
         Err(_) => Err(db_error(
             url,
             "cannot connect",
-            format!("no connection within {} s", CONNECT_TIMEOUT.as_secs()),
+            format!(
+                "no connection within {} (`[database] connect_timeout`)",
+                describe(limit)
+            ),
         )),
     }
+}
+
+/// What a wait that ran out of `limit` (the `[database]` key `key`) says.
+pub fn timeout_text(limit: Duration, key: &str) -> String {
+    format!(
+        "no answer within {} (`[database] {key}`; the database or the network to it stalled)",
+        describe(limit)
+    )
 }
 
 /// Statements slower than this are logged at debug level, not as warnings: building an index
@@ -217,16 +229,35 @@ async fn probe(url: &str, opts: &PgConnectOptions) -> Result<()> {
 const SLOW_STATEMENT: Duration = Duration::from_secs(1);
 
 impl Db {
-    /// Connects without touching the schema (`recon migrate` uses this).
+    /// Connects without touching the schema, with the default [`DatabaseLimits`].
     pub async fn connect(url: &str) -> Result<Db> {
+        Self::connect_with(url, DatabaseLimits::default()).await
+    }
+
+    /// Connects without touching the schema (`recon migrate` uses this); every later wait for
+    /// this database is bounded by `limits`.
+    pub async fn connect_with(url: &str, limits: DatabaseLimits) -> Result<Db> {
+        // A URL that does not parse (an invalid port, say) is a configuration error: nothing
+        // was tried yet.
+        let bad_url = |e: sqlx::Error| {
+            fail(
+                Failure::Config,
+                format!(
+                    "key `database_url`: cannot use {}: {}",
+                    crate::mask::url(url),
+                    message(e)
+                ),
+            )
+        };
         if is_postgres(url) {
             let opts = PgConnectOptions::from_str(url)
-                .map_err(|e| db_error(url, "bad URL", e))?
+                .map_err(bad_url)?
+                .options(limits.pg_keepalive_options())
                 .log_slow_statements(log::LevelFilter::Debug, SLOW_STATEMENT);
-            probe(url, &opts).await?;
+            probe(url, &opts, limits.connect_timeout).await?;
             let pool = PgPoolOptions::new()
                 .max_connections(4)
-                .acquire_timeout(CONNECT_TIMEOUT)
+                .acquire_timeout(limits.connect_timeout)
                 .connect_with(opts)
                 .await
                 .map_err(|e| db_error(url, "cannot connect", e))?;
@@ -235,15 +266,16 @@ impl Db {
                 file: None,
                 url: url.to_string(),
                 id_types: Arc::default(),
+                limits,
             });
         }
         let opts = SqliteConnectOptions::from_str(url)
-            .map_err(|e| db_error(url, "bad URL", e))?
+            .map_err(bad_url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(30))
+            .busy_timeout(limits.busy_timeout)
             // 16 MiB page cache: larger caches were no faster at a million payments, only bigger
             // (each page a run touches is mostly touched once).
             .pragma("cache_size", "-16384")
@@ -261,6 +293,7 @@ impl Db {
         }
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
+            .acquire_timeout(limits.connect_timeout)
             .connect_with(opts)
             .await
             .map_err(|e| db_error(url, "cannot open", e))?;
@@ -269,24 +302,74 @@ impl Db {
             file,
             url: url.to_string(),
             id_types: Arc::default(),
+            limits,
         })
+    }
+
+    /// Connects and checks the schema, with the default [`DatabaseLimits`].
+    pub async fn open(url: &str) -> Result<Db> {
+        Self::open_with(url, DatabaseLimits::default()).await
+    }
+
+    /// The job's database ([`Db::open_with`] its URL and `[database]` limits).
+    pub async fn for_job(cfg: &crate::config::Config) -> Result<Db> {
+        Self::open_with(&cfg.database_url, cfg.database).await
     }
 
     /// Connects and checks the schema. A brand-new, empty SQLite file (the embedded default)
     /// is migrated on the spot; anything else must have been migrated by `recon migrate`.
-    pub async fn open(url: &str) -> Result<Db> {
-        let db = Self::connect(url).await?;
+    pub async fn open_with(url: &str, limits: DatabaseLimits) -> Result<Db> {
+        let db = Self::connect_with(url, limits).await?;
         if let Pool::Sqlite(pool) = &db.pool {
-            let tables: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_master")
-                .fetch_one(pool)
-                .await
-                .map_err(|e| db_error(url, "cannot read", e))?;
+            let tables: i64 = db
+                .bounded(
+                    "cannot read",
+                    sqlx::query_scalar("SELECT count(*) FROM sqlite_master").fetch_one(pool),
+                )
+                .await?;
             if tables == 0 {
                 db.migrate().await?;
             }
         }
         db.check_schema().await?;
         Ok(db)
+    }
+
+    /// How long each wait for this database may last.
+    pub fn limits(&self) -> DatabaseLimits {
+        self.limits
+    }
+
+    /// `fut`, a wait for this database (a statement, or a read of many rows), bounded by
+    /// `statement_timeout`: when it runs out, a [`Failure::Database`] error that names `what`
+    /// recon waited for and the bound.
+    pub async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = std::result::Result<T, E>>,
+    ) -> Result<T> {
+        let limit = self.limits.statement_timeout;
+        match tokio::time::timeout(limit, fut).await {
+            Ok(r) => r.map_err(|e| db_error(&self.url, what, e)),
+            Err(_) => Err(self.timed_out(what, limit, "statement_timeout")),
+        }
+    }
+
+    /// [`Db::bounded`] with an error that is already an `anyhow::Error` (the loaders').
+    pub async fn bounded_any<T>(
+        &self,
+        what: &str,
+        fut: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.limits.statement_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(self.timed_out(what, self.limits.statement_timeout, "statement_timeout")),
+        }
+    }
+
+    /// The error of a wait for `what` that ran out of `limit` (the `[database]` key `key`).
+    fn timed_out(&self, what: &str, limit: Duration, key: &str) -> anyhow::Error {
+        db_error(&self.url, what, timeout_text(limit, key))
     }
 
     fn migrator(&self) -> &'static sqlx::migrate::Migrator {
@@ -315,10 +398,17 @@ impl Db {
     /// (version, checksum) of every applied migration, or None if never migrated.
     async fn applied_versions(&self) -> Result<Option<Vec<(i64, Vec<u8>)>>> {
         let sql = "SELECT version, checksum FROM _sqlx_migrations WHERE success ORDER BY version";
-        let r = match &self.pool {
-            Pool::Sqlite(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
-            Pool::Postgres(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
-        };
+        let limit = self.limits.statement_timeout;
+        let r = tokio::time::timeout(limit, async {
+            match &self.pool {
+                Pool::Sqlite(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
+                Pool::Postgres(p) => sqlx::query_as::<_, (i64, Vec<u8>)>(sql).fetch_all(p).await,
+            }
+        })
+        .await
+        .map_err(|_| {
+            self.timed_out("cannot read the schema version", limit, "statement_timeout")
+        })?;
         match r {
             Ok(v) => Ok(Some(v)),
             Err(sqlx::Error::Database(d))
@@ -399,18 +489,15 @@ impl Db {
         }
         let tables: Vec<&str> = IdColumn::ALL.iter().map(|c| c.table()).collect();
         let columns: Vec<&str> = IdColumn::ALL.iter().map(|c| c.column()).collect();
-        let uuid: Vec<(String, String)> = sqlx::query_as(UUID_COLUMNS_SQL)
-            .bind(tables)
-            .bind(columns)
-            .fetch_all(pool)
-            .await
-            .map_err(|e| {
-                db_error(
-                    &self.url,
-                    "cannot read the types of the ledger's id columns",
-                    e,
-                )
-            })?;
+        let uuid: Vec<(String, String)> = self
+            .bounded(
+                "cannot read the types of the ledger's id columns",
+                sqlx::query_as(UUID_COLUMNS_SQL)
+                    .bind(tables)
+                    .bind(columns)
+                    .fetch_all(pool),
+            )
+            .await?;
         let mut types = IdTypes::TEXT;
         for (table, column) in &uuid {
             if let Some(c) = IdColumn::ALL
@@ -438,18 +525,33 @@ impl Db {
         sql: &str,
     ) -> std::result::Result<Vec<Option<String>>, String> {
         let q = || sqlx::AssertSqlSafe(sql.to_string());
-        match &self.pool {
-            Pool::Sqlite(p) => sqlx::query_scalar(q()).fetch_all(p).await,
-            Pool::Postgres(p) => sqlx::query_scalar(q()).fetch_all(p).await,
-        }
+        let limit = self.limits.statement_timeout;
+        tokio::time::timeout(limit, async {
+            match &self.pool {
+                Pool::Sqlite(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+                Pool::Postgres(p) => sqlx::query_scalar(q()).fetch_all(p).await,
+            }
+        })
+        .await
+        .map_err(|_| timeout_text(limit, "statement_timeout"))?
         .map_err(message)
     }
 
-    /// Closes the pool (waits for connections to finish).
+    /// Closes the pool (waits for connections to finish, at most `connect_timeout`: a
+    /// connection left stalled by a database that stopped answering is given up, and ends with
+    /// the process).
     pub async fn close(&self) {
-        match &self.pool {
-            Pool::Sqlite(p) => p.close().await,
-            Pool::Postgres(p) => p.close().await,
+        let close = async {
+            match &self.pool {
+                Pool::Sqlite(p) => p.close().await,
+                Pool::Postgres(p) => p.close().await,
+            }
+        };
+        if tokio::time::timeout(self.limits.connect_timeout, close)
+            .await
+            .is_err()
+        {
+            tracing::debug!("Database connections not closed in time; left to the process end.");
         }
     }
 
@@ -476,16 +578,22 @@ impl Db {
                     .await
                     .map_err(|e| db_error(&self.url, "cannot connect for the run lock", e))?
                     .detach();
-                let got: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-                    .bind(RUN_LOCK_KEY)
-                    .fetch_one(&mut conn)
-                    .await
-                    .map_err(|e| db_error(&self.url, "cannot take the run lock", e))?;
+                let got: bool = self
+                    .bounded(
+                        "cannot take the run lock",
+                        sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
+                            .bind(RUN_LOCK_KEY)
+                            .fetch_one(&mut conn),
+                    )
+                    .await?;
                 if !got {
                     if !wait {
-                        let _ = conn.close().await;
+                        let _ =
+                            tokio::time::timeout(self.limits.connect_timeout, conn.close()).await;
                         return Err(held());
                     }
+                    // Unbounded by design: `--wait` waits as long as the other run works (the
+                    // server's keepalive still drops a connection whose peer is gone).
                     tracing::info!("Another run holds the run lock; waiting for it.");
                     sqlx::query("SELECT pg_advisory_lock($1)")
                         .bind(RUN_LOCK_KEY)

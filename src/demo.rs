@@ -35,7 +35,7 @@ pub async fn run(sample_dir: &Path) -> Result<RunReport> {
             }
         }
     }
-    let db = crate::db::Db::open(&cfg.database_url).await?;
+    let db = crate::db::Db::for_job(&cfg).await?;
     crate::ledger::import::import(
         &db,
         &sample_dir.join("payments.csv"),

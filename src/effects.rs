@@ -27,16 +27,23 @@ pub(crate) struct Conflict {
     /// What the row says now: the ticket raised for it (DESIGN.md rule 3: record, don't
     /// force; and never silently), or `None` when the ledger now agrees with recon.
     pub(crate) ticket: Option<(Outcome, String)>,
+    /// The provider's id recon would have recorded with the transition.
+    pub(crate) provider_id: Option<String>,
 }
 
 /// What a refused transition means, given the payment's status and attempt now: a ticket
 /// (its outcome and detail), or `None` when the ledger moved to exactly what recon wanted.
 fn conflict_ticket(
-    wanted: Status,
+    (wanted, provider_id): (Status, Option<&str>),
     loaded_attempt: Option<&str>,
-    now: Option<&(String, Option<String>)>,
+    now: Option<&crate::store::PaymentNow>,
 ) -> Option<(Outcome, String)> {
-    let Some((status, attempt)) = now else {
+    let Some(crate::store::PaymentNow {
+        status,
+        attempt_id: attempt,
+        provider_payment_id: recorded,
+    }) = now
+    else {
         return Some((
             Outcome::Ambiguous,
             format!(
@@ -53,6 +60,24 @@ fn conflict_ticket(
         attempt.as_deref().unwrap_or("-")
     );
     match (wanted, status) {
+        // Someone else set it SUCCEEDED, but without the provider's id that recon's line
+        // shows (or with another): the id recon would have recorded is not dropped silently
+        // (issue 33).
+        (Status::Succeeded, Some(Status::Succeeded))
+            if same_attempt
+                && provider_id.is_some_and(|want| recorded.as_deref() != Some(want)) =>
+        {
+            Some((
+                Outcome::Ambiguous,
+                format!(
+                    "the ledger was set SUCCEEDED by someone else since this run loaded it, with \
+                     provider id {} where the provider's line shows {}: record the line's id, or \
+                     check that the line is this payment's",
+                    recorded.as_deref().unwrap_or("none"),
+                    provider_id.unwrap_or("-"),
+                ),
+            ))
+        }
         (w, Some(s)) if w == s && same_attempt => None,
         (Status::Succeeded, Some(Status::Failed)) => Some((
             Outcome::FailedButPaid,
@@ -151,6 +176,7 @@ pub(crate) async fn apply(
                     row: *ri,
                     wanted: t.to,
                     ticket: None,
+                    provider_id: t.provider_payment_id.clone(),
                 });
             }
         }
@@ -171,7 +197,7 @@ pub(crate) async fn apply(
             let p = &data.payments[pi as usize];
             let loaded_attempt = p.attempt_id.as_ref().map(|a| a.to_string());
             c.ticket = conflict_ticket(
-                c.wanted,
+                (c.wanted, c.provider_id.as_deref()),
                 loaded_attempt.as_deref(),
                 states.get(&*p.payment_id.text()),
             );
@@ -350,8 +376,12 @@ fn ticket_of(
 mod tests {
     use super::*;
 
-    fn now(status: &str, attempt: &str) -> (String, Option<String>) {
-        (status.to_string(), Some(attempt.to_string()))
+    fn now(status: &str, attempt: &str) -> crate::store::PaymentNow {
+        crate::store::PaymentNow {
+            status: status.to_string(),
+            attempt_id: Some(attempt.to_string()),
+            provider_payment_id: None,
+        }
     }
 
     #[test]
@@ -374,8 +404,8 @@ mod tests {
 
     #[test]
     fn a_refused_transition_is_a_ticket_unless_the_ledger_agrees() {
-        let kind = |wanted, now: Option<&(String, Option<String>)>| {
-            conflict_ticket(wanted, Some("A-1"), now).map(|(o, _)| o)
+        let kind = |wanted, now: Option<&crate::store::PaymentNow>| {
+            conflict_ticket((wanted, None), Some("A-1"), now).map(|(o, _)| o)
         };
         // Paid, yet failed since: the retry-pays-twice case.
         assert_eq!(
@@ -408,6 +438,38 @@ mod tests {
         assert_eq!(
             kind(Status::Succeeded, Some(&now("SUCCEEDED", "A-2"))),
             Some(Outcome::Ambiguous)
+        );
+    }
+
+    /// Issue 33: someone else set the payment SUCCEEDED, but the provider's id recon would have
+    /// recorded is not in the ledger: a ticket names both, instead of dropping the id.
+    #[test]
+    fn succeeded_by_someone_else_without_the_lines_provider_id_is_a_ticket() {
+        let with_id = |id: Option<&str>| crate::store::PaymentNow {
+            provider_payment_id: id.map(str::to_string),
+            ..now("SUCCEEDED", "A-1")
+        };
+        let ticket = |recorded: Option<&str>| {
+            conflict_ticket(
+                (Status::Succeeded, Some("PSP-9")),
+                Some("A-1"),
+                Some(&with_id(recorded)),
+            )
+        };
+        let (outcome, detail) = ticket(None).expect("a ticket");
+        assert_eq!(outcome, Outcome::Ambiguous);
+        assert!(
+            detail.contains("provider id none where the provider's line shows PSP-9"),
+            "{detail}"
+        );
+        let (_, detail) = ticket(Some("PSP-1")).expect("another id is a ticket too");
+        assert!(detail.contains("provider id PSP-1"), "{detail}");
+        // The same id: the ledger agrees in full.
+        assert_eq!(ticket(Some("PSP-9")), None);
+        // Nothing to record (no line id): agreement as before.
+        assert_eq!(
+            conflict_ticket((Status::Succeeded, None), Some("A-1"), Some(&with_id(None))),
+            None
         );
     }
 }

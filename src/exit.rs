@@ -15,7 +15,8 @@ pub const CONFIG: i32 = 3;
 /// fixed statement file that does not exist. (A statement file that exists but cannot be read
 /// does not stop a run: [`INPUT_UNREADABLE`].)
 pub const INPUT: i32 = 4;
-/// The database could not be reached, migrated, read or written.
+/// The database could not be reached, migrated, read or written, or did not answer within a
+/// `[database]` timeout.
 pub const DATABASE: i32 = 5;
 /// Another run holds the lock for this database.
 pub const LOCKED: i32 = 6;
@@ -44,6 +45,21 @@ pub const INPUT_UNREADABLE: i32 = 10;
 /// moved): the result file next to the input says which and why. The other rows were applied
 /// (or wait for a second reviewer). A file that cannot be read at all exits [`INPUT`].
 pub const DECISIONS_REFUSED: i32 = 12;
+/// `recon run` stopped on SIGINT (Ctrl-C) at a safe point: 128 + 2, the code a shell reports
+/// for a process that SIGINT ended, so schedulers and scripts read it as "stopped by a signal".
+/// A signal before the commit rolled back (nothing committed, the run record FAILED
+/// "interrupted by SIGINT", the `.tmp` folder removed); days a range had already committed stay
+/// committed and complete.
+pub const INTERRUPTED_SIGINT: i32 = 128 + libc::SIGINT;
+/// `recon run` stopped on SIGTERM (how Kubernetes and `docker stop` stop a container) at a safe
+/// point: 128 + 15, as [`INTERRUPTED_SIGINT`] for SIGINT.
+pub const INTERRUPTED_SIGTERM: i32 = 128 + libc::SIGTERM;
+
+/// The exit code of a run stopped by `signal` ([`INTERRUPTED_SIGTERM`], [`INTERRUPTED_SIGINT`]):
+/// 128 + the signal's number.
+pub const fn interrupted(signal: i32) -> i32 {
+    128 + signal
+}
 
 /// What kind of failure stopped a command; decides the exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +74,8 @@ pub enum Failure {
     Locked,
     /// See [`OUTPUT`].
     Output,
+    /// Stopped by this signal at a safe point ([`interrupted`]).
+    Interrupted(i32),
 }
 
 impl Failure {
@@ -69,6 +87,7 @@ impl Failure {
             Failure::Database => DATABASE,
             Failure::Locked => LOCKED,
             Failure::Output => OUTPUT,
+            Failure::Interrupted(signal) => interrupted(signal),
         }
     }
 }
@@ -113,6 +132,16 @@ pub fn fail(failure: Failure, message: impl Into<String>) -> anyhow::Error {
         std::borrow::Cow::Owned(cut) => cut,
     };
     anyhow::Error::new(Classified { failure, message })
+}
+
+/// The signal that stopped a run, when `err` is that stop ([`Failure::Interrupted`]).
+pub fn interrupted_by(err: &anyhow::Error) -> Option<i32> {
+    err.chain()
+        .find_map(|e| e.downcast_ref::<Classified>())
+        .and_then(|c| match c.failure {
+            Failure::Interrupted(signal) => Some(signal),
+            _ => None,
+        })
 }
 
 /// Maps an error chain to an exit code.

@@ -38,7 +38,7 @@ pub struct ExplainOptions {
 /// Plans the run's day again and explains `opts.id`.
 pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
     let rules = RuleSet::for_job(cfg)?;
-    let db = Db::open(&cfg.database_url).await?;
+    let db = Db::for_job(cfg).await?;
     let mut out = String::new();
     let (day, as_of, recorded) = match (opts.date, &opts.run) {
         (Some(d), None) => (

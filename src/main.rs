@@ -273,7 +273,7 @@ fn main() {
 /// The checked database of the job configuration at `config`.
 async fn open_db(config: &std::path::Path) -> Result<recon::db::Db> {
     let cfg = Config::load(config)?;
-    recon::db::Db::open(&cfg.database_url).await
+    recon::db::Db::for_job(&cfg).await
 }
 
 fn parse_as_of(value: &str, cfg: &Config) -> Result<DateTime<Utc>> {
@@ -359,10 +359,18 @@ async fn dispatch(command: Command) -> Result<i32> {
             wait,
             pull,
         } => {
+            // SIGTERM / SIGINT stop a run at its next safe point (recon::run::stop).
+            recon::run::stop::install()?;
             let cfg = Config::load(&config)?;
             let (from, to) = days(&cfg, date, from, to);
             let pulled = match pull {
-                true => Some(pull_and_report(&cfg, from, to).await?),
+                true => Some(
+                    recon::run::stop::unless_stopped(
+                        "while pulling: nothing was reconciled",
+                        pull_and_report(&cfg, from, to),
+                    )
+                    .await?,
+                ),
                 false => None,
             };
             let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
@@ -460,7 +468,7 @@ async fn dispatch(command: Command) -> Result<i32> {
         }
         Command::Migrate { config } => {
             let cfg = Config::load(&config)?;
-            let db = recon::db::Db::connect(&cfg.database_url).await?;
+            let db = recon::db::Db::connect_with(&cfg.database_url, cfg.database).await?;
             let applied = db.migrate().await?;
             db.check_schema().await?;
             db.close().await;

@@ -280,7 +280,13 @@ async fn apply_row(
                         .await?;
                     let now_is = states
                         .get(&t.payment_id)
-                        .map(|(s, a)| format!("{s} (attempt {})", a.as_deref().unwrap_or("-")))
+                        .map(|n| {
+                            format!(
+                                "{} (attempt {})",
+                                n.status,
+                                n.attempt_id.as_deref().unwrap_or("-")
+                            )
+                        })
                         .unwrap_or_else(|| "gone from the ledger".into());
                     return Ok((
                         Status::Refused,

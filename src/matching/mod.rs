@@ -404,7 +404,6 @@ pub fn run<'a>(
     Ok(result)
 }
 
-
 /// Near misses of lines without a recipient: same currency and amount (as the ledger sees
 /// it), booked inside the payment's evidence horizon. Keyed by (currency, amount), so the
 /// cost is one lookup per free payment, never a pair loop.

@@ -217,24 +217,34 @@ fn read_envelope(path: &Path) -> Result<Envelope> {
     Envelope::new(from, to).with_context(|| format!("envelope in {}", path.display()))
 }
 
-/// Writes a file through a temporary name, so a reader never sees half of it.
+/// Writes a file through a temporary name, so a reader never sees half of it; a failed write
+/// leaves no temporary file behind.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("part");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+    let written = std::fs::write(&tmp, bytes)
+        .with_context(|| format!("writing {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).with_context(|| format!("renaming into {}", path.display()))
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Queues a message: the envelope first, the message last (its presence marks the entry
-/// complete).
+/// complete). When the message cannot be written, its envelope goes too: a failed queueing
+/// leaves nothing behind.
 fn queue(output_dir: &Path, run_id: &str, envelope: &Envelope, bytes: &[u8]) -> Result<PathBuf> {
     let dir = dir(output_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let eml = dir.join(format!("{run_id}.eml"));
-    write_atomic(
-        &dir.join(format!("{run_id}.envelope.json")),
-        envelope_json(envelope).as_bytes(),
-    )?;
-    write_atomic(&eml, bytes)?;
+    let envelope_path = dir.join(format!("{run_id}.envelope.json"));
+    write_atomic(&envelope_path, envelope_json(envelope).as_bytes())?;
+    if let Err(e) = write_atomic(&eml, bytes) {
+        let _ = std::fs::remove_file(&envelope_path);
+        return Err(e);
+    }
     Ok(eml)
 }
 
@@ -436,5 +446,33 @@ pub async fn after_run<L>(
     };
     if matches!(alert.status, AlertStatus::Queued { .. }) {
         alert.outbox_left += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33: a failed outbox write left its `.part` file and its envelope for good.
+    #[test]
+    fn a_failed_queueing_leaves_no_part_file_and_no_envelope() {
+        let out = tempfile::tempdir().expect("tempdir");
+        let outbox = dir(out.path());
+        // The message's own name is taken by a folder that is not empty: writing the `.part`
+        // works, renaming it into place fails.
+        std::fs::create_dir_all(outbox.join("r1.eml/taken")).expect("folder");
+        let envelope = Envelope::new(
+            Some("recon@example.com".parse().expect("from")),
+            vec!["ops@example.com".parse().expect("to")],
+        )
+        .expect("envelope");
+        let err = queue(out.path(), "r1", &envelope, b"Subject: x\r\n\r\nbody\r\n");
+        assert!(err.is_err(), "{err:?}");
+        let mut left: Vec<String> = std::fs::read_dir(&outbox)
+            .expect("outbox")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["r1.eml"], "only the folder that was in the way");
     }
 }

@@ -3,6 +3,7 @@
 
 use super::plan::{Plan, plan};
 use super::range::{FinalOutcomes, final_outcomes};
+use super::stop;
 use super::{Job, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
 use crate::outcome::Action;
@@ -44,6 +45,14 @@ pub(super) async fn run_day(
         Some(dir) => (dir, day.to_string()),
         None => (cfg.output_dir.as_path(), run_id.to_string()),
     };
+    stop::check(&format!(
+        "before {day} began: nothing of it was done{}",
+        if range_dir.is_some() {
+            " (the range's earlier days are committed and complete)"
+        } else {
+            ""
+        }
+    ))?;
     if !opts.dry_run {
         let (from, to) = (day.to_string(), day.to_string());
         let as_of_text = timeparse::format_utc(as_of);
@@ -75,6 +84,8 @@ pub(super) async fn run_day(
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
         }
+        // A stop signal: the one line is the error `recon run` prints.
+        Err(e) if crate::exit::interrupted_by(e).is_some() => {}
         Err(e) => {
             tracing::error!(run_id, error = %crate::exit::bounded(&format!("{e:#}")), "Run failed.")
         }
@@ -82,19 +93,10 @@ pub(super) async fn run_day(
     if let Err(e) = &result
         && !opts.dry_run
     {
-        // Best effort: the run record says why it failed; nothing else was committed.
-        if let Ok(mut tx) = db.begin().await
-            && tx
-                .fail_runs(
-                    Some(run_id),
-                    &crate::exit::bounded(&format!("{e:#}")),
-                    &now(),
-                )
-                .await
-                .is_ok()
-        {
-            let _ = tx.commit().await;
-        }
+        // Best effort, bounded: the run record says why it failed; nothing else was
+        // committed.
+        let error = crate::exit::bounded(&format!("{e:#}")).into_owned();
+        super::recovery::record_failure(db, cfg, run_id, &error).await;
     }
     result
 }
@@ -119,8 +121,9 @@ async fn plan_and_apply(
         mut summary,
         rejected,
         t0,
-    } = plan(job, opts, run_id, read).await?;
+    } = stop::unless_stopped(stop::BEFORE_COMMIT, plan(job, opts, run_id, read)).await?;
     crate::fault::point("after_plan");
+    stop::check(stop::BEFORE_COMMIT)?;
     let out_dir = parent.join(folder);
     let tmp_dir = parent.join(format!("{folder}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
@@ -136,7 +139,7 @@ async fn plan_and_apply(
     // The output files are written on a blocking thread while the database work runs; both
     // must succeed before the commit and the rename.
     let data = Arc::new(data);
-    let writer = {
+    let mut writer = Some({
         let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
         tokio::task::spawn_blocking(move || -> Result<u64> {
             let started = Instant::now();
@@ -145,13 +148,13 @@ async fn plan_and_apply(
             crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
             Ok(started.elapsed().as_millis() as u64)
         })
-    };
+    });
     // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out).
     let marks = Arc::new(crate::decisions::marks(db).await?);
     // The reports (into the same folder, so they appear or not with the results) are written
     // at the same time. They show what the rows say; what the commit did (transitions
     // applied, tickets new) is in summary.json and the email.
-    let reporter = {
+    let mut reporter = Some({
         let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
         let marks = Arc::clone(&marks);
         tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
@@ -168,101 +171,129 @@ async fn plan_and_apply(
             )?;
             Ok((view, started.elapsed().as_millis() as u64))
         })
-    };
-    let started = Instant::now();
-    let mut tx = db.begin().await?;
-    let now = timeparse::to_db(Utc::now().timestamp_micros());
-    let conflicts = if !opts.dry_run {
-        let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
-        crate::effects::apply(
-            &mut tx,
-            &data,
-            Arc::new(matched),
-            rules,
-            &mut summary,
-            (t0, as_of),
-            run_id,
-            opts,
-            &now,
-            &sources,
-        )
-        .await?
-    } else {
-        summary.transitions.planned = data
-            .rows
-            .iter()
-            .filter(|r| matches!(r.action, Action::Transition(_)))
-            .count();
-        Vec::new()
-    };
-    summary
-        .timings_ms
-        .insert("apply".into(), started.elapsed().as_millis() as u64);
-    let write_ms = writer
-        .await
-        .context("results writer task")?
-        .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
-    let (mut view, reports_ms) = reporter
-        .await
-        .context("report writer task")?
-        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
-    let mut data = Arc::try_unwrap(data)
-        .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
-    if !conflicts.is_empty() {
-        // Rare: someone moved payments between load and write. Say so in the results and
-        // the reports.
-        for c in conflicts {
-            let row = &mut data.rows[c.row];
-            row.action = Action::Conflict(c.wanted);
-            if let Some((outcome, detail)) = c.ticket {
-                row.outcome = outcome;
-                row.detail = detail.into();
-            }
-        }
-        data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
-        summary.outcomes = summary::outcome_stats(&data.totals);
-        write_results(&tmp_dir, &data).map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
-        view = reports::write_files(
-            &tmp_dir,
-            &summary,
-            &data.totals,
-            &data.rows,
-            &data.payments,
-            &data.lines,
-            as_of,
-            &marks,
-        )
-        .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
-    }
-    if !opts.dry_run {
-        // The run's cases, in its transaction: what decisions are checked against.
+    });
+    // Everything up to the commit: a failure or a stop signal on the way rolls back (the open
+    // transaction is dropped) and leaves no `.tmp` folder behind.
+    let committed = async {
         let started = Instant::now();
-        crate::decisions::record(&mut tx, &view, &data.payments, run_id, &now).await?;
+        let mut tx = db.begin().await?;
+        let now = timeparse::to_db(Utc::now().timestamp_micros());
+        let conflicts = if !opts.dry_run {
+            let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
+            stop::unless_stopped(
+                stop::BEFORE_COMMIT,
+                crate::effects::apply(
+                    &mut tx,
+                    &data,
+                    Arc::new(matched),
+                    rules,
+                    &mut summary,
+                    (t0, as_of),
+                    run_id,
+                    opts,
+                    &now,
+                    &sources,
+                ),
+            )
+            .await?
+        } else {
+            summary.transitions.planned = data
+                .rows
+                .iter()
+                .filter(|r| matches!(r.action, Action::Transition(_)))
+                .count();
+            Vec::new()
+        };
         summary
             .timings_ms
-            .insert("cases".into(), started.elapsed().as_millis() as u64);
+            .insert("apply".into(), started.elapsed().as_millis() as u64);
+        let write_ms = take(&mut writer)?
+            .await
+            .context("results writer task")?
+            .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
+        let (mut view, reports_ms) = take(&mut reporter)?
+            .await
+            .context("report writer task")?
+            .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+        let mut data = Arc::try_unwrap(data)
+            .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
+        if !conflicts.is_empty() {
+            // Rare: someone moved payments between load and write. Say so in the results and
+            // the reports.
+            for c in conflicts {
+                let row = &mut data.rows[c.row];
+                row.action = Action::Conflict(c.wanted);
+                if let Some((outcome, detail)) = c.ticket {
+                    row.outcome = outcome;
+                    row.detail = detail.into();
+                }
+            }
+            data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
+            summary.outcomes = summary::outcome_stats(&data.totals);
+            write_results(&tmp_dir, &data)
+                .map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
+            view = reports::write_files(
+                &tmp_dir,
+                &summary,
+                &data.totals,
+                &data.rows,
+                &data.payments,
+                &data.lines,
+                as_of,
+                &marks,
+            )
+            .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+        }
+        if !opts.dry_run {
+            // The run's cases, in its transaction: what decisions are checked against.
+            let started = Instant::now();
+            crate::decisions::record(&mut tx, &view, &data.payments, run_id, &now).await?;
+            summary
+                .timings_ms
+                .insert("cases".into(), started.elapsed().as_millis() as u64);
+        }
+        summary.timings_ms.insert("write".into(), write_ms);
+        summary.timings_ms.insert("reports".into(), reports_ms);
+        summary.cases = view.case_counts();
+        view.summary = summary.clone();
+        view.committed = !opts.dry_run;
+        let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
+        std::fs::write(tmp_dir.join("summary.json"), json + "\n")
+            .map_err(|e| out_err("summary.json", &e))?;
+        if !opts.dry_run {
+            crate::fault::point("before_commit");
+            // The last safe point: from here on the commit is not interrupted.
+            stop::check(stop::BEFORE_COMMIT)?;
+            let started = Instant::now();
+            tx.commit().await?;
+            tracing::debug!(
+                run_id,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "Committed."
+            );
+            crate::fault::point("after_commit");
+        } else {
+            tx.rollback().await?;
+        }
+        Ok::<_, anyhow::Error>((data, view, now))
     }
-    summary.timings_ms.insert("write".into(), write_ms);
-    summary.timings_ms.insert("reports".into(), reports_ms);
-    summary.cases = view.case_counts();
-    view.summary = summary.clone();
-    view.committed = !opts.dry_run;
-    let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
-    std::fs::write(tmp_dir.join("summary.json"), json + "\n")
-        .map_err(|e| out_err("summary.json", &e))?;
-    let started = Instant::now();
-    if !opts.dry_run {
-        crate::fault::point("before_commit");
-        tx.commit().await?;
-        crate::fault::point("after_commit");
-    } else {
-        tx.rollback().await?;
-    }
-    tracing::debug!(
-        run_id,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "Committed."
-    );
+    .await;
+    let (data, view, now) = match committed {
+        Ok(done) => done,
+        Err(e) => {
+            // The writers may still be at work in the folder: let them finish, then remove it.
+            if let Some(w) = writer.take() {
+                let _ = w.await;
+            }
+            if let Some(r) = reporter.take() {
+                let _ = r.await;
+            }
+            if let Err(rm) = std::fs::remove_dir_all(&tmp_dir) {
+                tracing::warn!(folder = %tmp_dir.display(), error = %rm, "Cannot remove the unfinished output folder; the next run removes it.");
+            }
+            return Err(e);
+        }
+    };
     if out_dir.exists() {
         std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
@@ -324,4 +355,10 @@ fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
         &data.lines,
     )
     .with_context(|| format!("writing {} and {}", path.display(), diff.display()))
+}
+
+/// The task in `slot`, which is there until it is awaited once.
+fn take<T>(slot: &mut Option<tokio::task::JoinHandle<T>>) -> Result<tokio::task::JoinHandle<T>> {
+    slot.take()
+        .ok_or_else(|| anyhow::anyhow!("a writer task was awaited twice (a bug)"))
 }

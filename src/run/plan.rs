@@ -73,17 +73,21 @@ pub(crate) async fn plan(
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
-    let ledger = crate::ledger::load::load(
-        db,
-        &cfg.ledger,
-        &LoadRange {
-            lo: lo0,
-            hi: hi0,
-            attempts_lo: lo0 - carry,
-            from_day: from_day.clone(),
-        },
-    )
-    .await;
+    let ledger = db
+        .bounded_any(
+            "loading the ledger",
+            crate::ledger::load::load(
+                db,
+                &cfg.ledger,
+                &LoadRange {
+                    lo: lo0,
+                    hi: hi0,
+                    attempts_lo: lo0 - carry,
+                    from_day: from_day.clone(),
+                },
+            ),
+        )
+        .await;
     let (loads, statements_ms) = statements.await.context("statement loading task")??;
     let mut ledger = ledger?;
     let mut lines: Vec<StatementLine> = Vec::new();
@@ -126,17 +130,21 @@ pub(crate) async fn plan(
     let (need_lo, need_hi) = ((t0 - carry).min(min_b - after), t1.max(max_b + before + 1));
     if need_lo < lo0 || need_hi > hi0 {
         let lo = need_lo.min(lo0);
-        ledger = crate::ledger::load::load(
-            db,
-            &cfg.ledger,
-            &LoadRange {
-                lo,
-                hi: need_hi.max(hi0),
-                attempts_lo: lo - carry,
-                from_day: from_day.clone(),
-            },
-        )
-        .await?;
+        ledger = db
+            .bounded_any(
+                "loading the ledger (the statement lines' wider range)",
+                crate::ledger::load::load(
+                    db,
+                    &cfg.ledger,
+                    &LoadRange {
+                        lo,
+                        hi: need_hi.max(hi0),
+                        attempts_lo: lo - carry,
+                        from_day: from_day.clone(),
+                    },
+                ),
+            )
+            .await?;
     }
     timings.insert(
         "load_ledger_and_statements".to_string(),
@@ -176,10 +184,14 @@ pub(crate) async fn plan(
     // A line no loaded payment claims by identifier may name an older one: looked up in the
     // whole ledger, and matched again with what was found.
     let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
-    let found = crate::ledger::lookup::named(db, &cfg.ledger, &keys, |id| {
-        crate::ledger::lookup::position(&ledger.payments, id).is_some()
-    })
-    .await?;
+    let found = db
+        .bounded_any(
+            "looking up the payments statement lines name",
+            crate::ledger::lookup::named(db, &cfg.ledger, &keys, |id| {
+                crate::ledger::lookup::position(&ledger.payments, id).is_some()
+            }),
+        )
+        .await?;
     let (ledger, lines, mut m, named_only) = if found.is_empty() {
         (ledger, lines, m, Vec::new())
     } else {

@@ -41,7 +41,7 @@ mod transitions;
 
 pub use runs::{RunRecord, RunStart};
 pub use status_queries::StatusQuery;
-pub use transitions::apply;
+pub use transitions::{PaymentNow, apply};
 
 /// Rows per statement in the batched forms on SQLite (at most 14 binds a row).
 const SQLITE_BATCH: usize = 500;
@@ -69,7 +69,15 @@ fn db_err(what: &'static str) -> impl Fn(sqlx::Error) -> anyhow::Error {
 }
 
 /// An open write transaction on either backend. Dropping it without [`Tx::commit`] rolls back.
-pub enum Tx {
+/// Every statement on it waits at most the database's `statement_timeout`, its commit at most
+/// `commit_timeout` ([`crate::db::DatabaseLimits`]).
+pub struct Tx {
+    conn: Conn,
+    limits: crate::db::DatabaseLimits,
+}
+
+/// The transaction of one backend.
+enum Conn {
     /// SQLite.
     Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
     /// PostgreSQL, and which of the ledger's id columns are `uuid` there (its statements bind
@@ -77,45 +85,108 @@ pub enum Tx {
     Postgres(sqlx::Transaction<'static, sqlx::Postgres>, IdTypes),
 }
 
+/// A wait that ran out of `limit` (the `[database]` key `key`), as the driver's I/O error, so
+/// that every statement's own context ("updating run records: …") names what waited.
+fn timed_out(limit: std::time::Duration, key: &str) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        crate::db::timeout_text(limit, key),
+    ))
+}
+
+/// `fut` bounded by `limit` (the `[database]` key `key`).
+async fn bounded<T>(
+    limit: std::time::Duration,
+    key: &str,
+    fut: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(timed_out(limit, key)),
+    }
+}
+
 impl crate::db::Db {
     /// Starts a write transaction.
     pub async fn begin(&self) -> Result<Tx> {
         use crate::db::{Pool, db_error};
-        let err = |e| db_error(&self.url, "cannot start a transaction", e);
-        Ok(match &self.pool {
-            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await.map_err(err)?),
+        let limits = self.limits();
+        let err = |e: sqlx::Error| match e {
+            // The pool waited connect_timeout for a connection that works (its idle ones are
+            // checked first): say which bound ran out.
+            sqlx::Error::PoolTimedOut => db_error(
+                &self.url,
+                "cannot start a transaction",
+                crate::db::timeout_text(limits.connect_timeout, "connect_timeout"),
+            ),
+            e => db_error(&self.url, "cannot start a transaction", e),
+        };
+        // Taking a connection is bounded by the pool's acquire timeout (connect_timeout);
+        // BEGIN itself by statement_timeout.
+        let conn = match &self.pool {
+            Pool::Sqlite(p) => Conn::Sqlite(
+                bounded(limits.statement_timeout, "statement_timeout", p.begin())
+                    .await
+                    .map_err(err)?,
+            ),
             Pool::Postgres(p) => {
                 let ids = self.id_types().await?;
-                Tx::Postgres(p.begin().await.map_err(err)?, ids)
+                Conn::Postgres(
+                    bounded(limits.statement_timeout, "statement_timeout", p.begin())
+                        .await
+                        .map_err(err)?,
+                    ids,
+                )
             }
-        })
+        };
+        Ok(Tx { conn, limits })
     }
 }
 
 impl Tx {
     /// Rows per statement in the batched forms on this backend.
     fn batch(&self) -> usize {
-        match self {
-            Tx::Sqlite(_) => SQLITE_BATCH,
-            Tx::Postgres(..) => PG_BATCH,
+        match self.conn {
+            Conn::Sqlite(_) => SQLITE_BATCH,
+            Conn::Postgres(..) => PG_BATCH,
         }
     }
 
-    /// Commits.
+    /// Commits, waiting at most `commit_timeout`. When that runs out, whether the commit
+    /// happened is unknown: the error says so (a re-run finds either state: effects already
+    /// applied are recognised, the rest applied once).
     pub async fn commit(self) -> Result<()> {
-        match self {
-            Tx::Sqlite(t) => t.commit().await,
-            Tx::Postgres(t, _) => t.commit().await,
+        let limit = self.limits.commit_timeout;
+        let done = tokio::time::timeout(limit, async {
+            match self.conn {
+                Conn::Sqlite(t) => t.commit().await,
+                Conn::Postgres(t, _) => t.commit().await,
+            }
+        })
+        .await;
+        match done {
+            Ok(r) => r.map_err(db_err("commit")),
+            Err(_) => Err(fail(
+                Failure::Database,
+                format!(
+                    "commit: {} — whether the commit happened is unknown; a re-run of the \
+                     range finds either state and applies what is missing once",
+                    crate::db::timeout_text(limit, "commit_timeout")
+                ),
+            )),
         }
-        .map_err(db_err("commit"))
     }
 
     /// Rolls back.
     pub async fn rollback(self) -> Result<()> {
-        match self {
-            Tx::Sqlite(t) => t.rollback().await,
-            Tx::Postgres(t, _) => t.rollback().await,
-        }
+        let limit = self.limits.statement_timeout;
+        bounded(limit, "statement_timeout", async {
+            match self.conn {
+                Conn::Sqlite(t) => t.rollback().await,
+                Conn::Postgres(t, _) => t.rollback().await,
+            }
+        })
+        .await
         .map_err(db_err("rollback"))
     }
 }

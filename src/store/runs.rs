@@ -146,6 +146,17 @@ impl Tx {
             .map_err(db_err("updating run records"))
     }
 
+    /// (run_id, range_from) of every run record still RUNNING, oldest first.
+    pub async fn running_runs(&mut self) -> Result<Vec<(String, String)>> {
+        let q = self.sql(
+            "SELECT run_id, range_from FROM recon_runs WHERE status = 'RUNNING'
+                     ORDER BY started_at, run_id",
+        );
+        self.fetch_all(q, |r| Ok((r.text(0)?, r.text(1)?)))
+            .await
+            .map_err(db_err("reading run records"))
+    }
+
     /// The latest `limit` run records, newest first.
     pub async fn list_runs(&mut self, limit: i64) -> Result<Vec<RunRecord>> {
         let mut q = self.sql(

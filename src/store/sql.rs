@@ -23,7 +23,7 @@
 //! Values are borrowed and encoded into the driver's arguments as they are bound, exactly as
 //! `QueryBuilder::push_bind` and `Query::bind` encode them: nothing is copied on the way.
 
-use super::Tx;
+use super::{Conn, Tx, bounded};
 use crate::db::{IdColumn, IdTypes};
 use futures_util::TryStreamExt as _;
 use sqlx::error::BoxDynError;
@@ -377,9 +377,9 @@ fn wrong_backend() -> sqlx::Error {
 impl Tx {
     /// A statement for this transaction's backend, starting with `text`.
     pub(super) fn sql(&self, text: &'static str) -> Sql {
-        let args = match self {
-            Tx::Sqlite(_) => Args::Sqlite(SqliteArguments::default()),
-            Tx::Postgres(..) => Args::Postgres(PgArguments::default()),
+        let args = match self.conn {
+            Conn::Sqlite(_) => Args::Sqlite(SqliteArguments::default()),
+            Conn::Postgres(..) => Args::Postgres(PgArguments::default()),
         };
         let ids = self.id_types();
         Sql {
@@ -392,26 +392,30 @@ impl Tx {
 
     /// Which ledger id columns are `uuid` on this transaction's database.
     pub(super) fn id_types(&self) -> IdTypes {
-        match self {
-            Tx::Sqlite(_) => IdTypes::TEXT,
-            Tx::Postgres(_, ids) => *ids,
+        match &self.conn {
+            Conn::Sqlite(_) => IdTypes::TEXT,
+            Conn::Postgres(_, ids) => *ids,
         }
     }
 
     /// Runs a statement; returns the number of rows it changed.
     pub(super) async fn execute(&mut self, sql: Sql) -> Result<u64, sqlx::Error> {
         let (text, args) = sql.into_parts()?;
-        Ok(match (self, args) {
-            (Tx::Sqlite(t), Args::Sqlite(a)) => sqlx::query_with(text, a)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            (Tx::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            _ => return Err(wrong_backend()),
+        let limit = self.limits.statement_timeout;
+        bounded(limit, "statement_timeout", async {
+            Ok(match (&mut self.conn, args) {
+                (Conn::Sqlite(t), Args::Sqlite(a)) => sqlx::query_with(text, a)
+                    .execute(&mut **t)
+                    .await?
+                    .rows_affected(),
+                (Conn::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
+                    .execute(&mut **t)
+                    .await?
+                    .rows_affected(),
+                _ => return Err(wrong_backend()),
+            })
         })
+        .await
     }
 
     /// Runs a statement and reads each row it returns with `read`, as the rows arrive.
@@ -421,23 +425,27 @@ impl Tx {
         mut read: impl FnMut(Row<'_>) -> Result<T, sqlx::Error>,
     ) -> Result<Vec<T>, sqlx::Error> {
         let (text, args) = sql.into_parts()?;
-        let mut out = Vec::new();
-        match (self, args) {
-            (Tx::Sqlite(t), Args::Sqlite(a)) => {
-                let mut rows = sqlx::query_with(text, a).fetch(&mut **t);
-                while let Some(r) = rows.try_next().await? {
-                    out.push(read(Row::Sqlite(&r))?);
+        let limit = self.limits.statement_timeout;
+        bounded(limit, "statement_timeout", async {
+            let mut out = Vec::new();
+            match (&mut self.conn, args) {
+                (Conn::Sqlite(t), Args::Sqlite(a)) => {
+                    let mut rows = sqlx::query_with(text, a).fetch(&mut **t);
+                    while let Some(r) = rows.try_next().await? {
+                        out.push(read(Row::Sqlite(&r))?);
+                    }
                 }
-            }
-            (Tx::Postgres(t, _), Args::Postgres(a)) => {
-                let mut rows = sqlx::query_with(text, a).fetch(&mut **t);
-                while let Some(r) = rows.try_next().await? {
-                    out.push(read(Row::Postgres(&r))?);
+                (Conn::Postgres(t, _), Args::Postgres(a)) => {
+                    let mut rows = sqlx::query_with(text, a).fetch(&mut **t);
+                    while let Some(r) = rows.try_next().await? {
+                        out.push(read(Row::Postgres(&r))?);
+                    }
                 }
+                _ => return Err(wrong_backend()),
             }
-            _ => return Err(wrong_backend()),
-        }
-        Ok(out)
+            Ok(out)
+        })
+        .await
     }
 
     /// Runs a statement and reads its first row with `read`, if it returned one.
@@ -447,21 +455,25 @@ impl Tx {
         read: impl FnOnce(Row<'_>) -> Result<T, sqlx::Error>,
     ) -> Result<Option<T>, sqlx::Error> {
         let (text, args) = sql.into_parts()?;
-        match (self, args) {
-            (Tx::Sqlite(t), Args::Sqlite(a)) => sqlx::query_with(text, a)
-                .fetch_optional(&mut **t)
-                .await?
-                .as_ref()
-                .map(|r| read(Row::Sqlite(r)))
-                .transpose(),
-            (Tx::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
-                .fetch_optional(&mut **t)
-                .await?
-                .as_ref()
-                .map(|r| read(Row::Postgres(r)))
-                .transpose(),
-            _ => Err(wrong_backend()),
-        }
+        let limit = self.limits.statement_timeout;
+        bounded(limit, "statement_timeout", async {
+            match (&mut self.conn, args) {
+                (Conn::Sqlite(t), Args::Sqlite(a)) => sqlx::query_with(text, a)
+                    .fetch_optional(&mut **t)
+                    .await?
+                    .as_ref()
+                    .map(|r| read(Row::Sqlite(r)))
+                    .transpose(),
+                (Conn::Postgres(t, _), Args::Postgres(a)) => sqlx::query_with(text, a)
+                    .fetch_optional(&mut **t)
+                    .await?
+                    .as_ref()
+                    .map(|r| read(Row::Postgres(r)))
+                    .transpose(),
+                _ => Err(wrong_backend()),
+            }
+        })
+        .await
     }
 
     /// Runs a statement and reads its first row with `read`; no row is

@@ -170,29 +170,46 @@ impl Tx {
         Ok(out)
     }
 
-    /// (status, attempt_id) of each of `ids` now.
-    pub async fn payment_states(
-        &mut self,
-        ids: &[String],
-    ) -> Result<HashMap<String, (String, Option<String>)>> {
+    /// (status, attempt_id, provider_payment_id) of each of `ids` now.
+    pub async fn payment_states(&mut self, ids: &[String]) -> Result<HashMap<String, PaymentNow>> {
         let mut out = HashMap::new();
         for chunk in ids.chunks(self.batch()) {
             let mut q = self.sql("SELECT ");
             q.push_id_text(IdColumn::PaymentId, "payment_id")
                 .push(", status, ")
                 .push_id_text(IdColumn::PaymentAttemptId, "attempt_id")
-                .push(" FROM payments WHERE payment_id IN (");
+                .push(", provider_payment_id FROM payments WHERE payment_id IN (");
             let mut sep = q.separated(", ");
             for id in chunk {
                 sep.push_id(IdColumn::PaymentId, id.as_str());
             }
             q.push(")");
             let rows = self
-                .fetch_all(q, |r| Ok((r.text(0)?, (r.text(1)?, r.opt_text(2)?))))
+                .fetch_all(q, |r| {
+                    Ok((
+                        r.text(0)?,
+                        PaymentNow {
+                            status: r.text(1)?,
+                            attempt_id: r.opt_text(2)?,
+                            provider_payment_id: r.opt_text(3)?,
+                        },
+                    ))
+                })
                 .await
                 .map_err(db_err("reading payments"))?;
             out.extend(rows);
         }
         Ok(out)
     }
+}
+
+/// A payment's row as the ledger has it now ([`Tx::payment_states`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaymentNow {
+    /// Its status.
+    pub status: String,
+    /// Its current attempt.
+    pub attempt_id: Option<String>,
+    /// The provider's id recorded for it.
+    pub provider_payment_id: Option<String>,
 }

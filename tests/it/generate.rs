@@ -1110,7 +1110,11 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
         .filter(|ps| {
             let [a, b] = ps[..] else { return false };
             let (a, b) = (a["payment_id"].as_str(), b["payment_id"].as_str());
-            let (named, unnamed) = if txn_of[a].contains(';') { (a, b) } else { (b, a) };
+            let (named, unnamed) = if txn_of[a].contains(';') {
+                (a, b)
+            } else {
+                (b, a)
+            };
             let txns: Vec<&str> = txn_of[named].split(';').collect();
             let names = |t: &str, id: &str| norm(&line_of[t]["reference"]) == norm(id);
             outcome[a] == "AMBIGUOUS"

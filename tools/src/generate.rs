@@ -602,8 +602,8 @@ pub fn plan(n: usize, exceptions_per_10k: u32, busy: bool) -> Vec<Kind> {
         let plain = n - planned;
         let lost = share(n, LOST_TWINS_PER_10K).min(plain.saturating_sub(1) / 2);
         kinds[planned..planned + lost].fill(Kind::LostTwin);
-        let unnamed = share(n, UNNAMED_TWINS_PER_10K)
-            .min((plain.saturating_sub(1) / 2).saturating_sub(lost));
+        let unnamed =
+            share(n, UNNAMED_TWINS_PER_10K).min((plain.saturating_sub(1) / 2).saturating_sub(lost));
         kinds[planned + lost..planned + lost + unnamed].fill(Kind::UnnamedTwin);
     }
     kinds
@@ -1202,7 +1202,6 @@ impl Data {
                 Role::Shared => pays[partner].txn_b = txn,
                 _ => {}
             }
-
         }
         let mut next_txn = lines.len() as u32 + 1;
         for pay in pays.iter_mut().filter(|p| p.phantom != 0) {

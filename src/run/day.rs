@@ -124,6 +124,10 @@ async fn plan_and_apply(
     } = stop::unless_stopped(stop::BEFORE_COMMIT, plan(job, opts, run_id, read)).await?;
     crate::fault::point("after_plan");
     stop::check(stop::BEFORE_COMMIT)?;
+    // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out),
+    // read before the output folder exists: a database that fails here leaves nothing behind.
+    let marks =
+        Arc::new(stop::unless_stopped(stop::BEFORE_COMMIT, crate::decisions::marks(db)).await?);
     let out_dir = parent.join(folder);
     let tmp_dir = parent.join(format!("{folder}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
@@ -149,8 +153,6 @@ async fn plan_and_apply(
             Ok(started.elapsed().as_millis() as u64)
         })
     });
-    // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out).
-    let marks = Arc::new(crate::decisions::marks(db).await?);
     // The reports (into the same folder, so they appear or not with the results) are written
     // at the same time. They show what the rows say; what the commit did (transitions
     // applied, tickets new) is in summary.json and the email.

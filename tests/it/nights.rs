@@ -249,6 +249,14 @@ struct Harness {
     n_runs: usize,
     /// What the checks covered, so a clean run says how much it exercised.
     stats: BTreeMap<&'static str, usize>,
+    /// Decision rows applied so far (part of a run's reproducibility key: a decision changes
+    /// what a re-run of the same inputs decides).
+    decisions_applied: usize,
+    /// Payments whose status a simulated reviewer decided (not recon's progress).
+    human_decided: BTreeSet<String>,
+    /// A decision file made on an earlier night and applied only after later runs: (the night
+    /// it was made, its path, case key → the fingerprint it was decided on).
+    held: Option<(u32, std::path::PathBuf, BTreeMap<String, String>)>,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -403,6 +411,9 @@ impl Harness {
             resolved: BTreeMap::new(),
             line_ticket: BTreeMap::new(),
             uids: BTreeMap::new(),
+            decisions_applied: 0,
+            human_decided: BTreeSet::new(),
+            held: None,
             notes: Vec::new(),
             read_before: BTreeSet::new(),
             violations: Vec::new(),
@@ -609,6 +620,9 @@ impl Harness {
         let mut key = String::new();
         for (rel, bytes) in self.world.hook_files(night) {
             let _ = write!(key, "{rel}={};", recon::sources::sha256_hex(&bytes));
+        }
+        if self.decisions_applied > 0 {
+            let _ = write!(key, "decisions:{};", self.decisions_applied);
         }
         let imported = self.imported_until.unwrap_or(i64::MIN);
         for p in &self.world.payments {
@@ -1719,6 +1733,197 @@ impl Harness {
         db.close().await;
     }
 
+    /// What a reviewer who knows the truth decides for an open case, as the Decide sheet
+    /// offers it: `confirm N` for the candidate whose line truly is its payment's payout,
+    /// `failed` / `succeeded` for a lone unresolved payment the truth settles, else `dismiss`
+    /// (None: left for later).
+    fn truth_decision(
+        &mut self,
+        c: &recon::store::cases::StoredCase,
+        line_of: &BTreeMap<String, usize>,
+    ) -> Option<String> {
+        let confirmable = matches!(c.kind.as_str(), "ambiguity" | "near miss");
+        if confirmable {
+            for cand in &c.candidates {
+                let (Some(&l), Some(&p)) = (
+                    line_of.get(&format!("{}:{}", cand.source, cand.line_id)),
+                    self.payment_by_id.get(&cand.payment_id),
+                ) else {
+                    continue;
+                };
+                if matches!(self.world.lines[l].role, LineRole::Payment { payment, .. } if payment == p)
+                {
+                    return Some(format!("confirm {}", cand.number));
+                }
+            }
+        }
+        let lone = matches!(c.kind.as_str(), "ambiguity" | "near miss" | "exception");
+        if let [cp] = &c.payments[..]
+            && lone
+            && matches!(cp.status.as_str(), "UNKNOWN" | "REVIEW")
+            && let Some(&p) = self.payment_by_id.get(&cp.payment_id)
+        {
+            match self.world.payments[p].fate {
+                Fate::Lost => return Some("failed".into()),
+                Fate::PaidOnce if c.candidates.is_empty() => return Some("succeeded".into()),
+                _ => {}
+            }
+        }
+        self.dice.chance(5_000).then(|| "dismiss".into())
+    }
+
+    /// Reviewers decide some open cases in the spreadsheet and apply the file (issue 32): the
+    /// decisions follow the truth, and what recon does with them is held to the same
+    /// invariants as its own work. A file is sometimes applied twice (nothing changes the
+    /// second time), and sometimes kept until after the next night's runs: a row whose case's
+    /// evidence changed since must then be refused.
+    async fn decide(&mut self, night: u32) {
+        let cfg = Config::load(&self.env.config_path).expect("the simulator's config loads");
+        let db = self.env.db().await;
+        if let Some((made, path, shown)) = self.held.take() {
+            let now: BTreeMap<String, String> = recon::decisions::queue::list(&db, false)
+                .await
+                .expect("cases")
+                .into_iter()
+                .map(|c| (c.key, c.fingerprint))
+                .collect();
+            let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, "carol")
+                .await
+                .expect("apply a held decision file");
+            for row in &res.rows {
+                let changed = now.get(&row.case) != shown.get(&row.case);
+                match row.status {
+                    recon::decisions::result::Status::Applied if changed => self.violation(
+                        night,
+                        "decisions",
+                        "a decision applied on evidence that changed (issue 32)",
+                        format!(
+                            "row {} of a file made on night {made}: {} {}: {}",
+                            row.row_no, row.case, row.decision, row.detail
+                        ),
+                    ),
+                    recon::decisions::result::Status::Applied => {
+                        self.decisions_applied += 1;
+                        *self
+                            .stats
+                            .entry("decisions applied a night late")
+                            .or_insert(0) += 1;
+                    }
+                    recon::decisions::result::Status::Refused => {
+                        *self
+                            .stats
+                            .entry("decisions refused a night late")
+                            .or_insert(0) += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let cases = recon::decisions::queue::list(&db, true)
+            .await
+            .expect("cases");
+        let line_of: BTreeMap<String, usize> =
+            self.uids.iter().map(|(&l, u)| (u.clone(), l)).collect();
+        let mut rows: Vec<(String, String, String)> = Vec::new();
+        for c in &cases {
+            if c.status != "OPEN" || !self.dice.chance(4_000) {
+                continue;
+            }
+            if let Some(d) = self.truth_decision(c, &line_of) {
+                let kind = match d.split(' ').next() {
+                    Some("confirm") => "decided: confirm N",
+                    Some("failed") => "decided: failed",
+                    Some("succeeded") => "decided: succeeded",
+                    _ => "decided: dismiss",
+                };
+                *self.stats.entry(kind).or_insert(0) += 1;
+                rows.push((c.key.clone(), c.fingerprint.clone(), d));
+            }
+        }
+        if rows.is_empty() {
+            db.close().await;
+            return;
+        }
+        let path = self
+            .env
+            .path(&format!("decide-{night:02}-{}.xlsx", self.n_runs));
+        write_decide_file(&path, &rows, night);
+        if self.dice.chance(2_500) {
+            let shown = rows
+                .iter()
+                .map(|(k, f, _)| (k.clone(), f.clone()))
+                .collect();
+            self.held = Some((night, path, shown));
+            db.close().await;
+            return;
+        }
+        let actor = if night % 2 == 0 { "alice" } else { "bob" };
+        let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, actor)
+            .await
+            .expect("apply a decision file");
+        let decided: BTreeMap<&str, &str> = rows
+            .iter()
+            .map(|(k, _, d)| (k.as_str(), d.as_str()))
+            .collect();
+        for row in &res.rows {
+            match row.status {
+                recon::decisions::result::Status::Applied => {
+                    self.decisions_applied += 1;
+                    *self.stats.entry("decisions applied").or_insert(0) += 1;
+                    if matches!(
+                        decided.get(row.case.as_str()),
+                        Some(&"failed" | &"succeeded")
+                    ) && let Some(c) = cases.iter().find(|c| c.key == row.case)
+                    {
+                        for p in &c.payments {
+                            self.human_decided.insert(p.payment_id.clone());
+                        }
+                    }
+                }
+                // Decided on the cases as they are now, by one reviewer, without approvals:
+                // every row applies.
+                _ => self.violation(
+                    night,
+                    "decisions",
+                    "a current decision not applied (issue 32)",
+                    format!(
+                        "row {} {} {}: {} {}",
+                        row.row_no,
+                        row.case,
+                        row.decision,
+                        row.status.as_str(),
+                        row.detail
+                    ),
+                ),
+            }
+        }
+        if self.dice.chance(2_000) {
+            let before = self.history().await.len();
+            let again = recon::decisions::apply_file(&db, &cfg.decisions, &path, actor)
+                .await
+                .expect("apply a decision file again");
+            let after = self.history().await.len();
+            *self
+                .stats
+                .entry("decision files applied twice")
+                .or_insert(0) += 1;
+            let moved = again
+                .rows
+                .iter()
+                .filter(|r| r.status != recon::decisions::result::Status::Unchanged)
+                .count();
+            if moved > 0 || after != before {
+                self.violation(
+                    night,
+                    "decisions",
+                    "the same decision file applied twice changed something (issue 32)",
+                    format!("{moved} row(s) not unchanged, history rows {before} → {after}"),
+                );
+            }
+        }
+        db.close().await;
+    }
+
     /// Plays every night.
     async fn play(&mut self) {
         let nights = self.world.opts.nights();
@@ -1730,6 +1935,7 @@ impl Harness {
             let day = n as i64;
             self.run(n, "nightly", day, day, as_of, false).await;
             self.humans(n).await;
+            self.decide(n).await;
             // Extra runs, as operators do them.
             let x = self.dice.below(100);
             if x < 30 {
@@ -1821,6 +2027,10 @@ impl Harness {
         let mut missed = Vec::new();
         for (i, p) in self.world.payments.iter().enumerate() {
             let Some(c) = p.current_start() else { continue };
+            if self.human_decided.contains(&p.id) {
+                // A reviewer decided it: no progress of recon's to expect.
+                continue;
+            }
             let lonely = keys[&(p.recipient.as_str(), p.currency, p.amount_minor)] == 1
                 && p.twin_of.is_none()
                 && !twinned.contains(&i);
@@ -1937,6 +2147,34 @@ impl<T> TapSort<T> for Vec<T> {
 }
 
 /// Parses results.csv into rows with their line keys.
+/// A Decide sheet as a reviewer returns it: the report's columns, a decision, a note and the
+/// hidden check cell of each case decided (what a spreadsheet program saves).
+fn write_decide_file(path: &std::path::Path, rows: &[(String, String, String)], night: u32) {
+    use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
+    let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
+    let mut wb = rust_xlsxwriter::Workbook::new();
+    let ws = wb.add_worksheet();
+    ws.set_name(DECIDE_SHEET).expect("sheet name");
+    for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
+        ws.write_string(0, c as u16, *h).expect("header");
+    }
+    for (r, (key, fingerprint, decision)) in rows.iter().enumerate() {
+        let r = r as u32 + 1;
+        ws.write_string(r, col("case"), key).expect("case");
+        ws.write_string(r, col("decision"), decision)
+            .expect("decision");
+        ws.write_string(
+            r,
+            col("note"),
+            format!("checked with the provider on night {night}"),
+        )
+        .expect("note");
+        ws.write_string(r, col("check"), format!("{key} {fingerprint}"))
+            .expect("check");
+    }
+    wb.save(path).expect("save the decision file");
+}
+
 fn parse_results(bytes: &[u8], _start: chrono::NaiveDate) -> Vec<Row> {
     let mut rdr = csv::Reader::from_reader(bytes);
     let header: Vec<String> = rdr

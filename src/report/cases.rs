@@ -571,7 +571,7 @@ fn why(kind: CaseKind, rows: &[&Item], n_payments: usize, n_lines: usize) -> Str
             let payment = rows.iter().find(|r| r.payment_id.is_some());
             match payment {
                 Some(p) => format!(
-                    "Payment {} ({}) is unresolved and {} ({}) is in its window: is it this \
+                    "Payment {} ({}) is unresolved and {} ({}) {} in its window: is {} this \
                      payment's money (fee netted, converted)?",
                     p.payment_id
                         .as_ref()
@@ -587,6 +587,12 @@ fn why(kind: CaseKind, rows: &[&Item], n_payments: usize, n_lines: usize) -> Str
                         .map(|l| money_text(l.amount))
                         .collect::<Vec<_>>()
                         .join(", "),
+                    if p.lines.len() == 1 { "is" } else { "are" },
+                    if p.lines.len() == 1 {
+                        "it"
+                    } else {
+                        "one of them"
+                    },
                 ),
                 None => sentence(&lead.detail),
             }
@@ -674,7 +680,7 @@ pub struct SeverityTotal {
 
 /// Cases and money at risk per severity, most severe first (severities without a case left
 /// out).
-pub fn by_severity(cases: &[Case]) -> Vec<SeverityTotal> {
+pub fn by_severity<'a>(cases: impl IntoIterator<Item = &'a Case>) -> Vec<SeverityTotal> {
     let mut out: BTreeMap<Severity, SeverityTotal> = BTreeMap::new();
     for c in cases {
         let t = out.entry(c.severity).or_insert_with(|| SeverityTotal {

@@ -35,7 +35,7 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
             "CRITICAL {unreadable} unreadable file(s), {}",
             html::email_title(view)
         )
-    } else if view.cases.is_empty() {
+    } else if view.listed_cases().is_empty() {
         "nothing to review".to_string()
     } else {
         html::email_title(view)
@@ -84,7 +84,8 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         }
         out.push('\n');
     }
-    if view.cases.is_empty() {
+    let listed = view.listed_cases();
+    if listed.is_empty() {
         if s.unreadable_inputs.is_empty() {
             out.push_str(
                 "Nothing to review: no money at risk and no match to decide in this run.\n",
@@ -92,7 +93,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         }
     } else {
         out.push_str("Money at risk:\n");
-        for t in cases::by_severity(&view.cases) {
+        for t in cases::by_severity(listed.iter().copied()) {
             let _ = writeln!(
                 out,
                 "  {:<8}  {:>3} case{}  {}",
@@ -112,7 +113,10 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
             if s.warnings.len() == 1 { "" } else { "s" }
         );
     }
-    let n = view.cases.len();
+    if let Some(settled) = html::settled_text(view) {
+        let _ = writeln!(out, "{settled}");
+    }
+    let n = listed.len();
     if n > 0 {
         out.push('\n');
         if n > html::EMAIL_CASES {
@@ -120,7 +124,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         } else {
             out.push_str("Most severe first:\n");
         }
-        for (k, c) in view.cases.iter().take(html::EMAIL_CASES).enumerate() {
+        for (k, c) in listed.iter().take(html::EMAIL_CASES).enumerate() {
             out.push('\n');
             let _ = writeln!(
                 out,

@@ -363,12 +363,12 @@ const EMAIL_FONT: &str = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,s
 
 /// The email's title line: how many cases wait for a decision.
 pub fn email_title(view: &ReportView) -> String {
-    let n = view.cases.len();
+    let listed = view.listed_cases();
+    let n = listed.len();
     if n == 0 {
         return "Nothing to decide".into();
     }
-    let critical = view
-        .cases
+    let critical = listed
         .iter()
         .filter(|c| c.severity == Severity::Critical)
         .count();
@@ -377,6 +377,20 @@ pub fn email_title(view: &ReportView) -> String {
         let _ = write!(t, ", {critical} critical");
     }
     t
+}
+
+/// `2 cases dismissed or decided by reviewers on the same evidence are not listed (report.xlsx,
+/// sheet Cases).`, when there are such cases.
+pub fn settled_text(view: &ReportView) -> Option<String> {
+    match view.settled_cases() {
+        0 => None,
+        n => Some(format!(
+            "{n} case{} dismissed or decided by reviewers on the same evidence {} not listed \
+             (report.xlsx, sheet Cases).",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" }
+        )),
+    }
 }
 
 /// The line above the title: `recon · 2026-11-27 · run r1`.
@@ -484,7 +498,8 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
     let h2 = "margin:18px 0 8px;font-size:16px;border-bottom:1px solid #ddd;padding-bottom:3px";
     let cell = "padding:2px 0;vertical-align:top";
     unreadable(&mut out, view);
-    if view.cases.is_empty() {
+    let listed = view.listed_cases();
+    if listed.is_empty() {
         if view.summary.unreadable_inputs.is_empty() {
             out.push_str("<p style=\"background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;margin:0 0 8px;font-weight:600\">Nothing to review: no money at risk and no match to decide in this run.</p>\n");
         }
@@ -494,7 +509,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
             out,
             "<tr><td colspan=\"3\" style=\"{cell};color:#555\">Money at risk</td></tr>"
         );
-        for t in cases::by_severity(&view.cases) {
+        for t in cases::by_severity(listed.iter().copied()) {
             let _ = writeln!(
                 out,
                 "<tr><td style=\"{cell};font-weight:700;color:{}\">{}</td><td style=\"{cell};padding-left:16px;text-align:right;white-space:nowrap\">{} case{}</td><td style=\"{cell};padding-left:16px;text-align:right;font-weight:700\">{}</td></tr>",
@@ -528,7 +543,14 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
             }
         );
     }
-    let n = view.cases.len();
+    if let Some(settled) = settled_text(view) {
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:0 0 4px;font-size:14px;color:#555\">{}</p>",
+            escape(&settled)
+        );
+    }
+    let n = listed.len();
     if n > 0 {
         let _ = writeln!(
             out,
@@ -539,7 +561,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
                 "Most severe first".to_string()
             }
         );
-        for (k, c) in view.cases.iter().take(EMAIL_CASES).enumerate() {
+        for (k, c) in listed.iter().take(EMAIL_CASES).enumerate() {
             case_block(&mut out, k + 1, c);
         }
         if n > EMAIL_CASES {

@@ -286,6 +286,24 @@ pub struct ReportView {
 }
 
 impl ReportView {
+    /// The cases the email lists: every case but those reviewers settled (dismissed or
+    /// decided) on the evidence they still have, most severe first. A settled case whose
+    /// evidence changes is listed again (it has another fingerprint).
+    pub fn listed_cases(&self) -> Vec<&cases::Case> {
+        self.cases
+            .iter()
+            .filter(|c| !self.marks.is_settled(c))
+            .collect()
+    }
+
+    /// How many cases reviewers settled on the evidence they still have (not in the email).
+    pub fn settled_cases(&self) -> usize {
+        self.cases
+            .iter()
+            .filter(|c| self.marks.is_settled(c))
+            .count()
+    }
+
     /// Builds the view of a run's rows; `totals` are their counts and sums by outcome
     /// ([`crate::outputs::summary::outcome_totals`]). `as_of` is the run's cut-off (ages are
     /// measured to it).

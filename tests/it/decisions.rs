@@ -36,7 +36,7 @@ async fn job(b: Backend) -> TestEnv {
     let env = TestEnv::on(
         b,
         Settings {
-            extra: "approvals = 2\n".into(),
+            extra: format!("approvals = 2\n{}", crate::report::file_email()),
             ..Settings::default()
         },
     )
@@ -371,6 +371,22 @@ async fn round_trip(b: Backend) {
     db.close().await;
     assert_eq!(c9.status, "DISMISSED");
     assert_eq!(c9.last_seen_run_id, "r3");
+    // The email lists what waits for a decision: the dismissed case is counted, not listed.
+    let eml = std::fs::read_to_string(r3.out_dir.join("email.eml")).expect("email.eml");
+    let (_, parts) = crate::report::parse_message(&eml);
+    let text = parts
+        .iter()
+        .find(|p| p.header("content-type").starts_with("text/plain"))
+        .map(|p| String::from_utf8_lossy(&p.body).into_owned())
+        .expect("text part");
+    assert!(
+        text.contains(
+            "1 case dismissed or decided by reviewers on the same evidence is not listed"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("4 cases to decide"), "{text}");
+    assert!(!text.contains("L-9"), "{text}");
     assert_eq!(l9_ticket, env
         .texts("SELECT status || ' ' || coalesce(resolved_by, '') FROM review_tickets WHERE line_ids = 'psp:L-9'")
         .await);

@@ -236,7 +236,7 @@ impl Drop for SmtpServer {
 #[derive(Debug)]
 pub(crate) struct Part {
     headers: BTreeMap<String, String>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Part {

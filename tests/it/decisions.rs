@@ -372,13 +372,7 @@ async fn round_trip(b: Backend) {
     assert_eq!(c9.status, "DISMISSED");
     assert_eq!(c9.last_seen_run_id, "r3");
     // The email lists what waits for a decision: the dismissed case is counted, not listed.
-    let eml = std::fs::read_to_string(r3.out_dir.join("email.eml")).expect("email.eml");
-    let (_, parts) = crate::report::parse_message(&eml);
-    let text = parts
-        .iter()
-        .find(|p| p.header("content-type").starts_with("text/plain"))
-        .map(|p| String::from_utf8_lossy(&p.body).into_owned())
-        .expect("text part");
+    let text = crate::report::email_body(&r3.out_dir, "text/plain");
     assert!(
         text.contains(
             "1 case dismissed or decided by reviewers on the same evidence is not listed"

@@ -2,7 +2,7 @@
 //! or hostile input, secrets in odd places. One test per cell; cells already covered
 //! elsewhere are listed in docs/operations.md ("Fault matrix") with the module that tests them.
 
-use crate::report::{file_email, hostile_env, parse_message, run_bin, smtp_email};
+use crate::report::{file_email, hostile_env, run_bin, smtp_email};
 use crate::support::{Backend, PAYMENTS_HEADER, Settings, TestEnv, read_columns};
 use calamine::{Data, Reader, Xlsx, open_workbook};
 use recon::report::outbox::{self, AlertStatus};
@@ -384,15 +384,7 @@ async fn invisible_characters_show_escaped_in_results_reports_and_the_email() {
     let html = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
     assert!(!raw(&html));
     assert!(html.contains("L-&lt;U+202E&gt;1gnp.exe"));
-    let eml = std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml");
-    let (_, parts) = parse_message(&eml);
-    let body = |mime: &str| {
-        parts
-            .iter()
-            .find(|p| p.header("content-type").starts_with(mime))
-            .unwrap_or_else(|| panic!("no {mime} part"))
-            .text()
-    };
+    let body = |mime: &str| crate::report::email_body(&report.out_dir, mime);
     let (text, html) = (body("text/plain"), body("text/html"));
     assert!(!raw(&text) && !raw(&html), "{text}");
     assert!(text.contains("L-<U+202E>1gnp.exe"), "{text}");
@@ -477,15 +469,7 @@ async fn every_invisible_character_shows_escaped_in_every_output() {
     );
     let page = std::fs::read_to_string(report.out_dir.join("report.html")).expect("html");
     check("report.html", &page, &html);
-    let eml = std::fs::read_to_string(report.out_dir.join("email.eml")).expect("eml");
-    let (_, parts) = parse_message(&eml);
-    let body = |mime: &str| {
-        parts
-            .iter()
-            .find(|p| p.header("content-type").starts_with(mime))
-            .unwrap_or_else(|| panic!("no {mime} part"))
-            .text()
-    };
+    let body = |mime: &str| crate::report::email_body(&report.out_dir, mime);
     check("the email's text part", &body("text/plain"), &plain);
     check("the email's HTML part", &body("text/html"), &html);
 

@@ -1857,7 +1857,11 @@ impl Harness {
             db.close().await;
             return;
         }
-        let actor = if night.is_multiple_of(2) { "alice" } else { "bob" };
+        let actor = if night.is_multiple_of(2) {
+            "alice"
+        } else {
+            "bob"
+        };
         let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, actor)
             .await
             .expect("apply a decision file");

@@ -236,7 +236,7 @@ impl Drop for SmtpServer {
 #[derive(Debug)]
 pub(crate) struct Part {
     headers: BTreeMap<String, String>,
-    pub(crate) body: Vec<u8>,
+    body: Vec<u8>,
 }
 
 impl Part {
@@ -246,6 +246,18 @@ impl Part {
     pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("utf-8 body")
     }
+}
+
+/// The decoded body of the part of type `mime` (`text/plain`, `text/html`) of the email a run
+/// wrote into `out_dir` (the file transport's `email.eml`).
+pub(crate) fn email_body(out_dir: &std::path::Path, mime: &str) -> String {
+    let eml = std::fs::read_to_string(out_dir.join("email.eml")).expect("email.eml");
+    let (_, parts) = parse_message(&eml);
+    parts
+        .iter()
+        .find(|p| p.header("content-type").starts_with(mime))
+        .unwrap_or_else(|| panic!("no {mime} part"))
+        .text()
 }
 
 fn split_headers(raw: &str) -> (BTreeMap<String, String>, &str) {

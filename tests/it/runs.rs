@@ -26,23 +26,11 @@ async fn count(env: &TestEnv, sql: &'static str) -> i64 {
     n
 }
 
-/// A small ledger with one of each state change and one ticket.
+/// A small ledger with one of each state change and one ticket (the scenario of the signal
+/// tests).
 async fn mixed_env() -> TestEnv {
     let env = TestEnv::new();
-    env.import(
-        &format!(
-            "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\
-             P-2,{IBAN},20.00,EUR,UNKNOWN,2026-11-10T10:00:00Z,2026-11-10T10:00:00Z,A-2,\n\
-             P-3,{IBAN},30.00,EUR,SUCCEEDED,2026-11-10T11:00:00Z,2026-11-10T11:00:00Z,A-3,\n"
-        ),
-        "A-1,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
-         A-2,P-2,2026-11-10T10:00:00Z,,UNKNOWN,,timeout\n\
-         A-3,P-3,2026-11-10T11:00:00Z,2026-11-10T11:00:01Z,SUCCEEDED,,\n",
-    )
-    .await;
-    env.statement(&format!(
-        "L-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:30:00Z,PAYMENT\n"
-    ));
+    crate::signals::scenario(&env).await;
     env
 }
 

@@ -17,7 +17,7 @@ const IBAN: &str = "DE89370400440532013000";
 /// Two UNKNOWN payments recon resolves (one SUCCEEDED by a line, one FAILED: no line in a
 /// complete window) and a SUCCEEDED one with no line (a ticket): a run that reaches its commit
 /// has transitions, history rows and tickets to commit.
-async fn scenario(env: &TestEnv) {
+pub(crate) async fn scenario(env: &TestEnv) {
     env.import(
         &format!(
             "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n\

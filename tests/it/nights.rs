@@ -257,6 +257,11 @@ struct Harness {
     /// A decision file made on an earlier night and applied only after later runs: (the night
     /// it was made, its path, case key → the fingerprint it was decided on).
     held: Option<(u32, std::path::PathBuf, BTreeMap<String, String>)>,
+    /// Case key → the (world line, payment id) its pending `confirm N` names, until applied.
+    confirming: BTreeMap<String, (usize, String)>,
+    /// (world line, payment id) pairs a reviewer confirmed: the line names the payment from
+    /// then on, as an identifier would.
+    confirmed: BTreeSet<(usize, String)>,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -414,6 +419,8 @@ impl Harness {
             decisions_applied: 0,
             human_decided: BTreeSet::new(),
             held: None,
+            confirming: BTreeMap::new(),
+            confirmed: BTreeSet::new(),
             notes: Vec::new(),
             read_before: BTreeSet::new(),
             violations: Vec::new(),
@@ -939,6 +946,9 @@ impl Harness {
     /// Whether line `l` names payment `id` by an identifier the ledger knows (its reference,
     /// or its provider id recorded on the payment or an attempt).
     fn names_payment(&self, l: usize, id: &str) -> bool {
+        if self.confirmed.contains(&(l, id.to_string())) {
+            return true;
+        }
         let line = &self.world.lines[l];
         if line.reference == id {
             return true;
@@ -1733,6 +1743,15 @@ impl Harness {
         db.close().await;
     }
 
+    /// A `confirm N` row applied: its line names its payment from now on.
+    fn confirm_applied(&mut self, case: &str, decision: &str) {
+        if let Some(pair) = self.confirming.remove(case)
+            && decision.starts_with("confirm")
+        {
+            self.confirmed.insert(pair);
+        }
+    }
+
     /// What a reviewer who knows the truth decides for an open case, as the Decide sheet
     /// offers it: `confirm N` for the candidate whose line truly is its payment's payout,
     /// `failed` / `succeeded` for a lone unresolved payment the truth settles, else `dismiss`
@@ -1753,6 +1772,19 @@ impl Harness {
                 };
                 if matches!(self.world.lines[l].role, LineRole::Payment { payment, .. } if payment == p)
                 {
+                    if std::env::var_os("RECON_SIM_DEBUG").is_some() {
+                        self.notes.push(format!(
+                            "confirm {} of case {}: {} ↔ {}:{} = world line #{l}; candidates {:?}",
+                            cand.number,
+                            c.key,
+                            cand.payment_id,
+                            cand.source,
+                            cand.line_id,
+                            c.candidates.iter().map(|c| &c.text).collect::<Vec<_>>()
+                        ));
+                    }
+                    self.confirming
+                        .insert(c.key.clone(), (l, cand.payment_id.clone()));
                     return Some(format!("confirm {}", cand.number));
                 }
             }
@@ -1780,13 +1812,22 @@ impl Harness {
     async fn decide(&mut self, night: u32) {
         let cfg = Config::load(&self.env.config_path).expect("the simulator's config loads");
         let db = self.env.db().await;
+        // Payments a late file's rows just decided: the cases the last run stored about them
+        // are out of date now (recon refuses a decision on a payment that moved).
+        let mut touched: BTreeSet<String> = BTreeSet::new();
         if let Some((made, path, shown)) = self.held.take() {
-            let now: BTreeMap<String, String> = recon::decisions::queue::list(&db, false)
+            let stored = recon::decisions::queue::list(&db, false)
                 .await
-                .expect("cases")
-                .into_iter()
-                .map(|c| (c.key, c.fingerprint))
+                .expect("cases");
+            let payments_of: BTreeMap<String, Vec<String>> = stored
+                .iter()
+                .map(|c| {
+                    let ids = c.payments.iter().map(|p| p.payment_id.clone()).collect();
+                    (c.key.clone(), ids)
+                })
                 .collect();
+            let now: BTreeMap<String, String> =
+                stored.into_iter().map(|c| (c.key, c.fingerprint)).collect();
             let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, "carol")
                 .await
                 .expect("apply a held decision file");
@@ -1808,6 +1849,8 @@ impl Harness {
                             .stats
                             .entry("decisions applied a night late")
                             .or_insert(0) += 1;
+                        self.confirm_applied(&row.case, &row.decision);
+                        touched.extend(payments_of.get(&row.case).into_iter().flatten().cloned());
                     }
                     recon::decisions::result::Status::Refused => {
                         *self
@@ -1826,7 +1869,10 @@ impl Harness {
             self.uids.iter().map(|(&l, u)| (u.clone(), l)).collect();
         let mut rows: Vec<(String, String, String)> = Vec::new();
         for c in &cases {
-            if c.status != "OPEN" || !self.dice.chance(4_000) {
+            if c.status != "OPEN"
+                || c.payments.iter().any(|p| touched.contains(&p.payment_id))
+                || !self.dice.chance(4_000)
+            {
                 continue;
             }
             if let Some(d) = self.truth_decision(c, &line_of) {
@@ -1874,6 +1920,7 @@ impl Harness {
                 recon::decisions::result::Status::Applied => {
                     self.decisions_applied += 1;
                     *self.stats.entry("decisions applied").or_insert(0) += 1;
+                    self.confirm_applied(&row.case, &row.decision);
                     if matches!(
                         decided.get(row.case.as_str()),
                         Some(&"failed" | &"succeeded")

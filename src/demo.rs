@@ -192,7 +192,8 @@ pub fn text(report: &RunReport, config: &Path) -> Result<String> {
     }
     let _ = writeln!(
         out,
-        "  recon tickets list --config {config} --open\n      the review queue this run filled"
+        "  recon cases list --config {config} --open\n      what this run left to decide, one case per decision (decide them in report.xlsx, \
+         sheet Decide, then `recon decisions apply --config {config} FILE.xlsx`)"
     );
     Ok(out)
 }

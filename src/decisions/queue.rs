@@ -38,20 +38,21 @@ pub fn render(cases: &[StoredCase]) -> String {
         s.push_str("no cases\n");
         return s;
     }
+    // One line a case: the fixed columns first, then what and whose, and why.
     let _ = writeln!(
         s,
-        "{:<18}  {:<8}  {:<9}  {:<28}  {:>16}  why",
-        "case", "severity", "status", "what", "at risk"
+        "{:<18}  {:<8}  {:<9}  {:>16}  what and whose — why",
+        "case", "severity", "status", "at risk"
     );
     for c in cases {
         let _ = writeln!(
             s,
-            "{:<18}  {:<8}  {:<9}  {:<28}  {:>16}  {}",
+            "{:<18}  {:<8}  {:<9}  {:>16}  {} — {}",
             c.key,
             c.severity,
             c.status,
-            c.what,
             c.at_risk,
+            text_safe(&c.what),
             text_safe(&c.why)
         );
     }

@@ -99,7 +99,8 @@ pub async fn record(
             severity: c.severity.as_str().to_string(),
             outcome: c.outcome.as_str().to_string(),
             fingerprint: c.fingerprint.clone(),
-            what: c.what(),
+            // What and whose, as the email says it: `AMBIGUOUS: payments P-1, P-2, line L-9`.
+            what: format!("{}: {}", c.what(), c.whose()),
             why: c.why.clone(),
             at_risk: c.amount_text(),
             payments: serde_json::to_string(&case_payments)?,

@@ -164,7 +164,7 @@ fn the_quick_start_demo_prints_payments_and_lines_apart_and_names_the_next_steps
     assert_eq!(
         commands[2],
         [
-            "tickets",
+            "cases",
             "list",
             "--config",
             "sample-data/recon.toml",
@@ -186,8 +186,20 @@ fn the_quick_start_demo_prints_payments_and_lines_apart_and_names_the_next_steps
     );
     let explained = ok(&recon(dir.path(), &commands[1]));
     assert!(explained.contains(&format!("line {line} ")), "{explained}");
+    // The queue of cases names what each is about: the ambiguous payment, the orphan line.
     let queue = ok(&recon(dir.path(), &commands[2]));
     assert!(queue.contains(payment), "{queue}");
+    assert!(
+        queue
+            .lines()
+            .any(|l| l.contains("ORPHAN_AT_PROVIDER: line PSP-0020") && l.contains("OPEN")),
+        "{queue}"
+    );
+    assert_eq!(
+        queue.lines().count(),
+        1 + 9,
+        "a header and the demo's 9 cases: {queue}"
+    );
 
     // The repository's sample is not what the demo writes into.
     assert!(

@@ -1865,11 +1865,20 @@ impl Harness {
         let cases = recon::decisions::queue::list(&db, true)
             .await
             .expect("cases");
+        let nightly = self
+            .runs
+            .iter()
+            .rev()
+            .find(|r| r.night == night && r.nightly)
+            .map(|r| r.run_id.clone());
         let line_of: BTreeMap<String, usize> =
             self.uids.iter().map(|(&l, u)| (u.clone(), l)).collect();
         let mut rows: Vec<(String, String, String)> = Vec::new();
         for c in &cases {
+            // The reviewer works the nightly run's spreadsheet: the cases that run stored (an
+            // older case still open is in `recon cases list`, not in tonight's Decide sheet).
             if c.status != "OPEN"
+                || Some(&c.last_seen_run_id) != nightly.as_ref()
                 || c.payments.iter().any(|p| touched.contains(&p.payment_id))
                 || !self.dice.chance(4_000)
             {

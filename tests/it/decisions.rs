@@ -396,6 +396,40 @@ async fn round_trip_through_openpyxl_on_postgres() {
     round_trip(Backend::Postgres).await;
 }
 
+/// A re-run of a period: its one report groups the days' rows into cases (a payment carried
+/// over to the last day with a line booked on the first is one case), and its Decide sheet is
+/// decided and applied like a night's.
+#[tokio::test]
+async fn the_decide_sheet_of_a_range_rerun_applies() {
+    let env = job(Backend::Sqlite).await;
+    env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let range = env
+        .try_run(DAY, "2026-11-12", "2026-11-20T00:00:00Z", false, "range")
+        .await
+        .expect("range run");
+    // P-2 is carried over to the range's last day, L-2 is booked on its first.
+    let last_day = read_columns(
+        &range.out_dir.join("2026-11-12/results.csv"),
+        &["outcome", "payment_id"],
+    );
+    assert!(
+        last_day
+            .iter()
+            .any(|r| r[0] == "AMBIGUOUS" && r[1] == "P-2"),
+        "{last_day:?}"
+    );
+    let report = copy_in(&env, &range.out_dir.join("report.xlsx"), "range.xlsx");
+    let decided = env.path("range-decided.xlsx");
+    fill(
+        &report,
+        &decided,
+        serde_json::json!([{"id": "P-2", "confirm": "P-3", "note": "bank confirms", "reviewer": "alice"}]),
+    );
+    let r = apply(&env, &decided, "alice").await;
+    assert_eq!(r.count(Status::Applied), 1, "{}", r.text(None));
+    assert_eq!(r.count(Status::Refused), 0, "{}", r.text(None));
+}
+
 /// The decisions inbox: the next run applies `<inbox>/<reviewer>/*.xlsx` as that reviewer
 /// before it reconciles and moves each file to `done/` with its result; a folder others can
 /// write to proves nothing, so its files stay where they are.

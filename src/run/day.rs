@@ -2,11 +2,10 @@
 //! written into `<folder>.tmp/` and renamed into place, the record marked COMPLETED.
 
 use super::plan::{Plan, plan};
-use super::range::{FinalOutcomes, final_outcomes};
 use super::stop;
 use super::{Job, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
-use crate::outcome::Action;
+use crate::outcome::{Action, Outcome};
 use crate::outputs::results;
 use crate::outputs::summary;
 use crate::report::outbox::Alert;
@@ -363,4 +362,34 @@ fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
 fn take<T>(slot: &mut Option<tokio::task::JoinHandle<T>>) -> Result<tokio::task::JoinHandle<T>> {
     slot.take()
         .ok_or_else(|| anyhow::anyhow!("a writer task was awaited twice (a bug)"))
+}
+
+/// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
+/// currency).
+pub(super) type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
+
+/// Each reported item's outcome, for a range's final counts.
+pub(super) fn final_outcomes(data: &RunData) -> FinalOutcomes {
+    let mut out = FinalOutcomes::new();
+    for row in &data.rows {
+        let (key, amount, currency) = match row.payment {
+            Some(pi) => {
+                let p = &data.payments[pi as usize];
+                (p.payment_id.to_string(), p.amount_minor, p.currency)
+            }
+            None => match row.lines.first() {
+                Some(&li) => {
+                    let l = &data.lines[li as usize];
+                    (
+                        format!("line:{}:{}", l.source(), l.uid()),
+                        l.amount_minor,
+                        l.currency,
+                    )
+                }
+                None => continue,
+            },
+        };
+        out.insert(key, (row.outcome, amount, currency));
+    }
+    out
 }

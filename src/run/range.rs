@@ -1,14 +1,14 @@
 //! A range run (`--from … --to …`): day by day, each day committed on its own, then one
 //! `summary.json`, one report and one alert for the whole range.
 
-use super::day::run_day;
+use super::day::{FinalOutcomes, run_day};
 use super::{Job, ReadInRange, RunReport};
 use crate::exit::{Failure, fail};
 use crate::outcome::Outcome;
 use crate::outputs::summary;
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
-use crate::run_data::{RunData, RunOptions};
+use crate::run_data::RunOptions;
 use crate::timeparse;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;
@@ -94,10 +94,6 @@ pub struct DaySummary {
     /// Outcome → count that day (non-zero only).
     pub outcomes: BTreeMap<String, usize>,
 }
-
-/// An item's outcome on one day: key (payment id or `line:<source>:<uid>`) → (outcome, amount,
-/// currency).
-pub(super) type FinalOutcomes = BTreeMap<String, (Outcome, i64, &'static str)>;
 
 /// A range runs day by day, exactly as the nightly runs would have (each day sees the
 /// follow-ups the previous day left), each day committed on its own, into
@@ -283,30 +279,4 @@ fn range_reports(dir: &std::path::Path, view: &ReportView, range: &RangeSummary)
     }
     out.flush().map_err(|e| err(&e))?;
     Ok(())
-}
-
-/// Each reported item's outcome, for a range's final counts.
-pub(super) fn final_outcomes(data: &RunData) -> FinalOutcomes {
-    let mut out = FinalOutcomes::new();
-    for row in &data.rows {
-        let (key, amount, currency) = match row.payment {
-            Some(pi) => {
-                let p = &data.payments[pi as usize];
-                (p.payment_id.to_string(), p.amount_minor, p.currency)
-            }
-            None => match row.lines.first() {
-                Some(&li) => {
-                    let l = &data.lines[li as usize];
-                    (
-                        format!("line:{}:{}", l.source(), l.uid()),
-                        l.amount_minor,
-                        l.currency,
-                    )
-                }
-                None => continue,
-            },
-        };
-        out.insert(key, (row.outcome, amount, currency));
-    }
-    out
 }

@@ -6,12 +6,20 @@
 //! start when it retries) counts only when that attempt has none: no attempt id, no attempt
 //! row, or a NULL start.
 //!
+//! Each payment also gets its earliest attempt's start ([`Payment::first_started_at`]: the
+//! earliest start among its attempts and its row): deciding that no line came needs the
+//! absence of evidence from there on, since an earlier attempt may have paid. It is exact for
+//! the payments whose status the absence of evidence can resolve (UNKNOWN, SUBMITTING, REVIEW:
+//! all their attempts are read by id); for the others it is the earliest among their row and
+//! the attempts started in the range. No per-payment list: one `Option` each.
+//!
 //! The cost at a million payments: one read of the attempts started in the load's range (an
 //! index range scan, or a plain scan when the range covers most of the table, as for the
 //! payments), then lookups by payment id (`IN (…)` of literals, which a `text` and a `uuid`
 //! column compare alike, on the attempts' index by payment) for the few payments whose current
-//! attempt started outside the range or has no row, and for the payments whose current
-//! attempt started in the range while their row's start is older.
+//! attempt started outside the range or has no row, for the unresolved ones (their earliest
+//! attempt), and for the payments whose current attempt started in the range while their
+//! row's start is older.
 
 use super::Payment;
 use super::load::{self, index};

@@ -107,7 +107,11 @@ pub(crate) async fn plan(
         .iter()
         .filter(|p| {
             let a = p.anchor();
-            a >= t0 - carry && a < t1 && p.has_earlier_attempt()
+            // A FAILED or PENDING payment is never resolved by the absence of a line.
+            a >= t0 - carry
+                && a < t1
+                && p.has_earlier_attempt()
+                && !matches!(p.status, Status::Failed | Status::Pending)
         })
         .filter_map(|p| p.absence_from())
         .min()

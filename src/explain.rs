@@ -267,6 +267,16 @@ fn clock_text(out: &mut String, p: &Payment, attempt_start: Option<timeparse::Mi
              staleness, the evidence horizon and every window are measured from it"
         ),
     };
+    if let (true, Some(first)) = (p.has_earlier_attempt(), p.first_started_at) {
+        let _ = writeln!(
+            out,
+            "absence of evidence: an earlier attempt started {}; a line is matched only inside \
+             the current attempt's window, but \"no line\" (RESOLVED_FAILED, MISSING_AT_PROVIDER) \
+             needs every source complete and no look-alike line from the earlier attempt's window \
+             on (near misses are looked for there too)",
+            timeparse::format_utc(first)
+        );
+    }
 }
 
 fn line_text(l: &StatementLine) -> String {

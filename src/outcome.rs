@@ -124,10 +124,12 @@ impl Context<'_> {
         })
     }
 
-    /// Whether no more evidence can arrive for a payment started at `start`: every source
-    /// covers its whole window, and the window closed at least the settlement lag ago.
-    fn window_closed(&self, start: Micros, window: (Micros, Micros)) -> bool {
-        let (a, b) = (start - window.0, start + window.1);
+    /// Whether no more evidence can arrive for a payment whose current attempt started at
+    /// `start` and whose earliest attempt started at `first`: every source covers its whole
+    /// span, from `before` the earliest attempt's start (an earlier attempt may have paid) to
+    /// `after` the current one's, and that closed at least the settlement lag ago.
+    fn window_closed(&self, first: Micros, start: Micros, window: (Micros, Micros)) -> bool {
+        let (a, b) = (first.min(start) - window.0, start + window.1);
         !self.coverage.is_empty()
             && b + self.settlement_lag <= self.as_of
             && self.coverage.iter().all(|c| covers(c, a, b))
@@ -1045,16 +1047,27 @@ fn classify_payment(
             sorted_lines(lines, near.to_vec()),
             &names.near_miss,
             Action::Ticket,
-            if near.iter().all(|&l| lines[l as usize].recipient.is_empty()) {
+            if let (true, Some(s)) = (p.has_earlier_attempt(), p.started_at)
+                && near
+                    .iter()
+                    .any(|&l| lines[l as usize].booked_to < s - names.window.0)
+            {
+                // Outside the current attempt's window, so not its match; but the money may
+                // have left with the earlier attempt, and a FAILED permits a retry that pays
+                // twice.
+                "a look-alike line is in an earlier attempt's window: the money may have left with that attempt".into()
+            } else if near.iter().all(|&l| lines[l as usize].recipient.is_empty()) {
                 "a line without a recipient, of this payment's currency and amount, is in the window: it may be this payment's money".into()
             } else {
                 "a line to the same recipient (another amount or currency: fee netted, converted?) is in the window".into()
             },
         );
     }
-    let closed = p
-        .started_at
-        .is_some_and(|s| ctx.window_closed(s, names.window));
+    // "No line" needs the absence of evidence over every attempt that could have paid.
+    let closed = match (p.started_at, p.absence_from()) {
+        (Some(s), Some(first)) => ctx.window_closed(first, s, names.window),
+        _ => false,
+    };
     match (p.status, closed) {
         (Status::Succeeded, true) => row(
             Outcome::MissingAtProvider,
@@ -1068,8 +1081,14 @@ fn classify_payment(
             vec![],
             none,
             Action::Transition(Status::Failed),
-            "no provider line; every source complete for the window and the settlement lag passed"
-                .into(),
+            if p.has_earlier_attempt() {
+                "no provider line; every source complete from the first attempt's window to the \
+                 current one's, and the settlement lag passed"
+                    .into()
+            } else {
+                "no provider line; every source complete for the window and the settlement lag passed"
+                    .into()
+            },
         ),
         _ => row(
             Outcome::AwaitingEvidence,

@@ -6,12 +6,20 @@
 //! start when it retries) counts only when that attempt has none: no attempt id, no attempt
 //! row, or a NULL start.
 //!
+//! Each payment also gets its earliest attempt's start ([`Payment::first_started_at`]: the
+//! earliest start among its attempts and its row): deciding that no line came needs the
+//! absence of evidence from there on, since an earlier attempt may have paid. It is exact for
+//! the payments whose status the absence of evidence can resolve (UNKNOWN, SUBMITTING, REVIEW:
+//! all their attempts are read by id); for the others it is the earliest among their row and
+//! the attempts started in the range. No per-payment list: one `Option` each.
+//!
 //! The cost at a million payments: one read of the attempts started in the load's range (an
 //! index range scan, or a plain scan when the range covers most of the table, as for the
 //! payments), then lookups by payment id (`IN (…)` of literals, which a `text` and a `uuid`
 //! column compare alike, on the attempts' index by payment) for the few payments whose current
-//! attempt started outside the range or has no row, and for the payments whose current
-//! attempt started in the range while their row's start is older.
+//! attempt started outside the range or has no row, for the unresolved ones (their earliest
+//! attempt), and for the payments whose current attempt started in the range while their
+//! row's start is older.
 
 use super::Payment;
 use super::load::{self, index};
@@ -231,6 +239,19 @@ impl Conn<'_> {
     }
 }
 
+/// Counts an attempt's start in `p`'s earliest attempt start ([`Payment::first_started_at`]).
+fn earliest(p: &mut Payment, start: Micros) {
+    p.first_started_at = Some(p.first_started_at.map_or(start, |f| f.min(start)));
+}
+
+/// Whether a payment in this status may be resolved by the absence of evidence (or is in
+/// REVIEW): its earliest attempt must be known exactly, whenever it started.
+fn absence_may_decide(p: &Payment) -> bool {
+    use super::Status::{Review, Submitting, Unknown};
+    matches!(p.current_status, Unknown | Submitting | Review)
+        || matches!(p.status, Unknown | Submitting | Review)
+}
+
 /// Whether `attempt` (an attempt row's id) is the attempt `p` names. Ids compare as the
 /// database prints them; a UUID also in the other case (a `uuid` column prints lower case, a
 /// `text` one keeps what was written).
@@ -261,19 +282,23 @@ pub(super) async fn current_starts(
         return Ok(());
     }
     let by_id = index(payments).into_index();
-    let mut starts: Vec<(u32, Micros)> = Vec::new();
+    // (payment, start, whether it is the current attempt's)
+    let mut starts: Vec<(u32, Micros, bool)> = Vec::new();
     conn.attempts(queries, Attempts::Of(&ids), |a| {
         if let Some(i) = by_id.get(a.payment_id, |i| payments[i as usize].payment_id.text())
-            && names(&payments[i as usize], a.attempt_id)
             && let Some(start) = a.start()?
         {
-            starts.push((i, start));
+            starts.push((i, start, names(&payments[i as usize], a.attempt_id)));
         }
         Ok(())
     })
     .await?;
-    for (i, start) in starts {
-        payments[i as usize].started_at = Some(start);
+    for (i, start, current) in starts {
+        let p = &mut payments[i as usize];
+        if current {
+            p.started_at = Some(start);
+        }
+        earliest(p, start);
     }
     Ok(())
 }
@@ -303,11 +328,15 @@ pub(super) async fn settle(
         match position(&payments, a.payment_id) {
             Some(i) => {
                 let p = &mut payments[i as usize];
-                if names(p, a.attempt_id) {
+                let current = names(p, a.attempt_id);
+                if current {
                     seen[i as usize] = true;
-                    if let Some(start) = a.start()? {
+                }
+                if let Some(start) = a.start()? {
+                    if current {
                         p.started_at = Some(start);
                     }
+                    earliest(p, start);
                 }
             }
             None => {
@@ -319,21 +348,24 @@ pub(super) async fn settle(
         Ok(())
     })
     .await?;
-    // Current attempts that did not start in the range (or have no row): looked up.
+    // Current attempts that did not start in the range (or have no row): looked up. So are
+    // all attempts of the payments the absence of evidence may resolve: an earlier attempt
+    // that started before the range could have paid (their earliest start must be exact).
     let unseen: Vec<String> = payments
         .iter()
         .zip(&seen)
-        .filter(|(p, seen)| !**seen && p.attempt_id.is_some())
+        .filter(|(p, seen)| p.attempt_id.is_some() && (!**seen || absence_may_decide(p)))
         .map(|(p, _)| p.payment_id.text().to_string())
         .collect();
     if !unseen.is_empty() {
         conn.attempts(queries, Attempts::Of(&unseen), |a| {
             if let Some(i) = position(&payments, a.payment_id) {
                 let p = &mut payments[i as usize];
-                if names(p, a.attempt_id)
-                    && let Some(start) = a.start()?
-                {
-                    p.started_at = Some(start);
+                if let Some(start) = a.start()? {
+                    if names(p, a.attempt_id) {
+                        p.started_at = Some(start);
+                    }
+                    earliest(p, start);
                 }
             }
             Ok(())
@@ -355,10 +387,11 @@ pub(super) async fn settle(
         conn.attempts(queries, Attempts::Of(&ids), |a| {
             if let Some(i) = by_id.get(a.payment_id, |i| added[i as usize].payment_id.text()) {
                 let q = &mut added[i as usize];
-                if names(q, a.attempt_id)
-                    && let Some(start) = a.start()?
-                {
-                    q.started_at = Some(start);
+                if let Some(start) = a.start()? {
+                    if names(q, a.attempt_id) {
+                        q.started_at = Some(start);
+                    }
+                    earliest(q, start);
                 }
             }
             Ok(())
@@ -448,6 +481,7 @@ mod tests {
             attempt_id: Some("A-2".into()),
             provider_payment_id: None,
             started_at: None,
+            first_started_at: None,
             created_at: 0,
             followup: None,
             recon: None,

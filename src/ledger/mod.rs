@@ -38,6 +38,12 @@ pub struct Payment {
     /// row's own start only when that attempt has none (DESIGN.md rule 11, see [`clock`]).
     /// None for a payment never sent.
     pub started_at: Option<Micros>,
+    /// The earliest start of any of the payment's attempts (its row's own start included when
+    /// it is earlier): the start of the first attempt that could have paid. Equal to
+    /// `started_at` for a payment with one attempt. Matching a line TO the payment keeps the
+    /// current attempt's window; deciding that no line came (RESOLVED_FAILED,
+    /// MISSING_AT_PROVIDER) needs the absence of evidence from here on (see [`clock`]).
+    pub first_started_at: Option<Micros>,
     /// When the payment was created.
     pub created_at: Micros,
     /// Follow-up bookkeeping: (opened_on, closed_on) as YYYY-MM-DD. Boxed: rare, and a
@@ -69,5 +75,20 @@ impl Payment {
     /// ([`Payment::started_at`]), or created_at if never sent.
     pub fn anchor(&self) -> Micros {
         self.started_at.unwrap_or(self.created_at)
+    }
+
+    /// The start the absence of evidence is measured from: the earliest attempt's start
+    /// ([`Payment::first_started_at`]), never later than the current one.
+    pub fn absence_from(&self) -> Option<Micros> {
+        match (self.first_started_at, self.started_at) {
+            (Some(f), Some(s)) => Some(f.min(s)),
+            (f, s) => s.or(f),
+        }
+    }
+
+    /// Whether an earlier attempt started before the current one: the absence of evidence is
+    /// then measured over a wider span than the current attempt's window.
+    pub fn has_earlier_attempt(&self) -> bool {
+        matches!((self.first_started_at, self.started_at), (Some(f), Some(s)) if f < s)
     }
 }

@@ -79,6 +79,11 @@ pub struct Criterion<'a> {
     amount: Option<AmountRule>,
     currency: Option<CurrencyRule>,
     booked: bool,
+    /// The window opens `before` the payment's EARLIEST attempt's start
+    /// ([`Payment::first_started_at`]) instead of its current one's: the near-miss gate, which
+    /// decides whether the absence of evidence may resolve a payment, looks at every attempt
+    /// that could have paid. It still closes `after` the current attempt's start.
+    from_first: bool,
 }
 
 /// The criteria of a fuzzy pass, the near-miss gate or return matching: those found by a
@@ -112,6 +117,7 @@ impl<'a> Criterion<'a> {
             amount: None,
             currency: None,
             booked: false,
+            from_first: false,
         };
         let mut seen = Vec::new();
         for cond in pairing.iter() {
@@ -132,6 +138,29 @@ impl<'a> Criterion<'a> {
         }
         c.pairing = pairing;
         c
+    }
+
+    /// The same criterion with its window opening `before` the payment's earliest attempt's
+    /// start (see [`Criterion::spans_earlier_attempts`]).
+    pub fn from_first_attempt(mut self) -> Criterion<'a> {
+        self.from_first = true;
+        self
+    }
+
+    /// Whether the window opens before the payment's earliest attempt's start
+    /// ([`Payment::first_started_at`]) rather than its current attempt's.
+    pub fn spans_earlier_attempts(&self) -> bool {
+        self.from_first
+    }
+
+    /// The instant the window is measured back from: the current attempt's start, or the
+    /// earliest attempt's for a criterion that spans earlier attempts. `None`: never sent.
+    pub fn window_opens_from(&self, p: &Payment) -> Option<Micros> {
+        if self.from_first {
+            p.absence_from()
+        } else {
+            p.started_at
+        }
     }
 
     /// The criterion of a pass (its kind's [`crate::rules::Criteria`]).
@@ -169,7 +198,8 @@ impl<'a> Criterion<'a> {
 
     /// The near-miss gate: the same recipient inside the evidence horizon, any amount, any
     /// currency (a provider that booked our payment in another currency is exactly the case
-    /// where a retry pays twice).
+    /// where a retry pays twice). The horizon opens before the payment's EARLIEST attempt's
+    /// start: an earlier attempt may have paid, so its lines block "no line → FAILED" too.
     pub fn near_miss(rules: &RuleSet) -> Criterion<'static> {
         let (before, after) = rules.evidence_window();
         Criterion::new(
@@ -184,6 +214,7 @@ impl<'a> Criterion<'a> {
             Cow::Borrowed(&[]),
             Accept::UniqueBothSides,
         )
+        .from_first_attempt()
     }
 
     /// Return matching: a return or reversal with the payment's recipient, currency and
@@ -261,7 +292,9 @@ impl<'a> Criterion<'a> {
             }
             Condition::Currency(r) => currency_ok(r, p, l),
             Condition::Amount(r) => amount_ok(r, p, l),
-            Condition::Booked { before, after } => window_ok((before, after), p, l),
+            Condition::Booked { before, after } => {
+                window_ok((before, after), self.window_opens_from(p), p, l)
+            }
         }
     }
 
@@ -286,7 +319,9 @@ impl<'a> Criterion<'a> {
             ),
             Condition::Currency(r) => currency_check(r, p, l),
             Condition::Amount(r) => amount_check(r, p, l),
-            Condition::Booked { before, after } => window_check((before, after), p, l),
+            Condition::Booked { before, after } => {
+                window_check((before, after), self.window_opens_from(p), p, l)
+            }
         }
     }
 
@@ -357,7 +392,9 @@ impl<'a> Criterion<'a> {
     /// The pairing as Polars join predicates over the frames
     /// [`super::frames::fuzzy_pairs`] builds: line columns `s_rcpt` (recipient key), `s_cur`,
     /// `s_amt` ([`Criterion::line_amount`]), `s_at`, `s_to` (booking interval) and payment
-    /// columns `p_rcpt`, `p_cur`, `p_amt`, `p_start`. Lines and payments are filtered by
+    /// columns `p_rcpt`, `p_cur`, `p_amt`, `p_start` (and `p_first`, the start the window
+    /// opens from, when it [spans earlier attempts](Criterion::spans_earlier_attempts)).
+    /// Lines and payments are filtered by
     /// [`Criterion::line_qualifies`], a non-empty recipient key and `started_at` before the
     /// join.
     pub fn predicates(&self) -> Vec<Expr> {
@@ -379,9 +416,15 @@ impl<'a> Criterion<'a> {
                     preds.push(col("s_amt").lt_eq(col("p_amt") + lit(t)));
                 }
                 Condition::Amount(AmountRule::Any) => {}
-                // Overlap of [s_at, s_to] with [p_start − before, p_start + after].
+                // Overlap of [s_at, s_to] with [p_start − before, p_start + after] (from
+                // p_first − before when the window spans earlier attempts).
                 Condition::Booked { before, after } => {
-                    preds.push(col("s_to").gt_eq(col("p_start") - lit(before)));
+                    let opens = if self.from_first {
+                        "p_first"
+                    } else {
+                        "p_start"
+                    };
+                    preds.push(col("s_to").gt_eq(col(opens) - lit(before)));
                     preds.push(col("s_at").lt_eq(col("p_start") + lit(after)));
                 }
             }
@@ -432,9 +475,18 @@ fn currency_ok(r: CurrencyRule, p: &Payment, l: &StatementLine) -> bool {
     r == CurrencyRule::Any || p.currency == l.currency
 }
 
-fn window_ok(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> bool {
-    p.started_at
-        .is_some_and(|s| l.booked_within(s - window.0, s + window.1))
+/// Whether `l` is booked in `[from − before, current start + after]` (`from`: the start the
+/// window opens from, [`Criterion::window_opens_from`]).
+fn window_ok(
+    window: (Micros, Micros),
+    from: Option<Micros>,
+    p: &Payment,
+    l: &StatementLine,
+) -> bool {
+    match (from, p.started_at) {
+        (Some(f), Some(s)) => l.booked_within(f - window.0, s + window.1),
+        _ => false,
+    }
 }
 
 fn currency_check(r: CurrencyRule, p: &Payment, l: &StatementLine) -> Check {
@@ -517,14 +569,19 @@ fn amount_check(r: AmountRule, p: &Payment, l: &StatementLine) -> Check {
     }
 }
 
-fn window_check(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> Check {
-    let Some(s) = p.started_at else {
+fn window_check(
+    window: (Micros, Micros),
+    from: Option<Micros>,
+    p: &Payment,
+    l: &StatementLine,
+) -> Check {
+    let (Some(f), Some(s)) = (from, p.started_at) else {
         return Check {
             ok: false,
             text: "the payment was never sent".into(),
         };
     };
-    let (a, b) = (s - window.0, s + window.1);
+    let (a, b) = (f - window.0, s + window.1);
     let range = format!(
         "{} .. {}",
         timeparse::format_utc(a),
@@ -534,8 +591,18 @@ fn window_check(window: (Micros, Micros), p: &Payment, l: &StatementLine) -> Che
         Some(d) => format!("booked on {d} (date only: the whole day)"),
         None => format!("booked {}", timeparse::format_utc(l.booked_at)),
     };
+    // The words of a window from the current attempt's start stay as they were (fingerprints
+    // of existing tickets); one that opens at an earlier attempt says so.
+    let range = if f < s {
+        format!(
+            "{range} (from its first attempt's start {})",
+            timeparse::format_utc(f)
+        )
+    } else {
+        range
+    };
     check(
-        window_ok(window, p, l),
+        window_ok(window, from, p, l),
         || format!("{booked} inside the window {range}"),
         || format!("{booked} outside the window {range}"),
     )
@@ -566,7 +633,8 @@ pub fn near_miss(rules: &RuleSet, p: &Payment, l: &StatementLine) -> Vec<Check> 
         ]),
         Cow::Borrowed(&[]),
         Accept::UniqueBothSides,
-    );
+    )
+    .from_first_attempt();
     let mut checks = blank.checks(p, l);
     checks[1] = Check {
         ok: true,

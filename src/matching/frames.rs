@@ -236,6 +236,8 @@ pub(super) fn fuzzy_pairs(
     let mut p_cur = Vec::new();
     let mut p_amt = Vec::new();
     let mut p_start = Vec::new();
+    let spans = fz.spans_earlier_attempts();
+    let mut p_first = Vec::new();
     // Without a window in the pairing, a payment never sent can pair too (its `p_start` is
     // then never compared).
     let no_start = (!fz.needs_start()).then_some(0);
@@ -246,6 +248,9 @@ pub(super) fn fuzzy_pairs(
             p_cur.push(p.currency);
             p_amt.push(p.amount_minor);
             p_start.push(start);
+            if spans {
+                p_first.push(p.absence_from().unwrap_or(start).min(start));
+            }
         }
     }
     if s_idx.is_empty() || p_idx.is_empty() {
@@ -263,17 +268,18 @@ pub(super) fn fuzzy_pairs(
         ],
     )?
     .lazy();
-    let ps = DataFrame::new(
-        p_idx.len(),
-        vec![
-            Column::new("p_idx".into(), p_idx),
-            Column::new("p_rcpt".into(), p_rcpt),
-            Column::new("p_cur".into(), p_cur),
-            Column::new("p_amt".into(), p_amt),
-            Column::new("p_start".into(), p_start),
-        ],
-    )?
-    .lazy();
+    let n_pay = p_idx.len();
+    let mut p_cols = vec![
+        Column::new("p_idx".into(), p_idx),
+        Column::new("p_rcpt".into(), p_rcpt),
+        Column::new("p_cur".into(), p_cur),
+        Column::new("p_amt".into(), p_amt),
+        Column::new("p_start".into(), p_start),
+    ];
+    if spans {
+        p_cols.push(Column::new("p_first".into(), p_first));
+    }
+    let ps = DataFrame::new(n_pay, p_cols)?.lazy();
     let df = ls
         .join_builder()
         .with(ps)

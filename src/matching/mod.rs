@@ -405,7 +405,8 @@ pub fn run<'a>(
 }
 
 /// Near misses of lines without a recipient: same currency and amount (as the ledger sees
-/// it), booked inside the payment's evidence horizon. Keyed by (currency, amount), so the
+/// it), booked inside the payment's evidence horizon (from `before` its EARLIEST attempt's
+/// start to `after` its current one's: an earlier attempt may have paid). Keyed by (currency, amount), so the
 /// cost is one lookup per free payment, never a pair loop.
 fn blank_recipient_near_misses(
     payments: &[Payment],
@@ -431,7 +432,8 @@ fn blank_recipient_near_misses(
     let (before, after) = fz.window;
     let mut out = Vec::new();
     for (pi, p) in payments.iter().enumerate() {
-        let (true, Some(start)) = (near_pay[pi], p.started_at) else {
+        let (true, Some(start), Some(first)) = (near_pay[pi], p.started_at, p.absence_from())
+        else {
             continue;
         };
         let Some(ls) = by_money.get(&(p.currency, p.amount_minor)) else {
@@ -439,7 +441,7 @@ fn blank_recipient_near_misses(
         };
         out.extend(
             ls.iter()
-                .filter(|&&li| lines[li as usize].booked_within(start - before, start + after))
+                .filter(|&&li| lines[li as usize].booked_within(first - before, start + after))
                 .map(|&line| Pair {
                     line,
                     payment: pi as u32,

@@ -34,6 +34,24 @@ impl Plan {
     }
 }
 
+/// Loads every configured source over `days` on a blocking thread: the loads and the time it
+/// took (ms).
+fn load_statements(
+    cfg: &crate::config::Config,
+    days: (chrono::NaiveDate, chrono::NaiveDate),
+    as_of: Micros,
+) -> tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>> {
+    let sources_cfg = cfg.sources.clone();
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let loads = sources_cfg
+            .iter()
+            .map(|src| sources::load(src, days, as_of))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((loads, started.elapsed().as_millis() as u64))
+    })
+}
+
 pub(crate) async fn plan(
     job: Job<'_>,
     opts: &RunOptions,
@@ -59,17 +77,7 @@ pub(crate) async fn plan(
     let started = Instant::now();
     let first_day = timeparse::local_date(t0 - carry - before - after, tz);
     let last_day = timeparse::local_date(t1 + after + before, tz);
-    let statements = {
-        let sources_cfg = cfg.sources.clone();
-        tokio::task::spawn_blocking(move || -> Result<(Vec<sources::SourceLoad>, u64)> {
-            let started = Instant::now();
-            let loads = sources_cfg
-                .iter()
-                .map(|src| sources::load(src, (first_day, last_day), as_of))
-                .collect::<Result<Vec<_>>>()?;
-            Ok((loads, started.elapsed().as_millis() as u64))
-        })
-    };
+    let statements = load_statements(cfg, (first_day, last_day), as_of);
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
@@ -88,8 +96,34 @@ pub(crate) async fn plan(
             ),
         )
         .await;
-    let (loads, statements_ms) = statements.await.context("statement loading task")??;
+    let (mut loads, mut statements_ms) = statements.await.context("statement loading task")??;
     let mut ledger = ledger?;
+    // "No line → FAILED / MISSING" needs the absence of evidence over every attempt that could
+    // have paid: a retried payment of the run's days whose first attempt started before the
+    // statements' range has those days loaded too (its lines are near misses, and every
+    // source must cover them before the absence decides anything).
+    let earliest_day = ledger
+        .payments
+        .iter()
+        .filter(|p| {
+            let a = p.anchor();
+            // A FAILED or PENDING payment is never resolved by the absence of a line.
+            a >= t0 - carry
+                && a < t1
+                && p.has_earlier_attempt()
+                && !matches!(p.status, Status::Failed | Status::Pending)
+        })
+        .filter_map(|p| p.absence_from())
+        .min()
+        .map(|first| timeparse::local_date(first - before, tz));
+    if let Some(day) = earliest_day.filter(|d| *d < first_day) {
+        let (more, ms) = load_statements(cfg, (day, last_day), as_of)
+            .await
+            .context("statement loading task (earlier attempts' windows)")??;
+        tracing::debug!(from = %day, "Statements loaded from a retried payment's first attempt.");
+        loads = more;
+        statements_ms += ms;
+    }
     let mut lines: Vec<StatementLine> = Vec::new();
     let mut coverage = Vec::new();
     let mut inputs = Vec::new();

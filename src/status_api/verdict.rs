@@ -507,6 +507,7 @@ mod tests {
             attempt_id: None,
             provider_payment_id: provider_id.map(Into::into),
             started_at: Some(0),
+            first_started_at: Some(0),
             created_at: 0,
             followup: None,
             recon: None,

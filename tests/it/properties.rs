@@ -59,6 +59,7 @@ fn build(
             attempt_id: (st != Status::Pending).then(|| format!("A{i}").into()),
             provider_payment_id: ppid.map(|p| format!("T{p:02}").into()),
             started_at: (st != Status::Pending).then_some(BASE + m * MINUTE),
+            first_started_at: (st != Status::Pending).then_some(BASE + m * MINUTE),
             created_at: BASE + m * MINUTE,
             followup: None,
             recon: None,
@@ -359,16 +360,24 @@ proptest! {
     /// Issue 12 point 6: the Polars join of every fuzzy criterion (each fuzzy pass, the
     /// near-miss gate, return matching) finds exactly the pairs the scalar check of one pair
     /// accepts — the criterion that explain and ticket evidence print — over recipients
-    /// spelt differently, date-only bookings, bank debits and credits, refunds and fees.
+    /// spelt differently, date-only bookings, bank debits and credits, refunds and fees, and
+    /// payments retried after an earlier attempt (the near-miss gate's window opens at the
+    /// earliest attempt's start).
     #[test]
     fn the_join_and_the_pair_checks_agree(
         ps in prop::collection::vec(payment(), 0..10),
         spellings in prop::collection::vec(0..3usize, 10),
+        earlier in prop::collection::vec(prop::option::weighted(0.4, 1..(3 * 24 * 60i64)), 10),
         ls in prop::collection::vec(any_line(), 0..12),
     ) {
         let (mut payments, _, _) = build(&ps, &[]);
         for (p, (&(r, ..), s)) in payments.iter_mut().zip(ps.iter().zip(&spellings)) {
             p.recipient = SPELLINGS[r][*s].into();
+        }
+        for (p, e) in payments.iter_mut().zip(&earlier) {
+            if let (Some(s), Some(e)) = (p.started_at, e) {
+                p.first_started_at = Some(s - e * MINUTE);
+            }
         }
         let rules = RuleSet::load(None).expect("rules");
         let mut criteria: Vec<matching::criteria::Fuzzy<'_>> = rules

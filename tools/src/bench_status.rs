@@ -52,6 +52,7 @@ succeeded = ["PAID"]
             attempt_id: Some(format!("A-{i:06}").into()),
             provider_payment_id: None,
             started_at: Some(0),
+            first_started_at: Some(0),
             created_at: 0,
             followup: None,
             recon: None,

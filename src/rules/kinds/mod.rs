@@ -528,6 +528,7 @@ pub(crate) mod testkit {
             attempt_id: None,
             provider_payment_id: None,
             started_at: Some(0),
+            first_started_at: Some(0),
             created_at: 0,
             followup: None,
             recon: None,

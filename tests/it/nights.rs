@@ -1058,11 +1058,19 @@ impl Harness {
         let Some(c) = self.world.payments[p].current_start() else {
             return Vec::new();
         };
+        // "No line" needs every attempt's window covered (docs/outcomes.md).
+        let first = self.world.payments[p]
+            .attempts
+            .iter()
+            .map(|a| a.started_at)
+            .chain(self.world.payments[p].started_at)
+            .min()
+            .map_or(c, |f| f.min(c));
         let inbox = self.world.inbox_at(night);
         let mut holes = Vec::new();
         for source in Source::ALL {
             let (a, b) = (
-                sim::file_day_of(source, self.start(), c - sim::WINDOW_BEFORE),
+                sim::file_day_of(source, self.start(), first - sim::WINDOW_BEFORE),
                 sim::file_day_of(source, self.start(), c + sim::WINDOW_AFTER),
             );
             for d in a..=b {
@@ -2087,6 +2095,14 @@ impl Harness {
         let mut missed = Vec::new();
         for (i, p) in self.world.payments.iter().enumerate() {
             let Some(c) = p.current_start() else { continue };
+            // Near misses are looked for from the earliest attempt's window on.
+            let first = p
+                .attempts
+                .iter()
+                .map(|a| a.started_at)
+                .chain(p.started_at)
+                .min()
+                .map_or(c, |f| f.min(c));
             if self.human_decided.contains(&p.id) {
                 // A reviewer decided it: no progress of recon's to expect.
                 continue;
@@ -2119,7 +2135,7 @@ impl Harness {
                     && l.recipient == p.recipient
                     && l.recon_booked_at(self.start()) <= c + sim::WINDOW_AFTER
                     && l.recon_booked_at(self.start()) + 25 * timeparse::HOUR
-                        >= c - sim::WINDOW_BEFORE
+                        >= first - sim::WINDOW_BEFORE
             });
             let expect = if unresolved && named_single && plain && !hooks && !near_miss {
                 Some(("SUCCEEDED", "resolved SUCCEEDED"))

@@ -3026,6 +3026,22 @@ mod world {
                             .any(|a| a.started_at == first && a.outcome == "FAILED")
                     );
                 }
+                Some(Shape::BlindRetry { night }) => {
+                    // Paid once by the first attempt's unnamed line, outside the retry's window.
+                    assert_eq!(p.status, LedgerStatus::Submitting);
+                    assert_eq!(p.fate, Fate::PaidOnce);
+                    let cur = p.attempts.last().expect("current attempt");
+                    assert_eq!(cur.started_at, night_as_of(o.start, night) - 25 * HOUR);
+                    let l = &w.lines[p.lines[0]];
+                    assert!(l.reference.is_empty(), "{l:?}");
+                    assert!(p.attempts.iter().all(|a| a.provider_id.is_none()));
+                    assert!(p.ledger_provider_id.is_none());
+                    assert!(
+                        l.booked_at < cur.started_at - recon_tools::sim::WINDOW_BEFORE,
+                        "{p:?}"
+                    );
+                    assert!(l.booked_at >= p.started_at.expect("first start"));
+                }
                 Some(Shape::DecoyReference) => {
                     let decoy = w
                         .lines
@@ -3071,6 +3087,7 @@ mod world {
             other_reference: 0,
             late_contradiction: 0,
             paid_while_pending: 0,
+            blind_retry: 0,
             ..Probs::default()
         };
         let w0 = World::build(&off);
@@ -3186,6 +3203,7 @@ mod world {
         assert!(shape(&|s| matches!(s, Shape::InvoiceReference)));
         assert!(shape(&|s| matches!(s, Shape::LateContradiction)));
         assert!(shape(&|s| matches!(s, Shape::PaidWhilePending)));
+        assert!(shape(&|s| matches!(s, Shape::BlindRetry { .. })));
         assert!(payments().any(|p| p.twin_of.is_some()));
         // The provider's id on the current attempt only, the payment row without it.
         assert!(payments().any(|p| {

@@ -116,6 +116,12 @@ pub struct Probs {
     /// Shape (issue 30): a PENDING payment (never submitted, per the ledger) is paid: its
     /// payout line names it. Per PENDING payment; 0 switches it off.
     pub paid_while_pending: u64,
+    /// Shape: a blind retry. An UNKNOWN payment was in fact paid by its first attempt (an
+    /// unnamed line booked inside that attempt's window), and the payment service retried it
+    /// days later: the row becomes SUBMITTING with a new current attempt whose window starts
+    /// after that line. "No line" in the retry's window must not resolve it FAILED. Per
+    /// eligible payment; 0 switches it off.
+    pub blind_retry: u64,
 }
 
 impl Default for Probs {
@@ -149,6 +155,7 @@ impl Default for Probs {
             other_reference: 1_500,
             late_contradiction: 1_500,
             paid_while_pending: 1_000,
+            blind_retry: 2_000,
         }
     }
 }
@@ -185,6 +192,7 @@ impl Probs {
             "other_reference" => &mut self.other_reference,
             "late_contradiction" => &mut self.late_contradiction,
             "paid_while_pending" => &mut self.paid_while_pending,
+            "blind_retry" => &mut self.blind_retry,
             other => anyhow::bail!("no probability named {other:?}"),
         };
         *field = per_10k.min(10_000);
@@ -436,6 +444,12 @@ pub enum Shape {
     LateContradiction,
     /// PENDING in the ledger, paid.
     PaidWhilePending,
+    /// Paid by its first attempt (an unnamed line in that attempt's window), then retried:
+    /// the current attempt started at night `night`'s as-of minus 25 hours.
+    BlindRetry {
+        /// Night whose as-of the retry precedes.
+        night: u32,
+    },
 }
 
 /// A provider callback as the payment service stored it (`hooks/*.jsonl`).
@@ -1294,6 +1308,43 @@ impl World {
                         night,
                         before_as_of,
                     });
+                }
+                (LedgerStatus::Unknown, Fate::PaidOnce)
+                    if alone && pay.lines.len() == 1 && rng.chance(pr.blind_retry) =>
+                {
+                    // The payout is unnamed (no reference; its provider id, if any, was never
+                    // recorded), booked inside the first attempt's window; the retry
+                    // starts a day after it, so the payout is outside the retry's window.
+                    let l = pay.lines[0];
+                    let booked = self.lines[l].booked_at;
+                    let mut night = self.first_night_at(booked + 24 * HOUR + 25 * HOUR);
+                    night += rng.below(2) as u32;
+                    // Late enough for the retry's window and the lag to pass in the world.
+                    if night + 5 >= nights {
+                        continue;
+                    }
+                    let retry_at = night_as_of(start, night) - 25 * HOUR;
+                    // Unnamed: no reference, and a provider id the ledger never recorded
+                    // (the first attempt timed out).
+                    self.lines[l].reference = String::new();
+                    let attempt = Attempt {
+                        id: uuid(rng),
+                        started_at: retry_at,
+                        finished_at: None,
+                        outcome: "",
+                        provider_id: None,
+                        error: "",
+                    };
+                    let pm = &mut self.payments[p];
+                    pm.status = LedgerStatus::Submitting;
+                    pm.provider_id = None;
+                    pm.ledger_provider_id = None;
+                    for a in &mut pm.attempts {
+                        a.provider_id = None;
+                    }
+                    pm.attempts.push(attempt);
+                    pm.ledger_from = retry_at;
+                    pm.shape = Some(Shape::BlindRetry { night });
                 }
                 (LedgerStatus::Unknown, Fate::Lost) if alone && rng.chance(pr.other_reference) => {
                     let booked =

@@ -372,29 +372,11 @@ async fn load_sqlite(
     let mut latest: Latest = HashMap::new();
     let history = history_sql("h.payment_id", "?1");
     sqlite_raw::query(&mut conn, &history, &[&lo], |row| {
-        let (Some(pid), Some(actor), Some(from), Some(to)) =
-            (row.text(1), row.text(2), row.text(3), row.text(4))
-        else {
-            return Ok(());
-        };
-        let Some(i) = positions.get(pid.as_str()) else {
-            return Ok(());
-        };
-        note_latest(
-            &mut latest,
-            i,
-            Change {
-                id: row.int(0),
-                actor,
-                from,
-                to,
-                run_id: row.text(5),
-                as_of: row.text(6),
-                recorded: row.text(7),
-                prior: row.text(8),
-                day: row.text(9),
-            },
-        );
+        if let Some((pid, change)) = Change::from_sqlite(row)
+            && let Some(i) = positions.get(pid.as_str())
+        {
+            note_latest(&mut latest, i, change);
+        }
         Ok(())
     })
     .await?;
@@ -489,6 +471,67 @@ pub(super) struct Change {
     pub(super) prior: Option<String>,
     /// The day of the run that made it (YYYY-MM-DD).
     pub(super) day: Option<String>,
+}
+
+/// A row of [`history_sql`] as PostgreSQL returns it: id, payment id, actor, from, to, run id,
+/// as-of, recorded and prior provider id, day.
+pub(super) type PgHistoryRow = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+impl Change {
+    /// (payment id, change) of a row of [`history_sql`] read by SQLite; None for a row
+    /// without its payment, actor or statuses.
+    pub(super) fn from_sqlite(row: &sqlite_raw::Row) -> Option<(String, Change)> {
+        let (Some(pid), Some(actor), Some(from), Some(to)) =
+            (row.text(1), row.text(2), row.text(3), row.text(4))
+        else {
+            return None;
+        };
+        Some((
+            pid,
+            Change {
+                id: row.int(0),
+                actor,
+                from,
+                to,
+                run_id: row.text(5),
+                as_of: row.text(6),
+                recorded: row.text(7),
+                prior: row.text(8),
+                day: row.text(9),
+            },
+        ))
+    }
+
+    /// (payment id, change) of a row of [`history_sql`] read by PostgreSQL.
+    pub(super) fn from_pg(
+        (id, pid, actor, from, to, run_id, as_of, recorded, prior, day): PgHistoryRow,
+    ) -> (String, Change) {
+        (
+            pid,
+            Change {
+                id,
+                actor,
+                from,
+                to,
+                run_id,
+                as_of,
+                recorded,
+                prior,
+                day,
+            },
+        )
+    }
 }
 
 /// The latest history row per payment index.
@@ -677,41 +720,17 @@ async fn load_pg(
     .await?;
     let positions = index(&payments);
     let since = chrono::DateTime::from_timestamp_micros(range.lo).unwrap_or_default();
-    #[allow(clippy::type_complexity)]
-    let history: Vec<(
-        i64,
-        String,
-        String,
-        String,
-        String,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    )> = sqlx::query_as(sqlx::AssertSqlSafe(history_sql("h.payment_id::text", "$1")))
-        .bind(since)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db_err)?;
+    let history: Vec<PgHistoryRow> =
+        sqlx::query_as(sqlx::AssertSqlSafe(history_sql("h.payment_id::text", "$1")))
+            .bind(since)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_err)?;
     let mut latest: Latest = HashMap::new();
-    for (id, pid, actor, from, to, run_id, as_of, recorded, prior, day) in history {
+    for row in history {
+        let (pid, change) = Change::from_pg(row);
         if let Some(i) = positions.get(pid.as_str()) {
-            note_latest(
-                &mut latest,
-                i,
-                Change {
-                    id,
-                    actor,
-                    from,
-                    to,
-                    run_id,
-                    as_of,
-                    recorded,
-                    prior,
-                    day,
-                },
-            );
+            note_latest(&mut latest, i, change);
         }
     }
     let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(

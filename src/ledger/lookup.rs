@@ -416,25 +416,7 @@ impl Reader {
                     let mut params: Vec<&str> = vec![""];
                     params.extend_from_slice(chunk);
                     sqlite_raw::query(conn, &sql, &params, |row| {
-                        let (Some(pid), Some(actor), Some(from), Some(to)) =
-                            (row.text(1), row.text(2), row.text(3), row.text(4))
-                        else {
-                            return Ok(());
-                        };
-                        out.push((
-                            pid,
-                            Change {
-                                id: row.int(0),
-                                actor,
-                                from,
-                                to,
-                                run_id: row.text(5),
-                                as_of: row.text(6),
-                                recorded: row.text(7),
-                                prior: row.text(8),
-                                day: row.text(9),
-                            },
-                        ));
+                        out.extend(Change::from_sqlite(row));
                         Ok(())
                     })
                     .await?;
@@ -459,40 +441,13 @@ impl Reader {
                     "{} AND {filter}",
                     load::history_sql("h.payment_id::text", "$1")
                 );
-                #[allow(clippy::type_complexity)]
-                let rows: Vec<(
-                    i64,
-                    String,
-                    String,
-                    String,
-                    String,
-                    Option<String>,
-                    Option<String>,
-                    Option<String>,
-                    Option<String>,
-                    Option<String>,
-                )> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                let rows: Vec<load::PgHistoryRow> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
                     .bind(chrono::DateTime::from_timestamp_micros(0).unwrap_or_default())
                     .bind(keys)
                     .fetch_all(&mut **conn)
                     .await
                     .map_err(db_err)?;
-                for (id, pid, actor, from, to, run_id, as_of, recorded, prior, day) in rows {
-                    out.push((
-                        pid,
-                        Change {
-                            id,
-                            actor,
-                            from,
-                            to,
-                            run_id,
-                            as_of,
-                            recorded,
-                            prior,
-                            day,
-                        },
-                    ));
-                }
+                out.extend(rows.into_iter().map(Change::from_pg));
             }
         }
         Ok(out)

@@ -468,12 +468,7 @@ fn decide_sheet(ws: &mut Worksheet, fmts: &Formats, view: &ReportView) -> Result
     }
     header(ws, fmts, &DECIDE_COLUMNS)?;
     let mut r = 0u32;
-    for c in view
-        .cases
-        .iter()
-        .filter(|c| !view.marks.is_settled(c))
-        .take(MAX_ROWS)
-    {
+    for c in view.listed_cases().into_iter().take(MAX_ROWS) {
         r += 1;
         let choices: Vec<String> = c.choices(&view.items).iter().map(|d| d.text()).collect();
         write_text(ws, r, decide_col("case"), &c.key)?;

@@ -50,6 +50,22 @@ fn rows(path: &Path) -> Vec<HashMap<String, String>> {
         .collect()
 }
 
+/// Payment rows grouped by (recipient, amount, currency): who has a twin.
+type Row = HashMap<String, String>;
+fn by_recipient_and_money(payments: &[Row]) -> HashMap<(&str, &str, &str), Vec<&Row>> {
+    let mut out: HashMap<(&str, &str, &str), Vec<&Row>> = HashMap::new();
+    for p in payments {
+        out.entry((
+            p["recipient_account"].as_str(),
+            p["amount"].as_str(),
+            p["currency"].as_str(),
+        ))
+        .or_default()
+        .push(p);
+    }
+    out
+}
+
 fn first_line(path: &Path) -> String {
     fs::read_to_string(path)
         .unwrap()
@@ -1093,18 +1109,7 @@ async fn named_twins_and_mismatched_lines_of_busy_recipients_need_no_review() {
         .collect();
     // Named twins: two AMBIGUOUS payments of the same recipient and money; one has two txns,
     // one of which names it, the other has only the unnamed one of those two.
-    type Row = HashMap<String, String>;
-    let mut same_money: HashMap<(&str, &str, &str), Vec<&Row>> = HashMap::new();
-    for p in &payments {
-        same_money
-            .entry((
-                p["recipient_account"].as_str(),
-                p["amount"].as_str(),
-                p["currency"].as_str(),
-            ))
-            .or_default()
-            .push(p);
-    }
+    let same_money = by_recipient_and_money(&payments);
     let named_twins = same_money
         .values()
         .filter(|ps| {
@@ -1233,18 +1238,7 @@ async fn busy_recipients_and_lost_twins_resolve_without_extra_review() {
     assert!(busy >= 500, "{busy} recipients with three payments or more");
     // Lost twins: UNKNOWN, no line, another payment to the same recipient with the same money
     // started minutes before.
-    type Row = HashMap<String, String>;
-    let mut same_money: HashMap<(&str, &str, &str), Vec<&Row>> = HashMap::new();
-    for p in &payments {
-        same_money
-            .entry((
-                p["recipient_account"].as_str(),
-                p["amount"].as_str(),
-                p["currency"].as_str(),
-            ))
-            .or_default()
-            .push(p);
-    }
+    let same_money = by_recipient_and_money(&payments);
     let expected = rows(&dir.path().join("expected.csv"));
     let outcome: HashMap<&str, &str> = expected
         .iter()

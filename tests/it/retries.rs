@@ -117,6 +117,20 @@ async fn a_retry_whose_window_closed_fails_with_its_attempt_in_the_guard(b: Back
     assert_eq!(history(&env).await.len(), 1);
 }
 
+/// L-1 resolved P-1 SUCCEEDED, guarded on the retry A-2.
+async fn assert_resolved_by_l1(env: &TestEnv, run: &recon::run::RunReport) {
+    assert_eq!(
+        outcomes(run),
+        [(
+            "RESOLVED_SUCCEEDED".to_string(),
+            "P-1".to_string(),
+            "L-1".to_string()
+        )]
+    );
+    assert_eq!(ledger(env).await, ["SUCCEEDED|A-2"]);
+    assert_eq!(history(env).await, ["SUBMITTING>SUCCEEDED|A-2"]);
+}
+
 /// The passes' windows move with the clock: a line to the recipient with the amount, booked
 /// an hour after the retry started (days after the first attempt's window closed), is the
 /// retry's money: RESOLVED_SUCCEEDED, not an orphan line beside a FAILED payment.
@@ -126,16 +140,7 @@ async fn a_line_in_the_retrys_window_resolves_it(b: Backend) {
         "L-1,,{IBAN},10.00,EUR,2026-11-15T10:00:00Z,PAYMENT\n"
     ));
     let run = env.run("2026-11-15", AS_OF, false, "r1").await;
-    assert_eq!(
-        outcomes(&run),
-        [(
-            "RESOLVED_SUCCEEDED".to_string(),
-            "P-1".to_string(),
-            "L-1".to_string()
-        )]
-    );
-    assert_eq!(ledger(&env).await, ["SUCCEEDED|A-2"]);
-    assert_eq!(history(&env).await, ["SUBMITTING>SUCCEEDED|A-2"]);
+    assert_resolved_by_l1(&env, &run).await;
 }
 
 /// A retry that started after a re-run's range (re-running an old day on the night of the
@@ -417,16 +422,7 @@ async fn a_named_line_of_an_earlier_attempt_still_resolves_it(b: Backend) {
         "L-1,P-1,{IBAN},10.00,EUR,2026-11-10T10:00:00Z,PAYMENT\n"
     ));
     let run = env.run("2026-11-12", AS_OF, false, "r1").await;
-    assert_eq!(
-        outcomes(&run),
-        [(
-            "RESOLVED_SUCCEEDED".to_string(),
-            "P-1".to_string(),
-            "L-1".to_string()
-        )]
-    );
-    assert_eq!(ledger(&env).await, ["SUCCEEDED|A-2"]);
-    assert_eq!(history(&env).await, ["SUBMITTING>SUCCEEDED|A-2"]);
+    assert_resolved_by_l1(&env, &run).await;
 }
 
 /// `recon explain` says which start the clock is.

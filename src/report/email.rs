@@ -161,6 +161,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
                 if n - html::EMAIL_CASES == 1 { "" } else { "s" }
             );
         }
+        let _ = writeln!(out, "\n{}", html::HOW_TO_DECIDE);
     }
     out.push('\n');
     if !s.warnings.is_empty() {

@@ -361,6 +361,11 @@ fn severity_color(s: Severity) -> &'static str {
 /// The font of every email block (mail clients drop `<style>`: every style is inline).
 const EMAIL_FONT: &str = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif";
 
+/// How a reader of the email acts on its cases.
+pub const HOW_TO_DECIDE: &str = "To decide: open report.xlsx, sheet Decide (one row per case, \
+     a drop-down of what each case allows), and return the file to recon's decisions folder, or \
+     run recon decisions apply on it.";
+
 /// The email's title line: how many cases wait for a decision.
 pub fn email_title(view: &ReportView) -> String {
     let listed = view.listed_cases();
@@ -572,6 +577,11 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
                 if n - EMAIL_CASES == 1 { "" } else { "s" }
             );
         }
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:0 0 8px;font-size:14px\">{}</p>",
+            escape(HOW_TO_DECIDE)
+        );
     }
     if !view.summary.warnings.is_empty() {
         let _ = writeln!(out, "<h2 style=\"{h2}\">Completeness warnings</h2>");

@@ -380,6 +380,10 @@ async fn round_trip(b: Backend) {
         "{text}"
     );
     assert!(text.contains("4 cases to decide"), "{text}");
+    assert!(
+        text.contains("To decide: open report.xlsx, sheet Decide"),
+        "{text}"
+    );
     assert!(!text.contains("L-9"), "{text}");
     assert_eq!(l9_ticket, env
         .texts("SELECT status || ' ' || coalesce(resolved_by, '') FROM review_tickets WHERE line_ids = 'psp:L-9'")

@@ -96,6 +96,9 @@ struct RawConfig {
     /// Bounds on every database wait (`[database]`).
     #[serde(default)]
     database: database::RawDatabase,
+    /// What splits a night into parts no match crosses (`[partition]`, see
+    /// [`crate::partition`]).
+    partition: Option<crate::partition::RawPartition>,
 }
 
 fn default_approvals() -> u8 {
@@ -174,6 +177,8 @@ pub struct Config {
     pub decisions: DecisionSettings,
     /// Bounds on every database wait (`[database]`).
     pub database: database::DatabaseLimits,
+    /// `[partition]`: the night splits into partitions no match crosses (None: one part).
+    pub partition: Option<crate::partition::PartitionConfig>,
 }
 
 impl Config {
@@ -300,8 +305,16 @@ impl Config {
             sources.push(src);
         }
         let database = raw.database.validate(path)?;
+        let partition = match raw.partition {
+            Some(p) => Some(p.validate(path, &sources)?),
+            None => {
+                crate::partition::check_unpartitioned(path, &sources)?;
+                None
+            }
+        };
         Ok(Config {
             database,
+            partition,
             path: path.to_path_buf(),
             timezone,
             database_url,

@@ -655,6 +655,75 @@ impl Db {
     }
 }
 
+/// Advisory locks of partitioned nights (the two-key form, a key space apart from
+/// [`RUN_LOCK_KEY`]): the first key names what is locked, the second which one.
+pub const SHARD_LOCK_CLASS: i32 = 0x7265_6301;
+/// The gather of a run group.
+pub const GATHER_LOCK_CLASS: i32 = 0x7265_6302;
+/// Creating a run group (the first shard applies the decisions inbox under it).
+pub const GROUP_LOCK_CLASS: i32 = 0x7265_6303;
+
+impl Db {
+    /// Whether the database is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
+    /// Takes PostgreSQL advisory locks on one connection of its own, held until the returned
+    /// lock is dropped: each of `tries` is a query that returns whether it got its lock
+    /// (`pg_try_advisory_lock…`). With `wait`, `waits[i]` is run instead when `tries[i]`
+    /// fails. `what` names the lock in the error (exit [`crate::exit::LOCKED`]).
+    pub async fn pg_locks(
+        &self,
+        what: &str,
+        tries: &[String],
+        waits: Option<&[String]>,
+    ) -> Result<RunLock> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Err(fail(
+                Failure::Config,
+                format!("{what}: needs PostgreSQL (a SQLite job runs as one process)"),
+            ));
+        };
+        let mut conn = p
+            .acquire()
+            .await
+            .map_err(|e| db_error(&self.url, "cannot connect for the lock", e))?
+            .detach();
+        for (i, q) in tries.iter().enumerate() {
+            let got: bool = self
+                .bounded(
+                    "cannot take the lock",
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(q.clone())).fetch_one(&mut conn),
+                )
+                .await?;
+            if got {
+                continue;
+            }
+            match waits.and_then(|w| w.get(i)) {
+                Some(w) => {
+                    tracing::info!(lock = what, "Waiting for the lock.");
+                    sqlx::query(sqlx::AssertSqlSafe(w.clone()))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(|e| db_error(&self.url, "waiting for the lock", e))?;
+                }
+                None => {
+                    let _ = tokio::time::timeout(self.limits.connect_timeout, conn.close()).await;
+                    return Err(fail(
+                        Failure::Locked,
+                        format!("{what} (hint: wait for it, or pass --wait)"),
+                    ));
+                }
+            }
+        }
+        Ok(RunLock {
+            _file: None,
+            _pg: Some(conn),
+        })
+    }
+}
+
 /// Held while a run works; dropping it releases the lock.
 #[derive(Debug)]
 pub struct RunLock {

@@ -45,6 +45,10 @@ pub const INPUT_UNREADABLE: i32 = 10;
 /// moved): the result file next to the input says which and why. The other rows were applied
 /// (or wait for a second reviewer). A file that cannot be read at all exits [`INPUT`].
 pub const DECISIONS_REFUSED: i32 = 12;
+/// `recon gather`: the deadline (`--wait`) passed before every shard of the night's run
+/// group had landed; the message names the missing shards and what became of them. Nothing was
+/// gathered: re-run the missing indexes (`recon run --shard I/N --group G`), then gather.
+pub const SHARDS_MISSING: i32 = 13;
 /// `recon run` stopped on SIGINT (Ctrl-C) at a safe point: 128 + 2, the code a shell reports
 /// for a process that SIGINT ended, so schedulers and scripts read it as "stopped by a signal".
 /// A signal before the commit rolled back (nothing committed, the run record FAILED
@@ -76,6 +80,8 @@ pub enum Failure {
     Output,
     /// Stopped by this signal at a safe point ([`interrupted`]).
     Interrupted(i32),
+    /// See [`SHARDS_MISSING`].
+    ShardsMissing,
 }
 
 impl Failure {
@@ -88,6 +94,7 @@ impl Failure {
             Failure::Locked => LOCKED,
             Failure::Output => OUTPUT,
             Failure::Interrupted(signal) => interrupted(signal),
+            Failure::ShardsMissing => SHARDS_MISSING,
         }
     }
 }

@@ -102,6 +102,7 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         rules: &rules,
         db: &db,
         as_of,
+        shard: None,
     };
     let plan = crate::run::plan(job, &ropts, "explain", &mut Default::default()).await?;
     if let Some(recorded) = recorded {

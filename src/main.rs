@@ -57,6 +57,32 @@ enum Command {
         /// First pull the remote sources' files for the range into the inbox (see `recon pull`).
         #[arg(long)]
         pull: bool,
+        /// Run one shard of a partitioned night, I/N (0 ≤ I < N; see docs/sharding.md).
+        #[arg(long, conflicts_with = "shards")]
+        shard: Option<String>,
+        /// Run shard $JOB_COMPLETION_INDEX of N (what a Kubernetes Indexed Job sets); without
+        /// it, `[partition] shards` with $JOB_COMPLETION_INDEX set.
+        #[arg(long)]
+        shards: Option<u32>,
+        /// The night's run group, shared by its shards and the gather (default: the date).
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Write a sharded night's one report, results and email once every shard has landed.
+    Gather {
+        /// Job configuration (TOML).
+        #[arg(long)]
+        config: PathBuf,
+        /// The night (default: yesterday in the configured time zone).
+        #[arg(long)]
+        date: Option<NaiveDate>,
+        /// The run group (default: the date).
+        #[arg(long)]
+        group: Option<String>,
+        /// How long to wait for shards still missing (e.g. `3h`; default: look once). Past
+        /// it, exit 13 naming the missing shards.
+        #[arg(long)]
+        wait: Option<String>,
     },
     /// Fetch the files of remote sources (sftp://, s3://, https://) into the local inbox.
     Pull {
@@ -346,8 +372,143 @@ async fn change_ticket(c: TicketChange, reopen: bool) -> Result<()> {
     Ok(())
 }
 
+/// The shard `recon run` runs: `--shard I/N`, or `$JOB_COMPLETION_INDEX` of `--shards N`
+/// (or of `[partition] shards` when the index is set); None: the whole night.
+fn which_shard(
+    cfg: &Config,
+    shard: Option<&str>,
+    shards: Option<u32>,
+) -> Result<Option<recon::partition::Shard>> {
+    use recon::partition::Shard;
+    if let Some(text) = shard {
+        return Shard::parse(text).map(Some);
+    }
+    let index = std::env::var("JOB_COMPLETION_INDEX").ok();
+    let count = shards.or_else(|| {
+        index
+            .as_ref()
+            .and(cfg.partition.as_ref().and_then(|p| p.shards))
+    });
+    match (count, index) {
+        (None, _) => Ok(None),
+        (Some(n), Some(i)) => {
+            let i: u32 = i
+                .trim()
+                .parse()
+                .map_err(|_| anyhow::anyhow!("JOB_COMPLETION_INDEX={i:?} is not a shard index"))?;
+            Shard::new(i, n).map(Some).ok_or_else(|| {
+                exit::fail(
+                    exit::Failure::Config,
+                    format!("JOB_COMPLETION_INDEX={i} is not below the shard count {n}"),
+                )
+            })
+        }
+        (Some(_), None) => Err(exit::fail(
+            exit::Failure::Config,
+            "--shards N takes the shard index from $JOB_COMPLETION_INDEX, which is not set              (hint: --shard I/N)",
+        )),
+    }
+}
+
+async fn shard_cmd(
+    cfg: &Config,
+    opts: &recon::run::RunOptions,
+    shard: recon::partition::Shard,
+    group: Option<&str>,
+) -> Result<i32> {
+    match recon::run::run_shard(cfg, opts, shard, group).await? {
+        recon::run::ShardOutcome::Landed(run_id, dir) => {
+            outln!(
+                "recon run: shard {shard} already landed (run {run_id}, {}): nothing to do",
+                dir.display()
+            );
+            Ok(exit::OK)
+        }
+        recon::run::ShardOutcome::Ran(report) => {
+            let out_dir = report.out_dir.display().to_string();
+            out!("{}", report.summary.text(&out_dir));
+            outln!("  shard {shard}: the night's report and email come from recon gather");
+            if !report.unreadable_inputs().is_empty() {
+                eprintln!(
+                    "warning: the shard completed, but {} statement file(s) could not be read                      (exit code {})",
+                    report.unreadable_inputs().len(),
+                    exit::INPUT_UNREADABLE
+                );
+                return Ok(exit::INPUT_UNREADABLE);
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+async fn gather_cmd(
+    config: &std::path::Path,
+    date: Option<NaiveDate>,
+    group: Option<String>,
+    wait: Option<String>,
+) -> Result<i32> {
+    recon::run::stop::install()?;
+    let cfg = Config::load(config)?;
+    let (from, to) = days(&cfg, date, None, None);
+    let wait = match wait {
+        Some(w) => std::time::Duration::from_micros(
+            recon::timeparse::parse_duration(&w)
+                .map_err(|e| exit::fail(exit::Failure::Config, format!("--wait {w:?}: {e}")))?
+                .max(0) as u64,
+        ),
+        None => std::time::Duration::ZERO,
+    };
+    let opts = recon::run::RunOptions {
+        from,
+        to,
+        as_of: None,
+        dry_run: false,
+        run_id: None,
+        wait: false,
+    };
+    let g = recon::shards::gather::GatherOptions {
+        group: group.unwrap_or_else(|| recon::run::default_group(&opts)),
+        wait,
+        poll: std::time::Duration::from_secs(5),
+    };
+    let report = recon::shards::gather::gather(&cfg, &g).await?;
+    let Some(summary) = &report.summary else {
+        outln!(
+            "recon gather {}: already gathered into {}: nothing to do",
+            report.group,
+            report.out_dir.display()
+        );
+        return Ok(exit::OK);
+    };
+    out!("{}", summary.text(&report.out_dir.display().to_string()));
+    for s in &summary.shards {
+        outln!(
+            "  shard {}: {} payments reported, {} loaded, {} lines ({})",
+            s.shard,
+            s.payments_in_scope,
+            s.payments_loaded,
+            s.statement_lines,
+            s.partitions.join(", ")
+        );
+    }
+    outln!("  {}", report.alert.text());
+    if report.alert.failed() {
+        return Ok(exit::ALERT_FAILED);
+    }
+    if !summary.unreadable_inputs.is_empty() {
+        return Ok(exit::INPUT_UNREADABLE);
+    }
+    Ok(exit::OK)
+}
+
 async fn dispatch(command: Command) -> Result<i32> {
     match command {
+        Command::Gather {
+            config,
+            date,
+            group,
+            wait,
+        } => gather_cmd(&config, date, group, wait).await,
         Command::Run {
             config,
             date,
@@ -358,11 +519,26 @@ async fn dispatch(command: Command) -> Result<i32> {
             run_id,
             wait,
             pull,
+            shard,
+            shards,
+            group,
         } => {
             // SIGTERM / SIGINT stop a run at its next safe point (recon::run::stop).
             recon::run::stop::install()?;
             let cfg = Config::load(&config)?;
             let (from, to) = days(&cfg, date, from, to);
+            if let Some(shard) = which_shard(&cfg, shard.as_deref(), shards)? {
+                let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
+                let opts = recon::run::RunOptions {
+                    from,
+                    to,
+                    as_of,
+                    dry_run,
+                    run_id: None,
+                    wait,
+                };
+                return shard_cmd(&cfg, &opts, shard, group.as_deref()).await;
+            }
             let pulled = match pull {
                 true => Some(
                     recon::run::stop::unless_stopped(

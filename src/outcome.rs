@@ -50,6 +50,9 @@ pub struct Context<'a> {
     pub settlement_lag: Micros,
     /// Merged coverage per source; a window is closed only if every source covers it.
     pub coverage: &'a [Vec<(Micros, Micros)>],
+    /// The partition of each source of `coverage` (empty: a job without `[partition]`): a
+    /// payment's window is closed when its own partition's sources cover it.
+    pub source_partitions: &'a [u32],
     /// Payments in scope (reported).
     pub in_scope: &'a [bool],
     /// Payments out of scope that recon moved on an earlier day, whose evidence horizon is
@@ -128,11 +131,27 @@ impl Context<'_> {
     /// `start` and whose earliest attempt started at `first`: every source covers its whole
     /// span, from `before` the earliest attempt's start (an earlier attempt may have paid) to
     /// `after` the current one's, and that closed at least the settlement lag ago.
-    fn window_closed(&self, first: Micros, start: Micros, window: (Micros, Micros)) -> bool {
+    fn window_closed(
+        &self,
+        partition: u32,
+        first: Micros,
+        start: Micros,
+        window: (Micros, Micros),
+    ) -> bool {
         let (a, b) = (first.min(start) - window.0, start + window.1);
-        !self.coverage.is_empty()
-            && b + self.settlement_lag <= self.as_of
-            && self.coverage.iter().all(|c| covers(c, a, b))
+        // The sources that can hold this payment's lines (all of them without partitions).
+        let mut own = self.coverage.iter().enumerate().filter(|(i, _)| {
+            self.source_partitions
+                .get(*i)
+                .is_none_or(|&sp| sp == partition)
+        });
+        let mut any = false;
+        b + self.settlement_lag <= self.as_of
+            && own.all(|(_, c)| {
+                any = true;
+                covers(c, a, b)
+            })
+            && any
     }
 }
 
@@ -1065,7 +1084,7 @@ fn classify_payment(
     }
     // "No line" needs the absence of evidence over every attempt that could have paid.
     let closed = match (p.started_at, p.absence_from()) {
-        (Some(s), Some(first)) => ctx.window_closed(first, s, names.window),
+        (Some(s), Some(first)) => ctx.window_closed(p.partition, first, s, names.window),
         _ => false,
     };
     match (p.status, closed) {

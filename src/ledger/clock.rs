@@ -485,6 +485,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            partition: crate::partition::NONE,
         };
         assert!(names(&p, Some("A-2")));
         assert!(!names(&p, Some("a-2")), "text ids compare exactly");

@@ -10,6 +10,7 @@ use crate::config::LedgerQueries;
 use crate::db::{Db, Pool};
 use crate::exit::{Failure, fail};
 use crate::keyindex::KeyIndex;
+use crate::partition::Select;
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use compact_str::CompactString;
@@ -29,6 +30,8 @@ pub struct LoadRange {
     pub attempts_lo: Micros,
     /// First day of the run (YYYY-MM-DD): follow-ups still open or closed on or after it.
     pub from_day: String,
+    /// A partitioned job: each payment's partition column, and a shard's filter.
+    pub partition: Option<crate::partition::Select>,
 }
 
 /// The loaded ledger.
@@ -55,24 +58,30 @@ fn column(name: &str, scan: bool) -> String {
     }
 }
 
-fn payments_sql(scan: bool, custom: Option<&str>) -> String {
+/// The payments query; a partitioned job adds each payment's partition as a tenth column and
+/// a shard's filter to every branch.
+fn payments_sql(scan: bool, custom: Option<&str>, partition: Option<&Select>) -> String {
+    let (extra, filter) = match partition {
+        Some(p) => (format!(", {}", p.column), p.and_filter()),
+        None => (String::new(), String::new()),
+    };
     if let Some(q) = custom {
         return format!(
-            "SELECT {COLUMNS} FROM ({q}) AS p
-             WHERE coalesce(started_at, created_at) >= ?1 AND coalesce(started_at, created_at) < ?2"
+            "SELECT {COLUMNS}{extra} FROM ({q}) AS p
+             WHERE coalesce(started_at, created_at) >= ?1 AND coalesce(started_at, created_at) < ?2{filter}"
         );
     }
     if scan {
         // One pass over the table.
         return format!(
-            "SELECT {COLUMNS} FROM payments
-             WHERE coalesce(+started_at, +created_at) >= ?1 AND coalesce(+started_at, +created_at) < ?2"
+            "SELECT {COLUMNS}{extra} FROM payments
+             WHERE coalesce(+started_at, +created_at) >= ?1 AND coalesce(+started_at, +created_at) < ?2{filter}"
         );
     }
     format!(
-        "SELECT {COLUMNS} FROM payments WHERE started_at >= ?1 AND started_at < ?2
+        "SELECT {COLUMNS}{extra} FROM payments WHERE started_at >= ?1 AND started_at < ?2{filter}
          UNION ALL
-         SELECT {COLUMNS} FROM payments WHERE started_at IS NULL AND created_at >= ?1 AND created_at < ?2"
+         SELECT {COLUMNS}{extra} FROM payments WHERE started_at IS NULL AND created_at >= ?1 AND created_at < ?2{filter}"
     )
 }
 
@@ -300,6 +309,12 @@ pub(super) fn payment(row: &Row) -> Result<Payment> {
         created_at,
         followup: None,
         recon: None,
+        partition: if row.columns() > 9 {
+            row.with_text(9, crate::partition::id)
+                .unwrap_or_else(|| crate::partition::id(""))
+        } else {
+            crate::partition::NONE
+        },
         payment_id: id,
     })
 }
@@ -339,7 +354,7 @@ async fn load_sqlite(
     let custom = queries.payments_query.as_deref();
     let scan =
         custom.is_none() && wide_range(&mut conn, "payments", "started_at", &lo, &hi).await?;
-    let sql = payments_sql(scan, custom);
+    let sql = payments_sql(scan, custom, range.partition.as_ref());
     let mut payments = match custom {
         None if scan => scan_payments(pool, &mut conn, &sql, (&lo, &hi), split_from).await?,
         None => {
@@ -669,6 +684,11 @@ pub(super) fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         created_at: ts(5)?.ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
         followup: None,
         recon: None,
+        partition: if f.len() > 9 {
+            crate::partition::id(text(9).unwrap_or(""))
+        } else {
+            crate::partition::NONE
+        },
         payment_id: id.into(),
     })
 }
@@ -689,17 +709,24 @@ async fn load_pg(
         .await
         .map_err(db_err)?;
     let (lo, hi) = (pg_ts(range.lo), pg_ts(range.hi));
-    let cols = pg_payment_columns();
+    let mut cols = pg_payment_columns();
+    let filter = match &range.partition {
+        Some(p) => {
+            cols.push_str(&format!(", {}", p.column));
+            p.and_filter()
+        }
+        None => String::new(),
+    };
     let select = match queries.payments_query.as_deref() {
         Some(q) => format!(
             "SELECT {cols} FROM ({q}) AS p
-             WHERE coalesce(started_at, created_at) >= {lo} AND coalesce(started_at, created_at) < {hi}"
+             WHERE coalesce(started_at, created_at) >= {lo} AND coalesce(started_at, created_at) < {hi}{filter}"
         ),
         // Two index range scans, as on SQLite.
         None => format!(
-            "SELECT {cols} FROM payments WHERE started_at >= {lo} AND started_at < {hi}
+            "SELECT {cols} FROM payments WHERE started_at >= {lo} AND started_at < {hi}{filter}
              UNION ALL
-             SELECT {cols} FROM payments WHERE started_at IS NULL AND created_at >= {lo} AND created_at < {hi}"
+             SELECT {cols} FROM payments WHERE started_at IS NULL AND created_at >= {lo} AND created_at < {hi}{filter}"
         ),
     };
     let mut payments = Vec::new();
@@ -793,6 +820,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            partition: 0,
         }
     }
 
@@ -827,7 +855,7 @@ mod tests {
             .await
             .expect("delete");
         let (lo, hi) = ("2026-11-27 00:00:00.000000", "2026-11-28 00:00:00.000000");
-        let sql = payments_sql(true, None);
+        let sql = payments_sql(true, None, None);
         let ids = |ps: Vec<Payment>| {
             let mut ids: Vec<String> = ps.into_iter().map(|p| p.payment_id.to_string()).collect();
             ids.sort();

@@ -108,9 +108,12 @@ const BATCH: usize = 500;
 
 /// Looks `keys` up in the whole ledger; `loaded` says whether a payment id is among the run's
 /// payments already.
+/// In a partitioned job `partition` adds each payment's partition, and a shard finds only
+/// its own partitions' payments.
 pub async fn named(
     db: &Db,
     queries: &LedgerQueries,
+    partition: Option<&crate::partition::Select>,
     keys: &Keys,
     loaded: impl Fn(&str) -> bool,
 ) -> Result<Found> {
@@ -151,7 +154,7 @@ pub async fn named(
         }
     }
     let wanted: Vec<&str> = wanted.into_iter().collect();
-    let mut payments = reader.payments(queries, &wanted).await?;
+    let mut payments = reader.payments(queries, partition, &wanted).await?;
     payments.retain(|p| !loaded(&p.payment_id.text()));
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     payments.dedup_by(|a, b| a.payment_id == b.payment_id);
@@ -321,8 +324,17 @@ impl Reader {
     }
 
     /// The payments whose id is one of `keys`.
-    async fn payments(&mut self, queries: &LedgerQueries, keys: &[&str]) -> Result<Vec<Payment>> {
+    async fn payments(
+        &mut self,
+        queries: &LedgerQueries,
+        partition: Option<&crate::partition::Select>,
+        keys: &[&str],
+    ) -> Result<Vec<Payment>> {
         let column = "payment_id";
+        let (extra, shard) = match partition {
+            Some(p) => (format!(", {}", p.column), p.and_filter()),
+            None => (String::new(), String::new()),
+        };
         let mut out = Vec::new();
         if keys.is_empty() {
             return Ok(out);
@@ -336,7 +348,7 @@ impl Reader {
             Reader::Sqlite(conn) => {
                 for chunk in keys.chunks(BATCH) {
                     let sql = format!(
-                        "SELECT {} FROM {from} WHERE {column} IS NOT NULL AND {column} IN ({})",
+                        "SELECT {}{extra} FROM {from} WHERE {column} IS NOT NULL AND {column} IN ({}){shard}",
                         load::COLUMNS,
                         placeholders(chunk.len())
                     );
@@ -349,10 +361,13 @@ impl Reader {
             }
             Reader::Postgres(conn, ids) => {
                 // Every column as text, as the run's COPY reads them.
-                let cols: Vec<String> = load::pg_payment_columns()
+                let mut cols: Vec<String> = load::pg_payment_columns()
                     .split(", ")
                     .map(|c| format!("{c}::text"))
                     .collect();
+                if let Some(p) = partition {
+                    cols.push(p.column.clone());
+                }
                 // A `uuid` id column is compared as a uuid (through its index) with the keys
                 // that spell one; a custom query's column as text, whatever its type.
                 let (filter, keys): (String, Vec<String>) = if custom.is_some() {
@@ -376,7 +391,10 @@ impl Reader {
                 if keys.is_empty() {
                     return Ok(out);
                 }
-                let sql = format!("SELECT {} FROM {from} WHERE {filter}", cols.join(", "));
+                let sql = format!(
+                    "SELECT {} FROM {from} WHERE {filter}{shard}",
+                    cols.join(", ")
+                );
                 let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
                     .bind(keys)
                     .fetch_all(&mut **conn)

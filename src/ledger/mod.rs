@@ -54,6 +54,10 @@ pub struct Payment {
     /// recon recorded is taken back), so a re-run reproduces its decision, and the
     /// classification re-checks that decision against today's evidence (DESIGN.md rule 8).
     pub recon: Option<Box<ReconChange>>,
+    /// The payment's partition ([`crate::partition::id`] of its partition column's value;
+    /// [`crate::partition::NONE`] in a job without `[partition]`): lines of other partitions
+    /// are never its evidence.
+    pub partition: u32,
 }
 
 /// recon's latest change to a payment (see [`Payment::recon`]).

@@ -21,6 +21,12 @@ pub struct Row {
 }
 
 impl Row {
+    /// How many columns the row has.
+    pub fn columns(&self) -> c_int {
+        // SAFETY: `stmt` is a live statement (as in `with_text`).
+        unsafe { ffi::sqlite3_column_count(self.stmt) }
+    }
+
     /// Text of column `i` (None for NULL). Non-UTF-8 bytes are replaced.
     pub fn text(&self, i: c_int) -> Option<String> {
         self.with_text(i, |s| s.to_string())

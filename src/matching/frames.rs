@@ -199,6 +199,7 @@ pub(super) fn identifier_pairs(
     // Two sorted runs: the stable sort merges them in linear time.
     out.sort();
     out.dedup();
+    super::wall(&mut out, payments, lines);
     Ok(out)
 }
 
@@ -286,7 +287,9 @@ pub(super) fn fuzzy_pairs(
         .join_where(fz.predicates())
         .select([col("s_idx"), col("p_idx")])
         .collect()?;
-    pairs_of(&df)
+    let mut pairs = pairs_of(&df)?;
+    super::wall(&mut pairs, payments, lines);
+    Ok(pairs)
 }
 
 #[cfg(test)]

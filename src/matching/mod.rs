@@ -59,6 +59,14 @@ pub struct MatchResult {
     pub unknown_references: Vec<u32>,
 }
 
+/// The partition wall ([`crate::partition`]): keeps the (line, payment) pairs whose line and
+/// payment are of the same partition. Every pair any pass, near-miss search or return search
+/// considers goes through here, so nothing recon decides about a payment depends on another
+/// partition's lines. A job without `[partition]` has one partition: nothing is removed.
+pub(crate) fn wall(pairs: &mut Vec<(u32, u32)>, payments: &[Payment], lines: &[StatementLine]) {
+    pairs.retain(|&(l, p)| lines[l as usize].origin.partition == payments[p as usize].partition);
+}
+
 /// The `pass` of a return found by recipient, currency and amount (not by a rule pass).
 pub const RETURNS: usize = usize::MAX;
 
@@ -441,7 +449,11 @@ fn blank_recipient_near_misses(
         };
         out.extend(
             ls.iter()
-                .filter(|&&li| lines[li as usize].booked_within(first - before, start + after))
+                .filter(|&&li| {
+                    let l = &lines[li as usize];
+                    l.origin.partition == p.partition
+                        && l.booked_within(first - before, start + after)
+                })
                 .map(|&line| Pair {
                     line,
                     payment: pi as u32,

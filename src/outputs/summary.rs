@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Counts and money for one outcome.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct OutcomeStats {
     /// Rows with this outcome.
     pub count: usize,
@@ -20,7 +20,7 @@ pub struct OutcomeStats {
 }
 
 /// What happened to the planned transitions.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TransitionStats {
     /// Transitions the classification asked for.
     pub planned: usize,
@@ -33,7 +33,7 @@ pub struct TransitionStats {
 }
 
 /// Ticket counts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TicketStats {
     /// New tickets.
     pub created: usize,
@@ -56,7 +56,7 @@ impl TicketStats {
 
 /// The run's review rows grouped into cases (what one human decision settles; see
 /// `report::cases`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct CaseCounts {
     /// Cases.
     pub cases: usize,
@@ -66,8 +66,25 @@ pub struct CaseCounts {
     pub by_severity: BTreeMap<String, usize>,
 }
 
+/// One shard of a gathered night, as summary.json lists it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ShardCount {
+    /// Shard index.
+    pub shard: u32,
+    /// Its run.
+    pub run_id: String,
+    /// The partitions it reconciled.
+    pub partitions: Vec<String>,
+    /// Payments it loaded.
+    pub payments_loaded: usize,
+    /// Payments it reported.
+    pub payments_in_scope: usize,
+    /// Statement lines it read.
+    pub statement_lines: usize,
+}
+
 /// The whole summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Summary {
     /// Run id.
     pub run_id: String,
@@ -110,6 +127,10 @@ pub struct Summary {
     pub unreadable_inputs: Vec<crate::sources::Unreadable>,
     /// Stage → milliseconds.
     pub timings_ms: BTreeMap<String, u64>,
+    /// A gathered night (`recon gather`): each shard's run and how many payments it
+    /// reconciled, so a skewed split shows. Absent for one process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardCount>,
 }
 
 /// Count and sums per currency of one outcome.

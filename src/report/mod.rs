@@ -413,6 +413,28 @@ impl ReportView {
         }
     }
 
+    /// The view of a night gathered from its shards (`recon gather`): every shard's rows,
+    /// sorted and grouped into cases exactly as one process sorts its own.
+    pub fn gathered(
+        summary: Summary,
+        totals: BTreeMap<Outcome, OutcomeTotal>,
+        mut items: Vec<Item>,
+        marks: cases::Marks,
+        (transitions_planned, ticket_rows): (usize, usize),
+    ) -> ReportView {
+        sort_items(&mut items);
+        ReportView {
+            summary,
+            totals,
+            cases: cases::group(&items),
+            marks,
+            items,
+            transitions_planned,
+            ticket_rows,
+            committed: true,
+        }
+    }
+
     /// The run's effects as two lines of text (transitions, tickets). Exact counts of what the
     /// commit did once `committed`; before that (the report files) what the rows ask for.
     pub fn effects(&self) -> (String, String) {

@@ -32,6 +32,7 @@ pub(super) async fn run_day(
         rules,
         db,
         as_of,
+        shard,
     } = job;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -66,6 +67,9 @@ pub(super) async fn run_day(
             now: &started,
         })
         .await?;
+        if let Some((shard, group)) = shard {
+            tx.add_shard_run(group, shard.index, run_id).await?;
+        }
         tx.commit().await?;
         crate::fault::point("after_run_record");
     }
@@ -113,6 +117,7 @@ async fn plan_and_apply(
         rules,
         db,
         as_of,
+        shard,
     } = job;
     let Plan {
         data,
@@ -155,11 +160,26 @@ async fn plan_and_apply(
     // The reports (into the same folder, so they appear or not with the results) are written
     // at the same time. They show what the rows say; what the commit did (transitions
     // applied, tickets new) is in summary.json and the email.
+    let is_shard = shard.is_some();
     let mut reporter = Some({
         let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
         let marks = Arc::clone(&marks);
         tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
             let started = Instant::now();
+            if is_shard {
+                // A shard's rows go to the gather (shard.json), which writes the night's
+                // reports.
+                let mut view = ReportView::build(
+                    &summary,
+                    &data.totals,
+                    &data.rows,
+                    &data.payments,
+                    &data.lines,
+                    as_of,
+                );
+                view.marks = (*marks).clone();
+                return Ok((view, started.elapsed().as_millis() as u64));
+            }
             let view = reports::write_files(
                 &tmp,
                 &summary,
@@ -233,17 +253,30 @@ async fn plan_and_apply(
             summary.outcomes = summary::outcome_stats(&data.totals);
             write_results(&tmp_dir, &data)
                 .map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
-            view = reports::write_files(
-                &tmp_dir,
-                &summary,
-                &data.totals,
-                &data.rows,
-                &data.payments,
-                &data.lines,
-                as_of,
-                &marks,
-            )
-            .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
+            view = if shard.is_some() {
+                let mut v = ReportView::build(
+                    &summary,
+                    &data.totals,
+                    &data.rows,
+                    &data.payments,
+                    &data.lines,
+                    as_of,
+                );
+                v.marks = (*marks).clone();
+                v
+            } else {
+                reports::write_files(
+                    &tmp_dir,
+                    &summary,
+                    &data.totals,
+                    &data.rows,
+                    &data.payments,
+                    &data.lines,
+                    as_of,
+                    &marks,
+                )
+                .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
+            };
         }
         if !opts.dry_run {
             // The run's cases, in its transaction: what decisions are checked against.
@@ -258,6 +291,16 @@ async fn plan_and_apply(
         summary.cases = view.case_counts();
         view.summary = summary.clone();
         view.committed = !opts.dry_run;
+        if let Some((shard, group)) = shard {
+            let partitions = cfg
+                .partition
+                .as_ref()
+                .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
+                .unwrap_or_default();
+            crate::shards::record::ShardRecord::of(group, shard, partitions, &view)
+                .write(&tmp_dir)
+                .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
+        }
         let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
         std::fs::write(tmp_dir.join("summary.json"), json + "\n")
             .map_err(|e| out_err("summary.json", &e))?;

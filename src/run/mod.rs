@@ -25,7 +25,10 @@ mod day;
 mod plan;
 mod range;
 mod recovery;
+mod shard;
 pub mod stop;
+
+pub use shard::{ShardOutcome, config_hash, default_group, run_shard};
 
 use crate::config::Config;
 use crate::db::Db;
@@ -56,6 +59,9 @@ pub(crate) struct Job<'a> {
     pub db: &'a Db,
     /// The run's as-of moment.
     pub as_of: Micros,
+    /// The shard of a partitioned night this run reconciles (None: every partition), and its
+    /// run group.
+    pub shard: Option<(crate::partition::Shard, &'a str)>,
 }
 
 use range::run_range;
@@ -150,6 +156,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         rules: &rules,
         db: &db,
         as_of,
+        shard: None,
     };
     let result = if opts.from == opts.to {
         let mut read = ReadInRange::new();

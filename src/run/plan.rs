@@ -46,7 +46,13 @@ fn load_statements(
         let started = Instant::now();
         let loads = sources_cfg
             .iter()
-            .map(|src| sources::load(src, days, as_of))
+            .map(|src| {
+                let mut load = sources::load(src, days, as_of)?;
+                if let Some(value) = &src.partition {
+                    bind_partition(&mut load.lines, crate::partition::id(value));
+                }
+                Ok(load)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok((loads, started.elapsed().as_millis() as u64))
     })
@@ -63,7 +69,12 @@ pub(crate) async fn plan(
         rules,
         db,
         as_of,
+        shard,
     } = job;
+    let partition = cfg
+        .partition
+        .as_ref()
+        .map(|p| p.select(shard.map(|(s, _)| s)));
     let mut timings = BTreeMap::new();
     let tz = cfg.timezone;
     let t0 = timeparse::day_start(opts.from, tz);
@@ -92,6 +103,7 @@ pub(crate) async fn plan(
                     hi: hi0,
                     attempts_lo: lo0 - carry,
                     from_day: from_day.clone(),
+                    partition: partition.clone(),
                 },
             ),
         )
@@ -175,6 +187,7 @@ pub(crate) async fn plan(
                         hi: need_hi.max(hi0),
                         attempts_lo: lo - carry,
                         from_day: from_day.clone(),
+                        partition: partition.clone(),
                     },
                 ),
             )
@@ -221,7 +234,7 @@ pub(crate) async fn plan(
     let found = db
         .bounded_any(
             "looking up the payments statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, &keys, |id| {
+            crate::ledger::lookup::named(db, &cfg.ledger, partition.as_ref(), &keys, |id| {
                 crate::ledger::lookup::position(&ledger.payments, id).is_some()
             }),
         )
@@ -311,11 +324,20 @@ pub(crate) async fn plan(
                 })
         })
         .collect();
+    let source_partitions: Vec<u32> = match &cfg.partition {
+        Some(_) => cfg
+            .sources
+            .iter()
+            .map(|s| crate::partition::id(s.partition.as_deref().unwrap_or_default()))
+            .collect(),
+        None => Vec::new(),
+    };
     let ctx = Context {
         as_of,
         stale_after,
         settlement_lag: lag,
         coverage: &coverage,
+        source_partitions: &source_partitions,
         in_scope: &in_scope,
         watch: &watch,
         report_range: (t0, t1),
@@ -361,7 +383,7 @@ pub(crate) async fn plan(
         None => None,
     };
     let started = Instant::now();
-    let rows = match &status {
+    let mut rows = match &status {
         Some(ev) => {
             outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row, decided| {
                 ev.overlay(i, p, row, decided)
@@ -375,6 +397,9 @@ pub(crate) async fn plan(
         if let Some(i) = r.payment {
             in_scope[i as usize] = true;
         }
+    }
+    if let Some(p) = &cfg.partition {
+        p.order_line_rows(&mut rows, &lines);
     }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
@@ -405,6 +430,7 @@ pub(crate) async fn plan(
         gates,
         unreadable_inputs: unreadable,
         timings_ms: timings,
+        shards: Vec::new(),
     };
     Ok(Plan {
         data: RunData {
@@ -420,6 +446,28 @@ pub(crate) async fn plan(
         rejected,
         t0,
     })
+}
+
+/// Marks every line of a source bound to a partition as that partition's (its origins are
+/// shared per file: one new origin per file).
+fn bind_partition(lines: &mut [StatementLine], partition: u32) {
+    let mut last: Option<(Arc<sources::Origin>, Arc<sources::Origin>)> = None;
+    for l in lines {
+        if l.origin.partition == partition {
+            continue;
+        }
+        match &last {
+            Some((old, new)) if Arc::ptr_eq(old, &l.origin) => l.origin = Arc::clone(new),
+            _ => {
+                let new = Arc::new(sources::Origin {
+                    partition,
+                    ..(*l.origin).clone()
+                });
+                let old = std::mem::replace(&mut l.origin, Arc::clone(&new));
+                last = Some((old, new));
+            }
+        }
+    }
 }
 
 /// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and

@@ -149,3 +149,47 @@ fn summary_of(folder: &Path, run_id: &str) -> Option<(String, String)> {
         serde_json::to_string(&counts).ok()?,
     ))
 }
+
+/// Recovery of shard `index` of run group `group` (under that shard's lock; other shards run
+/// beside it, so nothing of theirs is touched): its runs still RUNNING are completed from
+/// their folder or marked FAILED, and their unfinished folders are removed.
+pub(super) async fn recover_shard(db: &Db, cfg: &Config, group: &str, index: u32) -> Result<()> {
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let mut tx = db.begin().await?;
+    let mine: Vec<String> = tx
+        .shard_runs(group)
+        .await?
+        .into_iter()
+        .filter(|r| r.shard == index && r.status == "RUNNING")
+        .map(|r| r.run_id)
+        .collect();
+    let mut notes = Vec::new();
+    for run_id in &mine {
+        if let Some((inputs, counts)) = summary_of(&cfg.output_dir.join(run_id), run_id) {
+            tx.complete_run(run_id, &inputs, &counts, &now).await?;
+            continue;
+        }
+        let note = note_path(cfg, run_id);
+        let error = match std::fs::read_to_string(&note) {
+            Ok(text) if !text.trim().is_empty() => {
+                notes.push(note);
+                text.trim_end().to_string()
+            }
+            _ => KILLED.to_string(),
+        };
+        tx.fail_runs(Some(run_id), &error, &now).await?;
+        tracing::warn!(run_id, "Marked this shard's interrupted run as FAILED.");
+    }
+    tx.commit().await?;
+    for note in notes {
+        let _ = std::fs::remove_file(note);
+    }
+    for run_id in &mine {
+        let tmp = cfg.output_dir.join(format!("{run_id}.tmp"));
+        if tmp.exists() {
+            tracing::warn!(folder = %tmp.display(), "Removing the output of this shard's interrupted run.");
+            let _ = std::fs::remove_dir_all(&tmp);
+        }
+    }
+    Ok(())
+}

@@ -64,6 +64,9 @@ pub struct RawCommon {
     empty_file: Option<String>,
     /// Settings of a remote `path` (`sftp://`, `s3://`, `https://`): see the `pull` module.
     remote: Option<remote::RawRemote>,
+    /// In a partitioned job (`[partition]`): the partition every line of this source belongs
+    /// to (a value of the partition column, e.g. a merchant id).
+    partition: Option<String>,
 }
 
 /// A validated statement source: the settings every source has, and its format's own.
@@ -89,6 +92,9 @@ pub struct SourceConfig {
     /// The bounds on one of its files (the job's `max_file_mb`, `max_line_bytes`,
     /// `max_rejected_lines`).
     pub limits: super::InputLimits,
+    /// `partition`: the partition of a partitioned job that every line of this source belongs
+    /// to (`None`: the source is not bound to one; see [`crate::partition`]).
+    pub partition: Option<String>,
 }
 
 /// A source's format and the settings of that format (each defined in the format's module).
@@ -776,6 +782,7 @@ pub(crate) fn job_source(
         remote,
         settings,
         limits: super::InputLimits::default(),
+        partition: s.partition.clone(),
     })
 }
 
@@ -827,6 +834,7 @@ impl SourceConfig {
             remote: None,
             settings,
             limits: super::InputLimits::default(),
+            partition: None,
         })
     }
 
@@ -850,6 +858,7 @@ impl SourceConfig {
             remote: None,
             settings: FormatSettings::defaults(format),
             limits: super::InputLimits::default(),
+            partition: None,
         }
     }
 }

@@ -81,6 +81,9 @@ pub struct Origin {
     pub file: Arc<str>,
     /// The statement's own account (bank formats), if the file names it. Mask when printed.
     pub account: Option<Arc<str>>,
+    /// The partition of the source's lines ([`crate::partition::id`]; NONE when the job has
+    /// no `[partition]`): set by the run when the source is bound to one.
+    pub partition: u32,
 }
 
 impl Origin {
@@ -90,6 +93,7 @@ impl Origin {
             source,
             file,
             account,
+            partition: crate::partition::NONE,
         })
     }
 }
@@ -331,7 +335,7 @@ pub struct Rejected {
 }
 
 /// A file that was read, for the run record and summary.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InputFile {
     /// Source name.
     pub source: String,
@@ -346,11 +350,11 @@ pub struct InputFile {
     /// Re-delivered duplicates dropped (same provider id, same content).
     pub duplicates: usize,
     /// Rows whose booking status is not booked (pending, authorised…): not loaded.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub not_booked: usize,
     /// Rows that are not statement lines (`skip_rows`, `skip_zero_amounts`: notices, balance
     /// rows): not loaded, and no reason to doubt the file's completeness.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub skipped: usize,
 }
 
@@ -359,7 +363,7 @@ pub struct InputFile {
 /// holds is used, and the days it stands for are not complete (DESIGN.md rule 2): the run
 /// reconciles everything else and names the file as critical (exit code
 /// [`crate::exit::INPUT_UNREADABLE`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Unreadable {
     /// Source name.
     pub source: String,

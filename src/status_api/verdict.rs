@@ -511,6 +511,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            partition: crate::partition::NONE,
         }
     }
 

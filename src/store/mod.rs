@@ -32,6 +32,7 @@ use anyhow::Result;
 
 pub mod cases;
 mod followups;
+pub mod groups;
 mod inputs;
 mod runs;
 mod sql;

@@ -63,6 +63,7 @@ fn build(
             created_at: BASE + m * MINUTE,
             followup: None,
             recon: None,
+            partition: recon::partition::NONE,
         })
         .collect();
     let provider_ids = payments
@@ -122,6 +123,7 @@ fn classify(
         stale_after: 30 * MINUTE,
         settlement_lag: 24 * HOUR,
         coverage: &coverage,
+        source_partitions: &[],
         in_scope: &in_scope,
         watch: &[],
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),

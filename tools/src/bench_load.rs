@@ -21,6 +21,7 @@ pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
         hi: 32_503_680_000_000_000,
         attempts_lo: 0,
         from_day: "1970-01-01".into(),
+        partition: None,
     };
     let mut out = String::new();
     let (db_ref, ledger, range) = (&db, &cfg.ledger, &range);

@@ -56,6 +56,7 @@ succeeded = ["PAID"]
             created_at: 0,
             followup: None,
             recon: None,
+            partition: recon::partition::NONE,
         })
         .collect();
     let targets: Vec<u32> = (0..payments as u32).collect();

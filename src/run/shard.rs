@@ -1,0 +1,209 @@
+//! `recon run --shard I/N`: one shard of a partitioned night (see [`crate::shards`] and
+//! docs/sharding.md).
+//!
+//! 1. The job must be partitioned, on PostgreSQL, one day, not a dry run.
+//! 2. Under the group lock, the night's run group is joined (created by the first shard, which
+//!    applies the reviewers' decisions inbox before any shard plans): range, config hash and
+//!    shard count must agree, and every shard runs with the group's as-of.
+//! 3. A shard that already landed (a COMPLETED run in the group) does nothing: a retried
+//!    index lands exactly once.
+//! 4. Under its own lock (two shards run at once; the same shard twice is refused) and a
+//!    shared hold on the run lock (a plain `recon run` excludes every shard), it recovers its
+//!    own interrupted runs, then runs the day with only its partitions' payments and sources.
+//!    It writes its results and `shard.json` for the gather; no report and no email.
+
+use super::day::run_day;
+use super::{Job, ReadInRange, RunReport, recovery, stop};
+use crate::config::Config;
+use crate::db::{Db, GROUP_LOCK_CLASS, RUN_LOCK_KEY, SHARD_LOCK_CLASS};
+use crate::exit::{Failure, fail};
+use crate::partition::Shard;
+use crate::rules::RuleSet;
+use crate::run_data::RunOptions;
+use crate::store::groups::Group;
+use crate::timeparse;
+use anyhow::Result;
+use chrono::Utc;
+
+/// What `recon run --shard` did.
+#[derive(Debug)]
+pub enum ShardOutcome {
+    /// The shard ran and landed.
+    Ran(Box<RunReport>),
+    /// The shard had landed already (run id, folder): nothing was done.
+    Landed(String, std::path::PathBuf),
+}
+
+/// The hash every shard of a group must run with: the job file's bytes and the rules.
+pub fn config_hash(cfg: &Config, rules: &RuleSet) -> Result<String> {
+    let text = std::fs::read(&cfg.path)
+        .map_err(|e| fail(Failure::Config, format!("{}: {e}", cfg.path.display())))?;
+    let mut bytes = text;
+    bytes.extend_from_slice(rules.hash.as_bytes());
+    Ok(crate::sources::sha256_hex(&bytes)[..16].to_string())
+}
+
+/// The default run group of a night: its day (`YYYY-MM-DD`).
+pub fn default_group(opts: &RunOptions) -> String {
+    if opts.from == opts.to {
+        opts.from.to_string()
+    } else {
+        format!("{}_{}", opts.from, opts.to)
+    }
+}
+
+/// Runs shard `shard` of the night `opts` in run group `group`.
+pub async fn run_shard(
+    cfg: &Config,
+    opts: &RunOptions,
+    shard: Shard,
+    group: Option<&str>,
+) -> Result<ShardOutcome> {
+    let Some(partition) = &cfg.partition else {
+        return Err(fail(
+            Failure::Config,
+            format!(
+                "{}: --shard needs a [partition] section (what splits the night)",
+                cfg.path.display()
+            ),
+        ));
+    };
+    partition.check_shard(shard)?;
+    if opts.from != opts.to {
+        return Err(fail(
+            Failure::Config,
+            "--shard runs one night (--date); run a range one day at a time".to_string(),
+        ));
+    }
+    if opts.dry_run {
+        return Err(fail(
+            Failure::Config,
+            "--shard cannot be a dry run: a shard's results exist for the gather, which \
+             reads what shards committed (hint: a dry run of the whole night without --shard)"
+                .to_string(),
+        ));
+    }
+    let rules = RuleSet::for_job(cfg)?;
+    crate::shards::check_settlements(cfg, &rules)?;
+    if let Some(api) = &cfg.status_api {
+        api.header_values()?;
+    }
+    let group_id = group
+        .map(str::to_string)
+        .unwrap_or_else(|| default_group(opts));
+    crate::shards::check_group_id(&group_id)?;
+    let hash = config_hash(cfg, &rules)?;
+    let db = stop::unless_stopped(super::NOTHING_DONE, Db::for_job(cfg)).await?;
+    if !db.is_postgres() {
+        return Err(fail(
+            Failure::Config,
+            "--shard needs PostgreSQL: shards are processes on several machines sharing one \
+             ledger, and a SQLite ledger is one file on one machine (hint: run the night \
+             without --shard; it reconciles every partition in one process)"
+                .to_string(),
+        ));
+    }
+    let now = || timeparse::to_db(Utc::now().timestamp_micros());
+    // The group: created by the first shard, which applies the decisions inbox while the
+    // others wait for the group lock.
+    let group = {
+        let _group_lock = db
+            .pg_locks(
+                "the run group lock",
+                &[format!(
+                    "SELECT pg_try_advisory_lock({GROUP_LOCK_CLASS}, 0)"
+                )],
+                Some(&[format!("SELECT pg_advisory_lock({GROUP_LOCK_CLASS}, 0)")]),
+            )
+            .await?;
+        let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
+        let wanted = Group {
+            group_id: group_id.clone(),
+            range_from: opts.from.to_string(),
+            range_to: opts.to.to_string(),
+            as_of: timeparse::format_utc(as_of),
+            config_hash: hash.clone(),
+            shards: shard.count,
+            gathered_at: None,
+            gather_folder: None,
+        };
+        let mut tx = db.begin().await?;
+        let (stored, created) = tx.join_group(&wanted, &now()).await?;
+        tx.commit().await?;
+        crate::shards::agrees(&stored, &wanted, opts.as_of.is_some())?;
+        if created {
+            crate::decisions::apply_inbox(&db, &cfg.decisions).await?;
+        }
+        stored
+    };
+    let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
+        fail(
+            Failure::Database,
+            format!("run group {group_id}: as_of: {e}"),
+        )
+    })?;
+    if let Some(done) = crate::shards::landed(&db, cfg, &group_id, shard.index).await? {
+        return Ok(ShardOutcome::Landed(
+            done.clone(),
+            cfg.output_dir.join(done),
+        ));
+    }
+    let lock = db
+        .pg_locks(
+            &format!("another process runs shard {shard} (or a whole night holds the run lock)"),
+            &[
+                format!("SELECT pg_try_advisory_lock_shared({RUN_LOCK_KEY})"),
+                format!(
+                    "SELECT pg_try_advisory_lock({SHARD_LOCK_CLASS}, {})",
+                    shard.index
+                ),
+            ],
+            opts.wait.then_some(
+                &[
+                    format!("SELECT pg_advisory_lock_shared({RUN_LOCK_KEY})"),
+                    format!(
+                        "SELECT pg_advisory_lock({SHARD_LOCK_CLASS}, {})",
+                        shard.index
+                    ),
+                ][..],
+            ),
+        )
+        .await?;
+    // Landed while this process waited for the lock?
+    if let Some(done) = crate::shards::landed(&db, cfg, &group_id, shard.index).await? {
+        return Ok(ShardOutcome::Landed(
+            done.clone(),
+            cfg.output_dir.join(done),
+        ));
+    }
+    recovery::recover_shard(&db, cfg, &group_id, shard.index).await?;
+    stop::check(super::NOTHING_DONE)?;
+    let job_cfg = partition.shard_job(cfg, shard);
+    let run_id = format!(
+        "{group_id}-s{}of{}-{}",
+        shard.index,
+        shard.count,
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    tracing::info!(
+        run_id,
+        shard = %shard,
+        partitions = ?partition.values_of(shard),
+        sources = job_cfg.sources.len(),
+        "Shard started."
+    );
+    let job = Job {
+        cfg: &job_cfg,
+        rules: &rules,
+        db: &db,
+        as_of,
+        shard: Some((shard, &group_id)),
+    };
+    let mut read = ReadInRange::new();
+    let result = run_day(job, opts, opts.from, &run_id, None, &mut read).await;
+    drop(lock);
+    db.close().await;
+    let (report, _, view) = result?;
+    super::free_in_background(view);
+    Ok(ShardOutcome::Ran(Box::new(report)))
+}

@@ -1,0 +1,447 @@
+//! `recon gather`: the night's one report, results and email from its shards.
+//!
+//! 1. Waits (up to `--wait`) until every shard of the run group has a COMPLETED run; past the
+//!    deadline it names the missing shards and what became of them, and exits
+//!    [`crate::exit::SHARDS_MISSING`] with nothing written.
+//! 2. Under the gather lock, reads each landed shard's folder: `shard.json` (summary, totals,
+//!    report rows) and its CSV files.
+//! 3. Writes `<output_dir>/<group>/`: `results.csv` and `diff.csv` merged in one process's
+//!    order (payment rows by id, then line rows by their source's place in the job file),
+//!    `rejected.csv`, `settlement.csv`, `summary.json` (with each shard's counts),
+//!    `report.xlsx`, `report.html`; through `<group>.tmp/` and a rename, as a run does.
+//! 4. Marks the group gathered, then queues and sends the one email. A gathered group is not
+//!    gathered again (its email went out once).
+
+use super::record::ShardRecord;
+use crate::config::Config;
+use crate::db::{Db, GATHER_LOCK_CLASS};
+use crate::exit::{Failure, fail};
+use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
+use crate::report::outbox::{self, Alert};
+use crate::report::{self as reports, ReportView};
+use crate::store::groups::{Group, ShardRunRecord};
+use crate::timeparse;
+use anyhow::{Context as _, Result};
+use chrono::Utc;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What to gather.
+#[derive(Debug, Clone)]
+pub struct GatherOptions {
+    /// The run group (default: the night's date, as `recon run --shard` defaults it).
+    pub group: String,
+    /// How long to wait for missing shards (zero: look once).
+    pub wait: Duration,
+    /// How often to look again while waiting.
+    pub poll: Duration,
+}
+
+/// What `recon gather` did.
+#[derive(Debug)]
+pub struct GatherReport {
+    /// The group.
+    pub group: String,
+    /// The night's folder.
+    pub out_dir: PathBuf,
+    /// The night's summary (None: the group had been gathered already).
+    pub summary: Option<Summary>,
+    /// The email.
+    pub alert: Alert,
+}
+
+/// The state of each shard of a group: the run that landed it, or what became of its last run.
+fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<String>) {
+    let mut landed = Vec::new();
+    let mut missing = Vec::new();
+    for i in 0..group.shards {
+        let mine: Vec<&ShardRunRecord> = runs.iter().filter(|r| r.shard == i).collect();
+        match mine.iter().find(|r| r.status == "COMPLETED") {
+            Some(r) => landed.push(r.run_id.clone()),
+            None => missing.push(match mine.last() {
+                None => format!("shard {i}/{}: never started", group.shards),
+                Some(r) if r.status == "RUNNING" => {
+                    format!(
+                        "shard {i}/{}: still running (run {})",
+                        group.shards, r.run_id
+                    )
+                }
+                Some(r) => format!(
+                    "shard {i}/{}: {} (run {}: {})",
+                    group.shards,
+                    r.status,
+                    r.run_id,
+                    r.error
+                        .as_deref()
+                        .and_then(|e| e.lines().next())
+                        .unwrap_or("no error recorded")
+                ),
+            }),
+        }
+    }
+    (landed, missing)
+}
+
+/// Gathers the night of run group `opts.group`.
+pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> {
+    let Some(partition) = &cfg.partition else {
+        return Err(fail(
+            Failure::Config,
+            format!(
+                "{}: recon gather needs a [partition] section (a night run as shards)",
+                cfg.path.display()
+            ),
+        ));
+    };
+    super::check_group_id(&opts.group)?;
+    let db = Db::for_job(cfg).await?;
+    if !db.is_postgres() {
+        return Err(fail(
+            Failure::Config,
+            "recon gather needs PostgreSQL (a SQLite job runs the night in one process)"
+                .to_string(),
+        ));
+    }
+    let deadline = tokio::time::Instant::now() + opts.wait;
+    let (group, landed) = loop {
+        let mut tx = db.begin().await?;
+        let group = tx.group(&opts.group).await?;
+        let runs = match &group {
+            Some(g) => tx.shard_runs(&g.group_id).await?,
+            None => Vec::new(),
+        };
+        tx.rollback().await?;
+        let missing = match &group {
+            None => vec![format!(
+                "no shard of run group {} has started (hint: recon run --shard I/N --group {})",
+                opts.group, opts.group
+            )],
+            Some(g) => {
+                let (landed, missing) = shard_states(g, &runs);
+                if missing.is_empty() {
+                    break (g.clone(), landed);
+                }
+                missing
+            }
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(fail(
+                Failure::ShardsMissing,
+                format!(
+                    "run group {}: {} shard(s) missing after waiting {}s; nothing was gathered:\n  {}\n\
+                     (hint: re-run each missing index with recon run --shard I/N --group {}, then \
+                     recon gather again)",
+                    opts.group,
+                    missing.len(),
+                    opts.wait.as_secs(),
+                    missing.join("\n  "),
+                    opts.group
+                ),
+            ));
+        }
+        tracing::info!(group = %opts.group, missing = missing.len(), "Waiting for shards.");
+        crate::run::stop::check("while waiting for shards: nothing was gathered")?;
+        tokio::time::sleep(opts.poll.min(deadline - tokio::time::Instant::now())).await;
+    };
+    let lock = db
+        .pg_locks(
+            "another recon gather is at work",
+            &[format!(
+                "SELECT pg_try_advisory_lock({GATHER_LOCK_CLASS}, 0)"
+            )],
+            None,
+        )
+        .await?;
+    // Gathered while this process waited?
+    let mut tx = db.begin().await?;
+    let group = tx.group(&group.group_id).await?.unwrap_or(group);
+    tx.rollback().await?;
+    let out_dir = cfg.output_dir.join(&group.group_id);
+    if group.gathered_at.is_some() && out_dir.join("summary.json").exists() {
+        tracing::info!(group = %group.group_id, "Already gathered.");
+        return Ok(GatherReport {
+            group: group.group_id,
+            out_dir,
+            summary: None,
+            alert: Alert::disabled(),
+        });
+    }
+    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, false).await;
+    let marks = crate::decisions::marks(&db).await?;
+    let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
+    let view = write_night(cfg, partition, &group, &dirs, marks, &out_dir)?;
+    let mut tx = db.begin().await?;
+    tx.mark_gathered(
+        &group.group_id,
+        &out_dir.display().to_string(),
+        &timeparse::to_db(Utc::now().timestamp_micros()),
+    )
+    .await?;
+    tx.commit().await?;
+    outbox::after_run(
+        cfg.email.as_ref(),
+        &mut alert,
+        &view,
+        &cfg.output_dir,
+        &out_dir,
+        false,
+        lock,
+    )
+    .await;
+    db.close().await;
+    Ok(GatherReport {
+        group: group.group_id,
+        out_dir,
+        summary: Some(view.summary),
+        alert,
+    })
+}
+
+/// Reads the shards' folders and writes the night's into `out_dir` (through `<it>.tmp`).
+fn write_night(
+    cfg: &Config,
+    partition: &crate::partition::PartitionConfig,
+    group: &Group,
+    dirs: &[PathBuf],
+    marks: crate::report::cases::Marks,
+    out_dir: &Path,
+) -> Result<ReportView> {
+    let tmp = out_dir.with_extension("tmp");
+    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
+    };
+    let mut records = Vec::with_capacity(dirs.len());
+    for (i, d) in dirs.iter().enumerate() {
+        let r = ShardRecord::read(d).map_err(|e| fail(Failure::Output, format!("{e:#}")))?;
+        if r.group != group.group_id || r.shard.index as usize != i {
+            return Err(fail(
+                Failure::Output,
+                format!(
+                    "{}: shard.json is shard {} of group {}, expected shard {i} of {}",
+                    d.display(),
+                    r.shard,
+                    r.group,
+                    group.group_id
+                ),
+            ));
+        }
+        records.push(r);
+    }
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| out_err("cannot clear", &e))?;
+    }
+    std::fs::create_dir_all(&tmp).map_err(|e| out_err("cannot create", &e))?;
+    let written = (|| -> Result<ReportView> {
+        let source_of = |field: &[u8]| -> usize {
+            // `source:file:line[;…]`: the longest configured source name before a `:`.
+            partition
+                .source_order
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| {
+                    field.starts_with(n.as_bytes()) && field.get(n.len()) == Some(&b':')
+                })
+                .max_by_key(|(_, n)| n.len())
+                .map_or(usize::MAX, |(i, _)| i)
+        };
+        let by_row = |r: &csv::ByteRecord| -> (u8, Vec<u8>, usize) {
+            let pid = r.get(1).unwrap_or_default();
+            if pid.is_empty() {
+                (1, Vec::new(), source_of(r.get(13).unwrap_or_default()))
+            } else {
+                (0, pid.to_vec(), 0)
+            }
+        };
+        for name in ["results.csv", reports::DIFF_CSV_FILE] {
+            merge_csv(dirs, name, &tmp, &by_row)?;
+        }
+        merge_csv(dirs, "rejected.csv", &tmp, &|r| {
+            (0, Vec::new(), source_of(r.get(0).unwrap_or_default()))
+        })?;
+        merge_csv(dirs, "settlement.csv", &tmp, &|r| {
+            (0, Vec::new(), source_of(r.get(1).unwrap_or_default()))
+        })?;
+        let mut totals: BTreeMap<crate::model::Outcome, OutcomeTotal> = BTreeMap::new();
+        let mut items = Vec::new();
+        let mut origins = BTreeMap::new();
+        let (mut planned, mut ticket_rows) = (0, 0);
+        for r in &mut records {
+            for (o, t) in r.totals()? {
+                let sum = totals.entry(o).or_default();
+                sum.count += t.count;
+                for (c, v) in t.amounts {
+                    *sum.amounts.entry(c).or_default() += v;
+                }
+            }
+            items.extend(r.items(&mut origins)?);
+            planned += r.transitions_planned;
+            ticket_rows += r.ticket_rows;
+        }
+        let summary = merged_summary(partition, group, &records, &totals);
+        let mut view = ReportView::gathered(summary, totals, items, marks, (planned, ticket_rows));
+        view.summary.cases = view.case_counts();
+        crate::report::xlsx::write(&tmp.join(reports::XLSX_FILE), &view)?;
+        let html = tmp.join(reports::HTML_FILE);
+        std::fs::write(&html, crate::report::html::report(&view))
+            .with_context(|| format!("writing {}", html.display()))?;
+        let json = serde_json::to_string_pretty(&view.summary).context("summary.json")?;
+        std::fs::write(tmp.join("summary.json"), json + "\n")
+            .with_context(|| format!("writing {}", tmp.join("summary.json").display()))?;
+        Ok(view)
+    })();
+    let view = match written {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(fail(Failure::Output, format!("{e:#}")));
+        }
+    };
+    if out_dir.exists() {
+        std::fs::remove_dir_all(out_dir).map_err(|e| out_err("cannot replace", &e))?;
+    }
+    std::fs::rename(&tmp, out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    let _ = cfg;
+    Ok(view)
+}
+
+/// Merges the shards' `name` files (each ordered by `key`, which no two shards share) into
+/// one in `key` order, each record byte for byte; ties keep shard order.
+fn merge_csv(
+    dirs: &[PathBuf],
+    name: &str,
+    tmp: &Path,
+    key: &dyn Fn(&csv::ByteRecord) -> (u8, Vec<u8>, usize),
+) -> Result<()> {
+    let mut readers = Vec::new();
+    for d in dirs {
+        let path = d.join(name);
+        readers.push(
+            csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_path(&path)
+                .with_context(|| format!("opening {}", path.display()))?,
+        );
+    }
+    let out_path = tmp.join(name);
+    let mut out =
+        csv::WriterBuilder::new()
+            .flexible(true)
+            .from_writer(std::io::BufWriter::with_capacity(
+                1 << 20,
+                std::fs::File::create(&out_path)
+                    .with_context(|| format!("creating {}", out_path.display()))?,
+            ));
+    let mut heads: Vec<Option<(csv::ByteRecord, (u8, Vec<u8>, usize))>> = Vec::new();
+    let mut header = None;
+    for (i, r) in readers.iter_mut().enumerate() {
+        let mut rec = csv::ByteRecord::new();
+        // The header (every shard writes the same one).
+        if r.read_byte_record(&mut rec)
+            .with_context(|| format!("reading {}", dirs[i].join(name).display()))?
+        {
+            header.get_or_insert_with(|| rec.clone());
+        }
+        heads.push(next(r, &dirs[i], name, key)?);
+    }
+    if let Some(h) = header {
+        out.write_byte_record(&h)?;
+    }
+    loop {
+        let best = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|(_, k)| (i, k)))
+            .min_by(|(ia, ka), (ib, kb)| ka.cmp(kb).then(ia.cmp(ib)))
+            .map(|(i, _)| i);
+        let Some(i) = best else { break };
+        if let Some((rec, _)) = heads[i].take() {
+            out.write_byte_record(&rec)?;
+        }
+        heads[i] = next(&mut readers[i], &dirs[i], name, key)?;
+    }
+    out.flush()
+        .with_context(|| format!("writing {}", out_path.display()))?;
+    Ok(())
+}
+
+type Keyed = Option<(csv::ByteRecord, (u8, Vec<u8>, usize))>;
+
+fn next(
+    r: &mut csv::Reader<std::fs::File>,
+    dir: &Path,
+    name: &str,
+    key: &dyn Fn(&csv::ByteRecord) -> (u8, Vec<u8>, usize),
+) -> Result<Keyed> {
+    let mut rec = csv::ByteRecord::new();
+    if r.read_byte_record(&mut rec)
+        .with_context(|| format!("reading {}", dir.join(name).display()))?
+    {
+        let k = key(&rec);
+        Ok(Some((rec, k)))
+    } else {
+        Ok(None)
+    }
+}
+
+/// The night's summary from its shards' (in shard order): counts summed, inputs and gates in
+/// job-file order, every distinct warning once.
+fn merged_summary(
+    partition: &crate::partition::PartitionConfig,
+    group: &Group,
+    records: &[ShardRecord],
+    totals: &BTreeMap<crate::model::Outcome, OutcomeTotal>,
+) -> Summary {
+    let first = records.first().map(|r| &r.summary);
+    let mut s = Summary {
+        run_id: group.group_id.clone(),
+        range_from: group.range_from.clone(),
+        range_to: group.range_to.clone(),
+        as_of: first.map(|f| f.as_of.clone()).unwrap_or_default(),
+        dry_run: false,
+        rules_hash: first.map(|f| f.rules_hash.clone()).unwrap_or_default(),
+        outcomes: summary::outcome_stats(totals),
+        ..Summary::default()
+    };
+    for r in records {
+        let x = &r.summary;
+        s.inputs.extend(x.inputs.iter().cloned());
+        s.payments_loaded += x.payments_loaded;
+        s.payments_in_scope += x.payments_in_scope;
+        s.statement_lines += x.statement_lines;
+        s.rejected_lines += x.rejected_lines;
+        s.transitions.planned += x.transitions.planned;
+        s.transitions.applied += x.transitions.applied;
+        s.transitions.already_applied += x.transitions.already_applied;
+        s.transitions.conflicts += x.transitions.conflicts;
+        s.tickets.created += x.tickets.created;
+        s.tickets.existing += x.tickets.existing;
+        s.tickets.reopened += x.tickets.reopened;
+        for w in &x.warnings {
+            if !s.warnings.contains(w) {
+                s.warnings.push(w.clone());
+            }
+        }
+        s.gates.extend(x.gates.iter().cloned());
+        s.unreadable_inputs
+            .extend(x.unreadable_inputs.iter().cloned());
+        for (k, v) in &x.timings_ms {
+            let t = s.timings_ms.entry(k.clone()).or_default();
+            *t = (*t).max(*v);
+        }
+        s.shards.push(ShardCount {
+            shard: r.shard.index,
+            run_id: r.run_id.clone(),
+            partitions: r.partitions.clone(),
+            payments_loaded: x.payments_loaded,
+            payments_in_scope: x.payments_in_scope,
+            statement_lines: x.statement_lines,
+        });
+    }
+    s.inputs.sort_by_key(|f| partition.source_index(&f.source));
+    s.gates.sort_by_key(|g| partition.source_index(&g.source));
+    s.unreadable_inputs
+        .sort_by_key(|u| partition.source_index(&u.source));
+    s
+}

@@ -1,0 +1,303 @@
+//! `shard.json`: what a shard hands the gather besides its CSV files: its summary, its
+//! outcome totals and its report rows (the [`ReportView`] items), in plain values, so that the
+//! gather builds the night's one report from exactly what each shard saw.
+
+use crate::model::{Action, Id, LineKind, Outcome, Status};
+use crate::outputs::summary::{OutcomeTotal, Summary};
+use crate::partition::Shard;
+use crate::report::{Item, ItemLine, Money, ReportView};
+use crate::sources::Origin;
+use anyhow::{Context as _, Result, anyhow};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The file name in a shard's run folder.
+pub const FILE: &str = "shard.json";
+
+/// A shard's hand-over to the gather.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ShardRecord {
+    /// The night's run group.
+    pub group: String,
+    /// Which shard.
+    pub shard: Shard,
+    /// The shard's run.
+    pub run_id: String,
+    /// The partitions it reconciled.
+    pub partitions: Vec<String>,
+    /// Its summary.json.
+    pub summary: Summary,
+    /// Rows and sums per outcome (every outcome).
+    pub totals: Vec<TotalRecord>,
+    /// Transitions its rows asked for.
+    pub transitions_planned: usize,
+    /// Its rows that raise a ticket.
+    pub ticket_rows: usize,
+    /// Its report rows.
+    pub items: Vec<ItemRecord>,
+}
+
+/// One outcome's count and sums.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TotalRecord {
+    /// Outcome name.
+    pub outcome: String,
+    /// Rows.
+    pub count: usize,
+    /// (currency, sum of minor units as text: sums may exceed what JSON numbers hold).
+    pub amounts: Vec<(String, String)>,
+}
+
+/// A report row in plain values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ItemRecord {
+    outcome: String,
+    status: Option<String>,
+    action: String,
+    payment_id: Option<String>,
+    lines: Vec<LineRecord>,
+    amount: Option<(i64, String)>,
+    recipient: String,
+    started_at: Option<i64>,
+    age_days: i64,
+    rule: String,
+    detail: String,
+}
+
+/// A report row's statement line in plain values.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LineRecord {
+    id: String,
+    amount: (i64, String),
+    reference: Option<String>,
+    booked_at: i64,
+    booked_day: Option<chrono::NaiveDate>,
+    source: String,
+    file: String,
+    account: Option<String>,
+    line_no: u64,
+    kind: String,
+}
+
+fn currency(code: &str) -> Result<&'static str> {
+    crate::money::currency(code)
+        .map(|(c, _)| c)
+        .map_err(|e| anyhow!("currency {code:?}: {e}"))
+}
+
+fn parse_action(label: &str) -> Result<Action> {
+    let status = |s: &str| Status::parse(s).ok_or_else(|| anyhow!("action {label:?}"));
+    Ok(match label.split_once(':') {
+        None if label == "none" => Action::None,
+        None if label == "ticket" => Action::Ticket,
+        Some(("transition", s)) => Action::Transition(status(s)?),
+        Some(("conflict", s)) => Action::Conflict(status(s)?),
+        _ => return Err(anyhow!("unknown action {label:?}")),
+    })
+}
+
+fn parse_kind(text: &str) -> Result<LineKind> {
+    [
+        LineKind::Payment,
+        LineKind::Refund,
+        LineKind::Fee,
+        LineKind::Payout,
+        LineKind::Balance,
+    ]
+    .into_iter()
+    .find(|k| k.as_str() == text)
+    .ok_or_else(|| anyhow!("unknown line kind {text:?}"))
+}
+
+impl ItemRecord {
+    fn of(i: &Item) -> ItemRecord {
+        ItemRecord {
+            outcome: i.outcome.as_str().to_string(),
+            status: i.status.map(|s| s.as_str().to_string()),
+            action: i.action.label(),
+            payment_id: i.payment_id.as_ref().map(Id::to_string),
+            lines: i
+                .lines
+                .iter()
+                .map(|l| LineRecord {
+                    id: l.id.to_string(),
+                    amount: (l.amount.minor, l.amount.currency.to_string()),
+                    reference: l.reference.as_ref().map(Id::to_string),
+                    booked_at: l.booked_at,
+                    booked_day: l.booked_day,
+                    source: l.origin.source.to_string(),
+                    file: l.origin.file.to_string(),
+                    account: l.origin.account.as_deref().map(str::to_string),
+                    line_no: l.line_no,
+                    kind: l.kind.as_str().to_string(),
+                })
+                .collect(),
+            amount: i.amount.map(|m| (m.minor, m.currency.to_string())),
+            recipient: i.recipient.clone(),
+            started_at: i.started_at,
+            age_days: i.age_days,
+            rule: i.rule.to_string(),
+            detail: i.detail.to_string(),
+        }
+    }
+
+    /// The row as the report renders it. Lines of one file share one origin, as in a run.
+    fn item(
+        self,
+        origins: &mut BTreeMap<(String, String, Option<String>), Arc<Origin>>,
+    ) -> Result<Item> {
+        let outcome =
+            Outcome::parse(&self.outcome).ok_or_else(|| anyhow!("outcome {:?}", self.outcome))?;
+        let mut lines = Vec::with_capacity(self.lines.len());
+        for l in self.lines {
+            let origin = origins
+                .entry((l.source.clone(), l.file.clone(), l.account.clone()))
+                .or_insert_with(|| {
+                    Origin::new(
+                        Arc::from(l.source.as_str()),
+                        Arc::from(l.file.as_str()),
+                        l.account.as_deref().map(Arc::from),
+                    )
+                })
+                .clone();
+            lines.push(ItemLine {
+                id: l.id.into(),
+                amount: Money {
+                    minor: l.amount.0,
+                    currency: currency(&l.amount.1)?,
+                },
+                reference: l.reference.as_deref().map(Id::new),
+                booked_at: l.booked_at,
+                booked_day: l.booked_day,
+                origin,
+                line_no: l.line_no,
+                kind: parse_kind(&l.kind)?,
+            });
+        }
+        Ok(Item {
+            outcome,
+            severity: outcome.ticket_severity(),
+            status: self
+                .status
+                .as_deref()
+                .map(|s| Status::parse(s).ok_or_else(|| anyhow!("status {s:?}")))
+                .transpose()?,
+            action: parse_action(&self.action)?,
+            payment_id: self.payment_id.as_deref().map(Id::new),
+            lines,
+            amount: self
+                .amount
+                .map(|(minor, c)| -> Result<Money> {
+                    Ok(Money {
+                        minor,
+                        currency: currency(&c)?,
+                    })
+                })
+                .transpose()?,
+            recipient: self.recipient,
+            started_at: self.started_at,
+            age_days: self.age_days,
+            rule: Arc::from(self.rule.as_str()),
+            detail: self.detail.into(),
+        })
+    }
+}
+
+impl ShardRecord {
+    /// The record of a shard's view.
+    pub fn of(group: &str, shard: Shard, partitions: Vec<String>, view: &ReportView) -> Self {
+        ShardRecord {
+            group: group.to_string(),
+            shard,
+            run_id: view.summary.run_id.clone(),
+            partitions,
+            summary: view.summary.clone(),
+            totals: view
+                .totals
+                .iter()
+                .map(|(o, t)| TotalRecord {
+                    outcome: o.as_str().to_string(),
+                    count: t.count,
+                    amounts: t
+                        .amounts
+                        .iter()
+                        .map(|(c, v)| (c.to_string(), v.to_string()))
+                        .collect(),
+                })
+                .collect(),
+            transitions_planned: view.transitions_planned,
+            ticket_rows: view.ticket_rows,
+            items: view.items.iter().map(ItemRecord::of).collect(),
+        }
+    }
+
+    /// Writes it into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(FILE);
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        serde_json::to_writer(std::io::BufWriter::with_capacity(1 << 20, file), self)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Reads the record in a shard's folder.
+    pub fn read(dir: &Path) -> Result<ShardRecord> {
+        let path = dir.join(FILE);
+        let file =
+            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        serde_json::from_reader(std::io::BufReader::with_capacity(1 << 20, file))
+            .with_context(|| format!("reading {}", path.display()))
+    }
+
+    /// Its totals as the report counts them.
+    pub fn totals(&self) -> Result<BTreeMap<Outcome, OutcomeTotal>> {
+        let mut out = BTreeMap::new();
+        for t in &self.totals {
+            let o = Outcome::parse(&t.outcome).ok_or_else(|| anyhow!("outcome {:?}", t.outcome))?;
+            let mut amounts = BTreeMap::new();
+            for (c, v) in &t.amounts {
+                let v: i128 = v.parse().map_err(|e| anyhow!("sum {v:?}: {e}"))?;
+                amounts.insert(currency(c)?, v);
+            }
+            out.insert(
+                o,
+                OutcomeTotal {
+                    count: t.count,
+                    amounts,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Its report rows.
+    pub fn items(
+        &mut self,
+        origins: &mut BTreeMap<(String, String, Option<String>), Arc<Origin>>,
+    ) -> Result<Vec<Item>> {
+        std::mem::take(&mut self.items)
+            .into_iter()
+            .map(|i| i.item(origins))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_action_label_reads_back() {
+        for a in [
+            Action::None,
+            Action::Ticket,
+            Action::Transition(Status::Succeeded),
+            Action::Conflict(Status::Failed),
+        ] {
+            assert_eq!(parse_action(&a.label()).unwrap(), a);
+        }
+        assert!(parse_action("transition:NOPE").is_err());
+    }
+}

@@ -466,12 +466,12 @@ async fn gather_cmd(
         run_id: None,
         wait: false,
     };
-    let g = recon::shards::gather::GatherOptions {
+    let g = recon::gather::GatherOptions {
         group: group.unwrap_or_else(|| recon::run::default_group(&opts)),
         wait,
         poll: std::time::Duration::from_secs(5),
     };
-    let report = recon::shards::gather::gather(&cfg, &g).await?;
+    let report = recon::gather::gather(&cfg, &g).await?;
     let Some(summary) = &report.summary else {
         outln!(
             "recon gather {}: already gathered into {}: nothing to do",

@@ -55,7 +55,7 @@ impl RawPartition {
     pub(crate) fn validate(
         self,
         path: &std::path::Path,
-        sources: &[crate::config::SourceConfig],
+        sources: &[crate::sources::config::SourceConfig],
     ) -> anyhow::Result<PartitionConfig> {
         let err = |m: String| crate::sources::config::config_error(path, m);
         let ident = |s: &str| {
@@ -126,7 +126,7 @@ impl RawPartition {
 /// would otherwise silently let matches cross).
 pub(crate) fn check_unpartitioned(
     path: &std::path::Path,
-    sources: &[crate::config::SourceConfig],
+    sources: &[crate::sources::config::SourceConfig],
 ) -> anyhow::Result<()> {
     match sources.iter().position(|s| s.partition.is_some()) {
         Some(i) => Err(crate::sources::config::config_error(
@@ -267,37 +267,6 @@ impl PartitionConfig {
             .iter()
             .position(|s| s == name)
             .unwrap_or(usize::MAX)
-    }
-
-    /// Orders a partitioned night's line rows (after the payment rows, which are in payment
-    /// id order) by the job-file position of their first line's source, keeping each
-    /// source's own order: every source is one partition's, so the rows of a night gathered
-    /// from its shards come out in the same order as one process writes them.
-    pub fn order_line_rows(
-        &self,
-        rows: &mut [crate::outcome::ResultRow],
-        lines: &[crate::sources::StatementLine],
-    ) {
-        let first_line_row = rows
-            .iter()
-            .position(|r| r.payment.is_none())
-            .unwrap_or(rows.len());
-        rows[first_line_row..].sort_by_key(|r| {
-            r.lines.first().map_or(usize::MAX, |&l| {
-                self.source_index(&lines[l as usize].origin.source)
-            })
-        });
-    }
-
-    /// The job as shard `shard` runs it: only the sources of its partitions.
-    pub fn shard_job(&self, cfg: &crate::config::Config, shard: Shard) -> crate::config::Config {
-        let mut job = cfg.clone();
-        job.sources.retain(|s| {
-            s.partition
-                .as_deref()
-                .is_some_and(|v| self.in_shard(v, shard))
-        });
-        job
     }
 
     /// Whether a payment of partition `value` belongs to `shard`.

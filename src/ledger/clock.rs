@@ -196,8 +196,18 @@ impl Conn<'_> {
         }
     }
 
-    /// The payments with these ids (the payments query's rows, whatever their start).
-    async fn payments(&mut self, queries: &LedgerQueries, ids: &[String]) -> Result<Vec<Payment>> {
+    /// The payments with these ids (the payments query's rows, whatever their start); in a
+    /// partitioned job with their partition, and only a shard's own.
+    async fn payments(
+        &mut self,
+        queries: &LedgerQueries,
+        partition: Option<&crate::partition::Select>,
+        ids: &[String],
+    ) -> Result<Vec<Payment>> {
+        let (extra, shard) = match partition {
+            Some(p) => (format!(", {}", p.column), p.and_filter()),
+            None => (String::new(), String::new()),
+        };
         let mut out = Vec::new();
         for chunk in ids.chunks(BATCH) {
             match self {
@@ -207,7 +217,7 @@ impl Conn<'_> {
                         None => "payments".to_string(),
                     };
                     let sql = format!(
-                        "SELECT {} FROM {from} WHERE payment_id IN ({})",
+                        "SELECT {}{extra} FROM {from} WHERE payment_id IN ({}){shard}",
                         load::COLUMNS,
                         literals(chunk)
                     );
@@ -223,7 +233,7 @@ impl Conn<'_> {
                         None => "payments".to_string(),
                     };
                     let sql = format!(
-                        "SELECT {} FROM {from} WHERE payment_id IN ({})",
+                        "SELECT {}{extra} FROM {from} WHERE payment_id IN ({}){shard}",
                         load::pg_payment_columns(),
                         literals(chunk)
                     );
@@ -314,6 +324,7 @@ pub(super) async fn settle(
     queries: &LedgerQueries,
     (lo, hi): (Micros, Micros),
     scan: bool,
+    partition: Option<&crate::partition::Select>,
     mut payments: Vec<Payment>,
 ) -> Result<Vec<Payment>> {
     let started = std::time::Instant::now();
@@ -375,7 +386,7 @@ pub(super) async fn settle(
     let mut added = Vec::new();
     if !others.is_empty() {
         let ids: Vec<String> = others.into_iter().collect();
-        added = conn.payments(queries, &ids).await?;
+        added = conn.payments(queries, partition, &ids).await?;
         // A row that moved into the range since the first read is there already.
         added.retain(|q| position(&payments, &q.payment_id.text()).is_none());
         crate::keysort::sort_by_id_key(&mut added, |p| &p.payment_id);

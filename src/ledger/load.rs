@@ -377,6 +377,7 @@ async fn load_sqlite(
         queries,
         (range.lo, range.hi),
         attempts_scan,
+        range.partition.as_ref(),
         payments,
     )
     .await?;
@@ -742,6 +743,7 @@ async fn load_pg(
         queries,
         (range.lo, range.hi),
         false,
+        range.partition.as_ref(),
         payments,
     )
     .await?;

@@ -23,6 +23,7 @@ pub mod cases;
 pub mod email;
 pub mod html;
 pub mod outbox;
+pub mod shard;
 pub mod xlsx;
 
 use crate::ledger::{Payment, Status};

@@ -297,7 +297,7 @@ async fn plan_and_apply(
                 .as_ref()
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
-            crate::shards::record::ShardRecord::of(group, shard, partitions, &view)
+            crate::report::shard::ShardRecord::of(group, shard, partitions, &view)
                 .write(&tmp_dir)
                 .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
         }

@@ -28,7 +28,7 @@ mod recovery;
 mod shard;
 pub mod stop;
 
-pub use shard::{ShardOutcome, config_hash, default_group, run_shard};
+pub use shard::{ShardOutcome, check_group_id, config_hash, default_group, run_shard};
 
 use crate::config::Config;
 use crate::db::Db;

@@ -399,7 +399,7 @@ pub(crate) async fn plan(
         }
     }
     if let Some(p) = &cfg.partition {
-        p.order_line_rows(&mut rows, &lines);
+        order_line_rows(p, &mut rows, &lines);
     }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
@@ -446,6 +446,26 @@ pub(crate) async fn plan(
         rejected,
         t0,
     })
+}
+
+/// Orders a partitioned night's line rows (after the payment rows, which are in payment id
+/// order) by the job-file position of their first line's source, keeping each source's own
+/// order: every source is one partition's, so the rows of a night gathered from its shards
+/// come out in the same order as one process writes them.
+fn order_line_rows(
+    p: &crate::partition::PartitionConfig,
+    rows: &mut [crate::outcome::ResultRow],
+    lines: &[StatementLine],
+) {
+    let first_line_row = rows
+        .iter()
+        .position(|r| r.payment.is_none())
+        .unwrap_or(rows.len());
+    rows[first_line_row..].sort_by_key(|r| {
+        r.lines.first().map_or(usize::MAX, |&l| {
+            p.source_index(&lines[l as usize].origin.source)
+        })
+    });
 }
 
 /// Marks every line of a source bound to a partition as that partition's (its origins are

@@ -84,14 +84,14 @@ pub async fn run_shard(
         ));
     }
     let rules = RuleSet::for_job(cfg)?;
-    crate::shards::check_settlements(cfg, &rules)?;
+    check_settlements(cfg, &rules)?;
     if let Some(api) = &cfg.status_api {
         api.header_values()?;
     }
     let group_id = group
         .map(str::to_string)
         .unwrap_or_else(|| default_group(opts));
-    crate::shards::check_group_id(&group_id)?;
+    check_group_id(&group_id)?;
     let hash = config_hash(cfg, &rules)?;
     let db = stop::unless_stopped(super::NOTHING_DONE, Db::for_job(cfg)).await?;
     if !db.is_postgres() {
@@ -130,7 +130,7 @@ pub async fn run_shard(
         let mut tx = db.begin().await?;
         let (stored, created) = tx.join_group(&wanted, &now()).await?;
         tx.commit().await?;
-        crate::shards::agrees(&stored, &wanted, opts.as_of.is_some())?;
+        agrees(&stored, &wanted, opts.as_of.is_some())?;
         if created {
             crate::decisions::apply_inbox(&db, &cfg.decisions).await?;
         }
@@ -142,7 +142,7 @@ pub async fn run_shard(
             format!("run group {group_id}: as_of: {e}"),
         )
     })?;
-    if let Some(done) = crate::shards::landed(&db, cfg, &group_id, shard.index).await? {
+    if let Some(done) = landed(&db, cfg, &group_id, shard.index).await? {
         return Ok(ShardOutcome::Landed(
             done.clone(),
             cfg.output_dir.join(done),
@@ -170,7 +170,7 @@ pub async fn run_shard(
         )
         .await?;
     // Landed while this process waited for the lock?
-    if let Some(done) = crate::shards::landed(&db, cfg, &group_id, shard.index).await? {
+    if let Some(done) = landed(&db, cfg, &group_id, shard.index).await? {
         return Ok(ShardOutcome::Landed(
             done.clone(),
             cfg.output_dir.join(done),
@@ -178,7 +178,13 @@ pub async fn run_shard(
     }
     recovery::recover_shard(&db, cfg, &group_id, shard.index).await?;
     stop::check(super::NOTHING_DONE)?;
-    let job_cfg = partition.shard_job(cfg, shard);
+    // The job as this shard runs it: only its partitions' sources.
+    let mut job_cfg = cfg.clone();
+    job_cfg.sources.retain(|s| {
+        s.partition
+            .as_deref()
+            .is_some_and(|v| partition.in_shard(v, shard))
+    });
     let run_id = format!(
         "{group_id}-s{}of{}-{}",
         shard.index,
@@ -206,4 +212,103 @@ pub async fn run_shard(
     let (report, _, view) = result?;
     super::free_in_background(view);
     Ok(ShardOutcome::Ran(Box::new(report)))
+}
+
+/// A three-way rule pairs one provider source's batches with one bank source's credits: in a
+/// partitioned job both must be of one partition (a bank account shared by all partitions
+/// is refused: its three-way work would need every shard's lines).
+pub fn check_settlements(cfg: &Config, rules: &RuleSet) -> Result<()> {
+    if cfg.partition.is_none() {
+        return Ok(());
+    }
+    let part = |name: &str| {
+        cfg.sources
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.partition.as_deref())
+    };
+    for r in &rules.settlements {
+        if part(&r.provider) != part(&r.bank) {
+            return Err(fail(
+                Failure::Config,
+                format!(
+                    "settlement rule {}: provider source {:?} (partition {:?}) and bank source \
+                     {:?} (partition {:?}) are in different partitions: three-way matching \
+                     would cross partitions (hint: bind the bank source to the provider's \
+                     partition, or run the job without [partition])",
+                    r.id,
+                    r.provider,
+                    part(&r.provider).unwrap_or("-"),
+                    r.bank,
+                    part(&r.bank).unwrap_or("-")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A group id is part of folder names and run ids.
+pub fn check_group_id(id: &str) -> Result<()> {
+    if id.is_empty()
+        || id.len() > 64
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        || id.starts_with('.')
+    {
+        return Err(fail(
+            Failure::Config,
+            format!("--group {id:?}: use 1 to 64 letters, digits, `-`, `_` or `.`"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a shard may join the stored group: same night, config and shard count, and the
+/// group's as-of (an explicit `--as-of` must be the group's).
+pub fn agrees(stored: &Group, wanted: &Group, explicit_as_of: bool) -> Result<()> {
+    let differ = |key: &str, a: &str, b: &str| {
+        fail(
+            Failure::Config,
+            format!(
+                "run group {}: {key} is {a} for the group but {b} for this shard (hint: every \
+                 shard of a night runs with the same job file, rules, --date and shard count; \
+                 a re-run with other settings needs another --group)",
+                stored.group_id
+            ),
+        )
+    };
+    if (&stored.range_from, &stored.range_to) != (&wanted.range_from, &wanted.range_to) {
+        return Err(differ("the night", &stored.range_from, &wanted.range_from));
+    }
+    if stored.config_hash != wanted.config_hash {
+        return Err(differ(
+            "the config hash (job file + rules)",
+            &stored.config_hash,
+            &wanted.config_hash,
+        ));
+    }
+    if stored.shards != wanted.shards {
+        return Err(differ(
+            "the shard count",
+            &stored.shards.to_string(),
+            &wanted.shards.to_string(),
+        ));
+    }
+    if explicit_as_of && stored.as_of != wanted.as_of {
+        return Err(differ("--as-of", &stored.as_of, &wanted.as_of));
+    }
+    Ok(())
+}
+
+/// The run that landed shard `index` of `group` (COMPLETED), if one did.
+pub async fn landed(db: &Db, _cfg: &Config, group: &str, index: u32) -> Result<Option<String>> {
+    let mut tx = db.begin().await?;
+    let runs = tx.shard_runs(group).await?;
+    tx.rollback().await?;
+    Ok(runs
+        .into_iter()
+        .find(|r| r.shard == index && r.status == "COMPLETED")
+        .map(|r| r.run_id))
 }

@@ -3,7 +3,7 @@
 //!
 //! | keys | where |
 //! |---|---|
-//! | `name`, `role`, `format`, `path`, `timezone`, `complete_from`, `complete_to`, `completeness`, `empty_file`, `remote` | [`RawCommon`] here; `remote` in [`super::remote`] |
+//! | `name`, `role`, `format`, `path`, `timezone`, `complete_from`, `complete_to`, `completeness`, `empty_file`, `remote`, `partition` | [`RawCommon`] here; `remote` in [`super::remote`] |
 //! | csv: `encoding`, `delimiter`, `quote` + the tabular keys | [`super::csv::RawCsv`] |
 //! | xlsx: `sheet` + the tabular keys | [`super::xlsx::RawXlsx`] |
 //! | the tabular keys of csv and xlsx (`timestamp_format`, `columns`, `kinds`, …) | [`super::tabular::RawTabular`] |
@@ -93,7 +93,7 @@ pub struct SourceConfig {
     /// `max_rejected_lines`).
     pub limits: super::InputLimits,
     /// `partition`: the partition of a partitioned job that every line of this source belongs
-    /// to (`None`: the source is not bound to one; see [`crate::partition`]).
+    /// to (`None`: the source is not bound to one; see the partition module).
     pub partition: Option<String>,
 }
 
@@ -899,7 +899,8 @@ mod tests {
                 "complete_to",
                 "completeness",
                 "empty_file",
-                "remote"
+                "remote",
+                "partition"
             ]
         );
         assert_eq!(camt::keys(), Vec::<&str>::new());

@@ -81,8 +81,8 @@ pub struct Origin {
     pub file: Arc<str>,
     /// The statement's own account (bank formats), if the file names it. Mask when printed.
     pub account: Option<Arc<str>>,
-    /// The partition of the source's lines ([`crate::partition::id`]; NONE when the job has
-    /// no `[partition]`): set by the run when the source is bound to one.
+    /// The partition of the source's lines (an id of the partition module; 0 when the job
+    /// has no `[partition]`): set by the run when the source is bound to one.
     pub partition: u32,
 }
 
@@ -93,7 +93,7 @@ impl Origin {
             source,
             file,
             account,
-            partition: crate::partition::NONE,
+            partition: 0,
         })
     }
 }

@@ -30,7 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("sources", &["sources"]),
-    ("config", &["config", "rules"]),
+    ("config", &["config", "rules", "partition"]),
     ("pull", &["pull"]),
     ("storage", &["db", "ledger", "tickets", "store"]),
     ("matching", &["matching"]),
@@ -40,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("effects and reports", &["effects", "report"]),
     ("decisions", &["decisions"]),
     ("run", &["run"]),
-    ("cli", &["explain", "demo", "process"]),
+    ("cli", &["explain", "demo", "process", "gather"]),
 ];
 
 /// One use of another top-level module.

@@ -33,6 +33,7 @@ mod report;
 mod retries;
 mod runs;
 mod safety;
+mod shards;
 mod signals;
 mod status_api;
 mod threeway;

@@ -12,12 +12,12 @@
 //! 4. Marks the group gathered, then queues and sends the one email. A gathered group is not
 //!    gathered again (its email went out once).
 
-use super::record::ShardRecord;
 use crate::config::Config;
 use crate::db::{Db, GATHER_LOCK_CLASS};
 use crate::exit::{Failure, fail};
 use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
 use crate::report::outbox::{self, Alert};
+use crate::report::shard::ShardRecord;
 use crate::report::{self as reports, ReportView};
 use crate::store::groups::{Group, ShardRunRecord};
 use crate::timeparse;
@@ -94,7 +94,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             ),
         ));
     };
-    super::check_group_id(&opts.group)?;
+    crate::run::check_group_id(&opts.group)?;
     let db = Db::for_job(cfg).await?;
     if !db.is_postgres() {
         return Err(fail(

@@ -1,0 +1,624 @@
+//! Partitioned nights (issue 34): the same generated night, run once as one process and once
+//! as N = 1, 3 and 4 shard processes plus `recon gather` on loopback PostgreSQL, must give the
+//! same outcomes, transitions, tickets, cases and report content. A shard killed mid-run is
+//! re-run alone and lands once; a gather whose shards are missing names them and exits 13;
+//! SQLite and unbound sources are refused.
+//!
+//! The night is `recon-tools generate`'s realistic data (twins, near misses, duplicates, money
+//! mismatches, retries, orphans, busy recipients) split into five merchants: a payment's
+//! merchant follows its recipient, a line's follows the payment it names (by reference or
+//! provider id), else its recipient, so look-alikes mostly share a merchant and the wall
+//! decides nothing away. Each merchant has its own provider file and source; the ledger's
+//! merchant comes from a table of the test through a custom `payments_query`.
+
+use crate::support::{fresh_pg_database, pg_admin_url, pg_described, psql, write_control};
+use recon_tools::generate::{self, GenerateOptions, GenerateReport};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const MERCHANTS: [&str; 5] = ["M1", "M2", "M3", "M4", "M5"];
+
+fn canonical(account: &str) -> String {
+    account
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_uppercase()
+}
+
+fn merchant_of(recipient: &str) -> &'static str {
+    let h = recon::partition::stable_hash(&canonical(recipient));
+    // Skewed: M1 gets about a third.
+    MERCHANTS[[0, 0, 1, 2, 3, 4][(h % 6) as usize]]
+}
+
+/// A generated night split into merchants, in `dir`: payments.csv, attempts.csv,
+/// merchants.csv (payment_id, merchant), statement-M*.csv with control files, and the job
+/// file template `recon.toml` (database URL and output folder filled in per database).
+struct Night {
+    dir: PathBuf,
+    report: GenerateReport,
+    merchants: Vec<(String, String)>,
+}
+
+fn night(dir: &Path, payments: usize, seed: u64) -> Night {
+    let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
+    let report = generate::generate(&GenerateOptions::new(dir, payments, seed, date)).unwrap();
+    // Payments: merchant by recipient; provider ids and ids name them.
+    let mut rd = csv::Reader::from_path(dir.join("payments.csv")).unwrap();
+    let h = rd.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (pid, rcpt, ppid) = (
+        col("payment_id"),
+        col("recipient_account"),
+        col("provider_payment_id"),
+    );
+    let mut merchants = Vec::new();
+    let mut by_key: HashMap<String, &'static str> = HashMap::new();
+    for r in rd.records() {
+        let r = r.unwrap();
+        let m = merchant_of(&r[rcpt]);
+        merchants.push((r[pid].to_string(), m.to_string()));
+        by_key.insert(r[pid].to_uppercase(), m);
+        if !r[ppid].is_empty() {
+            by_key.insert(r[ppid].to_uppercase(), m);
+        }
+    }
+    let mut ra = csv::Reader::from_path(dir.join("attempts.csv")).unwrap();
+    let ha = ra.headers().unwrap().clone();
+    let (apid, appid) = (
+        ha.iter().position(|c| c == "payment_id").unwrap(),
+        ha.iter().position(|c| c == "provider_payment_id").unwrap(),
+    );
+    let mut extra = Vec::new();
+    for r in ra.records() {
+        let r = r.unwrap();
+        if let Some(&m) = by_key.get(&r[apid].to_uppercase())
+            && !r[appid].is_empty()
+        {
+            extra.push((r[appid].to_uppercase(), m));
+        }
+    }
+    by_key.extend(extra);
+    // Lines: the merchant of the payment they name, else of their recipient.
+    let mut rs = csv::Reader::from_path(dir.join("statement.csv")).unwrap();
+    let hs = rs.headers().unwrap().clone();
+    let scol = |name: &str| hs.iter().position(|c| c == name).unwrap();
+    let (txn, reference, beneficiary) = (scol("txn_id"), scol("reference"), scol("beneficiary"));
+    let mut files: BTreeMap<&str, csv::Writer<std::fs::File>> = MERCHANTS
+        .iter()
+        .map(|m| {
+            let mut w = csv::Writer::from_path(dir.join(format!("statement-{m}.csv"))).unwrap();
+            w.write_record(&hs).unwrap();
+            (*m, w)
+        })
+        .collect();
+    for r in rs.records() {
+        let r = r.unwrap();
+        let m = by_key
+            .get(&r[reference].trim().to_uppercase())
+            .or_else(|| by_key.get(&r[txn].trim().to_uppercase()))
+            .copied()
+            .unwrap_or_else(|| merchant_of(&r[beneficiary]));
+        files.get_mut(m).unwrap().write_record(&r).unwrap();
+    }
+    for (m, mut w) in files {
+        w.flush().unwrap();
+        drop(w);
+        write_control(&dir.join(format!("statement-{m}.csv")));
+    }
+    let mut mw = csv::Writer::from_path(dir.join("merchants.csv")).unwrap();
+    for (p, m) in &merchants {
+        mw.write_record([p, m]).unwrap();
+    }
+    mw.flush().unwrap();
+    // The job: one source per merchant, cut from the generated one.
+    let text = std::fs::read_to_string(&report.files.config).unwrap();
+    let (head, source) = text.split_at(text.find("[[source]]").unwrap());
+    let head: String = head
+        .lines()
+        .filter(|l| !l.starts_with("database_url") && !l.starts_with("output_dir"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut job = format!(
+        "{head}database_url = \"@URL@\"\noutput_dir = \"@OUT@\"\n\n[partition]\ncolumn = \"merchant_id\"\n\n\
+         [ledger]\npayments_query = \"SELECT p.*, m.merchant_id FROM payments p LEFT JOIN test_merchants m ON m.payment_id = p.payment_id\"\n\n"
+    );
+    for m in MERCHANTS {
+        job.push_str(
+            &source
+                .replace(
+                    "name = \"psp\"",
+                    &format!("name = \"psp-{m}\"\npartition = \"{m}\""),
+                )
+                .replace("statement.csv", &format!("statement-{m}.csv")),
+        );
+        job.push('\n');
+    }
+    std::fs::write(dir.join("recon.toml.in"), job).unwrap();
+    Night {
+        dir: dir.to_path_buf(),
+        report,
+        merchants,
+    }
+}
+
+/// One variant's database and output folder, with the night's ledger imported.
+struct Variant {
+    database: Option<String>,
+    url: String,
+    config: PathBuf,
+    out: PathBuf,
+}
+
+impl Drop for Variant {
+    fn drop(&mut self) {
+        if let Some(name) = &self.database {
+            // Best effort, as TestEnv does.
+            let _ = Command::new(psql())
+                .arg(pg_admin_url())
+                .arg("-qc")
+                .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .output();
+        }
+    }
+}
+
+async fn variant(n: &Night, name: &str) -> Variant {
+    let (database, url) = fresh_pg_database().await;
+    let out = n.dir.join(format!("out-{name}"));
+    let text = std::fs::read_to_string(n.dir.join("recon.toml.in"))
+        .unwrap()
+        .replace("@URL@", &url)
+        .replace("@OUT@", &out.display().to_string());
+    let config = n.dir.join(format!("recon-{name}.toml"));
+    std::fs::write(&config, text).unwrap();
+    let db = recon::db::Db::connect(&url).await.unwrap();
+    db.migrate().await.unwrap();
+    db.close().await;
+    let db = recon::db::Db::open(&url).await.unwrap();
+    recon::ledger::import::import(
+        &db,
+        &n.dir.join("payments.csv"),
+        Some(&n.dir.join("attempts.csv")),
+    )
+    .await
+    .unwrap();
+    db.close().await;
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", pg_described()));
+    sqlx::query("CREATE TABLE test_merchants (payment_id text PRIMARY KEY, merchant_id text)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for chunk in n.merchants.chunks(1000) {
+        let (ids, ms): (Vec<String>, Vec<String>) = chunk.iter().cloned().unzip();
+        sqlx::query("INSERT INTO test_merchants SELECT * FROM unnest($1::text[], $2::text[])")
+            .bind(ids)
+            .bind(ms)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    Variant {
+        database: Some(database),
+        url,
+        config,
+        out,
+    }
+}
+
+fn recon(args: &[&str], v: &Variant) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap()
+}
+
+fn ok(out: std::process::Output, what: &str) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{what}: {:?}\n{text}", out.status);
+    text
+}
+
+/// The night as one process: its run folder.
+fn one_process(n: &Night, v: &Variant) -> PathBuf {
+    let cfg = v.config.display().to_string();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    ok(
+        recon(
+            &[
+                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--run-id", "whole",
+            ],
+            v,
+        ),
+        "one process",
+    );
+    v.out.join("whole")
+}
+
+/// The night as `count` shard processes at once, then the gather: its folder.
+fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
+    let cfg = v.config.display().to_string();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    let children: Vec<_> = (0..count)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_recon"))
+                .args([
+                    "run",
+                    "--config",
+                    &cfg,
+                    "--date",
+                    &date,
+                    "--as-of",
+                    &as_of,
+                    "--shards",
+                    &count.to_string(),
+                ])
+                .env("RECON_DATABASE_URL", &v.url)
+                .env("JOB_COMPLETION_INDEX", i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, c) in children.into_iter().enumerate() {
+        ok(c.wait_with_output().unwrap(), &format!("shard {i}/{count}"));
+    }
+    let text = ok(
+        recon(&["gather", "--config", &cfg, "--date", &date], v),
+        "gather",
+    );
+    assert!(text.contains(&format!("shard {}:", count - 1)), "{text}");
+    v.out.join(&date)
+}
+
+/// What must be equal: results, diff, report sheets but the summary, the summary's counts,
+/// and the database's transitions, tickets and cases (without run ids and times).
+#[derive(Debug, PartialEq, Eq)]
+struct Seen {
+    results: String,
+    diff: String,
+    sheets: BTreeMap<String, Vec<Vec<String>>>,
+    counts: serde_json::Value,
+    transitions: Vec<String>,
+    tickets: Vec<String>,
+    cases: Vec<String>,
+}
+
+async fn outcome(dir: &Path, v: &Variant) -> Seen {
+    use calamine::Reader as _;
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let mut book: calamine::Xlsx<_> = calamine::open_workbook(dir.join("report.xlsx")).unwrap();
+    let mut sheets = BTreeMap::new();
+    for name in book.sheet_names() {
+        if name == "Summary" {
+            continue;
+        }
+        let range = book.worksheet_range(&name).unwrap();
+        sheets.insert(
+            name.clone(),
+            range
+                .rows()
+                .map(|r| r.iter().map(|c| c.to_string()).collect())
+                .collect(),
+        );
+    }
+    let summary: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
+    let t = &summary["tickets"];
+    let counts = serde_json::json!({
+        "outcomes": summary["outcomes"],
+        "transitions_planned": summary["transitions"]["planned"],
+        "tickets": t["created"].as_u64().unwrap() + t["existing"].as_u64().unwrap(),
+        "cases": summary["cases"],
+        "payments_in_scope": summary["payments_in_scope"],
+        "statement_lines": summary["statement_lines"],
+        "inputs": summary["inputs"],
+    });
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    let transitions: Vec<String> = sqlx::query_scalar(
+        "SELECT concat_ws('|', payment_id, from_status, to_status, attempt_id, provider_payment_id, actor, reason)
+         FROM payment_status_history ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let tickets: Vec<String> = sqlx::query_scalar(
+        "SELECT concat_ws('|', dedupe_key, kind, severity, payment_id, line_ids, amount_minor, currency, status)
+         FROM review_tickets ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    let cases: Vec<String> = sqlx::query_scalar(
+        "SELECT concat_ws('|', case_key, kind, severity, outcome, fingerprint, what, why, at_risk, payments, candidates, status)
+         FROM review_cases ORDER BY 1",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    Seen {
+        results: read("results.csv"),
+        diff: read("diff.csv"),
+        sheets,
+        counts,
+        transitions,
+        tickets,
+        cases,
+    }
+}
+
+fn first_difference(a: &str, b: &str) -> String {
+    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
+        if x != y {
+            return format!("line {}:\n  one process: {x}\n  sharded:     {y}", i + 1);
+        }
+    }
+    format!("lengths {} vs {}", a.lines().count(), b.lines().count())
+}
+
+fn assert_same(whole: &Seen, other: &Seen, what: &str) {
+    assert_eq!(
+        whole.results,
+        other.results,
+        "{what}: results.csv differs at {}",
+        first_difference(&whole.results, &other.results)
+    );
+    assert_eq!(whole.diff, other.diff, "{what}: diff.csv");
+    assert_eq!(whole.counts, other.counts, "{what}: summary counts");
+    assert_eq!(whole.transitions, other.transitions, "{what}: transitions");
+    assert_eq!(whole.tickets, other.tickets, "{what}: tickets");
+    assert_eq!(whole.cases, other.cases, "{what}: cases");
+    assert_eq!(
+        whole.sheets.keys().collect::<Vec<_>>(),
+        other.sheets.keys().collect::<Vec<_>>(),
+        "{what}: report sheets"
+    );
+    for (name, rows) in &whole.sheets {
+        assert_eq!(rows, &other.sheets[name], "{what}: report sheet {name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 3000, 34);
+    let v = variant(&n, "whole").await;
+    let whole = outcome(&one_process(&n, &v), &v).await;
+    // The night is not trivial: every kind of decision is in it.
+    let results = &whole.results;
+    for o in [
+        "MATCHED",
+        "RESOLVED_SUCCEEDED",
+        "RESOLVED_FAILED",
+        "AMBIGUOUS",
+        "ORPHAN_AT_PROVIDER",
+    ] {
+        assert!(results.contains(o), "the night has no {o}");
+    }
+    assert!(!whole.transitions.is_empty() && !whole.cases.is_empty());
+    for count in [1, 3, 4] {
+        let v = variant(&n, &format!("n{count}")).await;
+        let dir = sharded(&n, &v, count);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        let shards = summary["shards"].as_array().unwrap();
+        assert_eq!(
+            shards.len(),
+            count as usize,
+            "summary.json lists every shard"
+        );
+        let per_shard: u64 = shards
+            .iter()
+            .map(|s| s["payments_in_scope"].as_u64().unwrap())
+            .sum();
+        assert_eq!(per_shard, summary["payments_in_scope"].as_u64().unwrap());
+        assert_same(
+            &whole,
+            &outcome(&dir, &v).await,
+            &format!("{count} shard(s)"),
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 800, 35);
+    let whole_v = variant(&n, "whole").await;
+    let whole = outcome(&one_process(&n, &whole_v), &whole_v).await;
+    let v = variant(&n, "killed").await;
+    let cfg = v.config.display().to_string();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    let shard = |i: u32| {
+        recon(
+            &[
+                "run",
+                "--config",
+                &cfg,
+                "--date",
+                &date,
+                "--as-of",
+                &as_of,
+                "--shard",
+                &format!("{i}/3"),
+            ],
+            &v,
+        )
+    };
+    ok(shard(0), "shard 0");
+    // Shard 1 is killed after its commit, before its folder is in place: its effects are
+    // in the database, its run record says RUNNING.
+    let marker = dir.path().join("paused");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/3",
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env(
+            "RECON_FAULT_PAUSE",
+            format!("after_commit:{}", marker.display()),
+        )
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "shard 1 never reached its commit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    ok(shard(2), "shard 2");
+    // The gather sees shard 1 missing and says so.
+    let out = recon(&["gather", "--config", &cfg, "--date", &date], &v);
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::SHARDS_MISSING),
+        "{text}"
+    );
+    assert!(text.contains("shard 1/3: still running"), "{text}");
+    assert!(!v.out.join(&date).exists(), "nothing gathered");
+    // Re-run index 1 only: it recovers its killed run and lands.
+    ok(shard(1), "shard 1 again");
+    // And only once: a third attempt does nothing.
+    let again = ok(shard(1), "shard 1 a third time");
+    assert!(again.contains("already landed"), "{again}");
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    let states: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT s.shard, r.status FROM recon_run_shards s JOIN recon_runs r USING (run_id)
+         ORDER BY r.started_at",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        vec![
+            (0, "COMPLETED".to_string()),
+            (1, "FAILED".to_string()),
+            (2, "COMPLETED".to_string()),
+            (1, "COMPLETED".to_string()),
+        ]
+    );
+    ok(
+        recon(&["gather", "--config", &cfg, "--date", &date], &v),
+        "gather",
+    );
+    let killed = outcome(&v.out.join(&date), &v).await;
+    assert_same(&whole, &killed, "killed and re-run");
+    // The re-run found the killed attempt's transitions applied: none twice.
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(v.out.join(&date).join("summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(summary["transitions"]["already_applied"].as_u64().unwrap() > 0);
+    // A second gather sends nothing again.
+    let twice = ok(
+        recon(&["gather", "--config", &cfg, "--date", &date], &v),
+        "gather again",
+    );
+    assert!(twice.contains("already gathered"), "{twice}");
+}
+
+#[tokio::test]
+async fn a_gather_past_its_deadline_names_the_shards_never_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 200, 36);
+    let v = variant(&n, "deadline").await;
+    let cfg = v.config.display().to_string();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    ok(
+        recon(
+            &[
+                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "0/2",
+            ],
+            &v,
+        ),
+        "shard 0",
+    );
+    let out = recon(
+        &["gather", "--config", &cfg, "--date", &date, "--wait", "1s"],
+        &v,
+    );
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::SHARDS_MISSING),
+        "{text}"
+    );
+    assert!(text.contains("shard 1/2: never started"), "{text}");
+    // A shard of another shard count cannot join the night.
+    let out = recon(
+        &[
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/3",
+        ],
+        &v,
+    );
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    assert!(text.contains("the shard count is 2"), "{text}");
+}
+
+#[test]
+fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 50, 37);
+    let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
+    let v = Variant {
+        database: None,
+        url: format!("sqlite://{}", dir.path().join("r.db").display()),
+        config: dir.path().join("sqlite.toml"),
+        out: dir.path().join("out"),
+    };
+    std::fs::write(
+        &v.config,
+        base.replace("@URL@", &v.url).replace("@OUT@", "out"),
+    )
+    .unwrap();
+    let cfg = v.config.display().to_string();
+    let out = recon(
+        &[
+            "run",
+            "--config",
+            &cfg,
+            "--date",
+            "2026-11-28",
+            "--shard",
+            "0/2",
+        ],
+        &v,
+    );
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    assert!(text.contains("--shard needs PostgreSQL"), "{text}");
+    // A source without a partition in a partitioned job.
+    let unbound = base.replacen("partition = \"M2\"\n", "", 1);
+    std::fs::write(
+        &v.config,
+        unbound.replace("@URL@", &v.url).replace("@OUT@", "out"),
+    )
+    .unwrap();
+    let out = recon(&["run", "--config", &cfg, "--date", "2026-11-28"], &v);
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    assert!(text.contains("source[1].partition` is missing"), "{text}");
+}

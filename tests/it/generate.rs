@@ -1971,6 +1971,43 @@ fn partition_names_are_padded_to_the_width_of_the_count() {
     assert!(generate::generate(&too_many).is_err());
 }
 
+/// The partitioned ledger goes into the bundled schema as it is: `recon ledger import` reads
+/// the merchant_id column, and each partition's payments carry its value in the database.
+#[tokio::test]
+async fn a_partitioned_ledger_imports_with_its_merchants() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_partitioned(dir.path(), 1000, 6, 3);
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("recon.db").display()
+    );
+    let db = recon::db::Db::open(&url).await.unwrap();
+    let imported = recon::ledger::import::import(
+        &db,
+        &dir.path().join("payments.csv"),
+        Some(&dir.path().join("attempts.csv")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(imported.payments, report.payments);
+    let recon::db::Pool::Sqlite(pool) = &db.pool else {
+        panic!("an SQLite database")
+    };
+    let counts: Vec<(Option<String>, i64)> = sqlx::query_as(
+        "SELECT merchant_id, count(*) FROM payments GROUP BY merchant_id ORDER BY merchant_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let listed: Vec<(Option<String>, i64)> = report
+        .partitions
+        .iter()
+        .map(|p| (Some(p.name.clone()), p.payments as i64))
+        .collect();
+    assert_eq!(counts, listed);
+    db.close().await;
+}
+
 /// End to end: recon on K = 3 data reproduces expected.csv, look-alikes included (each a unique
 /// match behind the wall). Needs the lead's partition wall (`[partition]`, `partition =` on
 /// sources, matching that never crosses partitions).

@@ -1,5 +1,7 @@
 //! `recon ledger import`: loads payments (and attempts) from CSV into the database.
 //! All rows are validated first; any bad row rejects the whole import (nothing half-imported).
+//! The payments file may carry a [`MERCHANT_COLUMN`] (the partition a sharded night splits
+//! by); its header decides, and names no other column.
 //!
 //! Each file is read once, record by record into one reused `csv::ByteRecord`, and validated
 //! in the same pass. The rows then go into the database in one transaction through each
@@ -21,7 +23,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
 
-/// Expected header of the payments CSV.
+/// Expected header of the payments CSV (any order; [`MERCHANT_COLUMN`] may follow).
 pub const PAYMENT_COLUMNS: [&str; 9] = [
     "payment_id",
     "recipient_account",
@@ -33,6 +35,9 @@ pub const PAYMENT_COLUMNS: [&str; 9] = [
     "attempt_id",
     "provider_payment_id",
 ];
+/// The payments CSV's optional 10th column: the payment's partition (issue 34), imported into
+/// `payments.merchant_id`; an empty value is NULL. A file without it imports as before.
+pub const MERCHANT_COLUMN: &str = "merchant_id";
 /// Expected header of the attempts CSV.
 pub const ATTEMPT_COLUMNS: [&str; 7] = [
     "attempt_id",
@@ -66,6 +71,8 @@ struct PaymentRow {
     started_at: Option<Micros>,
     attempt_id: Option<CompactString>,
     provider_payment_id: Option<CompactString>,
+    /// None when empty, or when the file has no [`MERCHANT_COLUMN`].
+    merchant_id: Option<CompactString>,
 }
 
 /// A validated attempt row and the file line it came from.
@@ -86,6 +93,10 @@ struct AttemptRow {
 struct Rows<T> {
     file: String,
     rows: Vec<T>,
+    /// Whether the file has the optional column(s) after the required ones (payments: the
+    /// [`MERCHANT_COLUMN`]): only then does the insert name them, so a file without them
+    /// imports exactly as before.
+    optional: bool,
 }
 
 /// Rejected rows of one file: (line, message), reported in line order.
@@ -129,30 +140,76 @@ fn opt(s: &str) -> Option<CompactString> {
     (!t.is_empty()).then(|| CompactString::from(t.as_ref()))
 }
 
+/// The columns [`each_record`] reads, in the order it hands their fields over.
+struct Columns<'a, const N: usize> {
+    /// What the file holds, for messages (`payments`, `attempts`).
+    what: &'static str,
+    /// Header names: the first `required` must be in the header, the others may be (a missing
+    /// one reads as an empty field).
+    names: &'a [&'a str; N],
+    required: usize,
+    /// Whether a header name that is none of `names` is refused (a misspelt optional column
+    /// would otherwise be read as absent, silently).
+    closed: bool,
+}
+
 /// Calls `row(line, fields in column order, errors)` for every non-blank record of the CSV at
-/// `path`, whose header must contain `columns`. Records that cannot be read, have the wrong
-/// number of fields, are not UTF-8 or hold a control character other than tab and line breaks
-/// (NUL among them, which PostgreSQL text cannot hold) are rejected here.
+/// `path`, whose header must hold the columns `columns` requires (and, when it is closed, no
+/// others). Records that cannot be read, have the wrong number of fields, are not UTF-8 or
+/// hold a control character other than tab and line breaks (NUL among them, which PostgreSQL
+/// text cannot hold) are rejected here. Returns the file's name for messages and which of the
+/// columns the header has.
 fn each_record<const N: usize>(
     path: &Path,
-    columns: &[&str; N],
+    columns: &Columns<'_, N>,
     errors: &mut Errors,
     mut row: impl FnMut(u64, &[&str; N], &mut Errors),
-) -> Result<String> {
+) -> Result<(String, [bool; N])> {
+    let Columns {
+        what,
+        names,
+        required,
+        closed,
+    } = *columns;
     let file = path.display().to_string();
     let mut rdr = csv::ReaderBuilder::new()
         .flexible(true)
         .from_path(path)
         .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?;
     let header = crate::sources::csv::header_of(&mut rdr, &file)?;
-    let mut idx = [0usize; N];
-    for (slot, c) in idx.iter_mut().zip(columns) {
-        *slot = header.iter().position(|h| h == c).ok_or_else(|| {
-            fail(
-                Failure::Input,
-                format!("{file}: header has no column {c:?} (expected {columns:?})"),
-            )
-        })?;
+    if closed
+        && let Some((k, h)) = header
+            .iter()
+            .enumerate()
+            .find(|(_, h)| !names.contains(&h.as_str()))
+    {
+        return Err(fail(
+            Failure::Input,
+            format!(
+                "{file}:1: column {} {h:?} is not a {what} column (expected {:?}, optionally \
+                 followed by {:?})",
+                k + 1,
+                &names[..required],
+                &names[required..],
+            ),
+        ));
+    }
+    // usize::MAX: an optional column the header does not have.
+    let mut idx = [usize::MAX; N];
+    for (k, (slot, c)) in idx.iter_mut().zip(names).enumerate() {
+        match header.iter().position(|h| h == c) {
+            Some(i) => *slot = i,
+            None if k >= required => {}
+            None => {
+                return Err(fail(
+                    Failure::Input,
+                    format!(
+                        "{file}: header has no column {c:?} (expected {:?})",
+                        &names[..required]
+                    ),
+                ));
+            }
+        }
     }
     let mut rec = csv::ByteRecord::new();
     loop {
@@ -190,6 +247,9 @@ fn each_record<const N: usize>(
         let mut fields = [""; N];
         let mut utf8 = true;
         for (f, &i) in fields.iter_mut().zip(&idx) {
+            if i == usize::MAX {
+                continue;
+            }
             match std::str::from_utf8(&rec[i]) {
                 Ok(s) => *f = s,
                 Err(_) => utf8 = false, // a character split across fields
@@ -201,7 +261,7 @@ fn each_record<const N: usize>(
         }
         if let Some((c, why)) = fields
             .iter()
-            .zip(columns)
+            .zip(names)
             .find_map(|(f, c)| crate::sources::text::control_character(f).map(|why| (c, why)))
         {
             errors.push(line, format!("{file}:{line}: column {c}: {why}"));
@@ -209,7 +269,7 @@ fn each_record<const N: usize>(
         }
         row(line, &fields, errors);
     }
-    Ok(file)
+    Ok((file, idx.map(|i| i != usize::MAX)))
 }
 
 fn ts(file: &str, line: u64, col: &str, v: &str, errors: &mut Errors) -> Option<Micros> {
@@ -306,7 +366,15 @@ fn parse_payments(path: &Path, ids: IdTypes) -> Result<(Rows<PaymentRow>, KeyInd
     let mut index = KeyIndex::with_capacity(capacity);
     let mut errors = Errors::default();
     let file = path.display().to_string();
-    each_record(path, &PAYMENT_COLUMNS, &mut errors, |line, f, errors| {
+    let names: [&str; 10] =
+        std::array::from_fn(|i| PAYMENT_COLUMNS.get(i).copied().unwrap_or(MERCHANT_COLUMN));
+    let columns = Columns {
+        what: "payments",
+        names: &names,
+        required: PAYMENT_COLUMNS.len(),
+        closed: true,
+    };
+    let (_, present) = each_record(path, &columns, &mut errors, |line, f, errors| {
         let before = errors.len();
         let payment_id = stored_id(
             normalize::text(f[0]),
@@ -391,11 +459,20 @@ fn parse_payments(path: &Path, ids: IdTypes) -> Result<(Rows<PaymentRow>, KeyInd
                 started_at,
                 attempt_id,
                 provider_payment_id: opt(f[8]),
+                merchant_id: opt(f[9]),
             });
         }
     })?;
     errors.reject_if_any()?;
-    Ok((Rows { file, rows }, index))
+    let optional = present[PAYMENT_COLUMNS.len()];
+    Ok((
+        Rows {
+            file,
+            rows,
+            optional,
+        },
+        index,
+    ))
 }
 
 /// Attempts, and the lines whose payment is not in the payments file (to be looked up in the
@@ -415,7 +492,13 @@ fn parse_attempts(
     let mut errors = Errors::default();
     let mut elsewhere = Vec::new();
     let file = path.display().to_string();
-    each_record(path, &ATTEMPT_COLUMNS, &mut errors, |line, f, errors| {
+    let columns = Columns {
+        what: "attempts",
+        names: &ATTEMPT_COLUMNS,
+        required: ATTEMPT_COLUMNS.len(),
+        closed: false,
+    };
+    each_record(path, &columns, &mut errors, |line, f, errors| {
         let attempt_id = stored_id(
             normalize::text(f[0]),
             (IdColumn::AttemptId, ids),
@@ -463,7 +546,12 @@ fn parse_attempts(
             });
         }
     })?;
-    Ok((Rows { file, rows }, errors, elsewhere))
+    let rows = Rows {
+        file,
+        rows,
+        optional: false,
+    };
+    Ok((rows, errors, elsewhere))
 }
 
 /// The positions of `rows` in the byte order of their primary key `key`.

@@ -526,3 +526,29 @@ on_both_backends!(
     a_range_rerun_is_byte_identical_per_day,
     a_rerun_still_links_through_the_attempts_provider_id,
 );
+
+/// Every schema change ships for both backends under the same version and name, so a ledger
+/// column the code reads exists on either; the only exceptions are PostgreSQL storage settings
+/// with no SQLite counterpart, listed here.
+#[test]
+fn both_backends_ship_the_same_migrations() {
+    const POSTGRES_ONLY: [&str; 1] = ["payments fillfactor"];
+    let of = |m: &'static sqlx::migrate::Migrator| -> Vec<(i64, String)> {
+        m.iter()
+            .filter(|m| m.migration_type.is_up_migration())
+            .map(|m| (m.version, m.description.to_string()))
+            .collect()
+    };
+    let sqlite = of(&recon::db::SQLITE_MIGRATIONS);
+    let postgres: Vec<(i64, String)> = of(&recon::db::POSTGRES_MIGRATIONS)
+        .into_iter()
+        .filter(|(_, d)| !POSTGRES_ONLY.contains(&d.as_str()))
+        .collect();
+    assert_eq!(sqlite, postgres);
+    assert!(
+        sqlite
+            .iter()
+            .any(|(v, d)| *v == 20261213000100 && d == "payments merchant"),
+        "{sqlite:?}"
+    );
+}

@@ -358,7 +358,9 @@ async fn invisible_characters_show_escaped_in_results_reports_and_the_email() {
     // The ledger is the customer's database: a NUL can come from it (SQLite keeps one), and
     // a NUL before `=` must not hide a formula.
     env.exec(
-        "INSERT INTO payments VALUES (char(0) || '=HYPERLINK(\"http://evil.test\")', \
+        "INSERT INTO payments (payment_id, recipient_account, amount_minor, currency, status, \
+         created_at, started_at, attempt_id, provider_payment_id, updated_at) \
+         VALUES (char(0) || '=HYPERLINK(\"http://evil.test\")', \
          'DE89370400440532013000', 1000, 'EUR', 'PENDING', '2026-11-10 09:00:00.000000', \
          NULL, NULL, NULL, '2026-11-10 09:00:00.000000')",
     )

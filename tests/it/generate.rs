@@ -606,6 +606,8 @@ fn references_and_beneficiaries_carry_some_noise() {
 
 struct P {
     id: String,
+    /// Its merchant_id ("" without partitions).
+    part: String,
     status: String,
     recipient: String,
     currency: String,
@@ -615,6 +617,8 @@ struct P {
 
 struct L {
     txn: String,
+    /// The partition of its statement file ("" for statement.csv).
+    part: String,
     reference: String,
     recipient: String,
     currency: String,
@@ -629,12 +633,40 @@ fn in_window(p: &P, l: &L) -> bool {
     })
 }
 
+/// The generated statement files with their partitions: `statement.csv` (partition ""), or
+/// each `statement-<partition>.csv`, by name.
+fn statement_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let plain = dir.join("statement.csv");
+    if plain.exists() {
+        return vec![(String::new(), plain)];
+    }
+    let mut files: Vec<(String, std::path::PathBuf)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?;
+            let part = name.strip_prefix("statement-")?.strip_suffix(".csv")?;
+            Some((part.to_string(), p.clone()))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
 /// Classifies the generated ledger and statement per the contract and returns the rows
-/// `(outcome, payment_id, provider_txn_id)` in expected.csv order.
+/// `(outcome, payment_id, provider_txn_id)` in expected.csv order; a partitioned data set
+/// behind the partition wall (no fuzzy candidate or near miss in another partition).
 fn classify(dir: &Path) -> Vec<(String, String, String)> {
+    classify_with(dir, true)
+}
+
+/// [`classify`], with or without the partition wall.
+fn classify_with(dir: &Path, wall: bool) -> Vec<(String, String, String)> {
+    let part = |p: &str| if wall { p.to_string() } else { String::new() };
     let pays: Vec<P> = rows(&dir.join("payments.csv"))
         .into_iter()
         .map(|r| P {
+            part: part(r.get("merchant_id").map_or("", String::as_str)),
             amount: minor(&r["amount"], &r["currency"]),
             started: (!r["started_at"].is_empty()).then(|| ts(&r["started_at"])),
             id: r["payment_id"].clone(),
@@ -643,9 +675,11 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
             currency: r["currency"].clone(),
         })
         .collect();
-    let lines: Vec<L> = rows(&dir.join("statement.csv"))
+    let lines: Vec<L> = statement_files(dir)
         .into_iter()
-        .map(|r| L {
+        .flat_map(|(p, file)| rows(&file).into_iter().map(move |r| (p.clone(), r)))
+        .map(|(p, r)| L {
+            part: part(&p),
             amount: minor(&r["amount"], &r["currency"]),
             booked: ts(&r["booked_at"]),
             txn: r["txn_id"].clone(),
@@ -692,6 +726,12 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
             assert_eq!(a, b, "{} links two payments", l.txn);
         }
         if let Some(p) = by_ref.or(by_txn) {
+            // A named line is always in its payment's partition's file.
+            assert_eq!(
+                pays[p].part, l.part,
+                "{} names a payment of another partition",
+                l.txn
+            );
             links[p].push(li);
             linked[li] = true;
         }
@@ -701,11 +741,11 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
     // unnamed line (its second payout?): a named payout never settles an unnamed one by
     // elimination.
     let open_pay = |p: &P, _: usize| p.status != "PENDING";
-    let mut by_key: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    let mut by_key: HashMap<(&str, &str, &str), Vec<usize>> = HashMap::new();
     for (i, p) in pays.iter().enumerate() {
         if open_pay(p, i) {
             by_key
-                .entry((&p.recipient, &p.currency))
+                .entry((&p.recipient, &p.currency, &p.part))
                 .or_default()
                 .push(i);
         }
@@ -717,7 +757,7 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
             continue;
         }
         for &pi in by_key
-            .get(&(l.recipient.as_str(), l.currency.as_str()))
+            .get(&(l.recipient.as_str(), l.currency.as_str(), l.part.as_str()))
             .map(Vec::as_slice)
             .unwrap_or_default()
         {
@@ -742,10 +782,13 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
     // its recipient inside its window, in any currency and for any amount. (A line linked to
     // another payment, even with other money, is no look-alike: the generator never gives it
     // a payment's exact money.)
-    let mut by_recipient: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_recipient: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (i, p) in pays.iter().enumerate() {
         if matches!(p.status.as_str(), "UNKNOWN" | "SUBMITTING") && links[i].is_empty() {
-            by_recipient.entry(&p.recipient).or_default().push(i);
+            by_recipient
+                .entry((&p.recipient, &p.part))
+                .or_default()
+                .push(i);
         }
     }
     let mut pay_near: Vec<Vec<usize>> = vec![Vec::new(); pays.len()];
@@ -755,7 +798,7 @@ fn classify(dir: &Path) -> Vec<(String, String, String)> {
             continue;
         }
         for &pi in by_recipient
-            .get(l.recipient.as_str())
+            .get(&(l.recipient.as_str(), l.part.as_str()))
             .map(Vec::as_slice)
             .unwrap_or_default()
         {
@@ -1372,6 +1415,7 @@ fn the_tools_command_line_parses_what_the_scripts_and_docs_use() {
         "generate --out D --payments 200000 --seed 18",
         "generate --out D --ids short --order payment --exceptions 1.4 --distinct-recipients",
         "generate --out D --days 14 --seed 3",
+        "generate --out D --payments 1000000 --seed 1 --partitions 4",
         "score --expected E --results R",
         "bench-load --config F",
         "bench-status --payments 2000 --max-in-flight 64 --latency-ms 50",
@@ -1386,6 +1430,13 @@ fn the_tools_command_line_parses_what_the_scripts_and_docs_use() {
         Cli::try_parse_from(argv).is_err(),
         "--ids conflicts with --days"
     );
+    let argv = "recon-tools generate --out D --days 3 --partitions 2".split(' ');
+    assert!(
+        Cli::try_parse_from(argv).is_err(),
+        "--partitions conflicts with --days"
+    );
+    let argv = "recon-tools generate --out D --partitions 10000".split(' ');
+    assert!(Cli::try_parse_from(argv).is_err(), "too many partitions");
 }
 
 /// The product has none of the tools: for the `recon` binary they are unknown commands.
@@ -1403,6 +1454,570 @@ fn the_recon_binary_has_no_tool_commands() {
             "recon {command}: {stderr}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Partitions (issue 34): `--partitions K`
+
+/// sha256 of each file the generator writes without partitions.
+fn file_hashes(dir: &Path) -> Vec<(&'static str, String)> {
+    use sha2::Digest as _;
+    [
+        "payments.csv",
+        "attempts.csv",
+        "statement.csv",
+        "statement.csv.ctl",
+        "expected.csv",
+        "recon.toml",
+    ]
+    .into_iter()
+    .map(|name| {
+        let bytes = fs::read(dir.join(name)).unwrap();
+        (name, hex::encode(sha2::Sha256::digest(&bytes)))
+    })
+    .collect()
+}
+
+/// Without partitions (the default, or `partitions: 0`) the generator writes exactly the bytes
+/// it wrote before partitions existed: the hashes were taken from the generator of commit
+/// 5f1d9d6, for the realistic default and for the old spelling, order and shares.
+#[test]
+fn without_partitions_the_files_are_the_bytes_written_before_partitions() {
+    for (old_style, want) in [(false, DEFAULT_HASHES), (true, OLD_STYLE_HASHES)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = if old_style {
+            GenerateOptions {
+                ids: generate::IdStyle::Short,
+                order: generate::RowOrder::Payment,
+                exceptions_per_10k: 140,
+                busy_recipients: false,
+                partitions: 0,
+                ..GenerateOptions::new(dir.path(), 300, 5, date())
+            }
+        } else {
+            GenerateOptions {
+                partitions: 0,
+                ..GenerateOptions::new(dir.path(), 700, 42, date())
+            }
+        };
+        let report = generate::generate(&opts).unwrap();
+        let got = file_hashes(dir.path());
+        let got: Vec<(&str, &str)> = got.iter().map(|(f, h)| (*f, h.as_str())).collect();
+        assert_eq!(got, want);
+        assert!(report.partitions.is_empty());
+        assert_eq!(report.look_alike_pairs, 0);
+        assert_eq!(report.files.statements, [dir.path().join("statement.csv")]);
+        assert!(!report.to_string().contains("partition"), "{report}");
+    }
+}
+
+const DEFAULT_HASHES: [(&str, &str); 6] = [
+    (
+        "payments.csv",
+        "fa2f1195822a5da830707c3ec11d8ef2cccc2ddcc873483f8ad35084aa1e1a5d",
+    ),
+    (
+        "attempts.csv",
+        "4d968be2400c51de2a07f71410e90f0521aabecae48f056fd564836876949546",
+    ),
+    (
+        "statement.csv",
+        "437e35ea47ceb81572acd5ef48322efe502a8661604c946598d8e9b2ff1a438d",
+    ),
+    (
+        "statement.csv.ctl",
+        "f1dad1f673d338f82973e1a2a5ddd83b797fb796be3938bc6c2fe87c996ad729",
+    ),
+    (
+        "expected.csv",
+        "61254aafa710bd3cdf7cf85cd2306c0cdb133777ce894bdf45a938e46713d83e",
+    ),
+    (
+        "recon.toml",
+        "1d2a1edc32bc2ec8e27f074f2639dec0acb77d3cc6dc9da0467ae529b592df01",
+    ),
+];
+const OLD_STYLE_HASHES: [(&str, &str); 6] = [
+    (
+        "payments.csv",
+        "729e9721c77803f2e7455b4a5d033c8fb322d52ea7bde14f90d72897b22fbfd9",
+    ),
+    (
+        "attempts.csv",
+        "f69986e121b3f908c7d3c15692c1a58102a3964557563f0d48bef12570e96bd3",
+    ),
+    (
+        "statement.csv",
+        "8aab804cbb879ff5c4f2dac9c8e45a65e0bd78ee6435feb05b527c35d5418065",
+    ),
+    (
+        "statement.csv.ctl",
+        "71d71d9603c18d76c1eca3883d11b33e7e948c802d83e3ec88224f6f207a3c01",
+    ),
+    (
+        "expected.csv",
+        "65dc0ee4eccf6d17a7b37f213c9a8687b38588be7d19f6680d5594b797919a4b",
+    ),
+    (
+        "recon.toml",
+        "2ae0bbd274db3e1303e026c8347d704b7b5a407a2148c4e616c28549ee0c8f17",
+    ),
+];
+
+fn gen_partitioned(dir: &Path, payments: usize, seed: u64, partitions: u32) -> GenerateReport {
+    generate::generate(&GenerateOptions {
+        partitions,
+        ..GenerateOptions::new(dir, payments, seed, date())
+    })
+    .unwrap()
+}
+
+/// A CSV file's data rows as text, sorted.
+fn sorted_lines(path: &Path) -> Vec<String> {
+    let text = fs::read_to_string(path).unwrap();
+    let mut lines: Vec<String> = text.lines().skip(1).map(String::from).collect();
+    lines.sort_unstable();
+    lines
+}
+
+/// K = 3: the world of K = 0 (same seed) split into three statement files, plus the
+/// look-alike pairs: every payment, line and expected row of K = 0 is there unchanged, and
+/// what is added is exactly the look-alikes' payments (automatic outcomes) and lines.
+#[test]
+fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
+    let plain = tempfile::tempdir().unwrap();
+    let split = tempfile::tempdir().unwrap();
+    let r0 = gen_into(plain.path(), 3000, 34);
+    let r3 = gen_partitioned(split.path(), 3000, 34, 3);
+    let (p0, p3) = (plain.path(), split.path());
+
+    // Files: three statements with their control files, no statement.csv.
+    let names: Vec<&str> = r3.partitions.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["M01", "M02", "M03"]);
+    assert_eq!(
+        r3.files.statements,
+        ["M01", "M02", "M03"].map(|m| p3.join(format!("statement-{m}.csv")))
+    );
+    assert!(!p3.join("statement.csv").exists());
+    let pairs = r3.look_alike_pairs;
+    assert!(pairs >= 1, "{pairs} look-alike pairs");
+    let mut lines3 = Vec::new();
+    for part in &r3.partitions {
+        let file = sorted_lines(&part.statement);
+        assert_eq!(file.len(), part.lines, "{}", part.name);
+        let ctl = fs::read_to_string(format!("{}.ctl", part.statement.display())).unwrap();
+        assert!(ctl.contains(&format!("lines={}", part.lines)), "{ctl}");
+        assert_eq!(
+            first_line(&part.statement),
+            first_line(&p0.join("statement.csv"))
+        );
+        lines3.extend(file);
+    }
+    assert_eq!(lines3.len(), r0.statement_lines + 2 * pairs);
+    assert_eq!(r3.statement_lines, lines3.len());
+    let lines0: HashSet<String> = sorted_lines(&p0.join("statement.csv"))
+        .into_iter()
+        .collect();
+    let extra_lines: Vec<&String> = lines3.iter().filter(|l| !lines0.contains(*l)).collect();
+    assert_eq!(extra_lines.len(), 2 * pairs);
+    // The look-alikes' lines name nobody.
+    for l in &extra_lines {
+        assert_eq!(l.split(',').nth(1), Some(""), "{l}");
+    }
+
+    // payments.csv: the merchant_id column, and K = 0's rows plus the look-alikes'.
+    assert_eq!(
+        first_line(&p3.join("payments.csv")),
+        format!("{},merchant_id", first_line(&p0.join("payments.csv")))
+    );
+    let payments3 = rows(&p3.join("payments.csv"));
+    assert_eq!(payments3.len(), r0.payments + 2 * pairs);
+    assert_eq!(r3.payments, payments3.len());
+    assert!(
+        payments3
+            .iter()
+            .all(|p| ["M01", "M02", "M03"].contains(&p["merchant_id"].as_str()))
+    );
+    let without_merchant: HashSet<String> = sorted_lines(&p3.join("payments.csv"))
+        .into_iter()
+        .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+        .collect();
+    for row in sorted_lines(&p0.join("payments.csv")) {
+        assert!(without_merchant.contains(&row), "{row} lost");
+    }
+    let attempts3: HashSet<String> = sorted_lines(&p3.join("attempts.csv")).into_iter().collect();
+    let attempts0 = sorted_lines(&p0.join("attempts.csv"));
+    assert!(attempts0.iter().all(|a| attempts3.contains(a)));
+    assert_eq!(attempts3.len(), attempts0.len() + 2 * pairs);
+
+    // expected.csv: unchanged by the wall, plus one automatic row per look-alike payment.
+    let expected3: HashSet<String> = sorted_lines(&p3.join("expected.csv")).into_iter().collect();
+    let expected0: HashSet<String> = sorted_lines(&p0.join("expected.csv")).into_iter().collect();
+    assert!(expected0.iter().all(|e| expected3.contains(e)));
+    let extra: Vec<&String> = expected3
+        .iter()
+        .filter(|e| !expected0.contains(*e))
+        .collect();
+    assert_eq!(extra.len(), 2 * pairs);
+    for e in &extra {
+        assert!(
+            e.starts_with("MATCHED,") || e.starts_with("RESOLVED_SUCCEEDED,"),
+            "{e}"
+        );
+    }
+    assert_eq!(r3.expected_rows, expected3.len());
+
+    // recon.toml: the partition column and one source per file, bound to its partition.
+    let toml = fs::read_to_string(p3.join("recon.toml")).unwrap();
+    assert!(
+        toml.contains("\n[partition]\ncolumn = \"merchant_id\"\n"),
+        "{toml}"
+    );
+    for m in ["M01", "M02", "M03"] {
+        let source = format!(
+            "[[source]]\nname = \"provider-{m}\"\nformat = \"csv\"\npath = \"statement-{m}.csv\"\npartition = \"{m}\"\ntimezone = \"UTC\"\n"
+        );
+        assert!(toml.contains(&source), "no source for {m}:\n{toml}");
+    }
+    assert_eq!(toml.matches("[[source]]").count(), 3);
+    assert_eq!(toml.matches("[source.columns]").count(), 3);
+    assert!(!toml.contains("statement.csv"));
+    // Without the partition keys, each source is today's: the same text as K = 0's source.
+    let toml0 = fs::read_to_string(p0.join("recon.toml")).unwrap();
+    let source0 = &toml0[toml0.find("[[source]]").unwrap()..];
+    let last = &toml[toml.rfind("[[source]]").unwrap()..];
+    assert_eq!(
+        last.replace("provider-M03", "psp")
+            .replace("statement-M03.csv", "statement.csv")
+            .replace("partition = \"M03\"\n", ""),
+        source0
+    );
+    assert_eq!(
+        r3.run_command(),
+        r0.run_command()
+            .replace(p0.to_str().unwrap(), p3.to_str().unwrap())
+    );
+
+    // The report lists the partition files.
+    let text = r3.to_string();
+    for part in &r3.partitions {
+        assert!(
+            text.contains(&part.statement.display().to_string()),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains(&format!("{pairs} cross-partition look-alike pairs")),
+        "{text}"
+    );
+
+    // The same options give the same bytes.
+    let again = tempfile::tempdir().unwrap();
+    gen_partitioned(again.path(), 3000, 34, 3);
+    for name in [
+        "payments.csv",
+        "attempts.csv",
+        "statement-M02.csv",
+        "expected.csv",
+        "recon.toml",
+    ] {
+        assert!(
+            fs::read(p3.join(name)).unwrap() == fs::read(again.path().join(name)).unwrap(),
+            "{name} differs between two runs"
+        );
+    }
+}
+
+/// The independent classifier, run behind the partition wall, reproduces expected.csv; run
+/// without it, it differs exactly on the look-alikes: both payments of each pair and both
+/// their lines become AMBIGUOUS. So the look-alikes are what proves the wall.
+#[test]
+fn the_look_alikes_are_unique_only_behind_the_wall() {
+    for (n, seed, k) in [(3000, 34, 3), (800, 7, 2), (2000, 1, 5)] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = gen_partitioned(dir.path(), n, seed, k);
+        check_against_oracle(dir.path());
+        let key = |(_, p, t): &(String, String, String)| {
+            if p.is_empty() {
+                format!("line {t}")
+            } else {
+                p.clone()
+            }
+        };
+        let walled = classify_with(dir.path(), true);
+        let open: HashMap<String, (String, String, String)> = classify_with(dir.path(), false)
+            .into_iter()
+            .map(|row| (key(&row), row))
+            .collect();
+        let mut changed = 0;
+        for row in &walled {
+            let (o, p, _) = row;
+            let (o2, _, t2) = &open[&key(row)];
+            if o2 == o {
+                continue;
+            }
+            assert!(
+                !p.is_empty(),
+                "a line row changed without the wall: {row:?}"
+            );
+            assert!(
+                matches!(o.as_str(), "MATCHED" | "RESOLVED_SUCCEEDED"),
+                "{row:?}"
+            );
+            assert_eq!(o2, "AMBIGUOUS", "{row:?}");
+            assert_eq!(t2.split(';').count(), 2, "{row:?}: {t2}");
+            changed += 1;
+        }
+        assert_eq!(changed, 2 * report.look_alike_pairs, "{n} {seed} {k}");
+        // Without the wall their lines have rows of their own (AMBIGUOUS); behind it none.
+        let walled_keys: HashSet<String> = walled.iter().map(key).collect();
+        let only_open: Vec<&(String, String, String)> = open
+            .iter()
+            .filter(|(k, _)| !walled_keys.contains(*k))
+            .map(|(_, row)| row)
+            .collect();
+        assert_eq!(only_open.len(), 2 * report.look_alike_pairs);
+        assert!(
+            only_open
+                .iter()
+                .all(|(o, p, _)| o == "AMBIGUOUS" && p.is_empty())
+        );
+    }
+}
+
+/// Every scenario group (payments sharing a recipient: twins, lost and unnamed twins, near
+/// misses, busy recipients, mismatch neighbours; a payment with its lines, retries and
+/// duplicates) lies in one partition: each payment's lines are in its merchant's file, every
+/// line row's look-alikes too, refunds with the payment they refund. The only recipients in two
+/// partitions are the look-alike pairs.
+#[test]
+fn every_scenario_group_stays_inside_one_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_partitioned(dir.path(), 6000, 12, 4);
+    let payments = rows(&dir.path().join("payments.csv"));
+    let expected = rows(&dir.path().join("expected.csv"));
+    let mut file_of: HashMap<String, String> = HashMap::new();
+    let mut lines: Vec<(String, Row)> = Vec::new();
+    for (part, path) in statement_files(dir.path()) {
+        for l in rows(&path) {
+            assert!(file_of.insert(l["txn_id"].clone(), part.clone()).is_none());
+            lines.push((part.clone(), l));
+        }
+    }
+    assert_eq!(
+        file_of.values().collect::<HashSet<_>>().len(),
+        4,
+        "every partition has lines"
+    );
+    let merchant: HashMap<&str, &str> = payments
+        .iter()
+        .map(|p| (p["payment_id"].as_str(), p["merchant_id"].as_str()))
+        .collect();
+    // A payment's lines (matched, duplicated, mismatched, twin, named and unnamed) are in its
+    // partition's file.
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in expected.iter().filter(|e| !e["payment_id"].is_empty()) {
+        let m = merchant[e["payment_id"].as_str()];
+        for t in e["provider_txn_id"].split(';').filter(|t| !t.is_empty()) {
+            assert_eq!(file_of[t], m, "{e:?}");
+        }
+        *kinds.entry(e["outcome"].as_str()).or_default() += 1;
+    }
+    assert!(
+        kinds["AMBIGUOUS"] > 50 && kinds["DUPLICATE_AT_PROVIDER"] > 5,
+        "{kinds:?}"
+    );
+    // Recipients: one partition each, but for the look-alike pairs.
+    let mut by_recipient: HashMap<&str, Vec<&Row>> = HashMap::new();
+    for p in &payments {
+        by_recipient
+            .entry(p["recipient_account"].as_str())
+            .or_default()
+            .push(p);
+    }
+    let outcome: HashMap<&str, &str> = expected
+        .iter()
+        .map(|e| (e["payment_id"].as_str(), e["outcome"].as_str()))
+        .collect();
+    let mut crossing = 0;
+    let mut shared = 0;
+    for ps in by_recipient.values() {
+        let parts: HashSet<&str> = ps.iter().map(|p| p["merchant_id"].as_str()).collect();
+        shared += usize::from(ps.len() > 1 && parts.len() == 1);
+        if parts.len() == 1 {
+            continue;
+        }
+        crossing += 1;
+        assert_eq!(ps.len(), 2, "{ps:?}");
+        assert_eq!(parts.len(), 2);
+        for col in ["amount", "currency", "started_at"] {
+            assert_eq!(ps[0][col], ps[1][col], "{ps:?}");
+        }
+        for p in ps {
+            let o = outcome[p["payment_id"].as_str()];
+            assert!(matches!(o, "MATCHED" | "RESOLVED_SUCCEEDED"), "{o}");
+        }
+    }
+    assert_eq!(crossing, report.look_alike_pairs);
+    assert!(shared > 500, "{shared} recipients with several payments");
+    // Unclaimed lines: an AMBIGUOUS line is in the partition of its recipient's payments; a
+    // refund in that of the payment it refunds; orphans anywhere.
+    let recipient_part: HashMap<String, &str> = by_recipient
+        .iter()
+        .filter(|(_, ps)| ps.len() == 1 || ps[0]["merchant_id"] == ps[1]["merchant_id"])
+        .map(|(r, ps)| (norm(r), ps[0]["merchant_id"].as_str()))
+        .collect();
+    let line_rows: HashMap<&str, &str> = expected
+        .iter()
+        .filter(|e| e["payment_id"].is_empty())
+        .map(|e| (e["provider_txn_id"].as_str(), e["outcome"].as_str()))
+        .collect();
+    let mut orphan_parts = HashSet::new();
+    for (part, l) in &lines {
+        match line_rows.get(l["txn_id"].as_str()) {
+            Some(&"AMBIGUOUS") => assert_eq!(recipient_part[&norm(&l["beneficiary"])], part),
+            Some(&"REFUND") => {
+                let refunded = l["reference"].strip_prefix("RF-").unwrap();
+                assert_eq!(merchant[refunded], part);
+            }
+            Some(&"ORPHAN_AT_PROVIDER") => {
+                orphan_parts.insert(part.as_str());
+            }
+            Some(o) => panic!("line row {o}"),
+            None => {}
+        }
+    }
+    assert!(orphan_parts.len() >= 2, "orphans in {orphan_parts:?}");
+}
+
+/// The first partition holds about 40 % of the payments and the others share the rest evenly,
+/// so a split of the partitions over shards is visibly skewed; the report counts them.
+#[test]
+fn partition_sizes_are_skewed_towards_the_first() {
+    for k in [2usize, 3, 5] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = gen_partitioned(dir.path(), 10_000, 3, k as u32);
+        let payments = rows(&dir.path().join("payments.csv"));
+        let mut count: BTreeMap<String, usize> = BTreeMap::new();
+        for p in &payments {
+            *count.entry(p["merchant_id"].clone()).or_default() += 1;
+        }
+        let listed: BTreeMap<String, usize> = report
+            .partitions
+            .iter()
+            .map(|p| (p.name.clone(), p.payments))
+            .collect();
+        assert_eq!(count, listed);
+        let total = payments.len();
+        let share = |m: &str| count[m] * 10_000 / total;
+        assert!((3_700..=4_300).contains(&share("M01")), "{k}: {count:?}");
+        let rest = 6_000 / (k - 1);
+        for i in 2..=k {
+            let m = format!("M{i:02}");
+            assert!(share(&m).abs_diff(rest) <= 300, "{k}: {m} {count:?}");
+        }
+    }
+}
+
+/// One partition: the same world, every payment in M01, one statement file with every line,
+/// and no look-alikes (they need two partitions), so expected.csv is byte-identical.
+#[test]
+fn one_partition_is_the_same_world_in_one_file() {
+    let plain = tempfile::tempdir().unwrap();
+    let one = tempfile::tempdir().unwrap();
+    gen_into(plain.path(), 500, 9);
+    let report = gen_partitioned(one.path(), 500, 9, 1);
+    assert_eq!(report.look_alike_pairs, 0);
+    assert_eq!(report.partitions.len(), 1);
+    assert_eq!(report.partitions[0].payments, 500);
+    assert_eq!(
+        fs::read(one.path().join("expected.csv")).unwrap(),
+        fs::read(plain.path().join("expected.csv")).unwrap()
+    );
+    assert_eq!(
+        fs::read(one.path().join("statement-M01.csv")).unwrap(),
+        fs::read(plain.path().join("statement.csv")).unwrap()
+    );
+    let p1 = fs::read_to_string(one.path().join("payments.csv")).unwrap();
+    let p0 = fs::read_to_string(plain.path().join("payments.csv")).unwrap();
+    let stripped: Vec<&str> = p1
+        .lines()
+        .map(|l| {
+            l.strip_suffix(",M01")
+                .or(l.strip_suffix(",merchant_id"))
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(stripped, p0.lines().collect::<Vec<_>>());
+    check_against_oracle(one.path());
+}
+
+/// Partition names are zero-padded to the width of the count (at least two digits).
+#[test]
+fn partition_names_are_padded_to_the_width_of_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_partitioned(dir.path(), 300, 2, 120);
+    let names: Vec<&str> = report.partitions.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names.len(), 120);
+    assert_eq!((names[0], names[8], names[119]), ("M001", "M009", "M120"));
+    assert_eq!(
+        report.partitions.iter().map(|p| p.payments).sum::<usize>(),
+        report.payments
+    );
+    let too_many = GenerateOptions {
+        partitions: generate::MAX_PARTITIONS + 1,
+        ..GenerateOptions::new(dir.path(), 10, 1, date())
+    };
+    assert!(generate::generate(&too_many).is_err());
+}
+
+/// The partitioned ledger goes into the bundled schema as it is: `recon ledger import` reads
+/// the merchant_id column, and each partition's payments carry its value in the database.
+#[tokio::test]
+async fn a_partitioned_ledger_imports_with_its_merchants() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_partitioned(dir.path(), 1000, 6, 3);
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("recon.db").display()
+    );
+    let db = recon::db::Db::open(&url).await.unwrap();
+    let imported = recon::ledger::import::import(
+        &db,
+        &dir.path().join("payments.csv"),
+        Some(&dir.path().join("attempts.csv")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(imported.payments, report.payments);
+    let recon::db::Pool::Sqlite(pool) = &db.pool else {
+        panic!("an SQLite database")
+    };
+    let counts: Vec<(Option<String>, i64)> = sqlx::query_as(
+        "SELECT merchant_id, count(*) FROM payments GROUP BY merchant_id ORDER BY merchant_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let listed: Vec<(Option<String>, i64)> = report
+        .partitions
+        .iter()
+        .map(|p| (Some(p.name.clone()), p.payments as i64))
+        .collect();
+    assert_eq!(counts, listed);
+    db.close().await;
+}
+
+/// End to end: recon on K = 3 data reproduces expected.csv, look-alikes included (each a unique
+/// match behind the wall). Needs the lead's partition wall (`[partition]`, `partition =` on
+/// sources, matching that never crosses partitions).
+#[tokio::test]
+#[ignore = "needs the partition wall (lead's branch)"]
+async fn a_run_on_three_partitions_reproduces_expected_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = gen_partitioned(dir.path(), 3000, 34, 3);
+    assert!(report.look_alike_pairs >= 1);
+    run_generated(dir.path(), &report).await;
 }
 
 // ----------------------------------------------------------------------------------------

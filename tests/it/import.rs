@@ -588,7 +588,113 @@ async fn a_bulk_load_into_an_empty_ledger_keeps_its_schema(b: Backend) {
     assert!(refused, "the foreign key is enforced after the import");
 }
 
+/// `(payment_id, merchant_id)` of every payment, in id order.
+async fn merchants(env: &TestEnv) -> Vec<(String, Option<String>)> {
+    rows(
+        env,
+        "SELECT payment_id, merchant_id FROM payments ORDER BY payment_id",
+        2,
+    )
+    .await
+    .into_iter()
+    .map(|r| (r[0].clone().expect("payment_id"), r[1].clone()))
+    .collect()
+}
+
+/// Issue 34: the payments file may name each payment's partition in a 10th column
+/// `merchant_id`, stored in `payments.merchant_id` (empty → NULL); a file without it imports as
+/// before, and a 10th column by another name is refused before anything is imported.
+async fn a_merchant_column_round_trips_and_a_misspelt_one_is_refused(b: Backend) {
+    let env = TestEnv::on(b, Settings::default()).await;
+    env.write(
+        "p10.csv",
+        &format!(
+            "{PAYMENTS_HEADER},merchant_id\n\
+             P-1,{IBAN},1.00,EUR,SUCCEEDED,2026-11-27T08:00:00Z,2026-11-27T09:00:00Z,A-1,PSP-1,M01\n\
+             P-2,{IBAN},2.00,EUR,PENDING,2026-11-27T08:00:00Z,,,,\n\
+             P-3,{IBAN},3.00,EUR,UNKNOWN,2026-11-27T08:00:00Z,2026-11-27T09:00:00Z,A-3,, M02 \n"
+        ),
+    );
+    import(&env, "p10.csv", None).await.expect("10 columns");
+    assert_eq!(
+        merchants(&env).await,
+        [
+            ("P-1".to_string(), Some("M01".to_string())),
+            ("P-2".to_string(), None),
+            ("P-3".to_string(), Some("M02".to_string())),
+        ]
+    );
+    // The other columns land as from a 9-column file.
+    let (payments, _) = dump(&env, b).await;
+    assert_eq!(
+        payments[0],
+        row(&[
+            Some("P-1"),
+            Some(IBAN),
+            Some("100"),
+            Some("EUR"),
+            Some("SUCCEEDED"),
+            Some("2026-11-27 08:00:00.000000"),
+            Some("2026-11-27 09:00:00.000000"),
+            Some("A-1"),
+            Some("PSP-1"),
+        ])
+    );
+    if b == Backend::Sqlite {
+        let types = rows(
+            &env,
+            "SELECT group_concat(typeof(merchant_id), ',') FROM \
+             (SELECT merchant_id FROM payments ORDER BY payment_id)",
+            1,
+        )
+        .await;
+        assert_eq!(types[0][0].as_deref(), Some("text,null,text"));
+    }
+
+    // Nine columns, as every ledger file before partitions: imported, merchant_id NULL.
+    env.write(
+        "p9.csv",
+        &format!(
+            "{PAYMENTS_HEADER}\nP-4,{IBAN},4.00,EUR,SUCCEEDED,2026-11-27T08:00:00Z,2026-11-27T09:00:00Z,A-4,\n"
+        ),
+    );
+    import(&env, "p9.csv", None).await.expect("9 columns");
+    let after = merchants(&env).await;
+    assert_eq!(after.len(), 4);
+    assert_eq!(after[3], ("P-4".to_string(), None));
+
+    // A misspelt 10th column: refused, naming the file, the header line and the column.
+    env.write(
+        "bad.csv",
+        &format!(
+            "{PAYMENTS_HEADER},merchant\nP-5,{IBAN},5.00,EUR,PENDING,2026-11-27T08:00:00Z,,,,M01\n"
+        ),
+    );
+    let (msg, err) = rejection(&env, "bad.csv", None).await;
+    assert_eq!(exit::code_for(&err), exit::INPUT, "{msg}");
+    assert!(
+        msg.contains("bad.csv:1: column 10 \"merchant\" is not a payments column")
+            && msg.contains("merchant_id"),
+        "{msg}"
+    );
+    assert_eq!(merchants(&env).await, after, "nothing imported");
+    // A row with a field too many for its header is still refused by line.
+    env.write(
+        "ragged.csv",
+        &format!("{PAYMENTS_HEADER}\nP-6,{IBAN},6.00,EUR,PENDING,2026-11-27T08:00:00Z,,,,M01\n"),
+    );
+    rejected_with(
+        &env,
+        "ragged.csv",
+        None,
+        "ragged.csv:2: 10 fields, header has 9",
+    )
+    .await;
+    assert_eq!(merchants(&env).await, after, "nothing imported");
+}
+
 on_both_backends!(
+    a_merchant_column_round_trips_and_a_misspelt_one_is_refused,
     a_bulk_load_into_an_empty_ledger_keeps_its_schema,
     every_field_round_trips_exactly,
     a_bad_row_in_a_large_file_rejects_everything,

@@ -20,6 +20,18 @@
 //! `busy_recipients = false`) to compare against: the same seed spells the same world in every
 //! id style and row order.
 //!
+//! With [`GenerateOptions::partitions`] `K ≥ 1` the night is split by merchant (issue 34):
+//! `payments.csv` gains a `merchant_id` column (`M01` … `MK`, the first holding about 40 % of
+//! the payments), the statement is one `statement-<merchant>.csv` per partition, and
+//! `recon.toml` declares `[partition] column = "merchant_id"` with one `[[source]]` per file.
+//! Partitions are drawn per recipient, and every case that ties payments and lines together
+//! (twins, near misses, shared recipients, retries, duplicates, mismatch neighbours) shares its
+//! recipient, so each case stays inside one partition and `expected.csv` is that of the same
+//! world without partitions. The world is the one `K = 0` writes (its own PRNG stream draws
+//! the partitions), plus, with `K ≥ 2`, cross-partition look-alikes: pairs of payments in two
+//! partitions with the same recipient, money and start, each paid by one unnamed line in its
+//! own partition's file — unique matches with the partition wall, AMBIGUOUS without it.
+//!
 //! [`score`] compares recon's `results.csv` with `expected.csv`.
 //!
 //! The generator uses its own xoshiro256** PRNG, so the same [`GenerateOptions`] give
@@ -95,6 +107,19 @@ pub const EXPECTED_HEADER: [&str; 3] = ["outcome", "payment_id", "provider_txn_i
 
 /// Largest supported `payments` (indices are `u32`; memory is ~100 bytes per payment).
 pub const MAX_PAYMENTS: usize = 100_000_000;
+
+/// Largest supported [`GenerateOptions::partitions`].
+pub const MAX_PARTITIONS: u32 = 9_999;
+/// The share of the payments in the first partition, per 10 000 (the others share the rest
+/// evenly), so a shard split by partition is visibly skewed.
+pub const FIRST_PARTITION_PER_10K: u64 = 4_000;
+/// The ledger column that names a payment's partition, as the generated config declares it.
+pub const PARTITION_COLUMN: &str = recon::ledger::import::MERCHANT_COLUMN;
+/// Cross-partition look-alike pairs per 10 000 payments (at least one when there are payments
+/// and two partitions or more).
+const LOOK_ALIKES_PER_10K: u64 = 5;
+/// Mixed into the seed for the partitions' own PRNG stream.
+const PARTITION_STREAM: u64 = 0x7061_7274_6974_696f;
 
 /// How ids are spelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -174,6 +199,10 @@ pub struct GenerateOptions {
     /// Recipients paid several times a day (a pool of `payments / 5` shared by most payments
     /// whose lines are named), and 1 % of payments lost twins of a payment named by its line.
     pub busy_recipients: bool,
+    /// Merchants the night is split by (`0`: no partitions, the files as before). With `K ≥ 1`
+    /// see the module docs; with `K ≥ 2` the cross-partition look-alikes add payments beyond
+    /// `payments` (a few per 10 000).
+    pub partitions: u32,
 }
 
 impl GenerateOptions {
@@ -188,6 +217,7 @@ impl GenerateOptions {
             order: RowOrder::default(),
             exceptions_per_10k: DEFAULT_EXCEPTIONS_PER_10K,
             busy_recipients: true,
+            partitions: 0,
         }
     }
 }
@@ -199,8 +229,9 @@ pub struct GeneratedFiles {
     pub payments: PathBuf,
     /// `attempts.csv`: the ledger's submission attempts.
     pub attempts: PathBuf,
-    /// `statement.csv`: the provider statement.
-    pub statement: PathBuf,
+    /// The provider statement: `statement.csv`, or with partitions one
+    /// `statement-<partition>.csv` per partition, in partition order (each with its `.ctl`).
+    pub statements: Vec<PathBuf>,
     /// `expected.csv`: the outcome every payment and every unclaimed line must get.
     pub expected: PathBuf,
     /// `recon.toml`: a config that reconciles the statement.
@@ -213,7 +244,7 @@ impl GeneratedFiles {
         Self {
             payments: dir.join("payments.csv"),
             attempts: dir.join("attempts.csv"),
-            statement: dir.join("statement.csv"),
+            statements: vec![dir.join("statement.csv")],
             expected: dir.join("expected.csv"),
             config: dir.join("recon.toml"),
         }
@@ -239,8 +270,26 @@ pub struct GenerateReport {
     pub expected_rows: usize,
     /// Rows of `expected.csv` per outcome (payment rows and line rows together).
     pub outcomes: BTreeMap<String, usize>,
+    /// With partitions: each partition's name, statement file and size, in partition order
+    /// (empty without).
+    pub partitions: Vec<PartitionFile>,
+    /// Cross-partition look-alike pairs planted (their payments are in `payments`).
+    pub look_alike_pairs: usize,
     /// Where the files are.
     pub files: GeneratedFiles,
+}
+
+/// One partition of a partitioned data set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFile {
+    /// Its `merchant_id` value, e.g. `M01`; its source in `recon.toml` is `provider-M01`.
+    pub name: String,
+    /// Its statement file, `statement-M01.csv`.
+    pub statement: PathBuf,
+    /// Payments with this `merchant_id`.
+    pub payments: usize,
+    /// Lines in its statement file.
+    pub lines: usize,
 }
 
 impl GenerateReport {
@@ -275,14 +324,31 @@ impl fmt::Display for GenerateReport {
         for (outcome, count) in &self.outcomes {
             writeln!(f, "  {outcome:<22} {count:>9}")?;
         }
+        if !self.partitions.is_empty() {
+            writeln!(
+                f,
+                "partitions ({} by {PARTITION_COLUMN}; {} cross-partition look-alike pairs):",
+                self.partitions.len(),
+                self.look_alike_pairs
+            )?;
+            for p in &self.partitions {
+                writeln!(
+                    f,
+                    "  {:<6} {:>9} payments {:>9} lines  {}",
+                    p.name,
+                    p.payments,
+                    p.lines,
+                    p.statement.display()
+                )?;
+            }
+        }
         writeln!(f, "files:")?;
-        for path in [
-            &self.files.payments,
-            &self.files.attempts,
-            &self.files.statement,
-            &self.files.expected,
-            &self.files.config,
-        ] {
+        let files = &self.files;
+        for path in [&files.payments, &files.attempts]
+            .into_iter()
+            .chain(&files.statements)
+            .chain([&files.expected, &files.config])
+        {
             writeln!(f, "  {}", path.display())?;
         }
         writeln!(f, "as-of: {}", self.as_of_rfc3339())?;
@@ -307,6 +373,12 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
             opts.payments
         );
     }
+    if opts.partitions > MAX_PARTITIONS {
+        bail!(
+            "at most {MAX_PARTITIONS} partitions can be generated, {} requested",
+            opts.partitions
+        );
+    }
     if opts.exceptions_per_10k > MAX_EXCEPTIONS_PER_10K {
         bail!(
             "at most {} % of payments can be exceptions, {}.{:02} % requested",
@@ -319,17 +391,38 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
     let as_of = suggested_as_of(opts.date)?;
     std::fs::create_dir_all(&opts.out_dir)
         .with_context(|| format!("cannot create {}", opts.out_dir.display()))?;
-    let files = GeneratedFiles::in_dir(&opts.out_dir);
+    let mut files = GeneratedFiles::in_dir(&opts.out_dir);
 
     let mut rng = Rng::new(opts.seed);
-    let data = Data::build(opts, &mut rng);
+    let mut data = Data::build(opts, &mut rng);
+    let look_alike_pairs = data.partition(opts);
+    let names = data.partition_names();
 
     let attempts = data.write_payments(&files.payments, &clock)?;
     data.write_attempts(&files.attempts, &clock, &mut rng)?;
-    data.write_statement(&files.statement, &clock)?;
-    write_control_file(&files.statement, data.lines.len())?;
+    let mut partitions = Vec::with_capacity(names.len());
+    if names.is_empty() {
+        let all: Vec<u32> = (0..data.lines.len() as u32).collect();
+        data.write_statement(&files.statements[0], &clock, &all)?;
+        write_control_file(&files.statements[0], data.lines.len())?;
+    } else {
+        files.statements.clear();
+        for (k, name) in names.iter().enumerate() {
+            let path = opts.out_dir.join(format!("statement-{name}.csv"));
+            let lines = data.partition_lines(k as u16);
+            data.write_statement(&path, &clock, &lines)?;
+            write_control_file(&path, lines.len())?;
+            partitions.push(PartitionFile {
+                name: name.clone(),
+                statement: path.clone(),
+                payments: data.pay_part.iter().filter(|&&p| p == k as u16).count(),
+                lines: lines.len(),
+            });
+            files.statements.push(path);
+        }
+    }
     let outcomes = data.write_expected(&files.expected)?;
-    write_config(&files.config, opts)?;
+    write_config(&files.config, opts, &names)?;
 
     Ok(GenerateReport {
         seed: opts.seed,
@@ -340,6 +433,8 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
         statement_lines: data.lines.len(),
         expected_rows: outcomes.values().sum(),
         outcomes,
+        partitions,
+        look_alike_pairs,
         files,
     })
 }
@@ -382,7 +477,7 @@ impl Rng {
 
     /// Uniform in `0..n` (`n > 0`; multiply-shift, bias below n / 2^64).
     pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+        scale_below(self.next_u64(), n)
     }
 
     /// Uniform in `lo..=hi` (`lo <= hi`).
@@ -394,6 +489,11 @@ impl Rng {
     pub fn chance(&mut self, per_10k: u64) -> bool {
         self.below(10_000) < per_10k
     }
+}
+
+/// `h` (uniform in `u64`) scaled to `0..n`, as [`Rng::below`] does.
+fn scale_below(h: u64, n: u64) -> u64 {
+    ((u128::from(h) * u128::from(n)) >> 64) as u64
 }
 
 /// Fisher–Yates with [`Rng`].
@@ -685,6 +785,9 @@ struct Line {
     amount: i64,
     /// Seconds from `date` 00:00:00Z.
     booked: i64,
+    /// Its txn number (set once the statement order is fixed): the position in that order
+    /// plus one, or for a look-alike's line a number after every other line's and phantom's.
+    txn: u32,
 }
 
 /// Maps recipient indices to distinct German IBANs: the 18-digit BBAN is
@@ -723,8 +826,14 @@ impl Bban {
 
 struct Data {
     pays: Vec<Pay>,
-    /// In statement order: the txn number of `lines[i]` is `i + 1`.
+    /// In statement order (`lines[i]` is txn `i + 1`), then the look-alikes' lines.
     lines: Vec<Line>,
+    /// Partitions (0: none) and, with them, each payment's and each line's (0-based, by index).
+    partitions: u16,
+    pay_part: Vec<u16>,
+    line_part: Vec<u16>,
+    /// The txn number the next new line gets (after every line's and phantom's).
+    next_txn: u32,
     bban: Bban,
     ids: IdStyle,
     order: RowOrder,
@@ -931,6 +1040,7 @@ impl Data {
                 cur,
                 amount,
                 booked: booked_after(rng, started),
+                txn: 0,
             };
             match kind {
                 Kind::MatchedRef | Kind::MatchedRetry => {
@@ -1023,6 +1133,7 @@ impl Data {
                 cur,
                 amount,
                 booked,
+                txn: 0,
             });
         }
 
@@ -1088,6 +1199,7 @@ impl Data {
                     cur,
                     amount,
                     booked: rng.between(started + MINUTE, pays[a].started + 48 * HOUR),
+                    txn: 0,
                 });
             }
         }
@@ -1147,6 +1259,7 @@ impl Data {
                 cur,
                 amount,
                 booked: rng.between(0, DAY - 1),
+                txn: 0,
             });
         }
 
@@ -1175,6 +1288,7 @@ impl Data {
                 cur: p.cur,
                 amount: rng.between(1, p.amount),
                 booked: rng.between(started + MINUTE, DAY - 1),
+                txn: 0,
             });
         }
 
@@ -1184,11 +1298,12 @@ impl Data {
             // shuffled order).
             lines.sort_by_key(|l| l.booked);
         }
-        for (pos, line) in lines.iter().enumerate() {
+        for (pos, line) in lines.iter_mut().enumerate() {
+            let txn = pos as u32 + 1;
+            line.txn = txn;
             if line.pay == NONE {
                 continue;
             }
-            let txn = pos as u32 + 1;
             let pay = &mut pays[line.pay as usize];
             if pay.txn_a == 0 {
                 pay.txn_a = txn;
@@ -1213,6 +1328,10 @@ impl Data {
         Self {
             pays,
             lines,
+            partitions: 0,
+            pay_part: Vec::new(),
+            line_part: Vec::new(),
+            next_txn,
             bban,
             ids: opts.ids,
             order: opts.order,
@@ -1220,6 +1339,133 @@ impl Data {
             pay_width,
             txn_width,
         }
+    }
+
+    /// Splits the world into `opts.partitions` partitions (nothing when 0) and, with two or
+    /// more, plants the cross-partition look-alikes; returns how many pairs. Draws from a PRNG
+    /// stream of its own, so the world without partitions is untouched.
+    fn partition(&mut self, opts: &GenerateOptions) -> usize {
+        let Ok(k) = u16::try_from(opts.partitions) else {
+            return 0;
+        };
+        if k == 0 {
+            return 0;
+        }
+        self.partitions = k;
+        let mut rng = Rng::new(opts.seed ^ PARTITION_STREAM);
+        let salt = rng.next_u64();
+        // By recipient: every case that ties payments and lines together shares its recipient.
+        let of_recipient = |recipient: u64| -> u16 {
+            let h = mix64(recipient ^ salt);
+            if k == 1 || scale_below(h, 10_000) < FIRST_PARTITION_PER_10K {
+                0
+            } else {
+                1 + scale_below(mix64(h), u64::from(k - 1)) as u16
+            }
+        };
+        self.pay_part = self
+            .pays
+            .iter()
+            .map(|p| of_recipient(p.recipient))
+            .collect();
+        self.line_part = self
+            .lines
+            .iter()
+            .map(|l| match (l.pay, l.reference) {
+                (NONE, Reference::Refund(pay)) => self.pay_part[pay as usize],
+                // An orphan: in the file of a partition drawn at random.
+                (NONE, _) => rng.below(u64::from(k)) as u16,
+                (pay, _) => self.pay_part[pay as usize],
+            })
+            .collect();
+        if k < 2 || self.pays.is_empty() {
+            return 0;
+        }
+        // Cross-partition look-alikes: two payments (in two partitions) to a recipient nobody
+        // else has, with the same money and start, each paid by an unnamed line in its own
+        // partition's file. With the wall each line has one candidate; without it, two.
+        let pairs = share(self.pays.len(), LOOK_ALIKES_PER_10K).max(1);
+        let first_fresh = self
+            .pays
+            .iter()
+            .map(|p| p.recipient)
+            .chain(self.lines.iter().map(|l| l.recipient))
+            .max()
+            .map_or(0, |r| r + 1);
+        for recipient in (first_fresh..).take(pairs) {
+            let cur = pick_currency(&mut rng);
+            let amount = pick_amount(&mut rng, cur);
+            let started = rng.between(0, DAY - 1);
+            let first = rng.below(u64::from(k)) as u16;
+            let second = (first + 1 + rng.below(u64::from(k - 1)) as u16) % k;
+            let a = self.pays.len() as u32;
+            for (part, partner) in [(first, a + 1), (second, a)] {
+                let kind = if rng.chance(5_000) {
+                    Kind::MatchedFuzzy
+                } else {
+                    Kind::UnknownFuzzy
+                };
+                let txn = self.next_txn;
+                self.next_txn += 1;
+                let pay = self.pays.len() as u32;
+                self.pays.push(Pay {
+                    kind,
+                    cur,
+                    amount,
+                    recipient,
+                    started,
+                    created: (started - rng.between(1, 5)).max(0),
+                    retry_gap: 0,
+                    records_id: false,
+                    detail: rng.below(3) as u8,
+                    partner,
+                    txn_a: txn,
+                    txn_b: 0,
+                    phantom: 0,
+                });
+                self.pay_part.push(part);
+                self.lines.push(Line {
+                    pay,
+                    role: Role::Claimed,
+                    reference: Reference::Empty,
+                    recipient,
+                    beneficiary_noise: 0,
+                    cur,
+                    amount,
+                    booked: booked_after(&mut rng, started),
+                    txn,
+                });
+                self.line_part.push(part);
+            }
+        }
+        self.txn_width = digits(self.next_txn as usize - 1).max(8);
+        pairs
+    }
+
+    /// The partitions' names, `M01` … (zero-padded to the width of the count, at least two
+    /// digits); empty without partitions.
+    fn partition_names(&self) -> Vec<String> {
+        let width = digits(usize::from(self.partitions)).max(2);
+        (1..=u64::from(self.partitions))
+            .map(|k| {
+                let mut name = String::from("M");
+                push_padded(&mut name, k, width);
+                name
+            })
+            .collect()
+    }
+
+    /// The positions of partition `k`'s lines, in its file's order: the statement order, with
+    /// the look-alikes' lines by booking time among the others (or after them in payment
+    /// order, where the statement is shuffled).
+    fn partition_lines(&self, k: u16) -> Vec<u32> {
+        let mut lines: Vec<u32> = (0..self.lines.len() as u32)
+            .filter(|&pos| self.line_part[pos as usize] == k)
+            .collect();
+        if self.order == RowOrder::Time {
+            lines.sort_by_key(|&pos| self.lines[pos as usize].booked);
+        }
+        lines
     }
 
     fn push_payment_id(&self, out: &mut String, idx: u32) {
@@ -1276,7 +1522,12 @@ impl Data {
     /// `payments.csv`; returns the number of attempts the ledger holds.
     fn write_payments(&self, path: &Path, clock: &Clock) -> anyhow::Result<usize> {
         let mut w = csv_writer(path)?;
-        w.write_record(PAYMENTS_HEADER)?;
+        let names = self.partition_names();
+        if names.is_empty() {
+            w.write_record(PAYMENTS_HEADER)?;
+        } else {
+            w.write_record(PAYMENTS_HEADER.iter().chain([&PARTITION_COLUMN]))?;
+        }
         let mut id = String::new();
         let mut recipient = String::new();
         let mut created = String::new();
@@ -1311,7 +1562,7 @@ impl Data {
                 self.push_txn_id(&mut provider, p.phantom);
             }
             let amount = money::format_minor(p.amount, CURRENCIES[p.cur as usize]);
-            w.write_record([
+            let fields = [
                 id.as_str(),
                 &recipient,
                 &amount,
@@ -1321,7 +1572,11 @@ impl Data {
                 &started,
                 &attempt,
                 &provider,
-            ])?;
+            ];
+            match self.pay_part.get(i as usize) {
+                None => w.write_record(fields)?,
+                Some(&k) => w.write_record(fields.iter().chain([&names[k as usize].as_str()]))?,
+            }
         }
         w.flush()
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -1456,19 +1711,19 @@ impl Data {
         }
     }
 
-    /// `statement.csv`, in (shuffled) statement order.
-    fn write_statement(&self, path: &Path, clock: &Clock) -> anyhow::Result<()> {
+    /// A statement file of the lines at the positions `lines`, in that order.
+    fn write_statement(&self, path: &Path, clock: &Clock, lines: &[u32]) -> anyhow::Result<()> {
         let mut w = csv_writer(path)?;
         w.write_record(STATEMENT_HEADER)?;
         let mut txn = String::new();
         let mut reference = String::new();
         let mut beneficiary = String::new();
         let mut booked = String::new();
-        for (pos, line) in self.lines.iter().enumerate() {
+        for line in lines.iter().map(|&pos| &self.lines[pos as usize]) {
             for s in [&mut txn, &mut reference, &mut beneficiary, &mut booked] {
                 s.clear();
             }
-            self.push_txn_id(&mut txn, pos as u32 + 1);
+            self.push_txn_id(&mut txn, line.txn);
             self.push_reference(&mut reference, line.reference);
             self.push_beneficiary(&mut beneficiary, line.recipient, line.beneficiary_noise);
             clock.push(&mut booked, line.booked)?;
@@ -1529,7 +1784,7 @@ impl Data {
             w.write_record([outcome, id, &txn])?;
         }
         let mut line_rows: Vec<(String, &'static str)> = Vec::new();
-        for (pos, line) in self.lines.iter().enumerate() {
+        for line in &self.lines {
             let outcome = match line.role {
                 Role::Claimed => continue,
                 Role::Orphan => ORPHAN_AT_PROVIDER,
@@ -1537,7 +1792,7 @@ impl Data {
                 Role::Twin | Role::NearMiss | Role::Shared => AMBIGUOUS,
             };
             let mut txn = String::new();
-            self.push_txn_id(&mut txn, pos as u32 + 1);
+            self.push_txn_id(&mut txn, line.txn);
             line_rows.push((txn, outcome));
         }
         line_rows.sort_unstable();
@@ -1632,7 +1887,9 @@ booked_at = "booked_at"
 kind = "type"
 "#;
 
-fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {
+/// `recon.toml`: one source for `statement.csv`, or with partitions (`names`) the
+/// `[partition]` table and one source per partition's file.
+fn write_config(path: &Path, opts: &GenerateOptions, names: &[String]) -> anyhow::Result<()> {
     let day = |offset: i64| -> anyhow::Result<String> {
         let d = if offset < 0 {
             opts.date.checked_sub_days(Days::new(offset.unsigned_abs()))
@@ -1642,8 +1899,25 @@ fn write_config(path: &Path, opts: &GenerateOptions) -> anyhow::Result<()> {
         d.map(|d| d.format("%Y-%m-%d").to_string())
             .with_context(|| format!("date {} is out of range", opts.date))
     };
-    let text = format!(
-        r#"# Generated by `recon-tools generate` (seed {seed}, {n} payments, date {date}).
+    let (from, to) = (day(-1)?, day(4)?);
+    let source = |name: &str, file: &str, partition: &str| {
+        format!(
+            r#"[[source]]
+name = "{name}"
+format = "csv"
+path = "{file}"
+{partition}timezone = "UTC"
+timestamp_format = "rfc3339"
+decimal_separator = "."
+complete_from = "{from}"
+complete_to = "{to}"
+completeness = "control_file"
+
+{PSP_COLUMNS}"#
+        )
+    };
+    let mut text = format!(
+        r#"# Generated by `recon-tools generate` (seed {seed}, {n} payments, date {date}{k}).
 timezone = "UTC"
 database_url = "sqlite://recon.db"
 output_dir = "out"
@@ -1651,25 +1925,29 @@ stale_submitting_minutes = 30
 settlement_lag_hours = 24
 carry_over_days = 14
 
-[[source]]
-name = "psp"
-format = "csv"
-path = "statement.csv"
-timezone = "UTC"
-timestamp_format = "rfc3339"
-decimal_separator = "."
-complete_from = "{from}"
-complete_to = "{to}"
-completeness = "control_file"
-
-{psp_columns}"#,
+"#,
         seed = opts.seed,
         n = opts.payments,
-        psp_columns = PSP_COLUMNS,
         date = day(0)?,
-        from = day(-1)?,
-        to = day(4)?,
+        k = if names.is_empty() {
+            String::new()
+        } else {
+            format!(", {} partitions", names.len())
+        },
     );
+    if names.is_empty() {
+        text.push_str(&source("psp", "statement.csv", ""));
+    } else {
+        text.push_str(&format!("[partition]\ncolumn = \"{PARTITION_COLUMN}\"\n"));
+        for name in names {
+            text.push('\n');
+            text.push_str(&source(
+                &format!("provider-{name}"),
+                &format!("statement-{name}.csv"),
+                &format!("partition = \"{name}\"\n"),
+            ));
+        }
+    }
     let mut file = BufWriter::new(
         File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
     );

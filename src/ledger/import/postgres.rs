@@ -18,6 +18,10 @@ use std::io::Write as _;
 const COPY_PAYMENTS: &str = "COPY payments (payment_id, recipient_account, amount_minor, \
      currency, status, created_at, started_at, attempt_id, provider_payment_id, updated_at) \
      FROM STDIN";
+/// [`COPY_PAYMENTS`] for a file with the `merchant_id` column.
+const COPY_PAYMENTS_MERCHANT: &str = "COPY payments (payment_id, recipient_account, \
+     amount_minor, currency, status, created_at, started_at, attempt_id, provider_payment_id, \
+     updated_at, merchant_id) FROM STDIN";
 const COPY_ATTEMPTS: &str = "COPY payment_attempts (attempt_id, payment_id, started_at, \
      finished_at, outcome, provider_payment_id, error_detail) FROM STDIN";
 
@@ -237,9 +241,14 @@ impl Ledger for PgLedger<'_> {
         order: &[u32],
         now: Micros,
     ) -> Result<()> {
+        let sql = if rows.optional {
+            COPY_PAYMENTS_MERCHANT
+        } else {
+            COPY_PAYMENTS
+        };
         copy_in(
             self.conn,
-            (COPY_PAYMENTS, "payments"),
+            (sql, "payments"),
             (rows, order),
             |r| r.line,
             |r, out| {
@@ -253,6 +262,9 @@ impl Ledger for PgLedger<'_> {
                 out.opt(&r.attempt_id);
                 out.opt(&r.provider_payment_id);
                 out.ts(now);
+                if rows.optional {
+                    out.opt(&r.merchant_id);
+                }
             },
         )
         .await
@@ -402,6 +414,7 @@ async fn payments_in_db(
     let rows = Rows {
         file: "payment ids".to_string(),
         rows: keyed.iter().map(|(k, _)| k.as_ref()).collect::<Vec<&str>>(),
+        optional: false,
     };
     let order: Vec<u32> = (0..rows.rows.len() as u32).collect();
     copy_in(

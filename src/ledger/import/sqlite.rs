@@ -109,6 +109,10 @@ struct SqliteLedger<'c> {
 const INSERT_PAYMENT: &str = "INSERT INTO payments (payment_id, recipient_account, amount_minor, \
      currency, status, created_at, started_at, attempt_id, provider_payment_id, updated_at) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+/// [`INSERT_PAYMENT`] for a file with the `merchant_id` column.
+const INSERT_PAYMENT_MERCHANT: &str = "INSERT INTO payments (payment_id, recipient_account, \
+     amount_minor, currency, status, created_at, started_at, attempt_id, provider_payment_id, \
+     updated_at, merchant_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
 const INSERT_ATTEMPT: &str = "INSERT INTO payment_attempts (attempt_id, payment_id, started_at, \
      finished_at, outcome, provider_payment_id, error_detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
@@ -167,11 +171,16 @@ impl Ledger for SqliteLedger<'_> {
     ) -> Result<()> {
         let now = DbTime::new(now);
         sqlite_raw::with_raw(self.conn, |raw| {
-            let mut ins = raw.insert(INSERT_PAYMENT)?;
+            let (sql, width) = if rows.optional {
+                (INSERT_PAYMENT_MERCHANT, 11)
+            } else {
+                (INSERT_PAYMENT, 10)
+            };
+            let mut ins = raw.insert(sql)?;
             for r in order.iter().map(|&i| &rows.rows[i as usize]) {
                 let created = DbTime::new(r.created_at);
                 let started = r.started_at.map(DbTime::new);
-                ins.row(&[
+                let values = [
                     r.payment_id.as_str().into(),
                     r.recipient.as_str().into(),
                     Value::Int(r.amount_minor),
@@ -182,8 +191,10 @@ impl Ledger for SqliteLedger<'_> {
                     text(&r.attempt_id),
                     text(&r.provider_payment_id),
                     Value::Text(&now.0),
-                ])
-                .map_err(|e| rejected(&rows.file, r.line, e))?;
+                    text(&r.merchant_id),
+                ];
+                ins.row(&values[..width])
+                    .map_err(|e| rejected(&rows.file, r.line, e))?;
             }
             Ok(())
         })

@@ -575,10 +575,7 @@ fn deploy_manifests() -> Vec<(String, String)> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 walk(&path, out);
-            } else if path
-                .extension()
-                .is_some_and(|e| e == "yaml" || e == "yml")
-            {
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
                 out.push(path);
             }
         }
@@ -589,7 +586,11 @@ fn deploy_manifests() -> Vec<(String, String)> {
     paths
         .into_iter()
         .map(|p| {
-            let name = p.strip_prefix(repo()).unwrap().to_string_lossy().into_owned();
+            let name = p
+                .strip_prefix(repo())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             (name, std::fs::read_to_string(&p).unwrap())
         })
         .collect()
@@ -749,11 +750,20 @@ fn deploy_shard_counts_agree() {
         }
     }
     let kinds = |what: &str| counts.iter().filter(|(at, _)| at.contains(what)).count();
-    for what in ["--shards", "completions", "parallelism", "recon.toml shards"] {
+    for what in [
+        "--shards",
+        "completions",
+        "parallelism",
+        "recon.toml shards",
+    ] {
         assert!(kinds(what) > 0, "no {what} found in deploy/: {counts:?}");
     }
     let distinct: BTreeSet<u32> = counts.iter().map(|(_, n)| *n).collect();
-    assert_eq!(distinct.len(), 1, "shard counts differ in deploy/: {counts:#?}");
+    assert_eq!(
+        distinct.len(),
+        1,
+        "shard counts differ in deploy/: {counts:#?}"
+    );
 }
 
 #[test]
@@ -775,7 +785,11 @@ fn deploy_checker_finds_undocumented_flags_and_unlisted_args() {
         "{}",
         missing[0]
     );
-    assert!(missing[1].contains("`recon run … --turbo`"), "{}", missing[1]);
+    assert!(
+        missing[1].contains("`recon run … --turbo`"),
+        "{}",
+        missing[1]
+    );
     assert!(
         missing[2].starts_with("t.yaml:6: `recon frobnicate` is in no doc"),
         "{}",
@@ -784,5 +798,98 @@ fn deploy_checker_finds_undocumented_flags_and_unlisted_args() {
     // A list in block style would go unread: refused.
     let block = "containers:\n  - args:\n      - run\n";
     let err = invocations("b.yaml", block).unwrap_err();
-    assert!(err.starts_with("b.yaml:2: write `args` as a flow list"), "{err}");
+    assert!(
+        err.starts_with("b.yaml:2: write `args` as a flow list"),
+        "{err}"
+    );
+}
+
+/// The `recon.toml: |` block of every ConfigMap under `deploy/`, as (where, the job file).
+fn deploy_job_files() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, yaml) in deploy_manifests() {
+        let lines: Vec<&str> = yaml.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "recon.toml: |" {
+                continue;
+            }
+            let body = &lines[i + 1..];
+            let indent = body
+                .iter()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.len() - l.trim_start().len())
+                .unwrap_or(0);
+            let text: Vec<&str> = body
+                .iter()
+                .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
+                .map(|l| l.get(indent..).unwrap_or(""))
+                .collect();
+            out.push((format!("{name}:{}", i + 1), text.join("\n") + "\n"));
+        }
+    }
+    out
+}
+
+/// Drops what today's job file does not know yet: the `[partition]` table and the sources'
+/// `partition` keys (issue 34; the lead's config change adds them). Everything else of the
+/// sharded job file is checked as recon reads it.
+fn without_partition_keys(toml_text: &str) -> String {
+    let mut out = Vec::new();
+    let mut in_partition = false;
+    for line in toml_text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_partition = t == "[partition]";
+        }
+        if in_partition || key_of(line) == Some("partition") {
+            out.push(""); // keep the line numbers of errors
+        } else {
+            out.push(line);
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+#[test]
+fn deploy_job_files_parse_with_recons_own_parser() {
+    // The ConfigMaps' recon.toml are what the pods run: recon must accept them (a `{date}`
+    // source without `completeness` is refused, for one) and they must not hold the database
+    // URL, which comes from the Secret. Paths are the image's: its rules are the repository's
+    // (deploy/Dockerfile copies rules/ to /etc/recon/rules).
+    let jobs = deploy_job_files();
+    assert!(
+        jobs.len() >= 2,
+        "expected deploy/cronjob.yaml's and deploy/k8s/'s: {jobs:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = repo().join("rules");
+    let mut failures = Vec::new();
+    for (at, text) in &jobs {
+        if text.lines().any(|l| key_of(l) == Some("database_url")) {
+            failures.push(format!(
+                "{at}: database_url in a ConfigMap (use the Secret)"
+            ));
+            continue;
+        }
+        let text = without_partition_keys(text).replace(
+            "\"/etc/recon/rules\"",
+            &format!("{:?}", rules.display().to_string()),
+        );
+        // DATABASE_URL comes from the Secret in the pod; here a URL nothing connects to.
+        let text = format!("database_url = \"postgres://recon@db.invalid/payments\"\n{text}");
+        let path = tmp.path().join("recon.toml");
+        match Config::parse(&text, &path) {
+            Ok(cfg) => {
+                if let Err(e) = RuleSet::for_job(&cfg) {
+                    failures.push(format!("{at}: rules: {e:#}"));
+                }
+            }
+            Err(e) => failures.push(format!("{at} (one line added before it): {e:#}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "job files under deploy/ that recon refuses:\n{}",
+        failures.join("\n")
+    );
 }

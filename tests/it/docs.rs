@@ -3,6 +3,11 @@
 //! example is rejected as an unknown key (so an example proves its keys exist); and every
 //! relative link (to a file, or to a heading's anchor) resolves.
 //!
+//! The manifests under `deploy/` run only what the docs describe: every `recon` subcommand and
+//! flag of their `args` appears, together, in a line of `README.md` or `docs/operations.md`;
+//! their job files parse as recon reads them; their shard counts agree. (Their Kubernetes
+//! schema check is `deploy/validate-manifests.sh`, run by `.ci/run`.)
+//!
 //! **Marker convention.** The first line of every fenced ```` ```toml ```` block says what kind
 //! of file the block is; a block without one fails:
 //!

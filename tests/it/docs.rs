@@ -3,6 +3,11 @@
 //! example is rejected as an unknown key (so an example proves its keys exist); and every
 //! relative link (to a file, or to a heading's anchor) resolves.
 //!
+//! The manifests under `deploy/` run only what the docs describe: every `recon` subcommand and
+//! flag of their `args` appears, together, in a line of `README.md` or `docs/operations.md`;
+//! their job files parse as recon reads them; their shard counts agree. (Their Kubernetes
+//! schema check is `deploy/validate-manifests.sh`, run by `.ci/run`.)
+//!
 //! **Marker convention.** The first line of every fenced ```` ```toml ```` block says what kind
 //! of file the block is; a block without one fails:
 //!
@@ -526,5 +531,370 @@ fn docs_slugs_are_githubs() {
     assert_eq!(
         slug(" Safety rules, as implemented"),
         "safety-rules-as-implemented"
+    );
+}
+
+// ---- deploy/: the commands the manifests run are the documented ones ----
+
+/// One `args:` list of a manifest under `deploy/`: `recon` with these arguments (the image's
+/// entrypoint is recon, deploy/Dockerfile).
+#[derive(Debug)]
+struct Invocation {
+    /// `deploy/k8s/recon-shards.yaml:72` (the line of `args:`).
+    at: String,
+    args: Vec<String>,
+}
+
+impl Invocation {
+    /// The subcommand: the leading arguments before the first flag (`run`, `tickets list`).
+    fn subcommand(&self) -> String {
+        let words: Vec<&str> = self
+            .args
+            .iter()
+            .take_while(|a| !a.starts_with('-'))
+            .map(String::as_str)
+            .collect();
+        words.join(" ")
+    }
+
+    /// The flags, without an `=value` part.
+    fn flags(&self) -> Vec<String> {
+        self.args
+            .iter()
+            .filter(|a| a.starts_with("--"))
+            .map(|a| a.split('=').next().unwrap().to_string())
+            .collect()
+    }
+
+    /// The value after `flag`, if the list has one.
+    fn value_of(&self, flag: &str) -> Option<&str> {
+        let i = self.args.iter().position(|a| a == flag)?;
+        self.args.get(i + 1).map(String::as_str)
+    }
+}
+
+/// Every YAML file under `deploy/`, recursively, as (name relative to the repository, text).
+fn deploy_manifests() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    walk(&repo().join("deploy"), &mut paths);
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .strip_prefix(repo())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect()
+}
+
+/// Every `args:` of a manifest, written as a flow list (`args: ["run", "--config", …]`, which
+/// may span lines); any other form is an error, so no list goes unchecked.
+fn invocations(name: &str, yaml: &str) -> Result<Vec<Invocation>, String> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim_start().trim_start_matches("- ");
+        let Some(rest) = t.strip_prefix("args:") else {
+            i += 1;
+            continue;
+        };
+        let at = format!("{name}:{}", i + 1);
+        let mut list = rest.trim().to_string();
+        if !list.starts_with('[') {
+            return Err(format!(
+                "{at}: write `args` as a flow list on the same line (`args: [\"run\", …]`)"
+            ));
+        }
+        while !list.trim_end().ends_with(']') {
+            i += 1;
+            let next = lines
+                .get(i)
+                .ok_or_else(|| format!("{at}: the args list is never closed"))?;
+            list.push(' ');
+            list.push_str(next.trim());
+        }
+        let args: Vec<String> = serde_json::from_str(&list)
+            .map_err(|e| format!("{at}: args are not a list of quoted strings: {e}"))?;
+        out.push(Invocation { at, args });
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// Whether `line` holds `flag` as a whole word (`--shard` is not in `--shards`).
+fn has_flag(line: &str, flag: &str) -> bool {
+    line.match_indices(flag).any(|(p, _)| {
+        !line[p + flag.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// What the docs do not say about the invocations: each subcommand must appear as
+/// `recon SUB` in a line of the docs, and each of its flags in such a line too.
+fn undocumented(invocations: &[Invocation], docs: &[(String, String)]) -> Vec<String> {
+    let mut missing = Vec::new();
+    for inv in invocations {
+        let sub = inv.subcommand();
+        if sub.is_empty() {
+            missing.push(format!("{}: no subcommand in {:?}", inv.at, inv.args));
+            continue;
+        }
+        let command = format!("recon {sub}");
+        let lines: Vec<&str> = docs
+            .iter()
+            .flat_map(|(_, text)| text.lines())
+            .filter(|l| has_flag(l, &command))
+            .collect();
+        if lines.is_empty() {
+            missing.push(format!("{}: `{command}` is in no doc", inv.at));
+            continue;
+        }
+        for flag in inv.flags() {
+            if !lines.iter().any(|l| has_flag(l, &flag)) {
+                missing.push(format!(
+                    "{}: `{command} … {flag}`: no line of the docs names `{command}` with `{flag}`",
+                    inv.at
+                ));
+            }
+        }
+    }
+    missing
+}
+
+/// The docs a user of deploy/ reads: the README's command table and operations.md.
+fn deploy_docs() -> Vec<(String, String)> {
+    ["README.md", "docs/operations.md"]
+        .iter()
+        .map(|n| {
+            (
+                n.to_string(),
+                std::fs::read_to_string(repo().join(n)).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn deploy_manifests_run_only_documented_commands_and_flags() {
+    let mut all = Vec::new();
+    let mut errors = Vec::new();
+    for (name, yaml) in deploy_manifests() {
+        match invocations(&name, &yaml) {
+            Ok(found) => all.extend(found),
+            Err(e) => errors.push(e),
+        }
+    }
+    errors.extend(undocumented(&all, &deploy_docs()));
+    assert!(
+        errors.is_empty(),
+        "deploy/ runs what the docs do not describe:\n{}",
+        errors.join("\n")
+    );
+    // The finder must have found the night's commands: a finder that found nothing passes.
+    let subs: BTreeSet<String> = all.iter().map(Invocation::subcommand).collect();
+    for sub in ["migrate", "run", "gather"] {
+        assert!(subs.contains(sub), "no `{sub}` in deploy/: {subs:?}");
+    }
+}
+
+#[test]
+fn deploy_shard_counts_agree() {
+    // `--shards N` of the Indexed Job, its completions and parallelism, `shards = N` in the job
+    // file of the ConfigMap and the N of a by-hand `--shard I/N` are one number.
+    let manifests = deploy_manifests();
+    let mut counts: Vec<(String, u32)> = Vec::new();
+    let number = |at: &str, v: &str| -> u32 {
+        v.trim()
+            .trim_matches('"')
+            .parse()
+            .unwrap_or_else(|e| panic!("{at}: {v:?} is not a count: {e}"))
+    };
+    for (name, yaml) in &manifests {
+        for inv in invocations(name, yaml).unwrap() {
+            if let Some(n) = inv.value_of("--shards") {
+                counts.push((format!("{}: --shards", inv.at), number(&inv.at, n)));
+                for key in ["completions", "parallelism"] {
+                    let line = yaml
+                        .lines()
+                        .find_map(|l| l.trim().strip_prefix(&format!("{key}:")))
+                        .unwrap_or_else(|| panic!("{name}: runs --shards without `{key}`"));
+                    let v = line.split('#').next().unwrap();
+                    counts.push((format!("{name}: {key}"), number(name, v)));
+                }
+            }
+            if let Some(shard) = inv.value_of("--shard") {
+                let (_, n) = shard
+                    .split_once('/')
+                    .unwrap_or_else(|| panic!("{}: --shard {shard:?} is not I/N", inv.at));
+                counts.push((format!("{}: --shard {shard}", inv.at), number(&inv.at, n)));
+            }
+        }
+        for line in yaml.lines() {
+            let t = line.trim();
+            if let Some(v) = t.strip_prefix("shards =") {
+                let v = v.split('#').next().unwrap();
+                counts.push((format!("{name}: recon.toml shards"), number(name, v)));
+            }
+        }
+    }
+    let kinds = |what: &str| counts.iter().filter(|(at, _)| at.contains(what)).count();
+    for what in [
+        "--shards",
+        "completions",
+        "parallelism",
+        "recon.toml shards",
+    ] {
+        assert!(kinds(what) > 0, "no {what} found in deploy/: {counts:?}");
+    }
+    let distinct: BTreeSet<u32> = counts.iter().map(|(_, n)| *n).collect();
+    assert_eq!(
+        distinct.len(),
+        1,
+        "shard counts differ in deploy/: {counts:#?}"
+    );
+}
+
+#[test]
+fn deploy_checker_finds_undocumented_flags_and_unlisted_args() {
+    let yaml = "containers:\n  - name: recon\n    args: [\"run\", \"--config\", \"f\",\n           \"--shard\", \"1/4\", \"--turbo=yes\"]\n  - name: other\n    args: [\"frobnicate\"]\n";
+    let found = invocations("t.yaml", yaml).unwrap();
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found[0].at, "t.yaml:3");
+    assert_eq!(found[0].value_of("--shard"), Some("1/4"));
+    let docs = vec![(
+        "d.md".to_string(),
+        "`recon run --config F --shards N`\n`recon gather --shard`\n".to_string(),
+    )];
+    let missing = undocumented(&found, &docs);
+    assert_eq!(missing.len(), 3, "{missing:#?}");
+    // `--shards` in the doc is not `--shard`; `--shard` beside another command does not count.
+    assert!(
+        missing[0].starts_with("t.yaml:3: `recon run … --shard`"),
+        "{}",
+        missing[0]
+    );
+    assert!(
+        missing[1].contains("`recon run … --turbo`"),
+        "{}",
+        missing[1]
+    );
+    assert!(
+        missing[2].starts_with("t.yaml:6: `recon frobnicate` is in no doc"),
+        "{}",
+        missing[2]
+    );
+    // A list in block style would go unread: refused.
+    let block = "containers:\n  - args:\n      - run\n";
+    let err = invocations("b.yaml", block).unwrap_err();
+    assert!(
+        err.starts_with("b.yaml:2: write `args` as a flow list"),
+        "{err}"
+    );
+}
+
+/// The `recon.toml: |` block of every ConfigMap under `deploy/`, as (where, the job file).
+fn deploy_job_files() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, yaml) in deploy_manifests() {
+        let lines: Vec<&str> = yaml.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "recon.toml: |" {
+                continue;
+            }
+            let body = &lines[i + 1..];
+            let indent = body
+                .iter()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| l.len() - l.trim_start().len())
+                .unwrap_or(0);
+            let text: Vec<&str> = body
+                .iter()
+                .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent)
+                .map(|l| l.get(indent..).unwrap_or(""))
+                .collect();
+            out.push((format!("{name}:{}", i + 1), text.join("\n") + "\n"));
+        }
+    }
+    out
+}
+
+/// Drops what today's job file does not know yet: the `[partition]` table and the sources'
+/// `partition` keys (issue 34; the lead's config change adds them). Everything else of the
+/// sharded job file is checked as recon reads it.
+fn without_partition_keys(toml_text: &str) -> String {
+    let mut out = Vec::new();
+    let mut in_partition = false;
+    for line in toml_text.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_partition = t == "[partition]";
+        }
+        if in_partition || key_of(line) == Some("partition") {
+            out.push(""); // keep the line numbers of errors
+        } else {
+            out.push(line);
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+#[test]
+fn deploy_job_files_parse_with_recons_own_parser() {
+    // The ConfigMaps' recon.toml are what the pods run: recon must accept them (a `{date}`
+    // source without `completeness` is refused, for one) and they must not hold the database
+    // URL, which comes from the Secret. Paths are the image's: its rules are the repository's
+    // (deploy/Dockerfile copies rules/ to /etc/recon/rules).
+    let jobs = deploy_job_files();
+    assert!(
+        jobs.len() >= 2,
+        "expected deploy/cronjob.yaml's and deploy/k8s/'s: {jobs:?}"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let rules = repo().join("rules");
+    let mut failures = Vec::new();
+    for (at, text) in &jobs {
+        if text.lines().any(|l| key_of(l) == Some("database_url")) {
+            failures.push(format!(
+                "{at}: database_url in a ConfigMap (use the Secret)"
+            ));
+            continue;
+        }
+        let text = without_partition_keys(text).replace(
+            "\"/etc/recon/rules\"",
+            &format!("{:?}", rules.display().to_string()),
+        );
+        // DATABASE_URL comes from the Secret in the pod; here a URL nothing connects to.
+        let text = format!("database_url = \"postgres://recon@db.invalid/payments\"\n{text}");
+        let path = tmp.path().join("recon.toml");
+        match Config::parse(&text, &path) {
+            Ok(cfg) => {
+                if let Err(e) = RuleSet::for_job(&cfg) {
+                    failures.push(format!("{at}: rules: {e:#}"));
+                }
+            }
+            Err(e) => failures.push(format!("{at} (one line added before it): {e:#}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "job files under deploy/ that recon refuses:\n{}",
+        failures.join("\n")
     );
 }

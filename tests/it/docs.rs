@@ -835,26 +835,6 @@ fn deploy_job_files() -> Vec<(String, String)> {
     out
 }
 
-/// Drops what today's job file does not know yet: the `[partition]` table and the sources'
-/// `partition` keys (issue 34; the lead's config change adds them). Everything else of the
-/// sharded job file is checked as recon reads it.
-fn without_partition_keys(toml_text: &str) -> String {
-    let mut out = Vec::new();
-    let mut in_partition = false;
-    for line in toml_text.lines() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            in_partition = t == "[partition]";
-        }
-        if in_partition || key_of(line) == Some("partition") {
-            out.push(""); // keep the line numbers of errors
-        } else {
-            out.push(line);
-        }
-    }
-    out.join("\n") + "\n"
-}
-
 #[test]
 fn deploy_job_files_parse_with_recons_own_parser() {
     // The ConfigMaps' recon.toml are what the pods run: recon must accept them (a `{date}`
@@ -876,7 +856,7 @@ fn deploy_job_files_parse_with_recons_own_parser() {
             ));
             continue;
         }
-        let text = without_partition_keys(text).replace(
+        let text = text.replace(
             "\"/etc/recon/rules\"",
             &format!("{:?}", rules.display().to_string()),
         );

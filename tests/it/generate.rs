@@ -2009,10 +2009,8 @@ async fn a_partitioned_ledger_imports_with_its_merchants() {
 }
 
 /// End to end: recon on K = 3 data reproduces expected.csv, look-alikes included (each a unique
-/// match behind the wall). Needs the lead's partition wall (`[partition]`, `partition =` on
-/// sources, matching that never crosses partitions).
+/// match behind the partition wall: without it they would be AMBIGUOUS).
 #[tokio::test]
-#[ignore = "needs the partition wall (lead's branch)"]
 async fn a_run_on_three_partitions_reproduces_expected_csv() {
     let dir = tempfile::tempdir().unwrap();
     let report = gen_partitioned(dir.path(), 3000, 34, 3);

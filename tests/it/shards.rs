@@ -4,12 +4,13 @@
 //! re-run alone and lands once; a gather whose shards are missing names them and exits 13;
 //! SQLite and unbound sources are refused.
 //!
-//! The night is `recon-tools generate`'s realistic data (twins, near misses, duplicates, money
-//! mismatches, retries, orphans, busy recipients) split into five merchants: a payment's
-//! merchant follows its recipient, a line's follows the payment it names (by reference or
-//! provider id), else its recipient, so look-alikes mostly share a merchant and the wall
-//! decides nothing away. Each merchant has its own provider file and source; the ledger's
-//! merchant comes from a table of the test through a custom `payments_query`.
+//! The nights are `recon-tools generate`'s realistic data (twins, near misses, duplicates,
+//! money mismatches, retries, orphans, busy recipients) in five merchants, each with its own
+//! provider file and source: `generate --partitions 5` (the bundled schema's `merchant_id`,
+//! scenario groups inside a merchant, look-alike pairs across merchants that only the wall
+//! tells apart), and the unpartitioned world split afterwards by the test (a payment's merchant
+//! follows its recipient, a line's the payment it names, else its recipient), read through a
+//! custom `payments_query` that joins the merchant from a table of its own.
 
 use crate::support::{fresh_pg_database, pg_admin_url, pg_described, psql, write_control};
 use recon_tools::generate::{self, GenerateOptions, GenerateReport};
@@ -40,6 +41,40 @@ struct Night {
     dir: PathBuf,
     report: GenerateReport,
     merchants: Vec<(String, String)>,
+}
+
+/// `recon-tools generate --partitions k`: the bundled schema's merchant_id column, one
+/// provider file per merchant, scenario groups inside one merchant, and cross-merchant
+/// look-alikes that only the wall tells apart.
+fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
+    let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
+    let report = generate::generate(&GenerateOptions {
+        partitions: k,
+        ..GenerateOptions::new(dir, payments, seed, date)
+    })
+    .unwrap();
+    assert!(report.look_alike_pairs >= 1);
+    let text = std::fs::read_to_string(&report.files.config).unwrap();
+    let job: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("database_url") {
+                "database_url = \"@URL@\"".to_string()
+            } else if l.starts_with("output_dir") {
+                "output_dir = \"@OUT@\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect();
+    assert!(job.contains("[partition]"), "{job}");
+    std::fs::write(dir.join("recon.toml.in"), job).unwrap();
+    Night {
+        dir: dir.to_path_buf(),
+        report,
+        merchants: Vec::new(),
+    }
 }
 
 fn night(dir: &Path, payments: usize, seed: u64) -> Night {
@@ -123,7 +158,7 @@ fn night(dir: &Path, payments: usize, seed: u64) -> Night {
         .collect();
     let mut job = format!(
         "{head}database_url = \"@URL@\"\noutput_dir = \"@OUT@\"\n\n[partition]\ncolumn = \"merchant_id\"\n\n\
-         [ledger]\npayments_query = \"SELECT p.*, m.merchant_id FROM payments p LEFT JOIN test_merchants m ON m.payment_id = p.payment_id\"\n\n"
+         [ledger]\npayments_query = \"SELECT p.payment_id, p.recipient_account, p.amount_minor, p.currency, p.status, p.created_at, p.started_at, p.attempt_id, p.provider_payment_id, p.updated_at, m.merchant_id FROM payments p LEFT JOIN test_merchants m ON m.payment_id = p.payment_id\"\n\n"
     );
     for m in MERCHANTS {
         job.push_str(
@@ -186,6 +221,14 @@ async fn variant(n: &Night, name: &str) -> Variant {
     .await
     .unwrap();
     db.close().await;
+    if n.merchants.is_empty() {
+        return Variant {
+            database: Some(database),
+            url,
+            config,
+            out,
+        };
+    }
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
         .await
         .unwrap_or_else(|e| panic!("{}: {e}", pg_described()));
@@ -393,7 +436,7 @@ fn assert_same(whole: &Seen, other: &Seen, what: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one_process() {
     let dir = tempfile::tempdir().unwrap();
-    let n = night(dir.path(), 3000, 34);
+    let n = generated_night(dir.path(), 3000, 34, 5);
     let v = variant(&n, "whole").await;
     let whole = outcome(&one_process(&n, &v), &v).await;
     // The night is not trivial: every kind of decision is in it.

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Sharded nights (issue 34): one generated night of N payments in K merchants on PostgreSQL,
+# reconciled as one process and as S shard processes side by side plus `recon gather`, each on
+# a fresh copy of the imported ledger. Prints per process wall time, CPU and peak RSS (GNU
+# time), the shards' total CPU, and whether the gathered results.csv is the one process's.
+#   bench/shards.sh [N] [K] [S ...]        default: 1000000 8 4 8
+#   e.g. CARGO_TARGET_DIR=/var/tmp/recon-release bench/shards.sh 10000000 8 4 8
+# The data stays in /var/tmp/recon-bench/shards-n<N>-k<K>/ (BENCH_DIR to move it); the imported
+# ledger is the PostgreSQL template database recon_bench_shards_n<N>_k<K>.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n="${1:-1000000}"
+k="${2:-8}"
+shift 2 2>/dev/null || shift $#
+counts=("$@")
+[ ${#counts[@]} -gt 0 ] || counts=(4 8)
+seed=1
+date=2026-11-27
+as_of=2026-12-02T00:00:00Z
+dir="${BENCH_DIR:-/var/tmp/recon-bench}/shards-n$n-k$k"
+pg_admin="${RECON_TEST_PG_URL:-postgres://root@127.0.0.1:5432/test}"
+pg_base="${pg_admin%/*}"
+cargo build --release --quiet -p recon -p recon-tools
+release="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release"
+bin="$release/recon"
+tools="$release/recon-tools"
+fmt="wall %e s, user %U s, sys %S s, peak RSS %M KiB"
+
+if [ ! -f "$dir/expected.csv" ]; then
+    rm -rf "$dir"
+    echo "== generate $n payments in $k merchants (seed $seed)"
+    /usr/bin/time -f "$fmt" "$tools" generate --out "$dir" --payments "$n" --seed "$seed" \
+        --date "$date" --partitions "$k" | grep -E '^ +M[0-9]+ ' || true
+fi
+master="recon_bench_shards_n${n}_k${k}"
+if ! psql "$pg_admin" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$master'" | grep -q 1; then
+    echo "== import into PostgreSQL database $master"
+    psql "$pg_admin" -qc "CREATE DATABASE $master"
+    RECON_DATABASE_URL="$pg_base/$master" "$bin" migrate --config "$dir/recon.toml" >/dev/null
+    RECON_DATABASE_URL="$pg_base/$master?sslmode=disable" /usr/bin/time -f "$fmt" "$bin" ledger import \
+        --config "$dir/recon.toml" --payments "$dir/payments.csv" --attempts "$dir/attempts.csv"
+    psql "$pg_base/$master" -qc "VACUUM ANALYZE"
+fi
+fresh() {
+    psql "$pg_admin" -qc "DROP DATABASE IF EXISTS $1 WITH (FORCE)"
+    psql "$pg_admin" -qc "CREATE DATABASE $1 TEMPLATE $master"
+    echo "$pg_base/$1?sslmode=disable"
+}
+cpu() { # total user+sys seconds of GNU time lines in the files given
+    cat "$@" | sed -E 's/.*user ([0-9.]+) s, sys ([0-9.]+) s.*/\1 \2/' | awk '{t += $1 + $2} END {printf "%.1f", t}'
+}
+rm -rf "$dir/out" "$dir/times"
+mkdir -p "$dir/times"
+
+echo "== one process"
+url="$(fresh recon_bench_shards_whole)"
+RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/whole" -f "$fmt" "$bin" run \
+    --config "$dir/recon.toml" --date "$date" --as-of "$as_of" --run-id whole >/dev/null
+echo "  recon run: $(cat "$dir/times/whole")"
+psql "$pg_admin" -qc "DROP DATABASE IF EXISTS recon_bench_shards_whole WITH (FORCE)"
+
+for s in "${counts[@]}"; do
+    echo "== $s shards side by side, then the gather"
+    url="$(fresh recon_bench_shards_s$s)"
+    started=$(date +%s.%N)
+    pids=()
+    for ((i = 0; i < s; i++)); do
+        RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/s$s-$i" -f "$fmt" "$bin" run \
+            --config "$dir/recon.toml" --date "$date" --as-of "$as_of" --shard "$i/$s" \
+            --group "s$s" >"$dir/times/s$s-$i.out" 2>&1 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    shards_done=$(date +%s.%N)
+    RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/s$s-gather" -f "$fmt" "$bin" gather \
+        --config "$dir/recon.toml" --date "$date" --group "s$s" >"$dir/times/s$s-gather.out"
+    ended=$(date +%s.%N)
+    for ((i = 0; i < s; i++)); do
+        echo "  shard $i/$s: $(cat "$dir/times/s$s-$i")  [$(grep -Eo '[0-9]+ payments in scope' "$dir/times/s$s-$i.out" || true)]"
+    done
+    echo "  gather: $(cat "$dir/times/s$s-gather")"
+    printf '  night: shards %.1f s side by side, gather %.1f s; shards total CPU %s s\n' \
+        "$(echo "$shards_done - $started" | bc)" "$(echo "$ended - $shards_done" | bc)" \
+        "$(cpu "$dir"/times/s$s-[0-9]*[0-9])"
+    if cmp -s "$dir/out/whole/results.csv" "$dir/out/s$s/results.csv"; then
+        echo "  results.csv: identical to one process's"
+    else
+        echo "  results.csv: DIFFERS from one process's"
+    fi
+    psql "$pg_admin" -qc "DROP DATABASE IF EXISTS recon_bench_shards_s$s WITH (FORCE)"
+done

@@ -245,7 +245,7 @@ fn write_night(
                 .max_by_key(|(_, n)| n.len())
                 .map_or(usize::MAX, |(i, _)| i)
         };
-        let by_row = |r: &csv::ByteRecord| -> (u8, Vec<u8>, usize) {
+        let by_row = |r: &csv::ByteRecord| -> Key {
             let pid = r.get(1).unwrap_or_default();
             if pid.is_empty() {
                 (1, Vec::new(), source_of(r.get(13).unwrap_or_default()))
@@ -305,14 +305,14 @@ fn write_night(
     Ok(view)
 }
 
+/// Where a CSV record goes in the merged file: (section, payment id, source position).
+type Key = (u8, Vec<u8>, usize);
+/// The merge key of a record.
+type KeyOf<'a> = &'a dyn Fn(&csv::ByteRecord) -> Key;
+
 /// Merges the shards' `name` files (each ordered by `key`, which no two shards share) into
 /// one in `key` order, each record byte for byte; ties keep shard order.
-fn merge_csv(
-    dirs: &[PathBuf],
-    name: &str,
-    tmp: &Path,
-    key: &dyn Fn(&csv::ByteRecord) -> (u8, Vec<u8>, usize),
-) -> Result<()> {
+fn merge_csv(dirs: &[PathBuf], name: &str, tmp: &Path, key: KeyOf<'_>) -> Result<()> {
     let mut readers = Vec::new();
     for d in dirs {
         let path = d.join(name);
@@ -333,7 +333,7 @@ fn merge_csv(
                 std::fs::File::create(&out_path)
                     .with_context(|| format!("creating {}", out_path.display()))?,
             ));
-    let mut heads: Vec<Option<(csv::ByteRecord, (u8, Vec<u8>, usize))>> = Vec::new();
+    let mut heads: Vec<Keyed> = Vec::new();
     let mut header = None;
     for (i, r) in readers.iter_mut().enumerate() {
         let mut rec = csv::ByteRecord::new();
@@ -366,13 +366,13 @@ fn merge_csv(
     Ok(())
 }
 
-type Keyed = Option<(csv::ByteRecord, (u8, Vec<u8>, usize))>;
+type Keyed = Option<(csv::ByteRecord, Key)>;
 
 fn next(
     r: &mut csv::Reader<std::fs::File>,
     dir: &Path,
     name: &str,
-    key: &dyn Fn(&csv::ByteRecord) -> (u8, Vec<u8>, usize),
+    key: KeyOf<'_>,
 ) -> Result<Keyed> {
     let mut rec = csv::ByteRecord::new();
     if r.read_byte_record(&mut rec)

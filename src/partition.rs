@@ -297,8 +297,11 @@ impl Select {
     }
 }
 
-fn table() -> &'static Mutex<(HashMap<String, u32>, Vec<String>)> {
-    static T: OnceLock<Mutex<(HashMap<String, u32>, Vec<String>)>> = OnceLock::new();
+/// Partition value → id, and id → value.
+type Table = (HashMap<String, u32>, Vec<String>);
+
+fn table() -> &'static Mutex<Table> {
+    static T: OnceLock<Mutex<Table>> = OnceLock::new();
     T.get_or_init(|| Mutex::new((HashMap::new(), vec![String::new()])))
 }
 

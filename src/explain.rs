@@ -430,6 +430,10 @@ fn explain_payment(
             break;
         }
         let _ = writeln!(out, "considered: {}", line_text(l));
+        if l.origin.partition != p.partition {
+            let _ = writeln!(out, "  {}", other_partition(l, p));
+            continue;
+        }
         if let Some(claim) = m.links.iter().find(|x| x.line == li) {
             let owner = &data.payments[claim.payment as usize];
             let steps = rules
@@ -529,6 +533,15 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
             let _ = writeln!(out, "… more look-alike payments not shown");
             break;
         }
+        if l.origin.partition != p.partition {
+            let _ = writeln!(
+                out,
+                "considered: {}\n  {}",
+                payment_text(p),
+                other_partition(l, p)
+            );
+            continue;
+        }
         let _ = writeln!(out, "considered: {}", payment_text(p));
         write_reasons(out, rules, p, l);
     }
@@ -538,4 +551,15 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
             "no loaded payment is named by this line or has its recipient"
         );
     }
+}
+
+/// Why a look-alike of another partition is no candidate (the partition wall,
+/// docs/sharding.md).
+fn other_partition(l: &StatementLine, p: &Payment) -> String {
+    format!(
+        "the line is partition {:?}'s and the payment partition {:?}'s: never its evidence (no \
+         match crosses partitions)",
+        crate::partition::value(l.origin.partition),
+        crate::partition::value(p.partition)
+    )
 }

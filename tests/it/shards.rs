@@ -665,3 +665,79 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
     assert!(text.contains("source[1].partition` is missing"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 300, 38);
+    let v = variant(&n, "locks").await;
+    let cfg = v.config.display().to_string();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    let args = |shard: &str| -> Vec<String> {
+        [
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", shard,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    // Shard 0 holds its lock, paused after planning.
+    let marker = dir.path().join("paused");
+    let mut first = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args("0/2"))
+        .env("RECON_DATABASE_URL", &v.url)
+        .env(
+            "RECON_FAULT_PAUSE",
+            format!("after_plan:{}", marker.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let arg_refs = |a: &[String]| a.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+    let twice = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args("0/2"))
+        .env("RECON_DATABASE_URL", &v.url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&twice.stderr).to_string();
+    assert_eq!(
+        twice.status.code(),
+        Some(recon::exit::LOCKED),
+        "{}: {text}",
+        arg_refs(&args("0/2"))
+    );
+    assert!(text.contains("another process runs shard 0/2"), "{text}");
+    // The other shard runs beside it.
+    ok(
+        Command::new(env!("CARGO_BIN_EXE_recon"))
+            .args(args("1/2"))
+            .env("RECON_DATABASE_URL", &v.url)
+            .output()
+            .unwrap(),
+        "shard 1 beside shard 0",
+    );
+    // A whole-night run is excluded while a shard works.
+    let whole = recon(
+        &["run", "--config", &cfg, "--date", &date, "--as-of", &as_of],
+        &v,
+    );
+    assert_eq!(
+        whole.status.code(),
+        Some(recon::exit::LOCKED),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    std::fs::remove_file(&marker).unwrap();
+    ok(first.wait_with_output().unwrap(), "shard 0 after its pause");
+    let text = ok(
+        recon(&["gather", "--config", &cfg, "--date", &date], &v),
+        "gather",
+    );
+    assert!(text.contains("shard 1:"), "{text}");
+}

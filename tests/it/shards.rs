@@ -741,3 +741,106 @@ async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_ref
     );
     assert!(text.contains("shard 1:"), "{text}");
 }
+
+/// The generator's cross-merchant look-alikes (same recipient, money and start in two
+/// merchants, each paid by one unnamed line in its own merchant's file): one process on a
+/// SQLite ledger matches each to its own line, and `recon explain` says why the other
+/// merchant's line is no candidate.
+#[tokio::test]
+async fn look_alikes_of_two_merchants_each_match_their_own_line_and_explain_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = generated_night(dir.path(), 2000, 39, 3);
+    let db = dir.path().join("recon.db");
+    let text = std::fs::read_to_string(n.dir.join("recon.toml.in"))
+        .unwrap()
+        .replace("@URL@", &format!("sqlite://{}", db.display()))
+        .replace("@OUT@", "out");
+    std::fs::write(n.dir.join("recon.toml"), text).unwrap();
+    let cfg = recon::config::Config::load(&n.dir.join("recon.toml")).unwrap();
+    let d = recon::db::Db::open(&cfg.database_url).await.unwrap();
+    recon::ledger::import::import(
+        &d,
+        &n.dir.join("payments.csv"),
+        Some(&n.dir.join("attempts.csv")),
+    )
+    .await
+    .unwrap();
+    d.close().await;
+    // The look-alike pairs, from the ledger alone: same recipient, money and start, two
+    // merchants.
+    let rows = crate::support::read_columns(
+        &n.dir.join("payments.csv"),
+        &[
+            "payment_id",
+            "recipient_account",
+            "amount",
+            "currency",
+            "started_at",
+            "merchant_id",
+        ],
+    );
+    let mut groups: BTreeMap<(String, String, String, String), Vec<(String, String)>> =
+        BTreeMap::new();
+    for r in &rows {
+        groups
+            .entry((r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone()))
+            .or_default()
+            .push((r[0].clone(), r[5].clone()));
+    }
+    let pairs: Vec<&Vec<(String, String)>> = groups
+        .values()
+        .filter(|g| g.len() == 2 && g[0].1 != g[1].1)
+        .collect();
+    assert!(
+        !pairs.is_empty(),
+        "the night has cross-merchant look-alikes"
+    );
+    let report = recon::run::run(
+        &cfg,
+        &recon::run::RunOptions {
+            from: n.report.date,
+            to: n.report.date,
+            as_of: Some(n.report.as_of),
+            dry_run: false,
+            run_id: Some("r1".into()),
+            wait: false,
+        },
+    )
+    .await
+    .unwrap();
+    let results = crate::support::read_columns(
+        &report.out_dir.join("results.csv"),
+        &["outcome", "payment_id", "source_lines"],
+    );
+    for pair in &pairs {
+        for (id, merchant) in pair.iter() {
+            let row = results.iter().find(|r| &r[1] == id).unwrap();
+            assert!(
+                matches!(row[0].as_str(), "MATCHED" | "RESOLVED_SUCCEEDED"),
+                "look-alike {id}: {row:?}"
+            );
+            assert!(
+                row[2].contains(&format!("statement-{merchant}.csv")),
+                "look-alike {id} of {merchant} matched another merchant's line: {row:?}"
+            );
+        }
+    }
+    let (id, merchant) = &pairs[0][0];
+    let text = recon::explain::explain(
+        &cfg,
+        &recon::explain::ExplainOptions {
+            id: id.clone(),
+            run: Some("r1".into()),
+            date: None,
+            as_of: None,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        text.contains(&format!(
+            "payment partition \"{merchant}\"'s: never its evidence"
+        )),
+        "{text}"
+    );
+}

@@ -158,19 +158,21 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
     let group = tx.group(&group.group_id).await?.unwrap_or(group);
     tx.rollback().await?;
     let out_dir = cfg.output_dir.join(&group.group_id);
+    // Alerts an earlier gather could not send go first (also when this night is gathered
+    // already: a retried gather delivers its queued email).
+    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, false).await;
     if group.gathered_at.is_some() && out_dir.join("summary.json").exists() {
         tracing::info!(group = %group.group_id, "Already gathered.");
         return Ok(GatherReport {
             group: group.group_id,
             out_dir,
             summary: None,
-            alert: Alert::disabled(),
+            alert,
         });
     }
-    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, false).await;
     let marks = crate::decisions::marks(&db).await?;
     let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
-    let view = write_night(cfg, partition, &group, &dirs, marks, &out_dir)?;
+    let view = write_night(partition, &group, &dirs, marks, &out_dir)?;
     let mut tx = db.begin().await?;
     tx.mark_gathered(
         &group.group_id,
@@ -200,7 +202,6 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
 
 /// Reads the shards' folders and writes the night's into `out_dir` (through `<it>.tmp`).
 fn write_night(
-    cfg: &Config,
     partition: &crate::partition::PartitionConfig,
     group: &Group,
     dirs: &[PathBuf],
@@ -301,7 +302,6 @@ fn write_night(
         std::fs::remove_dir_all(out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
     std::fs::rename(&tmp, out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
-    let _ = cfg;
     Ok(view)
 }
 

@@ -142,7 +142,7 @@ pub async fn run_shard(
             format!("run group {group_id}: as_of: {e}"),
         )
     })?;
-    if let Some(done) = landed(&db, cfg, &group_id, shard.index).await? {
+    if let Some(done) = landed(&db, &group_id, shard.index).await? {
         return Ok(ShardOutcome::Landed(
             done.clone(),
             cfg.output_dir.join(done),
@@ -170,7 +170,7 @@ pub async fn run_shard(
         )
         .await?;
     // Landed while this process waited for the lock?
-    if let Some(done) = landed(&db, cfg, &group_id, shard.index).await? {
+    if let Some(done) = landed(&db, &group_id, shard.index).await? {
         return Ok(ShardOutcome::Landed(
             done.clone(),
             cfg.output_dir.join(done),
@@ -303,7 +303,7 @@ pub fn agrees(stored: &Group, wanted: &Group, explicit_as_of: bool) -> Result<()
 }
 
 /// The run that landed shard `index` of `group` (COMPLETED), if one did.
-pub async fn landed(db: &Db, _cfg: &Config, group: &str, index: u32) -> Result<Option<String>> {
+pub async fn landed(db: &Db, group: &str, index: u32) -> Result<Option<String>> {
     let mut tx = db.begin().await?;
     let runs = tx.shard_runs(group).await?;
     tx.rollback().await?;

@@ -683,7 +683,7 @@ async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_ref
     };
     // Shard 0 holds its lock, paused after planning.
     let marker = dir.path().join("paused");
-    let mut first = Command::new(env!("CARGO_BIN_EXE_recon"))
+    let first = Command::new(env!("CARGO_BIN_EXE_recon"))
         .args(args("0/2"))
         .env("RECON_DATABASE_URL", &v.url)
         .env(
@@ -779,8 +779,9 @@ async fn look_alikes_of_two_merchants_each_match_their_own_line_and_explain_says
             "merchant_id",
         ],
     );
-    let mut groups: BTreeMap<(String, String, String, String), Vec<(String, String)>> =
-        BTreeMap::new();
+    // (recipient, amount, currency, start) → (payment, merchant).
+    type Money = (String, String, String, String);
+    let mut groups: BTreeMap<Money, Vec<(String, String)>> = BTreeMap::new();
     for r in &rows {
         groups
             .entry((r[1].clone(), r[2].clone(), r[3].clone(), r[4].clone()))

@@ -169,15 +169,7 @@ async fn plan_and_apply(
             if is_shard {
                 // A shard's rows go to the gather (shard.json), which writes the night's
                 // reports.
-                let mut view = ReportView::build(
-                    &summary,
-                    &data.totals,
-                    &data.rows,
-                    &data.payments,
-                    &data.lines,
-                    as_of,
-                );
-                view.marks = (*marks).clone();
+                let view = view_only(&summary, &data, as_of, &marks);
                 return Ok((view, started.elapsed().as_millis() as u64));
             }
             let view = reports::write_files(
@@ -254,16 +246,7 @@ async fn plan_and_apply(
             write_results(&tmp_dir, &data)
                 .map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
             view = if shard.is_some() {
-                let mut v = ReportView::build(
-                    &summary,
-                    &data.totals,
-                    &data.rows,
-                    &data.payments,
-                    &data.lines,
-                    as_of,
-                );
-                v.marks = (*marks).clone();
-                v
+                view_only(&summary, &data, as_of, &marks)
             } else {
                 reports::write_files(
                     &tmp_dir,
@@ -380,6 +363,26 @@ async fn plan_and_apply(
         finals,
         view,
     ))
+}
+
+/// The view of a run's rows without writing the report files (a shard's: the gather writes
+/// the night's).
+fn view_only(
+    summary: &summary::Summary,
+    data: &RunData,
+    as_of: crate::timeparse::Micros,
+    marks: &crate::report::cases::Marks,
+) -> ReportView {
+    let mut view = ReportView::build(
+        summary,
+        &data.totals,
+        &data.rows,
+        &data.payments,
+        &data.lines,
+        as_of,
+    );
+    view.marks = marks.clone();
+    view
 }
 
 /// Writes `results.csv` and the reports' `diff.csv` (its listed rows) into `dir`.

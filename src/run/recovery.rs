@@ -35,14 +35,7 @@ pub(super) async fn recover_interrupted(db: &Db, cfg: &Config) -> Result<()> {
             completed += 1;
             continue;
         }
-        let note = note_path(cfg, run_id);
-        let error = match std::fs::read_to_string(&note) {
-            Ok(text) if !text.trim().is_empty() => {
-                notes.push(note);
-                text.trim_end().to_string()
-            }
-            _ => KILLED.to_string(),
-        };
+        let error = error_of(cfg, run_id, &mut notes);
         failed += tx.fail_runs(Some(run_id), &error, &now).await?;
     }
     tx.commit().await?;
@@ -80,6 +73,19 @@ pub(super) async fn recover_interrupted(db: &Db, cfg: &Config) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Why run `run_id` ended early: the note it left (kept in `notes`, removed after the
+/// commit), else "interrupted".
+fn error_of(cfg: &Config, run_id: &str, notes: &mut Vec<PathBuf>) -> String {
+    let note = note_path(cfg, run_id);
+    match std::fs::read_to_string(&note) {
+        Ok(text) if !text.trim().is_empty() => {
+            notes.push(note);
+            text.trim_end().to_string()
+        }
+        _ => KILLED.to_string(),
+    }
 }
 
 /// Where run `run_id` leaves the note of an error the database did not take.
@@ -169,14 +175,7 @@ pub(super) async fn recover_shard(db: &Db, cfg: &Config, group: &str, index: u32
             tx.complete_run(run_id, &inputs, &counts, &now).await?;
             continue;
         }
-        let note = note_path(cfg, run_id);
-        let error = match std::fs::read_to_string(&note) {
-            Ok(text) if !text.trim().is_empty() => {
-                notes.push(note);
-                text.trim_end().to_string()
-            }
-            _ => KILLED.to_string(),
-        };
+        let error = error_of(cfg, run_id, &mut notes);
         tx.fail_runs(Some(run_id), &error, &now).await?;
         tracing::warn!(run_id, "Marked this shard's interrupted run as FAILED.");
     }

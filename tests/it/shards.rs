@@ -262,6 +262,15 @@ fn recon(args: &[&str], v: &Variant) -> std::process::Output {
         .unwrap()
 }
 
+/// `recon gather` of the night, which must succeed: its output.
+fn gather(v: &Variant, date: &str, what: &str) -> String {
+    let cfg = v.config.display().to_string();
+    ok(
+        recon(&["gather", "--config", &cfg, "--date", date], v),
+        what,
+    )
+}
+
 fn ok(out: std::process::Output, what: &str) -> String {
     let text = format!(
         "{}{}",
@@ -317,10 +326,7 @@ fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
     for (i, c) in children.into_iter().enumerate() {
         ok(c.wait_with_output().unwrap(), &format!("shard {i}/{count}"));
     }
-    let text = ok(
-        recon(&["gather", "--config", &cfg, "--date", &date], v),
-        "gather",
-    );
+    let text = gather(v, &date, "gather");
     assert!(text.contains(&format!("shard {}:", count - 1)), "{text}");
     v.out.join(&date)
 }
@@ -562,10 +568,7 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
             (1, "COMPLETED".to_string()),
         ]
     );
-    ok(
-        recon(&["gather", "--config", &cfg, "--date", &date], &v),
-        "gather",
-    );
+    gather(&v, &date, "gather");
     let killed = outcome(&v.out.join(&date), &v).await;
     assert_same(&whole, &killed, "killed and re-run");
     // The re-run found the killed attempt's transitions applied: none twice.
@@ -575,10 +578,7 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     .unwrap();
     assert!(summary["transitions"]["already_applied"].as_u64().unwrap() > 0);
     // A second gather sends nothing again.
-    let twice = ok(
-        recon(&["gather", "--config", &cfg, "--date", &date], &v),
-        "gather again",
-    );
+    let twice = gather(&v, &date, "gather again");
     assert!(twice.contains("already gathered"), "{twice}");
 }
 
@@ -735,10 +735,7 @@ async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_ref
     );
     std::fs::remove_file(&marker).unwrap();
     ok(first.wait_with_output().unwrap(), "shard 0 after its pause");
-    let text = ok(
-        recon(&["gather", "--config", &cfg, "--date", &date], &v),
-        "gather",
-    );
+    let text = gather(&v, &date, "gather");
     assert!(text.contains("shard 1:"), "{text}");
 }
 

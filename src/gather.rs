@@ -282,6 +282,9 @@ fn write_night(
         let summary = merged_summary(partition, group, &records, &totals);
         let mut view = ReportView::gathered(summary, totals, items, marks, (planned, ticket_rows));
         view.summary.cases = view.case_counts();
+        // The report files say what the rows ask for, as one process's (written beside its
+        // commit); the email says what the commits did.
+        view.committed = false;
         crate::report::xlsx::write(&tmp.join(reports::XLSX_FILE), &view)?;
         let html = tmp.join(reports::HTML_FILE);
         std::fs::write(&html, crate::report::html::report(&view))
@@ -289,6 +292,7 @@ fn write_night(
         let json = serde_json::to_string_pretty(&view.summary).context("summary.json")?;
         std::fs::write(tmp.join("summary.json"), json + "\n")
             .with_context(|| format!("writing {}", tmp.join("summary.json").display()))?;
+        view.committed = true;
         Ok(view)
     })();
     let view = match written {

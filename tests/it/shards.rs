@@ -69,6 +69,8 @@ fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
         .map(|l| l + "\n")
         .collect();
     assert!(job.contains("[partition]"), "{job}");
+    // The night's one email, as a file in its folder.
+    let job = format!("{job}\n{}", crate::report::file_email());
     std::fs::write(dir.join("recon.toml.in"), job).unwrap();
     Night {
         dir: dir.to_path_buf(),
@@ -266,7 +268,10 @@ fn recon(args: &[&str], v: &Variant) -> std::process::Output {
 fn gather(v: &Variant, date: &str, what: &str) -> String {
     let cfg = v.config.display().to_string();
     ok(
-        recon(&["gather", "--config", &cfg, "--date", date], v),
+        recon(
+            &["gather", "--config", &cfg, "--date", date, "--group", NIGHT],
+            v,
+        ),
         what,
     )
 }
@@ -288,14 +293,18 @@ fn one_process(n: &Night, v: &Variant) -> PathBuf {
     ok(
         recon(
             &[
-                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--run-id", "whole",
+                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--run-id", NIGHT,
             ],
             v,
         ),
         "one process",
     );
-    v.out.join("whole")
+    v.out.join(NIGHT)
 }
+
+/// The id of the night: the one process's run id, the shards' run group (so the reports,
+/// which name it, compare as they are).
+const NIGHT: &str = "the-night";
 
 /// The night as `count` shard processes at once, then the gather: its folder.
 fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
@@ -314,6 +323,8 @@ fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
                     &as_of,
                     "--shards",
                     &count.to_string(),
+                    "--group",
+                    NIGHT,
                 ])
                 .env("RECON_DATABASE_URL", &v.url)
                 .env("JOB_COMPLETION_INDEX", i.to_string())
@@ -326,9 +337,15 @@ fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
     for (i, c) in children.into_iter().enumerate() {
         ok(c.wait_with_output().unwrap(), &format!("shard {i}/{count}"));
     }
-    let text = gather(v, &date, "gather");
+    let out = recon(
+        &[
+            "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
+        ],
+        v,
+    );
+    let text = ok(out, "gather");
     assert!(text.contains(&format!("shard {}:", count - 1)), "{text}");
-    v.out.join(&date)
+    v.out.join(NIGHT)
 }
 
 /// What must be equal: results, diff, report sheets but the summary, the summary's counts,
@@ -337,6 +354,10 @@ fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
 struct Seen {
     results: String,
     diff: String,
+    rejected: String,
+    settlement: Vec<String>,
+    html: Option<String>,
+    email: Option<String>,
     sheets: BTreeMap<String, Vec<Vec<String>>>,
     counts: serde_json::Value,
     transitions: Vec<String>,
@@ -397,9 +418,21 @@ async fn outcome(dir: &Path, v: &Variant) -> Seen {
     .fetch_all(&mut conn)
     .await
     .unwrap();
+    let mut settlement: Vec<String> = read("settlement.csv").lines().map(str::to_string).collect();
+    settlement.sort();
     Seen {
         results: read("results.csv"),
         diff: read("diff.csv"),
+        rejected: read("rejected.csv"),
+        settlement,
+        html: std::fs::read_to_string(dir.join("report.html")).ok(),
+        // Both parts, decoded, with the night's folder (it differs per database) named OUT.
+        email: dir.join("email.eml").exists().then(|| {
+            let folder = v.out.display().to_string();
+            ["text/plain", "text/html"]
+                .map(|mime| crate::report::email_body(dir, mime).replace(&folder, "OUT"))
+                .join("\n")
+        }),
         sheets,
         counts,
         transitions,
@@ -425,6 +458,29 @@ fn assert_same(whole: &Seen, other: &Seen, what: &str) {
         first_difference(&whole.results, &other.results)
     );
     assert_eq!(whole.diff, other.diff, "{what}: diff.csv");
+    assert_eq!(whole.rejected, other.rejected, "{what}: rejected.csv");
+    assert_eq!(whole.settlement, other.settlement, "{what}: settlement.csv");
+    if let (Some(a), Some(b)) = (&whole.html, &other.html) {
+        assert_eq!(
+            a,
+            b,
+            "{what}: report.html differs at {}",
+            first_difference(a, b)
+        );
+    }
+    assert_eq!(
+        whole.email.is_some(),
+        other.email.is_some(),
+        "{what}: one email"
+    );
+    if let (Some(a), Some(b)) = (&whole.email, &other.email) {
+        assert_eq!(
+            a,
+            b,
+            "{what}: the email differs at {}",
+            first_difference(a, b)
+        );
+    }
     assert_eq!(whole.counts, other.counts, "{what}: summary counts");
     assert_eq!(whole.transitions, other.transitions, "{what}: transitions");
     assert_eq!(whole.tickets, other.tickets, "{what}: tickets");
@@ -503,6 +559,8 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
                 &as_of,
                 "--shard",
                 &format!("{i}/3"),
+                "--group",
+                NIGHT,
             ],
             &v,
         )
@@ -514,6 +572,7 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_recon"))
         .args([
             "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/3",
+            "--group", NIGHT,
         ])
         .env("RECON_DATABASE_URL", &v.url)
         .env(
@@ -535,7 +594,12 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     std::fs::remove_file(&marker).unwrap();
     ok(shard(2), "shard 2");
     // The gather sees shard 1 missing and says so.
-    let out = recon(&["gather", "--config", &cfg, "--date", &date], &v);
+    let out = recon(
+        &[
+            "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
+        ],
+        &v,
+    );
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(
         out.status.code(),
@@ -543,7 +607,7 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
         "{text}"
     );
     assert!(text.contains("shard 1/3: still running"), "{text}");
-    assert!(!v.out.join(&date).exists(), "nothing gathered");
+    assert!(!v.out.join(NIGHT).exists(), "nothing gathered");
     // Re-run index 1 only: it recovers its killed run and lands.
     ok(shard(1), "shard 1 again");
     // And only once: a third attempt does nothing.
@@ -569,11 +633,11 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
         ]
     );
     gather(&v, &date, "gather");
-    let killed = outcome(&v.out.join(&date), &v).await;
+    let killed = outcome(&v.out.join(NIGHT), &v).await;
     assert_same(&whole, &killed, "killed and re-run");
     // The re-run found the killed attempt's transitions applied: none twice.
     let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(v.out.join(&date).join("summary.json")).unwrap(),
+        &std::fs::read_to_string(v.out.join(NIGHT).join("summary.json")).unwrap(),
     )
     .unwrap();
     assert!(summary["transitions"]["already_applied"].as_u64().unwrap() > 0);
@@ -676,6 +740,7 @@ async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_ref
     let args = |shard: &str| -> Vec<String> {
         [
             "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", shard,
+            "--group", NIGHT,
         ]
         .iter()
         .map(|s| s.to_string())

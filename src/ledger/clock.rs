@@ -43,8 +43,14 @@ pub(super) enum Conn<'c> {
 
 /// Which attempts to read.
 enum Attempts<'a> {
-    /// Started in `[lo, hi)`; `scan`: SQLite reads the table instead of its index.
-    Started { lo: Micros, hi: Micros, scan: bool },
+    /// Started in `[lo, hi)`; `scan`: SQLite reads the table instead of its index; `only`: a
+    /// condition on the attempt's payment (a shard's partitions, `AND payment_id IN (…)`).
+    Started {
+        lo: Micros,
+        hi: Micros,
+        scan: bool,
+        only: &'a str,
+    },
     /// Every attempt of these payments.
     Of(&'a [String]),
 }
@@ -135,11 +141,11 @@ impl Conn<'_> {
                     row.with_text(0, in_row).unwrap_or(Ok(()))
                 };
                 match which {
-                    Attempts::Started { lo, hi, scan } => {
+                    Attempts::Started { lo, hi, scan, only } => {
                         let s = if scan { "+started_at" } else { "started_at" };
                         let sql = format!(
                             "SELECT payment_id, attempt_id, started_at FROM {from}
-                             WHERE {s} >= ?1 AND {s} < ?2"
+                             WHERE {s} >= ?1 AND {s} < ?2{only}"
                         );
                         let (lo, hi) = (timeparse::to_db(lo), timeparse::to_db(hi));
                         super::sqlite_raw::query(conn, &sql, &[&lo, &hi], &mut row_of).await
@@ -172,10 +178,10 @@ impl Conn<'_> {
                 };
                 let cols = "payment_id::text, attempt_id::text, started_at::timestamptz";
                 match which {
-                    Attempts::Started { lo, hi, .. } => {
+                    Attempts::Started { lo, hi, only, .. } => {
                         let sql = format!(
                             "SELECT {cols} FROM {from}
-                             WHERE started_at >= {} AND started_at < {}",
+                             WHERE started_at >= {} AND started_at < {}{only}",
                             load::pg_ts(lo),
                             load::pg_ts(hi)
                         );
@@ -335,7 +341,25 @@ pub(super) async fn settle(
     let mut seen = vec![false; payments.len()];
     // Payments not loaded that have an attempt in the range: their current one may be it.
     let mut others: BTreeSet<String> = BTreeSet::new();
-    conn.attempts(queries, Attempts::Started { lo, hi, scan }, |a| {
+    // A shard reads only its own partitions' attempts: the others' payments are not its to
+    // find (and their ids, millions at a large night, are not held).
+    let only = partition
+        .and_then(|p| p.filter.as_deref())
+        .map(|f| {
+            let from = match queries.payments_query.as_deref() {
+                Some(q) => format!("({q}) AS p"),
+                None => "payments".to_string(),
+            };
+            format!(" AND payment_id IN (SELECT payment_id FROM {from} WHERE {f})")
+        })
+        .unwrap_or_default();
+    let in_range = Attempts::Started {
+        lo,
+        hi,
+        scan,
+        only: &only,
+    };
+    conn.attempts(queries, in_range, |a| {
         match position(&payments, a.payment_id) {
             Some(i) => {
                 let p = &mut payments[i as usize];

@@ -51,18 +51,21 @@ fresh() {
 cpu() { # total user+sys seconds of GNU time lines in the files given
     cat "$@" | sed -E 's/.*user ([0-9.]+) s, sys ([0-9.]+) s.*/\1 \2/' | awk '{t += $1 + $2} END {printf "%.1f", t}'
 }
-rm -rf "$dir/out" "$dir/times"
 mkdir -p "$dir/times"
-
-echo "== one process"
-url="$(fresh recon_bench_shards_whole)"
-RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/whole" -f "$fmt" "$bin" run \
-    --config "$dir/recon.toml" --date "$date" --as-of "$as_of" --run-id whole >/dev/null
-echo "  recon run: $(cat "$dir/times/whole")"
-psql "$pg_admin" -qc "DROP DATABASE IF EXISTS recon_bench_shards_whole WITH (FORCE)"
+# SHARDS_ONLY=1 keeps the one process's results of an earlier call (to re-measure shards).
+if [ "${SHARDS_ONLY:-0}" != 1 ] || [ ! -f "$dir/out/whole/results.csv" ]; then
+    rm -rf "$dir/out"
+    echo "== one process"
+    url="$(fresh recon_bench_shards_whole)"
+    RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/whole" -f "$fmt" "$bin" run \
+        --config "$dir/recon.toml" --date "$date" --as-of "$as_of" --run-id whole >/dev/null
+    echo "  recon run: $(cat "$dir/times/whole")"
+    psql "$pg_admin" -qc "DROP DATABASE IF EXISTS recon_bench_shards_whole WITH (FORCE)"
+fi
 
 for s in "${counts[@]}"; do
     echo "== $s shards side by side, then the gather"
+    rm -rf "$dir/out/s$s" "$dir"/out/s$s-s*
     url="$(fresh recon_bench_shards_s$s)"
     started=$(date +%s.%N)
     pids=()

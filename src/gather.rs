@@ -415,18 +415,9 @@ fn merged_summary(
         s.payments_in_scope += x.payments_in_scope;
         s.statement_lines += x.statement_lines;
         s.rejected_lines += x.rejected_lines;
-        s.transitions.planned += x.transitions.planned;
-        s.transitions.applied += x.transitions.applied;
-        s.transitions.already_applied += x.transitions.already_applied;
-        s.transitions.conflicts += x.transitions.conflicts;
-        s.tickets.created += x.tickets.created;
-        s.tickets.existing += x.tickets.existing;
-        s.tickets.reopened += x.tickets.reopened;
-        for w in &x.warnings {
-            if !s.warnings.contains(w) {
-                s.warnings.push(w.clone());
-            }
-        }
+        s.transitions.add(&x.transitions);
+        s.tickets.add(&x.tickets);
+        summary::add_distinct_warnings(&mut s.warnings, &x.warnings);
         s.gates.extend(x.gates.iter().cloned());
         s.unreadable_inputs
             .extend(x.unreadable_inputs.iter().cloned());

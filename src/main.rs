@@ -405,7 +405,7 @@ fn which_shard(
         }
         (Some(_), None) => Err(exit::fail(
             exit::Failure::Config,
-            "--shards N takes the shard index from $JOB_COMPLETION_INDEX, which is not set              (hint: --shard I/N)",
+            "--shards N takes the shard index from $JOB_COMPLETION_INDEX, which is not set (hint: --shard I/N)",
         )),
     }
 }
@@ -430,7 +430,7 @@ async fn shard_cmd(
             outln!("  shard {shard}: the night's report and email come from recon gather");
             if !report.unreadable_inputs().is_empty() {
                 eprintln!(
-                    "warning: the shard completed, but {} statement file(s) could not be read                      (exit code {})",
+                    "warning: the shard completed, but {} statement file(s) could not be read (exit code {})",
                     report.unreadable_inputs().len(),
                     exit::INPUT_UNREADABLE
                 );

@@ -32,6 +32,25 @@ pub struct TransitionStats {
     pub conflicts: usize,
 }
 
+impl TransitionStats {
+    /// Adds another run's counts (a range's days, a night's shards).
+    pub fn add(&mut self, o: &TransitionStats) {
+        self.planned += o.planned;
+        self.applied += o.applied;
+        self.already_applied += o.already_applied;
+        self.conflicts += o.conflicts;
+    }
+}
+
+/// Appends each warning of `more` that `warnings` does not hold yet, in order.
+pub fn add_distinct_warnings(warnings: &mut Vec<String>, more: &[String]) {
+    for w in more {
+        if !warnings.contains(w) {
+            warnings.push(w.clone());
+        }
+    }
+}
+
 /// Ticket counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct TicketStats {
@@ -44,6 +63,13 @@ pub struct TicketStats {
 }
 
 impl TicketStats {
+    /// Adds another run's counts (a range's days, a night's shards).
+    pub fn add(&mut self, o: &TicketStats) {
+        self.created += o.created;
+        self.existing += o.existing;
+        self.reopened += o.reopened;
+    }
+
     /// `2 new, 5 already known` (`, 1 reopened` when a run opened resolved tickets again).
     pub fn text(&self) -> String {
         let mut s = format!("{} new, {} already known", self.created, self.existing);

@@ -365,17 +365,14 @@ impl ReportView {
                 detail: r.detail.clone(),
             });
         }
-        sort_items(&mut items);
-        ReportView {
-            summary: summary.clone(),
-            totals: totals.clone(),
-            cases: cases::group(&items),
-            marks: cases::Marks::default(),
+        Self::of_items(
+            summary.clone(),
+            totals.clone(),
             items,
-            transitions_planned,
-            ticket_rows,
-            committed: false,
-        }
+            cases::Marks::default(),
+            (transitions_planned, ticket_rows),
+            false,
+        )
     }
 
     /// One view of a range run's days (`days` in order) for its single report and email: each
@@ -400,18 +397,15 @@ impl ReportView {
                 by_key.insert((i.payment_id.clone(), ids), i);
             }
         }
-        let mut items: Vec<Item> = by_key.into_values().collect();
-        sort_items(&mut items);
-        ReportView {
+        let items: Vec<Item> = by_key.into_values().collect();
+        Self::of_items(
             summary,
             totals,
-            cases: cases::group(&items),
-            marks,
             items,
-            transitions_planned,
-            ticket_rows,
+            marks,
+            (transitions_planned, ticket_rows),
             committed,
-        }
+        )
     }
 
     /// The view of a night gathered from its shards (`recon gather`): every shard's rows,
@@ -419,9 +413,21 @@ impl ReportView {
     pub fn gathered(
         summary: Summary,
         totals: BTreeMap<Outcome, OutcomeTotal>,
+        items: Vec<Item>,
+        marks: cases::Marks,
+        counts: (usize, usize),
+    ) -> ReportView {
+        Self::of_items(summary, totals, items, marks, counts, true)
+    }
+
+    /// Items sorted and grouped into cases: every view is built this one way.
+    fn of_items(
+        summary: Summary,
+        totals: BTreeMap<Outcome, OutcomeTotal>,
         mut items: Vec<Item>,
         marks: cases::Marks,
         (transitions_planned, ticket_rows): (usize, usize),
+        committed: bool,
     ) -> ReportView {
         sort_items(&mut items);
         ReportView {
@@ -432,7 +438,7 @@ impl ReportView {
             items,
             transitions_planned,
             ticket_rows,
-            committed: true,
+            committed,
         }
     }
 

@@ -153,18 +153,9 @@ pub(super) async fn run_range(
                 .map(|(k, v)| (k.clone(), v.count))
                 .collect(),
         });
-        range.transitions.planned += s.transitions.planned;
-        range.transitions.applied += s.transitions.applied;
-        range.transitions.already_applied += s.transitions.already_applied;
-        range.transitions.conflicts += s.transitions.conflicts;
-        range.tickets.created += s.tickets.created;
-        range.tickets.existing += s.tickets.existing;
-        range.tickets.reopened += s.tickets.reopened;
-        for w in &s.warnings {
-            if !range.warnings.contains(w) {
-                range.warnings.push(w.clone());
-            }
-        }
+        range.transitions.add(&s.transitions);
+        range.tickets.add(&s.tickets);
+        summary::add_distinct_warnings(&mut range.warnings, &s.warnings);
         for f in &s.unreadable_inputs {
             if !range.unreadable_inputs.contains(f) {
                 range.unreadable_inputs.push(f.clone());

@@ -202,19 +202,18 @@ impl Drop for Variant {
     }
 }
 
-async fn variant(n: &Night, name: &str) -> Variant {
-    let (database, url) = fresh_pg_database().await;
-    let out = n.dir.join(format!("out-{name}"));
+/// The night's job file template with its database URL and output folder, written to `to`.
+fn job_file(n: &Night, url: &str, out: &str, to: &Path) {
     let text = std::fs::read_to_string(n.dir.join("recon.toml.in"))
         .unwrap()
-        .replace("@URL@", &url)
-        .replace("@OUT@", &out.display().to_string());
-    let config = n.dir.join(format!("recon-{name}.toml"));
-    std::fs::write(&config, text).unwrap();
-    let db = recon::db::Db::connect(&url).await.unwrap();
-    db.migrate().await.unwrap();
-    db.close().await;
-    let db = recon::db::Db::open(&url).await.unwrap();
+        .replace("@URL@", url)
+        .replace("@OUT@", out);
+    std::fs::write(to, text).unwrap();
+}
+
+/// Imports the night's payments and attempts into the (migrated or new) ledger at `url`.
+async fn import_night(n: &Night, url: &str) {
+    let db = recon::db::Db::open(url).await.unwrap();
     recon::ledger::import::import(
         &db,
         &n.dir.join("payments.csv"),
@@ -223,6 +222,17 @@ async fn variant(n: &Night, name: &str) -> Variant {
     .await
     .unwrap();
     db.close().await;
+}
+
+async fn variant(n: &Night, name: &str) -> Variant {
+    let (database, url) = fresh_pg_database().await;
+    let out = n.dir.join(format!("out-{name}"));
+    let config = n.dir.join(format!("recon-{name}.toml"));
+    job_file(n, &url, &out.display().to_string(), &config);
+    let db = recon::db::Db::connect(&url).await.unwrap();
+    db.migrate().await.unwrap();
+    db.close().await;
+    import_night(n, &url).await;
     if n.merchants.is_empty() {
         return Variant {
             database: Some(database),
@@ -274,6 +284,21 @@ fn gather(v: &Variant, date: &str, what: &str) -> String {
         ),
         what,
     )
+}
+
+/// `recon gather` with `extra` arguments, which must exit SHARDS_MISSING: its stderr.
+fn gather_missing(v: &Variant, date: &str, extra: &[&str]) -> String {
+    let cfg = v.config.display().to_string();
+    let mut args = vec!["gather", "--config", &cfg, "--date", date];
+    args.extend_from_slice(extra);
+    let out = recon(&args, v);
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::SHARDS_MISSING),
+        "{text}"
+    );
+    text
 }
 
 fn ok(out: std::process::Output, what: &str) -> String {
@@ -594,18 +619,7 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     std::fs::remove_file(&marker).unwrap();
     ok(shard(2), "shard 2");
     // The gather sees shard 1 missing and says so.
-    let out = recon(
-        &[
-            "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
-        ],
-        &v,
-    );
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(
-        out.status.code(),
-        Some(recon::exit::SHARDS_MISSING),
-        "{text}"
-    );
+    let text = gather_missing(&v, &date, &["--group", NIGHT]);
     assert!(text.contains("shard 1/3: still running"), "{text}");
     assert!(!v.out.join(NIGHT).exists(), "nothing gathered");
     // Re-run index 1 only: it recovers its killed run and lands.
@@ -662,16 +676,7 @@ async fn a_gather_past_its_deadline_names_the_shards_never_started() {
         ),
         "shard 0",
     );
-    let out = recon(
-        &["gather", "--config", &cfg, "--date", &date, "--wait", "1s"],
-        &v,
-    );
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(
-        out.status.code(),
-        Some(recon::exit::SHARDS_MISSING),
-        "{text}"
-    );
+    let text = gather_missing(&v, &date, &["--wait", "1s"]);
     assert!(text.contains("shard 1/2: never started"), "{text}");
     // A shard of another shard count cannot join the night.
     let out = recon(
@@ -717,6 +722,25 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
     assert!(text.contains("--shard needs PostgreSQL"), "{text}");
+    // `--shards N` outside an Indexed Job: no index to take, said in one readable line.
+    let out = recon(
+        &[
+            "run",
+            "--config",
+            &cfg,
+            "--date",
+            "2026-11-28",
+            "--shards",
+            "2",
+        ],
+        &v,
+    );
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    assert!(
+        text.contains("$JOB_COMPLETION_INDEX, which is not set (hint: --shard I/N)"),
+        "{text}"
+    );
     // A source without a partition in a partitioned job.
     let unbound = base.replacen("partition = \"M2\"\n", "", 1);
     std::fs::write(
@@ -813,21 +837,14 @@ async fn look_alikes_of_two_merchants_each_match_their_own_line_and_explain_says
     let dir = tempfile::tempdir().unwrap();
     let n = generated_night(dir.path(), 2000, 39, 3);
     let db = dir.path().join("recon.db");
-    let text = std::fs::read_to_string(n.dir.join("recon.toml.in"))
-        .unwrap()
-        .replace("@URL@", &format!("sqlite://{}", db.display()))
-        .replace("@OUT@", "out");
-    std::fs::write(n.dir.join("recon.toml"), text).unwrap();
+    job_file(
+        &n,
+        &format!("sqlite://{}", db.display()),
+        "out",
+        &n.dir.join("recon.toml"),
+    );
     let cfg = recon::config::Config::load(&n.dir.join("recon.toml")).unwrap();
-    let d = recon::db::Db::open(&cfg.database_url).await.unwrap();
-    recon::ledger::import::import(
-        &d,
-        &n.dir.join("payments.csv"),
-        Some(&n.dir.join("attempts.csv")),
-    )
-    .await
-    .unwrap();
-    d.close().await;
+    import_night(&n, &cfg.database_url).await;
     // The look-alike pairs, from the ledger alone: same recipient, money and start, two
     // merchants.
     let rows = crate::support::read_columns(

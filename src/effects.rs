@@ -268,16 +268,44 @@ pub(crate) async fn apply(
         "Tickets upserted."
     );
     for u in upserted {
-        match u {
-            Upserted::Created => summary.tickets.created += 1,
-            Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
-            Upserted::Reopened => {
-                summary.tickets.existing += 1;
-                summary.tickets.reopened += 1;
-            }
-        }
+        count(summary, u);
     }
     Ok(conflicts)
+}
+
+/// The tickets of rows that name no payment (a gather's shared settlement rows:
+/// [`crate::shared`]), upserted inside `tx` and counted into `summary`. No matcher pair
+/// touches their lines, so their evidence is the rows' own lines.
+pub(crate) async fn line_tickets(
+    tx: &mut crate::store::Tx,
+    data: &RunData,
+    rules: &RuleSet,
+    (to_day, as_of): (&str, Micros),
+    (run_id, now): (&str, &str),
+    summary: &mut Summary,
+) -> Result<()> {
+    let evidence_as_of = format!("{to_day}|{as_of:020}");
+    let pairs = evidence::PairIndex::default();
+    let tickets: Vec<NewTicket> = data
+        .rows
+        .iter()
+        .filter_map(|row| ticket_of(row, data, rules, &pairs, &evidence_as_of))
+        .collect();
+    for u in tx.upsert_tickets(&tickets, run_id, now).await? {
+        count(summary, u);
+    }
+    Ok(())
+}
+
+fn count(summary: &mut Summary, u: Upserted) {
+    match u {
+        Upserted::Created => summary.tickets.created += 1,
+        Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
+        Upserted::Reopened => {
+            summary.tickets.existing += 1;
+            summary.tickets.reopened += 1;
+        }
+    }
 }
 
 /// Chunks of tickets queued between the evidence builder and the database at most.

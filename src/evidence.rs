@@ -42,6 +42,7 @@ impl Relation {
 }
 
 /// The matcher's pairs that touch ticket rows, by payment and by line.
+#[derive(Default)]
 pub(crate) struct PairIndex {
     by_payment: HashMap<u32, Vec<(Pair, Relation)>>,
     by_line: HashMap<u32, Vec<(Pair, Relation)>>,

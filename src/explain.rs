@@ -104,7 +104,13 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         as_of,
         shard: None,
     };
-    let plan = crate::run::plan(job, &ropts, "explain", &mut Default::default()).await?;
+    let plan = Box::pin(crate::run::plan(
+        job,
+        &ropts,
+        "explain",
+        &mut Default::default(),
+    ))
+    .await?;
     if let Some(recorded) = recorded {
         input_changes(&mut out, &recorded, &plan.summary_inputs());
     }

@@ -95,6 +95,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         ));
     };
     crate::run::check_group_id(&opts.group)?;
+    let rules = crate::rules::RuleSet::for_job(cfg)?;
     let db = Db::for_job(cfg).await?;
     if !db.is_postgres() {
         return Err(fail(
@@ -172,15 +173,50 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
     }
     let marks = crate::decisions::marks(&db).await?;
     let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
-    let view = write_night(partition, &group, &dirs, marks, &out_dir)?;
+    let mut records = read_records(&group, &dirs)?;
+    let shared = shared_night(cfg, &rules, &group, &mut records).await?;
+    // The shared rows' tickets and cases, the group marked gathered: one transaction, committed
+    // once the night's files are written (a gather that fails leaves neither).
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let run_id = format!("{}-gather", group.group_id);
     let mut tx = db.begin().await?;
-    tx.mark_gathered(
-        &group.group_id,
-        &out_dir.display().to_string(),
-        &timeparse::to_db(Utc::now().timestamp_micros()),
-    )
-    .await?;
-    tx.commit().await?;
+    let mut tickets = crate::outputs::summary::Summary::default();
+    if let Some(s) = &shared {
+        crate::effects::line_tickets(
+            &mut tx,
+            &s.data,
+            &rules,
+            (&group.range_to, s.as_of),
+            (&run_id, &now),
+            &mut tickets,
+        )
+        .await?;
+        crate::decisions::record(&mut tx, &s.view, &[], &run_id, &now).await?;
+    }
+    let tmp = out_dir.with_extension("tmp");
+    let view = write_night(
+        partition,
+        &group,
+        &dirs,
+        records,
+        shared.as_ref(),
+        &tickets.tickets,
+        marks,
+        &tmp,
+    )?;
+    tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &now)
+        .await?;
+    if let Err(e) = tx.commit().await {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
+    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
+    };
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
+    }
+    std::fs::rename(&tmp, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
     outbox::after_run(
         cfg.email.as_ref(),
         &mut alert,
@@ -200,18 +236,8 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
     })
 }
 
-/// Reads the shards' folders and writes the night's into `out_dir` (through `<it>.tmp`).
-fn write_night(
-    partition: &crate::partition::PartitionConfig,
-    group: &Group,
-    dirs: &[PathBuf],
-    marks: crate::report::cases::Marks,
-    out_dir: &Path,
-) -> Result<ReportView> {
-    let tmp = out_dir.with_extension("tmp");
-    let out_err = |what: &str, e: &dyn std::fmt::Display| {
-        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
-    };
+/// Each landed shard's `shard.json`, in shard order.
+fn read_records(group: &Group, dirs: &[PathBuf]) -> Result<Vec<ShardRecord>> {
     let mut records = Vec::with_capacity(dirs.len());
     for (i, d) in dirs.iter().enumerate() {
         let r = ShardRecord::read(d).map_err(|e| fail(Failure::Output, format!("{e:#}")))?;
@@ -229,11 +255,170 @@ fn write_night(
         }
         records.push(r);
     }
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).map_err(|e| out_err("cannot clear", &e))?;
+    Ok(records)
+}
+
+/// The night's shared settlement ([`crate::shared`]): the shared bank sources, read once,
+/// paired with every shard's batches.
+struct SharedNight {
+    /// Its rows and lines (no payment).
+    data: crate::run_data::RunData,
+    /// How many of its lines are the shards' handed provider lines.
+    handed: usize,
+    /// The group's as-of.
+    as_of: crate::timeparse::Micros,
+    /// The rows' view (its cases are recorded).
+    view: ReportView,
+    /// What reading the shared sources found.
+    rejected: Vec<crate::sources::Rejected>,
+    inputs: Vec<crate::sources::InputFile>,
+    gates: Vec<crate::sources::Gate>,
+    unreadable: Vec<crate::sources::Unreadable>,
+    warnings: Vec<String>,
+}
+
+/// Reads the shared sources over the night's days and decides their settlement.
+async fn shared_night(
+    cfg: &Config,
+    rules: &crate::rules::RuleSet,
+    group: &Group,
+    records: &mut [ShardRecord],
+) -> Result<Option<SharedNight>> {
+    let mut shared_cfg = cfg.clone();
+    shared_cfg
+        .sources
+        .retain(|s| crate::shared::is_shared(cfg, s));
+    if shared_cfg.sources.is_empty() {
+        return Ok(None);
     }
-    std::fs::create_dir_all(&tmp).map_err(|e| out_err("cannot create", &e))?;
+    let day = |d: &str| {
+        d.parse::<chrono::NaiveDate>().map_err(|e| {
+            fail(
+                Failure::Database,
+                format!("run group {}: day {d:?}: {e}", group.group_id),
+            )
+        })
+    };
+    let (from, to) = (day(&group.range_from)?, day(&group.range_to)?);
+    let tz = cfg.timezone;
+    let t0 = timeparse::day_start(from, tz);
+    let t1 = timeparse::day_start(to.succ_opt().unwrap_or(to), tz);
+    let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
+        fail(
+            Failure::Database,
+            format!("run group {}: as_of: {e}", group.group_id),
+        )
+    })?;
+    let days = crate::run::plan::statement_days(cfg, rules, (t0, t1));
+    let (loads, _) = crate::run::plan::load_statements(&shared_cfg, days, as_of)
+        .await
+        .context("statement loading task")??;
+    let mut lines = Vec::new();
+    let mut coverage = BTreeMap::new();
+    let mut night = SharedNight {
+        data: crate::run_data::RunData {
+            payments: Vec::new(),
+            lines: Vec::new(),
+            rows: Vec::new(),
+            totals: BTreeMap::new(),
+            settlement: Vec::new(),
+            status_provider_ids: Default::default(),
+            handed: Default::default(),
+        },
+        handed: 0,
+        as_of,
+        view: ReportView::build(&Summary::default(), &BTreeMap::new(), &[], &[], &[], as_of),
+        rejected: Vec::new(),
+        inputs: Vec::new(),
+        gates: Vec::new(),
+        unreadable: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for (load, src) in loads.into_iter().zip(&shared_cfg.sources) {
+        night.gates.extend(load.gates);
+        night.unreadable.extend(load.unreadable);
+        crate::sources::absorb(&mut lines, load.lines);
+        coverage.insert(src.name.clone(), load.coverage);
+        night.inputs.extend(load.files);
+        night.warnings.extend(load.warnings);
+        night.rejected.extend(load.rejected);
+    }
+    lines.retain(|l: &crate::sources::StatementLine| l.booked_at <= as_of);
+    let handovers = records
+        .iter_mut()
+        .map(|r| std::mem::take(&mut r.handed))
+        .collect();
+    let decided = crate::shared::decide(
+        handovers,
+        lines,
+        rules,
+        (as_of, cfg.settlement_lag_hours * timeparse::HOUR),
+        &|name| coverage.get(name).cloned(),
+        (t0, t1),
+    )
+    .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
+    let totals = summary::outcome_totals(&decided.rows, &[], &decided.lines);
+    night.view = ReportView::build(
+        &Summary::default(),
+        &totals,
+        &decided.rows,
+        &[],
+        &decided.lines,
+        as_of,
+    );
+    night.data.totals = totals;
+    night.handed = decided.handed;
+    night.data.rows = decided.rows;
+    night.data.settlement = decided.settlement;
+    night.data.lines = decided.lines;
+    Ok(Some(night))
+}
+
+/// Writes the night's files into `tmp` from the shards' folders and the shared settlement.
+#[allow(clippy::too_many_arguments)]
+fn write_night(
+    partition: &crate::partition::PartitionConfig,
+    group: &Group,
+    dirs: &[PathBuf],
+    mut records: Vec<ShardRecord>,
+    shared: Option<&SharedNight>,
+    tickets: &crate::outputs::summary::TicketStats,
+    marks: crate::report::cases::Marks,
+    tmp: &Path,
+) -> Result<ReportView> {
+    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
+    };
+    if tmp.exists() {
+        std::fs::remove_dir_all(tmp).map_err(|e| out_err("cannot clear", &e))?;
+    }
+    std::fs::create_dir_all(tmp).map_err(|e| out_err("cannot create", &e))?;
     let written = (|| -> Result<ReportView> {
+        // The shared settlement's files, merged after the shards' (their rows go after a
+        // source's own, as one process orders them).
+        let mut dirs = dirs.to_vec();
+        if let Some(s) = shared {
+            let dir = tmp.join(".shared");
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let create = |name: &str| -> Result<std::io::BufWriter<std::fs::File>> {
+                let path = dir.join(name);
+                Ok(std::io::BufWriter::new(
+                    std::fs::File::create(&path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                ))
+            };
+            crate::outputs::results::write(
+                create("results.csv")?,
+                create(reports::DIFF_CSV_FILE)?,
+                &s.data.rows,
+                &[],
+                &s.data.lines,
+            )?;
+            crate::outputs::results::write_rejected(&dir.join("rejected.csv"), &s.rejected)?;
+            crate::outputs::settlement::write(&dir.join("settlement.csv"), &s.data.settlement)?;
+            dirs.push(dir);
+        }
+        let dirs = &dirs[..];
         let source_of = |field: &[u8]| -> usize {
             // `source:file:line[;…]`: the longest configured source name before a `:`.
             partition
@@ -255,31 +440,52 @@ fn write_night(
             }
         };
         for name in ["results.csv", reports::DIFF_CSV_FILE] {
-            merge_csv(dirs, name, &tmp, &by_row)?;
+            merge_csv(dirs, name, tmp, &by_row)?;
         }
-        merge_csv(dirs, "rejected.csv", &tmp, &|r| {
+        merge_csv(dirs, "rejected.csv", tmp, &|r| {
             (0, Vec::new(), source_of(r.get(0).unwrap_or_default()))
         })?;
-        merge_csv(dirs, "settlement.csv", &tmp, &|r| {
-            (0, Vec::new(), source_of(r.get(1).unwrap_or_default()))
+        // By provider source, as one process orders it
+        // ([`crate::outputs::settlement::order_by_source`]).
+        merge_csv(dirs, "settlement.csv", tmp, &|r| {
+            let provider = r.get(1).unwrap_or_default();
+            let at = if provider.is_empty() {
+                usize::MAX
+            } else {
+                partition.source_index(&String::from_utf8_lossy(provider))
+            };
+            (0, Vec::new(), at)
         })?;
+        if shared.is_some() {
+            let dir = tmp.join(".shared");
+            std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+        }
         let mut totals: BTreeMap<crate::model::Outcome, OutcomeTotal> = BTreeMap::new();
         let mut items = Vec::new();
         let mut origins = BTreeMap::new();
         let (mut planned, mut ticket_rows) = (0, 0);
-        for r in &mut records {
-            for (o, t) in r.totals()? {
-                let sum = totals.entry(o).or_default();
+        let mut add = |more: &BTreeMap<crate::model::Outcome, OutcomeTotal>| {
+            for (o, t) in more {
+                let sum = totals.entry(*o).or_default();
                 sum.count += t.count;
-                for (c, v) in t.amounts {
+                for (c, v) in &t.amounts {
                     *sum.amounts.entry(c).or_default() += v;
                 }
             }
+        };
+        for r in &mut records {
+            add(&r.totals()?);
             items.extend(r.items(&mut origins)?);
             planned += r.transitions_planned;
             ticket_rows += r.ticket_rows;
         }
-        let summary = merged_summary(partition, group, &records, &totals);
+        if let Some(s) = shared {
+            add(&s.data.totals);
+            items.extend(s.view.items.iter().cloned());
+            ticket_rows += s.view.ticket_rows;
+        }
+        let mut summary = merged_summary(partition, group, &records, shared, &totals);
+        summary.tickets.add(tickets);
         let mut view = ReportView::gathered(summary, totals, items, marks, (planned, ticket_rows));
         view.summary.cases = view.case_counts();
         // The report files say what the rows ask for, as one process's (written beside its
@@ -295,18 +501,13 @@ fn write_night(
         view.committed = true;
         Ok(view)
     })();
-    let view = match written {
-        Ok(v) => v,
+    match written {
+        Ok(v) => Ok(v),
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(fail(Failure::Output, format!("{e:#}")));
+            let _ = std::fs::remove_dir_all(tmp);
+            Err(fail(Failure::Output, format!("{e:#}")))
         }
-    };
-    if out_dir.exists() {
-        std::fs::remove_dir_all(out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
-    std::fs::rename(&tmp, out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
-    Ok(view)
 }
 
 /// Where a CSV record goes in the merged file: (section, payment id, source position).
@@ -395,6 +596,7 @@ fn merged_summary(
     partition: &crate::partition::PartitionConfig,
     group: &Group,
     records: &[ShardRecord],
+    shared: Option<&SharedNight>,
     totals: &BTreeMap<crate::model::Outcome, OutcomeTotal>,
 ) -> Summary {
     let first = records.first().map(|r| &r.summary);
@@ -433,6 +635,14 @@ fn merged_summary(
             payments_in_scope: x.payments_in_scope,
             statement_lines: x.statement_lines,
         });
+    }
+    if let Some(x) = shared {
+        s.inputs.extend(x.inputs.iter().cloned());
+        s.statement_lines += x.data.lines.len() - x.handed;
+        s.rejected_lines += x.rejected.len();
+        summary::add_distinct_warnings(&mut s.warnings, &x.warnings);
+        s.gates.extend(x.gates.iter().cloned());
+        s.unreadable_inputs.extend(x.unreadable.iter().cloned());
     }
     s.inputs.sort_by_key(|f| partition.source_index(&f.source));
     s.gates.sort_by_key(|g| partition.source_index(&g.source));

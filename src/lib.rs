@@ -35,6 +35,7 @@ pub mod report;
 pub mod rules;
 pub mod run;
 pub mod run_data;
+pub mod shared;
 pub mod sources;
 pub mod status_api;
 pub mod store;

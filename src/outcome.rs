@@ -367,67 +367,14 @@ pub fn classify_with(
     // Lines: every line not claimed by exactly one payment, if booked in the report range or a
     // candidate of an in-scope payment that went to review.
     let mut line_rows: Vec<ResultRow> = Vec::new();
-    let in_range =
-        |l: &StatementLine| l.booked_at >= ctx.report_range.0 && l.booked_at < ctx.report_range.1;
-    // Three-way rows: one per bank credit booked in the range; a paired batch's payout lines
-    // go into the same row.
-    let st = &m.settlement;
     let mut in_settlement_row = vec![false; lines.len()];
-    for (&c, status) in &st.credits {
-        let l = &lines[c as usize];
-        if !in_range(l) {
-            continue;
-        }
-        line_rows.push(settlement_row(c, status, st, lines, rules));
-        if let CreditStatus::Settled(b) | CreditStatus::Mismatch(b) = status {
-            for &pl in &st.batches[*b].payout_lines {
-                in_settlement_row[pl as usize] = true;
-            }
-        }
-    }
-    // Batches whose payout never reached the bank: one row on the day of the deadline, with
-    // the provider's payout line(s) (or the batch's first line when the file has none).
-    for b in &st.batches {
-        let BatchStatus::MissingAtBank(deadline) = b.status else {
-            continue;
-        };
-        if deadline < ctx.report_range.0 || deadline >= ctx.report_range.1 {
-            continue;
-        }
-        let shown: Vec<u32> = if b.payout_lines.is_empty() {
-            b.items.iter().take(1).copied().collect()
-        } else {
-            b.payout_lines.clone()
-        };
-        if shown.is_empty() {
-            continue;
-        }
-        for &l in &shown {
-            in_settlement_row[l as usize] = true;
-        }
-        let rule = &rules.settlements[b.rule];
-        let (from, to) = crate::matching::settlement::window(rule, b);
-        line_rows.push(ResultRow {
-            outcome: Outcome::PayoutMissingAtBank,
-            payment: None,
-            lines: sorted_lines(lines, shown),
-            rule: rule.id.clone(),
-            action: Action::Ticket,
-            detail: format!(
-                "provider {} batch {}: net {} {} ({} lines) never reached bank source {}: no credit \
-                 between {} and {}, and that statement covers the window completely",
-                rule.provider,
-                b.key,
-                crate::money::format_minor(b.net_minor, b.currency),
-                b.currency,
-                b.items.len(),
-                rule.bank,
-                crate::timeparse::format_utc(from),
-                crate::timeparse::format_utc(to),
-            )
-            .into(),
-        });
-    }
+    line_rows.extend(three_way_rows(
+        &m.settlement,
+        lines,
+        rules,
+        ctx.report_range,
+        &mut in_settlement_row,
+    ));
     for (li, l) in lines.iter().enumerate() {
         let in_range = ctx.report_line[li];
         if l.bank_credit() {
@@ -435,23 +382,7 @@ pub fn classify_with(
         }
         if matches!(l.kind, LineKind::Fee | LineKind::Payout | LineKind::Balance) {
             if in_range && !in_settlement_row[li] {
-                let batch = l
-                    .batch
-                    .as_deref()
-                    .map(|b| format!(" of batch {b}"))
-                    .unwrap_or_default();
-                line_rows.push(ResultRow {
-                    outcome: Outcome::SettlementItem,
-                    payment: None,
-                    lines: vec![li as u32],
-                    rule: names.none.clone(),
-                    action: Action::None,
-                    detail: format!(
-                        "provider {} line{batch} (see settlement.csv)",
-                        l.kind.as_str().to_lowercase()
-                    )
-                    .into(),
-                });
+                line_rows.push(settlement_item_row(li as u32, l, &names.none));
             }
             continue;
         }
@@ -573,12 +504,108 @@ pub fn classify_with(
         };
         line_rows.push(row);
     }
+    sort_line_rows(&mut line_rows, lines);
+    rows.extend(line_rows);
+    rows
+}
+
+/// Line rows in their order: by their first line's id, source and line number.
+pub(crate) fn sort_line_rows(line_rows: &mut [ResultRow], lines: &[StatementLine]) {
     line_rows.sort_by(|a, b| {
         let (la, lb) = (&lines[a.lines[0] as usize], &lines[b.lines[0] as usize]);
         (la.uid(), la.source(), la.line_no).cmp(&(lb.uid(), lb.source(), lb.line_no))
     });
-    rows.extend(line_rows);
-    rows
+}
+
+/// The three-way rows of `st`: one per bank credit booked in `range` (a paired batch's payout
+/// lines go into the same row), and one per batch whose payout never reached the bank, on the
+/// day of its deadline. Marks the provider lines those rows show in `in_settlement_row`.
+pub(crate) fn three_way_rows(
+    st: &SettlementResult,
+    lines: &[StatementLine],
+    rules: &RuleSet,
+    range: (Micros, Micros),
+    in_settlement_row: &mut [bool],
+) -> Vec<ResultRow> {
+    let mut line_rows = Vec::new();
+    let in_range = |l: &StatementLine| l.booked_at >= range.0 && l.booked_at < range.1;
+    for (&c, status) in &st.credits {
+        let l = &lines[c as usize];
+        if !in_range(l) {
+            continue;
+        }
+        line_rows.push(settlement_row(c, status, st, lines, rules));
+        if let CreditStatus::Settled(b) | CreditStatus::Mismatch(b) = status {
+            for &pl in &st.batches[*b].payout_lines {
+                in_settlement_row[pl as usize] = true;
+            }
+        }
+    }
+    // Batches whose payout never reached the bank: one row on the day of the deadline, with
+    // the provider's payout line(s) (or the batch's first line when the file has none).
+    for b in &st.batches {
+        let BatchStatus::MissingAtBank(deadline) = b.status else {
+            continue;
+        };
+        if deadline < range.0 || deadline >= range.1 {
+            continue;
+        }
+        let shown: Vec<u32> = if b.payout_lines.is_empty() {
+            b.items.iter().take(1).copied().collect()
+        } else {
+            b.payout_lines.clone()
+        };
+        if shown.is_empty() {
+            continue;
+        }
+        for &l in &shown {
+            in_settlement_row[l as usize] = true;
+        }
+        let rule = &rules.settlements[b.rule];
+        let (from, to) = crate::matching::settlement::window(rule, b);
+        line_rows.push(ResultRow {
+            outcome: Outcome::PayoutMissingAtBank,
+            payment: None,
+            lines: sorted_lines(lines, shown),
+            rule: rule.id.clone(),
+            action: Action::Ticket,
+            detail: format!(
+                "provider {} batch {}: net {} {} ({} lines) never reached bank source {}: no credit \
+                 between {} and {}, and that statement covers the window completely",
+                rule.provider,
+                b.key,
+                crate::money::format_minor(b.net_minor, b.currency),
+                b.currency,
+                b.item_count,
+                rule.bank,
+                crate::timeparse::format_utc(from),
+                crate::timeparse::format_utc(to),
+            )
+            .into(),
+        });
+    }
+    line_rows
+}
+
+/// The row of a provider fee, payout or balance line that no three-way row shows.
+pub(crate) fn settlement_item_row(li: u32, l: &StatementLine, none: &Arc<str>) -> ResultRow {
+    let batch = l
+        .batch
+        .as_deref()
+        .map(|b| format!(" of batch {b}"))
+        .unwrap_or_default();
+    ResultRow {
+        outcome: Outcome::SettlementItem,
+        payment: None,
+        lines: vec![li],
+        rule: none.clone(),
+        action: Action::None,
+        detail: format!(
+            "provider {} line{batch} (see settlement.csv)",
+            l.kind.as_str().to_lowercase()
+        )
+        .into(),
+    }
 }
 
 /// The result row of a bank credit: what three-way matching said about it.
@@ -597,7 +624,7 @@ fn settlement_row(
             "provider {} batch {}: {} lines, net {} {}",
             rule.provider,
             b.key,
-            b.items.len(),
+            b.item_count,
             money(b.net_minor),
             b.currency
         )

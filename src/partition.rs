@@ -21,6 +21,11 @@ use std::sync::{Mutex, OnceLock};
 /// The partition id of everything in a job without `[partition]`.
 pub const NONE: u32 = 0;
 
+/// The partition id of the lines of a source shared by all partitions (a bank account that
+/// receives every partition's payouts): no payment has it, so the wall keeps them out of every
+/// pairing with payments (the `shared` module).
+pub const SHARED: u32 = u32::MAX;
+
 /// `[partition]` as validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionConfig {
@@ -49,9 +54,9 @@ pub(crate) struct RawPartition {
 }
 
 impl RawPartition {
-    /// Validates `[partition]` against the job's sources: every source is bound to a value
-    /// (a source shared by all partitions would need the gather to read it, which this
-    /// version does not do: refused), assignments name bound values and fit the shard count.
+    /// Validates `[partition]` against the job's sources: every source is bound to a value but
+    /// a bank source shared by all partitions (whose use the rules check:
+    /// `RuleSet::for_job`), assignments name bound values and fit the shard count.
     pub(crate) fn validate(
         self,
         path: &std::path::Path,
@@ -85,13 +90,16 @@ impl RawPartition {
                         s.name
                     )));
                 }
+                // A bank source may be shared by all partitions, as the bank side of
+                // settlement rules only: checked with the rules (`RuleSet::for_job`).
+                None if s.role == crate::model::Role::Bank => {}
                 None => {
                     return Err(err(format!(
                         "key `source[{i}].partition` is missing (source {:?}): a partitioned job \
-                         needs every source bound to the one partition its lines belong to, so \
-                         that no match crosses partitions; a source shared by all partitions \
-                         cannot be split that way (hint: one [[source]] per partition, or run \
-                         the job without [partition])",
+                         needs every provider source bound to the one partition its lines \
+                         belong to, so that no match crosses partitions (hint: one [[source]] \
+                         per partition, or run the job without [partition]; only a bank source \
+                         that receives payouts may be shared by all partitions)",
                         s.name
                     )));
                 }

@@ -68,6 +68,10 @@ pub struct Settlement {
     pub after: Micros,
     /// The rule file, for errors.
     pub file: String,
+    /// Its bank source is shared by all partitions of a partitioned job (bound to none): the
+    /// rule's batches are paired where that source is read, by the gather of a sharded night
+    /// (the `shared` module).
+    pub shared: bool,
 }
 
 /// The keys every pass has, whatever its kind ([`kinds::COMMON_KEYS`]); a kind's own keys
@@ -127,6 +131,56 @@ pub struct RuleSet {
     pub return_reach: Micros,
 }
 
+/// Checks the job's shared bank sources against the rules and marks the rules that pair with
+/// one ([`crate::rules::Settlement::shared`]). A shared source must be the bank of a settlement
+/// rule; a rule's provider and bank are of one partition unless the bank is shared.
+fn bind_shared(cfg: &crate::config::Config, rules: &mut RuleSet) -> Result<()> {
+    if cfg.partition.is_none() {
+        return Ok(());
+    }
+    for (i, s) in cfg.sources.iter().enumerate() {
+        if s.partition.is_none() && !rules.settlements.iter().any(|r| r.bank == s.name) {
+            return Err(fail(
+                Failure::Config,
+                format!(
+                    "{}: key `source[{i}].partition` is missing (source {:?}): a bank source \
+                     shared by all partitions is read only to pair provider payouts with its \
+                     credits, and no [[settlement]] rule names it as its bank (hint: bind it \
+                     to its partition with partition = \"…\", or add the settlement rule)",
+                    cfg.path.display(),
+                    s.name
+                ),
+            ));
+        }
+    }
+    let part = |name: &str| {
+        cfg.sources
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.partition.as_deref())
+    };
+    for r in &mut rules.settlements {
+        r.shared = part(&r.bank).is_none();
+        if !r.shared && part(&r.provider) != part(&r.bank) {
+            return Err(fail(
+                Failure::Config,
+                format!(
+                    "settlement rule {}: provider source {:?} (partition {:?}) and bank source \
+                     {:?} (partition {:?}) are in different partitions: three-way matching \
+                     would cross partitions (hint: bind the bank source to the provider's \
+                     partition, or leave its partition out if every partition's payouts reach it)",
+                    r.id,
+                    r.provider,
+                    part(&r.provider).unwrap_or("-"),
+                    r.bank,
+                    part(&r.bank).unwrap_or("-")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The evidence horizon when the job config does not set one: 10 minutes before a payment's
 /// start (clocks of ledger and provider differ) to 72 hours after (bookings lag).
 pub const DEFAULT_EVIDENCE_WINDOW: (Micros, Micros) = (10 * MINUTE, 72 * HOUR);
@@ -140,6 +194,7 @@ impl RuleSet {
     pub fn for_job(cfg: &crate::config::Config) -> Result<RuleSet> {
         let mut rules = RuleSet::load(cfg.rules_dir.as_deref())?;
         rules.check_sources(&cfg.sources)?;
+        bind_shared(cfg, &mut rules)?;
         let widest = rules.widest_window();
         let pick = |key: &str, set: Option<Micros>, default: Micros, widest: Micros| match set {
             Some(v) if v < widest => {
@@ -375,6 +430,7 @@ fn compile_settlement(
         before: parse_duration(&s.window_before).map_err(|m| err("window_before", m))?,
         after: parse_duration(&s.window_after).map_err(|m| err("window_after", m))?,
         file: file.to_string(),
+        shared: false,
     })
 }
 

@@ -36,4 +36,6 @@ pub(crate) struct RunData {
     pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
     /// Payment index → the provider id a status answer gave it (its transition records it).
     pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
+    /// A shard's batches of the shared settlement rules, for the gather ([`crate::shared`]).
+    pub(crate) handed: crate::shared::HandOver,
 }

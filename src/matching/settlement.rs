@@ -52,6 +52,9 @@ pub struct Batch {
     pub payout_minor: Option<i64>,
     /// Lines that make up the net.
     pub items: Vec<u32>,
+    /// How many lines make up the net (`items.len()`, but for a batch a shard handed to the
+    /// gather, which keeps only its first item: the `shared` module).
+    pub item_count: usize,
     /// Payout lines.
     pub payout_lines: Vec<u32>,
     /// Booking time of the batch's last line.
@@ -82,18 +85,36 @@ pub struct SettlementResult {
     pub credits: BTreeMap<u32, CreditStatus>,
 }
 
-/// Runs every settlement rule over `lines`.
+/// Runs every settlement rule over `lines`, but those whose bank source is shared by all
+/// partitions ([`Settlement::shared`]): their batches are [`shared_batches`], paired with the
+/// shared source's credits by [`pair`] where that source is read (see the `shared` module).
 pub fn run(lines: &[StatementLine], rules: &[Settlement]) -> Result<SettlementResult> {
+    let batches = batches(lines, rules, false).context("settlement: grouping provider batches")?;
+    pair(lines, rules, batches, &|l: &StatementLine| {
+        l.origin.partition != crate::partition::SHARED
+    })
+}
+
+/// The batches of the rules whose bank source is shared by all partitions, unpaired.
+pub fn shared_batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> {
+    batches(lines, rules, true).context("settlement: grouping provider batches")
+}
+
+/// Pairs `batches` (sorted by rule, key and currency) with the bank credits of `lines` that
+/// `credit` accepts.
+pub fn pair(
+    lines: &[StatementLine],
+    rules: &[Settlement],
+    batches: Vec<Batch>,
+    credit: &dyn Fn(&StatementLine) -> bool,
+) -> Result<SettlementResult> {
     let mut result = SettlementResult::default();
     for (i, l) in lines.iter().enumerate() {
-        if l.bank_credit() {
+        if l.bank_credit() && credit(l) {
             result.credits.insert(i as u32, CreditStatus::Unmatched);
         }
     }
-    if rules.is_empty() {
-        return Ok(result);
-    }
-    result.batches = batches(lines, rules).context("settlement: grouping provider batches")?;
+    result.batches = batches;
     if result.batches.is_empty() || result.credits.is_empty() {
         return Ok(result);
     }
@@ -203,8 +224,9 @@ fn counts(pairs: &[(usize, u32)]) -> Counts {
 /// (rule, batch key, currency) of a batch.
 type GroupKey<'a> = (u32, &'a str, &'a str);
 
-/// Groups each rule's provider lines by batch and currency and sums them (Polars).
-fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> {
+/// Groups the provider lines of each rule (of the shared ones, or of the others) by batch
+/// and currency and sums them (Polars).
+fn batches(lines: &[StatementLine], rules: &[Settlement], shared: bool) -> Result<Vec<Batch>> {
     let mut rule_col: Vec<u32> = Vec::new();
     let mut key_col: Vec<&str> = Vec::new();
     let mut cur_col: Vec<&str> = Vec::new();
@@ -214,6 +236,9 @@ fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> 
     // (rule, key, currency) → (items, payout lines), to name the lines of each group.
     let mut members: BTreeMap<GroupKey<'_>, (Vec<u32>, Vec<u32>)> = BTreeMap::new();
     for (r, rule) in rules.iter().enumerate() {
+        if rule.shared != shared {
+            continue;
+        }
         for (i, l) in lines.iter().enumerate() {
             let Some(key) = l.batch.as_deref() else {
                 continue;
@@ -277,6 +302,7 @@ fn batches(lines: &[StatementLine], rules: &[Settlement]) -> Result<Vec<Batch>> 
         out.push(Batch {
             rule: rule[i] as usize,
             key: key[i].clone(),
+            item_count: items.len(),
             currency,
             net_minor: net[i],
             payout_minor: (!payout_lines.is_empty()).then(|| paid[i].saturating_neg()),
@@ -442,6 +468,7 @@ mod tests {
             before: 24 * HOUR,
             after: 72 * HOUR,
             file: "rules.toml".into(),
+            shared: false,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::csv_safe;
 use crate::matching::MatchResult;
-use crate::matching::settlement::{BatchStatus, CreditStatus};
+use crate::matching::settlement::{Batch, BatchStatus, CreditStatus, SettlementResult};
 use crate::rules::RuleSet;
 use crate::sources::StatementLine;
 use crate::timeparse::Micros;
@@ -39,30 +39,43 @@ pub fn rows(
     rules: &RuleSet,
     range: (Micros, Micros),
 ) -> Vec<Row> {
-    let st = &m.settlement;
-    let in_range = |i: u32| {
-        let t = lines[i as usize].booked_at;
-        t >= range.0 && t < range.1
-    };
     let mut linked = vec![false; lines.len()];
     for p in &m.links {
         linked[p.line as usize] = true;
     }
+    of_result(&m.settlement, lines, rules, range, &|_, b| {
+        let touched = b.items.iter().chain(&b.payout_lines).any(|&i| {
+            let t = lines[i as usize].booked_at;
+            t >= range.0 && t < range.1
+        });
+        let matched = b.items.iter().filter(|&&i| linked[i as usize]).count();
+        (touched, matched)
+    })
+}
+
+/// The rows of settlement.csv for `st`: `items_of` tells of a batch (its index and itself) whether one of its own
+/// lines is booked in `range` and how many of its items the ledger matched.
+pub fn of_result(
+    st: &SettlementResult,
+    lines: &[StatementLine],
+    rules: &RuleSet,
+    range: (Micros, Micros),
+    items_of: &dyn Fn(usize, &Batch) -> (bool, usize),
+) -> Vec<Row> {
+    let in_range = |i: u32| {
+        let t = lines[i as usize].booked_at;
+        t >= range.0 && t < range.1
+    };
     let mut out = Vec::new();
-    for b in &st.batches {
+    for (i, b) in st.batches.iter().enumerate() {
         let bank: Vec<u32> = match &b.status {
             BatchStatus::Settled(c) | BatchStatus::Mismatch(c) => vec![*c],
             BatchStatus::Ambiguous(cs) => cs.clone(),
             BatchStatus::Unpaid | BatchStatus::MissingAtBank(_) => Vec::new(),
         };
         let due = matches!(b.status, BatchStatus::MissingAtBank(d) if d >= range.0 && d < range.1);
-        let touches = due
-            || b.items
-                .iter()
-                .chain(&b.payout_lines)
-                .chain(&bank)
-                .any(|&i| in_range(i));
-        if !touches {
+        let (touched, matched) = items_of(i, b);
+        if !(due || touched || bank.iter().any(|&i| in_range(i))) {
             continue;
         }
         let rule = &rules.settlements[b.rule];
@@ -84,12 +97,8 @@ pub fn rows(
             csv_safe(&rule.provider).into_owned(),
             csv_safe(&b.key).into_owned(),
             b.currency.to_string(),
-            b.items.len().to_string(),
-            b.items
-                .iter()
-                .filter(|&&i| linked[i as usize])
-                .count()
-                .to_string(),
+            b.item_count.to_string(),
+            matched.to_string(),
             money(b.net_minor),
             b.payout_minor.map(money).unwrap_or_default(),
             csv_safe(&ids.join(";")).into_owned(),
@@ -126,6 +135,19 @@ pub fn rows(
         ]);
     }
     out
+}
+
+/// Orders a partitioned night's rows by the job-file position of their provider source
+/// (credits no batch explains last), keeping each source's own order: the order a gather
+/// merges its shards' files in.
+pub fn order_by_source(p: &crate::partition::PartitionConfig, rows: &mut [Row]) {
+    rows.sort_by_key(|r| {
+        if r[1].is_empty() {
+            usize::MAX
+        } else {
+            p.source_index(&r[1])
+        }
+    });
 }
 
 /// Writes settlement.csv.

@@ -37,6 +37,9 @@ pub struct ShardRecord {
     pub ticket_rows: usize,
     /// Its report rows.
     pub items: Vec<ItemRecord>,
+    /// Its batches of the settlement rules whose bank source every partition shares.
+    #[serde(default)]
+    pub handed: crate::shared::HandOver,
 }
 
 /// One outcome's count and sums.
@@ -207,7 +210,13 @@ impl ItemRecord {
 
 impl ShardRecord {
     /// The record of a shard's view.
-    pub fn of(group: &str, shard: Shard, partitions: Vec<String>, view: &ReportView) -> Self {
+    pub fn of(
+        group: &str,
+        shard: Shard,
+        partitions: Vec<String>,
+        view: &ReportView,
+        handed: &crate::shared::HandOver,
+    ) -> Self {
         ShardRecord {
             group: group.to_string(),
             shard,
@@ -230,6 +239,7 @@ impl ShardRecord {
             transitions_planned: view.transitions_planned,
             ticket_rows: view.ticket_rows,
             items: view.items.iter().map(ItemRecord::of).collect(),
+            handed: handed.clone(),
         }
     }
 

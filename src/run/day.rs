@@ -125,7 +125,7 @@ async fn plan_and_apply(
         mut summary,
         rejected,
         t0,
-    } = stop::unless_stopped(stop::BEFORE_COMMIT, plan(job, opts, run_id, read)).await?;
+    } = stop::unless_stopped(stop::BEFORE_COMMIT, Box::pin(plan(job, opts, run_id, read))).await?;
     crate::fault::point("after_plan");
     stop::check(stop::BEFORE_COMMIT)?;
     // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out),
@@ -280,7 +280,7 @@ async fn plan_and_apply(
                 .as_ref()
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
-            crate::report::shard::ShardRecord::of(group, shard, partitions, &view)
+            crate::report::shard::ShardRecord::of(group, shard, partitions, &view, &data.handed)
                 .write(&tmp_dir)
                 .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
         }

@@ -22,7 +22,7 @@
 //! what `recon explain` re-plans).
 
 mod day;
-mod plan;
+pub(crate) mod plan;
 mod range;
 mod recovery;
 mod shard;

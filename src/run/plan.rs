@@ -36,26 +36,46 @@ impl Plan {
 
 /// Loads every configured source over `days` on a blocking thread: the loads and the time it
 /// took (ms).
-fn load_statements(
+pub(crate) fn load_statements(
     cfg: &crate::config::Config,
     days: (chrono::NaiveDate, chrono::NaiveDate),
     as_of: Micros,
 ) -> tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>> {
     let sources_cfg = cfg.sources.clone();
+    let partitioned = cfg.partition.is_some();
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let loads = sources_cfg
             .iter()
             .map(|src| {
                 let mut load = sources::load(src, days, as_of)?;
-                if let Some(value) = &src.partition {
-                    bind_partition(&mut load.lines, crate::partition::id(value));
+                match &src.partition {
+                    Some(value) => bind_partition(&mut load.lines, crate::partition::id(value)),
+                    None if partitioned => {
+                        bind_partition(&mut load.lines, crate::partition::SHARED)
+                    }
+                    None => {}
                 }
                 Ok(load)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok((loads, started.elapsed().as_millis() as u64))
     })
+}
+
+/// The days a night's statements are read over: its scope and every window that reaches
+/// into it.
+pub(crate) fn statement_days(
+    cfg: &crate::config::Config,
+    rules: &crate::rules::RuleSet,
+    (t0, t1): (Micros, Micros),
+) -> (chrono::NaiveDate, chrono::NaiveDate) {
+    let (before, after) = rules.evidence_window();
+    let carry = cfg.carry_over_days * DAY;
+    (
+        timeparse::local_date(t0 - carry - before - after, cfg.timezone),
+        timeparse::local_date(t1 + after + before, cfg.timezone),
+    )
 }
 
 pub(crate) async fn plan(
@@ -86,8 +106,7 @@ pub(crate) async fn plan(
     // ledger range is the scope plus every window that reaches into it, with a day to spare;
     // lines outside it (a wide fixed file) widen it with a second load afterwards.
     let started = Instant::now();
-    let first_day = timeparse::local_date(t0 - carry - before - after, tz);
-    let last_day = timeparse::local_date(t1 + after + before, tz);
+    let (first_day, last_day) = statement_days(cfg, rules, (t0, t1));
     let statements = load_statements(cfg, (first_day, last_day), as_of);
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
@@ -129,10 +148,17 @@ pub(crate) async fn plan(
         .min()
         .map(|first| timeparse::local_date(first - before, tz));
     if let Some(day) = earliest_day.filter(|d| *d < first_day) {
-        let (more, ms) = load_statements(cfg, (day, last_day), as_of)
+        let (mut more, ms) = load_statements(cfg, (day, last_day), as_of)
             .await
             .context("statement loading task (earlier attempts' windows)")??;
         tracing::debug!(from = %day, "Statements loaded from a retried payment's first attempt.");
+        // A shared source is no payment's evidence: it keeps the night's days, which the
+        // gather of a sharded night (that has no ledger) reads too.
+        for ((new, old), src) in more.iter_mut().zip(&mut loads).zip(&cfg.sources) {
+            if crate::shared::is_shared(cfg, src) {
+                std::mem::swap(new, old);
+            }
+        }
         loads = more;
         statements_ms += ms;
     }
@@ -328,10 +354,72 @@ pub(crate) async fn plan(
         Some(_) => cfg
             .sources
             .iter()
-            .map(|s| crate::partition::id(s.partition.as_deref().unwrap_or_default()))
+            .map(|s| match &s.partition {
+                Some(v) => crate::partition::id(v),
+                None => crate::partition::SHARED,
+            })
             .collect(),
         None => Vec::new(),
     };
+    // The shared rules' batches: handed to the gather by a shard; paired here by one process,
+    // exactly as the gather pairs them. Their lines and the shared sources' get rows only
+    // there.
+    let mut report_line = report_line;
+    let (handed, shared) = {
+        let mut linked = vec![false; lines.len()];
+        for p in &m.links {
+            linked[p.line as usize] = true;
+        }
+        let (handed, taken) =
+            crate::shared::hand_over(&lines, rules, &linked, &report_line, (t0, t1))?;
+        let mut shared_lines: Vec<u32> = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            if l.origin.partition == crate::partition::SHARED && cfg.partition.is_some() {
+                shared_lines.push(i as u32);
+            }
+        }
+        for &i in taken.iter().chain(&shared_lines) {
+            report_line[i as usize] = false;
+        }
+        if shard.is_some() || (taken.is_empty() && shared_lines.is_empty()) {
+            (handed, None)
+        } else {
+            let by_name: std::collections::HashMap<&str, &Vec<(Micros, Micros)>> = cfg
+                .sources
+                .iter()
+                .zip(&coverage)
+                .map(|(s, c)| (s.name.as_str(), c))
+                .collect();
+            let bank = shared_lines
+                .iter()
+                .map(|&i| lines[i as usize].clone())
+                .collect();
+            let mut decided = crate::shared::decide(
+                vec![handed],
+                bank,
+                rules,
+                (as_of, cfg.settlement_lag_hours * HOUR),
+                &|name| by_name.get(name).map(|c| c.to_vec()),
+                (t0, t1),
+            )?;
+            // The rows point into the decided lines: point them into this night's.
+            let global = |i: u32| -> u32 {
+                let i = i as usize;
+                if i < decided.handed {
+                    taken[i]
+                } else {
+                    shared_lines[i - decided.handed]
+                }
+            };
+            for r in &mut decided.rows {
+                for l in &mut r.lines {
+                    *l = global(*l);
+                }
+            }
+            (crate::shared::HandOver::default(), Some(decided))
+        }
+    };
+
     let ctx = Context {
         as_of,
         stale_after,
@@ -391,6 +479,13 @@ pub(crate) async fn plan(
         }
         None => outcome::classify(&payments, &lines, &m, rules, &ctx),
     };
+    let shared_settlement = match shared {
+        Some(d) => {
+            rows.extend(d.rows);
+            d.settlement
+        }
+        None => Vec::new(),
+    };
     // A watched payment with a row is one whose evidence contradicts recon's decision: it is
     // reported tonight.
     for r in &rows {
@@ -402,7 +497,11 @@ pub(crate) async fn plan(
         order_line_rows(p, &mut rows, &lines);
     }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
-    let settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
+    let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
+    settlement.extend(shared_settlement);
+    if let Some(p) = &cfg.partition {
+        crate::outputs::settlement::order_by_source(p, &mut settlement);
+    }
     let matched = m;
     timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
 
@@ -440,6 +539,7 @@ pub(crate) async fn plan(
             totals,
             settlement,
             status_provider_ids,
+            handed,
         },
         matched,
         summary,

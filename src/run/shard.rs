@@ -84,7 +84,6 @@ pub async fn run_shard(
         ));
     }
     let rules = RuleSet::for_job(cfg)?;
-    check_settlements(cfg, &rules)?;
     if let Some(api) = &cfg.status_api {
         api.header_values()?;
     }
@@ -212,40 +211,6 @@ pub async fn run_shard(
     let (report, _, view) = result?;
     super::free_in_background(view);
     Ok(ShardOutcome::Ran(Box::new(report)))
-}
-
-/// A three-way rule pairs one provider source's batches with one bank source's credits: in a
-/// partitioned job both must be of one partition (a bank account shared by all partitions
-/// is refused: its three-way work would need every shard's lines).
-pub fn check_settlements(cfg: &Config, rules: &RuleSet) -> Result<()> {
-    if cfg.partition.is_none() {
-        return Ok(());
-    }
-    let part = |name: &str| {
-        cfg.sources
-            .iter()
-            .find(|s| s.name == name)
-            .and_then(|s| s.partition.as_deref())
-    };
-    for r in &rules.settlements {
-        if part(&r.provider) != part(&r.bank) {
-            return Err(fail(
-                Failure::Config,
-                format!(
-                    "settlement rule {}: provider source {:?} (partition {:?}) and bank source \
-                     {:?} (partition {:?}) are in different partitions: three-way matching \
-                     would cross partitions (hint: bind the bank source to the provider's \
-                     partition, or run the job without [partition])",
-                    r.id,
-                    r.provider,
-                    part(&r.provider).unwrap_or("-"),
-                    r.bank,
-                    part(&r.bank).unwrap_or("-")
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A group id is part of folder names and run ids.

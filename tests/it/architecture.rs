@@ -36,7 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("matching", &["matching"]),
     ("classification", &["outcome"]),
     ("evidence", &["evidence", "status_api"]),
-    ("outputs", &["outputs", "run_data"]),
+    ("outputs", &["outputs", "run_data", "shared"]),
     ("effects and reports", &["effects", "report"]),
     ("decisions", &["decisions"]),
     ("run", &["run"]),

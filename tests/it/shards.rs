@@ -79,6 +79,120 @@ fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
     }
 }
 
+/// The payouts of a generated partitioned night reach one bank account that every partition
+/// shares (issue 34: read once, by the gather). Each merchant's provider lines become one
+/// settlement batch per currency (a `batch` column), and `bank.csv` (a source without
+/// `partition`) gets one credit per batch: exactly its net, but for the first batch of the
+/// second merchant (5.00 more: a mismatch) and the first batch of the third (two equal
+/// credits: ambiguous); plus a credit no batch explains and a debit. Returns the batches' nets.
+fn with_shared_bank(n: &Night) -> BTreeMap<(String, String), rust_decimal::Decimal> {
+    use rust_decimal::Decimal;
+    let mut nets: BTreeMap<(String, String), Decimal> = BTreeMap::new();
+    for p in &n.report.partitions {
+        let path = &p.statement;
+        let mut rd = csv::Reader::from_path(path).unwrap();
+        let mut header = rd.headers().unwrap().clone();
+        let (amount, currency) = (
+            header.iter().position(|c| c == "amount").unwrap(),
+            header.iter().position(|c| c == "currency").unwrap(),
+        );
+        let records: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        header.push_field("batch");
+        let mut w = csv::Writer::from_path(path).unwrap();
+        w.write_record(&header).unwrap();
+        for mut r in records {
+            let key = (p.name.clone(), r[currency].to_string());
+            *nets.entry(key).or_default() += r[amount].parse::<Decimal>().unwrap();
+            r.push_field(&format!("B-{}", p.name));
+            w.write_record(&r).unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        write_control(path);
+    }
+    let names: Vec<&str> = n
+        .report
+        .partitions
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    let at = format!("{}T12:00:00Z", n.report.date);
+    let bank = n.dir.join("bank.csv");
+    let mut w = csv::Writer::from_path(&bank).unwrap();
+    w.write_record([
+        "txn_id",
+        "reference",
+        "beneficiary",
+        "amount",
+        "currency",
+        "booked_at",
+        "type",
+    ])
+    .unwrap();
+    let mut credit = |id: String, amount: String, currency: &str| {
+        w.write_record([id.as_str(), "", "", &amount, currency, &at, "PAYMENT"])
+            .unwrap();
+    };
+    let mut firsts = BTreeMap::new();
+    for (i, ((m, c), net)) in nets.iter().enumerate() {
+        let first = firsts.insert(m.clone(), ()).is_none();
+        let amount = if first && m == names[1] {
+            net + Decimal::new(500, 2)
+        } else {
+            *net
+        };
+        credit(format!("BANK-{i:03}"), amount.to_string(), c);
+        if first && m == names[2] {
+            credit(format!("BANK-{i:03}b"), amount.to_string(), c);
+        }
+    }
+    credit("BANK-900".into(), "77.00".into(), "SEK");
+    credit("BANK-901".into(), "-12.34".into(), "EUR");
+    w.flush().unwrap();
+    drop(w);
+    write_control(&bank);
+    // The job: the batch column, the bank source, the settlement rules.
+    let job = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
+    let start = job.find("[[source]]").unwrap();
+    let end = job[start..].find("\n\n[source.columns]").unwrap() + start;
+    let bank_source = job[start..end]
+        .lines()
+        .filter(|l| !l.starts_with("partition") && !l.starts_with("name") && !l.starts_with("path"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replacen(
+            "[[source]]\n",
+            "[[source]]\nname = \"bank\"\nrole = \"bank\"\npath = \"bank.csv\"\n",
+            1,
+        );
+    let columns = "[source.columns]\nprovider_txn_id = \"txn_id\"\nreference = \"reference\"\n\
+                   recipient = \"beneficiary\"\namount = \"amount\"\ncurrency = \"currency\"\n\
+                   booked_at = \"booked_at\"\nkind = \"type\"\n";
+    let job = format!(
+        "rules_dir = \"rules\"\n{}\n{bank_source}\n{columns}",
+        job.replace("kind = \"type\"\n", "kind = \"type\"\nbatch = \"batch\"\n")
+    );
+    std::fs::write(n.dir.join("recon.toml.in"), job).unwrap();
+    let rules = n.dir.join("rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("default.toml"),
+        include_str!("../../rules/default.toml"),
+    )
+    .unwrap();
+    let settlement: String = names
+        .iter()
+        .map(|m| {
+            format!(
+                "[[settlement]]\nid = \"payout-{m}\"\nprovider = \"provider-{m}\"\nbank = \"bank\"\n\
+                 group_by = \"batch\"\nwindow_before = \"30d\"\nwindow_after = \"30d\"\n\n"
+            )
+        })
+        .collect();
+    std::fs::write(rules.join("settlement.toml"), settlement).unwrap();
+    nets
+}
+
 fn night(dir: &Path, payments: usize, seed: u64) -> Night {
     let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
     let report = generate::generate(&GenerateOptions::new(dir, payments, seed, date)).unwrap();
@@ -524,6 +638,7 @@ fn assert_same(whole: &Seen, other: &Seen, what: &str) {
 async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one_process() {
     let dir = tempfile::tempdir().unwrap();
     let n = generated_night(dir.path(), 3000, 34, 5);
+    let nets = with_shared_bank(&n);
     let v = variant(&n, "whole").await;
     let whole = outcome(&one_process(&n, &v), &v).await;
     // The night is not trivial: every kind of decision is in it.
@@ -534,9 +649,59 @@ async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one
         "RESOLVED_FAILED",
         "AMBIGUOUS",
         "ORPHAN_AT_PROVIDER",
+        "SETTLED",
+        "SETTLEMENT_MISMATCH",
+        "UNMATCHED_BANK_CREDIT",
     ] {
         assert!(results.contains(o), "the night has no {o}");
     }
+    // The shared bank account's three-way view, as the test wrote it: every batch's net, the
+    // second merchant's first batch 5.00 short of its credit, the third's with two credits.
+    let names: Vec<&str> = n
+        .report
+        .partitions
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    let mut seen_first = std::collections::BTreeSet::new();
+    for ((m, c), net) in &nets {
+        let first = seen_first.insert(m.clone());
+        let row = whole
+            .settlement
+            .iter()
+            .find(|r| r.starts_with(&format!("payout-{m},provider-{m},B-{m},{c},")))
+            .unwrap_or_else(|| panic!("no settlement row for {m} {c}: {:#?}", whole.settlement));
+        let want = if first && m == names[1] {
+            "SETTLEMENT_MISMATCH"
+        } else if first && m == names[2] {
+            "AMBIGUOUS"
+        } else {
+            "SETTLED"
+        };
+        assert!(row.ends_with(want), "{m} {c}: {row}");
+        let net_text = net.to_string();
+        assert!(
+            row.contains(&format!(",{net_text},")),
+            "{m} {c} net {net_text}: {row}"
+        );
+    }
+    assert!(
+        whole
+            .settlement
+            .iter()
+            .any(|r| r.contains("BANK-900") && r.ends_with("UNMATCHED_BANK_CREDIT")),
+        "{:#?}",
+        whole.settlement
+    );
+    assert!(
+        whole
+            .results
+            .lines()
+            .any(|l| l.starts_with("ORPHAN_AT_PROVIDER")
+                && l.contains("bank:")
+                && l.contains("every partition shares")),
+        "the bank's debit is for a human"
+    );
     assert!(!whole.transitions.is_empty() && !whole.cases.is_empty());
     for count in [1, 3, 4] {
         let v = variant(&n, &format!("n{count}")).await;
@@ -752,6 +917,26 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
     assert!(text.contains("source[1].partition` is missing"), "{text}");
+    assert!(text.contains("only a bank source"), "{text}");
+    // A bank source may be shared by all partitions only as the bank of a settlement rule.
+    let shared = unbound.replacen(
+        "name = \"psp-M2\"\n",
+        "name = \"psp-M2\"\nrole = \"bank\"\n",
+        1,
+    );
+    assert_ne!(shared, unbound);
+    std::fs::write(
+        &v.config,
+        shared.replace("@URL@", &v.url).replace("@OUT@", "out"),
+    )
+    .unwrap();
+    let out = recon(&["run", "--config", &cfg, "--date", "2026-11-28"], &v);
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    assert!(
+        text.contains("source[1].partition` is missing (source \"psp-M2\"): a bank source shared by all partitions"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,417 @@
+//! Bank sources shared by all partitions (issue 34): the account that receives every
+//! partition's payouts.
+//!
+//! In a partitioned job a `role = "bank"` source may leave out `partition`, as the bank side
+//! of `[[settlement]]` rules (`RuleSet::for_job` refuses it otherwise, exit 3). Its lines carry the
+//! partition id [`crate::partition::SHARED`], which no payment has: the wall keeps them out of
+//! every pairing with payments, and they are evidence of no payment. They take part in
+//! three-way matching only:
+//!
+//! 1. Wherever the provider lines are read (one process, or each shard for its partitions),
+//!    the batches of the shared rules are summed ([`hand_over`]) but not paired: a shard hands
+//!    them to the gather in `shard.json`, with the few provider lines their rows may show (the
+//!    payout lines, or a batch's first line).
+//! 2. Where the shared source is read (one process, or the gather, once for the night), the
+//!    batches of every partition are paired with its credits ([`decide`]): SETTLED, mismatch,
+//!    ambiguous, PAYOUT_MISSING_AT_BANK, UNMATCHED_BANK_CREDIT, and a ticket for every other
+//!    line booked there in the night (a debit on a payout account is for a human).
+//!
+//! One process and the gather run the same [`decide`] on the same values, so a sharded
+//! night's rows are the one process's.
+
+use crate::config::{Config, LineKind, Role};
+use crate::matching::settlement::{self, Batch, BatchStatus};
+use crate::model::Id;
+use crate::outcome::{self, Action, Outcome, ResultRow};
+use crate::rules::RuleSet;
+use crate::sources::{EntryRef, Origin, OriginalAmount, StatementLine};
+use crate::timeparse::Micros;
+use anyhow::{Result, anyhow};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Whether `source` is shared by all partitions of the job.
+pub fn is_shared(cfg: &Config, source: &crate::config::SourceConfig) -> bool {
+    cfg.partition.is_some() && source.partition.is_none()
+}
+
+/// The batches of the shared rules, summed where their provider lines were read, for
+/// [`decide`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandOver {
+    /// The batches, sorted by rule, key and currency.
+    pub batches: Vec<HandedBatch>,
+    /// The provider lines their rows may show.
+    pub lines: Vec<HandedLine>,
+}
+
+/// One batch of a shared rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandedBatch {
+    rule: String,
+    key: String,
+    currency: String,
+    net_minor: i64,
+    payout_minor: Option<i64>,
+    items: usize,
+    /// Items the ledger matched.
+    matched: usize,
+    /// One of its own lines is booked in the night.
+    touched: bool,
+    last_booked: Micros,
+    /// Into [`HandOver::lines`].
+    payout_lines: Vec<u32>,
+    /// Into [`HandOver::lines`]: the first item, for a batch without payout lines.
+    first_item: Option<u32>,
+}
+
+/// A statement line in plain values.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandedLine {
+    source: String,
+    file: String,
+    account: Option<String>,
+    line_no: u64,
+    provider_txn_id: Option<String>,
+    reference: Option<String>,
+    recipient: String,
+    amount_minor: i64,
+    currency: String,
+    booked_at: Micros,
+    booked_to: Micros,
+    booked_day: Option<chrono::NaiveDate>,
+    kind: String,
+    entry: Option<(u32, Option<u32>)>,
+    batch: Option<String>,
+    bank: bool,
+    content_id: u64,
+    original: Option<(i64, String)>,
+    /// The night reports it (a fee, payout or balance line no three-way row shows gets a row).
+    reported: bool,
+}
+
+fn currency(code: &str) -> Result<&'static str> {
+    crate::money::currency(code)
+        .map(|(c, _)| c)
+        .map_err(|e| anyhow!("currency {code:?}: {e}"))
+}
+
+impl HandedLine {
+    fn of(l: &StatementLine, reported: bool) -> HandedLine {
+        HandedLine {
+            source: l.origin.source.to_string(),
+            file: l.origin.file.to_string(),
+            account: l.origin.account.as_deref().map(str::to_string),
+            line_no: l.line_no,
+            provider_txn_id: l.provider_txn_id.as_deref().map(str::to_string),
+            reference: l.reference.as_ref().map(Id::to_string),
+            recipient: l.recipient.to_string(),
+            amount_minor: l.amount_minor,
+            currency: l.currency.to_string(),
+            booked_at: l.booked_at,
+            booked_to: l.booked_to,
+            booked_day: l.booked_day,
+            kind: l.kind.as_str().to_string(),
+            entry: l.entry.map(|e| (e.entry, e.detail)),
+            batch: l.batch.as_deref().map(str::to_string),
+            bank: l.role == Role::Bank,
+            content_id: l.content_id,
+            original: l
+                .original
+                .as_ref()
+                .map(|o| (o.amount_minor, o.currency.to_string())),
+            reported,
+        }
+    }
+
+    fn line(self, origins: &mut BTreeMap<(String, String), Arc<Origin>>) -> Result<StatementLine> {
+        let origin = origins
+            .entry((self.source.clone(), self.file.clone()))
+            .or_insert_with(|| {
+                Arc::new(Origin {
+                    partition: crate::partition::SHARED,
+                    ..(*Origin::new(
+                        Arc::from(self.source.as_str()),
+                        Arc::from(self.file.as_str()),
+                        self.account.as_deref().map(Arc::from),
+                    ))
+                    .clone()
+                })
+            })
+            .clone();
+        let kind = [
+            LineKind::Payment,
+            LineKind::Refund,
+            LineKind::Fee,
+            LineKind::Payout,
+            LineKind::Balance,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == self.kind)
+        .ok_or_else(|| anyhow!("unknown line kind {:?}", self.kind))?;
+        Ok(StatementLine {
+            origin,
+            line_no: self.line_no,
+            provider_txn_id: self.provider_txn_id.map(Into::into),
+            reference: self.reference.as_deref().map(Id::new),
+            recipient: self.recipient.into(),
+            amount_minor: self.amount_minor,
+            currency: currency(&self.currency)?,
+            booked_at: self.booked_at,
+            booked_to: self.booked_to,
+            booked_day: self.booked_day,
+            kind,
+            entry: self.entry.map(|(entry, detail)| EntryRef { entry, detail }),
+            batch: self.batch.map(Into::into),
+            role: if self.bank {
+                Role::Bank
+            } else {
+                Role::Provider
+            },
+            content_id: self.content_id,
+            original: self
+                .original
+                .map(|(amount_minor, c)| -> Result<_> {
+                    Ok(Box::new(OriginalAmount {
+                        amount_minor,
+                        currency: currency(&c)?,
+                    }))
+                })
+                .transpose()?,
+        })
+    }
+}
+
+/// The shared rules' batches of `lines` (unpaired), and the indexes in `lines` of the handed
+/// lines. `linked` marks the lines the ledger matched, `reported` those the night reports.
+pub fn hand_over(
+    lines: &[StatementLine],
+    rules: &RuleSet,
+    linked: &[bool],
+    reported: &[bool],
+    range: (Micros, Micros),
+) -> Result<(HandOver, Vec<u32>)> {
+    let mut out = HandOver::default();
+    if !rules.settlements.iter().any(|r| r.shared) {
+        return Ok((out, Vec::new()));
+    }
+    let mut taken: Vec<u32> = Vec::new();
+    let mut at: HashMap<u32, u32> = HashMap::new();
+    let mut take = |li: u32| -> u32 {
+        *at.entry(li).or_insert_with(|| {
+            taken.push(li);
+            (taken.len() - 1) as u32
+        })
+    };
+    for b in settlement::shared_batches(lines, &rules.settlements)? {
+        let in_range = |i: &u32| {
+            let t = lines[*i as usize].booked_at;
+            t >= range.0 && t < range.1
+        };
+        let payout_lines: Vec<u32> = b.payout_lines.iter().map(|&l| take(l)).collect();
+        let first_item = if payout_lines.is_empty() {
+            b.items.first().map(|&l| take(l))
+        } else {
+            None
+        };
+        out.batches.push(HandedBatch {
+            rule: rules.settlements[b.rule].id.to_string(),
+            key: b.key.clone(),
+            currency: b.currency.to_string(),
+            net_minor: b.net_minor,
+            payout_minor: b.payout_minor,
+            items: b.item_count,
+            matched: b.items.iter().filter(|&&i| linked[i as usize]).count(),
+            touched: b.items.iter().chain(&b.payout_lines).any(in_range),
+            last_booked: b.last_booked,
+            payout_lines,
+            first_item,
+        });
+    }
+    out.lines = taken
+        .iter()
+        .map(|&li| HandedLine::of(&lines[li as usize], reported[li as usize]))
+        .collect();
+    Ok((out, taken))
+}
+
+/// A source's complete coverage, by source name.
+pub type Coverage<'a> = dyn Fn(&str) -> Option<Vec<(Micros, Micros)>> + 'a;
+
+/// What the shared sources decided for a night.
+#[derive(Debug)]
+pub struct Decided {
+    /// The handed provider lines (in hand-over order), then the shared sources' lines: what
+    /// the rows' line indexes point into.
+    pub lines: Vec<StatementLine>,
+    /// How many of `lines` are handed provider lines.
+    pub handed: usize,
+    /// Line rows, in a night's line order.
+    pub rows: Vec<ResultRow>,
+    /// settlement.csv rows (the shared rules' batches, then the shared credits no batch
+    /// explains).
+    pub settlement: Vec<crate::outputs::settlement::Row>,
+}
+
+/// The night's shared settlement: every partition's hand-over (in shard order) paired with
+/// `bank`, the lines of the shared sources. `coverage` is a source's complete coverage by
+/// name; a batch is missing at the bank only past `as_of` + `lag` on a complete statement.
+pub fn decide(
+    handovers: Vec<HandOver>,
+    bank: Vec<StatementLine>,
+    rules: &RuleSet,
+    (as_of, lag): (Micros, Micros),
+    coverage: &Coverage<'_>,
+    range: (Micros, Micros),
+) -> Result<Decided> {
+    let mut lines = Vec::new();
+    let mut reported = Vec::new();
+    let mut batches: Vec<(Batch, bool, usize)> = Vec::new();
+    let mut origins = BTreeMap::new();
+    for h in handovers {
+        let base = lines.len() as u32;
+        for l in h.lines {
+            reported.push(l.reported);
+            lines.push(l.line(&mut origins)?);
+        }
+        for b in h.batches {
+            let rule = rules
+                .settlements
+                .iter()
+                .position(|r| *r.id == *b.rule)
+                .ok_or_else(|| {
+                    anyhow!(
+                        "a shard handed a batch of unknown settlement rule {:?}",
+                        b.rule
+                    )
+                })?;
+            batches.push((
+                Batch {
+                    rule,
+                    key: b.key,
+                    currency: currency(&b.currency)?,
+                    net_minor: b.net_minor,
+                    payout_minor: b.payout_minor,
+                    items: b.first_item.map(|f| vec![base + f]).unwrap_or_default(),
+                    item_count: b.items,
+                    payout_lines: b.payout_lines.iter().map(|&l| base + l).collect(),
+                    last_booked: b.last_booked,
+                    status: BatchStatus::Unpaid,
+                },
+                b.touched,
+                b.matched,
+            ));
+        }
+    }
+    let handed = lines.len();
+    lines.extend(bank);
+    batches.sort_by(|a, b| {
+        (a.0.rule, &a.0.key, a.0.currency).cmp(&(b.0.rule, &b.0.key, b.0.currency))
+    });
+    let side: Vec<(bool, usize)> = batches.iter().map(|(_, t, m)| (*t, *m)).collect();
+    let mut st = settlement::pair(
+        &lines,
+        &rules.settlements,
+        batches.into_iter().map(|(b, _, _)| b).collect(),
+        &|_| true,
+    )?;
+    {
+        let covered: HashMap<&str, Vec<(Micros, Micros)>> = rules
+            .settlements
+            .iter()
+            .filter_map(|r| coverage(&r.bank).map(|c| (r.bank.as_str(), c)))
+            .collect();
+        settlement::close_unpaid(&mut st, &rules.settlements, as_of, lag, |name| {
+            covered.get(name).map(Vec::as_slice)
+        });
+    }
+    let mut in_row = vec![false; lines.len()];
+    let mut rows = outcome::three_way_rows(&st, &lines, rules, range, &mut in_row);
+    let none: Arc<str> = Arc::from("");
+    for (li, l) in lines.iter().enumerate().take(handed) {
+        if reported[li]
+            && matches!(l.kind, LineKind::Fee | LineKind::Payout | LineKind::Balance)
+            && !in_row[li]
+        {
+            rows.push(outcome::settlement_item_row(li as u32, l, &none));
+        }
+    }
+    for (li, l) in lines.iter().enumerate().skip(handed) {
+        if !l.bank_credit() && l.booked_at >= range.0 && l.booked_at < range.1 {
+            rows.push(ResultRow {
+                outcome: Outcome::OrphanAtProvider,
+                payment: None,
+                lines: vec![li as u32],
+                rule: none.clone(),
+                action: Action::Ticket,
+                detail: format!(
+                    "{} line on bank source {}, which every partition shares: recon reads it \
+                     only to pair provider payouts with its credits, never as a payment's \
+                     evidence; check it by hand",
+                    l.kind.as_str().to_lowercase(),
+                    l.source()
+                )
+                .into(),
+            });
+        }
+    }
+    outcome::sort_line_rows(&mut rows, &lines);
+    let settlement =
+        crate::outputs::settlement::of_result(&st, &lines, rules, range, &|i, _| side[i]);
+    Ok(Decided {
+        lines,
+        handed,
+        rows,
+        settlement,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handed line comes back as the line it was (its id, place, money and booking are what
+    /// the gather's rows show), read as the shared settlement's.
+    #[test]
+    fn a_handed_line_reads_back_as_itself() {
+        let origin = Origin::new(
+            Arc::from("provider-M01"),
+            Arc::from("statement-M01.csv"),
+            Some(Arc::from("DE89370400440532013000")),
+        );
+        let line = StatementLine {
+            origin,
+            line_no: 7,
+            provider_txn_id: None,
+            reference: Some(Id::new("P-1")),
+            recipient: "DE89370400440532013000".into(),
+            amount_minor: -12_345,
+            currency: "EUR",
+            booked_at: 1_000,
+            booked_to: 86_400_000_000,
+            booked_day: chrono::NaiveDate::from_ymd_opt(2026, 11, 28),
+            kind: LineKind::Payout,
+            entry: Some(EntryRef {
+                entry: 3,
+                detail: Some(2),
+            }),
+            batch: Some("B-7".into()),
+            role: Role::Provider,
+            content_id: (2 << 48) | 0xABC,
+            original: Some(Box::new(OriginalAmount {
+                amount_minor: -13_000,
+                currency: "USD",
+            })),
+        };
+        let json = serde_json::to_string(&HandedLine::of(&line, true)).unwrap();
+        let back: HandedLine = serde_json::from_str(&json).unwrap();
+        assert!(back.reported);
+        let got = back.line(&mut BTreeMap::new()).unwrap();
+        assert_eq!(got.uid(), line.uid());
+        assert_eq!(got.origin.partition, crate::partition::SHARED);
+        let mut want = line.clone();
+        want.origin = Arc::clone(&got.origin);
+        assert_eq!(got, want);
+    }
+}

@@ -451,6 +451,19 @@ impl LineKind {
             LineKind::Balance => "BALANCE",
         }
     }
+
+    /// The kind whose canonical name is `text`.
+    pub fn parse(text: &str) -> Option<LineKind> {
+        [
+            LineKind::Payment,
+            LineKind::Refund,
+            LineKind::Fee,
+            LineKind::Payout,
+            LineKind::Balance,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+    }
 }
 
 /// An identifier as the ledger spells it, read back exactly as written. A UUID in its usual

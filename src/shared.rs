@@ -140,16 +140,8 @@ impl HandedLine {
                 })
             })
             .clone();
-        let kind = [
-            LineKind::Payment,
-            LineKind::Refund,
-            LineKind::Fee,
-            LineKind::Payout,
-            LineKind::Balance,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == self.kind)
-        .ok_or_else(|| anyhow!("unknown line kind {:?}", self.kind))?;
+        let kind = LineKind::parse(&self.kind)
+            .ok_or_else(|| anyhow!("unknown line kind {:?}", self.kind))?;
         Ok(StatementLine {
             origin,
             line_no: self.line_no,

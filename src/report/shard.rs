@@ -102,16 +102,7 @@ fn parse_action(label: &str) -> Result<Action> {
 }
 
 fn parse_kind(text: &str) -> Result<LineKind> {
-    [
-        LineKind::Payment,
-        LineKind::Refund,
-        LineKind::Fee,
-        LineKind::Payout,
-        LineKind::Balance,
-    ]
-    .into_iter()
-    .find(|k| k.as_str() == text)
-    .ok_or_else(|| anyhow!("unknown line kind {text:?}"))
+    LineKind::parse(text).ok_or_else(|| anyhow!("unknown line kind {text:?}"))
 }
 
 impl ItemRecord {

@@ -119,16 +119,7 @@ fn with_shared_bank(n: &Night) -> BTreeMap<(String, String), rust_decimal::Decim
     let at = format!("{}T12:00:00Z", n.report.date);
     let bank = n.dir.join("bank.csv");
     let mut w = csv::Writer::from_path(&bank).unwrap();
-    w.write_record([
-        "txn_id",
-        "reference",
-        "beneficiary",
-        "amount",
-        "currency",
-        "booked_at",
-        "type",
-    ])
-    .unwrap();
+    w.write_record(generate::STATEMENT_HEADER).unwrap();
     let mut credit = |id: String, amount: String, currency: &str| {
         w.write_record([id.as_str(), "", "", &amount, currency, &at, "PAYMENT"])
             .unwrap();
@@ -907,15 +898,19 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
         "{text}"
     );
     // A source without a partition in a partitioned job.
+    let refused = |job: &str| -> String {
+        std::fs::write(
+            &v.config,
+            job.replace("@URL@", &v.url).replace("@OUT@", "out"),
+        )
+        .unwrap();
+        let out = recon(&["run", "--config", &cfg, "--date", "2026-11-28"], &v);
+        let text = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+        text
+    };
     let unbound = base.replacen("partition = \"M2\"\n", "", 1);
-    std::fs::write(
-        &v.config,
-        unbound.replace("@URL@", &v.url).replace("@OUT@", "out"),
-    )
-    .unwrap();
-    let out = recon(&["run", "--config", &cfg, "--date", "2026-11-28"], &v);
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    let text = refused(&unbound);
     assert!(text.contains("source[1].partition` is missing"), "{text}");
     assert!(text.contains("only a bank source"), "{text}");
     // A bank source may be shared by all partitions only as the bank of a settlement rule.
@@ -925,14 +920,7 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
         1,
     );
     assert_ne!(shared, unbound);
-    std::fs::write(
-        &v.config,
-        shared.replace("@URL@", &v.url).replace("@OUT@", "out"),
-    )
-    .unwrap();
-    let out = recon(&["run", "--config", &cfg, "--date", "2026-11-28"], &v);
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(recon::exit::CONFIG), "{text}");
+    let text = refused(&shared);
     assert!(
         text.contains("source[1].partition` is missing (source \"psp-M2\"): a bank source shared by all partitions"),
         "{text}"

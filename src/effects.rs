@@ -7,7 +7,7 @@ use crate::ledger::Status;
 use crate::ledger::transitions::{Applied, Transition};
 use crate::matching::MatchResult;
 use crate::outcome::{Action, Outcome, ResultRow};
-use crate::outputs::summary::Summary;
+use crate::outputs::summary::{Summary, TicketStats};
 use crate::rules::RuleSet;
 use crate::run_data::{RunData, RunOptions};
 use crate::store::STREAM_CHUNK;
@@ -268,13 +268,13 @@ pub(crate) async fn apply(
         "Tickets upserted."
     );
     for u in upserted {
-        count(summary, u);
+        count(&mut summary.tickets, u);
     }
     Ok(conflicts)
 }
 
 /// The tickets of rows that name no payment (a gather's shared settlement rows:
-/// [`crate::shared`]), upserted inside `tx` and counted into `summary`. No matcher pair
+/// [`crate::shared`]), upserted inside `tx`, and how many were new or known. No matcher pair
 /// touches their lines, so their evidence is the rows' own lines.
 pub(crate) async fn line_tickets(
     tx: &mut crate::store::Tx,
@@ -282,8 +282,7 @@ pub(crate) async fn line_tickets(
     rules: &RuleSet,
     (to_day, as_of): (&str, Micros),
     (run_id, now): (&str, &str),
-    summary: &mut Summary,
-) -> Result<()> {
+) -> Result<TicketStats> {
     let evidence_as_of = format!("{to_day}|{as_of:020}");
     let pairs = evidence::PairIndex::default();
     let tickets: Vec<NewTicket> = data
@@ -291,19 +290,20 @@ pub(crate) async fn line_tickets(
         .iter()
         .filter_map(|row| ticket_of(row, data, rules, &pairs, &evidence_as_of))
         .collect();
+    let mut stats = TicketStats::default();
     for u in tx.upsert_tickets(&tickets, run_id, now).await? {
-        count(summary, u);
+        count(&mut stats, u);
     }
-    Ok(())
+    Ok(stats)
 }
 
-fn count(summary: &mut Summary, u: Upserted) {
+fn count(stats: &mut TicketStats, u: Upserted) {
     match u {
-        Upserted::Created => summary.tickets.created += 1,
-        Upserted::Existing | Upserted::Updated => summary.tickets.existing += 1,
+        Upserted::Created => stats.created += 1,
+        Upserted::Existing | Upserted::Updated => stats.existing += 1,
         Upserted::Reopened => {
-            summary.tickets.existing += 1;
-            summary.tickets.reopened += 1;
+            stats.existing += 1;
+            stats.reopened += 1;
         }
     }
 }

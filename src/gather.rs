@@ -180,15 +180,14 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     let run_id = format!("{}-gather", group.group_id);
     let mut tx = db.begin().await?;
-    let mut tickets = crate::outputs::summary::Summary::default();
+    let mut tickets = crate::outputs::summary::TicketStats::default();
     if let Some(s) = &shared {
-        crate::effects::line_tickets(
+        tickets = crate::effects::line_tickets(
             &mut tx,
             &s.data,
             &rules,
             (&group.range_to, s.as_of),
             (&run_id, &now),
-            &mut tickets,
         )
         .await?;
         crate::decisions::record(&mut tx, &s.view, &[], &run_id, &now).await?;
@@ -200,7 +199,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         &dirs,
         records,
         shared.as_ref(),
-        &tickets.tickets,
+        &tickets,
         marks,
         &tmp,
     )?;
@@ -313,37 +312,28 @@ async fn shared_night(
     let (loads, _) = crate::run::plan::load_statements(&shared_cfg, days, as_of)
         .await
         .context("statement loading task")??;
-    let mut lines = Vec::new();
-    let mut coverage = BTreeMap::new();
-    let mut night = SharedNight {
-        data: crate::run_data::RunData {
-            payments: Vec::new(),
-            lines: Vec::new(),
-            rows: Vec::new(),
-            totals: BTreeMap::new(),
-            settlement: Vec::new(),
-            status_provider_ids: Default::default(),
-            handed: Default::default(),
-        },
-        handed: 0,
-        as_of,
-        view: ReportView::build(&Summary::default(), &BTreeMap::new(), &[], &[], &[], as_of),
-        rejected: Vec::new(),
-        inputs: Vec::new(),
-        gates: Vec::new(),
-        unreadable: Vec::new(),
-        warnings: Vec::new(),
-    };
-    for (load, src) in loads.into_iter().zip(&shared_cfg.sources) {
-        night.gates.extend(load.gates);
-        night.unreadable.extend(load.unreadable);
+    let (mut lines, mut coverage) = (Vec::new(), Vec::new());
+    let (mut rejected, mut inputs, mut gates, mut unreadable, mut warnings) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for load in loads {
+        gates.extend(load.gates);
+        unreadable.extend(load.unreadable);
         crate::sources::absorb(&mut lines, load.lines);
-        coverage.insert(src.name.clone(), load.coverage);
-        night.inputs.extend(load.files);
-        night.warnings.extend(load.warnings);
-        night.rejected.extend(load.rejected);
+        coverage.push(load.coverage);
+        inputs.extend(load.files);
+        warnings.extend(load.warnings);
+        rejected.extend(load.rejected);
     }
     lines.retain(|l: &crate::sources::StatementLine| l.booked_at <= as_of);
+    let coverage_by_name: std::collections::HashMap<
+        &str,
+        &[(timeparse::Micros, timeparse::Micros)],
+    > = shared_cfg
+        .sources
+        .iter()
+        .zip(&coverage)
+        .map(|(s, c)| (s.name.as_str(), c.as_slice()))
+        .collect();
     let handovers = records
         .iter_mut()
         .map(|r| std::mem::take(&mut r.handed))
@@ -352,13 +342,16 @@ async fn shared_night(
         handovers,
         lines,
         rules,
-        (as_of, cfg.settlement_lag_hours * timeparse::HOUR),
-        &|name| coverage.get(name).cloned(),
-        (t0, t1),
+        &crate::shared::Night {
+            as_of,
+            lag: cfg.settlement_lag_hours * timeparse::HOUR,
+            range: (t0, t1),
+            coverage: &coverage_by_name,
+        },
     )
     .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
     let totals = summary::outcome_totals(&decided.rows, &[], &decided.lines);
-    night.view = ReportView::build(
+    let view = ReportView::build(
         &Summary::default(),
         &totals,
         &decided.rows,
@@ -366,12 +359,25 @@ async fn shared_night(
         &decided.lines,
         as_of,
     );
-    night.data.totals = totals;
-    night.handed = decided.handed;
-    night.data.rows = decided.rows;
-    night.data.settlement = decided.settlement;
-    night.data.lines = decided.lines;
-    Ok(Some(night))
+    Ok(Some(SharedNight {
+        data: crate::run_data::RunData {
+            payments: Vec::new(),
+            lines: decided.lines,
+            rows: decided.rows,
+            totals,
+            settlement: decided.settlement,
+            status_provider_ids: Default::default(),
+            handed: Default::default(),
+        },
+        handed: decided.handed,
+        as_of,
+        view,
+        rejected,
+        inputs,
+        gates,
+        unreadable,
+        warnings,
+    }))
 }
 
 /// Writes the night's files into `tmp` from the shards' folders and the shared settlement.

@@ -20,6 +20,7 @@
 //! night's rows are the one process's.
 
 use crate::config::{Config, LineKind, Role};
+use crate::matching::Pair;
 use crate::matching::settlement::{self, Batch, BatchStatus};
 use crate::model::Id;
 use crate::outcome::{self, Action, Outcome, ResultRow};
@@ -176,17 +177,18 @@ impl HandedLine {
 }
 
 /// The shared rules' batches of `lines` (unpaired), and the indexes in `lines` of the handed
-/// lines. `linked` marks the lines the ledger matched, `reported` those the night reports.
-pub fn hand_over(
+/// lines. `links` are the ledger's matches, `reported` marks the lines the night reports.
+fn hand_over(
     lines: &[StatementLine],
     rules: &RuleSet,
-    linked: &[bool],
+    links: &[Pair],
     reported: &[bool],
     range: (Micros, Micros),
 ) -> Result<(HandOver, Vec<u32>)> {
     let mut out = HandOver::default();
-    if !rules.settlements.iter().any(|r| r.shared) {
-        return Ok((out, Vec::new()));
+    let mut linked = vec![false; lines.len()];
+    for p in links {
+        linked[p.line as usize] = true;
     }
     let mut taken: Vec<u32> = Vec::new();
     let mut at: HashMap<u32, u32> = HashMap::new();
@@ -228,8 +230,59 @@ pub fn hand_over(
     Ok((out, taken))
 }
 
-/// A source's complete coverage, by source name.
-pub type Coverage<'a> = dyn Fn(&str) -> Option<Vec<(Micros, Micros)>> + 'a;
+/// The night the shared settlement is decided for.
+pub struct Night<'a> {
+    /// The cut-off.
+    pub as_of: Micros,
+    /// The settlement lag after a batch's window (a payout is missing only past it).
+    pub lag: Micros,
+    /// The night's days, `[from, to)`: rows booked (or due) in it are reported.
+    pub range: (Micros, Micros),
+    /// A source's complete coverage, by source name.
+    pub coverage: &'a HashMap<&'a str, &'a [(Micros, Micros)]>,
+}
+
+/// The shared settlement where a night's provider lines are read (its plan): the shared
+/// rules' batches, handed over for the gather by a shard (`pair_here` false), or paired here
+/// with the night's shared lines by one process, the rows then pointing into `lines`. The
+/// lines those rows show (and every shared line) are cleared from `report_line`, so classify
+/// leaves them to these rows. Nothing when no rule's bank is shared.
+pub fn in_night(
+    lines: &[StatementLine],
+    links: &[Pair],
+    rules: &RuleSet,
+    report_line: &mut [bool],
+    pair_here: bool,
+    night: &Night<'_>,
+) -> Result<(HandOver, Option<Decided>)> {
+    if !rules.settlements.iter().any(|r| r.shared) {
+        return Ok((HandOver::default(), None));
+    }
+    let (handed, taken) = hand_over(lines, rules, links, report_line, night.range)?;
+    let shared_lines: Vec<u32> = (0..lines.len() as u32)
+        .filter(|&i| lines[i as usize].origin.partition == crate::partition::SHARED)
+        .collect();
+    for &i in taken.iter().chain(&shared_lines) {
+        report_line[i as usize] = false;
+    }
+    if !pair_here {
+        return Ok((handed, None));
+    }
+    let bank = shared_lines
+        .iter()
+        .map(|&i| lines[i as usize].clone())
+        .collect();
+    let mut decided = decide(vec![handed], bank, rules, night)?;
+    // The rows point into the decided lines: point them into the night's.
+    let n = decided.handed;
+    for r in &mut decided.rows {
+        for l in &mut r.lines {
+            let i = *l as usize;
+            *l = if i < n { taken[i] } else { shared_lines[i - n] };
+        }
+    }
+    Ok((HandOver::default(), Some(decided)))
+}
 
 /// What the shared sources decided for a night.
 #[derive(Debug)]
@@ -247,16 +300,15 @@ pub struct Decided {
 }
 
 /// The night's shared settlement: every partition's hand-over (in shard order) paired with
-/// `bank`, the lines of the shared sources. `coverage` is a source's complete coverage by
-/// name; a batch is missing at the bank only past `as_of` + `lag` on a complete statement.
+/// `bank`, the lines of the shared sources. A batch is missing at the bank only past the
+/// as-of plus the lag, on a statement that covers its window completely.
 pub fn decide(
     handovers: Vec<HandOver>,
     bank: Vec<StatementLine>,
     rules: &RuleSet,
-    (as_of, lag): (Micros, Micros),
-    coverage: &Coverage<'_>,
-    range: (Micros, Micros),
+    night: &Night<'_>,
 ) -> Result<Decided> {
+    let range = night.range;
     let mut lines = Vec::new();
     let mut reported = Vec::new();
     let mut batches: Vec<(Batch, bool, usize)> = Vec::new();
@@ -308,16 +360,13 @@ pub fn decide(
         batches.into_iter().map(|(b, _, _)| b).collect(),
         &|_| true,
     )?;
-    {
-        let covered: HashMap<&str, Vec<(Micros, Micros)>> = rules
-            .settlements
-            .iter()
-            .filter_map(|r| coverage(&r.bank).map(|c| (r.bank.as_str(), c)))
-            .collect();
-        settlement::close_unpaid(&mut st, &rules.settlements, as_of, lag, |name| {
-            covered.get(name).map(Vec::as_slice)
-        });
-    }
+    settlement::close_unpaid(
+        &mut st,
+        &rules.settlements,
+        night.as_of,
+        night.lag,
+        |name| night.coverage.get(name).copied(),
+    );
     let mut in_row = vec![false; lines.len()];
     let mut rows = outcome::three_way_rows(&st, &lines, rules, range, &mut in_row);
     let none: Arc<str> = Arc::from("");

@@ -298,21 +298,19 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
-    {
-        let by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
-            .sources
-            .iter()
-            .zip(&coverage)
-            .map(|(s, c)| (s.name.as_str(), c.as_slice()))
-            .collect();
-        crate::matching::settlement::close_unpaid(
-            &mut m.settlement,
-            &rules.settlements,
-            as_of,
-            cfg.settlement_lag_hours * HOUR,
-            |name| by_name.get(name).copied(),
-        );
-    }
+    let coverage_by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
+        .sources
+        .iter()
+        .zip(&coverage)
+        .map(|(s, c)| (s.name.as_str(), c.as_slice()))
+        .collect();
+    crate::matching::settlement::close_unpaid(
+        &mut m.settlement,
+        &rules.settlements,
+        as_of,
+        cfg.settlement_lag_hours * HOUR,
+        |name| coverage_by_name.get(name).copied(),
+    );
     timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
     // Evidence has no closing hour (DESIGN.md rule 8): a payment that a line this run reports
     // belongs to (or may belong to) is reported with it, whatever its day or status.
@@ -362,64 +360,21 @@ pub(crate) async fn plan(
         None => Vec::new(),
     };
     // The shared rules' batches: handed to the gather by a shard; paired here by one process,
-    // exactly as the gather pairs them. Their lines and the shared sources' get rows only
-    // there.
+    // exactly as the gather pairs them.
     let mut report_line = report_line;
-    let (handed, shared) = {
-        let mut linked = vec![false; lines.len()];
-        for p in &m.links {
-            linked[p.line as usize] = true;
-        }
-        let (handed, taken) =
-            crate::shared::hand_over(&lines, rules, &linked, &report_line, (t0, t1))?;
-        let mut shared_lines: Vec<u32> = Vec::new();
-        for (i, l) in lines.iter().enumerate() {
-            if l.origin.partition == crate::partition::SHARED && cfg.partition.is_some() {
-                shared_lines.push(i as u32);
-            }
-        }
-        for &i in taken.iter().chain(&shared_lines) {
-            report_line[i as usize] = false;
-        }
-        if shard.is_some() || (taken.is_empty() && shared_lines.is_empty()) {
-            (handed, None)
-        } else {
-            let by_name: std::collections::HashMap<&str, &Vec<(Micros, Micros)>> = cfg
-                .sources
-                .iter()
-                .zip(&coverage)
-                .map(|(s, c)| (s.name.as_str(), c))
-                .collect();
-            let bank = shared_lines
-                .iter()
-                .map(|&i| lines[i as usize].clone())
-                .collect();
-            let mut decided = crate::shared::decide(
-                vec![handed],
-                bank,
-                rules,
-                (as_of, cfg.settlement_lag_hours * HOUR),
-                &|name| by_name.get(name).map(|c| c.to_vec()),
-                (t0, t1),
-            )?;
-            // The rows point into the decided lines: point them into this night's.
-            let global = |i: u32| -> u32 {
-                let i = i as usize;
-                if i < decided.handed {
-                    taken[i]
-                } else {
-                    shared_lines[i - decided.handed]
-                }
-            };
-            for r in &mut decided.rows {
-                for l in &mut r.lines {
-                    *l = global(*l);
-                }
-            }
-            (crate::shared::HandOver::default(), Some(decided))
-        }
-    };
-
+    let (handed, shared) = crate::shared::in_night(
+        &lines,
+        &m.links,
+        rules,
+        &mut report_line,
+        shard.is_none(),
+        &crate::shared::Night {
+            as_of,
+            lag,
+            range: (t0, t1),
+            coverage: &coverage_by_name,
+        },
+    )?;
     let ctx = Context {
         as_of,
         stale_after,

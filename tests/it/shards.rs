@@ -84,8 +84,11 @@ fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
 /// settlement batch per currency (a `batch` column), and `bank.csv` (a source without
 /// `partition`) gets one credit per batch: exactly its net, but for the first batch of the
 /// second merchant (5.00 more: a mismatch) and the first batch of the third (two equal
-/// credits: ambiguous); plus a credit no batch explains and a debit. Returns the batches' nets.
-fn with_shared_bank(n: &Night) -> BTreeMap<(String, String), rust_decimal::Decimal> {
+/// credits: ambiguous); plus a credit no batch explains and a debit. Returns each batch's
+/// (merchant, currency) net and the status its credits call for.
+fn with_shared_bank(
+    n: &Night,
+) -> BTreeMap<(String, String), (rust_decimal::Decimal, &'static str)> {
     use rust_decimal::Decimal;
     let mut nets: BTreeMap<(String, String), Decimal> = BTreeMap::new();
     for p in &n.report.partitions {
@@ -124,18 +127,19 @@ fn with_shared_bank(n: &Night) -> BTreeMap<(String, String), rust_decimal::Decim
         w.write_record([id.as_str(), "", "", &amount, currency, &at, "PAYMENT"])
             .unwrap();
     };
-    let mut firsts = BTreeMap::new();
-    for (i, ((m, c), net)) in nets.iter().enumerate() {
-        let first = firsts.insert(m.clone(), ()).is_none();
-        let amount = if first && m == names[1] {
-            net + Decimal::new(500, 2)
+    let mut expected = BTreeMap::new();
+    for (i, ((m, c), net)) in nets.into_iter().enumerate() {
+        let first = !expected.keys().any(|(x, _): &(String, String)| *x == m);
+        let (amount, status) = if first && m == names[1] {
+            (net + Decimal::new(500, 2), "SETTLEMENT_MISMATCH")
+        } else if first && m == names[2] {
+            credit(format!("BANK-{i:03}b"), net.to_string(), &c);
+            (net, "AMBIGUOUS")
         } else {
-            *net
+            (net, "SETTLED")
         };
-        credit(format!("BANK-{i:03}"), amount.to_string(), c);
-        if first && m == names[2] {
-            credit(format!("BANK-{i:03}b"), amount.to_string(), c);
-        }
+        credit(format!("BANK-{i:03}"), amount.to_string(), &c);
+        expected.insert((m, c), (net, status));
     }
     credit("BANK-900".into(), "77.00".into(), "SEK");
     credit("BANK-901".into(), "-12.34".into(), "EUR");
@@ -181,7 +185,7 @@ fn with_shared_bank(n: &Night) -> BTreeMap<(String, String), rust_decimal::Decim
         })
         .collect();
     std::fs::write(rules.join("settlement.toml"), settlement).unwrap();
-    nets
+    expected
 }
 
 fn night(dir: &Path, payments: usize, seed: u64) -> Night {
@@ -648,27 +652,12 @@ async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one
     }
     // The shared bank account's three-way view, as the test wrote it: every batch's net, the
     // second merchant's first batch 5.00 short of its credit, the third's with two credits.
-    let names: Vec<&str> = n
-        .report
-        .partitions
-        .iter()
-        .map(|p| p.name.as_str())
-        .collect();
-    let mut seen_first = std::collections::BTreeSet::new();
-    for ((m, c), net) in &nets {
-        let first = seen_first.insert(m.clone());
+    for ((m, c), (net, want)) in &nets {
         let row = whole
             .settlement
             .iter()
             .find(|r| r.starts_with(&format!("payout-{m},provider-{m},B-{m},{c},")))
             .unwrap_or_else(|| panic!("no settlement row for {m} {c}: {:#?}", whole.settlement));
-        let want = if first && m == names[1] {
-            "SETTLEMENT_MISMATCH"
-        } else if first && m == names[2] {
-            "AMBIGUOUS"
-        } else {
-            "SETTLED"
-        };
         assert!(row.ends_with(want), "{m} {c}: {row}");
         let net_text = net.to_string();
         assert!(

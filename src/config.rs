@@ -87,12 +87,19 @@ struct RawConfig {
     /// Folder of reviewers' decision files (relative to this file): one sub-folder per
     /// reviewer, named as the actor; the next `recon run` applies what is there first.
     decisions_inbox: Option<PathBuf>,
-    /// How many different reviewers a `failed` decision needs (1 or 2).
+    /// How many different reviewers a decision that moves money needs (1 or 2): `failed`,
+    /// `succeeded`, `confirm N` on a case with an unresolved payment, `dismiss` of a critical
+    /// case.
     #[serde(default = "default_approvals")]
     approvals: u8,
-    /// How many different reviewers a `succeeded` decision needs (1 or 2).
+    /// How many different reviewers a `succeeded` decision needs (1 or 2; at least
+    /// `approvals`).
     #[serde(default = "default_approvals")]
     approvals_succeeded: u8,
+    /// The reviewers (`[[reviewer]]`): who a decision is recorded as, by the OS user that
+    /// applies it or owns its inbox folder.
+    #[serde(default, rename = "reviewer")]
+    reviewers: Vec<RawReviewer>,
     /// Bounds on every database wait (`[database]`).
     #[serde(default)]
     database: database::RawDatabase,
@@ -105,15 +112,40 @@ fn default_approvals() -> u8 {
     1
 }
 
+/// One `[[reviewer]]` table as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReviewer {
+    name: String,
+    login: Option<String>,
+    uid: Option<u32>,
+}
+
+/// A reviewer: the name recon records, and the OS user that is this person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reviewer {
+    /// The name recorded as actor and approver (as configured).
+    pub name: String,
+    /// OS login name (`alice`), resolved to a uid when needed.
+    pub login: Option<String>,
+    /// Numeric uid (a pod's `runAsUser`, a file share's owner).
+    pub uid: Option<u32>,
+}
+
 /// Reviewers' decisions (`recon decisions apply` and the decisions inbox).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionSettings {
     /// `decisions_inbox`: `<it>/<reviewer>/*.xlsx`, applied by the next run (None: no inbox).
     pub inbox: Option<PathBuf>,
-    /// `approvals`: reviewers a `failed` decision needs.
-    pub approvals_failed: u8,
-    /// `approvals_succeeded`: reviewers a `succeeded` decision needs.
+    /// `approvals`: different reviewers a decision that moves money needs (`failed`,
+    /// `succeeded`, `confirm N` on a case with an unresolved payment, `dismiss` of a critical
+    /// case).
+    pub approvals: u8,
+    /// `approvals_succeeded`, at least `approvals`: reviewers a `succeeded` decision needs.
     pub approvals_succeeded: u8,
+    /// `[[reviewer]]`: empty when none is configured (then the actor is the `--actor` or the
+    /// login name, as typed, and `approvals = 2` is refused).
+    pub reviewers: Vec<Reviewer>,
 }
 
 fn default_stale_minutes() -> i64 {
@@ -179,6 +211,73 @@ pub struct Config {
     pub database: database::DatabaseLimits,
     /// `[partition]`: the night splits into partitions no match crosses (None: one part).
     pub partition: Option<crate::partition::PartitionConfig>,
+}
+
+/// Validates the `[[reviewer]]` tables: a valid name ([`crate::textsafe::bad_name`]), a login
+/// or a uid, and no name, login or uid twice (names compared as [`crate::textsafe::name_key`]).
+fn reviewers(path: &Path, raw: Vec<RawReviewer>) -> Result<Vec<Reviewer>> {
+    let mut out: Vec<Reviewer> = Vec::with_capacity(raw.len());
+    for (i, r) in raw.into_iter().enumerate() {
+        let at = format!("reviewer[{i}]");
+        if let Some(why) = crate::textsafe::bad_name(&r.name) {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{at}.name`: {:?} {why}",
+                    crate::textsafe::visible(&r.name)
+                ),
+            ));
+        }
+        if r.name.eq_ignore_ascii_case("recon") {
+            return Err(config_error(
+                path,
+                format!("key `{at}.name`: `recon` is recon's own name in the history"),
+            ));
+        }
+        if r.login.is_none() && r.uid.is_none() {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{at}`: give `login` (an OS user name) or `uid`: the OS user who is {}",
+                    r.name
+                ),
+            ));
+        }
+        if let Some(l) = &r.login
+            && (l.is_empty() || crate::textsafe::bad_name(l).is_some() || l.contains(' '))
+        {
+            return Err(config_error(
+                path,
+                format!("key `{at}.login`: not an OS user name"),
+            ));
+        }
+        for o in &out {
+            let clash = if crate::textsafe::same_name(&o.name, &r.name) {
+                Some("name")
+            } else if o.login.is_some() && o.login == r.login {
+                Some("login")
+            } else if o.uid.is_some() && o.uid == r.uid {
+                Some("uid")
+            } else {
+                None
+            };
+            if let Some(what) = clash {
+                return Err(config_error(
+                    path,
+                    format!(
+                        "key `{at}.{what}`: already {}'s: one person, one reviewer",
+                        o.name
+                    ),
+                ));
+            }
+        }
+        out.push(Reviewer {
+            name: r.name,
+            login: r.login,
+            uid: r.uid,
+        });
+    }
+    Ok(out)
 }
 
 impl Config {
@@ -277,10 +376,19 @@ impl Config {
                 ));
             }
         }
+        let reviewers = reviewers(path, raw.reviewers)?;
+        if reviewers.is_empty() && raw.approvals.max(raw.approvals_succeeded) > 1 {
+            return Err(config_error(
+                path,
+                "key `approvals`: two reviewers need a [[reviewer]] table (name, login or uid): \
+                 four eyes hold only when recon knows who is who, not from a typed name",
+            ));
+        }
         let decisions = DecisionSettings {
             inbox: raw.decisions_inbox.map(|d| join_clean(&base, d)),
-            approvals_failed: raw.approvals,
-            approvals_succeeded: raw.approvals_succeeded,
+            approvals: raw.approvals,
+            approvals_succeeded: raw.approvals_succeeded.max(raw.approvals),
+            reviewers,
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)

@@ -151,7 +151,12 @@ pub(crate) async fn apply(
                     .map(str::to_string)
                     .or_else(|| data.status_provider_ids.get(&pi).cloned()),
                 prior_provider_payment_id: p.provider_payment_id.as_ref().map(|s| s.to_string()),
-                reason: format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+                reason: match data.confirmations.get(&pi) {
+                    Some(note) => {
+                        format!("{} by rule {:?}; {note}", row.outcome.as_str(), row.rule)
+                    }
+                    None => format!("{} by rule {:?}", row.outcome.as_str(), row.rule),
+                },
             });
         }
     }

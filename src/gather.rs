@@ -190,7 +190,8 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             (&run_id, &now),
         )
         .await?;
-        crate::decisions::record(&mut tx, &s.view, &[], &run_id, &now).await?;
+        let seen = format!("{}|{:020}", group.range_to, s.as_of);
+        crate::decisions::record(&mut tx, &s.view, &[], None, (&run_id, &seen), &now).await?;
     }
     let tmp = out_dir.with_extension("tmp");
     let view = write_night(
@@ -368,6 +369,7 @@ async fn shared_night(
             settlement: decided.settlement,
             status_provider_ids: Default::default(),
             handed: Default::default(),
+            confirmations: Default::default(),
         },
         handed: decided.handed,
         as_of,

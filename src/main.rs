@@ -720,7 +720,7 @@ async fn dispatch(command: Command) -> Result<i32> {
                 },
         } => {
             let cfg = Config::load(&config)?;
-            let actor = recon::decisions::apply::actor_or_login(actor)?;
+            let actor = recon::decisions::reviewers::acting(&cfg.decisions, actor.as_deref())?;
             let db = recon::db::Db::open(&cfg.database_url).await?;
             // Never beside a run: it would store other evidence under the rows being checked.
             let lock = db.lock(true).await?;

@@ -108,6 +108,11 @@ pub enum Outcome {
     /// The ledger says PENDING (never submitted) but a provider line names the payment: the
     /// money left, and the payment service is about to send it again.
     PaidWhilePending,
+    /// Two claims about which payout is which payment's disagree (DESIGN.md rule 14): a
+    /// reviewer's confirmation and the provider's later reference, a FAILED word after a
+    /// SUCCEEDED (recon's or a reviewer's), a payout id another payment holds. Never a
+    /// transition; a human decides.
+    Contradicted,
 }
 
 /// How urgent a ticket is.
@@ -137,7 +142,7 @@ impl Severity {
 
 impl Outcome {
     /// Every outcome.
-    pub const ALL: [Outcome; 23] = [
+    pub const ALL: [Outcome; 24] = [
         Outcome::Matched,
         Outcome::ResolvedSucceeded,
         Outcome::ResolvedFailed,
@@ -161,6 +166,7 @@ impl Outcome {
         Outcome::PayoutMissingAtBank,
         Outcome::Returned,
         Outcome::PaidWhilePending,
+        Outcome::Contradicted,
     ];
 
     /// Contract name.
@@ -189,6 +195,7 @@ impl Outcome {
             Outcome::PayoutMissingAtBank => "PAYOUT_MISSING_AT_BANK",
             Outcome::Returned => "RETURNED",
             Outcome::PaidWhilePending => "PAID_WHILE_PENDING",
+            Outcome::Contradicted => "CONTRADICTED",
         }
     }
 
@@ -200,9 +207,10 @@ impl Outcome {
     /// The severity of the REVIEW ticket this outcome raises, if it raises one.
     pub fn ticket_severity(self) -> Option<Severity> {
         match self {
-            Outcome::FailedButPaid | Outcome::PaidWhilePending | Outcome::DuplicateAtProvider => {
-                Some(Severity::Critical)
-            }
+            Outcome::FailedButPaid
+            | Outcome::PaidWhilePending
+            | Outcome::DuplicateAtProvider
+            | Outcome::Contradicted => Some(Severity::Critical),
             Outcome::AmountMismatch
             | Outcome::CurrencyMismatch
             | Outcome::MissingAtProvider
@@ -300,6 +308,7 @@ impl Family {
         match o {
             Outcome::FailedButPaid
             | Outcome::PaidWhilePending
+            | Outcome::Contradicted
             | Outcome::DuplicateAtProvider
             | Outcome::AmountMismatch
             | Outcome::CurrencyMismatch

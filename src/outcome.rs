@@ -127,6 +127,12 @@ impl Context<'_> {
         })
     }
 
+    /// A reviewer's change to `p` that a run as of this context judges: one made before its
+    /// as-of.
+    fn judges_human<'p>(&self, p: &'p Payment) -> Option<&'p crate::ledger::HumanChange> {
+        p.human.as_deref().filter(|h| h.at <= self.as_of)
+    }
+
     /// Whether no more evidence can arrive for a payment whose current attempt started at
     /// `start` and whose earliest attempt started at `first`: every source covers its whole
     /// span, from `before` the earliest attempt's start (an earlier attempt may have paid) to
@@ -296,9 +302,10 @@ pub fn classify(
 }
 
 /// Further evidence about payment `i` (see [`classify_with`]): its row from the statements
-/// and the status recon moved it to earlier (when judged) in, its row on all evidence out.
+/// and the status recon or a reviewer moved it to earlier, with who (when judged) in, its row
+/// on all evidence out.
 pub type MoreEvidence<'a> =
-    dyn Fn(usize, &Payment, ResultRow, Option<Status>) -> ResultRow + Sync + 'a;
+    dyn Fn(usize, &Payment, ResultRow, Option<(Status, &str)>) -> ResultRow + Sync + 'a;
 
 /// [`classify`] with further evidence about payments (provider status answers): `more` turns
 /// the row the statements give payment `i` into the row all evidence gives it, before recon's
@@ -336,17 +343,25 @@ pub fn classify_with(
         let i = i as usize;
         let p = &payments[i];
         let change = ctx.judges(p);
+        let human = ctx.judges_human(p);
+        let who: Option<(Status, Cow<'_, str>)> = match (change, human) {
+            (Some(c), _) => Some((c.to, Cow::Borrowed("recon"))),
+            (None, Some(h)) => Some((h.to, Cow::Owned(format!("reviewer {}", h.actor)))),
+            (None, None) => None,
+        };
+        let decided = who.as_ref().map(|(s, w)| (*s, w.as_ref()));
         let row = more(
             i,
             p,
             classify_payment(i, p, lines, &ix, rules, ctx, &names),
-            change.map(|c| c.to),
+            decided,
         );
         // Evidence that contradicts recon's own earlier decision is a ticket, never a silent
-        // replay (DESIGN.md rule 8).
-        match change {
-            Some(change) => recheck(row, change, watched(i)),
-            None => row,
+        // replay (DESIGN.md rule 8); a reviewer's is re-checked too (rule 14).
+        match (change, human) {
+            (Some(change), _) => recheck(row, change, watched(i)),
+            (None, Some(_)) if watched(i) => recheck_human(row),
+            _ => row,
         }
     }));
     if scope.iter().any(|&i| watched(i as usize)) {
@@ -814,6 +829,25 @@ fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange, watched: boo
             row
         }
     }
+}
+
+/// The row of a payment a reviewer moved to SUCCEEDED or FAILED, watched after their decision
+/// (out of the run's scope): classified on the status they left, it is reported only when new
+/// evidence contradicts them — a line after FAILED (FAILED_BUT_PAID), a return after SUCCEEDED
+/// (RETURNED), a second payout (DUPLICATE_AT_PROVIDER), a provider's word against them
+/// (CONTRADICTED, FAILED_BUT_PAID). That no line came is what they decided knowing: no ticket
+/// again for it.
+fn recheck_human(mut row: ResultRow) -> ResultRow {
+    if !matches!(
+        row.outcome,
+        Outcome::FailedButPaid
+            | Outcome::Returned
+            | Outcome::DuplicateAtProvider
+            | Outcome::Contradicted
+    ) {
+        row.action = Action::None;
+    }
+    row
 }
 
 /// Classifies one payment on the evidence (recon's own earlier decision is re-checked by

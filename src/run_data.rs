@@ -38,4 +38,7 @@ pub(crate) struct RunData {
     pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
     /// A shard's batches of the shared settlement rules, for the gather ([`crate::shared`]).
     pub(crate) handed: crate::shared::HandOver,
+    /// Payment index → the reviewers' confirmations its transition rests on (its history
+    /// reason names them).
+    pub(crate) confirmations: std::collections::HashMap<u32, String>,
 }

@@ -111,9 +111,67 @@ pub fn csv_safe(value: &str) -> Cow<'_, str> {
     }
 }
 
+/// Why `name` cannot be a person's name as recon records and compares it (a reviewer, an
+/// actor), or `None`: empty, blanks at either end, a control or invisible character
+/// ([`is_invisible`]), a line break, or over 100 characters. A zero-width character makes
+/// `alice` and `alice\u{200B}` look like one person and compare as two: refused, never
+/// stripped.
+pub fn bad_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("must not be empty")
+    } else if name.trim() != name {
+        Some("must not begin or end with a blank")
+    } else if name.chars().any(|c| c.is_control() || is_invisible(c)) {
+        Some("holds a control or invisible character")
+    } else if name.chars().any(|c| c.is_whitespace() && c != ' ') {
+        Some("holds a blank other than the space")
+    } else if name.chars().count() > 100 {
+        Some("is longer than 100 characters")
+    } else {
+        None
+    }
+}
+
+/// The form in which two names are the same person: Unicode NFKC (`ａｌｉｃｅ` and the
+/// ligature `ﬁ` read as `alice` and `fi`), then lower case (`Alice` is `alice`).
+pub fn name_key(name: &str) -> String {
+    use unicode_normalization::UnicodeNormalization as _;
+    name.nfkc().collect::<String>().to_lowercase()
+}
+
+/// Whether `a` and `b` name the same person ([`name_key`]).
+pub fn same_name(a: &str, b: &str) -> bool {
+    a == b || name_key(a) == name_key(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::csv_safe;
+
+    #[test]
+    fn names_are_compared_folded_and_refused_with_invisible_characters() {
+        use super::{bad_name, same_name};
+        assert!(same_name("alice", "Alice"));
+        assert!(
+            same_name("alice", "ＡＬＩＣＥ"),
+            "full-width letters fold to ASCII"
+        );
+        assert!(!same_name("alice", "alicia"));
+        assert_eq!(bad_name("alice"), None);
+        assert_eq!(bad_name("Anna Müller"), None);
+        for bad in [
+            "",
+            "bob ",
+            " bob",
+            "ali\u{200B}ce",
+            "bo\u{202E}b",
+            "a\tb",
+            "a\u{00A0}b",
+        ] {
+            assert!(bad_name(bad).is_some(), "{bad:?}");
+        }
+        assert!(bad_name(&"x".repeat(101)).is_some());
+    }
 
     #[test]
     fn formula_prefixes_are_neutralised() {

@@ -10,48 +10,15 @@ use crate::db::Db;
 use crate::exit::{Failure, fail};
 use crate::ledger::transitions::{Applied, Transition};
 use crate::store::Tx;
-use crate::store::cases::StoredCase;
+use crate::store::cases::{DecisionRecord, StoredCase};
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
-/// Checks a reviewer's name as recon records it: not empty, no control characters, not
-/// `recon` (recon's own changes are told apart by that name), at most 100 characters.
-pub fn check_actor(actor: &str) -> Result<&str> {
-    let a = actor.trim();
-    let bad = if a.is_empty() {
-        Some("must not be empty: say who decides")
-    } else if a.eq_ignore_ascii_case("recon") {
-        Some("`recon` is recon's own name in the history")
-    } else if a.chars().any(|c| c.is_control()) || a.chars().count() > 100 {
-        Some("must be a name (printable, at most 100 characters)")
-    } else {
-        None
-    };
-    match bad {
-        Some(why) => Err(fail(Failure::Config, format!("actor {a:?}: {why}"))),
-        None => Ok(a),
-    }
-}
-
-/// `--actor`, or else the login name (`USER`, then `LOGNAME`), checked ([`check_actor`]).
-pub fn actor_or_login(actor: Option<String>) -> Result<String> {
-    let a = actor
-        .or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .ok_or_else(|| {
-            fail(
-                Failure::Config,
-                "--actor is missing and no login name is set (USER, LOGNAME): say who decides",
-            )
-        })?;
-    Ok(check_actor(&a)?.to_string())
-}
-
 fn approvals(s: &DecisionSettings) -> Approvals {
     Approvals {
-        failed: s.approvals_failed,
-        succeeded: s.approvals_succeeded,
+        money: s.approvals,
+        succeeded: s.approvals_succeeded.max(s.approvals),
     }
 }
 
@@ -65,7 +32,7 @@ pub async fn apply_file(
     path: &Path,
     actor: &str,
 ) -> Result<FileResult> {
-    let actor = check_actor(actor)?;
+    let actor = &super::reviewers::canonical(settings, actor)?;
     let bytes = std::fs::read(path).map_err(|e| {
         fail(
             Failure::Input,
@@ -113,7 +80,7 @@ pub async fn apply_file(
     for row in &sheet.rows {
         let (status, mut detail) =
             apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?;
-        if !row.reviewer.is_empty() && !row.reviewer.eq_ignore_ascii_case(actor) {
+        if !row.reviewer.is_empty() && !crate::textsafe::same_name(&row.reviewer, actor) {
             detail.push_str(&format!(
                 " (the reviewer cell says {:?}; recorded as {actor}, who applied the file)",
                 row.reviewer
@@ -163,10 +130,10 @@ async fn apply_row(
         },
         approvals,
     );
-    let (decision, plan, case) = match (verdict, case) {
+    let (decision, plan, approves, case) = match (verdict, case) {
         (Verdict::Refused(why), _) => return Ok((Status::Refused, why)),
         (Verdict::Unchanged(why), _) => return Ok((Status::Unchanged, why)),
-        (Verdict::Apply(d, p), Some(c)) => (d, *p, c),
+        (Verdict::Apply(d, p, a), Some(c)) => (d, *p, a, c),
         (Verdict::Apply(..), None) => {
             return Ok((Status::Refused, "unknown case".into()));
         }
@@ -190,6 +157,27 @@ async fn apply_row(
         file: (file_sha, i64::from(row.row_no)),
         now,
     };
+    // Who decided, as the case, the tickets and the history record it: the first reviewer,
+    // and the second who approved.
+    let (decider, about) = match &approves {
+        Some(first) => (
+            first.actor.clone(),
+            format!(
+                "{text} by {} ({}), approved by {actor}: {about}",
+                first.actor,
+                if first.note.is_empty() {
+                    "no note"
+                } else {
+                    first.note.as_str()
+                }
+            ),
+        ),
+        None => (actor.to_string(), about),
+    };
+    let approved = |done: String| match &approves {
+        Some(first) => format!("approved {}'s decision: {done}", first.actor),
+        None => done,
+    };
     match plan {
         Plan::Wait => {
             by.record(tx, "WAITING").await?;
@@ -199,57 +187,49 @@ async fn apply_row(
             ))
         }
         Plan::Escalate => {
-            settle(tx, &case, "ESCALATED", (actor, &about), now, false).await?;
-            by.record(tx, "APPLIED").await?;
+            settle(tx, &case, "ESCALATED", (&decider, &about), now, false).await?;
+            by.finish(tx, approves.as_ref()).await?;
             Ok((Status::Applied, "escalated: the case stays open".into()))
         }
         Plan::Dismiss => {
-            settle(tx, &case, "DISMISSED", (actor, &about), now, true).await?;
-            by.record(tx, "APPLIED").await?;
+            by.finish(tx, approves.as_ref()).await?;
+            settle(tx, &case, "DISMISSED", (&decider, &about), now, true).await?;
             Ok((
                 Status::Applied,
-                format!(
+                approved(format!(
                     "dismissed; {} ticket(s) resolved; stays dismissed while its evidence is unchanged",
                     case.ticket_ids.len()
-                ),
+                )),
             ))
         }
         Plan::Confirm(c) => {
             tx.confirm_line(
-                (&c.source, &c.line_id),
-                &c.payment_id,
-                (&case.key, actor),
+                &crate::store::cases::Confirmation {
+                    source: c.source.clone(),
+                    line_id: c.line_id.clone(),
+                    payment_id: c.payment_id.clone(),
+                    case_key: case.key.clone(),
+                    actor: decider.clone(),
+                    approved_by: approves.as_ref().map(|_| actor.to_string()),
+                    reference: c.reference.clone(),
+                },
                 now,
             )
             .await?;
-            settle(tx, &case, "DECIDED", (actor, &about), now, true).await?;
-            by.record(tx, "APPLIED").await?;
+            by.finish(tx, approves.as_ref()).await?;
+            settle(tx, &case, "DECIDED", (&decider, &about), now, true).await?;
             Ok((
                 Status::Applied,
-                format!(
+                approved(format!(
                     "line {} of {} is payment {}'s: later runs read it as naming that payment",
                     c.line_id, c.source, c.payment_id
-                ),
+                )),
             ))
         }
         Plan::Status(change) => {
             let from = crate::ledger::Status::parse(&change.payment.status)
                 .context("stored case payment status")?;
-            let (history_actor, reason) = match &change.approves {
-                Some(first) => (
-                    first.actor.clone(),
-                    format!(
-                        "reviewer decision {text} by {} ({}), approved by {actor}: {about}",
-                        first.actor,
-                        if first.note.is_empty() {
-                            "no note"
-                        } else {
-                            first.note.as_str()
-                        }
-                    ),
-                ),
-                None => (actor.to_string(), format!("reviewer decision {about}")),
-            };
+            let reason = format!("reviewer decision {about}");
             let t = Transition {
                 payment_id: change.payment.payment_id.clone(),
                 from,
@@ -260,7 +240,7 @@ async fn apply_row(
                 reason,
             };
             let applied = tx
-                .apply_transitions_by(std::slice::from_ref(&t), &history_actor, None, now)
+                .apply_transitions_by(std::slice::from_ref(&t), &decider, None, now)
                 .await?;
             match applied.first().copied().unwrap_or(Applied::Conflict) {
                 Applied::Applied => {}
@@ -300,26 +280,17 @@ async fn apply_row(
                     ));
                 }
             }
-            settle(tx, &case, "DECIDED", (actor, &about), now, true).await?;
-            let done = format!(
-                "payment {} {} → {} (guarded transition, history actor {history_actor})",
-                t.payment_id,
-                from.as_str(),
-                t.to.as_str()
-            );
-            match change.approves {
-                Some(first) => {
-                    tx.approve_decision(first.id, actor, now).await?;
-                    Ok((
-                        Status::Applied,
-                        format!("approved {}'s decision: {done}", first.actor),
-                    ))
-                }
-                None => {
-                    by.record(tx, "APPLIED").await?;
-                    Ok((Status::Applied, done))
-                }
-            }
+            by.finish(tx, approves.as_ref()).await?;
+            settle(tx, &case, "DECIDED", (&decider, &about), now, true).await?;
+            Ok((
+                Status::Applied,
+                approved(format!(
+                    "payment {} {} → {} (guarded transition, history actor {decider})",
+                    t.payment_id,
+                    from.as_str(),
+                    t.to.as_str()
+                )),
+            ))
         }
     }
 }
@@ -335,6 +306,29 @@ struct Decided<'a> {
 }
 
 impl Decided<'_> {
+    /// The decision took effect: the waiting one it approves is APPLIED with this reviewer as
+    /// approver (before the case is settled, which supersedes whatever still waits), or it is
+    /// recorded APPLIED as this reviewer's own.
+    async fn finish(&self, tx: &mut Tx, approves: Option<&DecisionRecord>) -> Result<()> {
+        match approves {
+            Some(first) => {
+                if !tx.approve_decision(first.id, self.actor, self.now).await? {
+                    return Err(fail(
+                        Failure::Database,
+                        format!(
+                            "case {}: the decision to approve changed while it was applied",
+                            self.case.key
+                        ),
+                    ));
+                }
+            }
+            None => {
+                self.record(tx, "APPLIED").await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn record(&self, tx: &mut Tx, state: &str) -> Result<i64> {
         tx.insert_decision(
             (&self.case.key, &self.case.fingerprint),

@@ -6,21 +6,39 @@ use crate::model::Status;
 use crate::report::cases::{self, CaseKind, Decision};
 use crate::store::cases::{CaseCandidate, CasePayment, DecisionRecord, StoredCase};
 
-/// How many different reviewers a status decision needs (`approvals`, `approvals_succeeded`).
+/// How many different reviewers a decision needs (`approvals`, `approvals_succeeded`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Approvals {
-    /// For `failed` (it permits a retry that can pay twice).
-    pub failed: u8,
-    /// For `succeeded`.
+    /// For every decision that moves money ([`moves_money`]).
+    pub money: u8,
+    /// For `succeeded` (at least `money`).
     pub succeeded: u8,
 }
 
 impl Default for Approvals {
     fn default() -> Self {
         Approvals {
-            failed: 1,
+            money: 1,
             succeeded: 1,
         }
+    }
+}
+
+/// Whether `decision` on `case` moves money, now or through the next run, so that it waits
+/// for a second reviewer under `approvals = 2`: `failed` and `succeeded` (a guarded
+/// transition), `confirm N` when a payment of the case is still unresolved (UNKNOWN, REVIEW or
+/// SUBMITTING: the next run resolves it on the confirmed line, and may resolve a look-alike
+/// on the line's absence), and `dismiss` of a CRITICAL case (it takes paid-twice or
+/// paid-after-failed money off the sheet and the email).
+pub fn moves_money(decision: Decision, case: &StoredCase) -> bool {
+    match decision {
+        Decision::Failed | Decision::Succeeded => true,
+        Decision::Confirm(_) => case
+            .payments
+            .iter()
+            .any(|p| matches!(p.status.as_str(), "UNKNOWN" | "REVIEW" | "SUBMITTING")),
+        Decision::Dismiss => case.severity == "CRITICAL",
+        Decision::Escalate => false,
     }
 }
 
@@ -51,8 +69,6 @@ pub struct StatusChange {
     pub payment: CasePayment,
     /// FAILED or SUCCEEDED.
     pub to: Status,
-    /// The earlier decision this row approves (a second reviewer's), if any.
-    pub approves: Option<DecisionRecord>,
 }
 
 /// What to do with a row.
@@ -73,8 +89,8 @@ pub enum Plan {
 /// The verdict on a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// Apply it.
-    Apply(Decision, Box<Plan>),
+    /// Apply it; with the earlier decision it approves when it is the second reviewer's.
+    Apply(Decision, Box<Plan>, Option<DecisionRecord>),
     /// Already done exactly so: nothing changes.
     Unchanged(String),
     /// Refused, with the reason.
@@ -131,6 +147,14 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
              be applied)"
         ));
     };
+    if case.status == "SUPERSEDED" {
+        return Verdict::Refused(format!(
+            "no run holds case {key} open any more: {} (decide on the latest report)",
+            case.status_note
+                .as_deref()
+                .unwrap_or("its evidence changed")
+        ));
+    }
     if case.fingerprint != fingerprint {
         return Verdict::Refused(match now.fingerprint_run {
             Some(run) => format!(
@@ -160,7 +184,8 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
     }
     let text = decision.text();
     let same = |d: &&DecisionRecord| d.decision == text && d.fingerprint == fingerprint;
-    // Settled on this evidence: only the same decision by the same person is "unchanged".
+    let me = |name: &str| crate::textsafe::same_name(name, actor);
+    // Settled on this evidence: only the same decision by one of its reviewers is "unchanged".
     if matches!(case.status.as_str(), "DISMISSED" | "DECIDED")
         || (case.status == "ESCALATED" && decision == Decision::Escalate)
     {
@@ -170,10 +195,14 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
             .rev()
             .find(|d| d.state == "APPLIED" && d.fingerprint == fingerprint);
         return match last {
-            Some(d)
-                if same(&d) && (d.actor == actor || d.approved_by.as_deref() == Some(actor)) =>
-            {
-                Verdict::Unchanged(format!("already applied by you on {}", d.decided_at))
+            Some(d) if same(&d) && (me(&d.actor) || d.approved_by.as_deref().is_some_and(me)) => {
+                Verdict::Unchanged(match &d.approved_by {
+                    Some(by) => format!(
+                        "already applied on {}: {} by {}, approved by {by}",
+                        d.decided_at, d.decision, d.actor
+                    ),
+                    None => format!("already applied by you on {}", d.decided_at),
+                })
             }
             _ => Verdict::Refused(format!(
                 "already {}: {} by {}{}",
@@ -201,32 +230,6 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
             let [payment] = case.payments.as_slice() else {
                 return Verdict::Refused(format!("case {key} is not about one payment"));
             };
-            let needed = if decision == Decision::Failed {
-                approvals.failed
-            } else {
-                approvals.succeeded
-            };
-            let waiting: Vec<&DecisionRecord> = now
-                .decisions
-                .iter()
-                .filter(|d| d.state == "WAITING")
-                .filter(same)
-                .collect();
-            let approves = if needed >= 2 {
-                if let Some(first) = waiting.iter().find(|d| d.actor != actor) {
-                    Some((*first).clone())
-                } else if let Some(mine) = waiting.first() {
-                    return Verdict::Refused(format!(
-                        "you made this decision on {}: it waits for a second, different \
-                         reviewer (nobody approves their own decision)",
-                        mine.decided_at
-                    ));
-                } else {
-                    return Verdict::Apply(decision, Box::new(Plan::Wait));
-                }
-            } else {
-                None
-            };
             Plan::Status(StatusChange {
                 payment: payment.clone(),
                 to: if decision == Decision::Failed {
@@ -234,11 +237,34 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
                 } else {
                     Status::Succeeded
                 },
-                approves,
             })
         }
     };
-    Verdict::Apply(decision, Box::new(plan))
+    let needed = match decision {
+        _ if !moves_money(decision, case) => 1,
+        Decision::Succeeded => approvals.succeeded,
+        _ => approvals.money,
+    };
+    if needed < 2 {
+        return Verdict::Apply(decision, Box::new(plan), None);
+    }
+    let waiting: Vec<&DecisionRecord> = now
+        .decisions
+        .iter()
+        .filter(|d| d.state == "WAITING")
+        .filter(same)
+        .collect();
+    if let Some(first) = waiting.iter().find(|d| !me(&d.actor)) {
+        Verdict::Apply(decision, Box::new(plan), Some((*first).clone()))
+    } else if let Some(mine) = waiting.first() {
+        Verdict::Refused(format!(
+            "you made this decision on {}: it waits for a second, different reviewer \
+             (nobody approves their own decision)",
+            mine.decided_at
+        ))
+    } else {
+        Verdict::Apply(decision, Box::new(Plan::Wait), None)
+    }
 }
 
 #[cfg(test)]
@@ -269,8 +295,10 @@ mod tests {
                 source: "psp".into(),
                 line_id: "L-1".into(),
                 text: String::new(),
+                reference: None,
             }],
             ticket_ids: vec![1],
+            lines: vec![("psp".into(), "L-1".into())],
             status: "OPEN".into(),
             status_fingerprint: None,
             status_by: None,
@@ -308,8 +336,8 @@ mod tests {
 
     fn verdict(r: &SheetRow, c: &StoredCase, decisions: &[DecisionRecord], two: bool) -> Verdict {
         let approvals = Approvals {
-            failed: if two { 2 } else { 1 },
-            succeeded: 1,
+            money: if two { 2 } else { 1 },
+            succeeded: if two { 2 } else { 1 },
         };
         let now = Now {
             case: Some(c),
@@ -331,7 +359,7 @@ mod tests {
         let near = case("near miss", "UNKNOWN");
         assert!(matches!(
             verdict(&row("confirm 1", FP), &near, &[], false),
-            Verdict::Apply(Decision::Confirm(1), p) if matches!(*p, Plan::Confirm(_))
+            Verdict::Apply(Decision::Confirm(1), p, None) if matches!(*p, Plan::Confirm(_))
         ));
         assert!(refused(verdict(&row("confirm 2", FP), &near, &[], false)).contains("not offered"));
         assert!(refused(verdict(&row("pay it", FP), &near, &[], false)).contains("not a decision"));
@@ -367,28 +395,82 @@ mod tests {
         let c = case("near miss", "UNKNOWN");
         assert_eq!(
             verdict(&row("failed", FP), &c, &[], true),
-            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait))
+            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait), None)
         );
         // Alice's decision waits: Bob approves it.
         match verdict(&row("failed", FP), &c, &[waiting("alice")], true) {
-            Verdict::Apply(Decision::Failed, p) if matches!(*p, Plan::Status(_)) => {
+            Verdict::Apply(Decision::Failed, p, Some(first)) if matches!(*p, Plan::Status(_)) => {
                 let Plan::Status(s) = *p else { unreachable!() };
                 assert_eq!(s.to, Status::Failed);
-                assert_eq!(s.approves.map(|d| d.actor), Some("alice".into()));
+                assert_eq!(first.actor, "alice");
             }
             other => panic!("{other:?}"),
         }
-        // Bob's own waiting decision is never approved by Bob.
-        assert!(
-            refused(verdict(&row("failed", FP), &c, &[waiting("bob")], true))
-                .contains("nobody approves their own")
-        );
+        // Bob's own waiting decision is never approved by Bob, however he spells his name.
+        for me in ["bob", "Bob", "ＢＯＢ"] {
+            assert!(
+                refused(verdict(&row("failed", FP), &c, &[waiting(me)], true))
+                    .contains("nobody approves their own"),
+                "{me}"
+            );
+        }
         // One reviewer is enough without the setting.
         assert!(matches!(
             verdict(&row("failed", FP), &c, &[], false),
-            Verdict::Apply(Decision::Failed, p)
-                if matches!(*p, Plan::Status(StatusChange { approves: None, .. }))
+            Verdict::Apply(Decision::Failed, p, None) if matches!(*p, Plan::Status(_))
         ));
+    }
+
+    #[test]
+    fn a_confirm_that_resolves_money_and_a_critical_dismiss_wait_for_a_second_reviewer() {
+        // A confirm on a case whose payment is unresolved: the next run resolves it.
+        let unresolved = case("ambiguity", "UNKNOWN");
+        assert_eq!(
+            verdict(&row("confirm 1", FP), &unresolved, &[], true),
+            Verdict::Apply(Decision::Confirm(1), Box::new(Plan::Wait), None)
+        );
+        let mut first = waiting("alice");
+        first.decision = "confirm 1".into();
+        assert!(matches!(
+            verdict(&row("confirm 1", FP), &unresolved, std::slice::from_ref(&first), true),
+            Verdict::Apply(Decision::Confirm(1), p, Some(f)) if matches!(*p, Plan::Confirm(_)) && f.actor == "alice"
+        ));
+        // Another decision than the waiting one is a first decision of its own.
+        assert_eq!(
+            verdict(&row("dismiss", FP), &unresolved, &[first], true),
+            Verdict::Apply(Decision::Dismiss, Box::new(Plan::Dismiss), None)
+        );
+        // A confirm between payments already SUCCEEDED moves no money.
+        let settled = case("ambiguity", "SUCCEEDED");
+        assert!(matches!(
+            verdict(&row("confirm 1", FP), &settled, &[], true),
+            Verdict::Apply(Decision::Confirm(1), p, None) if matches!(*p, Plan::Confirm(_))
+        ));
+        // Dismissing a critical case waits; a high one does not.
+        let mut critical = case("exception", "FAILED");
+        critical.severity = "CRITICAL".into();
+        assert_eq!(
+            verdict(&row("dismiss", FP), &critical, &[], true),
+            Verdict::Apply(Decision::Dismiss, Box::new(Plan::Wait), None)
+        );
+        let high = case("exception", "FAILED");
+        assert_eq!(
+            verdict(&row("dismiss", FP), &high, &[], true),
+            Verdict::Apply(Decision::Dismiss, Box::new(Plan::Dismiss), None)
+        );
+        assert_eq!(
+            verdict(&row("escalate", FP), &critical, &[], true),
+            Verdict::Apply(Decision::Escalate, Box::new(Plan::Escalate), None)
+        );
+    }
+
+    #[test]
+    fn a_superseded_case_is_refused_with_why() {
+        let mut c = case("ambiguity", "UNKNOWN");
+        c.status = "SUPERSEDED".into();
+        c.status_note = Some("regrouped as case C-2 by run r3".into());
+        let why = refused(verdict(&row("confirm 1", FP), &c, &[], false));
+        assert!(why.contains("regrouped as case C-2 by run r3"), "{why}");
     }
 
     #[test]
@@ -403,7 +485,14 @@ mod tests {
             verdict(&row("dismiss", FP), &c, std::slice::from_ref(&d), false),
             Verdict::Unchanged(_)
         ));
+        // Approved by Bob: Bob applying it again is unchanged too.
         d.actor = "alice".into();
+        d.approved_by = Some("Bob".into());
+        assert!(matches!(
+            verdict(&row("dismiss", FP), &c, std::slice::from_ref(&d), false),
+            Verdict::Unchanged(_)
+        ));
+        d.approved_by = None;
         assert!(
             refused(verdict(&row("dismiss", FP), &c, &[d], false)).contains("already dismissed")
         );

@@ -2,47 +2,98 @@
 //! loaded as naming that payment (its reference becomes the payment id), so the run's own
 //! identifier pass links the two and classifies the pair by recon's rules (money still
 //! compared, transitions guarded). Done where the lines are loaded, before any matching.
+//!
+//! A confirmation is a claim like any other (DESIGN.md rule 14), never an override: when the
+//! provider's line now carries another reference than the one the reviewer saw (a corrected
+//! re-delivery naming another payment), the two claims disagree. The line is then left as the
+//! provider wrote it and reported as *contested*: the run makes it a candidate of both the
+//! confirmed payment and whatever it names, and neither is resolved on it or on its absence
+//! (CONTRADICTED, a critical case naming both).
 
 use crate::db::Db;
 use crate::model::Id;
 use crate::sources::StatementLine;
+use crate::store::cases::Confirmation;
 use anyhow::Result;
 use std::collections::HashMap;
 
-/// Sets the reference of every confirmed line among `lines` to its payment's id. Returns how
-/// many lines it changed.
-pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<usize> {
+/// What the confirmations did to a night's lines.
+#[derive(Debug, Default)]
+pub struct Overlaid {
+    /// Line index → the confirmation it is read as (its reference set to the payment).
+    pub applied: HashMap<u32, Confirmation>,
+    /// Lines whose provider reference contradicts their confirmation, with it, by line index.
+    pub contested: Vec<(u32, Confirmation)>,
+}
+
+impl Overlaid {
+    /// The confirmation behind line `li`, applied or contested.
+    pub fn of_line(&self, li: u32) -> Option<&Confirmation> {
+        self.applied.get(&li).or_else(|| {
+            self.contested
+                .iter()
+                .find(|(l, _)| *l == li)
+                .map(|(_, c)| c)
+        })
+    }
+}
+
+/// Sets the reference of every confirmed line among `lines` to its payment's id, unless the
+/// provider's reference contradicts the confirmation.
+pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<Overlaid> {
     let mut tx = db.begin().await?;
     let confirmed = tx.confirmed_lines().await?;
     tx.rollback().await?;
     Ok(apply(&confirmed, lines))
 }
 
-/// [`overlay`] with the confirmed pairs given: (source, line id) → payment id.
-pub fn apply(confirmed: &HashMap<(String, String), String>, lines: &mut [StatementLine]) -> usize {
+/// Whether reference `now` still says what the reviewer saw: no reference, the one the
+/// reviewer saw, or the confirmed payment's id itself (in any spelling of a UUID, any case).
+fn agrees(now: Option<&str>, c: &Confirmation) -> bool {
+    let Some(now) = now.map(str::trim).filter(|r| !r.is_empty()) else {
+        return true;
+    };
+    let same = |a: &str, b: &str| {
+        a.eq_ignore_ascii_case(b)
+            || crate::model::canonical_uuid(a)
+                .is_some_and(|u| crate::model::canonical_uuid(b).as_deref() == Some(u.as_str()))
+    };
+    same(now, &c.payment_id)
+        || c.reference
+            .as_deref()
+            .is_some_and(|seen| same(now, seen.trim()))
+}
+
+/// [`overlay`] with the confirmations given.
+pub fn apply(confirmed: &[Confirmation], lines: &mut [StatementLine]) -> Overlaid {
+    let mut out = Overlaid::default();
     if confirmed.is_empty() {
-        return 0;
+        return out;
     }
     // By source first: a night's lines are looked up without building a key each.
-    let mut by_source: HashMap<&str, HashMap<&str, &str>> = HashMap::new();
-    for ((source, line), payment) in confirmed {
+    let mut by_source: HashMap<&str, HashMap<&str, &Confirmation>> = HashMap::new();
+    for c in confirmed {
         by_source
-            .entry(source.as_str())
+            .entry(c.source.as_str())
             .or_default()
-            .insert(line.as_str(), payment.as_str());
+            .insert(c.line_id.as_str(), c);
     }
-    let mut changed = 0;
-    for l in lines.iter_mut() {
+    for (li, l) in lines.iter_mut().enumerate() {
         let Some(ids) = by_source.get(l.source()) else {
             continue;
         };
-        let Some(payment) = ids.get(l.uid().as_ref()).copied() else {
+        let Some(c) = ids.get(l.uid().as_ref()).copied() else {
             continue;
         };
-        if l.reference().map(|r| r.to_string()).as_deref() != Some(payment) {
-            l.reference = Some(Id::new(payment));
-            changed += 1;
+        let now = l.reference().map(|r| r.to_string());
+        if agrees(now.as_deref(), c) {
+            if now.as_deref() != Some(c.payment_id.as_str()) {
+                l.reference = Some(Id::new(&c.payment_id));
+            }
+            out.applied.insert(li as u32, c.clone());
+        } else {
+            out.contested.push((li as u32, c.clone()));
         }
     }
-    changed
+    out
 }

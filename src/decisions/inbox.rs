@@ -1,8 +1,10 @@
 //! The decisions inbox (`decisions_inbox`): `<inbox>/<reviewer>/*.xlsx`, applied by the next
-//! `recon run` before it reconciles, the way statements arrive. The sub-folder's name is the
-//! actor: the file store's permissions are the authentication (only that reviewer can write
-//! there), so a sub-folder that others can write to is skipped with a warning. Each file done
-//! is moved to `<reviewer>/done/` with its result file beside it.
+//! `recon run` before it reconciles, the way statements arrive. The file store's permissions
+//! are the authentication: with `[[reviewer]]`, a sub-folder is applied only when its owner
+//! (uid) is the reviewer it is named after; without, its name is the actor. Either way a
+//! sub-folder that others can write to, or whose name is not a valid name (blanks at the
+//! ends, invisible characters), is skipped with a warning. Each file done is moved to
+//! `<reviewer>/done/` with its result file beside it.
 
 use super::result::FileResult;
 use crate::config::DecisionSettings;
@@ -31,6 +33,50 @@ fn writable_by_others(_dir: &Path) -> bool {
     false
 }
 
+/// The uid that owns `dir`.
+#[cfg(unix)]
+fn owner(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(dir).ok().map(|m| m.uid())
+}
+
+#[cfg(not(unix))]
+fn owner(_dir: &Path) -> Option<u32> {
+    None
+}
+
+/// The reviewer whose folder `dir` (named `name`) is, or why it is no reviewer's.
+fn folder_reviewer(settings: &DecisionSettings, dir: &Path, name: &str) -> Result<String, String> {
+    if let Some(why) = crate::textsafe::bad_name(name) {
+        return Err(format!("its name {why}: not a reviewer's name"));
+    }
+    if writable_by_others(dir) {
+        return Err(
+            "writable by others than its reviewer, so its name proves nothing \
+                    (hint: chmod go-w)"
+                .into(),
+        );
+    }
+    if settings.reviewers.is_empty() {
+        return super::reviewers::canonical(settings, name).map_err(|e| format!("{e:#}"));
+    }
+    let Some(uid) = owner(dir) else {
+        return Err("its owner cannot be read".into());
+    };
+    match super::reviewers::of_uid(&settings.reviewers, uid) {
+        Some(r) if crate::textsafe::same_name(&r.name, name) => Ok(r.name.clone()),
+        Some(r) => Err(format!(
+            "owned by {}, who is reviewer {}, not {name:?}: its files are not applied as {name:?}",
+            super::reviewers::describe_uid(uid),
+            r.name
+        )),
+        None => Err(format!(
+            "owned by {}, who is no [[reviewer]] of this job",
+            super::reviewers::describe_uid(uid)
+        )),
+    }
+}
+
 fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
@@ -51,35 +97,34 @@ pub async fn apply_inbox(db: &Db, settings: &DecisionSettings) -> Result<InboxRe
         return Ok(report);
     }
     for dir in sorted_entries(inbox)? {
-        if !dir.is_dir() {
+        // A symbolic link is not a reviewer's folder: its target's owner proves nothing.
+        if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
             continue;
         }
-        let actor = dir
+        let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if writable_by_others(&dir) {
-            report.skipped.push(format!(
-                "{}: writable by others than its reviewer, so its name proves nothing: its files \
-                 are not applied (hint: chmod go-w)",
-                dir.display()
-            ));
-            continue;
-        }
-        if super::apply::check_actor(&actor).is_err() {
-            report.skipped.push(format!(
-                "{}: not a reviewer's name, its files are not applied",
-                dir.display()
-            ));
-            continue;
-        }
+        let actor = match folder_reviewer(settings, &dir, &name) {
+            Ok(a) => a,
+            Err(why) => {
+                report.skipped.push(format!(
+                    "{}: {why}; its files are not applied",
+                    dir.display()
+                ));
+                continue;
+            }
+        };
         for file in sorted_entries(&dir)? {
             let is_xlsx = file
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("xlsx"));
             let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
             // Spreadsheet lock files (`~$name.xlsx`) and half-copied files are not decisions.
-            if !file.is_file() || !is_xlsx || name.as_deref().is_some_and(|n| n.starts_with("~$")) {
+            // A symbolic link is never applied: its target may be a file its reviewer
+            // cannot even read.
+            let plain = std::fs::symlink_metadata(&file).is_ok_and(|m| m.is_file());
+            if !plain || !is_xlsx || name.as_deref().is_some_and(|n| n.starts_with("~$")) {
                 continue;
             }
             let result = super::apply::apply_file(db, settings, &file, &actor).await?;

@@ -15,8 +15,12 @@
 //! - `inbox.rs`: the decisions inbox, one sub-folder per reviewer;
 //! - `queue.rs`: `recon cases list|show`.
 //!
-//! Who decided is never read from the file: it is the `--actor` of `apply`, or the inbox
-//! sub-folder. The file's `reviewer` cell is shown, and a mismatch noted.
+//! - `reviewers.rs`: who a reviewer is (`[[reviewer]]`: the OS user applying a file or owning
+//!   an inbox folder).
+//!
+//! Who decided is never read from the file: it is the reviewer the OS user running `apply` is
+//! (or its `--actor` without `[[reviewer]]`), or the inbox sub-folder's owner. The file's
+//! `reviewer` cell is shown, and a mismatch noted.
 
 pub mod apply;
 pub mod check;
@@ -26,6 +30,7 @@ pub mod queue;
 pub mod read;
 pub mod record;
 pub mod result;
+pub mod reviewers;
 
 pub use apply::apply_file;
 pub use inbox::apply_inbox;

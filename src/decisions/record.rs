@@ -25,16 +25,53 @@ fn dedupe_key(item: &crate::report::Item) -> String {
     )
 }
 
+/// What a run judged: the payments and the statement lines it has a result row for. A case
+/// about any of them that the run no longer stores is no longer open ([`supersede`]).
+#[derive(Debug, Default)]
+pub struct Judged {
+    /// Payment ids.
+    pub payments: HashSet<String>,
+    /// (source, line id).
+    pub lines: HashSet<(String, String)>,
+}
+
+impl Judged {
+    /// The payments and lines of `rows`.
+    pub fn of_rows(
+        rows: &[crate::outcome::ResultRow],
+        payments: &[Payment],
+        lines: &[crate::sources::StatementLine],
+    ) -> Judged {
+        let mut j = Judged::default();
+        for r in rows {
+            if let Some(p) = r.payment.and_then(|i| payments.get(i as usize)) {
+                j.payments.insert(p.payment_id.to_string());
+            }
+            for l in r.lines.iter().filter_map(|&i| lines.get(i as usize)) {
+                j.lines
+                    .insert((l.source().to_string(), l.uid().into_owned()));
+            }
+        }
+        j
+    }
+}
+
 /// Stores every case of `view` (the run's review rows) with its payments as the run loaded
 /// them (status and attempt now, which a status decision is guarded on), its numbered
-/// candidates and its tickets. Inside the run's transaction, after its tickets.
+/// candidates, its lines and its tickets; then, with `judged`, closes the cases the run no
+/// longer holds ([`supersede`]). Inside the run's transaction, after its tickets. `ids` is
+/// the run id and its view (`YYYY-MM-DD|as-of`, as tickets have it).
 pub async fn record(
     tx: &mut Tx,
     view: &ReportView,
     payments: &[Payment],
-    run_id: &str,
+    judged: Option<&Judged>,
+    (run_id, seen): (&str, &str),
     now: &str,
 ) -> Result<()> {
+    if let Some(j) = judged {
+        supersede(tx, view, j, (run_id, seen), now).await?;
+    }
     if view.cases.is_empty() {
         return Ok(());
     }
@@ -84,7 +121,16 @@ pub async fn record(
                 source: k.line.origin.source.to_string(),
                 line_id: k.line.id.to_string(),
                 text: k.text(),
+                reference: k.line.reference.as_ref().map(Id::to_string),
             })
+            .collect();
+        let case_lines: Vec<(String, String)> = c
+            .members
+            .iter()
+            .flat_map(|&i| view.items[i].lines.iter())
+            .map(|l| (l.origin.source.to_string(), l.id.to_string()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
         let mut tickets: Vec<i64> = c
             .members
@@ -106,9 +152,72 @@ pub async fn record(
             payments: serde_json::to_string(&case_payments)?,
             candidates: serde_json::to_string(&candidates)?,
             ticket_ids: serde_json::to_string(&tickets)?,
+            lines: serde_json::to_string(&case_lines)?,
         });
     }
-    tx.upsert_cases(&out, run_id, now).await
+    tx.upsert_cases(&out, (run_id, seen), now).await
+}
+
+/// Closes as SUPERSEDED every open case (OPEN or ESCALATED) that this run judged — it has a
+/// result row for one of the case's payments or lines — but does not store: its evidence
+/// settled it ("settled by run R on new evidence"), or it was regrouped under another key
+/// ("regrouped as case K by run R"). A sheet made before can then not be applied to it. A
+/// case stored last by a run that saw more (a later day or as-of) is left alone.
+async fn supersede(
+    tx: &mut Tx,
+    view: &ReportView,
+    judged: &Judged,
+    (run_id, seen): (&str, &str),
+    now: &str,
+) -> Result<()> {
+    let stored: HashSet<&str> = view.cases.iter().map(|c| c.key.as_str()).collect();
+    let mut case_of_payment: HashMap<String, &str> = HashMap::new();
+    let mut case_of_line: HashMap<(String, String), &str> = HashMap::new();
+    for c in &view.cases {
+        for p in &c.payments {
+            case_of_payment.insert(p.to_string(), &c.key);
+        }
+        for &i in &c.members {
+            for l in &view.items[i].lines {
+                case_of_line.insert((l.origin.source.to_string(), l.id.to_string()), &c.key);
+            }
+        }
+    }
+    for old in tx.open_cases_not_stored_by(run_id, seen).await? {
+        if stored.contains(old.key.as_str()) {
+            continue;
+        }
+        let payments = old.payments.iter().map(|p| p.payment_id.clone());
+        let lines: Vec<(String, String)> = old
+            .lines
+            .iter()
+            .cloned()
+            .chain(
+                old.candidates
+                    .iter()
+                    .map(|c| (c.source.clone(), c.line_id.clone())),
+            )
+            .collect();
+        let touched = payments.clone().any(|p| judged.payments.contains(&p))
+            || lines.iter().any(|l| judged.lines.contains(l));
+        if !touched {
+            continue;
+        }
+        let regrouped: std::collections::BTreeSet<&str> = payments
+            .filter_map(|p| case_of_payment.get(&p).copied())
+            .chain(lines.iter().filter_map(|l| case_of_line.get(l).copied()))
+            .collect();
+        let why = if regrouped.is_empty() {
+            format!("settled by run {run_id} on new evidence")
+        } else {
+            format!(
+                "regrouped as case {} by run {run_id}",
+                regrouped.into_iter().collect::<Vec<_>>().join(", ")
+            )
+        };
+        tx.supersede_case(&old.key, &why, now).await?;
+    }
+    Ok(())
 }
 
 /// What earlier decisions left on the cases: the settled ones (dismissed or decided on the

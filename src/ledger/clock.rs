@@ -520,6 +520,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            human: None,
             partition: crate::partition::NONE,
         };
         assert!(names(&p, Some("A-2")));

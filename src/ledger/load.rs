@@ -241,9 +241,16 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
 /// PostgreSQL `h.payment_id::text` whatever its type (a `uuid` decodes into no `String`; its
 /// text is the canonical one the payments are loaded with).
 pub(super) fn history_sql(payment_id: &str, since: &str) -> String {
+    // PostgreSQL's `changed_at` is a timestamptz: its text, as the payments' timestamps are
+    // read (the session is in UTC).
+    let changed_at = if payment_id.ends_with("::text") {
+        "h.changed_at::text"
+    } else {
+        "h.changed_at"
+    };
     format!(
         "SELECT h.id, {payment_id}, h.actor, h.from_status, h.to_status, h.run_id, r.as_of,
-                h.provider_payment_id, h.prior_provider_payment_id, r.range_to
+                h.provider_payment_id, h.prior_provider_payment_id, r.range_to, {changed_at}
          FROM payment_status_history h
          LEFT JOIN recon_runs r ON r.run_id = h.run_id
          WHERE h.changed_at >= {since}"
@@ -309,6 +316,7 @@ pub(super) fn payment(row: &Row) -> Result<Payment> {
         created_at,
         followup: None,
         recon: None,
+        human: None,
         partition: if row.columns() > 9 {
             row.with_text(9, crate::partition::id)
                 .unwrap_or_else(|| crate::partition::id(""))
@@ -487,16 +495,19 @@ pub(super) struct Change {
     pub(super) prior: Option<String>,
     /// The day of the run that made it (YYYY-MM-DD).
     pub(super) day: Option<String>,
+    /// When it was made (as stored).
+    pub(super) changed_at: Option<String>,
 }
 
 /// A row of [`history_sql`] as PostgreSQL returns it: id, payment id, actor, from, to, run id,
-/// as-of, recorded and prior provider id, day.
+/// as-of, recorded and prior provider id, day, time of the change.
 pub(super) type PgHistoryRow = (
     i64,
     String,
     String,
     String,
     String,
+    Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
@@ -525,13 +536,14 @@ impl Change {
                 recorded: row.text(7),
                 prior: row.text(8),
                 day: row.text(9),
+                changed_at: row.text(10),
             },
         ))
     }
 
     /// (payment id, change) of a row of [`history_sql`] read by PostgreSQL.
     pub(super) fn from_pg(
-        (id, pid, actor, from, to, run_id, as_of, recorded, prior, day): PgHistoryRow,
+        (id, pid, actor, from, to, run_id, as_of, recorded, prior, day, changed_at): PgHistoryRow,
     ) -> (String, Change) {
         (
             pid,
@@ -545,6 +557,7 @@ impl Change {
                 recorded,
                 prior,
                 day,
+                changed_at,
             },
         )
     }
@@ -604,6 +617,19 @@ pub(super) fn finish(
     for (i, c) in latest {
         let p = &mut payments[i as usize];
         if !taken_back(p, &c) {
+            // A person's change that still stands: kept as they left it, and watched.
+            if c.to == p.current_status.as_str()
+                && let Some(at) = c
+                    .changed_at
+                    .as_deref()
+                    .and_then(|t| timeparse::from_db(t).ok())
+            {
+                p.human = Some(Box::new(super::HumanChange {
+                    to: p.current_status,
+                    actor: c.actor,
+                    at,
+                }));
+            }
             continue;
         }
         p.status = Status::parse(&c.from).unwrap_or(p.current_status);
@@ -685,6 +711,7 @@ pub(super) fn pg_payment(f: &[Option<Cow<'_, str>>]) -> Result<Payment> {
         created_at: ts(5)?.ok_or_else(|| bad_row(id, "created_at is NULL".into()))?,
         followup: None,
         recon: None,
+        human: None,
         partition: if f.len() > 9 {
             crate::partition::id(text(9).unwrap_or(""))
         } else {
@@ -822,6 +849,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            human: None,
             partition: 0,
         }
     }

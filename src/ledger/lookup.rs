@@ -148,7 +148,7 @@ pub async fn named(
     // A provider id recon recorded with a resolution (the payment row's own column is not
     // indexed: recon's transitions rewrite it).
     let recorded = reader.history_owners(&provider_ids).await?;
-    for pid in &recorded {
+    for (pid, _) in &recorded {
         if !loaded(pid) {
             wanted.insert(pid);
         }
@@ -191,6 +191,31 @@ pub async fn named(
         ledger: load::finish(payments, latest, Vec::new(), provider_ids),
         loaded_attempt_ids,
     })
+}
+
+/// (payment id, provider id) of every payment of the whole ledger that holds one of `ids`: on
+/// an attempt, or recorded by a transition (recon's or a reviewer's). One payout, one
+/// payment (DESIGN.md rule 14): a run checks a payout id a status answer gives before it
+/// records it. (The payment row's own column is not indexed; the run's loaded payments are
+/// checked by the caller.)
+pub async fn payout_owners(
+    db: &Db,
+    queries: &LedgerQueries,
+    ids: &[&str],
+) -> Result<Vec<(String, String)>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let types = db.id_types().await?;
+    let mut reader = match &db.pool {
+        Pool::Sqlite(p) => Reader::Sqlite(p.acquire().await.map_err(db_err)?),
+        Pool::Postgres(p) => Reader::Postgres(p.acquire().await.map_err(db_err)?, types),
+    };
+    let mut out = reader.attempt_ids(queries, ids).await?;
+    out.extend(reader.history_owners(ids).await?);
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 fn db_err(e: sqlx::Error) -> anyhow::Error {
@@ -286,7 +311,7 @@ impl Reader {
 
     /// The payments whose id one of the history's rows recorded one of `keys` as provider id
     /// for.
-    async fn history_owners(&mut self, keys: &[&str]) -> Result<Vec<String>> {
+    async fn history_owners(&mut self, keys: &[&str]) -> Result<Vec<(String, String)>> {
         let mut out = Vec::new();
         if keys.is_empty() {
             return Ok(out);
@@ -295,27 +320,32 @@ impl Reader {
             Reader::Sqlite(conn) => {
                 for chunk in keys.chunks(BATCH) {
                     let sql = format!(
-                        "SELECT DISTINCT payment_id FROM payment_status_history
+                        "SELECT DISTINCT payment_id, provider_payment_id FROM payment_status_history
                          WHERE provider_payment_id IS NOT NULL AND provider_payment_id IN ({})",
                         placeholders(chunk.len())
                     );
                     sqlite_raw::query(conn, &sql, chunk, |row| {
-                        out.extend(row.text(0));
+                        if let (Some(pid), Some(ppid)) = (row.text(0), row.text(1)) {
+                            out.push((pid, ppid));
+                        }
                         Ok(())
                     })
                     .await?;
                 }
             }
             Reader::Postgres(conn, _) => {
-                let rows: Vec<(Option<String>,)> = sqlx::query_as(
-                    "SELECT DISTINCT payment_id::text FROM payment_status_history
-                     WHERE provider_payment_id = ANY($1)",
+                let rows: Vec<(Option<String>, Option<String>)> = sqlx::query_as(
+                    "SELECT DISTINCT payment_id::text, provider_payment_id::text
+                     FROM payment_status_history WHERE provider_payment_id = ANY($1)",
                 )
                 .bind(keys)
                 .fetch_all(&mut **conn)
                 .await
                 .map_err(db_err)?;
-                out.extend(rows.into_iter().filter_map(|(p,)| p));
+                out.extend(
+                    rows.into_iter()
+                        .filter_map(|(pid, ppid)| Some((pid?, ppid?))),
+                );
             }
         }
         out.sort_unstable();

@@ -54,6 +54,10 @@ pub struct Payment {
     /// recon recorded is taken back), so a re-run reproduces its decision, and the
     /// classification re-checks that decision against today's evidence (DESIGN.md rule 8).
     pub recon: Option<Box<ReconChange>>,
+    /// A reviewer's change, when the ledger's latest change to the payment was a person's
+    /// (`recon decisions apply`, or anyone but recon): its status is kept as the reviewer left
+    /// it, and later evidence that contradicts it is reported (DESIGN.md rule 14).
+    pub human: Option<Box<HumanChange>>,
     /// The payment's partition ([`crate::partition::id`] of its partition column's value;
     /// [`crate::partition::NONE`] in a job without `[partition]`): lines of other partitions
     /// are never its evidence.
@@ -72,6 +76,17 @@ pub struct ReconChange {
     /// That run's as-of (`None` when the run record is gone): a run whose as-of is earlier saw
     /// less than that decision did and does not judge it.
     pub as_of: Option<Micros>,
+}
+
+/// A person's latest change to a payment (see [`Payment::human`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HumanChange {
+    /// The status they moved it to (its status in the ledger now).
+    pub to: Status,
+    /// Who (the history's actor).
+    pub actor: String,
+    /// When (UTC micros).
+    pub at: crate::timeparse::Micros,
 }
 
 impl Payment {

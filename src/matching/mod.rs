@@ -596,3 +596,42 @@ pub(crate) fn i64s(df: &DataFrame, name: &str) -> Result<Vec<i64>> {
         .clone();
     Ok(s.iter().map(|v| v.unwrap_or(0)).collect())
 }
+
+/// Makes each contested line (line, payment a reviewer confirmed it for) an undecided
+/// candidate of that payment and of every payment a pass linked it to (DESIGN.md rule 14: two
+/// claims about one payout that disagree resolve nothing; a human decides). The line is then
+/// named (no fuzzy evidence for anyone else).
+pub fn contest(m: &mut MatchResult, contested: &[(u32, u32)]) {
+    if contested.is_empty() {
+        return;
+    }
+    let lines: std::collections::HashSet<u32> = contested.iter().map(|&(l, _)| l).collect();
+    let pass = |m: &MatchResult, line: u32| {
+        m.links
+            .iter()
+            .chain(&m.ambiguous)
+            .find(|p| p.line == line)
+            .map_or(0, |p| p.pass)
+    };
+    let mut added: Vec<Pair> = contested
+        .iter()
+        .map(|&(line, payment)| Pair {
+            line,
+            payment,
+            pass: pass(m, line),
+        })
+        .collect();
+    let (moved, kept): (Vec<Pair>, Vec<Pair>) =
+        m.links.iter().partition(|p| lines.contains(&p.line));
+    m.links = kept;
+    added.extend(moved);
+    m.ambiguous.extend(added);
+    m.ambiguous.sort();
+    m.ambiguous.dedup_by_key(|p| (p.line, p.payment));
+    m.near_misses.retain(|p| !lines.contains(&p.line));
+    for &l in &lines {
+        if let Some(n) = m.named.get_mut(l as usize) {
+            *n = true;
+        }
+    }
+}

@@ -264,7 +264,18 @@ async fn plan_and_apply(
         if !opts.dry_run {
             // The run's cases, in its transaction: what decisions are checked against.
             let started = Instant::now();
-            crate::decisions::record(&mut tx, &view, &data.payments, run_id, &now).await?;
+            let judged =
+                crate::decisions::record::Judged::of_rows(&data.rows, &data.payments, &data.lines);
+            let seen = format!("{}|{as_of:020}", opts.to);
+            crate::decisions::record(
+                &mut tx,
+                &view,
+                &data.payments,
+                Some(&judged),
+                (run_id, &seen),
+                &now,
+            )
+            .await?;
             summary
                 .timings_ms
                 .insert("cases".into(), started.elapsed().as_millis() as u64);

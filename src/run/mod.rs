@@ -21,6 +21,7 @@
 //! effects and outputs); `plan.rs` loads, matches and classifies without any effect (also
 //! what `recon explain` re-plans).
 
+mod claims;
 mod day;
 pub(crate) mod plan;
 mod range;

@@ -190,8 +190,9 @@ pub(crate) async fn plan(
             known_lines - lines.len()
         ));
     }
-    // Lines reviewers confirmed as a payment's name that payment (`confirm N`).
-    crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
+    // provider's reference now says otherwise (contested: a case naming both).
+    let confirmed = crate::decisions::confirmed::overlay(db, &mut lines).await?;
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
@@ -256,7 +257,14 @@ pub(crate) async fn plan(
         match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
     // A line no loaded payment claims by identifier may name an older one: looked up in the
     // whole ledger, and matched again with what was found.
-    let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
+    let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
+    // A contested line's confirmed payment is a candidate of it, wherever its day is.
+    keys.payment_ids.extend(
+        confirmed
+            .contested
+            .iter()
+            .map(|(_, c)| c.payment_id.clone()),
+    );
     let found = db
         .bounded_any(
             "looking up the payments statement lines name",
@@ -275,6 +283,7 @@ pub(crate) async fn plan(
         (ledger, lines, m, named_only)
     };
     drop(own_reference);
+    let contested = super::claims::contested_pairs(&confirmed, &ledger.payments, &mut m);
     let LoadedLedger {
         payments,
         provider_ids: _,
@@ -298,6 +307,10 @@ pub(crate) async fn plan(
                     .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
         })
         .collect();
+    // Both sides of a contested confirmation are reported, whatever their day.
+    for &(_, p) in &contested {
+        in_scope[p as usize] = true;
+    }
     let coverage_by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
         .sources
         .iter()
@@ -337,15 +350,21 @@ pub(crate) async fn plan(
         .iter()
         .enumerate()
         .map(|(i, p)| {
+            // A reviewer's SUCCEEDED or FAILED: watched as long after their decision.
+            let human = p
+                .human
+                .as_deref()
+                .is_some_and(|h| h.at <= as_of && h.at.max(p.anchor()) + reach >= t0);
             !in_scope[i]
-                && p.recon.as_deref().is_some_and(|c| {
-                    let Ok(day) = c.day.parse::<chrono::NaiveDate>() else {
-                        return false;
-                    };
-                    day < opts.from
-                        && c.as_of.is_none_or(|t| t <= as_of)
-                        && p.anchor().max(timeparse::day_start(day, tz)) + reach >= t0
-                })
+                && (human
+                    || p.recon.as_deref().is_some_and(|c| {
+                        let Ok(day) = c.day.parse::<chrono::NaiveDate>() else {
+                            return false;
+                        };
+                        day < opts.from
+                            && c.as_of.is_none_or(|t| t <= as_of)
+                            && p.anchor().max(timeparse::day_start(day, tz)) + reach >= t0
+                    }))
         })
         .collect();
     let source_partitions: Vec<u32> = match &cfg.partition {
@@ -425,6 +444,22 @@ pub(crate) async fn plan(
         }
         None => None,
     };
+    // One payout, one payment: a payout id an answer gives a payment that another payment
+    // holds already resolves neither (DESIGN.md rule 14).
+    let held = match &status {
+        Some(ev) => {
+            let answered = ev.provider_ids();
+            let ids: Vec<&str> = answered.values().map(String::as_str).collect();
+            let owners = db
+                .bounded_any(
+                    "looking up who holds the payout ids the provider's status gives",
+                    crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids),
+                )
+                .await?;
+            super::claims::payout_holders(&answered, &payments, &lines, &m, &owners)
+        }
+        None => Default::default(),
+    };
     let started = Instant::now();
     let mut rows = match &status {
         Some(ev) => {
@@ -434,6 +469,9 @@ pub(crate) async fn plan(
         }
         None => outcome::classify(&payments, &lines, &m, rules, &ctx),
     };
+    super::claims::mark_contested(&mut rows, &confirmed, &payments, &lines);
+    let held_rows = super::claims::mark_held(&mut rows, &held, &payments, &lines);
+    rows.extend(held_rows);
     let shared_settlement = match shared {
         Some(d) => {
             rows.extend(d.rows);
@@ -452,6 +490,8 @@ pub(crate) async fn plan(
         order_line_rows(p, &mut rows, &lines);
     }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
+    let confirmations =
+        super::claims::confirmation_notes(db, &confirmed, &rows, &payments, &lines).await?;
     let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     settlement.extend(shared_settlement);
     if let Some(p) = &cfg.partition {
@@ -495,6 +535,7 @@ pub(crate) async fn plan(
             settlement,
             status_provider_ids,
             handed,
+            confirmations,
         },
         matched,
         summary,

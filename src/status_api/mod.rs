@@ -22,7 +22,8 @@ use std::sync::Arc;
 use verdict::Answer;
 
 /// The payments a run asks about: in scope, and UNKNOWN or SUBMITTING older than the stale age
-/// by the status classification uses (so a re-run asks about the same payments).
+/// by the status classification uses (so a re-run asks about the same payments), or moved to
+/// SUCCEEDED or FAILED by a reviewer (the provider's later word may contradict them).
 pub fn targets(
     payments: &[Payment],
     in_scope: &[bool],
@@ -34,8 +35,9 @@ pub fn targets(
         .enumerate()
         .filter(|(i, p)| {
             in_scope[*i]
-                && matches!(p.status, Status::Unknown | Status::Submitting)
-                && crate::outcome::unresolved(p, as_of, stale_after)
+                && ((matches!(p.status, Status::Unknown | Status::Submitting)
+                    && crate::outcome::unresolved(p, as_of, stale_after))
+                    || p.human.as_ref().is_some_and(|h| h.at <= as_of))
         })
         .map(|(i, _)| i as u32)
         .collect()
@@ -58,13 +60,14 @@ pub struct StatusEvidence {
 
 impl StatusEvidence {
     /// Row `row` of payment `i` with its answer, if it has one; `decided` is the status recon
-    /// moved the payment to earlier, when the run judges that decision ([`verdict::overlay`]).
+    /// or a reviewer moved the payment to earlier and who, when the run judges that decision
+    /// ([`verdict::overlay`]).
     pub fn overlay(
         &self,
         i: usize,
         p: &Payment,
         row: ResultRow,
-        decided: Option<Status>,
+        decided: Option<(Status, &str)>,
     ) -> ResultRow {
         match self.answers.get(&(i as u32)) {
             Some(a) => {

@@ -224,9 +224,10 @@ fn judge_at(cfg: &StatusApiConfig, p: &Payment, text: &str, json: &Value, base: 
 
 /// The row of payment `p` once its answer is taken into account. `row` is what the statement
 /// evidence says; `horizon_closed` whether no statement evidence can still arrive by time;
-/// `decided` the status recon moved the payment to earlier, when this run judges that decision
-/// (an answer that contradicts it is a ticket naming the answer, DESIGN.md rule 8); `from`
-/// where the answer came from when it was a stored webhook event (file and line, event time).
+/// `decided` the status recon or a reviewer moved the payment to earlier and who (`recon in
+/// run R`, `reviewer alice`), when this run judges that decision (an answer that contradicts it
+/// is a ticket naming both claims, DESIGN.md rules 8 and 14); `from` where the answer came
+/// from when it was a stored webhook event (file and line, event time).
 #[allow(clippy::too_many_arguments)]
 pub fn overlay(
     row: ResultRow,
@@ -235,7 +236,7 @@ pub fn overlay(
     cfg: &StatusApiConfig,
     horizon_closed: bool,
     rule: &Arc<str>,
-    decided: Option<Status>,
+    decided: Option<(Status, &str)>,
     from: Option<&str>,
 ) -> ResultRow {
     let statement_based = matches!(
@@ -279,28 +280,28 @@ pub fn overlay(
                 None => format!("status_api {name} says {status:?} ({})", meaning.as_str()),
             };
             // No statement line shows the money either way: the answer alone speaks against
-            // what recon decided earlier.
-            let no_line = matches!(
-                row.outcome,
-                Outcome::AwaitingEvidence | Outcome::ResolvedFailed
-            );
+            // what recon or a reviewer decided earlier.
+            let no_line = row.lines.is_empty();
             match (decided, meaning) {
-                (Some(Status::Succeeded), Meaning::Failed | Meaning::NotFound) if no_line => {
+                (Some((Status::Succeeded, who)), Meaning::Failed | Meaning::NotFound)
+                    if no_line =>
+                {
                     return ticket(
                         row,
-                        Outcome::MissingAtProvider,
+                        Outcome::Contradicted,
                         format!(
-                            "recon resolved this payment SUCCEEDED, but {says} and no statement \
-                             line shows the money: the ledger may say paid for money that never left"
+                            "{who} decided this payment SUCCEEDED, but {says} and no statement \
+                             line shows the money: the two claims disagree, and the ledger may \
+                             say paid for money that never left"
                         ),
                     );
                 }
-                (Some(Status::Failed), Meaning::Succeeded) if no_line => {
+                (Some((Status::Failed, who)), Meaning::Succeeded) if no_line => {
                     return ticket(
                         row,
                         Outcome::FailedButPaid,
                         format!(
-                            "recon resolved this payment FAILED, but {says}: a retry since then \
+                            "{who} decided this payment FAILED, but {says}: a retry since then \
                              may have paid twice"
                         ),
                     );
@@ -511,6 +512,7 @@ mod tests {
             created_at: 0,
             followup: None,
             recon: None,
+            human: None,
             partition: crate::partition::NONE,
         }
     }

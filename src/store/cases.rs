@@ -33,6 +33,39 @@ pub struct CaseCandidate {
     pub line_id: String,
     /// `2: P-7 ↔ L-9 (99.00 EUR, 2026-11-10T10:05:00Z)`.
     pub text: String,
+    /// The line's statement reference as the run saw it (a confirmation is made on it: a
+    /// provider that later names another payment there contradicts the reviewer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+/// A `confirm N` that took effect: line (source, id) is the payment's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    /// The line's source.
+    pub source: String,
+    /// The line's id.
+    pub line_id: String,
+    /// The payment it is.
+    pub payment_id: String,
+    /// The case it was decided in.
+    pub case_key: String,
+    /// The reviewer who decided.
+    pub actor: String,
+    /// The second reviewer who approved, under `approvals = 2`.
+    pub approved_by: Option<String>,
+    /// The line's reference when the reviewer saw it (None: it had none).
+    pub reference: Option<String>,
+}
+
+impl Confirmation {
+    /// `alice` or `alice, approved by bob`.
+    pub fn who(&self) -> String {
+        match &self.approved_by {
+            Some(b) => format!("{}, approved by {b}", self.actor),
+            None => self.actor.clone(),
+        }
+    }
 }
 
 /// One case as stored.
@@ -60,7 +93,9 @@ pub struct StoredCase {
     pub candidates: Vec<CaseCandidate>,
     /// Its tickets.
     pub ticket_ids: Vec<i64>,
-    /// OPEN, ESCALATED, DISMISSED or DECIDED.
+    /// Its statement lines: (source, line id).
+    pub lines: Vec<(String, String)>,
+    /// OPEN, ESCALATED, DISMISSED, DECIDED or SUPERSEDED.
     pub status: String,
     /// The fingerprint the status was decided on (None while OPEN).
     pub status_fingerprint: Option<String>,
@@ -101,6 +136,8 @@ pub struct NewCase {
     pub candidates: String,
     /// Tickets (JSON text of `[i64]`).
     pub ticket_ids: String,
+    /// Lines (JSON text of `[[source, line id]]`).
+    pub lines: String,
 }
 
 /// A decision recorded for a case.
@@ -129,7 +166,7 @@ pub struct DecisionRecord {
 /// The columns of a case, in the order [`StoredCase`] has them.
 const CASE_COLUMNS: &str = "case_key, kind, severity, outcome, fingerprint, what, why, at_risk, \
     payments, candidates, ticket_ids, status, status_fingerprint, status_by, status_note, \
-    first_seen_run_id, last_seen_run_id, updated_at";
+    first_seen_run_id, last_seen_run_id, updated_at, lines";
 
 fn json<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<T, sqlx::Error> {
     serde_json::from_str(text).map_err(|e| sqlx::Error::Decode(format!("{what}: {e}").into()))
@@ -148,6 +185,10 @@ fn case_from(r: Row<'_>) -> Result<StoredCase, sqlx::Error> {
         payments: json(&r.text("payments")?, "review_cases.payments")?,
         candidates: json(&r.text("candidates")?, "review_cases.candidates")?,
         ticket_ids: json(&r.text("ticket_ids")?, "review_cases.ticket_ids")?,
+        lines: match r.opt_text("lines")? {
+            Some(t) => json(&t, "review_cases.lines")?,
+            None => Vec::new(),
+        },
         status: r.text("status")?,
         status_fingerprint: r.opt_text("status_fingerprint")?,
         status_by: r.opt_text("status_by")?,
@@ -180,14 +221,19 @@ impl Tx {
     /// keeps the status a decision gave it while its fingerprint is the one that status was
     /// decided on (otherwise it is OPEN again: the evidence changed). Every fingerprint is
     /// remembered with the run that stored it first.
-    pub async fn upsert_cases(&mut self, cases: &[NewCase], run_id: &str, now: &str) -> Result<()> {
+    pub async fn upsert_cases(
+        &mut self,
+        cases: &[NewCase],
+        (run_id, view): (&str, &str),
+        now: &str,
+    ) -> Result<()> {
         let err = db_err("review cases");
-        // 15 binds a row (the batch sizes are made for 14): half a batch a statement.
+        // 17 binds a row (the batch sizes are made for 14): half a batch a statement.
         for chunk in cases.chunks(self.batch() / 2) {
             let mut q = self.sql(
                 "INSERT INTO review_cases (case_key, kind, severity, outcome, fingerprint, what, \
                  why, at_risk, payments, candidates, ticket_ids, status, first_seen_run_id, \
-                 last_seen_run_id, updated_at) ",
+                 last_seen_run_id, updated_at, evidence_as_of, lines) ",
             );
             q.push_values(chunk, |mut b, c| {
                 b.push_bind(&c.key)
@@ -204,21 +250,35 @@ impl Tx {
                     .push_bind("OPEN")
                     .push_bind(run_id)
                     .push_bind(run_id)
-                    .push_bind(Bind::Ts(now));
+                    .push_bind(Bind::Ts(now))
+                    .push_bind(view)
+                    .push_bind(&c.lines);
             });
+            // A run that saw less than the one that stored the case last (an older day or
+            // as-of) leaves it as it is. A superseded case stored again is open again.
             q.push(
                 " ON CONFLICT (case_key) DO UPDATE SET kind = excluded.kind, \
                  severity = excluded.severity, outcome = excluded.outcome, \
                  fingerprint = excluded.fingerprint, what = excluded.what, why = excluded.why, \
                  at_risk = excluded.at_risk, payments = excluded.payments, \
                  candidates = excluded.candidates, ticket_ids = excluded.ticket_ids, \
+                 lines = excluded.lines, evidence_as_of = excluded.evidence_as_of, \
                  last_seen_run_id = excluded.last_seen_run_id, \
                  updated_at = CASE WHEN review_cases.fingerprint = excluded.fingerprint \
+                     AND review_cases.status <> 'SUPERSEDED' \
                      THEN review_cases.updated_at ELSE excluded.updated_at END, \
-                 status = CASE WHEN review_cases.status_fingerprint = excluded.fingerprint \
+                 status = CASE WHEN review_cases.status <> 'SUPERSEDED' \
+                     AND review_cases.status_fingerprint = excluded.fingerprint \
                      THEN review_cases.status ELSE 'OPEN' END, \
-                 status_fingerprint = CASE WHEN review_cases.status_fingerprint = excluded.fingerprint \
-                     THEN review_cases.status_fingerprint ELSE NULL END",
+                 status_by = CASE WHEN review_cases.status = 'SUPERSEDED' \
+                     THEN NULL ELSE review_cases.status_by END, \
+                 status_note = CASE WHEN review_cases.status = 'SUPERSEDED' \
+                     THEN NULL ELSE review_cases.status_note END, \
+                 status_fingerprint = CASE WHEN review_cases.status <> 'SUPERSEDED' \
+                     AND review_cases.status_fingerprint = excluded.fingerprint \
+                     THEN review_cases.status_fingerprint ELSE NULL END \
+                 WHERE review_cases.evidence_as_of IS NULL \
+                     OR review_cases.evidence_as_of <= excluded.evidence_as_of",
             );
             self.execute(q).await.map_err(&err)?;
             let mut e = self
@@ -233,6 +293,42 @@ impl Tx {
             self.execute(e).await.map_err(&err)?;
         }
         Ok(())
+    }
+
+    /// The cases still waiting for a decision (OPEN or ESCALATED) that `run_id` did not store
+    /// and that a run with this view (`YYYY-MM-DD|as-of`) may judge: stored last by a run
+    /// that saw no more.
+    pub async fn open_cases_not_stored_by(
+        &mut self,
+        run_id: &str,
+        view: &str,
+    ) -> Result<Vec<StoredCase>> {
+        let mut q = self.sql("SELECT ");
+        q.push(CASE_COLUMNS).push(
+            " FROM review_cases WHERE status IN ('OPEN', 'ESCALATED') \
+              AND last_seen_run_id <> $1 \
+              AND (evidence_as_of IS NULL OR evidence_as_of <= $2) ORDER BY case_key",
+        );
+        q.bind(run_id).bind(view);
+        self.fetch_all(q, case_from)
+            .await
+            .map_err(db_err("review cases"))
+    }
+
+    /// Closes a case no run holds open any more: SUPERSEDED, with why; decisions still
+    /// waiting on it are superseded too. False when it was decided meanwhile.
+    pub async fn supersede_case(&mut self, key: &str, why: &str, now: &str) -> Result<bool> {
+        let mut q = self.sql(
+            "UPDATE review_cases SET status = 'SUPERSEDED', status_fingerprint = NULL,
+                    status_by = 'recon', status_note = $1, updated_at = $2
+             WHERE case_key = $3 AND status IN ('OPEN', 'ESCALATED')",
+        );
+        q.bind(why).bind(Bind::Ts(now)).bind(key);
+        let done = self.execute(q).await.map_err(db_err("review cases"))? == 1;
+        if done {
+            self.supersede_waiting(key).await?;
+        }
+        Ok(done)
     }
 
     /// The ticket id of each of these dedupe keys that exists.
@@ -279,6 +375,34 @@ impl Tx {
         self.fetch_all(q, case_from)
             .await
             .map_err(db_err("review cases"))
+    }
+
+    /// The payment ids of each of these cases that exists.
+    pub async fn case_payment_ids(
+        &mut self,
+        keys: &[&str],
+    ) -> Result<HashMap<String, Vec<String>>> {
+        let mut out = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(self.batch()) {
+            let mut q = self.sql("SELECT case_key, payments FROM review_cases WHERE case_key IN (");
+            let mut sep = q.separated(", ");
+            for k in chunk {
+                sep.push_bind(*k);
+            }
+            q.push(")");
+            let rows = self
+                .fetch_all(q, |r| {
+                    let payments: Vec<CasePayment> = json(&r.text(1)?, "review_cases.payments")?;
+                    Ok((
+                        r.text(0)?,
+                        payments.into_iter().map(|p| p.payment_id).collect(),
+                    ))
+                })
+                .await
+                .map_err(db_err("review cases"))?;
+            out.extend(rows);
+        }
+        Ok(out)
     }
 
     /// The run that first stored `fingerprint` for the case, if any ever did.
@@ -439,37 +563,46 @@ impl Tx {
 
     /// Records that the line (source, id) is the payment's; a later confirmation of the same
     /// line replaces an earlier one.
-    pub async fn confirm_line(
-        &mut self,
-        (source, line_id): (&str, &str),
-        payment_id: &str,
-        (case_key, actor): (&str, &str),
-        now: &str,
-    ) -> Result<()> {
+    pub async fn confirm_line(&mut self, c: &Confirmation, now: &str) -> Result<()> {
         let mut q = self.sql(
-            "INSERT INTO confirmed_lines (source, line_id, payment_id, case_key, actor, decided_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO confirmed_lines (source, line_id, payment_id, case_key, actor, decided_at,
+                                          approved_by, line_reference)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT (source, line_id) DO UPDATE SET payment_id = excluded.payment_id,
                  case_key = excluded.case_key, actor = excluded.actor,
-                 decided_at = excluded.decided_at",
+                 decided_at = excluded.decided_at, approved_by = excluded.approved_by,
+                 line_reference = excluded.line_reference",
         );
-        q.bind(source)
-            .bind(line_id)
-            .bind(payment_id)
-            .bind(case_key)
-            .bind(actor)
-            .bind(Bind::Ts(now));
+        q.bind(c.source.as_str())
+            .bind(c.line_id.as_str())
+            .bind(c.payment_id.as_str())
+            .bind(c.case_key.as_str())
+            .bind(c.actor.as_str())
+            .bind(Bind::Ts(now))
+            .bind(c.approved_by.as_deref())
+            .bind(c.reference.as_deref());
         self.execute(q).await.map_err(db_err("confirmed lines"))?;
         Ok(())
     }
 
-    /// Every confirmed line: (source, line id) → payment id.
-    pub async fn confirmed_lines(&mut self) -> Result<HashMap<(String, String), String>> {
-        let q = self.sql("SELECT source, line_id, payment_id FROM confirmed_lines");
-        let rows = self
-            .fetch_all(q, |r| Ok(((r.text(0)?, r.text(1)?), r.text(2)?)))
-            .await
-            .map_err(db_err("confirmed lines"))?;
-        Ok(rows.into_iter().collect())
+    /// Every confirmed line.
+    pub async fn confirmed_lines(&mut self) -> Result<Vec<Confirmation>> {
+        let q = self.sql(
+            "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference
+             FROM confirmed_lines ORDER BY source, line_id",
+        );
+        self.fetch_all(q, |r| {
+            Ok(Confirmation {
+                source: r.text(0)?,
+                line_id: r.text(1)?,
+                payment_id: r.text(2)?,
+                case_key: r.text(3)?,
+                actor: r.text(4)?,
+                approved_by: r.opt_text(5)?,
+                reference: r.opt_text(6)?,
+            })
+        })
+        .await
+        .map_err(db_err("confirmed lines"))
     }
 }

@@ -237,12 +237,17 @@ async fn p3_a_later_failed_event_after_recon_resolved_succeeded_is_judged_the_ne
     );
     let n07 = night(&env, "2026-11-07", "2026-11-08T02:00:00Z", "n07").await;
     let (outcome, detail) = row_of(&n07, "P-1").expect("the contradiction is reported tonight");
-    assert_eq!(outcome, "MISSING_AT_PROVIDER");
+    assert_eq!(outcome, "CONTRADICTED");
     assert!(
         detail.contains("events.jsonl:2") && detail.contains("\"FAILED\""),
         "the ticket names the event that contradicts the decision: {detail}"
     );
-    assert_eq!(open_tickets(&env).await, ["MISSING_AT_PROVIDER|HIGH|P-1|"]);
+    assert!(
+        detail.contains("recon decided this payment SUCCEEDED"),
+        "the ticket names the earlier claim too: {detail}"
+    );
+    // Two claims about one payout that disagree: critical (DESIGN.md rule 14).
+    assert_eq!(open_tickets(&env).await, ["CONTRADICTED|CRITICAL|P-1|"]);
     // recon moves nothing back: the ledger keeps recon's SUCCEEDED for a human to judge.
     assert_eq!(
         env.texts("SELECT status FROM payments WHERE payment_id = 'P-1'")
@@ -253,7 +258,7 @@ async fn p3_a_later_failed_event_after_recon_resolved_succeeded_is_judged_the_ne
     let n08 = night(&env, "2026-11-08", "2026-11-09T02:00:00Z", "n08").await;
     assert_eq!(
         row_of(&n08, "P-1").map(|r| r.0).as_deref(),
-        Some("MISSING_AT_PROVIDER")
+        Some("CONTRADICTED")
     );
     assert_eq!(n08.summary.tickets.created, 0);
     assert_eq!(open_tickets(&env).await.len(), 1);
@@ -270,7 +275,7 @@ async fn p3_a_later_failed_event_after_recon_resolved_succeeded_is_judged_the_ne
         .expect("range");
     let (days, _) = range.range.as_ref().expect("a range");
     let (outcome, detail) = row_of(&days[0], "P-1").expect("its own day reports it");
-    assert_eq!(outcome, "MISSING_AT_PROVIDER");
+    assert_eq!(outcome, "CONTRADICTED");
     assert!(detail.contains("events.jsonl:2"), "{detail}");
     assert_eq!(open_tickets(&env).await.len(), 1);
 }

@@ -18,6 +18,12 @@ const IBAN_E: &str = "BE68539007547034";
 const IBAN_F: &str = "AT611904300234573201";
 const DAY: &str = "2026-11-10";
 
+/// The reviewers of the two-reviewer job: the tests run as root, who is alice (so
+/// `recon decisions apply` run by the test applies as alice); bob and carol are other uids.
+pub const REVIEWERS: &str = "[[reviewer]]\nname = \"alice\"\nuid = 0\n\n\
+                             [[reviewer]]\nname = \"bob\"\nuid = 4242\n\n\
+                             [[reviewer]]\nname = \"carol\"\nuid = 4243\n";
+
 /// P-1: a near miss (L-1, 39.50 for 40.00). P-2 / P-3: twins for one line L-2. P-5: a near
 /// miss (L-5) that gets a second look-alike (L-6) in a later delivery. L-7, L-8, L-9: lines no
 /// payment of ours can be.
@@ -36,7 +42,10 @@ async fn job(b: Backend) -> TestEnv {
     let env = TestEnv::on(
         b,
         Settings {
-            extra: format!("approvals = 2\n{}", crate::report::file_email()),
+            extra: format!(
+                "approvals = 2\n{REVIEWERS}\n{}",
+                crate::report::file_email()
+            ),
             ..Settings::default()
         },
     )
@@ -236,8 +245,10 @@ async fn round_trip(b: Backend) {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The confirm of P-2 / P-3 resolves money through the next run: it waits for a second
+    // reviewer like `failed` (issue 40).
     assert!(
-        stdout.contains("2 applied, 1 waiting for approval, 0 unchanged, 3 refused"),
+        stdout.contains("1 applied, 2 waiting for approval, 0 unchanged, 3 refused"),
         "{stdout}"
     );
     let first = results(&alice);
@@ -255,8 +266,7 @@ async fn round_trip(b: Backend) {
     let (res, detail) = by_case(&k1);
     assert_eq!(res, "waiting for approval", "{detail}");
     let (res, detail) = by_case(&k23);
-    assert_eq!(res, "applied", "{detail}");
-    assert!(detail.contains("L-2") && detail.contains("P-3"), "{detail}");
+    assert_eq!(res, "waiting for approval", "{detail}");
     let (res, detail) = by_case(&k5);
     assert_eq!(res, "refused");
     assert!(
@@ -318,15 +328,59 @@ async fn round_trip(b: Backend) {
         ["UNKNOWN"]
     );
 
-    // Bob's same decision approves it: the guarded transition, with the reviewers in history.
+    // Bob's same decisions approve them: the guarded transition, with the reviewers in history.
     let bob = env.path("bob.xlsx");
     fill(
         &report1,
         &bob,
-        serde_json::json!([{"id": "P-1", "decision": "failed", "note": "agree", "reviewer": "bob"}]),
+        serde_json::json!([
+            {"id": "P-1", "decision": "failed", "note": "agree", "reviewer": "bob"},
+            {"id": "P-2", "confirm": "P-3", "note": "agree", "reviewer": "bob"},
+        ]),
     );
     let approved = apply(&env, &bob, "bob").await;
     assert_eq!(row(&approved, &k1).status, Status::Applied, "{approved:#?}");
+    assert_eq!(
+        row(&approved, &k23).status,
+        Status::Applied,
+        "{approved:#?}"
+    );
+    assert!(
+        row(&approved, &k23)
+            .detail
+            .contains("approved alice's decision")
+            && row(&approved, &k23).detail.contains("L-2"),
+        "{approved:#?}"
+    );
+    // Stored as approved, with its approver: not superseded by the settlement it caused.
+    for key in [&k1, &k23] {
+        let db = env.db().await;
+        let (case, decisions) = recon::decisions::queue::show(&db, key).await.expect("case");
+        db.close().await;
+        assert_eq!(case.status, "DECIDED");
+        let states: Vec<(String, String, Option<String>)> = decisions
+            .iter()
+            .map(|d| (d.actor.clone(), d.state.clone(), d.approved_by.clone()))
+            .collect();
+        assert_eq!(
+            states,
+            [(
+                "alice".to_string(),
+                "APPLIED".to_string(),
+                Some("bob".to_string())
+            )],
+            "{key}"
+        );
+    }
+    // The approver applying the same decision again, from another file: unchanged.
+    let bob2 = env.path("bob2.xlsx");
+    fill(
+        &report1,
+        &bob2,
+        serde_json::json!([{"id": "P-1", "decision": "failed", "note": "once more"}]),
+    );
+    let again = apply(&env, &bob2, "BOB").await;
+    assert_eq!(row(&again, &k1).status, Status::Unchanged, "{again:#?}");
     assert_eq!(
         env.texts("SELECT status FROM payments WHERE payment_id = 'P-1'")
             .await,
@@ -362,6 +416,27 @@ async fn round_trip(b: Backend) {
         !rows.iter().any(|r| r[1] == "P-2" && r[2] == "L-2"),
         "{rows:?}"
     );
+    // recon's transition names the reviewers whose confirmation it rests on (issue 40).
+    let p3 = env
+        .texts("SELECT actor || ' ' || reason FROM payment_status_history WHERE payment_id = 'P-3'")
+        .await;
+    assert_eq!(p3.len(), 1, "{p3:?}");
+    assert!(
+        p3[0].starts_with("recon RESOLVED_SUCCEEDED")
+            && p3[0].contains("line L-2 confirmed as this payment's by alice, approved by bob")
+            && p3[0].contains(&k23),
+        "{p3:?}"
+    );
+    // Its look-alike, if recon moves it, says whose the line was confirmed as.
+    for h in env
+        .texts("SELECT reason FROM payment_status_history WHERE payment_id = 'P-2'")
+        .await
+    {
+        assert!(
+            h.contains("confirmed as payment P-3's by alice, approved by bob"),
+            "{h}"
+        );
+    }
     let decide3 = decide_cases(&r3.out_dir.join("report.xlsx"));
     assert!(!decide3.contains(&k9), "{decide3:?}");
     assert!(!decide3.contains(&k23), "{decide3:?}");
@@ -430,8 +505,11 @@ async fn the_decide_sheet_of_a_range_rerun_applies() {
         serde_json::json!([{"id": "P-2", "confirm": "P-3", "note": "bank confirms", "reviewer": "alice"}]),
     );
     let r = apply(&env, &decided, "alice").await;
-    assert_eq!(r.count(Status::Applied), 1, "{}", r.text(None));
+    // Under approvals = 2 a confirm of unresolved payments waits for a second reviewer.
+    assert_eq!(r.count(Status::Waiting), 1, "{}", r.text(None));
     assert_eq!(r.count(Status::Refused), 0, "{}", r.text(None));
+    let r = apply(&env, &decided, "bob").await;
+    assert_eq!(r.count(Status::Applied), 1, "{}", r.text(None));
 }
 
 /// The decisions inbox: the next run applies `<inbox>/<reviewer>/*.xlsx` as that reviewer

@@ -52,6 +52,14 @@ async fn run_scenario(name: &str) -> (Vec<Vec<String>>, Vec<Vec<String>>, TestEn
     for f in ["payments.csv", "attempts.csv", "statement.csv"] {
         std::fs::copy(dir.join(f), env.path(f)).expect("copy fixture");
     }
+    // Stored webhook events, for a scenario whose `extra` reads them (`webhook_path`).
+    if dir.join("hooks").is_dir() {
+        std::fs::create_dir_all(env.path("hooks")).expect("hooks folder");
+        for e in std::fs::read_dir(dir.join("hooks")).expect("hooks") {
+            let e = e.expect("entry");
+            std::fs::copy(e.path(), env.path("hooks").join(e.file_name())).expect("copy hook");
+        }
+    }
     // Delivered complete, with its control file (DESIGN.md rule 2).
     env.control("statement.csv");
     env.import_files().await;
@@ -88,6 +96,7 @@ macro_rules! golden {
 
 golden!(
     ambiguous_near_miss,
+    contradicted_payout_held_twice,
     ambiguous_reference_other_recipient,
     ambiguous_twin_succeeded_with_named_partner,
     ambiguous_twin_unknown_with_named_partner,
@@ -148,6 +157,7 @@ fn golden_scenarios_cover_every_outcome() {
 #[tokio::test]
 async fn golden_reruns_are_byte_identical() {
     for name in [
+        "contradicted_payout_held_twice",
         "resolved_succeeded",
         "resolved_failed",
         "ambiguous_twins",

@@ -63,6 +63,7 @@ fn build(
             created_at: BASE + m * MINUTE,
             followup: None,
             recon: None,
+            human: None,
             partition: recon::partition::NONE,
         })
         .collect();

@@ -56,6 +56,7 @@ succeeded = ["PAID"]
             created_at: 0,
             followup: None,
             recon: None,
+            human: None,
             partition: recon::partition::NONE,
         })
         .collect();

@@ -532,6 +532,7 @@ pub(crate) mod testkit {
             created_at: 0,
             followup: None,
             recon: None,
+            human: None,
             partition: crate::partition::NONE,
         }
     }

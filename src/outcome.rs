@@ -127,10 +127,11 @@ impl Context<'_> {
         })
     }
 
-    /// A reviewer's change to `p` that a run as of this context judges: one made before its
-    /// as-of.
+    /// A reviewer's change to `p` that this run judges: every one it loaded (made before the
+    /// run read the ledger; the status it left is the one classified, nothing is taken back
+    /// to reproduce, so a run as of an earlier moment judges it too).
     fn judges_human<'p>(&self, p: &'p Payment) -> Option<&'p crate::ledger::HumanChange> {
-        p.human.as_deref().filter(|h| h.at <= self.as_of)
+        p.human.as_deref()
     }
 
     /// Whether no more evidence can arrive for a payment whose current attempt started at

@@ -350,11 +350,13 @@ pub(crate) async fn plan(
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            // A reviewer's SUCCEEDED or FAILED: watched as long after their decision.
+            // A reviewer's SUCCEEDED or FAILED: watched as long after their decision (made
+            // at the latest when this run started; a run as of an earlier moment counts it
+            // from its as-of).
             let human = p
                 .human
                 .as_deref()
-                .is_some_and(|h| h.at <= as_of && h.at.max(p.anchor()) + reach >= t0);
+                .is_some_and(|h| h.at.min(as_of).max(p.anchor()) + reach >= t0);
             !in_scope[i]
                 && (human
                     || p.recon.as_deref().is_some_and(|c| {

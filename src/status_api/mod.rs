@@ -37,7 +37,7 @@ pub fn targets(
             in_scope[*i]
                 && ((matches!(p.status, Status::Unknown | Status::Submitting)
                     && crate::outcome::unresolved(p, as_of, stale_after))
-                    || p.human.as_ref().is_some_and(|h| h.at <= as_of))
+                    || p.human.is_some())
         })
         .map(|(i, _)| i as u32)
         .collect()

@@ -171,7 +171,7 @@ async fn case_key(env: &TestEnv, payment_or_line: &str) -> String {
 }
 
 /// The `case` column of a report's Decide sheet.
-fn decide_cases(report: &Path) -> Vec<String> {
+pub fn decide_cases(report: &Path) -> Vec<String> {
     use calamine::Reader as _;
     let mut book: calamine::Xlsx<_> = calamine::open_workbook(report).expect("xlsx");
     let range = book.worksheet_range("Decide").expect("Decide sheet");

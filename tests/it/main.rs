@@ -11,6 +11,7 @@ mod backends;
 mod bank_codes;
 mod bounds;
 mod cases;
+mod claims;
 mod config_lines;
 mod critical_cases;
 mod decisions;

@@ -356,11 +356,14 @@ async fn pull_and_report(
 
 /// `tickets resolve` and `tickets reopen`.
 async fn change_ticket(c: TicketChange, reopen: bool) -> Result<()> {
-    let db = open_db(&c.config).await?;
+    let cfg = Config::load(&c.config)?;
+    // The same person check as a decision's: with [[reviewer]], the OS user's reviewer.
+    let actor = recon::decisions::reviewers::acting(&cfg.decisions, Some(&c.actor))?;
+    let db = recon::db::Db::for_job(&cfg).await?;
     let done = if reopen {
-        recon::tickets::reopen(&db, c.id, &c.actor, &c.note).await
+        recon::tickets::reopen(&db, c.id, &actor, &c.note).await
     } else {
-        recon::tickets::resolve(&db, c.id, &c.actor, &c.note).await
+        recon::tickets::resolve(&db, c.id, &actor, &c.note).await
     };
     db.close().await;
     done?;
@@ -721,7 +724,7 @@ async fn dispatch(command: Command) -> Result<i32> {
         } => {
             let cfg = Config::load(&config)?;
             let actor = recon::decisions::reviewers::acting(&cfg.decisions, actor.as_deref())?;
-            let db = recon::db::Db::open(&cfg.database_url).await?;
+            let db = recon::db::Db::for_job(&cfg).await?;
             // Never beside a run: it would store other evidence under the rows being checked.
             let lock = db.lock(true).await?;
             let result = recon::decisions::apply_file(&db, &cfg.decisions, &file, &actor).await;

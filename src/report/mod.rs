@@ -10,7 +10,7 @@
 //!
 //! | family | outcomes | why |
 //! |---|---|---|
-//! | `money_at_risk` | FAILED_BUT_PAID, PAID_WHILE_PENDING, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
+//! | `money_at_risk` | FAILED_BUT_PAID, PAID_WHILE_PENDING, CONTRADICTED, DUPLICATE_AT_PROVIDER, AMOUNT_MISMATCH, CURRENCY_MISMATCH, MISSING_AT_PROVIDER, ORPHAN_AT_PROVIDER | money left (or did not) against what the ledger says: treasury acts |
 //! | `review` | AMBIGUOUS, PROPOSED_MATCH | a human decides a match |
 //! | `pending` | AWAITING_EVIDENCE, IN_FLIGHT, NOT_SUBMITTED | nothing to do yet; long-waiting rows show by their age |
 //! | `resolved` | RESOLVED_SUCCEEDED, RESOLVED_FAILED | what recon changed in the ledger, for audit |

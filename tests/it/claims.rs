@@ -13,7 +13,7 @@
 //!    only for its owner, and a critical case's dismissal waits for a second reviewer.
 
 use crate::support::{
-    ATTEMPTS_HEADER, PAYMENTS_HEADER, TestEnv, psp_source, read_columns, write_decide_file,
+    ATTEMPTS_HEADER, HOOKS, PAYMENTS_HEADER, TestEnv, psp_source, read_columns, write_decide_file,
 };
 use recon::decisions::result::Status;
 use recon::store::cases::StoredCase;
@@ -21,29 +21,6 @@ use std::process::Command;
 
 const IBAN: &str = "DE89370400440532013000";
 const OTHER_IBAN: &str = "NL91ABNA0417164300";
-
-/// Reads the stored webhook events in `hooks/` (no status API is asked).
-const HOOKS: &str = r#"[[status_api]]
-name = "psp"
-webhook_path = "hooks"
-[status_api.pointers]
-status = "/status"
-reference = "/reference"
-provider_payment_id = "/id"
-amount = "/amount"
-currency = "/currency"
-event_time = "/at"
-[status_api.statuses]
-succeeded = ["PAID"]
-failed = ["FAILED"]
-pending = ["PROCESSING"]
-not_found = ["UNKNOWN_PAYMENT"]
-"#;
-
-/// The reviewers: the tests run as root (uid 0), who is alice; bob and carol are other uids.
-const REVIEWERS: &str = "[[reviewer]]\nname = \"alice\"\nuid = 0\n\n\
-                         [[reviewer]]\nname = \"bob\"\nuid = 4242\n\n\
-                         [[reviewer]]\nname = \"carol\"\nuid = 4243\n";
 
 /// A job in Europe/Berlin with the daily provider source `psp` (`psp-<day>.csv`, proven
 /// complete by control files), the stored webhook events and the reviewers. `top` goes
@@ -54,8 +31,9 @@ fn job(top: &str) -> TestEnv {
         "recon.toml",
         &format!(
             "timezone = \"Europe/Berlin\"\ndatabase_url = \"sqlite://recon.db\"\noutput_dir = \"out\"\n\
-             {top}\n\n{}\n{HOOKS}\n{REVIEWERS}",
-            psp_source("psp-{date}.csv", "")
+             {top}\n\n{}\n{HOOKS}\n{}",
+            psp_source("psp-{date}.csv", ""),
+            crate::decisions::REVIEWERS
         ),
     );
     std::fs::create_dir_all(env.path("hooks")).expect("hooks folder");
@@ -392,33 +370,37 @@ async fn a_sheet_made_before_its_case_was_regrouped_or_settled_is_refused() {
     );
 }
 
-/// Point 4: alice decides a near miss `succeeded`; the provider's webhook later says FAILED.
-/// The next night reports it as a critical contradiction naming alice (before: nothing, on
-/// any later night). A return after her SUCCEEDED is RETURNED.
-#[tokio::test]
-async fn a_reviewers_succeeded_is_rechecked_like_recons_own() {
-    let env = job("");
+/// Night 5: P-1 and P-2 (two recipients) each have a look-alike line (same recipient, other
+/// money): a near-miss case each, returned in that order.
+async fn near_misses(env: &TestEnv) -> (StoredCase, StoredCase) {
     unknown(
-        &env,
+        env,
         &[
             ("P-1", IBAN, "2026-11-05T09:00:00Z"),
             ("P-2", OTHER_IBAN, "2026-11-05T09:00:00Z"),
         ],
     )
     .await;
-    quiet(&env, 4, 12);
-    // Look-alikes: same recipient, other money (a near miss each).
+    quiet(env, 4, 12);
     psp(
-        &env,
+        env,
         "2026-11-05",
         &format!(
             "T-7,,{IBAN},24.50,EUR,2026-11-05T09:20:00Z,PAYMENT\n\
              T-8,,{OTHER_IBAN},24.00,EUR,2026-11-05T09:20:00Z,PAYMENT\n"
         ),
     );
-    night(&env, 5).await;
-    let c1 = case_of(&env, &["P-1"]).await;
-    let c2 = case_of(&env, &["P-2"]).await;
+    night(env, 5).await;
+    (case_of(env, &["P-1"]).await, case_of(env, &["P-2"]).await)
+}
+
+/// Point 4: alice decides a near miss `succeeded`; the provider's webhook later says FAILED.
+/// The next night reports it as a critical contradiction naming alice (before: nothing, on
+/// any later night). A return after her SUCCEEDED is RETURNED.
+#[tokio::test]
+async fn a_reviewers_succeeded_is_rechecked_like_recons_own() {
+    let env = job("");
+    let (c1, c2) = near_misses(&env).await;
     let decided = sheet(
         &env,
         "alice.xlsx",
@@ -647,26 +629,7 @@ async fn the_actor_is_the_os_user_and_no_typed_name() {
 async fn an_inbox_folder_counts_only_for_its_owner() {
     use std::os::unix::fs::{PermissionsExt as _, chown, symlink};
     let env = job("decisions_inbox = \"decisions\"");
-    unknown(
-        &env,
-        &[
-            ("P-1", IBAN, "2026-11-05T09:00:00Z"),
-            ("P-2", OTHER_IBAN, "2026-11-05T09:00:00Z"),
-        ],
-    )
-    .await;
-    quiet(&env, 4, 12);
-    psp(
-        &env,
-        "2026-11-05",
-        &format!(
-            "T-7,,{IBAN},24.50,EUR,2026-11-05T09:20:00Z,PAYMENT\n\
-             T-8,,{OTHER_IBAN},24.00,EUR,2026-11-05T09:20:00Z,PAYMENT\n"
-        ),
-    );
-    night(&env, 5).await;
-    let c1 = case_of(&env, &["P-1"]).await;
-    let c2 = case_of(&env, &["P-2"]).await;
+    let (c1, c2) = near_misses(&env).await;
     let folder = |name: &str, uid: u32| {
         let d = env.path(&format!("decisions/{name}"));
         std::fs::create_dir_all(&d).expect("folder");

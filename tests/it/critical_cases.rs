@@ -2,7 +2,7 @@
 //! schedule runs it: a later event that contradicts recon's own decision, a line paid for a
 //! payment the ledger never submitted, and one unreadable file among readable ones.
 
-use crate::support::{ATTEMPTS_HEADER, PAYMENTS_HEADER, TestEnv, outcomes, psp_source};
+use crate::support::{ATTEMPTS_HEADER, HOOKS, PAYMENTS_HEADER, TestEnv, outcomes, psp_source};
 
 const IBAN: &str = "DE89370400440532013000";
 
@@ -161,24 +161,6 @@ async fn p4_a_pending_payment_is_never_a_fuzzy_candidate() {
 
 // ---------------------------------------------------------------------------------------------
 // Point 3: later evidence that contradicts recon's own decision reaches the next night.
-
-/// A `[[status_api]]` block that only reads the stored webhook events in `hooks/`.
-const HOOKS: &str = r#"[[status_api]]
-name = "psp"
-webhook_path = "hooks"
-[status_api.pointers]
-status = "/status"
-reference = "/reference"
-provider_payment_id = "/id"
-amount = "/amount"
-currency = "/currency"
-event_time = "/at"
-[status_api.statuses]
-succeeded = ["PAID"]
-failed = ["FAILED"]
-pending = ["PROCESSING"]
-not_found = ["UNKNOWN_PAYMENT"]
-"#;
 
 /// A stored webhook event about `id` (25.00 EUR, provider id `psp-<id>`).
 fn event(id: &str, status: &str, at: &str) -> String {

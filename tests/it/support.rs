@@ -781,3 +781,21 @@ pub fn write_decide_file(path: &Path, rows: &[(String, String, String)], note: &
     }
     wb.save(path).expect("save the decision file");
 }
+
+/// A `[[status_api]]` block that only reads the stored webhook events in `hooks/`.
+pub const HOOKS: &str = r#"[[status_api]]
+name = "psp"
+webhook_path = "hooks"
+[status_api.pointers]
+status = "/status"
+reference = "/reference"
+provider_payment_id = "/id"
+amount = "/amount"
+currency = "/currency"
+event_time = "/at"
+[status_api.statuses]
+succeeded = ["PAID"]
+failed = ["FAILED"]
+pending = ["PROCESSING"]
+not_found = ["UNKNOWN_PAYMENT"]
+"#;

@@ -71,7 +71,9 @@ async fn job(extra: &str, payments: &[Pay<'_>], statement: &str) -> TestEnv {
 /// Runs 2026-11-10 as of 2026-11-20 (every window closed, the settlement lag passed) and
 /// returns (outcome, payment_id, provider_txn_id, rule, action, detail) per results.csv row.
 async fn night(env: &TestEnv) -> Vec<[String; 6]> {
-    let report = env.run("2026-11-10", "2026-11-20T00:00:00Z", false, "n10").await;
+    let report = env
+        .run("2026-11-10", "2026-11-20T00:00:00Z", false, "n10")
+        .await;
     read_columns(
         &report.out_dir.join("results.csv"),
         &[
@@ -346,10 +348,7 @@ async fn assert_one_case(env: &TestEnv, rows: &[[String; 6]], first: &str, old: 
     // Each row says what the line is in doubt between and why.
     for r in &rows {
         let other = if r[1] == first { old } else { first };
-        assert!(
-            r[5].contains(other) && r[5].contains("outside"),
-            "{r:?}"
-        );
+        assert!(r[5].contains(other) && r[5].contains("outside"), "{r:?}");
     }
     let line = rows.iter().find(|r| r[1].is_empty()).expect("line row");
     assert!(line[5].contains(old), "{line:?}");
@@ -517,7 +516,13 @@ async fn a_line_naming_an_old_payment_without_a_look_alike_stays_the_old_payment
     assert_eq!(
         decided(&rows),
         vec![
-            ["DUPLICATE_AT_PROVIDER", "PAY-0042", "L-1", "identifier", "ticket"],
+            [
+                "DUPLICATE_AT_PROVIDER",
+                "PAY-0042",
+                "L-1",
+                "identifier",
+                "ticket"
+            ],
             ["RESOLVED_FAILED", "PAY-0101", "", "", "transition:FAILED"],
         ],
         "{rows:#?}"

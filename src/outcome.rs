@@ -104,6 +104,7 @@ pub fn eligibility(
             .map(|p| unresolved(p, as_of, stale_after))
             .collect(),
         own_reference: Vec::new(),
+        confirmed: Vec::new(),
     }
 }
 

@@ -9,9 +9,9 @@ use crate::sources::StatementLine;
 use anyhow::Result;
 use std::collections::HashMap;
 
-/// Sets the reference of every confirmed line among `lines` to its payment's id. Returns how
-/// many lines it changed.
-pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<usize> {
+/// Sets the reference of every confirmed line among `lines` to its payment's id. Returns the
+/// lines read as a confirmed payment's (indices, ascending).
+pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<Vec<u32>> {
     let mut tx = db.begin().await?;
     let confirmed = tx.confirmed_lines().await?;
     tx.rollback().await?;
@@ -19,9 +19,13 @@ pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<usize> {
 }
 
 /// [`overlay`] with the confirmed pairs given: (source, line id) → payment id.
-pub fn apply(confirmed: &HashMap<(String, String), String>, lines: &mut [StatementLine]) -> usize {
+pub fn apply(
+    confirmed: &HashMap<(String, String), String>,
+    lines: &mut [StatementLine],
+) -> Vec<u32> {
+    let mut read = Vec::new();
     if confirmed.is_empty() {
-        return 0;
+        return read;
     }
     // By source first: a night's lines are looked up without building a key each.
     let mut by_source: HashMap<&str, HashMap<&str, &str>> = HashMap::new();
@@ -31,8 +35,7 @@ pub fn apply(confirmed: &HashMap<(String, String), String>, lines: &mut [Stateme
             .or_default()
             .insert(line.as_str(), payment.as_str());
     }
-    let mut changed = 0;
-    for l in lines.iter_mut() {
+    for (li, l) in lines.iter_mut().enumerate() {
         let Some(ids) = by_source.get(l.source()) else {
             continue;
         };
@@ -41,8 +44,8 @@ pub fn apply(confirmed: &HashMap<(String, String), String>, lines: &mut [Stateme
         };
         if l.reference().map(|r| r.to_string()).as_deref() != Some(payment) {
             l.reference = Some(Id::new(payment));
-            changed += 1;
         }
+        read.push(li as u32);
     }
-    changed
+    read
 }

@@ -143,6 +143,10 @@ pub struct Eligibility {
     /// counts it as a candidate but never accepts it, and returns are never matched to it by
     /// amount. Empty: no line has it.
     pub own_reference: Vec<bool>,
+    /// Per line: a reviewer confirmed it as the payment its reference now names (`confirm
+    /// N`). A human decided whose it is: never an old-named look-alike
+    /// ([`MatchResult::old_named`]). Empty: no line is.
+    pub confirmed: Vec<bool>,
 }
 
 /// Runs every pass of `rules` and the near-miss gate.
@@ -325,6 +329,7 @@ pub fn run<'a>(
                     line_contested[l_us] = true;
                     pay_disputed[p_us] = true;
                 } else if !fuzzy
+                    && !elig.confirmed.get(l_us).copied().unwrap_or(false)
                     && outside_horizon(pay, line, rules.evidence_window())
                     && !provider_id_names(&pass.normalize, pay, p, provider_ids, line)
                 {

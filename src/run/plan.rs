@@ -191,7 +191,7 @@ pub(crate) async fn plan(
         ));
     }
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`).
-    crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    let confirmed = crate::decisions::confirmed::overlay(db, &mut lines).await?;
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
@@ -252,8 +252,16 @@ pub(crate) async fn plan(
     // payment they name (DESIGN.md rule 12).
     let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
     let own_reference = shape.lines(rules, &lines);
-    let (ledger, lines, m) =
-        match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+    let confirmed = per_line(&confirmed, lines.len());
+    let (ledger, lines, m) = match_blocking(
+        ledger,
+        lines,
+        rules,
+        as_of,
+        stale_after,
+        (&own_reference, &confirmed),
+    )
+    .await?;
     // A line no loaded payment claims by identifier may name an older one: looked up in the
     // whole ledger, and matched again with what was found.
     let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
@@ -270,8 +278,15 @@ pub(crate) async fn plan(
     } else {
         let mut ledger = ledger;
         let named_only = crate::ledger::lookup::merge(&mut ledger, found);
-        let (ledger, lines, m) =
-            match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+        let (ledger, lines, m) = match_blocking(
+            ledger,
+            lines,
+            rules,
+            as_of,
+            stale_after,
+            (&own_reference, &confirmed),
+        )
+        .await?;
         (ledger, lines, m, named_only)
     };
     drop(own_reference);
@@ -546,17 +561,19 @@ fn bind_partition(lines: &mut [StatementLine], partition: u32) {
 }
 
 /// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
-/// blocks): the eligibility at `as_of`, with `own_reference` per line.
+/// blocks): the eligibility at `as_of`, with `own_reference` and `confirmed` per line
+/// ([`matching::Eligibility`]).
 async fn match_blocking(
     ledger: LoadedLedger,
     lines: Vec<StatementLine>,
     rules: &crate::rules::RuleSet,
     as_of: Micros,
     stale_after: Micros,
-    own_reference: &[bool],
+    (own_reference, confirmed): (&[bool], &[bool]),
 ) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
     let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
     elig.own_reference = own_reference.to_vec();
+    elig.confirmed = confirmed.to_vec();
     let rules = rules.clone();
     let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
         let m = matching::run(
@@ -571,6 +588,18 @@ async fn match_blocking(
     .await
     .context("matching task")?;
     Ok((ledger, lines, m?))
+}
+
+/// Per line of `n`: whether it is one of `lines` (empty when none is).
+fn per_line(lines: &[u32], n: usize) -> Vec<bool> {
+    let mut v = Vec::new();
+    if !lines.is_empty() {
+        v = vec![false; n];
+        for &l in lines {
+            v[l as usize] = true;
+        }
+    }
+    v
 }
 
 /// The statement files (source, path) that no run of a day before `day` read: a file first

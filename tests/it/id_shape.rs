@@ -555,3 +555,129 @@ async fn a_late_line_carrying_the_old_payments_provider_id_is_its_own() {
         "{rows:#?}"
     );
 }
+
+/// Night 1 of (b) with ids of a learnt shape, then a reviewer confirms the line as
+/// `confirmed`'s (`confirm N` of the case, applied as alice), then the night is run again.
+/// Returns the second run's rows.
+async fn confirm_and_rerun(confirmed: &str) -> (TestEnv, Vec<[String; 6]>) {
+    let env = old_named_job(
+        "",
+        "PAY-0101",
+        "PAY-0042",
+        "SUCCEEDED",
+        &[],
+        &old_named_line("PAY-0042"),
+    )
+    .await;
+    let rows = night(&env).await;
+    assert_one_case(&env, &rows, "PAY-0101", "PAY-0042").await;
+    let db = env.db().await;
+    let case = recon::decisions::queue::list(&db, true)
+        .await
+        .expect("cases")
+        .remove(0);
+    let n = case
+        .candidates
+        .iter()
+        .find(|c| c.payment_id == confirmed)
+        .expect("candidate")
+        .number;
+    let file = env.path("decide.xlsx");
+    {
+        use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
+        let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
+        let mut wb = rust_xlsxwriter::Workbook::new();
+        let ws = wb.add_worksheet();
+        ws.set_name(DECIDE_SHEET).expect("sheet name");
+        for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
+            ws.write_string(0, c as u16, *h).expect("header");
+        }
+        ws.write_string(1, col("case"), &case.key).expect("case");
+        ws.write_string(1, col("decision"), format!("confirm {n}"))
+            .expect("decision");
+        ws.write_string(
+            1,
+            col("check"),
+            format!("{} {}", case.key, case.fingerprint),
+        )
+        .expect("check");
+        wb.save(&file).expect("save");
+    }
+    let applied = recon::decisions::apply_file(&db, &env.config().decisions, &file, "alice")
+        .await
+        .expect("apply");
+    db.close().await;
+    assert_eq!(
+        applied.rows.iter().map(|r| r.status).collect::<Vec<_>>(),
+        [recon::decisions::result::Status::Applied],
+        "{applied:#?}"
+    );
+    let report = env
+        .run("2026-11-10", "2026-11-21T00:00:00Z", false, "n10-again")
+        .await;
+    let rows = read_columns(
+        &report.out_dir.join("results.csv"),
+        &[
+            "outcome",
+            "payment_id",
+            "provider_txn_id",
+            "rule",
+            "action",
+            "detail",
+        ],
+    )
+    .into_iter()
+    .map(|r| {
+        [
+            r[0].clone(),
+            r[1].clone(),
+            r[2].clone(),
+            r[3].clone(),
+            r[4].clone(),
+            r[5].clone(),
+        ]
+    })
+    .collect();
+    (env, rows)
+}
+
+#[tokio::test]
+async fn a_reviewer_who_confirms_the_line_as_the_old_payments_settles_the_case() {
+    // A human decided whose the line is: it is no look-alike any more. The old payment has a
+    // second payout (a ticket), and the payment it fitted has no line: FAILED on absence.
+    let (env, rows) = confirm_and_rerun("PAY-0042").await;
+    assert_eq!(
+        decided(&rows),
+        vec![
+            [
+                "DUPLICATE_AT_PROVIDER",
+                "PAY-0042",
+                "L-1",
+                "identifier",
+                "ticket"
+            ],
+            ["RESOLVED_FAILED", "PAY-0101", "", "", "transition:FAILED"],
+        ],
+        "{rows:#?}"
+    );
+    assert_eq!(status(&env, "PAY-0101").await, "FAILED");
+}
+
+#[tokio::test]
+async fn a_reviewer_who_confirms_the_line_as_the_look_alikes_resolves_it() {
+    // The line is the UNKNOWN payment's payout with a wrong echo: it resolves SUCCEEDED on it,
+    // and the old payment is no longer named.
+    let (env, rows) = confirm_and_rerun("PAY-0101").await;
+    assert_eq!(
+        decided(&rows),
+        vec![[
+            "RESOLVED_SUCCEEDED",
+            "PAY-0101",
+            "L-1",
+            "identifier",
+            "transition:SUCCEEDED"
+        ]],
+        "{rows:#?}"
+    );
+    assert_eq!(status(&env, "PAY-0101").await, "SUCCEEDED");
+}

@@ -529,17 +529,30 @@ struct OldNamedNotes {
 impl OldNamedNotes {
     fn new(payments: &[Payment], m: &MatchResult) -> OldNamedNotes {
         let mut notes = OldNamedNotes::default();
+        if m.old_named.is_empty() {
+            return notes;
+        }
+        // Per old-named line, the other payments it fits (its undecided pairs but the named).
+        let mut fits: std::collections::HashMap<u32, Vec<u32>> =
+            m.old_named.iter().map(|n| (n.line, Vec::new())).collect();
+        for a in &m.ambiguous {
+            if let Some(v) = fits.get_mut(&a.line) {
+                v.push(a.payment);
+            }
+        }
         for n in &m.old_named {
+            let fit: Vec<u32> = fits
+                .get(&n.line)
+                .map(|v| v.iter().copied().filter(|&p| p != n.payment).collect())
+                .unwrap_or_default();
             notes.named.insert(n.line, n.payment);
             let named = &payments[n.payment as usize];
             let id = &named.payment_id;
             let day = crate::timeparse::format_utc(named.anchor());
             let day = day.get(..10).unwrap_or_default();
-            let others: BTreeSet<String> = m
-                .ambiguous
+            let others: BTreeSet<String> = fit
                 .iter()
-                .filter(|a| a.line == n.line && a.payment != n.payment)
-                .map(|a| payments[a.payment as usize].payment_id.to_string())
+                .map(|&p| payments[p as usize].payment_id.to_string())
                 .collect();
             let others: Vec<String> = others.into_iter().collect();
             let others = others.join(";");
@@ -560,12 +573,8 @@ impl OldNamedNotes {
                      booking, or the payout of {others} with a wrong reference; a human decides"
                 ),
             );
-            for a in m
-                .ambiguous
-                .iter()
-                .filter(|a| a.line == n.line && a.payment != n.payment)
-            {
-                notes.payment.entry(a.payment).or_insert_with(|| {
+            for &a in &fit {
+                notes.payment.entry(a).or_insert_with(|| {
                     format!(
                         "a line with this payment's recipient and money inside its window names \
                          payment {id} (started {day}), booked far outside that payment's window: \

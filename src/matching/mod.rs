@@ -490,14 +490,17 @@ fn old_named_look_alikes(
     if late.is_empty() {
         return Vec::new();
     }
+    // The late link is in `links`, so any undecided pair of its line is another payment's.
+    let late_lines: std::collections::HashSet<u32> = late.iter().map(|n| n.line).collect();
+    let fitting: std::collections::HashSet<u32> = result
+        .ambiguous
+        .iter()
+        .map(|a| a.line)
+        .filter(|l| late_lines.contains(l))
+        .collect();
     let mut old: Vec<Pair> = late
         .iter()
-        .filter(|n| {
-            result
-                .ambiguous
-                .iter()
-                .any(|a| a.line == n.line && a.payment != n.payment)
-        })
+        .filter(|n| fitting.contains(&n.line))
         .copied()
         .collect();
     old.sort();

@@ -366,8 +366,6 @@ pub fn classify_with(
             ambiguous_payments[p as usize] = r.outcome == Outcome::Ambiguous;
         }
     }
-    // An old-named line is its named payment's, in that payment's row when it has one.
-    let owned = old_named.owned(&rows);
     // Lines: every line not claimed by exactly one payment, if booked in the report range or a
     // candidate of an in-scope payment that went to review.
     let mut line_rows: Vec<ResultRow> = Vec::new();
@@ -431,10 +429,9 @@ pub fn classify_with(
             });
             continue;
         }
-        if (ix.links_by_line[li] == 1
+        if ix.links_by_line[li] == 1
             && ix.amb_lines.get(li).is_empty()
-            && ix.near_lines.get(li).is_empty())
-            || owned.contains(&(li as u32))
+            && ix.near_lines.get(li).is_empty()
         {
             continue;
         }
@@ -517,13 +514,12 @@ pub fn classify_with(
 /// What the rows of old-named look-alikes say (issue 40 point 7, [`MatchResult::old_named`]):
 /// a line that names one payment, booked far outside that payment's window, and fits another
 /// exactly. Each AMBIGUOUS row of such a payment or line says which payment the line is in
-/// doubt between and why.
+/// doubt between and why. The line has its own AMBIGUOUS row, as any line in doubt between
+/// payments has (its outcome); both payments' rows list it as a candidate.
 #[derive(Default)]
 struct OldNamedNotes {
     payment: std::collections::HashMap<u32, String>,
     line: std::collections::HashMap<u32, String>,
-    /// Line → the payment its reference names.
-    named: std::collections::HashMap<u32, u32>,
 }
 
 impl OldNamedNotes {
@@ -545,7 +541,6 @@ impl OldNamedNotes {
                 .get(&n.line)
                 .map(|v| v.iter().copied().filter(|&p| p != n.payment).collect())
                 .unwrap_or_default();
-            notes.named.insert(n.line, n.payment);
             let named = &payments[n.payment as usize];
             let id = &named.payment_id;
             let day = crate::timeparse::format_utc(named.anchor());
@@ -585,28 +580,6 @@ impl OldNamedNotes {
             }
         }
         notes
-    }
-
-    /// The old-named lines that their named payment's row (AMBIGUOUS, or FAILED_BUT_PAID)
-    /// lists: that row is the line's outcome, as for any line that names a payment; the
-    /// look-alike's row lists it as a candidate. A line whose named payment has no row tonight
-    /// gets its own.
-    fn owned(&self, rows: &[ResultRow]) -> std::collections::HashSet<u32> {
-        let mut out = std::collections::HashSet::new();
-        if self.named.is_empty() {
-            return out;
-        }
-        let mut lines_of: std::collections::HashMap<u32, Vec<u32>> =
-            std::collections::HashMap::new();
-        for (&l, &p) in &self.named {
-            lines_of.entry(p).or_default().push(l);
-        }
-        for r in rows {
-            if let Some(ls) = r.payment.and_then(|p| lines_of.get(&p)) {
-                out.extend(ls.iter().filter(|l| r.lines.contains(l)));
-            }
-        }
-        out
     }
 
     /// `row` (a payment's), with the note when it is an AMBIGUOUS row of an old-named line.

@@ -63,8 +63,7 @@ pub struct MatchResult {
     /// exactly. Such a line may be the named payment's second payout (or late booking) or the
     /// other payment's payout with a wrong echo: it is in `ambiguous` with both payments (with
     /// the named one in `links` still when that one is FAILED: a line after a FAILED is
-    /// FAILED_BUT_PAID), never a link that settles either. Its outcome is its named payment's
-    /// row; the other's row lists it as a candidate. Sorted.
+    /// FAILED_BUT_PAID), never a link that settles either. Sorted.
     pub old_named: Vec<Pair>,
 }
 

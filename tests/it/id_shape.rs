@@ -323,10 +323,10 @@ fn old_named_line(old: &str) -> String {
     )
 }
 
-/// Asserts the case of (b): both payments AMBIGUOUS with the line (the old one's row is the
-/// line's outcome, as for any line that names a payment: no row of its own), `first` not
-/// moved, and one open case with both payments and the line as the candidate of each. Rows of
-/// the other payments (FAILED_OK) are left out.
+/// Asserts the case of (b): both payments AMBIGUOUS with the line as their candidate, the line
+/// AMBIGUOUS in a row of its own (its one outcome, as for any line in doubt between payments),
+/// `first` not moved, and one open case with both payments and the line as the candidate of
+/// each. Rows of the other payments (FAILED_OK) are left out.
 async fn assert_one_case(env: &TestEnv, rows: &[[String; 6]], first: &str, old: &str) {
     let rows: Vec<[String; 6]> = rows
         .iter()
@@ -344,12 +344,15 @@ async fn assert_one_case(env: &TestEnv, rows: &[[String; 6]], first: &str, old: 
         ["AMBIGUOUS", old, "L-1", "identifier", "ticket"],
     ];
     want.sort_by_key(|r| recon::model::Id::new(r[1]));
+    want.push(["AMBIGUOUS", "", "L-1", "", "ticket"]);
     assert_eq!(decided(&rows), want, "{rows:#?}");
     // Each row says what the line is in doubt between and why.
     for r in &rows {
         let other = if r[1] == first { old } else { first };
         assert!(r[5].contains(other) && r[5].contains("outside"), "{r:?}");
     }
+    let line = rows.iter().find(|r| r[1].is_empty()).expect("line row");
+    assert!(line[5].contains(old), "{line:?}");
     assert_eq!(status(env, first).await, "UNKNOWN");
     let db = env.db().await;
     let cases = recon::decisions::queue::list(&db, true)
@@ -467,6 +470,7 @@ async fn an_old_named_look_alike_of_a_failed_old_payment_stays_failed_but_paid()
                 "recipient_amount_window",
                 "ticket"
             ],
+            ["AMBIGUOUS", "", "L-1", "", "ticket"],
         ],
         "{rows:#?}"
     );

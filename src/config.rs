@@ -195,7 +195,8 @@ pub struct Config {
     /// `rules::RuleSet::for_job`).
     pub evidence_window: (Option<Micros>, Option<Micros>),
     /// `reference_pattern`, compiled (`None`: derived from the ledger's ids at run time: UUIDs
-    /// when every loaded payment id is one, no shape otherwise).
+    /// when every loaded payment id is one, else the shape learnt from those ids, else none;
+    /// see `matching::shape::IdShape::for_run`).
     pub reference_pattern: Option<regex::Regex>,
     /// Statement sources.
     pub sources: Vec<SourceConfig>,

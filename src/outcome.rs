@@ -104,6 +104,7 @@ pub fn eligibility(
             .map(|p| unresolved(p, as_of, stale_after))
             .collect(),
         own_reference: Vec::new(),
+        confirmed: Vec::new(),
     }
 }
 
@@ -321,6 +322,7 @@ pub fn classify_with(
     more: &MoreEvidence<'_>,
 ) -> Vec<ResultRow> {
     let ix = Index::new(m, payments.len(), lines.len());
+    let old_named = OldNamedNotes::new(payments, m);
     let window = rules.evidence_window();
     let names = Names {
         none: Arc::from(""),
@@ -354,7 +356,7 @@ pub fn classify_with(
         let row = more(
             i,
             p,
-            classify_payment(i, p, lines, &ix, rules, ctx, &names),
+            old_named.payment_row(classify_payment(i, p, lines, &ix, rules, ctx, &names)),
             decided,
         );
         // Evidence that contradicts recon's own earlier decision is a ticket, never a silent
@@ -518,11 +520,103 @@ pub fn classify_with(
                 detail: "no ledger payment for this line".into(),
             }
         };
-        line_rows.push(row);
+        line_rows.push(old_named.line_row(li as u32, row));
     }
     sort_line_rows(&mut line_rows, lines);
     rows.extend(line_rows);
     rows
+}
+
+/// What the rows of old-named look-alikes say (issue 40 point 7, [`MatchResult::old_named`]):
+/// a line that names one payment, booked far outside that payment's window, and fits another
+/// exactly. Each AMBIGUOUS row of such a payment or line says which payment the line is in
+/// doubt between and why. The line has its own AMBIGUOUS row, as any line in doubt between
+/// payments has (its outcome); both payments' rows list it as a candidate.
+#[derive(Default)]
+struct OldNamedNotes {
+    payment: std::collections::HashMap<u32, String>,
+    line: std::collections::HashMap<u32, String>,
+}
+
+impl OldNamedNotes {
+    fn new(payments: &[Payment], m: &MatchResult) -> OldNamedNotes {
+        let mut notes = OldNamedNotes::default();
+        if m.old_named.is_empty() {
+            return notes;
+        }
+        // Per old-named line, the other payments it fits (its undecided pairs but the named).
+        let mut fits: std::collections::HashMap<u32, Vec<u32>> =
+            m.old_named.iter().map(|n| (n.line, Vec::new())).collect();
+        for a in &m.ambiguous {
+            if let Some(v) = fits.get_mut(&a.line) {
+                v.push(a.payment);
+            }
+        }
+        for n in &m.old_named {
+            let fit: Vec<u32> = fits
+                .get(&n.line)
+                .map(|v| v.iter().copied().filter(|&p| p != n.payment).collect())
+                .unwrap_or_default();
+            let named = &payments[n.payment as usize];
+            let id = &named.payment_id;
+            let day = crate::timeparse::format_utc(named.anchor());
+            let day = day.get(..10).unwrap_or_default();
+            let others: BTreeSet<String> = fit
+                .iter()
+                .map(|&p| payments[p as usize].payment_id.to_string())
+                .collect();
+            let others: Vec<String> = others.into_iter().collect();
+            let others = others.join(";");
+            notes.line.insert(
+                n.line,
+                format!(
+                    "reference names payment {id} (started {day}) but the line is booked far \
+                     outside that payment's window, and fits payment(s) {others} exactly: \
+                     {id}'s second payout or late booking, or the payout of {others} with a \
+                     wrong reference; a human decides"
+                ),
+            );
+            notes.payment.insert(
+                n.payment,
+                format!(
+                    "a line booked far outside this payment's window (started {day}) names it \
+                     and fits payment(s) {others} exactly: this payment's second payout or late \
+                     booking, or the payout of {others} with a wrong reference; a human decides"
+                ),
+            );
+            for &a in &fit {
+                notes.payment.entry(a).or_insert_with(|| {
+                    format!(
+                        "a line with this payment's recipient and money inside its window names \
+                         payment {id} (started {day}), booked far outside that payment's window: \
+                         {id}'s second payout or late booking, or this payment's payout with a \
+                         wrong reference; a human decides"
+                    )
+                });
+            }
+        }
+        notes
+    }
+
+    /// `row` (a payment's), with the note when it is an AMBIGUOUS row of an old-named line.
+    fn payment_row(&self, mut row: ResultRow) -> ResultRow {
+        if row.outcome == Outcome::Ambiguous
+            && let Some(note) = row.payment.and_then(|p| self.payment.get(&p))
+        {
+            row.detail = note.clone().into();
+        }
+        row
+    }
+
+    /// Line `li`'s own `row`, with the note when it is AMBIGUOUS and `li` an old-named line.
+    fn line_row(&self, li: u32, mut row: ResultRow) -> ResultRow {
+        if row.outcome == Outcome::Ambiguous
+            && let Some(note) = self.line.get(&li)
+        {
+            row.detail = note.clone().into();
+        }
+        row
+    }
 }
 
 /// Line rows in their order: by their first line's id, source and line number.

@@ -57,6 +57,14 @@ pub struct MatchResult {
     /// payment loaded, and are never fuzzy evidence for another one (DESIGN.md rule 12).
     /// Sorted.
     pub unknown_references: Vec<u32>,
+    /// Old-named look-alikes (issue 40 point 7): a line whose reference names a payment (the
+    /// pair's, found by the pair's identifier pass) but which is booked outside that
+    /// payment's evidence horizon, and which a fuzzy pass found fitting another payment
+    /// exactly. Such a line may be the named payment's second payout (or late booking) or the
+    /// other payment's payout with a wrong echo: it is in `ambiguous` with both payments (with
+    /// the named one in `links` still when that one is FAILED: a line after a FAILED is
+    /// FAILED_BUT_PAID), never a link that settles either. Sorted.
+    pub old_named: Vec<Pair>,
 }
 
 /// The partition wall ([`crate::partition`]): keeps the (line, payment) pairs whose line and
@@ -135,6 +143,10 @@ pub struct Eligibility {
     /// counts it as a candidate but never accepts it, and returns are never matched to it by
     /// amount. Empty: no line has it.
     pub own_reference: Vec<bool>,
+    /// Per line: a reviewer confirmed it as the payment its reference now names (`confirm
+    /// N`). A human decided whose it is: never an old-named look-alike
+    /// ([`MatchResult::old_named`]). Empty: no line is.
+    pub confirmed: Vec<bool>,
 }
 
 /// Runs every pass of `rules` and the near-miss gate.
@@ -158,6 +170,10 @@ pub fn run<'a>(
     let mut pay_disputed = vec![false; payments.len()];
     // Lines an identifier pass paired with a payment.
     let mut line_named = vec![false; lines.len()];
+    // Identifier links by reference alone whose line is booked outside the named payment's
+    // evidence horizon: not clean claims, so the fuzzy passes still see the line as a
+    // candidate of the payments it fits (see `MatchResult::old_named`).
+    let mut late_named: Vec<Pair> = Vec::new();
     let own = |l: usize| elig.own_reference.get(l).copied().unwrap_or(false);
     let mut result = MatchResult::default();
     // Returns and reversals not yet tied to a payment.
@@ -312,6 +328,12 @@ pub fn run<'a>(
                 if !criteria::clean_link(&pass.normalize, pay, line) {
                     line_contested[l_us] = true;
                     pay_disputed[p_us] = true;
+                } else if !fuzzy
+                    && !elig.confirmed.get(l_us).copied().unwrap_or(false)
+                    && outside_horizon(pay, line, rules.evidence_window())
+                    && !provider_id_names(&pass.normalize, pay, p, provider_ids, line)
+                {
+                    late_named.push(pair);
                 } else {
                     line_clean[l_us] = true;
                 }
@@ -332,6 +354,7 @@ pub fn run<'a>(
             "Pass done."
         );
     }
+    result.old_named = old_named_look_alikes(&late_named, payments, &mut result);
     let started = std::time::Instant::now();
     // Near-miss gate: unresolved payments that are still without any evidence.
     let near_pay: Vec<bool> = (0..payments.len())
@@ -410,6 +433,91 @@ pub fn run<'a>(
     result.returns_ambiguous.sort();
     result.settlement = settlement::run(lines, &rules.settlements)?;
     Ok(result)
+}
+
+/// Whether line `l` is booked outside payment `p`'s evidence horizon (`window` before its
+/// earliest attempt's start to after its current one's): no window of ours puts it there.
+/// False for a payment never sent (no start).
+fn outside_horizon(p: &Payment, l: &StatementLine, window: (i64, i64)) -> bool {
+    match (p.absence_from(), p.started_at) {
+        (Some(first), Some(start)) => !l.booked_within(first - window.0, start + window.1),
+        _ => false,
+    }
+}
+
+/// Whether line `l`'s provider id (normalised with `steps`) is one recorded for payment `p`
+/// (index `pi`): on the payment row, or on one of its attempts (`provider_ids`, sorted by
+/// payment index). Such a line is the payment's own transaction, booked late.
+fn provider_id_names(
+    steps: &[crate::normalize::Step],
+    p: &Payment,
+    pi: u32,
+    provider_ids: &[(u32, String)],
+    l: &StatementLine,
+) -> bool {
+    let Some(id) = l.provider_txn_id.as_deref() else {
+        return false;
+    };
+    let id = crate::normalize::apply(steps, id);
+    if id.trim().is_empty() {
+        return false;
+    }
+    let from = provider_ids.partition_point(|(i, _)| *i < pi);
+    p.provider_payment_id
+        .as_deref()
+        .into_iter()
+        .chain(
+            provider_ids[from..]
+                .iter()
+                .take_while(|(i, _)| *i == pi)
+                .map(|(_, k)| k.as_str()),
+        )
+        .any(|k| crate::normalize::apply(steps, k) == id)
+}
+
+/// Issue 40 point 7: of the `late` identifier links (a line named by reference, booked outside
+/// the named payment's evidence horizon), those whose line a fuzzy pass found fitting another
+/// payment (an undecided pair) are moved from `links` to `ambiguous`: the line is a candidate
+/// of both, and settles neither. A FAILED named payment keeps its link (a line after a FAILED
+/// is FAILED_BUT_PAID, critical; the look-alike is reviewed in the same case through the
+/// line). Returns those links, sorted.
+fn old_named_look_alikes(
+    late: &[Pair],
+    payments: &[Payment],
+    result: &mut MatchResult,
+) -> Vec<Pair> {
+    if late.is_empty() {
+        return Vec::new();
+    }
+    // The late link is in `links`, so any undecided pair of its line is another payment's.
+    let late_lines: std::collections::HashSet<u32> = late.iter().map(|n| n.line).collect();
+    let fitting: std::collections::HashSet<u32> = result
+        .ambiguous
+        .iter()
+        .map(|a| a.line)
+        .filter(|l| late_lines.contains(l))
+        .collect();
+    let mut old: Vec<Pair> = late
+        .iter()
+        .filter(|n| fitting.contains(&n.line))
+        .copied()
+        .collect();
+    old.sort();
+    let moved: std::collections::HashSet<(u32, u32)> = old
+        .iter()
+        .filter(|n| payments[n.payment as usize].status != crate::ledger::Status::Failed)
+        .map(|n| (n.line, n.payment))
+        .collect();
+    if !moved.is_empty() {
+        result.links.retain(|x| {
+            let m = moved.contains(&(x.line, x.payment));
+            if m {
+                result.ambiguous.push(*x);
+            }
+            !m
+        });
+    }
+    old
 }
 
 /// Near misses of lines without a recipient: same currency and amount (as the ledger sees

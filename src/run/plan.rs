@@ -253,8 +253,20 @@ pub(crate) async fn plan(
     // payment they name (DESIGN.md rule 12).
     let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
     let own_reference = shape.lines(rules, &lines);
-    let (ledger, lines, m) =
-        match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+    let confirmed_lines = {
+        let mut read: Vec<u32> = confirmed.applied.keys().copied().collect();
+        read.sort_unstable();
+        per_line(&read, lines.len())
+    };
+    let (ledger, lines, m) = match_blocking(
+        ledger,
+        lines,
+        rules,
+        as_of,
+        stale_after,
+        (&own_reference, &confirmed_lines),
+    )
+    .await?;
     // A line no loaded payment claims by identifier may name an older one: looked up in the
     // whole ledger, and matched again with what was found.
     let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
@@ -278,11 +290,19 @@ pub(crate) async fn plan(
     } else {
         let mut ledger = ledger;
         let named_only = crate::ledger::lookup::merge(&mut ledger, found);
-        let (ledger, lines, m) =
-            match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+        let (ledger, lines, m) = match_blocking(
+            ledger,
+            lines,
+            rules,
+            as_of,
+            stale_after,
+            (&own_reference, &confirmed_lines),
+        )
+        .await?;
         (ledger, lines, m, named_only)
     };
     drop(own_reference);
+    drop(confirmed_lines);
     let contested = super::claims::contested_pairs(&confirmed, &ledger.payments, &mut m);
     let LoadedLedger {
         payments,
@@ -589,17 +609,19 @@ fn bind_partition(lines: &mut [StatementLine], partition: u32) {
 }
 
 /// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
-/// blocks): the eligibility at `as_of`, with `own_reference` per line.
+/// blocks): the eligibility at `as_of`, with `own_reference` and `confirmed` per line
+/// ([`matching::Eligibility`]).
 async fn match_blocking(
     ledger: LoadedLedger,
     lines: Vec<StatementLine>,
     rules: &crate::rules::RuleSet,
     as_of: Micros,
     stale_after: Micros,
-    own_reference: &[bool],
+    (own_reference, confirmed): (&[bool], &[bool]),
 ) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
     let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
     elig.own_reference = own_reference.to_vec();
+    elig.confirmed = confirmed.to_vec();
     let rules = rules.clone();
     let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
         let m = matching::run(
@@ -614,6 +636,18 @@ async fn match_blocking(
     .await
     .context("matching task")?;
     Ok((ledger, lines, m?))
+}
+
+/// Per line of `n`: whether it is one of `lines` (empty when none is).
+fn per_line(lines: &[u32], n: usize) -> Vec<bool> {
+    let mut v = Vec::new();
+    if !lines.is_empty() {
+        v = vec![false; n];
+        for &l in lines {
+            v[l as usize] = true;
+        }
+    }
+    v
 }
 
 /// The statement files (source, path) that no run of a day before `day` read: a file first

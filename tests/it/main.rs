@@ -24,6 +24,7 @@ mod format_files;
 mod formats;
 mod generate;
 mod golden;
+mod id_shape;
 mod import;
 mod mappings;
 mod nights;

@@ -821,14 +821,20 @@ impl Harness {
             }
             *self.stats.entry("lines owned once").or_insert(0) += 1;
             let containing: Vec<&Row> = rows.iter().filter(|r| r.lines.contains(key)).collect();
-            // An AMBIGUOUS payment row lists its candidates; it owns only the lines that name
-            // it (identifier links).
+            // A line in doubt between payments (an AMBIGUOUS row of its own) is owned by that
+            // row, and every payment row lists it as a candidate: even the one it names, when
+            // it names an old payment and fits another exactly (issue 40 point 7). Otherwise an
+            // AMBIGUOUS payment row lists its candidates and owns only the lines that name it
+            // (identifier links).
+            let in_doubt = containing
+                .iter()
+                .any(|r| r.payment_id.is_empty() && r.outcome == "AMBIGUOUS");
             let owners: Vec<&&Row> = containing
                 .iter()
                 .filter(|r| {
                     r.payment_id.is_empty()
-                        || r.outcome != "AMBIGUOUS"
-                        || self.names_payment(l, &r.payment_id)
+                        || (!in_doubt
+                            && (r.outcome != "AMBIGUOUS" || self.names_payment(l, &r.payment_id)))
                 })
                 .collect();
             if owners.len() != 1 {

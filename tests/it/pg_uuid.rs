@@ -753,14 +753,16 @@ async fn ledger_import_fills_uuid_tables_and_rejects_other_ids_by_line() {
 /// Issue 30 point 2 on PostgreSQL, text and `uuid` id columns alike: a line that names a
 /// payment older than the run's range (by its id in upper case, or by the provider id of its
 /// attempt) is that payment's, found by the whole-ledger lookup; it is never evidence for the
-/// UNKNOWN payment of the same recipient and money, which is resolved FAILED.
+/// UNKNOWN payment of the same recipient (another amount), which is resolved FAILED. (With
+/// that payment's money too the line would fit it exactly: a case with both, issue 40 point 7,
+/// tests/it/id_shape.rs.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lines_naming_old_payments_are_theirs_on_uuid_ids() {
     for uuid in [false, true] {
         let env = TestEnv::on(Backend::Postgres, Settings::default()).await;
         let a = |n| Attempts::Uuid.id(n);
         let payments = format!(
-            "{p1},{IBAN},10.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,{a1},\n\
+            "{p1},{IBAN},9.00,EUR,UNKNOWN,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,{a1},\n\
              {p7},{IBAN},10.00,EUR,SUCCEEDED,2026-09-01T09:00:00Z,2026-09-01T09:00:00Z,{a7},psp-old-7\n\
              {p8},{FR_IBAN},25.00,EUR,SUCCEEDED,2026-09-02T09:00:00Z,2026-09-02T09:00:00Z,{a8},psp-old-8\n",
             p1 = pid(1),

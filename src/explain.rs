@@ -379,8 +379,12 @@ fn explain_payment(
         let others = m
             .ambiguous
             .iter()
-            .filter(|x| x.line == pair.line && x.payment != pi && x.pass == pair.pass)
-            .count();
+            // Any pass: an old-named line's pairs, or a contested confirmation's, come from
+            // two passes.
+            .filter(|x| x.line == pair.line && x.payment != pi)
+            .map(|x| x.payment)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let _ = writeln!(
             out,
             "candidate in pass {:?}, not unique ({} other payment(s) also fit this line): {}",

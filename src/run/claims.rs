@@ -4,8 +4,11 @@
 //! CONTRADICTED (a critical case):
 //! - a confirmed line whose provider reference now says something else than the reviewer saw
 //!   ([`contested_pairs`], [`mark_contested`]);
-//! - a payout id a status answer or webhook gives a payment while another payment holds it
-//!   ([`payout_holders`], [`mark_held`]): one payout, one payment.
+//! - a payout id a status answer or webhook gives a payment, or a transition would record,
+//!   while another payment holds it ([`payout_claims`], [`payout_holders`], [`mark_held`]):
+//!   one payout, one payment;
+//! - a line whose identifiers name two payments (its reference one, its provider id another
+//!   the ledger gave it) ([`mark_named_twice`]).
 //!
 //! A reviewer's own SUCCEEDED or FAILED is re-checked by the classification
 //! ([`crate::outcome::Decided`]); a FAILED word after any SUCCEEDED is the status overlay's.
@@ -101,6 +104,81 @@ fn rows_payments<'a>(r: &ResultRow, payments: &'a [Payment]) -> impl Iterator<It
         .into_iter()
 }
 
+/// The payout id each payment would be given tonight: the one a status answer names
+/// (`answered`), and the provider id of the line a transition to SUCCEEDED rests on (what the
+/// transition records).
+pub(super) fn payout_claims(
+    rows: &[ResultRow],
+    lines: &[StatementLine],
+    mut answered: HashMap<u32, String>,
+) -> HashMap<u32, String> {
+    for r in rows {
+        if let (Some(i), Action::Transition(crate::model::Status::Succeeded)) =
+            (r.payment, r.action)
+            && let Some(id) = r
+                .lines
+                .first()
+                .and_then(|&l| lines[l as usize].provider_txn_id.as_deref())
+        {
+            answered.entry(i).or_insert_with(|| id.to_string());
+        }
+    }
+    answered
+}
+
+/// Rows of a line that identifier passes paired with two or more payments (its reference
+/// names one, its provider id another, or the ledger gave two payments its provider id) become
+/// CONTRADICTED: two claims about whose payout it is, and no pairing by recipient and money can
+/// say which (DESIGN.md rule 14). Contested confirmations are [`mark_contested`]'s.
+pub(super) fn mark_named_twice(
+    rows: &mut [ResultRow],
+    m: &MatchResult,
+    rules: &crate::rules::RuleSet,
+    payments: &[Payment],
+    lines: &[StatementLine],
+) {
+    let identifier = |pass: usize| {
+        rules.passes.get(pass).is_some_and(|p| {
+            crate::matching::criteria::Criterion::of(p)
+                .named()
+                .is_some()
+        })
+    };
+    let mut named: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for pair in m.ambiguous.iter().filter(|p| identifier(p.pass)) {
+        named.entry(pair.line).or_default().push(pair.payment);
+    }
+    named.retain(|_, ps| {
+        ps.sort_unstable();
+        ps.dedup();
+        ps.len() >= 2
+    });
+    if named.is_empty() {
+        return;
+    }
+    for r in rows.iter_mut() {
+        if r.outcome != Outcome::Ambiguous {
+            continue;
+        }
+        let Some((li, ps)) = r.lines.iter().find_map(|l| named.get(l).map(|ps| (*l, ps))) else {
+            continue;
+        };
+        let ids: Vec<String> = ps
+            .iter()
+            .map(|&p| payments[p as usize].payment_id.to_string())
+            .collect();
+        r.outcome = Outcome::Contradicted;
+        r.detail = format!(
+            "line {} names {} payments of ours by its identifiers ({}): one payout is one \
+             payment's, a reviewer decides whose it is",
+            lines[li as usize].uid(),
+            ids.len(),
+            ids.join(", ")
+        )
+        .into();
+    }
+}
+
 /// Who else holds a payout id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Holder {
@@ -112,8 +190,8 @@ pub(super) struct Holder {
     pub(super) payout: String,
 }
 
-/// For each payment a status answer gives a payout id (`answered`: payment index → id), the
-/// other payments that hold that id already: on their loaded ledger row, on an attempt, a
+/// For each payment given a payout id tonight (`answered`: payment index → id,
+/// [`payout_claims`]), the other payments that hold that id already: on their loaded ledger row, on an attempt, a
 /// transition's record (`owners`: what [`crate::ledger::lookup::payout_owners`] found in the
 /// whole ledger), through a line a pass linked to them, or another answer of this run.
 pub(super) fn payout_holders(

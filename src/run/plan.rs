@@ -466,22 +466,6 @@ pub(crate) async fn plan(
         }
         None => None,
     };
-    // One payout, one payment: a payout id an answer gives a payment that another payment
-    // holds already resolves neither (DESIGN.md rule 14).
-    let held = match &status {
-        Some(ev) => {
-            let answered = ev.provider_ids();
-            let ids: Vec<&str> = answered.values().map(String::as_str).collect();
-            let owners = db
-                .bounded_any(
-                    "looking up who holds the payout ids the provider's status gives",
-                    crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids),
-                )
-                .await?;
-            super::claims::payout_holders(&answered, &payments, &lines, &m, &owners)
-        }
-        None => Default::default(),
-    };
     let started = Instant::now();
     let mut rows = match &status {
         Some(ev) => {
@@ -492,8 +476,29 @@ pub(crate) async fn plan(
         None => outcome::classify(&payments, &lines, &m, rules, &ctx),
     };
     super::claims::mark_contested(&mut rows, &confirmed, &payments, &lines);
-    let held_rows = super::claims::mark_held(&mut rows, &held, &payments, &lines);
-    rows.extend(held_rows);
+    super::claims::mark_named_twice(&mut rows, &m, rules, &payments, &lines);
+    // One payout, one payment (DESIGN.md rule 14): a payout id that an answer gives a payment,
+    // or that a transition would record, while another payment holds it resolves neither.
+    let claimed = super::claims::payout_claims(
+        &rows,
+        &lines,
+        status
+            .as_ref()
+            .map(|ev| ev.provider_ids())
+            .unwrap_or_default(),
+    );
+    if !claimed.is_empty() {
+        let ids: Vec<&str> = claimed.values().map(String::as_str).collect();
+        let owners = db
+            .bounded_any(
+                "looking up who holds the payout ids this night would record",
+                crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids),
+            )
+            .await?;
+        let held = super::claims::payout_holders(&claimed, &payments, &lines, &m, &owners);
+        let held_rows = super::claims::mark_held(&mut rows, &held, &payments, &lines);
+        rows.extend(held_rows);
+    }
     let shared_settlement = match shared {
         Some(d) => {
             rows.extend(d.rows);

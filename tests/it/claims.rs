@@ -690,3 +690,66 @@ async fn an_inbox_folder_counts_only_for_its_owner() {
     want.sort();
     assert_eq!(decided, want);
 }
+
+/// One payout, one payment, with lines: a line whose reference names P-1 while the ledger gave
+/// its provider id to P-2 is a critical case of both (before: AMBIGUOUS, medium); a line that
+/// names P-3 by reference and carries the payout id an old payment (outside the night's
+/// range) holds never resolves P-3 with it (before: P-3 RESOLVED_SUCCEEDED, recording a
+/// payout id two payments then held).
+#[tokio::test]
+async fn a_line_whose_payout_another_payment_holds_resolves_nobody() {
+    let env = job("");
+    env.write(
+        "payments.csv",
+        &format!(
+            "{PAYMENTS_HEADER}\n\
+             P-1,{IBAN},25.00,EUR,UNKNOWN,2026-11-05T09:00:00Z,2026-11-05T09:00:00Z,A-P-1,\n\
+             P-2,{IBAN},25.00,EUR,UNKNOWN,2026-11-05T09:10:00Z,2026-11-05T09:10:00Z,A-P-2,\n\
+             P-3,{OTHER_IBAN},25.00,EUR,UNKNOWN,2026-11-05T09:00:00Z,2026-11-05T09:00:00Z,A-P-3,\n\
+             P-OLD,{OTHER_IBAN},25.00,EUR,SUCCEEDED,2026-09-01T09:00:00Z,2026-09-01T09:00:00Z,A-P-OLD,T-5\n"
+        ),
+    );
+    env.write(
+        "attempts.csv",
+        &format!(
+            "{ATTEMPTS_HEADER}\n\
+             A-P-1,P-1,2026-11-05T09:00:00Z,,UNKNOWN,,timeout\n\
+             A-P-2,P-2,2026-11-05T09:10:00Z,,UNKNOWN,T-6,timeout\n\
+             A-P-3,P-3,2026-11-05T09:00:00Z,,UNKNOWN,,timeout\n\
+             A-P-OLD,P-OLD,2026-09-01T09:00:00Z,2026-09-01T09:01:00Z,SUCCEEDED,T-5,\n"
+        ),
+    );
+    env.import_files().await;
+    quiet(&env, 4, 12);
+    psp(
+        &env,
+        "2026-11-05",
+        &format!(
+            "T-6,P-1,{IBAN},25.00,EUR,2026-11-05T09:20:00Z,PAYMENT\n\
+             T-5,P-3,{OTHER_IBAN},25.00,EUR,2026-11-05T09:30:00Z,PAYMENT\n"
+        ),
+    );
+    let n05 = night(&env, 5).await;
+    for id in ["P-1", "P-2", "T-6"] {
+        let rows = rows_of(&n05, id);
+        assert_eq!(rows.len(), 1, "{id}: {rows:?}");
+        assert_eq!(rows[0].0, "CONTRADICTED", "{id}: {rows:?}");
+    }
+    let p3 = rows_of(&n05, "P-3");
+    assert_eq!(p3.len(), 1, "{p3:?}");
+    assert_eq!(p3[0].0, "CONTRADICTED", "{p3:?}");
+    assert!(p3[0].1.contains("payment P-OLD"), "{p3:?}");
+    let case = case_of(&env, &["P-1", "P-2"]).await;
+    assert_eq!(case.severity, "CRITICAL");
+    for day in 6..=10 {
+        night(&env, day).await;
+    }
+    for id in ["P-1", "P-2", "P-3"] {
+        assert_eq!(status(&env, id).await, "UNKNOWN", "{id}");
+    }
+    assert_eq!(
+        env.texts("SELECT payment_id FROM payments WHERE provider_payment_id = 'T-5'")
+            .await,
+        ["P-OLD"]
+    );
+}

@@ -450,6 +450,7 @@ pub(crate) async fn plan(
     }
     if let Some(p) = &cfg.partition {
         order_line_rows(p, &mut rows, &lines);
+        note_other_partitions(&mut rows, &payments, &lines);
     }
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
@@ -521,6 +522,38 @@ fn order_line_rows(
             p.source_index(&lines[l as usize].origin.source)
         })
     });
+}
+
+/// Says in a payment row's detail which of its lines were booked in another partition's
+/// source (a line that names a payment is its evidence wherever it is booked: DESIGN.md rule
+/// 12), so a reader of merchant B's row sees that its payout came in merchant A's file.
+fn note_other_partitions(
+    rows: &mut [crate::outcome::ResultRow],
+    payments: &[crate::ledger::Payment],
+    lines: &[StatementLine],
+) {
+    for r in rows {
+        let Some(pi) = r.payment else { continue };
+        let own = payments[pi as usize].partition;
+        let mut note = String::new();
+        for &li in &r.lines {
+            let l = &lines[li as usize];
+            let part = l.origin.partition;
+            if part == own || part == crate::partition::SHARED {
+                continue;
+            }
+            note.push_str("; line ");
+            sources::write_source_line(&mut note, &l.origin, l.line_no);
+            note.push_str(&format!(
+                " was booked in partition {:?}'s source {}",
+                crate::partition::value(part),
+                l.origin.source
+            ));
+        }
+        if !note.is_empty() {
+            r.detail = format!("{}{note}", r.detail).into();
+        }
+    }
 }
 
 /// Marks every line of a source bound to a partition as that partition's (its origins are

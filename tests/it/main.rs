@@ -26,6 +26,7 @@ mod golden;
 mod import;
 mod mappings;
 mod nights;
+mod partitions;
 mod pg_uuid;
 mod properties;
 mod pull;

@@ -27,7 +27,7 @@ pub const NONE: u32 = 0;
 pub const SHARED: u32 = u32::MAX;
 
 /// `[partition]` as validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PartitionConfig {
     /// The ledger column that holds each payment's partition (bundled schema: `merchant_id`;
     /// a custom `payments_query` must return it).
@@ -41,6 +41,11 @@ pub struct PartitionConfig {
     /// Every source's name, in the job file's order (a shard's job keeps only its own
     /// sources; rows are ordered by this whole list).
     pub source_order: Vec<String>,
+    /// In a shard's job: the sources bound to the partitions other shards reconcile. The shard
+    /// reads them only for the lines that name one of its payments (a line that names a
+    /// payment is that payment's evidence wherever it is booked, DESIGN.md rule 12); they
+    /// count toward no coverage and no summary. Empty in a whole night's job.
+    pub foreign_sources: Vec<crate::sources::config::SourceConfig>,
 }
 
 /// `[partition]` as written.
@@ -126,6 +131,7 @@ impl RawPartition {
             assign: self.assign,
             values,
             source_order: sources.iter().map(|s| s.name.clone()).collect(),
+            foreign_sources: Vec::new(),
         })
     }
 }
@@ -277,6 +283,17 @@ impl PartitionConfig {
             .unwrap_or(usize::MAX)
     }
 
+    /// The ids ([`id`]) of the partitions that shards other than `shard` reconcile: their
+    /// payments are not `shard`'s to report (a payment of a partition no source is bound to is
+    /// shard 0's).
+    pub fn other_shards_ids(&self, shard: Shard) -> std::collections::HashSet<u32> {
+        self.values
+            .iter()
+            .filter(|v| !self.in_shard(v, shard))
+            .map(|v| id(v))
+            .collect()
+    }
+
     /// Whether a payment of partition `value` belongs to `shard`.
     pub fn in_shard(&self, value: &str, shard: Shard) -> bool {
         self.shard_of(value, shard.count) == shard.index
@@ -345,6 +362,7 @@ mod tests {
             assign: assign.iter().map(|(v, s)| (v.to_string(), *s)).collect(),
             values: values.iter().map(|v| v.to_string()).collect(),
             source_order: Vec::new(),
+            foreign_sources: Vec::new(),
         }
     }
 

@@ -41,6 +41,10 @@ pub struct Found {
     /// Provider ids recorded on attempts of loaded payments that the run's load did not read
     /// (attempts older than its range): (payment id, provider id).
     pub loaded_attempt_ids: Vec<(String, String)>,
+    /// Per payment of `ledger`: `coalesce(started_at, created_at)` of its row, the instant the
+    /// run's ledger load selects payments by (so a shard can tell whether the shard of another
+    /// partition loaded a payment by its range, or only a lookup finds it).
+    pub row_starts: Vec<crate::timeparse::Micros>,
 }
 
 impl Found {
@@ -158,12 +162,18 @@ pub async fn named(
     payments.retain(|p| !loaded(&p.payment_id.text()));
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     payments.dedup_by(|a, b| a.payment_id == b.payment_id);
+    // As the rows hold them, before the current attempts' starts replace them.
+    let row_starts = payments
+        .iter()
+        .map(|p| p.started_at.unwrap_or(p.created_at))
+        .collect();
     // On the current attempt's clock, like the loaded payments (DESIGN.md rule 11).
     reader.current_starts(queries, &mut payments).await?;
     if payments.is_empty() {
         return Ok(Found {
             ledger: Default::default(),
             loaded_attempt_ids,
+            row_starts: Vec::new(),
         });
     }
     let positions = load::index(&payments);
@@ -190,6 +200,7 @@ pub async fn named(
     Ok(Found {
         ledger: load::finish(payments, latest, Vec::new(), provider_ids),
         loaded_attempt_ids,
+        row_starts,
     })
 }
 

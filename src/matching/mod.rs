@@ -7,6 +7,7 @@
 
 pub mod criteria;
 mod frames;
+pub mod named;
 pub mod settlement;
 pub mod shape;
 

@@ -22,6 +22,7 @@
 //! what `recon explain` re-plans).
 
 mod day;
+mod foreign;
 pub(crate) mod plan;
 mod range;
 mod recovery;

@@ -34,15 +34,27 @@ impl Plan {
     }
 }
 
+/// The loads of some sources and the time they took (ms), on a blocking thread.
+pub(crate) type Loading = tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>>;
+
 /// Loads every configured source over `days` on a blocking thread: the loads and the time it
 /// took (ms).
 pub(crate) fn load_statements(
     cfg: &crate::config::Config,
     days: (chrono::NaiveDate, chrono::NaiveDate),
     as_of: Micros,
-) -> tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>> {
-    let sources_cfg = cfg.sources.clone();
-    let partitioned = cfg.partition.is_some();
+) -> Loading {
+    load_sources(cfg.sources.clone(), cfg.partition.is_some(), days, as_of)
+}
+
+/// Loads `sources_cfg` over `days` on a blocking thread (see [`load_statements`]); in a
+/// `partitioned` job each line is marked with its source's partition.
+pub(super) fn load_sources(
+    sources_cfg: Vec<crate::sources::config::SourceConfig>,
+    partitioned: bool,
+    days: (chrono::NaiveDate, chrono::NaiveDate),
+    as_of: Micros,
+) -> Loading {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let loads = sources_cfg
@@ -108,6 +120,8 @@ pub(crate) async fn plan(
     let started = Instant::now();
     let (first_day, last_day) = statement_days(cfg, rules, (t0, t1));
     let statements = load_statements(cfg, (first_day, last_day), as_of);
+    // A shard also reads the other partitions' sources, for the lines naming its payments.
+    let mut foreign_load = super::foreign::load(cfg, (first_day, last_day), as_of);
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
@@ -161,6 +175,9 @@ pub(crate) async fn plan(
         }
         loads = more;
         statements_ms += ms;
+        if foreign_load.is_some() {
+            foreign_load = super::foreign::load(cfg, (day, last_day), as_of);
+        }
     }
     let mut lines: Vec<StatementLine> = Vec::new();
     let mut coverage = Vec::new();
@@ -192,16 +209,31 @@ pub(crate) async fn plan(
     }
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`).
     crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    let mut foreign = super::foreign::Foreign::new(
+        cfg,
+        shard.map(|(s, _)| s),
+        match foreign_load {
+            Some(h) => Some(
+                h.await
+                    .context("statement loading task (other partitions)")??,
+            ),
+            None => None,
+        },
+        as_of,
+    );
+    foreign.overlay(db).await?;
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
     timings.insert("load_statements".to_string(), statements_ms);
-    // Every payment any loaded line could belong to must be a candidate.
-    let min_b = lines.iter().map(|l| l.booked_at).min().unwrap_or(t0);
-    let max_b = lines.iter().map(|l| l.booked_at).max().unwrap_or(t1);
+    // Every payment any loaded line could belong to must be a candidate (in a shard: any line
+    // of the night, as in one process).
+    let (min_b, max_b) = foreign.booked_span(&lines).unwrap_or((t0, t1));
     let (need_lo, need_hi) = ((t0 - carry).min(min_b - after), t1.max(max_b + before + 1));
+    let mut ledger_range = (lo0, hi0);
     if need_lo < lo0 || need_hi > hi0 {
         let lo = need_lo.min(lo0);
+        ledger_range = (lo, need_hi.max(hi0));
         ledger = db
             .bounded_any(
                 "loading the ledger (the statement lines' wider range)",
@@ -223,62 +255,97 @@ pub(crate) async fn plan(
         "load_ledger_and_statements".to_string(),
         started.elapsed().as_millis() as u64,
     );
+    // A shard: the other partitions' lines that name one of its payments join the night,
+    // after its own.
+    foreign.set_own_lines(lines.len());
+    foreign.take_named(&mut lines, rules, &ledger, |_| true);
 
     // Lines this run reports: booked in its days, or booked before them in a file that no
     // run of an earlier day read (a late delivery surfaces in the first run that has it).
-    let late_files = late_files(db, &inputs, &from_day, read).await?;
-    // A source's lines come file by file: look a file up once, not once per line (a night
-    // loads every line of its horizon, days of them booked before its range).
-    let mut last: Option<(&Arc<str>, bool)> = None;
-    let report_line: Vec<bool> = lines
-        .iter()
-        .map(|l| {
-            if l.booked_at >= t0 {
-                return l.booked_at < t1;
-            }
-            match last {
-                Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
-                _ => {
-                    let late = late_files.contains(&(l.source(), l.file()));
-                    last = Some((&l.origin.file, late));
-                    late
-                }
-            }
-        })
-        .collect();
+    let all_inputs: std::borrow::Cow<'_, [sources::InputFile]> = if foreign.is_empty() {
+        std::borrow::Cow::Borrowed(&inputs)
+    } else {
+        std::borrow::Cow::Owned(inputs.iter().chain(&foreign.inputs).cloned().collect())
+    };
+    let late_files = late_files(db, &all_inputs, &from_day, read).await?;
+    let mut report_line = report_lines(&lines, (t0, t1), &late_files);
     let stale_after = cfg.stale_submitting_minutes * MINUTE;
     let started = Instant::now();
     // The shape of our ids in a reference: lines of that shape are evidence only for the
     // payment they name (DESIGN.md rule 12).
     let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
-    let own_reference = shape.lines(rules, &lines);
-    let (ledger, lines, m) =
-        match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
+    let mut own_reference = shape.lines(rules, &lines);
+    let (ledger, mut lines, m) = match_blocking(
+        ledger,
+        lines,
+        rules,
+        as_of,
+        stale_after,
+        &own_reference,
+        &foreign,
+    )
+    .await?;
     // A line no loaded payment claims by identifier may name an older one: looked up in the
-    // whole ledger, and matched again with what was found.
-    let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
+    // whole ledger, and matched again with what was found. (A shard looks in every partition:
+    // a line of its own may name another partition's payment, and a foreign line it took may
+    // name one besides its own.)
+    let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
+    let more = foreign.lookup_keys(&lines, rules, &shape);
+    keys.payment_ids.extend(more.payment_ids);
+    keys.provider_ids.extend(more.provider_ids);
+    let every_partition = partition.as_ref().map(|s| crate::partition::Select {
+        filter: None,
+        ..s.clone()
+    });
     let found = db
         .bounded_any(
             "looking up the payments statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, partition.as_ref(), &keys, |id| {
+            crate::ledger::lookup::named(db, &cfg.ledger, every_partition.as_ref(), &keys, |id| {
                 crate::ledger::lookup::position(&ledger.payments, id).is_some()
             }),
         )
         .await?;
-    let (ledger, lines, mut m, named_only) = if found.is_empty() {
-        (ledger, lines, m, Vec::new())
+    let (ledger, lines, mut m, named_only, found_starts) = if found.is_empty() {
+        foreign.drop_waiting();
+        (ledger, lines, m, Vec::new(), Vec::new())
     } else {
         let mut ledger = ledger;
+        let row_starts = found.row_starts.clone();
         let named_only = crate::ledger::lookup::merge(&mut ledger, found);
-        let (ledger, lines, m) =
-            match_blocking(ledger, lines, rules, as_of, stale_after, &own_reference).await?;
-        (ledger, lines, m, named_only)
+        let found_starts = super::foreign::found_starts(&named_only, &row_starts);
+        // The other partitions' lines that name a payment found here join the night too.
+        let n = lines.len();
+        if foreign.take_named(&mut lines, rules, &ledger, |i| named_only[i]) > 0 {
+            if !own_reference.is_empty() {
+                own_reference.extend(shape.lines(rules, &lines[n..]));
+            }
+            report_line.extend(report_lines(&lines[n..], (t0, t1), &late_files));
+        }
+        foreign.drop_waiting();
+        let (ledger, lines, m) = match_blocking(
+            ledger,
+            lines,
+            rules,
+            as_of,
+            stale_after,
+            &own_reference,
+            &foreign,
+        )
+        .await?;
+        (ledger, lines, m, named_only, found_starts)
     };
     drop(own_reference);
+    let own_lines = foreign.own_lines(lines.len());
+    if let Some(s) = super::foreign::own_settlement(&lines, own_lines, rules)? {
+        m.settlement = s;
+    }
     let LoadedLedger {
         payments,
         provider_ids: _,
     } = ledger;
+    // A shard reports only its own payments (and an old one no other shard reports).
+    let elsewhere =
+        foreign.reported_elsewhere(&payments, &found_starts, ledger_range, &lines, &m, rules);
     // Scope.
     let mut in_scope: Vec<bool> = payments
         .iter()
@@ -333,7 +400,7 @@ pub(crate) async fn plan(
     // decision.
     let lag = cfg.settlement_lag_hours * HOUR;
     let reach = after + lag + DAY;
-    let watch: Vec<bool> = payments
+    let mut watch: Vec<bool> = payments
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -348,6 +415,7 @@ pub(crate) async fn plan(
                 })
         })
         .collect();
+    super::foreign::leave_out(&elsewhere, &mut in_scope, &mut watch);
     let source_partitions: Vec<u32> = match &cfg.partition {
         Some(_) => cfg
             .sources
@@ -361,12 +429,12 @@ pub(crate) async fn plan(
     };
     // The shared rules' batches: handed to the gather by a shard; paired here by one process,
     // exactly as the gather pairs them.
-    let mut report_line = report_line;
+    let own_links = super::foreign::own_links(&m.links, own_lines);
     let (handed, shared) = crate::shared::in_night(
-        &lines,
-        &m.links,
+        &lines[..own_lines],
+        &own_links,
         rules,
-        &mut report_line,
+        &mut report_line[..own_lines],
         shard.is_none(),
         &crate::shared::Night {
             as_of,
@@ -434,6 +502,8 @@ pub(crate) async fn plan(
         }
         None => outcome::classify(&payments, &lines, &m, rules, &ctx),
     };
+    // Another partition's line is reported by its own shard.
+    super::foreign::drop_line_rows(&mut rows, own_lines);
     let shared_settlement = match shared {
         Some(d) => {
             rows.extend(d.rows);
@@ -475,7 +545,7 @@ pub(crate) async fn plan(
         inputs,
         payments_loaded: payments.len(),
         payments_in_scope: in_scope.iter().filter(|&&b| b).count(),
-        statement_lines: lines.len(),
+        statement_lines: own_lines,
         rejected_lines: rejected.len(),
         outcomes,
         transitions: Default::default(),
@@ -502,6 +572,34 @@ pub(crate) async fn plan(
         rejected,
         t0,
     })
+}
+
+/// Per line: whether the night reports it (booked in `[t0, t1)`, or booked before in a file
+/// no earlier run read: a late delivery surfaces in the first run that has it). A source's
+/// lines come file by file: a file is looked up once, not once per line (a night loads every
+/// line of its horizon, days of them booked before its range).
+fn report_lines(
+    lines: &[StatementLine],
+    (t0, t1): (Micros, Micros),
+    late_files: &std::collections::HashSet<(&str, &str)>,
+) -> Vec<bool> {
+    let mut last: Option<(&Arc<str>, bool)> = None;
+    lines
+        .iter()
+        .map(|l| {
+            if l.booked_at >= t0 {
+                return l.booked_at < t1;
+            }
+            match last {
+                Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
+                _ => {
+                    let late = late_files.contains(&(l.source(), l.file()));
+                    last = Some((&l.origin.file, late));
+                    late
+                }
+            }
+        })
+        .collect()
 }
 
 /// Orders a partitioned night's line rows (after the payment rows, which are in payment id
@@ -579,7 +677,9 @@ fn bind_partition(lines: &mut [StatementLine], partition: u32) {
 }
 
 /// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
-/// blocks): the eligibility at `as_of`, with `own_reference` per line.
+/// blocks): the eligibility at `as_of`, with `own_reference` per line. A payment of a
+/// partition another shard reconciles (`foreign`) is only ever named: no look-alike, no near
+/// miss.
 async fn match_blocking(
     ledger: LoadedLedger,
     lines: Vec<StatementLine>,
@@ -587,9 +687,11 @@ async fn match_blocking(
     as_of: Micros,
     stale_after: Micros,
     own_reference: &[bool],
+    foreign: &super::foreign::Foreign,
 ) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
     let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
     elig.own_reference = own_reference.to_vec();
+    foreign.only_named(&ledger.payments, &mut elig);
     let rules = rules.clone();
     let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
         let m = matching::run(

@@ -635,9 +635,15 @@ async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one
     let n = generated_night(dir.path(), 3000, 34, 5);
     let nets = with_shared_bank(&n);
     let v = variant(&n, "whole").await;
-    let whole = outcome(&one_process(&n, &v), &v).await;
-    // The night is not trivial: every kind of decision is in it.
-    let results = &whole.results;
+    let whole_dir = one_process(&n, &v);
+    let whole = outcome(&whole_dir, &v).await;
+    // The night is not trivial: every kind of decision is in it (each outcome exactly, as the
+    // first column of a row: a substring would find MATCHED in UNMATCHED_BANK_CREDIT).
+    let rows = crate::support::read_columns(
+        &whole_dir.join("results.csv"),
+        &["outcome", "payment_id", "provider_txn_id", "detail"],
+    );
+    let outcomes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     for o in [
         "MATCHED",
         "RESOLVED_SUCCEEDED",
@@ -648,7 +654,39 @@ async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one
         "SETTLEMENT_MISMATCH",
         "UNMATCHED_BANK_CREDIT",
     ] {
-        assert!(results.contains(o), "the night has no {o}");
+        assert!(outcomes.contains(o), "the night has no {o}: {outcomes:?}");
+    }
+    // Lines booked in another merchant's file that name their payment (issue 40): each
+    // payment gets the outcome the generator planted (an UNKNOWN one RESOLVED_SUCCEEDED, never
+    // FAILED; a SUCCEEDED one MATCHED, never MISSING) on that line, whose file the row names,
+    // and the line is no orphan. The shards below must give the same rows.
+    let crossing = &n.report.cross_partition_lines;
+    assert!(
+        crossing.iter().any(|c| c.outcome == "RESOLVED_SUCCEEDED")
+            && crossing.iter().any(|c| c.outcome == "MATCHED"),
+        "{crossing:#?}"
+    );
+    for c in crossing {
+        let row = rows
+            .iter()
+            .find(|r| r[1] == c.payment_id)
+            .unwrap_or_else(|| panic!("no row for {c:?}"));
+        assert_eq!(
+            (row[0].as_str(), row[2].as_str()),
+            (c.outcome, c.txn_id.as_str()),
+            "{c:?}: {row:?}"
+        );
+        assert!(
+            row[3].contains(&format!(
+                "booked in partition {:?}'s source provider-{}",
+                c.line_partition, c.line_partition
+            )),
+            "{c:?}: {row:?}"
+        );
+        assert!(
+            !rows.iter().any(|r| r[1].is_empty() && r[2] == c.txn_id),
+            "{c:?} has a line row of its own"
+        );
     }
     // The shared bank account's three-way view, as the test wrote it: every batch's net, the
     // second merchant's first batch 5.00 short of its credit, the third's with two credits.

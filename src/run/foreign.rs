@@ -1,0 +1,319 @@
+//! What a shard reads of the partitions other shards reconcile (issue 40 point 6): a line that
+//! names a payment is that payment's evidence wherever it is booked (DESIGN.md rule 12), so
+//! the shard that owns payment P must see a line of another partition's source that names P,
+//! and report the two together, exactly as one process does (docs/sharding.md).
+//!
+//! A shard reads the other partitions' sources over the night's statement days and keeps only
+//! the lines whose reference or provider id names one of its payments ([`NameIndex`]): those
+//! of its ledger range first, then those the whole-ledger lookup finds. Their own partition's
+//! shard reports no row for such a line (it is linked to a payment there too, through the
+//! lookup, which in a shard searches every partition). Foreign lines count toward no coverage,
+//! no summary and no settlement; they only name.
+//!
+//! Who reports a payment: the shard of its partition, when its ledger range loads it (the
+//! night's payments); one found only by the lookup (older than the night) is reported by the
+//! shard of its own partition when a line of that partition names it, else by the shard of the
+//! first partition (by value) whose line names it. Every shard that finds such a payment sees
+//! every line that names it (it reads all the sources), so they all agree on the one that
+//! reports it.
+
+use crate::config::LineKind;
+use crate::ledger::Payment;
+use crate::ledger::load::LoadedLedger;
+use crate::matching::named::NameIndex;
+use crate::matching::{self, MatchResult};
+use crate::rules::RuleSet;
+use crate::sources::{self, InputFile, StatementLine};
+use crate::timeparse::Micros;
+use anyhow::{Context as _, Result};
+use std::collections::{BTreeSet, HashSet};
+
+/// The loads of the sources of the partitions other shards reconcile (None in a whole night's
+/// job, or when there are none), read on a blocking thread.
+pub(super) fn load(
+    cfg: &crate::config::Config,
+    days: (chrono::NaiveDate, chrono::NaiveDate),
+    as_of: Micros,
+) -> Option<super::plan::Loading> {
+    let p = cfg.partition.as_ref()?;
+    if p.foreign_sources.is_empty() {
+        return None;
+    }
+    Some(super::plan::load_sources(
+        p.foreign_sources.clone(),
+        true,
+        days,
+        as_of,
+    ))
+}
+
+/// A shard's lines of other partitions, and which payments are not its own to report.
+#[derive(Default)]
+pub(super) struct Foreign {
+    /// The partition ids other shards reconcile (empty: a whole night; nothing is foreign).
+    others: HashSet<u32>,
+    /// Lines of their sources that may name a payment (payments and returns with a reference
+    /// or provider id, booked by the as-of), not taken into the night yet.
+    waiting: Vec<StatementLine>,
+    /// The earliest and latest booking of any of their lines (the night's ledger range covers
+    /// every line, as one process's does).
+    span: Option<(Micros, Micros)>,
+    /// The files read (for late deliveries: a line's night is its file's).
+    pub(super) inputs: Vec<InputFile>,
+    /// How many lines the night holds of its own (the foreign ones follow them).
+    own_lines: usize,
+}
+
+impl Foreign {
+    /// What `loads` (the sources of other partitions, or nothing) offer shard `shard` of the
+    /// job `cfg`.
+    pub(super) fn new(
+        cfg: &crate::config::Config,
+        shard: Option<crate::partition::Shard>,
+        loads: Option<(Vec<sources::SourceLoad>, u64)>,
+        as_of: Micros,
+    ) -> Foreign {
+        let (Some(p), Some(shard), Some((loads, _))) = (&cfg.partition, shard, loads) else {
+            return Foreign::default();
+        };
+        let mut out = Foreign {
+            others: p.other_shards_ids(shard),
+            ..Foreign::default()
+        };
+        for load in loads {
+            out.inputs.extend(load.files);
+            for l in load.lines {
+                if l.booked_at > as_of {
+                    continue;
+                }
+                out.span = Some(match out.span {
+                    Some((a, b)) => (a.min(l.booked_at), b.max(l.booked_at)),
+                    None => (l.booked_at, l.booked_at),
+                });
+                if (l.ledger_candidate() || l.kind == LineKind::Refund)
+                    && (l.reference.is_some() || l.provider_txn_id.is_some())
+                {
+                    out.waiting.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether there is anything of other partitions (a shard of a night of several).
+    pub(super) fn is_empty(&self) -> bool {
+        self.others.is_empty()
+    }
+
+    /// Reviewers' confirmed lines name their payment here too (`confirm N`).
+    pub(super) async fn overlay(&mut self, db: &crate::db::Db) -> Result<()> {
+        if !self.waiting.is_empty() {
+            crate::decisions::confirmed::overlay(db, &mut self.waiting).await?;
+        }
+        Ok(())
+    }
+
+    /// The earliest and latest booking of the night's lines, `own` and these.
+    pub(super) fn booked_span(&self, own: &[StatementLine]) -> Option<(Micros, Micros)> {
+        let mine = own.iter().map(|l| l.booked_at);
+        let (lo, hi) = (mine.clone().min(), mine.max());
+        let (lo, hi) = match (lo.zip(hi), self.span) {
+            (Some((a, b)), Some((c, d))) => (a.min(c), b.max(d)),
+            (x, y) => x.or(y)?,
+        };
+        Some((lo, hi))
+    }
+
+    /// Takes into `lines` (the night's, its own first) the waiting lines that may name one of
+    /// the payments of `ledger` that `which` accepts; returns how many.
+    pub(super) fn take_named(
+        &mut self,
+        lines: &mut Vec<StatementLine>,
+        rules: &RuleSet,
+        ledger: &LoadedLedger,
+        which: impl Fn(usize) -> bool,
+    ) -> usize {
+        if self.waiting.is_empty() {
+            return 0;
+        }
+        let index = NameIndex::new(rules, &ledger.payments, &ledger.provider_ids, which);
+        if index.is_empty() {
+            return 0;
+        }
+        let before = lines.len();
+        let (named, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|l| index.may_name(l));
+        self.waiting = rest;
+        lines.extend(named);
+        lines.len() - before
+    }
+
+    /// Marks where the night's own lines end (before any foreign line is taken).
+    pub(super) fn set_own_lines(&mut self, n: usize) {
+        self.own_lines = n;
+    }
+
+    /// How many of the night's lines are its own (they come first).
+    pub(super) fn own_lines(&self, all: usize) -> usize {
+        if self.is_empty() {
+            all
+        } else {
+            self.own_lines.min(all)
+        }
+    }
+
+    /// Lets the waiting lines go (the ones no payment of the shard's can be named by).
+    pub(super) fn drop_waiting(&mut self) {
+        self.waiting = Vec::new();
+    }
+
+    /// A payment of a partition another shard reconciles is only ever named here: no fuzzy
+    /// pass, return by amount or near miss considers it (its look-alikes are its own shard's).
+    pub(super) fn only_named(&self, payments: &[Payment], elig: &mut matching::Eligibility) {
+        if self.is_empty() {
+            return;
+        }
+        for (i, p) in payments.iter().enumerate() {
+            if self.others.contains(&p.partition) {
+                elig.linkable[i] = false;
+                elig.near_miss[i] = false;
+            }
+        }
+    }
+
+    /// The keys of the foreign lines taken so far, every one of them (not only those of lines
+    /// no payment claimed): a line that names one of the shard's payments may name a payment
+    /// of another partition too, which the shard must know of to see the line as undecided,
+    /// as one process does.
+    pub(super) fn lookup_keys(
+        &self,
+        lines: &[StatementLine],
+        rules: &RuleSet,
+        shape: &matching::shape::IdShape,
+    ) -> crate::ledger::lookup::Keys {
+        let own = self.own_lines(lines.len());
+        if own == lines.len() {
+            return Default::default();
+        }
+        let only_foreign = MatchResult {
+            named: (0..lines.len()).map(|i| i < own).collect(),
+            ..MatchResult::default()
+        };
+        matching::shape::lookup_keys(lines, &only_foreign, rules, shape)
+    }
+
+    /// Per payment: whether another shard reports it (see the module docs). `found` says which
+    /// payments the whole-ledger lookup found with the `coalesce(started_at, created_at)` of
+    /// their rows; `range` is the night's ledger range.
+    pub(super) fn reported_elsewhere(
+        &self,
+        payments: &[Payment],
+        found: &[Option<Micros>],
+        range: (Micros, Micros),
+        lines: &[StatementLine],
+        m: &MatchResult,
+        rules: &RuleSet,
+    ) -> Vec<bool> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let identifier = |pass: usize| {
+            rules
+                .passes
+                .get(pass)
+                .is_some_and(|p| matching::criteria::Criterion::of(p).named().is_some())
+        };
+        let found = |i: usize| found.get(i).copied().flatten();
+        // The partitions whose lines name each payment the lookup found.
+        let mut naming: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); payments.len()];
+        for pair in m
+            .links
+            .iter()
+            .chain(&m.ambiguous)
+            .chain(&m.returns)
+            .chain(&m.returns_ambiguous)
+        {
+            if found(pair.payment as usize).is_some() && identifier(pair.pass) {
+                naming[pair.payment as usize].insert(lines[pair.line as usize].origin.partition);
+            }
+        }
+        payments
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let reporter = match found(i) {
+                    // Of the night's range: its own partition's shard loaded it.
+                    None => p.partition,
+                    Some(start) if start >= range.0 && start < range.1 => p.partition,
+                    // Older: its own partition when one of its lines names it, else the first
+                    // partition whose line does.
+                    Some(_) if naming[i].is_empty() || naming[i].contains(&p.partition) => {
+                        p.partition
+                    }
+                    Some(_) => naming[i]
+                        .iter()
+                        .copied()
+                        .min_by_key(|&id| crate::partition::value(id))
+                        .unwrap_or(p.partition),
+                };
+                self.others.contains(&reporter)
+            })
+            .collect()
+    }
+}
+
+/// The settlement of the night's own lines only (`own` of them, first): foreign lines name a
+/// payment and nothing else (their batches are their own shard's).
+pub(super) fn own_settlement(
+    lines: &[StatementLine],
+    own: usize,
+    rules: &RuleSet,
+) -> Result<Option<matching::settlement::SettlementResult>> {
+    if own == lines.len() {
+        return Ok(None);
+    }
+    matching::settlement::run(&lines[..own], &rules.settlements)
+        .context("settlement of the shard's own lines")
+        .map(Some)
+}
+
+/// Per payment of the merged ledger: the row start of the ones the lookup added (`added`, in
+/// the order of `row_starts`), None for the others.
+pub(super) fn found_starts(added: &[bool], row_starts: &[Micros]) -> Vec<Option<Micros>> {
+    let mut next = row_starts.iter();
+    added
+        .iter()
+        .map(|&a| if a { next.next().copied() } else { None })
+        .collect()
+}
+
+/// Leaves the payments another shard reports (`elsewhere`; empty: none) out of the night's
+/// scope and watch.
+pub(super) fn leave_out(elsewhere: &[bool], in_scope: &mut [bool], watch: &mut [bool]) {
+    for (i, _) in elsewhere.iter().enumerate().filter(|(_, e)| **e) {
+        in_scope[i] = false;
+        watch[i] = false;
+    }
+}
+
+/// The links of the night's own lines (the first `own`).
+pub(super) fn own_links(
+    links: &[matching::Pair],
+    own: usize,
+) -> std::borrow::Cow<'_, [matching::Pair]> {
+    if links.iter().all(|p| (p.line as usize) < own) {
+        std::borrow::Cow::Borrowed(links)
+    } else {
+        links
+            .iter()
+            .filter(|p| (p.line as usize) < own)
+            .copied()
+            .collect()
+    }
+}
+
+/// Drops the line rows of foreign lines (those from `own` on): their own shard reports them.
+pub(super) fn drop_line_rows(rows: &mut Vec<crate::outcome::ResultRow>, own: usize) {
+    rows.retain(|r| r.payment.is_some() || r.lines.first().is_none_or(|&l| (l as usize) < own));
+}

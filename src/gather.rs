@@ -192,8 +192,19 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         .await?;
         crate::decisions::record(&mut tx, &s.view, &[], &run_id, &now).await?;
     }
+    // The cases that span shards (a line named across partitions): each shard left them to
+    // the gather, with the payments as it loaded them.
+    let crossing: std::collections::HashSet<String> = records
+        .iter()
+        .flat_map(|r| r.crossing.iter().cloned())
+        .collect();
+    let case_payments: Vec<crate::ledger::Payment> = records
+        .iter()
+        .flat_map(|r| &r.case_payments)
+        .map(case_payment)
+        .collect();
     let tmp = out_dir.with_extension("tmp");
-    let view = write_night(
+    let mut view = write_night(
         partition,
         &group,
         &dirs,
@@ -203,6 +214,15 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         marks,
         &tmp,
     )?;
+    if !crossing.is_empty() {
+        let all = view.cases.clone();
+        // Only those: the shards stored the others.
+        view.cases = crate::report::shard::take_crossing_cases(&mut view, &crossing);
+        let recorded =
+            crate::decisions::record(&mut tx, &view, &case_payments, &run_id, &now).await;
+        view.cases = all;
+        recorded?;
+    }
     tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &now)
         .await?;
     if let Err(e) = tx.commit().await {
@@ -233,6 +253,28 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         summary: Some(view.summary),
         alert,
     })
+}
+
+/// A payment of a case a shard left to the gather, as much of it as storing the case reads
+/// (its id, status and current attempt).
+fn case_payment(r: &crate::report::shard::CasePaymentRecord) -> crate::ledger::Payment {
+    let status = crate::model::Status::parse(&r.status).unwrap_or(crate::model::Status::Pending);
+    crate::ledger::Payment {
+        payment_id: r.payment_id.as_str().into(),
+        recipient: Default::default(),
+        amount_minor: 0,
+        currency: "",
+        current_status: status,
+        status,
+        attempt_id: r.attempt_id.as_deref().map(Into::into),
+        provider_payment_id: None,
+        started_at: None,
+        first_started_at: None,
+        created_at: 0,
+        followup: None,
+        recon: None,
+        partition: crate::partition::NONE,
+    }
 }
 
 /// Each landed shard's `shard.json`, in shard order.
@@ -368,6 +410,7 @@ async fn shared_night(
             settlement: decided.settlement,
             status_provider_ids: Default::default(),
             handed: Default::default(),
+            crossing: Default::default(),
         },
         handed: decided.handed,
         as_of,

@@ -38,4 +38,8 @@ pub(crate) struct RunData {
     pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
     /// A shard's batches of the shared settlement rules, for the gather ([`crate::shared`]).
     pub(crate) handed: crate::shared::HandOver,
+    /// A shard's rows that share a line with a row another shard reports (a line that names a
+    /// payment of another shard's partition): the keys (`report::shard::row_key`) of
+    /// the rows whose cases the gather stores, as one process groups them. Empty elsewhere.
+    pub(crate) crossing: std::collections::HashSet<String>,
 }

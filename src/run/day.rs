@@ -261,6 +261,10 @@ async fn plan_and_apply(
                 .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
             };
         }
+        // A shard leaves the cases that span shards (a line named across partitions) to the
+        // gather, which sees every shard's rows and groups them as one process does.
+        let all_cases = (!data.crossing.is_empty()).then(|| view.cases.clone());
+        let held = crate::report::shard::take_crossing_cases(&mut view, &data.crossing);
         if !opts.dry_run {
             // The run's cases, in its transaction: what decisions are checked against.
             let started = Instant::now();
@@ -268,6 +272,9 @@ async fn plan_and_apply(
             summary
                 .timings_ms
                 .insert("cases".into(), started.elapsed().as_millis() as u64);
+        }
+        if let Some(all) = all_cases {
+            view.cases = all;
         }
         summary.timings_ms.insert("write".into(), write_ms);
         summary.timings_ms.insert("reports".into(), reports_ms);
@@ -281,6 +288,7 @@ async fn plan_and_apply(
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
             crate::report::shard::ShardRecord::of(group, shard, partitions, &view, &data.handed)
+                .with_crossing(&data.crossing, &held, &data.payments)
                 .write(&tmp_dir)
                 .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
         }

@@ -317,3 +317,34 @@ pub(super) fn own_links(
 pub(super) fn drop_line_rows(rows: &mut Vec<crate::outcome::ResultRow>, own: usize) {
     rows.retain(|r| r.payment.is_some() || r.lines.first().is_none_or(|&l| (l as usize) < own));
 }
+
+/// The keys ([`crate::report::shard::row_key`]) of the rows that share a line with a row of
+/// another shard: a foreign line (from `own` on), or a line paired with a payment another shard
+/// reports (`elsewhere`). One process groups such rows into cases with the other shard's rows;
+/// a shard leaves those cases to the gather, which sees every shard's rows. Empty when nothing
+/// is foreign.
+pub(super) fn crossing_rows<'a>(
+    rows: &[crate::outcome::ResultRow],
+    payments: &[Payment],
+    lines: &[StatementLine],
+    pairs: &(impl Iterator<Item = &'a matching::Pair> + Clone),
+    own: usize,
+    elsewhere: &[bool],
+) -> std::collections::HashSet<String> {
+    if own == lines.len() && !elsewhere.iter().any(|&e| e) {
+        return Default::default();
+    }
+    let mut shared = vec![false; lines.len()];
+    for s in shared.iter_mut().skip(own) {
+        *s = true;
+    }
+    for p in pairs.clone() {
+        if elsewhere.get(p.payment as usize).copied().unwrap_or(false) {
+            shared[p.line as usize] = true;
+        }
+    }
+    rows.iter()
+        .filter(|r| r.lines.iter().any(|&l| shared[l as usize]))
+        .map(|r| crate::report::shard::row_key(r, payments, lines))
+        .collect()
+}

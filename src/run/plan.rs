@@ -522,6 +522,15 @@ pub(crate) async fn plan(
         order_line_rows(p, &mut rows, &lines);
         note_other_partitions(&mut rows, &payments, &lines);
     }
+    // The rows whose cases span shards: the gather stores those cases.
+    let crossing = super::foreign::crossing_rows(
+        &rows,
+        &payments,
+        &lines,
+        &matched_pairs(&m),
+        own_lines,
+        &elsewhere,
+    );
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     settlement.extend(shared_settlement);
@@ -566,12 +575,23 @@ pub(crate) async fn plan(
             settlement,
             status_provider_ids,
             handed,
+            crossing,
         },
         matched,
         summary,
         rejected,
         t0,
     })
+}
+
+/// Every pair the passes found (links, undecided pairs, near misses, returns).
+fn matched_pairs(m: &matching::MatchResult) -> impl Iterator<Item = &matching::Pair> + Clone {
+    m.links
+        .iter()
+        .chain(&m.ambiguous)
+        .chain(&m.near_misses)
+        .chain(&m.returns)
+        .chain(&m.returns_ambiguous)
 }
 
 /// Per line: whether the night reports it (booked in `[t0, t1)`, or booked before in a file

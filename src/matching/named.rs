@@ -3,9 +3,10 @@
 //! shards reconcile, the few that name one of its own payments (a line that names a payment is
 //! that payment's evidence wherever it is booked: DESIGN.md rule 12, docs/sharding.md).
 //!
-//! The index holds 64-bit hashes of the normalised keys, per identifier pass, as the pass's
-//! hash join does ([`super::frames`]). A hash collision only lets a line through that names
-//! nobody: the passes' own join, which compares the keys' text, then decides.
+//! Keys are 64-bit hashes of the normalised identifiers, per identifier pass, as the pass's
+//! hash join compares them ([`super::frames`]). A hash collision only lets a line through that
+//! names nobody: the passes' own join, which compares the keys' text, then decides. A line's
+//! keys can be kept instead of the line ([`Keyer`]): 16 bytes per identifier pass.
 
 use super::criteria::Criterion;
 use crate::ledger::Payment;
@@ -14,31 +15,67 @@ use crate::rules::RuleSet;
 use crate::sources::StatementLine;
 use foldhash::HashSet;
 
+/// The key of `raw` as `steps` normalise it; 0 when that is empty (a real key is never 0).
+fn hashed(steps: &[Step], raw: &str) -> u64 {
+    use std::hash::BuildHasher;
+    normalize::with_applied(steps, raw.trim(), |k| {
+        if k.is_empty() {
+            0
+        } else {
+            foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(k) | 1
+        }
+    })
+}
+
+/// How the identifier passes of a rule set key a line: per pass, its normalisation and which
+/// identifiers it compares.
+#[derive(Debug, Clone, Default)]
+pub struct Keyer {
+    passes: Vec<(Vec<Step>, bool, bool)>,
+}
+
+impl Keyer {
+    /// The identifier passes of `rules`, in order.
+    pub fn new(rules: &RuleSet) -> Keyer {
+        Keyer {
+            passes: rules
+                .passes
+                .iter()
+                .filter_map(|pass| {
+                    let ids = Criterion::of(pass).named()?;
+                    Some((pass.normalize.clone(), ids.reference, ids.provider_txn_id))
+                })
+                .collect(),
+        }
+    }
+
+    /// How many keys [`Keyer::push`] appends per line: two per identifier pass.
+    pub fn width(&self) -> usize {
+        2 * self.passes.len()
+    }
+
+    /// Appends line `l`'s keys: per identifier pass its reference's and its provider id's
+    /// (0: none, or not compared by the pass).
+    pub fn push(&self, l: &StatementLine, out: &mut Vec<u64>) {
+        for (steps, references, provider_ids) in &self.passes {
+            out.push(match (references, l.reference()) {
+                (true, Some(r)) => hashed(steps, &r),
+                _ => 0,
+            });
+            out.push(match (provider_ids, l.provider_txn_id.as_deref()) {
+                (true, Some(id)) => hashed(steps, id),
+                _ => 0,
+            });
+        }
+    }
+}
+
 /// The keys of some payments, per identifier pass.
 #[derive(Debug, Default)]
 pub struct NameIndex {
-    passes: Vec<PassKeys>,
-}
-
-/// One identifier pass's normalisation and the hashes of the payments' keys it compares.
-#[derive(Debug)]
-struct PassKeys {
-    steps: Vec<Step>,
-    /// Hashes of the normalised payment ids (empty when the pass compares no references).
-    ids: HashSet<u64>,
-    /// Hashes of the normalised provider ids recorded on the payments and their attempts
-    /// (empty when the pass compares no provider ids).
-    provider_ids: HashSet<u64>,
-    references: bool,
-    provider_txn_ids: bool,
-}
-
-/// The hash of `raw` as `steps` normalise it (`None` when that is empty).
-fn hashed(steps: &[Step], raw: &str) -> Option<u64> {
-    use std::hash::BuildHasher;
-    normalize::with_applied(steps, raw.trim(), |k| {
-        (!k.is_empty()).then(|| foldhash::fast::FixedState::with_seed(0x6e61_6d65).hash_one(k))
-    })
+    keyer: Keyer,
+    /// Per identifier pass: the payments' ids, and their recorded provider ids.
+    keys: Vec<(HashSet<u64>, HashSet<u64>)>,
 }
 
 impl NameIndex {
@@ -50,68 +87,61 @@ impl NameIndex {
         provider_ids: &[(u32, String)],
         which: impl Fn(usize) -> bool,
     ) -> NameIndex {
-        let passes = rules
+        let keyer = Keyer::new(rules);
+        let keys = keyer
             .passes
             .iter()
-            .filter_map(|pass| {
-                let ids = Criterion::of(pass).named()?;
-                let steps = pass.normalize.clone();
-                let mut keys = PassKeys {
-                    ids: HashSet::default(),
-                    provider_ids: HashSet::default(),
-                    references: ids.reference,
-                    provider_txn_ids: ids.provider_txn_id,
-                    steps,
-                };
-                for (i, p) in payments.iter().enumerate() {
-                    if !which(i) {
-                        continue;
+            .map(|(steps, references, ids)| {
+                let (mut by_id, mut by_provider_id) = (HashSet::default(), HashSet::default());
+                let chosen = payments
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| which(*i))
+                    .map(|(_, p)| p);
+                for p in chosen {
+                    if *references {
+                        by_id.insert(hashed(steps, &p.payment_id.text()));
                     }
-                    if ids.reference {
-                        keys.ids.extend(hashed(&keys.steps, &p.payment_id.text()));
-                    }
-                    if ids.provider_txn_id
-                        && let Some(id) = p.provider_payment_id.as_deref()
-                    {
-                        keys.provider_ids.extend(hashed(&keys.steps, id));
+                    if *ids && let Some(id) = p.provider_payment_id.as_deref() {
+                        by_provider_id.insert(hashed(steps, id));
                     }
                 }
-                if ids.provider_txn_id {
+                if *ids {
                     for (i, id) in provider_ids {
                         if which(*i as usize) {
-                            keys.provider_ids.extend(hashed(&keys.steps, id));
+                            by_provider_id.insert(hashed(steps, id));
                         }
                     }
                 }
-                Some(keys)
+                by_id.remove(&0);
+                by_provider_id.remove(&0);
+                (by_id, by_provider_id)
             })
             .collect();
-        NameIndex { passes }
+        NameIndex { keyer, keys }
     }
 
     /// Whether no payment's key is in the index.
     pub fn is_empty(&self) -> bool {
-        self.passes
-            .iter()
-            .all(|p| p.ids.is_empty() && p.provider_ids.is_empty())
+        self.keys.iter().all(|(a, b)| a.is_empty() && b.is_empty())
     }
 
-    /// Whether line `l`'s reference or provider id may name one of the payments: its key, as
-    /// an identifier pass normalises it, is one of theirs (or collides with one).
+    /// Whether a line with `keys` ([`Keyer::push`] of the same rules) may name one of the
+    /// payments: one of its keys is one of theirs (or collides with one).
+    pub fn names(&self, keys: &[u64]) -> bool {
+        self.keys
+            .iter()
+            .zip(keys.chunks_exact(2))
+            .any(|((ids, provider_ids), k)| {
+                (k[0] != 0 && ids.contains(&k[0])) || (k[1] != 0 && provider_ids.contains(&k[1]))
+            })
+    }
+
+    /// Whether line `l` may name one of the payments (see [`NameIndex::names`]).
     pub fn may_name(&self, l: &StatementLine) -> bool {
-        self.passes.iter().any(|p| {
-            (p.references
-                && !p.ids.is_empty()
-                && l.reference()
-                    .and_then(|r| hashed(&p.steps, &r))
-                    .is_some_and(|h| p.ids.contains(&h)))
-                || (p.provider_txn_ids
-                    && !p.provider_ids.is_empty()
-                    && l.provider_txn_id
-                        .as_deref()
-                        .and_then(|id| hashed(&p.steps, id))
-                        .is_some_and(|h| p.provider_ids.contains(&h)))
-        })
+        let mut keys = Vec::with_capacity(self.keyer.width());
+        self.keyer.push(l, &mut keys);
+        self.names(&keys)
     }
 }
 
@@ -139,10 +169,17 @@ mod tests {
         assert!(index.may_name(&line(Some("pay-7"), None)));
         assert!(index.may_name(&line(Some(" pay -7 "), None)));
         assert!(index.may_name(&line(None, Some("PT-7"))));
+        // Kept as keys, the line is found the same way.
+        let keyer = Keyer::new(&rules);
+        let mut keys = Vec::new();
+        keyer.push(&line(Some("x"), Some("pt -7")), &mut keys);
+        assert_eq!(keys.len(), keyer.width());
+        assert!(index.names(&keys));
         // Another payment's keys (the one `which` left out), and nothing at all.
         assert!(!index.may_name(&line(Some("PAY-8"), None)));
         assert!(!index.may_name(&line(None, Some("pt-8"))));
         assert!(!index.may_name(&line(None, None)));
+        assert!(!index.may_name(&line(Some(""), Some(" "))));
         assert!(!NameIndex::new(&rules, &[], &[], |_| true).may_name(&line(Some("PAY-7"), None)));
     }
 }

@@ -20,7 +20,7 @@
 use crate::config::LineKind;
 use crate::ledger::Payment;
 use crate::ledger::load::LoadedLedger;
-use crate::matching::named::NameIndex;
+use crate::matching::named::{Keyer, NameIndex};
 use crate::matching::{self, MatchResult};
 use crate::rules::RuleSet;
 use crate::sources::{self, InputFile, StatementLine};
@@ -53,8 +53,16 @@ pub(super) struct Foreign {
     /// The partition ids other shards reconcile (empty: a whole night; nothing is foreign).
     others: HashSet<u32>,
     /// Lines of their sources that may name a payment (payments and returns with a reference
-    /// or provider id, booked by the as-of), not taken into the night yet.
+    /// or provider id, booked by the as-of), not taken into the night yet: in full until the
+    /// night's ledger is loaded, then only their keys ([`Keyer`], `keys`): a shard of a large
+    /// night holds most of its lines this way.
     waiting: Vec<StatementLine>,
+    /// Where each waiting line is: (its source among the foreign sources, its place in that
+    /// source's load), to read it again if a payment found later is named by it.
+    waiting_at: Vec<(u32, u32)>,
+    /// The keys of the waiting lines, [`Keyer::width`] per line, in `waiting_at` order.
+    keys: Vec<u64>,
+    keyer: Keyer,
     /// The earliest and latest booking of any of their lines (the night's ledger range covers
     /// every line, as one process's does).
     span: Option<(Micros, Micros)>,
@@ -62,27 +70,40 @@ pub(super) struct Foreign {
     pub(super) inputs: Vec<InputFile>,
     /// How many lines the night holds of its own (the foreign ones follow them).
     own_lines: usize,
+    /// How long reading them took (ms).
+    pub(super) load_ms: Option<u64>,
+    /// What was read: the sources, their days and the as-of.
+    read: Option<(
+        Vec<crate::sources::config::SourceConfig>,
+        (chrono::NaiveDate, chrono::NaiveDate),
+        Micros,
+    )>,
 }
 
 impl Foreign {
-    /// What `loads` (the sources of other partitions, or nothing) offer shard `shard` of the
-    /// job `cfg`.
+    /// What `loads` (the sources of other partitions read over `days`, or nothing) offer shard
+    /// `shard` of the job `cfg`.
     pub(super) fn new(
         cfg: &crate::config::Config,
+        rules: &RuleSet,
         shard: Option<crate::partition::Shard>,
         loads: Option<(Vec<sources::SourceLoad>, u64)>,
+        days: (chrono::NaiveDate, chrono::NaiveDate),
         as_of: Micros,
     ) -> Foreign {
-        let (Some(p), Some(shard), Some((loads, _))) = (&cfg.partition, shard, loads) else {
+        let (Some(p), Some(shard), Some((loads, ms))) = (&cfg.partition, shard, loads) else {
             return Foreign::default();
         };
         let mut out = Foreign {
             others: p.other_shards_ids(shard),
+            load_ms: Some(ms),
+            keyer: Keyer::new(rules),
+            read: Some((p.foreign_sources.clone(), days, as_of)),
             ..Foreign::default()
         };
-        for load in loads {
+        for (s, load) in loads.into_iter().enumerate() {
             out.inputs.extend(load.files);
-            for l in load.lines {
+            for (i, l) in load.lines.into_iter().enumerate() {
                 if l.booked_at > as_of {
                     continue;
                 }
@@ -90,10 +111,9 @@ impl Foreign {
                     Some((a, b)) => (a.min(l.booked_at), b.max(l.booked_at)),
                     None => (l.booked_at, l.booked_at),
                 });
-                if (l.ledger_candidate() || l.kind == LineKind::Refund)
-                    && (l.reference.is_some() || l.provider_txn_id.is_some())
-                {
+                if may_name_any(&l) {
                     out.waiting.push(l);
+                    out.waiting_at.push((s as u32, i as u32));
                 }
             }
         }
@@ -125,28 +145,96 @@ impl Foreign {
     }
 
     /// Takes into `lines` (the night's, its own first) the waiting lines that may name one of
-    /// the payments of `ledger` that `which` accepts; returns how many.
+    /// the payments of `ledger` (the night's range of the shard's partitions); keeps only the
+    /// keys of the others. Returns how many it took.
     pub(super) fn take_named(
         &mut self,
         lines: &mut Vec<StatementLine>,
         rules: &RuleSet,
         ledger: &LoadedLedger,
-        which: impl Fn(usize) -> bool,
     ) -> usize {
         if self.waiting.is_empty() {
             return 0;
         }
+        let index = NameIndex::new(rules, &ledger.payments, &ledger.provider_ids, |_| true);
+        let before = lines.len();
+        let mut at = Vec::new();
+        let mut keys = Vec::new();
+        for (l, place) in std::mem::take(&mut self.waiting)
+            .into_iter()
+            .zip(std::mem::take(&mut self.waiting_at))
+        {
+            let start = keys.len();
+            self.keyer.push(&l, &mut keys);
+            if index.names(&keys[start..]) {
+                keys.truncate(start);
+                lines.push(l);
+            } else {
+                at.push(place);
+            }
+        }
+        keys.shrink_to_fit();
+        at.shrink_to_fit();
+        (self.keys, self.waiting_at) = (keys, at);
+        lines.len() - before
+    }
+
+    /// Takes into `lines` the waiting lines (kept as keys) that may name one of the payments
+    /// of `ledger` that `which` accepts (those the lookup found), read again from their files;
+    /// lets the others go. Returns how many it took.
+    pub(super) async fn take_named_again(
+        &mut self,
+        lines: &mut Vec<StatementLine>,
+        rules: &RuleSet,
+        ledger: &LoadedLedger,
+        which: impl Fn(usize) -> bool,
+        db: &crate::db::Db,
+    ) -> Result<usize> {
+        let (keys, at) = (
+            std::mem::take(&mut self.keys),
+            std::mem::take(&mut self.waiting_at),
+        );
+        let (Some((sources_cfg, days, as_of)), false) = (&self.read, at.is_empty()) else {
+            return Ok(0);
+        };
         let index = NameIndex::new(rules, &ledger.payments, &ledger.provider_ids, which);
         if index.is_empty() {
-            return 0;
+            return Ok(0);
         }
-        let before = lines.len();
-        let (named, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.waiting)
-            .into_iter()
-            .partition(|l| index.may_name(l));
-        self.waiting = rest;
-        lines.extend(named);
-        lines.len() - before
+        let width = self.keyer.width().max(1);
+        let hits: BTreeSet<(u32, u32)> = at
+            .iter()
+            .zip(keys.chunks_exact(width))
+            .filter(|(_, k)| index.names(k))
+            .map(|(place, _)| *place)
+            .collect();
+        if hits.is_empty() {
+            return Ok(0);
+        }
+        // Only the sources that hold one (rare: an older payment named in another
+        // partition's file), read as the night read them.
+        let wanted: BTreeSet<u32> = hits.iter().map(|(s, _)| *s).collect();
+        let again: Vec<_> = wanted
+            .iter()
+            .map(|&s| sources_cfg[s as usize].clone())
+            .collect();
+        let (loads, _) = super::plan::load_sources(again, true, *days, *as_of)
+            .await
+            .context("statement loading task (other partitions, again)")??;
+        let mut picked = Vec::new();
+        for (load, s) in loads.into_iter().zip(&wanted) {
+            for (i, l) in load.lines.into_iter().enumerate() {
+                if hits.contains(&(*s, i as u32)) {
+                    picked.push(l);
+                }
+            }
+        }
+        crate::decisions::confirmed::overlay(db, &mut picked).await?;
+        // A file replaced since it was read: only lines that still name one are taken.
+        picked.retain(|l| index.may_name(l));
+        let n = picked.len();
+        lines.extend(picked);
+        Ok(n)
     }
 
     /// Marks where the night's own lines end (before any foreign line is taken).
@@ -165,7 +253,7 @@ impl Foreign {
 
     /// Lets the waiting lines go (the ones no payment of the shard's can be named by).
     pub(super) fn drop_waiting(&mut self) {
-        self.waiting = Vec::new();
+        (self.waiting, self.waiting_at, self.keys) = Default::default();
     }
 
     /// A payment of a partition another shard reconciles is only ever named here: no fuzzy
@@ -347,4 +435,11 @@ pub(super) fn crossing_rows<'a>(
         .filter(|r| r.lines.iter().any(|&l| shared[l as usize]))
         .map(|r| crate::report::shard::row_key(r, payments, lines))
         .collect()
+}
+
+/// Whether line `l` can name a payment at all: a payment or a return with a reference or a
+/// provider id.
+fn may_name_any(l: &StatementLine) -> bool {
+    (l.ledger_candidate() || l.kind == LineKind::Refund)
+        && (l.reference.is_some() || l.provider_txn_id.is_some())
 }

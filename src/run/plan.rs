@@ -122,6 +122,7 @@ pub(crate) async fn plan(
     let statements = load_statements(cfg, (first_day, last_day), as_of);
     // A shard also reads the other partitions' sources, for the lines naming its payments.
     let mut foreign_load = super::foreign::load(cfg, (first_day, last_day), as_of);
+    let mut first_foreign_day = first_day;
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
@@ -177,6 +178,7 @@ pub(crate) async fn plan(
         statements_ms += ms;
         if foreign_load.is_some() {
             foreign_load = super::foreign::load(cfg, (day, last_day), as_of);
+            first_foreign_day = day;
         }
     }
     let mut lines: Vec<StatementLine> = Vec::new();
@@ -211,6 +213,7 @@ pub(crate) async fn plan(
     crate::decisions::confirmed::overlay(db, &mut lines).await?;
     let mut foreign = super::foreign::Foreign::new(
         cfg,
+        rules,
         shard.map(|(s, _)| s),
         match foreign_load {
             Some(h) => Some(
@@ -219,9 +222,13 @@ pub(crate) async fn plan(
             ),
             None => None,
         },
+        (first_foreign_day, last_day),
         as_of,
     );
     foreign.overlay(db).await?;
+    if let Some(ms) = foreign.load_ms {
+        timings.insert("load_other_partitions".to_string(), ms);
+    }
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
@@ -258,7 +265,7 @@ pub(crate) async fn plan(
     // A shard: the other partitions' lines that name one of its payments join the night,
     // after its own.
     foreign.set_own_lines(lines.len());
-    foreign.take_named(&mut lines, rules, &ledger, |_| true);
+    foreign.take_named(&mut lines, rules, &ledger);
 
     // Lines this run reports: booked in its days, or booked before them in a file that no
     // run of an earlier day read (a late delivery surfaces in the first run that has it).
@@ -315,7 +322,11 @@ pub(crate) async fn plan(
         let found_starts = super::foreign::found_starts(&named_only, &row_starts);
         // The other partitions' lines that name a payment found here join the night too.
         let n = lines.len();
-        if foreign.take_named(&mut lines, rules, &ledger, |i| named_only[i]) > 0 {
+        if foreign
+            .take_named_again(&mut lines, rules, &ledger, |i| named_only[i], db)
+            .await?
+            > 0
+        {
             if !own_reference.is_empty() {
                 own_reference.extend(shape.lines(rules, &lines[n..]));
             }

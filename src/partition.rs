@@ -283,20 +283,39 @@ impl PartitionConfig {
             .unwrap_or(usize::MAX)
     }
 
-    /// The ids ([`id`]) of the partitions that shards other than `shard` reconcile: their
-    /// payments are not `shard`'s to report (a payment of a partition no source is bound to is
-    /// shard 0's).
-    pub fn other_shards_ids(&self, shard: Shard) -> std::collections::HashSet<u32> {
-        self.values
-            .iter()
-            .filter(|v| !self.in_shard(v, shard))
-            .map(|v| id(v))
-            .collect()
+    /// Which partition ids ([`id`]) shard `shard` reconciles: see [`Mine`].
+    pub fn mine(&self, shard: Shard) -> Mine {
+        Mine {
+            bound: self
+                .values
+                .iter()
+                .map(|v| (id(v), self.in_shard(v, shard)))
+                .collect(),
+            unbound: shard.index == 0,
+        }
     }
 
     /// Whether a payment of partition `value` belongs to `shard`.
     pub fn in_shard(&self, value: &str, shard: Shard) -> bool {
         self.shard_of(value, shard.count) == shard.index
+    }
+}
+
+/// The partitions one shard reconciles, by id ([`id`]): of the partitions a source is bound
+/// to, those the shard falls to; of any other value (a payment whose partition no source
+/// names), shard 0 reconciles them.
+#[derive(Debug, Clone, Default)]
+pub struct Mine {
+    /// Every bound partition's id, and whether the shard reconciles it.
+    bound: HashMap<u32, bool>,
+    /// Whether the shard reconciles the partitions no source is bound to (shard 0).
+    unbound: bool,
+}
+
+impl Mine {
+    /// Whether the shard reconciles partition `id` ([`SHARED`] is nobody's).
+    pub fn contains(&self, id: u32) -> bool {
+        id != SHARED && self.bound.get(&id).copied().unwrap_or(self.unbound)
     }
 }
 
@@ -384,6 +403,19 @@ mod tests {
             0,
             "values without a source go to shard 0"
         );
+    }
+
+    #[test]
+    fn a_shard_reconciles_its_partitions_and_shard_zero_the_unbound_ones() {
+        let c = cfg(&["M01", "M02"], &[("M01", 0), ("M02", 1)]);
+        let (zero, one) = (
+            c.mine(Shard::new(0, 2).unwrap()),
+            c.mine(Shard::new(1, 2).unwrap()),
+        );
+        let (m1, m2, stray) = (id("M01"), id("M02"), id("no source names me"));
+        assert!(zero.contains(m1) && !zero.contains(m2) && zero.contains(stray));
+        assert!(!one.contains(m1) && one.contains(m2) && !one.contains(stray));
+        assert!(!zero.contains(SHARED) && !one.contains(SHARED));
     }
 
     #[test]

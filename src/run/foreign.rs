@@ -26,7 +26,7 @@ use crate::rules::RuleSet;
 use crate::sources::{self, InputFile, StatementLine};
 use crate::timeparse::Micros;
 use anyhow::{Context as _, Result};
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
 /// The loads of the sources of the partitions other shards reconcile (None in a whole night's
 /// job, or when there are none), read on a blocking thread.
@@ -50,8 +50,8 @@ pub(super) fn load(
 /// A shard's lines of other partitions, and which payments are not its own to report.
 #[derive(Default)]
 pub(super) struct Foreign {
-    /// The partition ids other shards reconcile (empty: a whole night; nothing is foreign).
-    others: HashSet<u32>,
+    /// The partitions this shard reconciles (None: a whole night; nothing is foreign).
+    mine: Option<crate::partition::Mine>,
     /// Lines of their sources that may name a payment (payments and returns with a reference
     /// or provider id, booked by the as-of), not taken into the night yet: in full until the
     /// night's ledger is loaded, then only their keys ([`Keyer`], `keys`): a shard of a large
@@ -95,7 +95,7 @@ impl Foreign {
             return Foreign::default();
         };
         let mut out = Foreign {
-            others: p.other_shards_ids(shard),
+            mine: Some(p.mine(shard)),
             load_ms: Some(ms),
             keyer: Keyer::new(rules),
             read: Some((p.foreign_sources.clone(), days, as_of)),
@@ -122,7 +122,12 @@ impl Foreign {
 
     /// Whether there is anything of other partitions (a shard of a night of several).
     pub(super) fn is_empty(&self) -> bool {
-        self.others.is_empty()
+        self.mine.is_none()
+    }
+
+    /// Whether partition `id` is one another shard reconciles.
+    fn of_other_shard(&self, id: u32) -> bool {
+        self.mine.as_ref().is_some_and(|m| !m.contains(id))
     }
 
     /// Reviewers' confirmed lines name their payment here too (`confirm N`).
@@ -263,7 +268,7 @@ impl Foreign {
             return;
         }
         for (i, p) in payments.iter().enumerate() {
-            if self.others.contains(&p.partition) {
+            if self.of_other_shard(p.partition) {
                 elig.linkable[i] = false;
                 elig.near_miss[i] = false;
             }
@@ -345,7 +350,7 @@ impl Foreign {
                         .min_by_key(|&id| crate::partition::value(id))
                         .unwrap_or(p.partition),
                 };
-                self.others.contains(&reporter)
+                self.of_other_shard(reporter)
             })
             .collect()
     }

@@ -52,6 +52,101 @@ impl Found {
     pub fn is_empty(&self) -> bool {
         self.ledger.payments.is_empty() && self.loaded_attempt_ids.is_empty()
     }
+
+    /// Keeps the payments that `keep` accepts (by index, with their row start), with their
+    /// provider ids.
+    pub fn retain(&mut self, keep: impl Fn(usize, crate::timeparse::Micros) -> bool) {
+        let mut at = Vec::with_capacity(self.ledger.payments.len());
+        let mut next = 0u32;
+        for (i, &start) in self.row_starts.iter().enumerate() {
+            if keep(i, start) {
+                at.push(Some(next));
+                next += 1;
+            } else {
+                at.push(None);
+            }
+        }
+        let mut i = 0;
+        self.ledger.payments.retain(|_| {
+            i += 1;
+            at[i - 1].is_some()
+        });
+        let mut i = 0;
+        self.row_starts.retain(|_| {
+            i += 1;
+            at[i - 1].is_some()
+        });
+        self.ledger.provider_ids = std::mem::take(&mut self.ledger.provider_ids)
+            .into_iter()
+            .filter_map(|(p, id)| Some((at.get(p as usize).copied().flatten()?, id)))
+            .collect();
+    }
+
+    /// What this lookup and `other` found together (a payment both found once, as this one
+    /// found it).
+    pub fn join(self, other: Found) -> Found {
+        let Found {
+            ledger: a,
+            mut loaded_attempt_ids,
+            row_starts: a_starts,
+        } = self;
+        let b = other.ledger;
+        let (mut a_at, mut b_at) = (Vec::new(), Vec::new());
+        let mut payments = Vec::with_capacity(a.payments.len() + b.payments.len());
+        let mut row_starts = Vec::with_capacity(payments.capacity());
+        let mut xs = a.payments.into_iter().zip(a_starts).peekable();
+        let mut ys = b.payments.into_iter().zip(other.row_starts).peekable();
+        loop {
+            let order = match (xs.peek(), ys.peek()) {
+                (None, None) => break,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some((x, _)), Some((y, _))) => (*x.payment_id.text()).cmp(&*y.payment_id.text()),
+            };
+            if order != std::cmp::Ordering::Greater
+                && let Some((p, start)) = xs.next()
+            {
+                a_at.push(payments.len() as u32);
+                payments.push(p);
+                row_starts.push(start);
+            }
+            if order != std::cmp::Ordering::Less
+                && let Some((p, start)) = ys.next()
+            {
+                if order == std::cmp::Ordering::Equal {
+                    // The same payment: this lookup's copy stands.
+                    b_at.push(payments.len() as u32 - 1);
+                } else {
+                    b_at.push(payments.len() as u32);
+                    payments.push(p);
+                    row_starts.push(start);
+                }
+            }
+        }
+        let mut provider_ids: Vec<(u32, String)> = a
+            .provider_ids
+            .into_iter()
+            .map(|(i, id)| (a_at[i as usize], id))
+            .chain(
+                b.provider_ids
+                    .into_iter()
+                    .map(|(i, id)| (b_at[i as usize], id)),
+            )
+            .collect();
+        provider_ids.sort_unstable();
+        provider_ids.dedup();
+        loaded_attempt_ids.extend(other.loaded_attempt_ids);
+        loaded_attempt_ids.sort_unstable();
+        loaded_attempt_ids.dedup();
+        Found {
+            ledger: super::load::LoadedLedger {
+                payments,
+                provider_ids,
+            },
+            loaded_attempt_ids,
+            row_starts,
+        }
+    }
 }
 
 /// The position of payment `id` among `payments` (sorted by id, as a load leaves them).

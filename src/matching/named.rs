@@ -70,6 +70,34 @@ impl Keyer {
     }
 }
 
+impl Keyer {
+    /// Whether line `l`, which an identifier pass paired with payment `p` (`attempts`: the
+    /// provider ids recorded on its attempts), carries an identifier that does not name `p`
+    /// (a reference that is not its id, a provider id it has not recorded): that identifier may
+    /// name another payment.
+    pub fn names_another(&self, l: &StatementLine, p: &Payment, attempts: &[&str]) -> bool {
+        self.passes.iter().any(|(steps, references, provider_ids)| {
+            let other_reference = *references
+                && l.reference().is_some_and(|r| {
+                    let k = hashed(steps, &r);
+                    k != 0 && k != hashed(steps, &p.payment_id.text())
+                });
+            let other_id = *provider_ids
+                && l.provider_txn_id.as_deref().is_some_and(|id| {
+                    let k = hashed(steps, id);
+                    k != 0
+                        && !p
+                            .provider_payment_id
+                            .as_deref()
+                            .into_iter()
+                            .chain(attempts.iter().copied())
+                            .any(|r| hashed(steps, r) == k)
+                });
+            other_reference || other_id
+        })
+    }
+}
+
 /// The keys of some payments, per identifier pass.
 #[derive(Debug, Default)]
 pub struct NameIndex {
@@ -175,6 +203,12 @@ mod tests {
         keyer.push(&line(Some("x"), Some("pt -7")), &mut keys);
         assert_eq!(keys.len(), keyer.width());
         assert!(index.names(&keys));
+        // A line paired with PAY-7 by its reference whose provider id is not PAY-7's.
+        let seven = testkit::payment("PAY-7", "R", 1000, "EUR");
+        assert!(keyer.names_another(&line(Some("PAY-7"), Some("pt-9")), &seven, &[]));
+        assert!(!keyer.names_another(&line(Some("PAY-7"), Some("pt-9")), &seven, &["PT-9"]));
+        assert!(!keyer.names_another(&line(Some("pay-7"), None), &seven, &[]));
+        assert!(keyer.names_another(&line(Some("PAY-8"), Some("pt-9")), &seven, &["pt-9"]));
         // Another payment's keys (the one `which` left out), and nothing at all.
         assert!(!index.may_name(&line(Some("PAY-8"), None)));
         assert!(!index.may_name(&line(None, Some("pt-8"))));

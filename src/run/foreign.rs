@@ -275,25 +275,62 @@ impl Foreign {
         }
     }
 
-    /// The keys of the foreign lines taken so far, every one of them (not only those of lines
-    /// no payment claimed): a line that names one of the shard's payments may name a payment
-    /// of another partition too, which the shard must know of to see the line as undecided,
-    /// as one process does.
-    pub(super) fn lookup_keys(
+    /// The keys a shard looks up in the partitions other shards reconcile, among the payments
+    /// of the night's range (those one process loads): every identifier of the foreign lines it
+    /// took, and the identifiers of its own lines that an identifier pass paired with a payment
+    /// but that do not name it (a provider id it has not recorded, a reference that is not its
+    /// id). One process has those payments loaded, so a line that also names one of them is
+    /// undecided there; so it is here.
+    pub(super) fn other_shard_keys(
         &self,
         lines: &[StatementLine],
+        m: &MatchResult,
+        ledger: &LoadedLedger,
         rules: &RuleSet,
         shape: &matching::shape::IdShape,
     ) -> crate::ledger::lookup::Keys {
-        let own = self.own_lines(lines.len());
-        if own == lines.len() {
+        if self.is_empty() {
             return Default::default();
         }
-        let only_foreign = MatchResult {
-            named: (0..lines.len()).map(|i| i < own).collect(),
+        let own = self.own_lines(lines.len());
+        let mut named: Vec<bool> = (0..lines.len()).map(|i| i < own).collect();
+        let identifier = |pass: usize| {
+            rules
+                .passes
+                .get(pass)
+                .is_some_and(|p| matching::criteria::Criterion::of(p).named().is_some())
+        };
+        for pair in m
+            .links
+            .iter()
+            .chain(&m.ambiguous)
+            .chain(&m.returns)
+            .chain(&m.returns_ambiguous)
+        {
+            let (l, pi) = (pair.line as usize, pair.payment as usize);
+            if l >= own || !named[l] || !identifier(pair.pass) {
+                continue;
+            }
+            let from = ledger
+                .provider_ids
+                .partition_point(|(i, _)| (*i as usize) < pi);
+            let attempts: Vec<&str> = ledger.provider_ids[from..]
+                .iter()
+                .take_while(|(i, _)| *i as usize == pi)
+                .map(|(_, id)| id.as_str())
+                .collect();
+            if self
+                .keyer
+                .names_another(&lines[l], &ledger.payments[pi], &attempts)
+            {
+                named[l] = false;
+            }
+        }
+        let only = MatchResult {
+            named,
             ..MatchResult::default()
         };
-        matching::shape::lookup_keys(lines, &only_foreign, rules, shape)
+        matching::shape::lookup_keys(lines, &only, rules, shape)
     }
 
     /// Per payment: whether another shard reports it (see the module docs). `found` says which

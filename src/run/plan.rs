@@ -296,10 +296,7 @@ pub(crate) async fn plan(
     // whole ledger, and matched again with what was found. (A shard looks in every partition:
     // a line of its own may name another partition's payment, and a foreign line it took may
     // name one besides its own.)
-    let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
-    let more = foreign.lookup_keys(&lines, rules, &shape);
-    keys.payment_ids.extend(more.payment_ids);
-    keys.provider_ids.extend(more.provider_ids);
+    let keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
     let every_partition = partition.as_ref().map(|s| crate::partition::Select {
         filter: None,
         ..s.clone()
@@ -312,6 +309,16 @@ pub(crate) async fn plan(
             }),
         )
         .await?;
+    let found = other_shards_named(
+        db,
+        cfg,
+        partition.as_ref(),
+        foreign.other_shard_keys(&lines, &m, &ledger, rules, &shape),
+        &ledger,
+        ledger_range,
+        found,
+    )
+    .await?;
     let (ledger, lines, mut m, named_only, found_starts) = if found.is_empty() {
         foreign.drop_waiting();
         (ledger, lines, m, Vec::new(), Vec::new())
@@ -593,6 +600,39 @@ pub(crate) async fn plan(
         rejected,
         t0,
     })
+}
+
+/// A shard: what the lookup `found`, and the payments of the night's range (`range`, which
+/// one process loads) of the partitions other shards reconcile that `keys` name (see
+/// `foreign::Foreign::other_shard_keys`).
+async fn other_shards_named(
+    db: &Db,
+    cfg: &crate::config::Config,
+    partition: Option<&crate::partition::Select>,
+    keys: crate::ledger::lookup::Keys,
+    ledger: &LoadedLedger,
+    range: (Micros, Micros),
+    found: crate::ledger::lookup::Found,
+) -> Result<crate::ledger::lookup::Found> {
+    let Some(select) = partition.filter(|s| s.filter.is_some() && !keys.is_empty()) else {
+        return Ok(found);
+    };
+    let others = crate::partition::Select {
+        filter: select.filter.as_ref().map(|f| format!("NOT ({f})")),
+        ..select.clone()
+    };
+    let mut more = db
+        .bounded_any(
+            "looking up the payments of other partitions statement lines name",
+            crate::ledger::lookup::named(db, &cfg.ledger, Some(&others), &keys, |id| {
+                crate::ledger::lookup::position(&ledger.payments, id).is_some()
+            }),
+        )
+        .await?;
+    more.retain(|_, start| start >= range.0 && start < range.1);
+    // Only payments of other partitions: the shard's own are loaded as one process loads them.
+    more.loaded_attempt_ids.clear();
+    Ok(found.join(more))
 }
 
 /// Every pair the passes found (links, undecided pairs, near misses, returns).

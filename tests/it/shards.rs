@@ -92,12 +92,17 @@ type Planted = Vec<(&'static str, &'static str, &'static str)>;
 ///   DUPLICATE_AT_PROVIDER row with both lines;
 /// - a line in M01's file whose reference names an UNKNOWN payment of M02 and whose provider id
 ///   is the one recorded for a SUCCEEDED payment of M03: both AMBIGUOUS (never resolved on it),
-///   and the line AMBIGUOUS.
+///   and the line AMBIGUOUS;
+/// - a line in M02's own file whose reference names an UNKNOWN payment of M02 and whose
+///   provider id is recorded for a SUCCEEDED payment of M03: the same (M02's shard must not
+///   resolve its payment on a line that also names another shard's).
 fn with_cross_partition_cases(n: &Night) -> Planted {
     const OLD_FAILED: &str = "0c0ffee0-0000-4000-8000-000000000001";
     const OLD_PAID: &str = "0c0ffee0-0000-4000-8000-000000000002";
     const NAMED_BY_REF: &str = "0c0ffee0-0000-4000-8000-000000000003";
     const NAMED_BY_ID: &str = "0c0ffee0-0000-4000-8000-000000000004";
+    const OWN_BY_REF: &str = "0c0ffee0-0000-4000-8000-000000000005";
+    const OTHER_BY_ID: &str = "0c0ffee0-0000-4000-8000-000000000006";
     let append = |file: &str, rows: &[String]| {
         let path = n.dir.join(file);
         let mut text = std::fs::read_to_string(&path).unwrap();
@@ -131,6 +136,16 @@ fn with_cross_partition_cases(n: &Night) -> Planted {
                 at(10),
                 at(10)
             ),
+            format!(
+                "{OWN_BY_REF},DE12500105170648489890,345.67,EUR,UNKNOWN,{},{},0c0ffee0-a000-4000-8000-000000000005,,M02",
+                at(9),
+                at(9)
+            ),
+            format!(
+                "{OTHER_BY_ID},DE44500105175407324931,456.78,EUR,SUCCEEDED,{},{},0c0ffee0-a000-4000-8000-000000000006,pt_cross_own_and_other,M03",
+                at(10),
+                at(10)
+            ),
         ],
     );
     append(
@@ -148,6 +163,15 @@ fn with_cross_partition_cases(n: &Night) -> Planted {
             ),
             format!(
                 "0c0ffee0-a000-4000-8000-000000000004,{NAMED_BY_ID},{},{},SUCCEEDED,pt_cross_two_names,",
+                at(10),
+                at(10)
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000005,{OWN_BY_REF},{},,UNKNOWN,,timeout",
+                at(9)
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000006,{OTHER_BY_ID},{},{},SUCCEEDED,pt_cross_own_and_other,",
                 at(10),
                 at(10)
             ),
@@ -171,6 +195,13 @@ fn with_cross_partition_cases(n: &Night) -> Planted {
         ],
     );
     append(
+        "statement-M02.csv",
+        &[format!(
+            "pt_cross_own_and_other,{OWN_BY_REF},DE12500105170648489890,345.67,EUR,{},PAYMENT",
+            at(14)
+        )],
+    );
+    append(
         "statement-M03.csv",
         &[format!(
             "pt_cross_old_paid_a,{OLD_PAID},DE75512108001245126199,420.00,EUR,{},PAYMENT",
@@ -187,6 +218,13 @@ fn with_cross_partition_cases(n: &Night) -> Planted {
         (NAMED_BY_REF, "AMBIGUOUS", "pt_cross_two_names"),
         (NAMED_BY_ID, "AMBIGUOUS", "pt_cross_two_names"),
         ("pt_cross_two_names", "AMBIGUOUS", "pt_cross_two_names"),
+        (OWN_BY_REF, "AMBIGUOUS", "pt_cross_own_and_other"),
+        (OTHER_BY_ID, "AMBIGUOUS", "pt_cross_own_and_other"),
+        (
+            "pt_cross_own_and_other",
+            "AMBIGUOUS",
+            "pt_cross_own_and_other",
+        ),
     ]
 }
 

@@ -440,7 +440,7 @@ fn explain_payment(
             break;
         }
         let _ = writeln!(out, "considered: {}", line_text(l));
-        if l.origin.partition != p.partition {
+        if walled(l, p, named) {
             let _ = writeln!(out, "  {}", other_partition(l, p));
             continue;
         }
@@ -543,7 +543,7 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
             let _ = writeln!(out, "… more look-alike payments not shown");
             break;
         }
-        if l.origin.partition != p.partition {
+        if walled(l, p, named) {
             let _ = writeln!(
                 out,
                 "considered: {}\n  {}",
@@ -563,12 +563,19 @@ fn explain_line(out: &mut String, data: &RunData, m: &MatchResult, rules: &RuleS
     }
 }
 
+/// Whether the partition wall keeps line `l` from payment `p`: a look-alike of another
+/// partition, or any line of a bank source every partition shares. A line that names the
+/// payment (`named`) crosses (DESIGN.md rule 12).
+fn walled(l: &StatementLine, p: &Payment, named: bool) -> bool {
+    l.origin.partition != p.partition && (!named || l.origin.partition == crate::partition::SHARED)
+}
+
 /// Why a look-alike of another partition is no candidate (the partition wall,
 /// docs/sharding.md).
 fn other_partition(l: &StatementLine, p: &Payment) -> String {
     format!(
-        "the line is partition {:?}'s and the payment partition {:?}'s: never its evidence (no \
-         match crosses partitions)",
+        "the line is partition {:?}'s and the payment partition {:?}'s: never its evidence (only \
+         a line that names a payment crosses partitions)",
         crate::partition::value(l.origin.partition),
         crate::partition::value(p.partition)
     )

@@ -193,8 +193,19 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         let seen = format!("{}|{:020}", group.range_to, s.as_of);
         crate::decisions::record(&mut tx, &s.view, &[], None, (&run_id, &seen), &now).await?;
     }
+    // The cases that span shards (a line named across partitions): each shard left them to
+    // the gather, with the payments as it loaded them.
+    let crossing: std::collections::HashSet<String> = records
+        .iter()
+        .flat_map(|r| r.crossing.iter().cloned())
+        .collect();
+    let case_payments: Vec<crate::ledger::Payment> = records
+        .iter()
+        .flat_map(|r| &r.case_payments)
+        .map(case_payment)
+        .collect();
     let tmp = out_dir.with_extension("tmp");
-    let view = write_night(
+    let mut view = write_night(
         partition,
         &group,
         &dirs,
@@ -204,6 +215,23 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         marks,
         &tmp,
     )?;
+    if !crossing.is_empty() {
+        let all = view.cases.clone();
+        // Only those: the shards stored the others.
+        view.cases = crate::report::shard::take_crossing_cases(&mut view, &crossing);
+        let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
+            fail(
+                Failure::Database,
+                format!("run group {}: as_of: {e}", group.group_id),
+            )
+        })?;
+        let seen = format!("{}|{as_of:020}", group.range_to);
+        let recorded =
+            crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), &now)
+                .await;
+        view.cases = all;
+        recorded?;
+    }
     tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &now)
         .await?;
     if let Err(e) = tx.commit().await {
@@ -234,6 +262,29 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         summary: Some(view.summary),
         alert,
     })
+}
+
+/// A payment of a case a shard left to the gather, as much of it as storing the case reads
+/// (its id, status and current attempt).
+fn case_payment(r: &crate::report::shard::CasePaymentRecord) -> crate::ledger::Payment {
+    let status = crate::model::Status::parse(&r.status).unwrap_or(crate::model::Status::Pending);
+    crate::ledger::Payment {
+        payment_id: r.payment_id.as_str().into(),
+        recipient: Default::default(),
+        amount_minor: 0,
+        currency: "",
+        current_status: status,
+        status,
+        attempt_id: r.attempt_id.as_deref().map(Into::into),
+        provider_payment_id: None,
+        started_at: None,
+        first_started_at: None,
+        created_at: 0,
+        followup: None,
+        recon: None,
+        human: None,
+        partition: crate::partition::NONE,
+    }
 }
 
 /// Each landed shard's `shard.json`, in shard order.
@@ -370,6 +421,7 @@ async fn shared_night(
             status_provider_ids: Default::default(),
             handed: Default::default(),
             confirmations: Default::default(),
+            crossing: Default::default(),
         },
         handed: decided.handed,
         as_of,

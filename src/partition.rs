@@ -27,7 +27,7 @@ pub const NONE: u32 = 0;
 pub const SHARED: u32 = u32::MAX;
 
 /// `[partition]` as validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct PartitionConfig {
     /// The ledger column that holds each payment's partition (bundled schema: `merchant_id`;
     /// a custom `payments_query` must return it).
@@ -41,6 +41,11 @@ pub struct PartitionConfig {
     /// Every source's name, in the job file's order (a shard's job keeps only its own
     /// sources; rows are ordered by this whole list).
     pub source_order: Vec<String>,
+    /// In a shard's job: the sources bound to the partitions other shards reconcile. The shard
+    /// reads them only for the lines that name one of its payments (a line that names a
+    /// payment is that payment's evidence wherever it is booked, DESIGN.md rule 12); they
+    /// count toward no coverage and no summary. Empty in a whole night's job.
+    pub foreign_sources: Vec<crate::sources::config::SourceConfig>,
 }
 
 /// `[partition]` as written.
@@ -126,6 +131,7 @@ impl RawPartition {
             assign: self.assign,
             values,
             source_order: sources.iter().map(|s| s.name.clone()).collect(),
+            foreign_sources: Vec::new(),
         })
     }
 }
@@ -277,9 +283,39 @@ impl PartitionConfig {
             .unwrap_or(usize::MAX)
     }
 
+    /// Which partition ids ([`id`]) shard `shard` reconciles: see [`Mine`].
+    pub fn mine(&self, shard: Shard) -> Mine {
+        Mine {
+            bound: self
+                .values
+                .iter()
+                .map(|v| (id(v), self.in_shard(v, shard)))
+                .collect(),
+            unbound: shard.index == 0,
+        }
+    }
+
     /// Whether a payment of partition `value` belongs to `shard`.
     pub fn in_shard(&self, value: &str, shard: Shard) -> bool {
         self.shard_of(value, shard.count) == shard.index
+    }
+}
+
+/// The partitions one shard reconciles, by id ([`id`]): of the partitions a source is bound
+/// to, those the shard falls to; of any other value (a payment whose partition no source
+/// names), shard 0 reconciles them.
+#[derive(Debug, Clone, Default)]
+pub struct Mine {
+    /// Every bound partition's id, and whether the shard reconciles it.
+    bound: HashMap<u32, bool>,
+    /// Whether the shard reconciles the partitions no source is bound to (shard 0).
+    unbound: bool,
+}
+
+impl Mine {
+    /// Whether the shard reconciles partition `id` ([`SHARED`] is nobody's).
+    pub fn contains(&self, id: u32) -> bool {
+        id != SHARED && self.bound.get(&id).copied().unwrap_or(self.unbound)
     }
 }
 
@@ -345,6 +381,7 @@ mod tests {
             assign: assign.iter().map(|(v, s)| (v.to_string(), *s)).collect(),
             values: values.iter().map(|v| v.to_string()).collect(),
             source_order: Vec::new(),
+            foreign_sources: Vec::new(),
         }
     }
 
@@ -366,6 +403,19 @@ mod tests {
             0,
             "values without a source go to shard 0"
         );
+    }
+
+    #[test]
+    fn a_shard_reconciles_its_partitions_and_shard_zero_the_unbound_ones() {
+        let c = cfg(&["M01", "M02"], &[("M01", 0), ("M02", 1)]);
+        let (zero, one) = (
+            c.mine(Shard::new(0, 2).unwrap()),
+            c.mine(Shard::new(1, 2).unwrap()),
+        );
+        let (m1, m2, stray) = (id("M01"), id("M02"), id("no source names me"));
+        assert!(zero.contains(m1) && !zero.contains(m2) && zero.contains(stray));
+        assert!(!one.contains(m1) && one.contains(m2) && !one.contains(stray));
+        assert!(!zero.contains(SHARED) && !one.contains(SHARED));
     }
 
     #[test]

@@ -41,4 +41,8 @@ pub(crate) struct RunData {
     /// Payment index → the reviewers' confirmations its transition rests on (its history
     /// reason names them).
     pub(crate) confirmations: std::collections::HashMap<u32, String>,
+    /// A shard's rows that share a line with a row another shard reports (a line that names a
+    /// payment of another shard's partition): the keys (`report::shard::row_key`) of
+    /// the rows whose cases the gather stores, as one process groups them. Empty elsewhere.
+    pub(crate) crossing: std::collections::HashSet<String>,
 }

@@ -20,9 +20,14 @@ use std::collections::HashMap;
 /// What the confirmations did to a night's lines.
 #[derive(Debug, Default)]
 pub struct Overlaid {
-    /// Line index → the confirmation it is read as (its reference set to the payment).
+    /// By line identity (source, line id): the confirmation, and whether the provider's
+    /// reference contests it.
+    by_line: HashMap<(String, String), (Confirmation, bool)>,
+    /// Line index → the confirmation it is read as (its reference set to the payment), as of
+    /// the last [`Overlaid::place`].
     pub applied: HashMap<u32, Confirmation>,
-    /// Lines whose provider reference contradicts their confirmation, with it, by line index.
+    /// Lines whose provider reference contradicts their confirmation, with it, by line index,
+    /// as of the last [`Overlaid::place`].
     pub contested: Vec<(u32, Confirmation)>,
 }
 
@@ -35,6 +40,30 @@ impl Overlaid {
                 .find(|(l, _)| *l == li)
                 .map(|(_, c)| c)
         })
+    }
+
+    /// Adds what an overlay of other lines did (a shard's lines of other partitions).
+    pub fn extend(&mut self, other: Overlaid) {
+        self.by_line.extend(other.by_line);
+    }
+
+    /// Finds the overlaid lines among `lines` (the night's, once more lines joined it).
+    pub fn place(&mut self, lines: &[StatementLine]) {
+        self.applied.clear();
+        self.contested.clear();
+        if self.by_line.is_empty() {
+            return;
+        }
+        for (li, l) in lines.iter().enumerate() {
+            let key = (l.source().to_string(), l.uid().into_owned());
+            if let Some((c, contested)) = self.by_line.get(&key) {
+                if *contested {
+                    self.contested.push((li as u32, c.clone()));
+                } else {
+                    self.applied.insert(li as u32, c.clone());
+                }
+            }
+        }
     }
 }
 
@@ -86,13 +115,16 @@ pub fn apply(confirmed: &[Confirmation], lines: &mut [StatementLine]) -> Overlai
             continue;
         };
         let now = l.reference().map(|r| r.to_string());
+        let key = (c.source.clone(), c.line_id.clone());
         if agrees(now.as_deref(), c) {
             if now.as_deref() != Some(c.payment_id.as_str()) {
                 l.reference = Some(Id::new(&c.payment_id));
             }
             out.applied.insert(li as u32, c.clone());
+            out.by_line.insert(key, (c.clone(), false));
         } else {
             out.contested.push((li as u32, c.clone()));
+            out.by_line.insert(key, (c.clone(), true));
         }
     }
     out

@@ -33,6 +33,9 @@ pub struct Judged {
     pub payments: HashSet<String>,
     /// (source, line id).
     pub lines: HashSet<(String, String)>,
+    /// Keys of cases the run holds but another step stores (a shard leaves a case that spans
+    /// shards to the gather): never superseded by this run.
+    pub held_elsewhere: HashSet<String>,
 }
 
 impl Judged {
@@ -184,7 +187,7 @@ async fn supersede(
         }
     }
     for old in tx.open_cases_not_stored_by(run_id, seen).await? {
-        if stored.contains(old.key.as_str()) {
+        if stored.contains(old.key.as_str()) || judged.held_elsewhere.contains(&old.key) {
             continue;
         }
         let payments = old.payments.iter().map(|p| p.payment_id.clone());

@@ -41,12 +41,111 @@ pub struct Found {
     /// Provider ids recorded on attempts of loaded payments that the run's load did not read
     /// (attempts older than its range): (payment id, provider id).
     pub loaded_attempt_ids: Vec<(String, String)>,
+    /// Per payment of `ledger`: `coalesce(started_at, created_at)` of its row, the instant the
+    /// run's ledger load selects payments by (so a shard can tell whether the shard of another
+    /// partition loaded a payment by its range, or only a lookup finds it).
+    pub row_starts: Vec<crate::timeparse::Micros>,
 }
 
 impl Found {
     /// Whether the lookup found nothing beyond the loaded payments.
     pub fn is_empty(&self) -> bool {
         self.ledger.payments.is_empty() && self.loaded_attempt_ids.is_empty()
+    }
+
+    /// Keeps the payments that `keep` accepts (by index, with their row start), with their
+    /// provider ids.
+    pub fn retain(&mut self, keep: impl Fn(usize, crate::timeparse::Micros) -> bool) {
+        let mut at = Vec::with_capacity(self.ledger.payments.len());
+        let mut next = 0u32;
+        for (i, &start) in self.row_starts.iter().enumerate() {
+            if keep(i, start) {
+                at.push(Some(next));
+                next += 1;
+            } else {
+                at.push(None);
+            }
+        }
+        let mut i = 0;
+        self.ledger.payments.retain(|_| {
+            i += 1;
+            at[i - 1].is_some()
+        });
+        let mut i = 0;
+        self.row_starts.retain(|_| {
+            i += 1;
+            at[i - 1].is_some()
+        });
+        self.ledger.provider_ids = std::mem::take(&mut self.ledger.provider_ids)
+            .into_iter()
+            .filter_map(|(p, id)| Some((at.get(p as usize).copied().flatten()?, id)))
+            .collect();
+    }
+
+    /// What this lookup and `other` found together (a payment both found once, as this one
+    /// found it).
+    pub fn join(self, other: Found) -> Found {
+        let Found {
+            ledger: a,
+            mut loaded_attempt_ids,
+            row_starts: a_starts,
+        } = self;
+        let b = other.ledger;
+        let (mut a_at, mut b_at) = (Vec::new(), Vec::new());
+        let mut payments = Vec::with_capacity(a.payments.len() + b.payments.len());
+        let mut row_starts = Vec::with_capacity(payments.capacity());
+        let mut xs = a.payments.into_iter().zip(a_starts).peekable();
+        let mut ys = b.payments.into_iter().zip(other.row_starts).peekable();
+        loop {
+            let order = match (xs.peek(), ys.peek()) {
+                (None, None) => break,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some((x, _)), Some((y, _))) => (*x.payment_id.text()).cmp(&*y.payment_id.text()),
+            };
+            if order != std::cmp::Ordering::Greater
+                && let Some((p, start)) = xs.next()
+            {
+                a_at.push(payments.len() as u32);
+                payments.push(p);
+                row_starts.push(start);
+            }
+            if order != std::cmp::Ordering::Less
+                && let Some((p, start)) = ys.next()
+            {
+                if order == std::cmp::Ordering::Equal {
+                    // The same payment: this lookup's copy stands.
+                    b_at.push(payments.len() as u32 - 1);
+                } else {
+                    b_at.push(payments.len() as u32);
+                    payments.push(p);
+                    row_starts.push(start);
+                }
+            }
+        }
+        let mut provider_ids: Vec<(u32, String)> = a
+            .provider_ids
+            .into_iter()
+            .map(|(i, id)| (a_at[i as usize], id))
+            .chain(
+                b.provider_ids
+                    .into_iter()
+                    .map(|(i, id)| (b_at[i as usize], id)),
+            )
+            .collect();
+        provider_ids.sort_unstable();
+        provider_ids.dedup();
+        loaded_attempt_ids.extend(other.loaded_attempt_ids);
+        loaded_attempt_ids.sort_unstable();
+        loaded_attempt_ids.dedup();
+        Found {
+            ledger: super::load::LoadedLedger {
+                payments,
+                provider_ids,
+            },
+            loaded_attempt_ids,
+            row_starts,
+        }
     }
 }
 
@@ -158,12 +257,18 @@ pub async fn named(
     payments.retain(|p| !loaded(&p.payment_id.text()));
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     payments.dedup_by(|a, b| a.payment_id == b.payment_id);
+    // As the rows hold them, before the current attempts' starts replace them.
+    let row_starts = payments
+        .iter()
+        .map(|p| p.started_at.unwrap_or(p.created_at))
+        .collect();
     // On the current attempt's clock, like the loaded payments (DESIGN.md rule 11).
     reader.current_starts(queries, &mut payments).await?;
     if payments.is_empty() {
         return Ok(Found {
             ledger: Default::default(),
             loaded_attempt_ids,
+            row_starts: Vec::new(),
         });
     }
     let positions = load::index(&payments);
@@ -190,6 +295,7 @@ pub async fn named(
     Ok(Found {
         ledger: load::finish(payments, latest, Vec::new(), provider_ids),
         loaded_attempt_ids,
+        row_starts,
     })
 }
 

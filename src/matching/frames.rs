@@ -199,7 +199,8 @@ pub(super) fn identifier_pairs(
     // Two sorted runs: the stable sort merges them in linear time.
     out.sort();
     out.dedup();
-    super::wall(&mut out, payments, lines);
+    // A line that names a payment is its evidence in whichever partition it is booked.
+    super::named_wall(&mut out, lines);
     Ok(out)
 }
 

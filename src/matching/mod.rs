@@ -7,6 +7,7 @@
 
 pub mod criteria;
 mod frames;
+pub mod named;
 pub mod settlement;
 pub mod shape;
 
@@ -67,12 +68,22 @@ pub struct MatchResult {
     pub old_named: Vec<Pair>,
 }
 
-/// The partition wall ([`crate::partition`]): keeps the (line, payment) pairs whose line and
-/// payment are of the same partition. Every pair any pass, near-miss search or return search
-/// considers goes through here, so nothing recon decides about a payment depends on another
-/// partition's lines. A job without `[partition]` has one partition: nothing is removed.
+/// The partition wall ([`crate::partition`]) for look-alikes: keeps the (line, payment) pairs
+/// whose line and payment are of the same partition. Every pair a fuzzy pass, the near-miss
+/// gate or the return search by amount considers goes through here, so no payment is ever
+/// matched, or kept from "no line came", by a look-alike booked in another partition's
+/// source. A job without `[partition]` has one partition: nothing is removed.
 pub(crate) fn wall(pairs: &mut Vec<(u32, u32)>, payments: &[Payment], lines: &[StatementLine]) {
     pairs.retain(|&(l, p)| lines[l as usize].origin.partition == payments[p as usize].partition);
+}
+
+/// The partition wall for the pairs an identifier pass found (the line names the payment by
+/// reference or provider id): a line that names a payment is that payment's evidence wherever
+/// it is booked (DESIGN.md rule 12), so such pairs cross partitions. Only the lines of a bank
+/// source every partition shares stay out ([`crate::partition::SHARED`]): they are read once,
+/// by the gather of a sharded night, for three-way matching, and are no payment's evidence.
+pub(crate) fn named_wall(pairs: &mut Vec<(u32, u32)>, lines: &[StatementLine]) {
+    pairs.retain(|&(l, _)| lines[l as usize].origin.partition != crate::partition::SHARED);
 }
 
 /// The `pass` of a return found by recipient, currency and amount (not by a rule pass).

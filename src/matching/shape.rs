@@ -105,6 +105,71 @@ impl IdShape {
     }
 }
 
+/// The shape of our ids each line's reference is judged by ([`IdShape::line_matches`]): one
+/// for the whole night, or in a partitioned job without `reference_pattern` one per partition,
+/// learnt from that partition's payments (a line is only ever fuzzy evidence for its own
+/// partition's payments, and a shard loads only its partitions' payments: so one process and
+/// the shards judge a line by the same shape).
+#[derive(Debug, Clone)]
+pub enum Shapes {
+    /// One shape for every line.
+    One(IdShape),
+    /// A shape per partition id (a line's `origin.partition`).
+    ByPartition(std::collections::HashMap<u32, IdShape>),
+}
+
+impl Shapes {
+    /// The shapes of a run: `shape` (the night's, [`IdShape::for_run`]) unless the job is
+    /// `partitioned` and the shape is learnt from the ledger (not configured).
+    pub fn for_run(
+        pattern: Option<&regex::Regex>,
+        payments: &[Payment],
+        partitioned: bool,
+        shape: &IdShape,
+    ) -> Shapes {
+        if !partitioned || pattern.is_some() {
+            return Shapes::One(shape.clone());
+        }
+        let mut by: std::collections::BTreeMap<u32, Vec<&Payment>> = Default::default();
+        for p in payments {
+            by.entry(p.partition).or_default().push(p);
+        }
+        Shapes::ByPartition(
+            by.into_iter()
+                .map(|(part, ps)| {
+                    let shape = if ps.iter().all(|p| p.payment_id.is_uuid()) {
+                        IdShape::Uuid
+                    } else {
+                        Learnt::from_ids(ps.iter().map(|p| p.payment_id.text()))
+                            .map_or(IdShape::Unknown, IdShape::Learnt)
+                    };
+                    (part, shape)
+                })
+                .collect(),
+        )
+    }
+
+    /// Per line: whether its reference has the shape of its partition's ids. Empty when no
+    /// shape is known (no line has it).
+    pub fn lines(&self, rules: &RuleSet, lines: &[StatementLine]) -> Vec<bool> {
+        match self {
+            Shapes::One(shape) => shape.lines(rules, lines),
+            Shapes::ByPartition(by) => {
+                if !by.values().any(IdShape::is_known) {
+                    return Vec::new();
+                }
+                lines
+                    .iter()
+                    .map(|l| {
+                        by.get(&l.origin.partition)
+                            .is_some_and(|s| s.line_matches(rules, l))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 /// The shape of our ids learnt from the ledger (no `reference_pattern`, ids not UUIDs).
 ///
 /// Every id is cut into tokens: runs of ASCII digits, runs of ASCII letters, and single other
@@ -479,6 +544,40 @@ mod tests {
         assert!(has(&learnt, " pay-0999 "));
         assert!(has(&learnt, "PAY-0 999"));
         assert!(!has(&learnt, "INV-2231"));
+    }
+
+    #[test]
+    fn a_partitioned_night_judges_each_line_by_its_own_partitions_ids() {
+        let rules = RuleSet::compile(&[("d.toml".into(), crate::rules::DEFAULT_RULES.into())])
+            .expect("rules");
+        // Partition 1 numbers its payments in 3 digits, partition 2 in 7 (no literal prefix):
+        // one process sees both (3 to 9 digits), each shard only its own.
+        let pay = |id: &str, part: u32| {
+            let mut p = crate::rules::kinds::testkit::payment(id, "R", 1, "EUR");
+            p.partition = part;
+            p
+        };
+        let payments = vec![pay("101", 1), pay("102", 1), pay("1000001", 2)];
+        let line = |reference: &str, part: u32| {
+            let mut l = crate::rules::kinds::testkit::line("R", 1, "EUR", 0);
+            l.reference = Some(crate::model::Id::new(reference));
+            let mut o = (*l.origin).clone();
+            o.partition = part;
+            l.origin = std::sync::Arc::new(o);
+            l
+        };
+        let lines = vec![line("1234567", 1), line("1234567", 2)];
+        let night = IdShape::for_run(None, &payments);
+        let shapes = Shapes::for_run(None, &payments, true, &night);
+        // Partition 1's ids have 3 to 5 digits: a 7-digit reference there is not one of its
+        // ids; in partition 2 it is. One shape for the night would call both ours.
+        assert_eq!(shapes.lines(&rules, &lines), [false, true]);
+        let shard1 = Shapes::for_run(None, &payments[..2], true, &night);
+        assert_eq!(shard1.lines(&rules, &lines[..1]), [false]);
+        assert_eq!(
+            Shapes::for_run(None, &payments, false, &night).lines(&rules, &lines),
+            [true, true]
+        );
     }
 
     /// The shape learnt from `ids` (Unknown when none).

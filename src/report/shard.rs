@@ -40,6 +40,72 @@ pub struct ShardRecord {
     /// Its batches of the settlement rules whose bank source every partition shares.
     #[serde(default)]
     pub handed: crate::shared::HandOver,
+    /// The keys ([`item_key`]) of its rows that share a line with another shard's rows (a line
+    /// named across partitions): the cases they are in span shards, and the gather stores them
+    /// (the shard stored its other cases).
+    #[serde(default)]
+    pub crossing: Vec<String>,
+    /// The payments of the cases it left to the gather, as it loaded them (what a status
+    /// decision on the case is guarded on).
+    #[serde(default)]
+    pub case_payments: Vec<CasePaymentRecord>,
+}
+
+/// A payment of a case a shard left to the gather: its status and current attempt as the
+/// shard loaded them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CasePaymentRecord {
+    /// The payment.
+    pub payment_id: String,
+    /// Its status in the ledger.
+    pub status: String,
+    /// Its current attempt.
+    pub attempt_id: Option<String>,
+}
+
+/// The key of a result row as the report lists it: its payment, or its first line (a line
+/// row). The same text as [`item_key`] of the row's report item.
+pub fn row_key(
+    row: &crate::outcome::ResultRow,
+    payments: &[crate::ledger::Payment],
+    lines: &[crate::sources::StatementLine],
+) -> String {
+    match (row.payment, row.lines.first()) {
+        (Some(p), _) => format!("p:{}", payments[p as usize].payment_id),
+        (None, Some(&l)) => {
+            let l = &lines[l as usize];
+            format!("l:{}:{}", l.origin.source, l.uid())
+        }
+        (None, None) => String::new(),
+    }
+}
+
+/// The key of a report row (see [`row_key`]).
+pub fn item_key(item: &Item) -> String {
+    match (&item.payment_id, item.lines.first()) {
+        (Some(p), _) => format!("p:{p}"),
+        (None, Some(l)) => format!("l:{}:{}", l.origin.source, l.id),
+        (None, None) => String::new(),
+    }
+}
+
+/// Takes out of `view` the cases with a member whose key is in `crossing` (they span shards:
+/// the gather stores them), and returns them.
+pub fn take_crossing_cases(
+    view: &mut ReportView,
+    crossing: &std::collections::HashSet<String>,
+) -> Vec<crate::report::cases::Case> {
+    if crossing.is_empty() {
+        return Vec::new();
+    }
+    let (out, keep): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut view.cases).into_iter().partition(|c| {
+            c.members
+                .iter()
+                .any(|&i| crossing.contains(&item_key(&view.items[i])))
+        });
+    view.cases = keep;
+    out
 }
 
 /// One outcome's count and sums.
@@ -231,7 +297,33 @@ impl ShardRecord {
             ticket_rows: view.ticket_rows,
             items: view.items.iter().map(ItemRecord::of).collect(),
             handed: handed.clone(),
+            crossing: Vec::new(),
+            case_payments: Vec::new(),
         }
+    }
+
+    /// With the rows whose cases the gather stores (`crossing`, keys), and the payments of the
+    /// cases the shard left to it (`held`) as `payments` (the shard's) hold them.
+    pub fn with_crossing(
+        mut self,
+        crossing: &std::collections::HashSet<String>,
+        held: &[crate::report::cases::Case],
+        payments: &[crate::ledger::Payment],
+    ) -> Self {
+        self.crossing = crossing.iter().cloned().collect();
+        self.crossing.sort_unstable();
+        let wanted: std::collections::BTreeSet<&Id> =
+            held.iter().flat_map(|c| c.payments.iter()).collect();
+        self.case_payments = payments
+            .iter()
+            .filter(|p| wanted.contains(&p.payment_id))
+            .map(|p| CasePaymentRecord {
+                payment_id: p.payment_id.to_string(),
+                status: p.current_status.as_str().to_string(),
+                attempt_id: p.attempt_id.as_ref().map(Id::to_string),
+            })
+            .collect();
+        self
     }
 
     /// Writes it into `dir`.

@@ -261,11 +261,16 @@ async fn plan_and_apply(
                 .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
             };
         }
+        // A shard leaves the cases that span shards (a line named across partitions) to the
+        // gather, which sees every shard's rows and groups them as one process does.
+        let all_cases = (!data.crossing.is_empty()).then(|| view.cases.clone());
+        let held = crate::report::shard::take_crossing_cases(&mut view, &data.crossing);
         if !opts.dry_run {
             // The run's cases, in its transaction: what decisions are checked against.
             let started = Instant::now();
-            let judged =
+            let mut judged =
                 crate::decisions::record::Judged::of_rows(&data.rows, &data.payments, &data.lines);
+            judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
             let seen = format!("{}|{as_of:020}", opts.to);
             crate::decisions::record(
                 &mut tx,
@@ -280,6 +285,9 @@ async fn plan_and_apply(
                 .timings_ms
                 .insert("cases".into(), started.elapsed().as_millis() as u64);
         }
+        if let Some(all) = all_cases {
+            view.cases = all;
+        }
         summary.timings_ms.insert("write".into(), write_ms);
         summary.timings_ms.insert("reports".into(), reports_ms);
         summary.cases = view.case_counts();
@@ -292,6 +300,7 @@ async fn plan_and_apply(
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
             crate::report::shard::ShardRecord::of(group, shard, partitions, &view, &data.handed)
+                .with_crossing(&data.crossing, &held, &data.payments)
                 .write(&tmp_dir)
                 .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
         }

@@ -23,6 +23,7 @@
 
 mod claims;
 mod day;
+mod foreign;
 pub(crate) mod plan;
 mod range;
 mod recovery;

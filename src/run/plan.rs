@@ -34,15 +34,27 @@ impl Plan {
     }
 }
 
+/// The loads of some sources and the time they took (ms), on a blocking thread.
+pub(crate) type Loading = tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>>;
+
 /// Loads every configured source over `days` on a blocking thread: the loads and the time it
 /// took (ms).
 pub(crate) fn load_statements(
     cfg: &crate::config::Config,
     days: (chrono::NaiveDate, chrono::NaiveDate),
     as_of: Micros,
-) -> tokio::task::JoinHandle<Result<(Vec<sources::SourceLoad>, u64)>> {
-    let sources_cfg = cfg.sources.clone();
-    let partitioned = cfg.partition.is_some();
+) -> Loading {
+    load_sources(cfg.sources.clone(), cfg.partition.is_some(), days, as_of)
+}
+
+/// Loads `sources_cfg` over `days` on a blocking thread (see [`load_statements`]); in a
+/// `partitioned` job each line is marked with its source's partition.
+pub(super) fn load_sources(
+    sources_cfg: Vec<crate::sources::config::SourceConfig>,
+    partitioned: bool,
+    days: (chrono::NaiveDate, chrono::NaiveDate),
+    as_of: Micros,
+) -> Loading {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
         let loads = sources_cfg
@@ -108,6 +120,9 @@ pub(crate) async fn plan(
     let started = Instant::now();
     let (first_day, last_day) = statement_days(cfg, rules, (t0, t1));
     let statements = load_statements(cfg, (first_day, last_day), as_of);
+    // A shard also reads the other partitions' sources, for the lines naming its payments.
+    let mut foreign_load = super::foreign::load(cfg, (first_day, last_day), as_of);
+    let mut first_foreign_day = first_day;
     let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
@@ -161,6 +176,10 @@ pub(crate) async fn plan(
         }
         loads = more;
         statements_ms += ms;
+        if foreign_load.is_some() {
+            foreign_load = super::foreign::load(cfg, (day, last_day), as_of);
+            first_foreign_day = day;
+        }
     }
     let mut lines: Vec<StatementLine> = Vec::new();
     let mut coverage = Vec::new();
@@ -192,17 +211,37 @@ pub(crate) async fn plan(
     }
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
     // provider's reference now says otherwise (contested: a case naming both).
-    let confirmed = crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    let mut confirmed = crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    let mut foreign = super::foreign::Foreign::new(
+        cfg,
+        rules,
+        shard.map(|(s, _)| s),
+        match foreign_load {
+            Some(h) => Some(
+                h.await
+                    .context("statement loading task (other partitions)")??,
+            ),
+            None => None,
+        },
+        (first_foreign_day, last_day),
+        as_of,
+    );
+    foreign.overlay(db, &mut confirmed).await?;
+    if let Some(ms) = foreign.load_ms {
+        timings.insert("load_other_partitions".to_string(), ms);
+    }
     for w in &warnings {
         tracing::warn!(run_id, warning = %w, "Completeness warning.");
     }
     timings.insert("load_statements".to_string(), statements_ms);
-    // Every payment any loaded line could belong to must be a candidate.
-    let min_b = lines.iter().map(|l| l.booked_at).min().unwrap_or(t0);
-    let max_b = lines.iter().map(|l| l.booked_at).max().unwrap_or(t1);
+    // Every payment any loaded line could belong to must be a candidate (in a shard: any line
+    // of the night, as in one process).
+    let (min_b, max_b) = foreign.booked_span(&lines).unwrap_or((t0, t1));
     let (need_lo, need_hi) = ((t0 - carry).min(min_b - after), t1.max(max_b + before + 1));
+    let mut ledger_range = (lo0, hi0);
     if need_lo < lo0 || need_hi > hi0 {
         let lo = need_lo.min(lo0);
+        ledger_range = (lo, need_hi.max(hi0));
         ledger = db
             .bounded_any(
                 "loading the ledger (the statement lines' wider range)",
@@ -224,51 +263,52 @@ pub(crate) async fn plan(
         "load_ledger_and_statements".to_string(),
         started.elapsed().as_millis() as u64,
     );
+    // A shard: the other partitions' lines that name one of its payments join the night,
+    // after its own.
+    foreign.set_own_lines(lines.len());
+    foreign.take_named(&mut lines, rules, &ledger);
 
     // Lines this run reports: booked in its days, or booked before them in a file that no
     // run of an earlier day read (a late delivery surfaces in the first run that has it).
-    let late_files = late_files(db, &inputs, &from_day, read).await?;
-    // A source's lines come file by file: look a file up once, not once per line (a night
-    // loads every line of its horizon, days of them booked before its range).
-    let mut last: Option<(&Arc<str>, bool)> = None;
-    let report_line: Vec<bool> = lines
-        .iter()
-        .map(|l| {
-            if l.booked_at >= t0 {
-                return l.booked_at < t1;
-            }
-            match last {
-                Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
-                _ => {
-                    let late = late_files.contains(&(l.source(), l.file()));
-                    last = Some((&l.origin.file, late));
-                    late
-                }
-            }
-        })
-        .collect();
+    let all_inputs: std::borrow::Cow<'_, [sources::InputFile]> = if foreign.is_empty() {
+        std::borrow::Cow::Borrowed(&inputs)
+    } else {
+        std::borrow::Cow::Owned(inputs.iter().chain(&foreign.inputs).cloned().collect())
+    };
+    let late_files = late_files(db, &all_inputs, &from_day, read).await?;
+    let mut report_line = report_lines(&lines, (t0, t1), &late_files);
     let stale_after = cfg.stale_submitting_minutes * MINUTE;
     let started = Instant::now();
     // The shape of our ids in a reference: lines of that shape are evidence only for the
     // payment they name (DESIGN.md rule 12).
     let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
-    let own_reference = shape.lines(rules, &lines);
-    let confirmed_lines = {
+    let shapes = matching::shape::Shapes::for_run(
+        cfg.reference_pattern.as_ref(),
+        &ledger.payments,
+        cfg.partition.is_some(),
+        &shape,
+    );
+    let mut own_reference = shapes.lines(rules, &lines);
+    confirmed.place(&lines);
+    let mut confirmed_lines = {
         let mut read: Vec<u32> = confirmed.applied.keys().copied().collect();
         read.sort_unstable();
         per_line(&read, lines.len())
     };
-    let (ledger, lines, m) = match_blocking(
+    let (ledger, mut lines, m) = match_blocking(
         ledger,
         lines,
         rules,
         as_of,
         stale_after,
         (&own_reference, &confirmed_lines),
+        &foreign,
     )
     .await?;
     // A line no loaded payment claims by identifier may name an older one: looked up in the
-    // whole ledger, and matched again with what was found.
+    // whole ledger, and matched again with what was found. (A shard looks in every partition:
+    // a line of its own may name another partition's payment, and a foreign line it took may
+    // name one besides its own.)
     let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
     // A contested line's confirmed payment is a candidate of it, wherever its day is.
     keys.payment_ids.extend(
@@ -277,19 +317,65 @@ pub(crate) async fn plan(
             .iter()
             .map(|(_, c)| c.payment_id.clone()),
     );
+    let every_partition = partition.as_ref().map(|s| crate::partition::Select {
+        filter: None,
+        ..s.clone()
+    });
     let found = db
         .bounded_any(
             "looking up the payments statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, partition.as_ref(), &keys, |id| {
+            crate::ledger::lookup::named(db, &cfg.ledger, every_partition.as_ref(), &keys, |id| {
                 crate::ledger::lookup::position(&ledger.payments, id).is_some()
             }),
         )
         .await?;
-    let (ledger, lines, mut m, named_only) = if found.is_empty() {
-        (ledger, lines, m, Vec::new())
+    let found = other_shards_named(
+        db,
+        cfg,
+        partition.as_ref(),
+        foreign.other_shard_keys(&lines, &m, &ledger, rules, &shape),
+        &ledger,
+        ledger_range,
+        found,
+    )
+    .await?;
+    let (ledger, lines, mut m, named_only, found_starts) = if found.is_empty() {
+        foreign.drop_waiting();
+        (ledger, lines, m, Vec::new(), Vec::new())
     } else {
         let mut ledger = ledger;
+        let row_starts = found.row_starts.clone();
         let named_only = crate::ledger::lookup::merge(&mut ledger, found);
+        let found_starts = super::foreign::found_starts(&named_only, &row_starts);
+        // The other partitions' lines that name a payment found here join the night too.
+        let n = lines.len();
+        if foreign
+            .take_named_again(
+                &mut lines,
+                rules,
+                &ledger,
+                |i| named_only[i],
+                (db, &mut confirmed),
+            )
+            .await?
+            > 0
+        {
+            if !own_reference.is_empty() {
+                own_reference.extend(shapes.lines(rules, &lines[n..]));
+            }
+            report_line.extend(report_lines(&lines[n..], (t0, t1), &late_files));
+            confirmed.place(&lines);
+            if !confirmed_lines.is_empty() {
+                confirmed_lines.resize(lines.len(), false);
+            }
+            for &l in confirmed.applied.keys().filter(|&&l| l as usize >= n) {
+                if confirmed_lines.is_empty() {
+                    confirmed_lines = vec![false; lines.len()];
+                }
+                confirmed_lines[l as usize] = true;
+            }
+        }
+        foreign.drop_waiting();
         let (ledger, lines, m) = match_blocking(
             ledger,
             lines,
@@ -297,17 +383,25 @@ pub(crate) async fn plan(
             as_of,
             stale_after,
             (&own_reference, &confirmed_lines),
+            &foreign,
         )
         .await?;
-        (ledger, lines, m, named_only)
+        (ledger, lines, m, named_only, found_starts)
     };
     drop(own_reference);
     drop(confirmed_lines);
+    let own_lines = foreign.own_lines(lines.len());
+    if let Some(s) = super::foreign::own_settlement(&lines, own_lines, rules)? {
+        m.settlement = s;
+    }
     let contested = super::claims::contested_pairs(&confirmed, &ledger.payments, &mut m);
     let LoadedLedger {
         payments,
         provider_ids: _,
     } = ledger;
+    // A shard reports only its own payments (and an old one no other shard reports).
+    let elsewhere =
+        foreign.reported_elsewhere(&payments, &found_starts, ledger_range, &lines, &m, rules);
     // Scope.
     let mut in_scope: Vec<bool> = payments
         .iter()
@@ -366,7 +460,7 @@ pub(crate) async fn plan(
     // decision.
     let lag = cfg.settlement_lag_hours * HOUR;
     let reach = after + lag + DAY;
-    let watch: Vec<bool> = payments
+    let mut watch: Vec<bool> = payments
         .iter()
         .enumerate()
         .map(|(i, p)| {
@@ -389,6 +483,7 @@ pub(crate) async fn plan(
                     }))
         })
         .collect();
+    super::foreign::leave_out(&elsewhere, &mut in_scope, &mut watch);
     let source_partitions: Vec<u32> = match &cfg.partition {
         Some(_) => cfg
             .sources
@@ -402,12 +497,12 @@ pub(crate) async fn plan(
     };
     // The shared rules' batches: handed to the gather by a shard; paired here by one process,
     // exactly as the gather pairs them.
-    let mut report_line = report_line;
+    let own_links = super::foreign::own_links(&m.links, own_lines);
     let (handed, shared) = crate::shared::in_night(
-        &lines,
-        &m.links,
+        &lines[..own_lines],
+        &own_links,
         rules,
-        &mut report_line,
+        &mut report_line[..own_lines],
         shard.is_none(),
         &crate::shared::Night {
             as_of,
@@ -499,6 +594,8 @@ pub(crate) async fn plan(
         let held_rows = super::claims::mark_held(&mut rows, &held, &payments, &lines);
         rows.extend(held_rows);
     }
+    // Another partition's line is reported by its own shard.
+    super::foreign::drop_line_rows(&mut rows, own_lines);
     let shared_settlement = match shared {
         Some(d) => {
             rows.extend(d.rows);
@@ -515,7 +612,17 @@ pub(crate) async fn plan(
     }
     if let Some(p) = &cfg.partition {
         order_line_rows(p, &mut rows, &lines);
+        note_other_partitions(&mut rows, &payments, &lines);
     }
+    // The rows whose cases span shards: the gather stores those cases.
+    let crossing = super::foreign::crossing_rows(
+        &rows,
+        &payments,
+        &lines,
+        &matched_pairs(&m),
+        own_lines,
+        &elsewhere,
+    );
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
     let confirmations =
         super::claims::confirmation_notes(db, &confirmed, &rows, &payments, &lines).await?;
@@ -541,7 +648,7 @@ pub(crate) async fn plan(
         inputs,
         payments_loaded: payments.len(),
         payments_in_scope: in_scope.iter().filter(|&&b| b).count(),
-        statement_lines: lines.len(),
+        statement_lines: own_lines,
         rejected_lines: rejected.len(),
         outcomes,
         transitions: Default::default(),
@@ -563,12 +670,84 @@ pub(crate) async fn plan(
             status_provider_ids,
             handed,
             confirmations,
+            crossing,
         },
         matched,
         summary,
         rejected,
         t0,
     })
+}
+
+/// A shard: what the lookup `found`, and the payments of the night's range (`range`, which
+/// one process loads) of the partitions other shards reconcile that `keys` name (see
+/// `foreign::Foreign::other_shard_keys`).
+async fn other_shards_named(
+    db: &Db,
+    cfg: &crate::config::Config,
+    partition: Option<&crate::partition::Select>,
+    keys: crate::ledger::lookup::Keys,
+    ledger: &LoadedLedger,
+    range: (Micros, Micros),
+    found: crate::ledger::lookup::Found,
+) -> Result<crate::ledger::lookup::Found> {
+    let Some(select) = partition.filter(|s| s.filter.is_some() && !keys.is_empty()) else {
+        return Ok(found);
+    };
+    let others = crate::partition::Select {
+        filter: select.filter.as_ref().map(|f| format!("NOT ({f})")),
+        ..select.clone()
+    };
+    let mut more = db
+        .bounded_any(
+            "looking up the payments of other partitions statement lines name",
+            crate::ledger::lookup::named(db, &cfg.ledger, Some(&others), &keys, |id| {
+                crate::ledger::lookup::position(&ledger.payments, id).is_some()
+            }),
+        )
+        .await?;
+    more.retain(|_, start| start >= range.0 && start < range.1);
+    // Only payments of other partitions: the shard's own are loaded as one process loads them.
+    more.loaded_attempt_ids.clear();
+    Ok(found.join(more))
+}
+
+/// Every pair the passes found (links, undecided pairs, near misses, returns).
+fn matched_pairs(m: &matching::MatchResult) -> impl Iterator<Item = &matching::Pair> + Clone {
+    m.links
+        .iter()
+        .chain(&m.ambiguous)
+        .chain(&m.near_misses)
+        .chain(&m.returns)
+        .chain(&m.returns_ambiguous)
+}
+
+/// Per line: whether the night reports it (booked in `[t0, t1)`, or booked before in a file
+/// no earlier run read: a late delivery surfaces in the first run that has it). A source's
+/// lines come file by file: a file is looked up once, not once per line (a night loads every
+/// line of its horizon, days of them booked before its range).
+fn report_lines(
+    lines: &[StatementLine],
+    (t0, t1): (Micros, Micros),
+    late_files: &std::collections::HashSet<(&str, &str)>,
+) -> Vec<bool> {
+    let mut last: Option<(&Arc<str>, bool)> = None;
+    lines
+        .iter()
+        .map(|l| {
+            if l.booked_at >= t0 {
+                return l.booked_at < t1;
+            }
+            match last {
+                Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
+                _ => {
+                    let late = late_files.contains(&(l.source(), l.file()));
+                    last = Some((&l.origin.file, late));
+                    late
+                }
+            }
+        })
+        .collect()
 }
 
 /// Orders a partitioned night's line rows (after the payment rows, which are in payment id
@@ -589,6 +768,38 @@ fn order_line_rows(
             p.source_index(&lines[l as usize].origin.source)
         })
     });
+}
+
+/// Says in a payment row's detail which of its lines were booked in another partition's
+/// source (a line that names a payment is its evidence wherever it is booked: DESIGN.md rule
+/// 12), so a reader of merchant B's row sees that its payout came in merchant A's file.
+fn note_other_partitions(
+    rows: &mut [crate::outcome::ResultRow],
+    payments: &[crate::ledger::Payment],
+    lines: &[StatementLine],
+) {
+    for r in rows {
+        let Some(pi) = r.payment else { continue };
+        let own = payments[pi as usize].partition;
+        let mut note = String::new();
+        for &li in &r.lines {
+            let l = &lines[li as usize];
+            let part = l.origin.partition;
+            if part == own || part == crate::partition::SHARED {
+                continue;
+            }
+            note.push_str("; line ");
+            sources::write_source_line(&mut note, &l.origin, l.line_no);
+            note.push_str(&format!(
+                " was booked in partition {:?}'s source {}",
+                crate::partition::value(part),
+                l.origin.source
+            ));
+        }
+        if !note.is_empty() {
+            r.detail = format!("{}{note}", r.detail).into();
+        }
+    }
 }
 
 /// Marks every line of a source bound to a partition as that partition's (its origins are
@@ -615,7 +826,8 @@ fn bind_partition(lines: &mut [StatementLine], partition: u32) {
 
 /// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
 /// blocks): the eligibility at `as_of`, with `own_reference` and `confirmed` per line
-/// ([`matching::Eligibility`]).
+/// ([`matching::Eligibility`]). A payment of a partition another shard reconciles (`foreign`)
+/// is only ever named: no look-alike, no near miss.
 async fn match_blocking(
     ledger: LoadedLedger,
     lines: Vec<StatementLine>,
@@ -623,10 +835,12 @@ async fn match_blocking(
     as_of: Micros,
     stale_after: Micros,
     (own_reference, confirmed): (&[bool], &[bool]),
+    foreign: &super::foreign::Foreign,
 ) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
     let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
     elig.own_reference = own_reference.to_vec();
     elig.confirmed = confirmed.to_vec();
+    foreign.only_named(&ledger.payments, &mut elig);
     let rules = rules.clone();
     let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
         let m = matching::run(

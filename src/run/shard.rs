@@ -177,13 +177,24 @@ pub async fn run_shard(
     }
     recovery::recover_shard(&db, cfg, &group_id, shard.index).await?;
     stop::check(super::NOTHING_DONE)?;
-    // The job as this shard runs it: only its partitions' sources.
+    // The job as this shard runs it: its partitions' sources; the other partitions' sources
+    // are read only for the lines that name one of its payments (a shared bank source is the
+    // gather's).
     let mut job_cfg = cfg.clone();
-    job_cfg.sources.retain(|s| {
-        s.partition
-            .as_deref()
-            .is_some_and(|v| partition.in_shard(v, shard))
-    });
+    let (own, others): (Vec<_>, Vec<_>) = std::mem::take(&mut job_cfg.sources)
+        .into_iter()
+        .partition(|s| {
+            s.partition
+                .as_deref()
+                .is_some_and(|v| partition.in_shard(v, shard))
+        });
+    job_cfg.sources = own;
+    if let Some(p) = job_cfg.partition.as_mut() {
+        p.foreign_sources = others
+            .into_iter()
+            .filter(|s| s.partition.is_some())
+            .collect();
+    }
     let run_id = format!(
         "{group_id}-s{}of{}-{}",
         shard.index,

@@ -726,12 +726,8 @@ fn classify_with(dir: &Path, wall: bool) -> Vec<(String, String, String)> {
             assert_eq!(a, b, "{} links two payments", l.txn);
         }
         if let Some(p) = by_ref.or(by_txn) {
-            // A named line is always in its payment's partition's file.
-            assert_eq!(
-                pays[p].part, l.part,
-                "{} names a payment of another partition",
-                l.txn
-            );
+            // A line that names a payment is its evidence in whichever partition's file it is
+            // booked (issue 40): identifiers cross the wall, look-alikes below do not.
             links[p].push(li);
             linked[li] = true;
         }
@@ -1613,16 +1609,44 @@ fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
         );
         lines3.extend(file);
     }
-    assert_eq!(lines3.len(), r0.statement_lines + 2 * pairs);
+    // Named lines booked in another partition's file (issue 40): at least one UNKNOWN named
+    // by reference and one SUCCEEDED named by provider id, each in a file not its own.
+    let crossing = &r3.cross_partition_lines;
+    let cross = crossing.len();
+    assert!(
+        crossing
+            .iter()
+            .any(|c| c.by_reference && c.status == "UNKNOWN" && c.outcome == "RESOLVED_SUCCEEDED")
+            && crossing
+                .iter()
+                .any(|c| !c.by_reference && c.status == "SUCCEEDED" && c.outcome == "MATCHED"),
+        "{crossing:#?}"
+    );
+    assert_eq!(lines3.len(), r0.statement_lines + 2 * pairs + cross);
     assert_eq!(r3.statement_lines, lines3.len());
     let lines0: HashSet<String> = sorted_lines(&p0.join("statement.csv"))
         .into_iter()
         .collect();
     let extra_lines: Vec<&String> = lines3.iter().filter(|l| !lines0.contains(*l)).collect();
-    assert_eq!(extra_lines.len(), 2 * pairs);
-    // The look-alikes' lines name nobody.
+    assert_eq!(extra_lines.len(), 2 * pairs + cross);
+    // The look-alikes' lines name nobody; the crossing ones name their payment.
     for l in &extra_lines {
-        assert_eq!(l.split(',').nth(1), Some(""), "{l}");
+        let txn = l.split(',').next().unwrap();
+        match crossing.iter().find(|c| c.txn_id == txn) {
+            Some(c) if c.by_reference => {
+                assert_eq!(l.split(',').nth(1), Some(c.payment_id.as_str()), "{l}")
+            }
+            _ => assert_eq!(l.split(',').nth(1), Some(""), "{l}"),
+        }
+    }
+    for c in crossing {
+        assert_ne!(c.payment_partition, c.line_partition, "{c:?}");
+        let file = sorted_lines(&p3.join(format!("statement-{}.csv", c.line_partition)));
+        assert!(
+            file.iter()
+                .any(|l| l.starts_with(&format!("{},", c.txn_id))),
+            "{c:?}"
+        );
     }
 
     // payments.csv: the merchant_id column, and K = 0's rows plus the look-alikes'.
@@ -1631,7 +1655,7 @@ fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
         format!("{},merchant_id", first_line(&p0.join("payments.csv")))
     );
     let payments3 = rows(&p3.join("payments.csv"));
-    assert_eq!(payments3.len(), r0.payments + 2 * pairs);
+    assert_eq!(payments3.len(), r0.payments + 2 * pairs + cross);
     assert_eq!(r3.payments, payments3.len());
     assert!(
         payments3
@@ -1648,9 +1672,10 @@ fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
     let attempts3: HashSet<String> = sorted_lines(&p3.join("attempts.csv")).into_iter().collect();
     let attempts0 = sorted_lines(&p0.join("attempts.csv"));
     assert!(attempts0.iter().all(|a| attempts3.contains(a)));
-    assert_eq!(attempts3.len(), attempts0.len() + 2 * pairs);
+    assert_eq!(attempts3.len(), attempts0.len() + 2 * pairs + cross);
 
-    // expected.csv: unchanged by the wall, plus one automatic row per look-alike payment.
+    // expected.csv: unchanged by the wall, plus one automatic row per look-alike payment and
+    // per crossing one (each its own outcome).
     let expected3: HashSet<String> = sorted_lines(&p3.join("expected.csv")).into_iter().collect();
     let expected0: HashSet<String> = sorted_lines(&p0.join("expected.csv")).into_iter().collect();
     assert!(expected0.iter().all(|e| expected3.contains(e)));
@@ -1658,12 +1683,16 @@ fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
         .iter()
         .filter(|e| !expected0.contains(*e))
         .collect();
-    assert_eq!(extra.len(), 2 * pairs);
+    assert_eq!(extra.len(), 2 * pairs + cross);
     for e in &extra {
         assert!(
             e.starts_with("MATCHED,") || e.starts_with("RESOLVED_SUCCEEDED,"),
             "{e}"
         );
+    }
+    for c in crossing {
+        let row = format!("{},{},{}", c.outcome, c.payment_id, c.txn_id);
+        assert!(expected3.contains(&row), "{row}");
     }
     assert_eq!(r3.expected_rows, expected3.len());
 
@@ -1708,6 +1737,12 @@ fn three_partitions_split_the_same_world_and_add_the_look_alikes() {
     }
     assert!(
         text.contains(&format!("{pairs} cross-partition look-alike pairs")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{cross} named lines booked in another partition's file"
+        )),
         "{text}"
     );
 
@@ -1814,12 +1849,24 @@ fn every_scenario_group_stays_inside_one_partition() {
         .map(|p| (p["payment_id"].as_str(), p["merchant_id"].as_str()))
         .collect();
     // A payment's lines (matched, duplicated, mismatched, twin, named and unnamed) are in its
-    // partition's file.
+    // partition's file, but for the named lines planted in another partition's file.
+    let crossing: HashMap<&str, &str> = report
+        .cross_partition_lines
+        .iter()
+        .map(|c| (c.txn_id.as_str(), c.line_partition.as_str()))
+        .collect();
+    assert!(crossing.len() >= 2, "{crossing:?}");
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for e in expected.iter().filter(|e| !e["payment_id"].is_empty()) {
         let m = merchant[e["payment_id"].as_str()];
         for t in e["provider_txn_id"].split(';').filter(|t| !t.is_empty()) {
-            assert_eq!(file_of[t], m, "{e:?}");
+            match crossing.get(t) {
+                Some(&other) => {
+                    assert_ne!(other, m, "{e:?}");
+                    assert_eq!(file_of[t], other, "{e:?}");
+                }
+                None => assert_eq!(file_of[t], m, "{e:?}"),
+            }
         }
         *kinds.entry(e["outcome"].as_str()).or_default() += 1;
     }

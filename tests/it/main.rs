@@ -28,6 +28,7 @@ mod id_shape;
 mod import;
 mod mappings;
 mod nights;
+mod partitions;
 mod pg_uuid;
 mod properties;
 mod pull;

@@ -79,6 +79,155 @@ fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
     }
 }
 
+/// What the test plants besides the generator's crossing lines (issue 40 point 6), each the
+/// outcome it must get: (payment id or a line's provider id, outcome, provider ids of its row).
+type Planted = Vec<(&'static str, &'static str, &'static str)>;
+
+/// Plants, in a generated partitioned night of at least three merchants (before its ledger is
+/// imported), lines that name payments of other merchants where only the whole-ledger lookup or
+/// another merchant's shard can see them:
+/// - an old FAILED payment of M02 (weeks before the night, beyond its ledger range) whose payout
+///   is booked tonight in M01's file: FAILED_BUT_PAID, reported though no line of M02 names it;
+/// - an old SUCCEEDED payment of M03 paid again tonight in M03's own file and in M01's: one
+///   DUPLICATE_AT_PROVIDER row with both lines;
+/// - a line in M01's file whose reference names an UNKNOWN payment of M02 and whose provider id
+///   is the one recorded for a SUCCEEDED payment of M03: one payout named for two payments,
+///   both CONTRADICTED (never resolved on it), and the line CONTRADICTED;
+/// - a line in M02's own file whose reference names an UNKNOWN payment of M02 and whose
+///   provider id is recorded for a SUCCEEDED payment of M03: the same (M02's shard must not
+///   resolve its payment on a line that also names another shard's).
+fn with_cross_partition_cases(n: &Night) -> Planted {
+    const OLD_FAILED: &str = "0c0ffee0-0000-4000-8000-000000000001";
+    const OLD_PAID: &str = "0c0ffee0-0000-4000-8000-000000000002";
+    const NAMED_BY_REF: &str = "0c0ffee0-0000-4000-8000-000000000003";
+    const NAMED_BY_ID: &str = "0c0ffee0-0000-4000-8000-000000000004";
+    const OWN_BY_REF: &str = "0c0ffee0-0000-4000-8000-000000000005";
+    const OTHER_BY_ID: &str = "0c0ffee0-0000-4000-8000-000000000006";
+    let append = |file: &str, rows: &[String]| {
+        let path = n.dir.join(file);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for r in rows {
+            text.push_str(r);
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+        if file.starts_with("statement-") {
+            write_control(&path);
+        }
+    };
+    let day = n.report.date;
+    let at = |h: u32| format!("{day}T{h:02}:00:00Z");
+    append(
+        "payments.csv",
+        &[
+            format!(
+                "{OLD_FAILED},DE89370400440532013000,310.00,EUR,FAILED,2026-10-01T08:00:00Z,2026-10-01T08:00:01Z,0c0ffee0-a000-4000-8000-000000000001,,M02"
+            ),
+            format!(
+                "{OLD_PAID},DE75512108001245126199,420.00,EUR,SUCCEEDED,2026-10-02T08:00:00Z,2026-10-02T08:00:01Z,0c0ffee0-a000-4000-8000-000000000002,pt_cross_old_paid_a,M03"
+            ),
+            format!(
+                "{NAMED_BY_REF},DE02120300000000202051,123.45,EUR,UNKNOWN,{},{},0c0ffee0-a000-4000-8000-000000000003,,M02",
+                at(9),
+                at(9)
+            ),
+            format!(
+                "{NAMED_BY_ID},DE02500105170137075030,234.56,EUR,SUCCEEDED,{},{},0c0ffee0-a000-4000-8000-000000000004,pt_cross_two_names,M03",
+                at(10),
+                at(10)
+            ),
+            format!(
+                "{OWN_BY_REF},DE12500105170648489890,345.67,EUR,UNKNOWN,{},{},0c0ffee0-a000-4000-8000-000000000005,,M02",
+                at(9),
+                at(9)
+            ),
+            format!(
+                "{OTHER_BY_ID},DE44500105175407324931,456.78,EUR,SUCCEEDED,{},{},0c0ffee0-a000-4000-8000-000000000006,pt_cross_own_and_other,M03",
+                at(10),
+                at(10)
+            ),
+        ],
+    );
+    append(
+        "attempts.csv",
+        &[
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000001,{OLD_FAILED},2026-10-01T08:00:01Z,2026-10-01T08:00:05Z,FAILED,,insufficient funds"
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000002,{OLD_PAID},2026-10-02T08:00:01Z,2026-10-02T08:00:05Z,SUCCEEDED,pt_cross_old_paid_a,"
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000003,{NAMED_BY_REF},{},,UNKNOWN,,timeout",
+                at(9)
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000004,{NAMED_BY_ID},{},{},SUCCEEDED,pt_cross_two_names,",
+                at(10),
+                at(10)
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000005,{OWN_BY_REF},{},,UNKNOWN,,timeout",
+                at(9)
+            ),
+            format!(
+                "0c0ffee0-a000-4000-8000-000000000006,{OTHER_BY_ID},{},{},SUCCEEDED,pt_cross_own_and_other,",
+                at(10),
+                at(10)
+            ),
+        ],
+    );
+    append(
+        "statement-M01.csv",
+        &[
+            format!(
+                "pt_cross_old_failed,{OLD_FAILED},DE89370400440532013000,310.00,EUR,{},PAYMENT",
+                at(11)
+            ),
+            format!(
+                "pt_cross_old_paid_b,{OLD_PAID},DE75512108001245126199,420.00,EUR,{},PAYMENT",
+                at(12)
+            ),
+            format!(
+                "pt_cross_two_names,{NAMED_BY_REF},DE02120300000000202051,123.45,EUR,{},PAYMENT",
+                at(13)
+            ),
+        ],
+    );
+    append(
+        "statement-M02.csv",
+        &[format!(
+            "pt_cross_own_and_other,{OWN_BY_REF},DE12500105170648489890,345.67,EUR,{},PAYMENT",
+            at(14)
+        )],
+    );
+    append(
+        "statement-M03.csv",
+        &[format!(
+            "pt_cross_old_paid_a,{OLD_PAID},DE75512108001245126199,420.00,EUR,{},PAYMENT",
+            at(12)
+        )],
+    );
+    vec![
+        (OLD_FAILED, "FAILED_BUT_PAID", "pt_cross_old_failed"),
+        (
+            OLD_PAID,
+            "DUPLICATE_AT_PROVIDER",
+            "pt_cross_old_paid_a;pt_cross_old_paid_b",
+        ),
+        (NAMED_BY_REF, "CONTRADICTED", "pt_cross_two_names"),
+        (NAMED_BY_ID, "CONTRADICTED", "pt_cross_two_names"),
+        ("pt_cross_two_names", "CONTRADICTED", "pt_cross_two_names"),
+        (OWN_BY_REF, "CONTRADICTED", "pt_cross_own_and_other"),
+        (OTHER_BY_ID, "CONTRADICTED", "pt_cross_own_and_other"),
+        (
+            "pt_cross_own_and_other",
+            "CONTRADICTED",
+            "pt_cross_own_and_other",
+        ),
+    ]
+}
+
 /// The payouts of a generated partitioned night reach one bank account that every partition
 /// shares (issue 34: read once, by the gather). Each merchant's provider lines become one
 /// settlement batch per currency (a `batch` column), and `bank.csv` (a source without
@@ -584,6 +733,21 @@ fn first_difference(a: &str, b: &str) -> String {
     format!("lengths {} vs {}", a.lines().count(), b.lines().count())
 }
 
+/// Two sets of database rows are equal; else says which rows only one of them has.
+fn same_rows(whole: &[String], other: &[String], what: &str) {
+    if whole == other {
+        return;
+    }
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter().filter(|r| !b.contains(r)).cloned().collect()
+    };
+    panic!(
+        "{what} differ\n  only in one process: {:#?}\n  only sharded: {:#?}",
+        only(whole, other),
+        only(other, whole)
+    );
+}
+
 fn assert_same(whole: &Seen, other: &Seen, what: &str) {
     assert_eq!(
         whole.results,
@@ -616,9 +780,13 @@ fn assert_same(whole: &Seen, other: &Seen, what: &str) {
         );
     }
     assert_eq!(whole.counts, other.counts, "{what}: summary counts");
-    assert_eq!(whole.transitions, other.transitions, "{what}: transitions");
-    assert_eq!(whole.tickets, other.tickets, "{what}: tickets");
-    assert_eq!(whole.cases, other.cases, "{what}: cases");
+    same_rows(
+        &whole.transitions,
+        &other.transitions,
+        &format!("{what}: transitions"),
+    );
+    same_rows(&whole.tickets, &other.tickets, &format!("{what}: tickets"));
+    same_rows(&whole.cases, &other.cases, &format!("{what}: cases"));
     assert_eq!(
         whole.sheets.keys().collect::<Vec<_>>(),
         other.sheets.keys().collect::<Vec<_>>(),
@@ -633,11 +801,26 @@ fn assert_same(whole: &Seen, other: &Seen, what: &str) {
 async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one_process() {
     let dir = tempfile::tempdir().unwrap();
     let n = generated_night(dir.path(), 3000, 34, 5);
+    // The planted lines cross shards: M01, M02 and M03 are three shards' with 3 and 4 shards.
+    for count in [3, 4] {
+        let shards: std::collections::BTreeSet<u64> = ["M01", "M02", "M03"]
+            .iter()
+            .map(|m| recon::partition::stable_hash(m) % count)
+            .collect();
+        assert_eq!(shards.len(), 3, "{count} shards");
+    }
+    let planted = with_cross_partition_cases(&n);
     let nets = with_shared_bank(&n);
     let v = variant(&n, "whole").await;
-    let whole = outcome(&one_process(&n, &v), &v).await;
-    // The night is not trivial: every kind of decision is in it.
-    let results = &whole.results;
+    let whole_dir = one_process(&n, &v);
+    let whole = outcome(&whole_dir, &v).await;
+    // The night is not trivial: every kind of decision is in it (each outcome exactly, as the
+    // first column of a row: a substring would find MATCHED in UNMATCHED_BANK_CREDIT).
+    let rows = crate::support::read_columns(
+        &whole_dir.join("results.csv"),
+        &["outcome", "payment_id", "provider_txn_id", "detail"],
+    );
+    let outcomes: std::collections::BTreeSet<&str> = rows.iter().map(|r| r[0].as_str()).collect();
     for o in [
         "MATCHED",
         "RESOLVED_SUCCEEDED",
@@ -648,7 +831,60 @@ async fn a_night_as_one_three_or_four_shards_plus_the_gather_is_the_night_of_one
         "SETTLEMENT_MISMATCH",
         "UNMATCHED_BANK_CREDIT",
     ] {
-        assert!(results.contains(o), "the night has no {o}");
+        assert!(outcomes.contains(o), "the night has no {o}: {outcomes:?}");
+    }
+    // Lines booked in another merchant's file that name their payment (issue 40): each
+    // payment gets the outcome the generator planted (an UNKNOWN one RESOLVED_SUCCEEDED, never
+    // FAILED; a SUCCEEDED one MATCHED, never MISSING) on that line, whose file the row names,
+    // and the line is no orphan. The shards below must give the same rows.
+    let crossing = &n.report.cross_partition_lines;
+    assert!(
+        crossing.iter().any(|c| c.outcome == "RESOLVED_SUCCEEDED")
+            && crossing.iter().any(|c| c.outcome == "MATCHED"),
+        "{crossing:#?}"
+    );
+    for c in crossing {
+        let row = rows
+            .iter()
+            .find(|r| r[1] == c.payment_id)
+            .unwrap_or_else(|| panic!("no row for {c:?}"));
+        assert_eq!(
+            (row[0].as_str(), row[2].as_str()),
+            (c.outcome, c.txn_id.as_str()),
+            "{c:?}: {row:?}"
+        );
+        assert!(
+            row[3].contains(&format!(
+                "booked in partition {:?}'s source provider-{}",
+                c.line_partition, c.line_partition
+            )),
+            "{c:?}: {row:?}"
+        );
+        assert!(
+            !rows.iter().any(|r| r[1].is_empty() && r[2] == c.txn_id),
+            "{c:?} has a line row of its own"
+        );
+    }
+    // The planted ones: each its outcome, on exactly its lines, and no other row for them.
+    for (id, want, txns) in &planted {
+        let found: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| r[1] == *id || (r[1].is_empty() && r[2] == *id))
+            .collect();
+        assert_eq!(found.len(), 1, "{id}: {found:?}");
+        let mut got: Vec<&str> = found[0][2].split(';').collect();
+        got.sort_unstable();
+        assert_eq!(
+            (found[0][0].as_str(), got.join(";")),
+            (*want, txns.to_string()),
+            "{id}"
+        );
+    }
+    for txn in ["pt_cross_old_failed", "pt_cross_old_paid_b"] {
+        assert!(
+            !rows.iter().any(|r| r[1].is_empty() && r[2] == txn),
+            "{txn} has a line row of its own"
+        );
     }
     // The shared bank account's three-way view, as the test wrote it: every batch's net, the
     // second merchant's first batch 5.00 short of its credit, the third's with two credits.

@@ -68,7 +68,8 @@ enum Command {
         /// Merchants to split the night by (0: none). With K ≥ 1 payments.csv gains a
         /// `merchant_id` column (M01 holds about 40 % of the payments), the statement is one
         /// `statement-<merchant>.csv` per merchant and recon.toml declares `[partition]` with one
-        /// source per file; with K ≥ 2 a few cross-partition look-alike pairs are added.
+        /// source per file; with K ≥ 2 a few cross-partition look-alike pairs are added, and a
+        /// few payments whose line is booked in another merchant's file, naming them.
         #[arg(long, default_value_t = 0, conflicts_with = "days",
               value_parser = clap::value_parser!(u32).range(0..=i64::from(generate::MAX_PARTITIONS)))]
         partitions: u32,

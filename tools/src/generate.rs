@@ -30,7 +30,13 @@
 //! world without partitions. The world is the one `K = 0` writes (its own PRNG stream draws
 //! the partitions), plus, with `K ≥ 2`, cross-partition look-alikes: pairs of payments in two
 //! partitions with the same recipient, money and start, each paid by one unnamed line in its
-//! own partition's file — unique matches with the partition wall, AMBIGUOUS without it.
+//! own partition's file — unique matches with the partition wall, AMBIGUOUS without it — and
+//! named lines booked in another partition's file (issue 40): a payment of one merchant whose
+//! payout the provider booked in another merchant's statement, naming it. An UNKNOWN one
+//! named by reference must be RESOLVED_SUCCEEDED (not FAILED once its own file is quiet), a
+//! SUCCEEDED one named by its recorded provider id alone MATCHED (not MISSING with an orphan
+//! beside it): a line that names a payment is its evidence wherever it is booked
+//! ([`GenerateReport::cross_partition_lines`]).
 //!
 //! [`score`] compares recon's `results.csv` with `expected.csv`.
 //!
@@ -120,6 +126,10 @@ pub const PARTITION_COLUMN: &str = recon::ledger::import::MERCHANT_COLUMN;
 const LOOK_ALIKES_PER_10K: u64 = 5;
 /// Mixed into the seed for the partitions' own PRNG stream.
 const PARTITION_STREAM: u64 = 0x7061_7274_6974_696f;
+/// Named lines booked in another partition's file, per 10 000 payments and per kind (an
+/// UNKNOWN payment named by reference, a SUCCEEDED one named by provider id), at least one of
+/// each when there are payments and two partitions or more.
+const CROSS_NAMED_PER_10K: u64 = 5;
 
 /// How ids are spelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -275,8 +285,32 @@ pub struct GenerateReport {
     pub partitions: Vec<PartitionFile>,
     /// Cross-partition look-alike pairs planted (their payments are in `payments`).
     pub look_alike_pairs: usize,
+    /// Named lines booked in another partition's file (their payments are in `payments`, in
+    /// payment id order): the truth their expected.csv rows come from.
+    pub cross_partition_lines: Vec<CrossPartitionLine>,
     /// Where the files are.
     pub files: GeneratedFiles,
+}
+
+/// A payment of one partition whose one line is booked in another partition's statement file
+/// and names it (issue 40: it is that payment's evidence wherever it is booked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrossPartitionLine {
+    /// The payment.
+    pub payment_id: String,
+    /// Its status in the ledger (`UNKNOWN` or `SUCCEEDED`).
+    pub status: &'static str,
+    /// Its partition.
+    pub payment_partition: String,
+    /// The line's provider id (its `txn_id`).
+    pub txn_id: String,
+    /// The partition whose statement file holds the line.
+    pub line_partition: String,
+    /// Whether the line names the payment by reference (else by provider id alone).
+    pub by_reference: bool,
+    /// The outcome the payment must get (`RESOLVED_SUCCEEDED` or `MATCHED`), as in
+    /// expected.csv; the line gets no row of its own.
+    pub outcome: &'static str,
 }
 
 /// One partition of a partitioned data set.
@@ -341,6 +375,11 @@ impl fmt::Display for GenerateReport {
                     p.statement.display()
                 )?;
             }
+            writeln!(
+                f,
+                "  {} named lines booked in another partition's file",
+                self.cross_partition_lines.len()
+            )?;
         }
         writeln!(f, "files:")?;
         let files = &self.files;
@@ -423,6 +462,7 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
     }
     let outcomes = data.write_expected(&files.expected)?;
     write_config(&files.config, opts, &names)?;
+    let cross_partition_lines = data.cross_partition_lines(&names);
 
     Ok(GenerateReport {
         seed: opts.seed,
@@ -435,6 +475,7 @@ pub fn generate(opts: &GenerateOptions) -> anyhow::Result<GenerateReport> {
         outcomes,
         partitions,
         look_alike_pairs,
+        cross_partition_lines,
         files,
     })
 }
@@ -832,6 +873,8 @@ struct Data {
     partitions: u16,
     pay_part: Vec<u16>,
     line_part: Vec<u16>,
+    /// The payments whose one line is booked in another partition's file (in planting order).
+    crossing: Vec<u32>,
     /// The txn number the next new line gets (after every line's and phantom's).
     next_txn: u32,
     bban: Bban,
@@ -1331,6 +1374,7 @@ impl Data {
             partitions: 0,
             pay_part: Vec::new(),
             line_part: Vec::new(),
+            crossing: Vec::new(),
             next_txn,
             bban,
             ids: opts.ids,
@@ -1438,8 +1482,98 @@ impl Data {
                 self.line_part.push(part);
             }
         }
+        // Named lines booked in another partition's file: an UNKNOWN payment named by
+        // reference, a SUCCEEDED one by its recorded provider id alone, each to a recipient
+        // nobody else has (nothing in either partition looks like it).
+        let crossing = share(self.pays.len(), CROSS_NAMED_PER_10K).max(1);
+        for (n, recipient) in (first_fresh + pairs as u64..)
+            .take(2 * crossing)
+            .enumerate()
+        {
+            let kind = if n % 2 == 0 {
+                Kind::UnknownRef
+            } else {
+                Kind::MatchedRef
+            };
+            let by_reference = kind == Kind::UnknownRef;
+            let cur = pick_currency(&mut rng);
+            let amount = pick_amount(&mut rng, cur);
+            let started = rng.between(0, DAY - 1);
+            let home = rng.below(u64::from(k)) as u16;
+            let booked_in = (home + 1 + rng.below(u64::from(k - 1)) as u16) % k;
+            let txn = self.next_txn;
+            self.next_txn += 1;
+            let pay = self.pays.len() as u32;
+            self.pays.push(Pay {
+                kind,
+                cur,
+                amount,
+                recipient,
+                started,
+                created: (started - rng.between(1, 5)).max(0),
+                retry_gap: 0,
+                records_id: !by_reference,
+                detail: rng.below(3) as u8,
+                partner: NONE,
+                txn_a: txn,
+                txn_b: 0,
+                phantom: 0,
+            });
+            self.pay_part.push(home);
+            self.lines.push(Line {
+                pay,
+                role: Role::Claimed,
+                reference: if by_reference {
+                    Reference::Payment {
+                        pay,
+                        noise: 0,
+                        pos: 0,
+                    }
+                } else {
+                    Reference::Empty
+                },
+                recipient,
+                beneficiary_noise: 0,
+                cur,
+                amount,
+                booked: booked_after(&mut rng, started),
+                txn,
+            });
+            self.line_part.push(booked_in);
+            self.crossing.push(pay);
+        }
         self.txn_width = digits(self.next_txn as usize - 1).max(8);
         pairs
+    }
+
+    /// The planted named lines booked in another partition's file, by payment id.
+    fn cross_partition_lines(&self, names: &[String]) -> Vec<CrossPartitionLine> {
+        let mut out: Vec<CrossPartitionLine> = self
+            .crossing
+            .iter()
+            .map(|&pay| {
+                let p = &self.pays[pay as usize];
+                let (mut payment_id, mut txn_id) = (String::new(), String::new());
+                self.push_payment_id(&mut payment_id, pay);
+                self.push_txn_id(&mut txn_id, p.txn_a);
+                let line = self
+                    .lines
+                    .iter()
+                    .position(|l| l.txn == p.txn_a)
+                    .unwrap_or_default();
+                CrossPartitionLine {
+                    payment_id,
+                    status: p.kind.status(),
+                    payment_partition: names[self.pay_part[pay as usize] as usize].clone(),
+                    txn_id,
+                    line_partition: names[self.line_part[line] as usize].clone(),
+                    by_reference: !p.records_id,
+                    outcome: p.kind.outcome(),
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.payment_id.cmp(&b.payment_id));
+        out
     }
 
     /// The partitions' names, `M01` … (zero-padded to the width of the count, at least two

@@ -34,12 +34,12 @@ pub(super) fn load(
     cfg: &crate::config::Config,
     days: (chrono::NaiveDate, chrono::NaiveDate),
     as_of: Micros,
-) -> Option<super::plan::Loading> {
+) -> Option<super::load::Loading> {
     let p = cfg.partition.as_ref()?;
     if p.foreign_sources.is_empty() {
         return None;
     }
-    Some(super::plan::load_sources(
+    Some(super::load::load_sources(
         p.foreign_sources.clone(),
         true,
         days,
@@ -228,7 +228,7 @@ impl Foreign {
             .iter()
             .map(|&s| sources_cfg[s as usize].clone())
             .collect();
-        let (loads, _) = super::plan::load_sources(again, true, *days, *as_of)
+        let (loads, _) = super::load::load_sources(again, true, *days, *as_of)
             .await
             .context("statement loading task (other partitions, again)")??;
         let mut picked = Vec::new();

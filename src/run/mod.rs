@@ -24,6 +24,7 @@
 mod claims;
 mod day;
 mod foreign;
+mod load;
 pub(crate) mod plan;
 mod range;
 mod recovery;

@@ -851,8 +851,8 @@ impl Harness {
                         || (r.outcome == "AMBIGUOUS" && self.names_payment(l, &r.payment_id))
                 })
                 .collect();
-            let contradicted = owners.is_empty()
-                && containing.iter().any(|r| r.outcome == "CONTRADICTED");
+            let contradicted =
+                owners.is_empty() && containing.iter().any(|r| r.outcome == "CONTRADICTED");
             if owners.len() != 1 && !contradicted {
                 let mut s = format!(
                     "{} is {} but has {} owner rows (expected 1)\n    truth: {}",
@@ -1000,11 +1000,15 @@ impl Harness {
     }
 
     /// Whether line `l` names payment `id` by an identifier the ledger knows (its reference,
-    /// or its provider id recorded on the payment or an attempt).
+    /// or its provider id recorded on the payment or an attempt), or a reviewer confirmed it.
     fn names_payment(&self, l: usize, id: &str) -> bool {
-        if self.confirmed.contains(&(l, id.to_string()))
-            || self.rev.renamed.contains(&(l, id.to_string()))
-        {
+        self.confirmed.contains(&(l, id.to_string())) || self.names_by_itself(l, id)
+    }
+
+    /// [`Harness::names_payment`] without reviewers' confirmations: the line's own reference
+    /// (as delivered so far) or a provider id the ledger knows.
+    fn names_by_itself(&self, l: usize, id: &str) -> bool {
+        if self.rev.renamed.contains(&(l, id.to_string())) {
             return true;
         }
         let line = &self.world.lines[l];
@@ -1393,6 +1397,11 @@ impl Harness {
                     let Some((actor, approver, case)) = self.confirmed_by(l, &pay.id) else {
                         continue;
                     };
+                    if !self.confirmed.contains(&(l, pay.id.clone()))
+                        || self.names_by_itself(l, &pay.id)
+                    {
+                        continue;
+                    }
                     *self
                         .stats
                         .entry("transitions on a confirmed line")
@@ -2392,8 +2401,9 @@ async fn nights_sweep_postgres() {
 }
 
 /// The harness is not blind: a recon made wrong on purpose (through its job and rule files
-/// only) fails the check that guards each blind spot issue 30 named. Small worlds without the
-/// shapes, so that only the sabotage can fire.
+/// only) fails the check that guards each blind spot issue 30 named, and (issue 40) the
+/// four-eyes check. Small worlds without issue 30's shapes, so that only the sabotage fires
+/// those checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_harness_catches_a_sabotaged_recon() {
     let lazy_rules = r#"
@@ -2415,7 +2425,7 @@ auto_apply_succeeded = false
 auto_apply_unknown = false
 "#;
     type Edit = fn(String) -> String;
-    let cases: [(&str, Edit, Option<&str>, &str, &str); 4] = [
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 5] = [
         (
             "a recon that only proposes",
             |c| {
@@ -2454,6 +2464,14 @@ auto_apply_unknown = false
             "critical fact not surfaced (invariant 2)",
             "SUCCEEDED in the ledger but never paid",
         ),
+        (
+            // Issue 40: the job lets one reviewer decide alone while the desk plays four eyes.
+            "a recon that lets one reviewer move money alone",
+            |c| c.replace("approvals = 2", "approvals = 1"),
+            None,
+            "a money-moving decision took effect with one reviewer (contract 1)",
+            "",
+        ),
     ];
     for (what, edit, rules, category, text) in cases {
         let mut o = SimOptions::new(CI_SEED);
@@ -2465,6 +2483,8 @@ auto_apply_unknown = false
             late_contradiction: 0,
             paid_while_pending: 0,
             succeeded_but_lost: 2_000,
+            // The reviewers work under four eyes (the last sabotage takes them away).
+            four_eyes: 10_000,
             ..sim::Probs::default()
         };
         let mut h = Harness::new(&o, Backend::Sqlite).await;
@@ -2996,6 +3016,10 @@ mod world {
             late_contradiction: 0,
             paid_while_pending: 0,
             blind_retry: 0,
+            near_miss: 0,
+            regroup: 0,
+            hook_after_confirm: 0,
+            failed_hook_after_human: 0,
             ..Probs::default()
         };
         let w0 = World::build(&off);
@@ -3003,6 +3027,195 @@ mod world {
         assert!(w0.hooks.is_empty());
         assert!(!w0.config_toml("sqlite://x.db").contains("status_api"));
         assert!(w.config_toml("sqlite://x.db").contains("[[status_api]]"));
+    }
+
+    /// Issue 40's world shapes are what the issue needs, and switching them off (or any of the
+    /// reviewers' probabilities) leaves the rest of the world as it was.
+    #[test]
+    fn issue_40_shapes_look_right_and_off_means_off() {
+        let mut o = SimOptions::new(11);
+        o.days = 14;
+        let w = World::build(&o);
+        let (mut near, mut twins) = (0, 0);
+        for (i, p) in w.payments.iter().enumerate() {
+            match p.shape {
+                Some(Shape::NearMiss { line }) => {
+                    near += 1;
+                    let l = &w.lines[line];
+                    assert_eq!(l.role, LineRole::LookAlike { near: i });
+                    assert_eq!(
+                        (l.recipient.as_str(), l.currency),
+                        (p.recipient.as_str(), p.currency)
+                    );
+                    assert_ne!(l.amount_minor.abs(), p.amount_minor);
+                    let s = p.started_at.expect("started");
+                    assert!(l.booked_at > s && l.booked_at <= s + 72 * HOUR, "{l:?}");
+                    assert!(matches!(
+                        p.status,
+                        LedgerStatus::Unknown | LedgerStatus::Submitting
+                    ));
+                    if p.fate == Fate::PaidOnce {
+                        // Its payout names it by nothing and comes after the look-alike.
+                        let own = &w.lines[p.lines[0]];
+                        assert!(own.reference.is_empty());
+                        assert!(p.ledger_provider_id.is_none());
+                        assert!(p.attempts.iter().all(|a| a.provider_id.is_none()));
+                        assert!(own.booked_at > l.booked_at + 20 * HOUR, "{own:?}");
+                    }
+                }
+                Some(Shape::Regroup { other }) => {
+                    twins += 1;
+                    let q = &w.payments[other];
+                    assert_eq!(q.shape, Some(Shape::Regroup { other: i }));
+                    assert_eq!(
+                        (q.recipient.as_str(), q.currency, q.amount_minor),
+                        (p.recipient.as_str(), p.currency, p.amount_minor)
+                    );
+                    let (a, b) = (p.started_at.expect("start"), q.started_at.expect("start"));
+                    assert!((a - b).abs() <= 20 * MINUTE);
+                    let (la, lb) = (&w.lines[p.lines[0]], &w.lines[q.lines[0]]);
+                    assert!(la.reference.is_empty() && lb.reference.is_empty());
+                    // One payout within two hours, the other a day or two later: another file.
+                    let (early, late) = if la.booked_at < lb.booked_at {
+                        (la, lb)
+                    } else {
+                        (lb, la)
+                    };
+                    assert!(late.booked_at - early.booked_at > 20 * HOUR);
+                    assert!(late.file_day > early.file_day);
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            near > 0 && twins > 0,
+            "near misses {near}, regrouped twins {twins}"
+        );
+        // The reviewers' probabilities are not the world's: the same world without them.
+        let mut quiet = o.clone();
+        quiet.probs.wrong_confirm = 0;
+        quiet.probs.wrong_status = 0;
+        quiet.probs.sheet_kept = 0;
+        quiet.probs.inbox = 0;
+        quiet.probs.escalate = 0;
+        let q = World::build(&quiet);
+        assert_eq!(
+            (&q.payments, &q.lines, &q.versions),
+            (&w.payments, &w.lines, &w.versions)
+        );
+        // Off means off: no look-alike, no regrouped twin.
+        let mut off = o.clone();
+        off.probs.near_miss = 0;
+        off.probs.regroup = 0;
+        let f = World::build(&off);
+        assert!(f.payments.iter().all(|p| !matches!(
+            p.shape,
+            Some(Shape::NearMiss { .. } | Shape::Regroup { .. })
+        )));
+        assert!(
+            f.lines
+                .iter()
+                .all(|l| !matches!(l.role, LineRole::LookAlike { .. }))
+        );
+        assert!(f.payments.len() < w.payments.len());
+    }
+
+    /// The world changes the reviewers' shapes make while it is played: a re-delivery that
+    /// renames a line (that version and the later ones, never an earlier one), a line added to
+    /// files not delivered yet (never to one delivered), webhook events in time order.
+    #[test]
+    fn the_world_changes_the_reviewers_cause() {
+        let mut o = SimOptions::new(7);
+        o.payments_per_day = 30;
+        let mut w = World::build(&o);
+        let l = w
+            .lines
+            .iter()
+            .position(|l| {
+                l.source == recon_tools::sim::Source::Psp
+                    && l.reference.is_empty()
+                    && l.file_day >= 1
+                    && matches!(l.role, LineRole::Payment { nth: 0, .. })
+            })
+            .expect("an unnamed provider payout");
+        let (source, day) = (w.lines[l].source, w.lines[l].file_day);
+        let name = w.file_name(source, day);
+        let before = w.inbox_at(5)[&(source, day)];
+        let old = w.render_version(&w.versions[before])[0].1.clone();
+        let arrival = 6;
+        let k = w
+            .redeliver_with_reference(l, "PAY-RENAMED", arrival)
+            .expect("re-delivered");
+        assert_eq!(w.versions[k].arrival, arrival);
+        assert_eq!(
+            w.inbox_at(arrival)[&(source, day)],
+            k,
+            "the newest of its night"
+        );
+        let text = |w: &World, k: usize| {
+            String::from_utf8(w.render_version(&w.versions[k])[0].1.clone()).expect("utf-8")
+        };
+        let txn = w.lines[l].txn_id.clone().expect("provider id");
+        assert!(
+            text(&w, k)
+                .lines()
+                .any(|r| r.starts_with(&format!("{txn},PAY-RENAMED,"))),
+            "{name}"
+        );
+        // Before its night the inbox holds the old bytes.
+        let now = w.inbox_at(5)[&(source, day)];
+        assert_eq!(w.render_version(&w.versions[now])[0].1, old);
+        for v in w
+            .versions
+            .iter()
+            .filter(|v| v.source == source && v.day == day)
+        {
+            assert_eq!(
+                v.overrides.iter().any(|(x, _)| *x == l),
+                v.arrival > arrival || v.event == recon_tools::sim::Event::Renamed,
+                "{v:?}"
+            );
+        }
+        // A line for a file not delivered yet joins it; one for a delivered file is refused.
+        let p = w.lines[l].payment(&w.lines).expect("its payment");
+        let last = w.opts.nights() - 1;
+        let late = w.line_for(
+            p,
+            night_as_of(o.start, last) - 12 * HOUR,
+            true,
+            Some("pt_x".into()),
+        );
+        let day_late = late.file_day;
+        let added = w.add_line(late, last - 2).expect("a file still to come");
+        assert!(
+            w.versions
+                .iter()
+                .filter(|v| v.source == source && v.day == day_late)
+                .all(|v| v.lines.contains(&added)
+                    || v.full_lines.as_ref().is_some_and(|f| f.contains(&added)))
+        );
+        let early = w.line_for(
+            p,
+            night_as_of(o.start, 1) - 12 * HOUR,
+            false,
+            Some("pt_y".into()),
+        );
+        assert!(
+            w.add_line(early, last).is_none(),
+            "its file was delivered already"
+        );
+        assert_eq!(w.lines[added].role, LineRole::Return { payment: p });
+        assert_eq!(w.lines[added].reference, w.payments[p].id);
+        // Webhook events stay in time order.
+        for at in [3 * HOUR, HOUR, 2 * HOUR] {
+            w.add_hook(recon_tools::sim::HookEvent {
+                payment: p,
+                status: "FAILED",
+                at: night_as_of(o.start, 1) + at,
+            });
+        }
+        assert!(w.hooks.windows(2).all(|x| x[0].at <= x[1].at));
+        assert!(w.has_hooks());
     }
 
     #[test]

@@ -356,7 +356,8 @@ fn status_of(text: &str) -> Option<Status> {
 
 /// (case, status, detail) of each row of a result file (`<name>.result.csv`).
 fn read_result_csv(path: &Path) -> Vec<(String, Status, String)> {
-    let mut rdr = csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut rdr =
+        csv::Reader::from_path(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let header: Vec<String> = rdr
         .headers()
         .expect("result header")
@@ -612,7 +613,12 @@ impl Harness {
 
     fn pick_reviewer(&mut self, night: u32, not: Option<&str>) -> String {
         if !self.rev.four_eyes && not.is_none() {
-            return if night.is_multiple_of(2) { "alice" } else { "bob" }.to_string();
+            return if night.is_multiple_of(2) {
+                "alice"
+            } else {
+                "bob"
+            }
+            .to_string();
         }
         let names: Vec<&str> = REVIEWERS
             .iter()
@@ -622,7 +628,13 @@ impl Harness {
         names[self.dice.below(names.len() as u64) as usize].to_string()
     }
 
-    fn new_sheet(&mut self, night: u32, actor: &str, rows: Vec<(Intent, Role)>, tag: &str) -> Sheet {
+    fn new_sheet(
+        &mut self,
+        night: u32,
+        actor: &str,
+        rows: Vec<(Intent, Role)>,
+        tag: &str,
+    ) -> Sheet {
         self.rev.files += 1;
         let path = self.env.path(&format!(
             "decide-{night:02}-{}-{tag}-{actor}.xlsx",
@@ -636,7 +648,10 @@ impl Harness {
         super::write_decide_file(
             &path,
             &cells,
-            &format!("{tag} by {actor} on night {night} (file {})", self.rev.files),
+            &format!(
+                "{tag} by {actor} on night {night} (file {})",
+                self.rev.files
+            ),
         );
         Sheet {
             path,
@@ -765,8 +780,10 @@ impl Harness {
                 .flatten()
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .find(|f| {
-                    f.file_name()
-                        .is_some_and(|n| n.to_string_lossy().ends_with(&format!("-{stem}.result.csv")))
+                    f.file_name().is_some_and(|n| {
+                        n.to_string_lossy()
+                            .ends_with(&format!("-{stem}.result.csv"))
+                    })
                 });
             let Some(result) = result else {
                 self.violation(
@@ -885,7 +902,10 @@ impl Harness {
                                     &m.fingerprint[..12.min(m.fingerprint.len())]
                                 )
                             } else {
-                                format!("run {} reported its payments or lines without storing it", m.gone_by)
+                                format!(
+                                    "run {} reported its payments or lines without storing it",
+                                    m.gone_by
+                                )
                             }
                         })
                         .unwrap_or_else(|| "no committed run stored it".into());
@@ -905,7 +925,9 @@ impl Harness {
                         .or_insert(0) += 1;
                     None
                 }
-                (Expect::RefusedOwn, _) => bad("a reviewer approved their own decision (contract 1)"),
+                (Expect::RefusedOwn, _) => {
+                    bad("a reviewer approved their own decision (contract 1)")
+                }
                 (Expect::Applied, Status::Applied) | (Expect::Waiting, Status::Waiting) => None,
                 (Expect::Waiting, Status::Applied) => {
                     bad("a money-moving decision took effect with one reviewer (contract 1)")
@@ -1016,15 +1038,19 @@ impl Harness {
     }
 
     /// A decision took effect: the world learns of it, and the provider may answer.
-    fn take_effect(&mut self, night: u32, intent: &Intent, actor: String, approver: Option<String>) {
+    fn take_effect(
+        &mut self,
+        night: u32,
+        intent: &Intent,
+        actor: String,
+        approver: Option<String>,
+    ) {
         let pr = self.world.opts.probs.clone();
         self.rev.effective.push(Effective {
             intent: intent.clone(),
             actor,
             approver,
-            paid: intent
-                .status_of
-                .map(|p| self.world.payments[p].fate.paid()),
+            paid: intent.status_of.map(|p| self.world.payments[p].fate.paid()),
             seen: false,
         });
         let nights = self.world.opts.nights();
@@ -1125,7 +1151,10 @@ impl Harness {
                                 "shape: corrected after a right confirm"
                             })
                             .or_insert(0) += 1;
-                        *self.stats.entry("shape: corrected after confirm").or_insert(0) += 1;
+                        *self
+                            .stats
+                            .entry("shape: corrected after confirm")
+                            .or_insert(0) += 1;
                         if wrong {
                             let ev = Evidence::Renamed {
                                 line: l,
@@ -1156,9 +1185,7 @@ impl Harness {
                         .lines
                         .iter()
                         .copied()
-                        .filter(|&l| {
-                            matches!(self.world.lines[l].role, LineRole::Payment { .. })
-                        })
+                        .filter(|&l| matches!(self.world.lines[l].role, LineRole::Payment { .. }))
                         .collect();
                     let pid = self.world.payments[p].id.clone();
                     // Its payout contradicts the reviewer when recon can tell whose it is: it
@@ -1380,16 +1407,15 @@ impl Harness {
     }
 
     /// The reviewer(s) and case that confirmed line `l` as payment `id`'s.
-    pub(super) fn confirmed_by(&self, l: usize, id: &str) -> Option<(String, Option<String>, String)> {
+    pub(super) fn confirmed_by(
+        &self,
+        l: usize,
+        id: &str,
+    ) -> Option<(String, Option<String>, String)> {
         self.rev.effective.iter().rev().find_map(|e| {
             let (x, p, _, _) = e.intent.confirm.as_ref()?;
-            (*x == l && self.world.payments[*p].id == id).then(|| {
-                (
-                    e.actor.clone(),
-                    e.approver.clone(),
-                    e.intent.case.clone(),
-                )
-            })
+            (*x == l && self.world.payments[*p].id == id)
+                .then(|| (e.actor.clone(), e.approver.clone(), e.intent.case.clone()))
         })
     }
 
@@ -1453,22 +1479,6 @@ impl Harness {
                 || c.payments.iter().any(|p| touched.contains(&p.payment_id))
             {
                 continue;
-            }
-            if std::env::var_os("RECON_SIM_DEBUG").is_some() {
-                let offered: Vec<String> = recon::decisions::check::offered(c)
-                    .iter()
-                    .map(|d| d.text())
-                    .collect();
-                let key: &'static str = Box::leak(
-                    format!(
-                        "debug: {} {} status {}",
-                        c.kind,
-                        c.payments.len(),
-                        offered.iter().any(|d| d == "failed")
-                    )
-                    .into_boxed_str(),
-                );
-                *self.stats.entry(key).or_insert(0) += 1;
             }
             let regroup = self.regroup_hold(c, night);
             // Status decisions are rarer: reviewers take those cases first.
@@ -1723,9 +1733,10 @@ impl Harness {
             "bob "
         };
         self.rev.files += 1;
-        let path = inbox
-            .join(folder)
-            .join(format!("decide-{night:02}-{}-intruder.xlsx", self.rev.files));
+        let path = inbox.join(folder).join(format!(
+            "decide-{night:02}-{}-intruder.xlsx",
+            self.rev.files
+        ));
         super::write_decide_file(
             &path,
             &[(c.key.clone(), c.fingerprint.clone(), decision.to_string())],
@@ -1814,9 +1825,7 @@ impl Harness {
                 );
             }
             let p = self.payment_by_id[payment.as_str()];
-            let paid = e
-                .paid
-                .unwrap_or_else(|| self.world.payments[p].fate.paid());
+            let paid = e.paid.unwrap_or_else(|| self.world.payments[p].fate.paid());
             let contradicts = (to == "FAILED" && paid) || (to == "SUCCEEDED" && !paid);
             if contradicts && e.intent.right {
                 self.violation(
@@ -1841,7 +1850,9 @@ impl Harness {
     /// Every confirmed line comes from a confirmation that took effect.
     pub(super) async fn check_confirmed_lines(&mut self, night: u32, label: &str) {
         let rows = self
-            .query("SELECT source, line_id, payment_id FROM confirmed_lines ORDER BY source, line_id")
+            .query(
+                "SELECT source, line_id, payment_id FROM confirmed_lines ORDER BY source, line_id",
+            )
             .await;
         for r in rows {
             let key = (r[0].clone(), r[1].clone(), r[2].clone());
@@ -1981,7 +1992,11 @@ impl Harness {
             for h in &holders {
                 if let Some(&p) = self.payment_by_id.get(h) {
                     let _ = write!(s, "\n    {}", self.world.describe_payment(p));
-                    let _ = write!(s, "\n      every row recon wrote about it:{}", self.timeline(h));
+                    let _ = write!(
+                        s,
+                        "\n      every row recon wrote about it:{}",
+                        self.timeline(h)
+                    );
                 }
             }
             self.violation(
@@ -2072,7 +2087,11 @@ impl Harness {
                         t.id, t.kind, t.severity, t.status, t.last_seen_run_id
                     );
                 }
-                let _ = write!(s, "\n      every row recon wrote about it:{}", self.timeline(&id));
+                let _ = write!(
+                    s,
+                    "\n      every row recon wrote about it:{}",
+                    self.timeline(&id)
+                );
             }
             if let Some(w) = self
                 .rev

@@ -1303,7 +1303,7 @@ impl World {
             let Some(started) = pay.started_at else {
                 continue;
             };
-            if !(alone && simple) || !rng.chance(pr.regroup) {
+            if !(alone && simple && rng.chance(pr.regroup)) {
                 continue;
             }
             let q = self.payments.len();
@@ -1325,7 +1325,13 @@ impl World {
                 rng,
                 &pr,
                 start,
-                (&id, &pay.recipient, pay.amount_minor, pay.currency, pay.rail),
+                (
+                    &id,
+                    &pay.recipient,
+                    pay.amount_minor,
+                    pay.currency,
+                    pay.rail,
+                ),
                 provider_id.clone(),
                 booked,
                 LineRole::Payment { payment: q, nth: 0 },
@@ -1378,27 +1384,26 @@ impl World {
         let lonely = self.lonely();
         for (p, &alone) in lonely.iter().enumerate() {
             let pay = &self.payments[p];
-            let unresolved = matches!(
-                pay.status,
-                LedgerStatus::Unknown | LedgerStatus::Submitting
-            );
+            let unresolved = matches!(pay.status, LedgerStatus::Unknown | LedgerStatus::Submitting);
             let simple = pay.shape.is_none()
                 && pay.attempts.len() == 1
                 && matches!(pay.fate, Fate::Lost | Fate::PaidOnce);
             let Some(started) = pay.started_at else {
                 continue;
             };
-            if !(alone && unresolved && simple) || !rng.chance(pr.near_miss) {
+            if !(alone && unresolved && simple && rng.chance(pr.near_miss)) {
                 continue;
             }
-            let delta = pay.amount_minor * rng.between(10, 40) / 100 * [-1, 1][rng.below(2) as usize];
+            let delta =
+                pay.amount_minor * rng.between(10, 40) / 100 * [-1, 1][rng.below(2) as usize];
             let amount = (pay.amount_minor + delta).max(100);
             let booked = (started + rng.between(10, 6 * 60) * MINUTE) / 1_000_000 * 1_000_000;
             let (amount_minor, kind) = match pay.rail {
                 Source::Psp => (amount, "PAYMENT"),
                 Source::Bank => (-amount, "DEBIT"),
             };
-            let late_payout = (started + rng.between(30 * 60, 60 * 60) * MINUTE) / 1_000_000 * 1_000_000;
+            let late_payout =
+                (started + rng.between(30 * 60, 60 * 60) * MINUTE) / 1_000_000 * 1_000_000;
             let line = Line {
                 source: pay.rail,
                 txn_id: (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24))),

@@ -977,7 +977,7 @@ impl Harness {
                 dr.night,
                 &dr.label,
                 "a confirmed line read as its payment's after the provider named another (contract 4a)",
-                p,
+                format!("(shape: WrongConfirm) {p}"),
             );
         }
     }
@@ -1379,6 +1379,11 @@ impl Harness {
                     None => Some("wrong automatic decision (invariant 1)"),
                 };
                 if let Some(category) = category {
+                    let s = if human.is_some() {
+                        format!("(shape: WrongDecision) {s}")
+                    } else {
+                        s
+                    };
                     self.violation(night, &label, category, s);
                 }
             }
@@ -1418,7 +1423,7 @@ impl Harness {
                             &label,
                             "a transition a confirmed line caused does not name its reviewer(s) and case (contract 6)",
                             format!(
-                                "{} {}→{} by {} run {}: reason {:?}; line {} was confirmed by {actor}{} in case {case}",
+                                "(shape: Confirm) {} {}→{} by {} run {}: reason {:?}; line {} was confirmed by {actor}{} in case {case}",
                                 pay.id,
                                 h.from,
                                 h.to,

@@ -155,6 +155,13 @@ struct Sheet {
     actor: String,
     made: u32,
     rows: Vec<(Intent, Role)>,
+    /// The shape it plays (for the violations it finds).
+    shape: &'static str,
+}
+
+/// `text` tagged with the shape that played it (the summary counts violations per shape).
+fn shaped(shape: &str, text: impl std::fmt::Display) -> String {
+    format!("(shape: {shape}) {text}")
 }
 
 /// A file in the inbox, waiting for the next run, with what each row must become.
@@ -212,6 +219,8 @@ struct Due {
     /// The confirmed line it is about (a later confirmation of the line replaces it).
     line: Option<usize>,
     what: &'static str,
+    /// The shape that played it.
+    shape: &'static str,
     evidence: Evidence,
     after: u32,
     /// Only when this payment holds this provider id by then (the contract's point 4c).
@@ -403,7 +412,7 @@ impl Harness {
                 0,
                 "config",
                 "the job's reviewer table is refused (contract 2)",
-                format!("{text}; played without the table"),
+                shaped("ReviewerTable", format!("{text}; played without the table")),
             );
             d.reviewers.clear();
             std::fs::write(
@@ -658,6 +667,12 @@ impl Harness {
             actor: actor.to_string(),
             made: night,
             rows,
+            shape: match tag {
+                "approve" => "FourEyes",
+                "approve-own" => "SelfApproval",
+                "approve-again" => "ApproverAgain",
+                _ => "Decide",
+            },
         }
     }
 
@@ -738,6 +753,7 @@ impl Harness {
         self.rev.pending.push(Pending {
             sheet: Sheet {
                 path: target,
+                shape: "Inbox",
                 ..sheet
             },
             expects,
@@ -765,11 +781,14 @@ impl Harness {
                     night,
                     run,
                     "a reviewer's inbox file was not applied (contract 2)",
-                    format!(
-                        "{} (folder owned by uid {}, reviewer {}) is still there after the run",
-                        path.display(),
-                        self.uid_of(&p.sheet.actor),
-                        p.sheet.actor
+                    shaped(
+                        "Inbox",
+                        format!(
+                            "{} (folder owned by uid {}, reviewer {}) is still there after the run",
+                            path.display(),
+                            self.uid_of(&p.sheet.actor),
+                            p.sheet.actor
+                        ),
                     ),
                 );
                 let _ = std::fs::remove_file(path);
@@ -790,7 +809,10 @@ impl Harness {
                     night,
                     run,
                     "a reviewer's inbox file was not applied (contract 2)",
-                    format!("{} is gone but no result file is in done/", path.display()),
+                    shaped(
+                        "Inbox",
+                        format!("{} is gone but no result file is in done/", path.display()),
+                    ),
                 );
                 continue;
             };
@@ -824,7 +846,7 @@ impl Harness {
                     night,
                     run,
                     "an inbox file was applied from a folder its reviewer does not own (contract 2)",
-                    format!(
+                    shaped("InboxIntruder", format!(
                         "{} (folder {:?} owned by uid {STRANGER}, put there on night {}) was applied{}",
                         i.path.display(),
                         i.folder,
@@ -834,7 +856,7 @@ impl Harness {
                         } else {
                             " (moved away)"
                         }
-                    ),
+                    )),
                 );
                 continue;
             }
@@ -913,7 +935,7 @@ impl Harness {
                         night,
                         "decisions",
                         "a sheet row applied on a case no run holds open with its fingerprint (contract 3)",
-                        format!("{what}\n    {why}"),
+                        shaped(sheet.shape, format!("{what}\n    {why}")),
                     );
                     None
                 }
@@ -960,7 +982,14 @@ impl Harness {
                 (Expect::Lenient, _) => None,
             };
             if let Some(cat) = violation {
-                self.violation(night, "decisions", cat, what.clone());
+                let shape = if cat.contains("one reviewer") {
+                    "FourEyes"
+                } else if *role == Role::Again {
+                    "SameFileTwice"
+                } else {
+                    sheet.shape
+                };
+                self.violation(night, "decisions", cat, shaped(shape, &what));
             }
             match status {
                 Status::Applied | Status::Waiting => self.decisions_applied += 1,
@@ -1029,9 +1058,12 @@ impl Harness {
                 night,
                 "decisions",
                 "an approved decision is not stored APPLIED with its approver (contract 1)",
-                format!(
-                    "{} by {first}, approved by {approver}; case_decisions: {rows:?}",
-                    intent.describe()
+                shaped(
+                    "FourEyes",
+                    format!(
+                        "{} by {first}, approved by {approver}; case_decisions: {rows:?}",
+                        intent.describe()
+                    ),
                 ),
             );
         }
@@ -1129,6 +1161,7 @@ impl Harness {
                             payments: vec![p, q],
                             line: Some(l),
                             what: "the provider's webhook names another payment for the confirmed line's payout id",
+                            shape: "HookAfterConfirm",
                             evidence: ev,
                             after: night,
                             holder: Some((p, txn)),
@@ -1165,6 +1198,7 @@ impl Harness {
                                 payments: vec![p, q],
                                 line: Some(l),
                                 what: "the provider re-delivered the confirmed line naming another payment",
+                                shape: "CorrectedAfterConfirm",
                                 evidence: ev,
                                 after: night,
                                 holder: None,
@@ -1194,6 +1228,15 @@ impl Harness {
                         matches!(self.world.payments[p].shape, Some(Shape::NearMiss { .. }));
                     for l in payouts {
                         let line = self.world.lines[l].clone();
+                        // A payout some run had already is what the reviewer decided on, not
+                        // later evidence (the contract's point 5 speaks of a later line).
+                        let seen = self
+                            .runs
+                            .iter()
+                            .any(|r| r.visible.values().any(|&v| v == l));
+                        if seen {
+                            continue;
+                        }
                         if line.reference == pid || near_miss {
                             evidence.push(Evidence::Line(l));
                         } else if line.source == Source::Psp
@@ -1223,6 +1266,7 @@ impl Harness {
                             payments: vec![p],
                             line: None,
                             what: "a payout names a payment a reviewer decided FAILED",
+                            shape: "WrongStatus",
                             evidence: ev.clone(),
                             after: night,
                             holder: None,
@@ -1323,6 +1367,7 @@ impl Harness {
                         payments: vec![p],
                         line: None,
                         what: "a FAILED webhook after a reviewer decided SUCCEEDED",
+                        shape: "FailedHookAfterHumanSucceeded",
                         evidence: ev,
                         after: night,
                         holder: None,
@@ -1510,7 +1555,14 @@ impl Harness {
             if let Some((k, across)) = hold {
                 *self.stats.entry("shape: sheet kept").or_insert(0) += 1;
                 self.rev.held.push(Held {
-                    sheet,
+                    sheet: Sheet {
+                        shape: if across {
+                            "SheetKeptAcrossRegroup"
+                        } else {
+                            "SheetKept"
+                        },
+                        ..sheet
+                    },
                     due: night + k,
                     across_regroup: across,
                 });
@@ -1518,7 +1570,10 @@ impl Harness {
                 *self.stats.entry("shape: sheet kept").or_insert(0) += 1;
                 let k = self.dice.between(1, 4) as u32;
                 self.rev.held.push(Held {
-                    sheet,
+                    sheet: Sheet {
+                        shape: "SheetKept",
+                        ..sheet
+                    },
                     due: night + k,
                     across_regroup: false,
                 });
@@ -1557,10 +1612,13 @@ impl Harness {
                     night,
                     "decisions",
                     "a decision applied again changed something (contract 1)",
-                    format!(
-                        "{} applied twice by {}: history rows {before} → {after}",
-                        sheet.path.display(),
-                        sheet.actor
+                    shaped(
+                        "SameFileTwice",
+                        format!(
+                            "{} applied twice by {}: history rows {before} → {after}",
+                            sheet.path.display(),
+                            sheet.actor
+                        ),
                     ),
                 );
             }
@@ -1665,7 +1723,12 @@ impl Harness {
                         night,
                         "decisions",
                         "a decision applied again changed something (contract 1)",
-                        format!("the approver {approver} again: history rows {before} → {after}"),
+                        shaped(
+                            "ApproverAgain",
+                            format!(
+                                "the approver {approver} again: history rows {before} → {after}"
+                            ),
+                        ),
                     );
                 }
             }
@@ -1795,7 +1858,10 @@ impl Harness {
                     night,
                     label,
                     "a human transition no decision that took effect asked for (contract 1)",
-                    format!("{payment} {from}→{to} by {actor}: {reason}"),
+                    shaped(
+                        "FourEyes",
+                        format!("{payment} {from}→{to} by {actor}: {reason}"),
+                    ),
                 );
                 continue;
             };
@@ -1814,13 +1880,16 @@ impl Harness {
                     night,
                     label,
                     "a human transition does not name its reviewer and approver (contract 1)",
-                    format!(
-                        "{payment} {from}→{to} by {actor} ({reason}); decided by {}{}",
-                        e.actor,
-                        e.approver
-                            .as_deref()
-                            .map(|a| format!(", approved by {a}"))
-                            .unwrap_or_default()
+                    shaped(
+                        "FourEyes",
+                        format!(
+                            "{payment} {from}→{to} by {actor} ({reason}); decided by {}{}",
+                            e.actor,
+                            e.approver
+                                .as_deref()
+                                .map(|a| format!(", approved by {a}"))
+                                .unwrap_or_default()
+                        ),
                     ),
                 );
             }
@@ -1870,7 +1939,10 @@ impl Harness {
                     night,
                     label,
                     "a confirmation took effect that no applied decision made (contract 1)",
-                    format!("line {}:{} confirmed as {}'s", key.0, key.1, key.2),
+                    shaped(
+                        "FourEyes",
+                        format!("line {}:{} confirmed as {}'s", key.0, key.1, key.2),
+                    ),
                 );
             }
         }
@@ -1953,8 +2025,21 @@ impl Harness {
             {
                 continue;
             }
+            let shape = c
+                .payments
+                .iter()
+                .filter_map(|p| self.payment_by_id.get(&p.payment_id))
+                .find_map(|&p| self.world.payments[p].shape)
+                .map(|s| {
+                    let name: String = format!("{s:?}")
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric())
+                        .collect();
+                    format!("(shape: {name}) ")
+                })
+                .unwrap_or_default();
             let s = format!(
-                "case {} ({}, {}, status {}, last stored by run {} as of {}) is listed open, but run {} (as of {}) reported its payments or lines without storing it",
+                "{shape}case {} ({}, {}, status {}, last stored by run {} as of {}) is listed open, but run {} (as of {}) reported its payments or lines without storing it",
                 c.key,
                 c.kind,
                 c.what,
@@ -1988,7 +2073,17 @@ impl Harness {
             if holders.len() < 2 || !self.rev.duplicates_reported.insert(id.clone()) {
                 continue;
             }
-            let mut s = format!("provider id {id} is held by {} payments:", holders.len());
+            let hooked = self.rev.dues.iter().any(|d| {
+                d.holder.is_some()
+                    && d.payments
+                        .iter()
+                        .any(|&p| holders.contains(&self.world.payments[p].id))
+            });
+            let mut s = format!(
+                "(shape: {}) provider id {id} is held by {} payments:",
+                if hooked { "HookAfterConfirm" } else { "-" },
+                holders.len()
+            );
             for h in &holders {
                 if let Some(&p) = self.payment_by_id.get(h) {
                     let _ = write!(s, "\n    {}", self.world.describe_payment(p));
@@ -2067,7 +2162,8 @@ impl Harness {
                 continue;
             }
             let mut s = format!(
-                "{}: nightly run {} holds it ({:?}) but no ticket it raised or saw names {}",
+                "(shape: {}) {}: nightly run {} holds it ({:?}) but no ticket it raised or saw names {}",
+                d.shape,
                 d.what,
                 nightly.run_id,
                 d.evidence,

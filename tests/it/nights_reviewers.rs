@@ -1229,16 +1229,16 @@ impl Harness {
                     for l in payouts {
                         let line = self.world.lines[l].clone();
                         // A payout some run had already is what the reviewer decided on, not
-                        // later evidence (the contract's point 5 speaks of a later line).
+                        // later evidence (the contract's point 5 speaks of a later line); its
+                        // file re-delivered naming the payment is.
                         let seen = self
                             .runs
                             .iter()
                             .any(|r| r.visible.values().any(|&v| v == l));
-                        if seen {
-                            continue;
-                        }
                         if line.reference == pid || near_miss {
-                            evidence.push(Evidence::Line(l));
+                            if !seen {
+                                evidence.push(Evidence::Line(l));
+                            }
                         } else if line.source == Source::Psp
                             && line.txn_id.is_some()
                             && self.dice.chance(pr.corrected_after_confirm)

@@ -39,6 +39,13 @@
 //! a PENDING payment. Each is switched off with its probability set to 0 in `RECON_SIM_PROBS`
 //! (`live_retry`, `other_reference`, `late_contradiction`, `paid_while_pending`).
 //!
+//! The reviewers of issue 40 (`nights_reviewers.rs`, a child module) decide the nightly run's
+//! cases right, wrong, late or twice, under one or four eyes, through `apply` or the decisions
+//! inbox; the provider answers later (a re-delivered reference, a webhook, a return, a late
+//! payout). Their checks: every row ends as the contract says, the ledger and the confirmed
+//! lines hold only what took effect, `cases list --open` lists no case a committed run left, one
+//! payout is one payment's, and contradicting evidence after a wrong decision is a ticket.
+//!
 //! CI plays three pinned seeds on SQLite (and a short one on PostgreSQL). Explore locally:
 //!
 //! ```sh

@@ -221,6 +221,8 @@ struct Due {
     what: &'static str,
     /// The shape that played it.
     shape: &'static str,
+    /// The ticket must be CRITICAL (CONTRADICTED is, by the contract's point 4).
+    critical: bool,
     evidence: Evidence,
     after: u32,
     /// Only when this payment holds this provider id by then (the contract's point 4c).
@@ -831,7 +833,9 @@ impl Harness {
         let mut keep = Vec::new();
         for mut i in std::mem::take(&mut self.rev.intruders) {
             if !i.path.exists() || applied.contains(&i.sha) {
-                // What it decided took effect (as the folder's name): the ledger checks see it.
+                // What it decided took effect (as the folder's name): the ledger checks and
+                // the re-run key see it.
+                self.decisions_applied += 1;
                 self.rev.effective.push(Effective {
                     intent: i.intent.clone(),
                     actor: i.folder.trim().to_string(),
@@ -1136,8 +1140,18 @@ impl Harness {
                 // does not hold it then, the contradiction is not required (see `Due::holder`).
                 let hook = self.world.payments[q].provider_id.as_deref() == Some(txn.as_str())
                     && night + 2 < nights;
-                // Either answer, when both are possible.
-                if hook && self.dice.chance(6_000) && self.dice.chance(pr.hook_after_confirm) {
+                // Issue 40's point 2 exactly: the confirmed payment is unresolved and the case
+                // an ambiguity (same money), so the next run resolves it on the line.
+                let resolvable = wrong
+                    && intent.case_kind == "ambiguity"
+                    && intent.payments.iter().any(|(id, s)| {
+                        *id == pid && matches!(s.as_str(), "UNKNOWN" | "SUBMITTING")
+                    });
+                // Otherwise either answer, when both are possible.
+                if hook
+                    && (resolvable || self.dice.chance(6_000))
+                    && self.dice.chance(pr.hook_after_confirm)
+                {
                     let at = sim::night_as_of(self.start(), night + 1)
                         + self.dice.between(60, 20 * 60) * MINUTE;
                     self.world.add_hook(HookEvent {
@@ -1162,6 +1176,7 @@ impl Harness {
                             line: Some(l),
                             what: "the provider's webhook names another payment for the confirmed line's payout id",
                             shape: "HookAfterConfirm",
+                            critical: true,
                             evidence: ev,
                             after: night,
                             holder: Some((p, txn)),
@@ -1199,6 +1214,7 @@ impl Harness {
                                 line: Some(l),
                                 what: "the provider re-delivered the confirmed line naming another payment",
                                 shape: "CorrectedAfterConfirm",
+                                critical: true,
                                 evidence: ev,
                                 after: night,
                                 holder: None,
@@ -1267,6 +1283,7 @@ impl Harness {
                             line: None,
                             what: "a payout names a payment a reviewer decided FAILED",
                             shape: "WrongStatus",
+                            critical: false,
                             evidence: ev.clone(),
                             after: night,
                             holder: None,
@@ -1291,6 +1308,7 @@ impl Harness {
                         let pay = &mut self.world.payments[p];
                         pay.lines.push(l);
                         pay.fate = Fate::PaidOnce;
+                        // Judged as the ledger's paid-after-FAILED facts are (invariant 2).
                         self.facts.push(Fact {
                             payment: p,
                             what: "paid after a reviewer decided FAILED",
@@ -1368,6 +1386,7 @@ impl Harness {
                         line: None,
                         what: "a FAILED webhook after a reviewer decided SUCCEEDED",
                         shape: "FailedHookAfterHumanSucceeded",
+                        critical: true,
                         evidence: ev,
                         after: night,
                         holder: None,
@@ -2150,8 +2169,11 @@ impl Harness {
                 .copied()
                 .filter(|&p| {
                     let id = &self.world.payments[p].id;
+                    // CONTRADICTED is CRITICAL: an older, milder ticket about the payment is not
+                    // the answer.
                     !tickets.iter().any(|t| {
                         t.payment_id == *id
+                            && (!d.critical || t.severity == "CRITICAL")
                             && self
                                 .run_by_id(&t.last_seen_run_id)
                                 .is_some_and(|r| !r.dry && r.as_of >= nightly.as_of)
@@ -2162,11 +2184,12 @@ impl Harness {
                 continue;
             }
             let mut s = format!(
-                "(shape: {}) {}: nightly run {} holds it ({:?}) but no ticket it raised or saw names {}",
+                "(shape: {}) {}: nightly run {} holds it ({:?}) but no {}ticket it raised or saw names {}",
                 d.shape,
                 d.what,
                 nightly.run_id,
                 d.evidence,
+                if d.critical { "CRITICAL " } else { "" },
                 missing
                     .iter()
                     .map(|&p| self.world.payments[p].id.clone())

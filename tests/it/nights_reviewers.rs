@@ -2163,6 +2163,23 @@ impl Harness {
                 }
             }
             *self.stats.entry("contradictions checked").or_insert(0) += 1;
+            // Like the paid-after-FAILED invariant: a ticket about the evidence line itself
+            // (seen by this run) answers a non-critical due too.
+            let line_uid = match &d.evidence {
+                Evidence::Line(l) if !d.critical => self.uids.get(l).cloned(),
+                _ => None,
+            };
+            let line_ticket = line_uid.is_some_and(|u| {
+                tickets.iter().any(|t| {
+                    t.line_ids.split(';').any(|x| x == u)
+                        && self
+                            .run_by_id(&t.last_seen_run_id)
+                            .is_some_and(|r| !r.dry && r.as_of >= nightly.as_of)
+                })
+            });
+            if line_ticket {
+                continue;
+            }
             let missing: Vec<usize> = d
                 .payments
                 .iter()

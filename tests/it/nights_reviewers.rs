@@ -1081,7 +1081,6 @@ impl Harness {
         actor: String,
         approver: Option<String>,
     ) {
-        let pr = self.world.opts.probs.clone();
         self.rev.effective.push(Effective {
             intent: intent.clone(),
             actor,
@@ -1089,303 +1088,141 @@ impl Harness {
             paid: intent.status_of.map(|p| self.world.payments[p].fate.paid()),
             seen: false,
         });
+        match intent.kind {
+            Kind::ConfirmRight | Kind::ConfirmWrong => self.confirm_effect(night, intent),
+            Kind::Failed => self.failed_effect(night, intent),
+            Kind::Succeeded => self.succeeded_effect(night, intent),
+            Kind::Dismiss | Kind::Escalate => {}
+        }
+    }
+
+    /// A confirmation took effect: the line names its payment now; the provider may answer.
+    fn confirm_effect(&mut self, night: u32, intent: &Intent) {
+        let pr = self.world.opts.probs.clone();
         let nights = self.world.opts.nights();
         let since_run = self.runs.len();
-        match intent.kind {
-            Kind::ConfirmRight | Kind::ConfirmWrong => {
-                let Some((l, p, _, _)) = intent.confirm.clone() else {
-                    return;
-                };
-                let pid = self.world.payments[p].id.clone();
-                // A later confirmation of a line replaces the earlier one (and what the
-                // earlier one was contradicted by).
-                self.confirmed.retain(|(x, _)| *x != l);
-                self.rev.wrong.retain(|w| w.line != Some(l));
-                for d in &mut self.rev.dues {
-                    if d.line == Some(l) {
-                        d.done = true;
-                    }
-                }
-                self.confirmed.insert((l, pid.clone()));
-                let owner = self.world.lines[l].payment(&self.world.lines);
-                let wrong = intent.kind == Kind::ConfirmWrong;
+        let Some((l, p, _, _)) = intent.confirm.clone() else {
+            return;
+        };
+        let pid = self.world.payments[p].id.clone();
+        // A later confirmation of a line replaces the earlier one (and what the
+        // earlier one was contradicted by).
+        self.confirmed.retain(|(x, _)| *x != l);
+        self.rev.wrong.retain(|w| w.line != Some(l));
+        for d in &mut self.rev.dues {
+            if d.line == Some(l) {
+                d.done = true;
+            }
+        }
+        self.confirmed.insert((l, pid.clone()));
+        let owner = self.world.lines[l].payment(&self.world.lines);
+        let wrong = intent.kind == Kind::ConfirmWrong;
+        if wrong {
+            *self.stats.entry("shape: wrong confirm").or_insert(0) += 1;
+            self.human_decided.insert(pid.clone());
+            let mut payments = vec![p];
+            if let Some(q) = owner {
+                self.human_decided.insert(self.world.payments[q].id.clone());
+                payments.push(q);
+            }
+            self.rev.wrong.push(Wrong {
+                payments,
+                line: Some(l),
+                since_run,
+                evidence: Vec::new(),
+                what: intent.describe(),
+            });
+        }
+        // The provider's word on the line: its reference corrected, or its payout id
+        // named in a webhook, for the payment that truly owns it.
+        let line = self.world.lines[l].clone();
+        let Some(q) = owner.filter(|_| line.source == Source::Psp) else {
+            return;
+        };
+        let Some(txn) = line.txn_id.clone() else {
+            return;
+        };
+        let qid = self.world.payments[q].id.clone();
+        // The webhook comes two nights later, so that the confirmed payment may have
+        // been resolved on the line (and hold its payout id) the night before; when it
+        // does not hold it then, the contradiction is not required (see `Due::holder`).
+        let hook = self.world.payments[q].provider_id.as_deref() == Some(txn.as_str())
+            && night + 2 < nights;
+        // Issue 40's point 2 exactly: the confirmed payment is unresolved and the case
+        // an ambiguity (same money), so the next run resolves it on the line.
+        let resolvable = wrong
+            && intent.case_kind == "ambiguity"
+            && intent
+                .payments
+                .iter()
+                .any(|(id, s)| *id == pid && matches!(s.as_str(), "UNKNOWN" | "SUBMITTING"));
+        // Otherwise either answer, when both are possible.
+        if hook
+            && (resolvable || self.dice.chance(6_000))
+            && self.dice.chance(pr.hook_after_confirm)
+        {
+            let at =
+                sim::night_as_of(self.start(), night + 1) + self.dice.between(60, 20 * 60) * MINUTE;
+            self.world.add_hook(HookEvent {
+                payment: q,
+                status: "PAID",
+                at,
+            });
+            *self
+                .stats
+                .entry(if wrong {
+                    "shape: hook after a wrong confirm"
+                } else {
+                    "shape: hook after a right confirm"
+                })
+                .or_insert(0) += 1;
+            *self.stats.entry("shape: hook after confirm").or_insert(0) += 1;
+            if wrong {
+                let ev = Evidence::Hook { at };
+                self.push_wrong_evidence(l, ev.clone());
+                self.rev.dues.push(Due {
+                    payments: vec![p, q],
+                    line: Some(l),
+                    what: "the provider's webhook names another payment for the confirmed line's payout id",
+                    shape: "HookAfterConfirm",
+                    critical: true,
+                    evidence: ev,
+                    after: night,
+                    holder: Some((p, txn)),
+                    done: false,
+                });
+            }
+        } else if self.dice.chance(pr.corrected_after_confirm) {
+            let arrival = night + 1 + self.dice.below(2) as u32;
+            if self
+                .world
+                .redeliver_with_reference(l, &qid, arrival)
+                .is_some()
+            {
+                self.refresh_versions();
+                *self
+                    .stats
+                    .entry(if wrong {
+                        "shape: corrected after a wrong confirm"
+                    } else {
+                        "shape: corrected after a right confirm"
+                    })
+                    .or_insert(0) += 1;
+                *self
+                    .stats
+                    .entry("shape: corrected after confirm")
+                    .or_insert(0) += 1;
                 if wrong {
-                    *self.stats.entry("shape: wrong confirm").or_insert(0) += 1;
-                    self.human_decided.insert(pid.clone());
-                    let mut payments = vec![p];
-                    if let Some(q) = owner {
-                        self.human_decided.insert(self.world.payments[q].id.clone());
-                        payments.push(q);
-                    }
-                    self.rev.wrong.push(Wrong {
-                        payments,
-                        line: Some(l),
-                        since_run,
-                        evidence: Vec::new(),
-                        what: intent.describe(),
-                    });
-                }
-                // The provider's word on the line: its reference corrected, or its payout id
-                // named in a webhook, for the payment that truly owns it.
-                let line = self.world.lines[l].clone();
-                let Some(q) = owner.filter(|_| line.source == Source::Psp) else {
-                    return;
-                };
-                let Some(txn) = line.txn_id.clone() else {
-                    return;
-                };
-                let qid = self.world.payments[q].id.clone();
-                // The webhook comes two nights later, so that the confirmed payment may have
-                // been resolved on the line (and hold its payout id) the night before; when it
-                // does not hold it then, the contradiction is not required (see `Due::holder`).
-                let hook = self.world.payments[q].provider_id.as_deref() == Some(txn.as_str())
-                    && night + 2 < nights;
-                // Issue 40's point 2 exactly: the confirmed payment is unresolved and the case
-                // an ambiguity (same money), so the next run resolves it on the line.
-                let resolvable = wrong
-                    && intent.case_kind == "ambiguity"
-                    && intent.payments.iter().any(|(id, s)| {
-                        *id == pid && matches!(s.as_str(), "UNKNOWN" | "SUBMITTING")
-                    });
-                // Otherwise either answer, when both are possible.
-                if hook
-                    && (resolvable || self.dice.chance(6_000))
-                    && self.dice.chance(pr.hook_after_confirm)
-                {
-                    let at = sim::night_as_of(self.start(), night + 1)
-                        + self.dice.between(60, 20 * 60) * MINUTE;
-                    self.world.add_hook(HookEvent {
-                        payment: q,
-                        status: "PAID",
-                        at,
-                    });
-                    *self
-                        .stats
-                        .entry(if wrong {
-                            "shape: hook after a wrong confirm"
-                        } else {
-                            "shape: hook after a right confirm"
-                        })
-                        .or_insert(0) += 1;
-                    *self.stats.entry("shape: hook after confirm").or_insert(0) += 1;
-                    if wrong {
-                        let ev = Evidence::Hook { at };
-                        self.push_wrong_evidence(l, ev.clone());
-                        self.rev.dues.push(Due {
-                            payments: vec![p, q],
-                            line: Some(l),
-                            what: "the provider's webhook names another payment for the confirmed line's payout id",
-                            shape: "HookAfterConfirm",
-                            critical: true,
-                            evidence: ev,
-                            after: night,
-                            holder: Some((p, txn)),
-                            done: false,
-                        });
-                    }
-                } else if self.dice.chance(pr.corrected_after_confirm) {
-                    let arrival = night + 1 + self.dice.below(2) as u32;
-                    if self
-                        .world
-                        .redeliver_with_reference(l, &qid, arrival)
-                        .is_some()
-                    {
-                        self.refresh_versions();
-                        *self
-                            .stats
-                            .entry(if wrong {
-                                "shape: corrected after a wrong confirm"
-                            } else {
-                                "shape: corrected after a right confirm"
-                            })
-                            .or_insert(0) += 1;
-                        *self
-                            .stats
-                            .entry("shape: corrected after confirm")
-                            .or_insert(0) += 1;
-                        if wrong {
-                            let ev = Evidence::Renamed {
-                                line: l,
-                                reference: qid,
-                            };
-                            self.push_wrong_evidence(l, ev.clone());
-                            self.rev.dues.push(Due {
-                                payments: vec![p, q],
-                                line: Some(l),
-                                what: "the provider re-delivered the confirmed line naming another payment",
-                                shape: "CorrectedAfterConfirm",
-                                critical: true,
-                                evidence: ev,
-                                after: night,
-                                holder: None,
-                                done: false,
-                            });
-                        }
-                    }
-                }
-            }
-            Kind::Failed => {
-                let Some(p) = intent.status_of else { return };
-                self.human_decided.insert(self.world.payments[p].id.clone());
-                if !intent.right {
-                    *self.stats.entry("shape: wrong failed").or_insert(0) += 1;
-                    *self.stats.entry("shape: wrong status").or_insert(0) += 1;
-                    let mut evidence = Vec::new();
-                    let payouts: Vec<usize> = self.world.payments[p]
-                        .lines
-                        .iter()
-                        .copied()
-                        .filter(|&l| matches!(self.world.lines[l].role, LineRole::Payment { .. }))
-                        .collect();
-                    let pid = self.world.payments[p].id.clone();
-                    // Its payout contradicts the reviewer when recon can tell whose it is: it
-                    // names the payment, or it is the lone exact look-alike of a near miss.
-                    let near_miss =
-                        matches!(self.world.payments[p].shape, Some(Shape::NearMiss { .. }));
-                    for l in payouts {
-                        let line = self.world.lines[l].clone();
-                        // A payout some run had already is what the reviewer decided on, not
-                        // later evidence (the contract's point 5 speaks of a later line); its
-                        // file re-delivered naming the payment is.
-                        let seen = self
-                            .runs
-                            .iter()
-                            .any(|r| r.visible.values().any(|&v| v == l));
-                        if line.reference == pid || near_miss {
-                            if !seen {
-                                evidence.push(Evidence::Line(l));
-                            }
-                        } else if line.source == Source::Psp
-                            && line.txn_id.is_some()
-                            && self.dice.chance(pr.corrected_after_confirm)
-                        {
-                            let arrival = night + 1 + self.dice.below(2) as u32;
-                            if self
-                                .world
-                                .redeliver_with_reference(l, &pid, arrival)
-                                .is_some()
-                            {
-                                self.refresh_versions();
-                                *self
-                                    .stats
-                                    .entry("shape: payout renamed after a wrong failed")
-                                    .or_insert(0) += 1;
-                                evidence.push(Evidence::Renamed {
-                                    line: l,
-                                    reference: pid.clone(),
-                                });
-                            }
-                        }
-                    }
-                    for ev in &evidence {
-                        self.rev.dues.push(Due {
-                            payments: vec![p],
-                            line: None,
-                            what: "a payout names a payment a reviewer decided FAILED",
-                            shape: "WrongStatus",
-                            critical: false,
-                            evidence: ev.clone(),
-                            after: night,
-                            holder: None,
-                            done: false,
-                        });
-                    }
-                    self.rev.wrong.push(Wrong {
-                        payments: vec![p],
-                        line: None,
-                        since_run,
-                        evidence,
-                        what: intent.describe(),
-                    });
-                } else if self.dice.chance(pr.line_after_human_failed) {
-                    // The money left after all: a payout naming it, booked tomorrow.
-                    let booked = sim::day_start(self.start(), night as i64 + 1)
-                        + self.dice.between(3 * 60, 20 * 60) * MINUTE;
-                    let txn = Some(self.dice.provider_id());
-                    let line = self.world.line_for(p, booked, false, txn);
-                    if let Some(l) = self.world.add_line(line, night) {
-                        self.refresh_versions();
-                        let pay = &mut self.world.payments[p];
-                        pay.lines.push(l);
-                        pay.fate = Fate::PaidOnce;
-                        // Judged as the ledger's paid-after-FAILED facts are (invariant 2).
-                        self.facts.push(Fact {
-                            payment: p,
-                            what: "paid after a reviewer decided FAILED",
-                            evidence: vec![l],
-                            critical: false,
-                        });
-                        *self
-                            .stats
-                            .entry("shape: line after human FAILED")
-                            .or_insert(0) += 1;
-                    }
-                }
-            }
-            Kind::Succeeded => {
-                let Some(p) = intent.status_of else { return };
-                self.human_decided.insert(self.world.payments[p].id.clone());
-                if !intent.right {
-                    *self.stats.entry("shape: wrong succeeded").or_insert(0) += 1;
-                    *self.stats.entry("shape: wrong status").or_insert(0) += 1;
-                    self.rev.wrong.push(Wrong {
-                        payments: vec![p],
-                        line: None,
-                        since_run,
-                        evidence: Vec::new(),
-                        what: intent.describe(),
-                    });
-                }
-                let pay = self.world.payments[p].clone();
-                // A right one: its money may come back; any one: the provider may say FAILED.
-                if intent.right && self.dice.chance(pr.return_after_human) {
-                    let booked = sim::day_start(self.start(), night as i64 + 1)
-                        + self.dice.between(3 * 60, 20 * 60) * MINUTE;
-                    let txn = Some(self.dice.provider_id());
-                    let line = self.world.line_for(p, booked, true, txn);
-                    if let Some(l) = self.world.add_line(line, night) {
-                        self.refresh_versions();
-                        let pay = &mut self.world.payments[p];
-                        pay.lines.push(l);
-                        pay.fate = Fate::Returned;
-                        self.facts.push(Fact {
-                            payment: p,
-                            what: "money returned after a reviewer decided SUCCEEDED",
-                            evidence: vec![l],
-                            critical: false,
-                        });
-                        *self
-                            .stats
-                            .entry("shape: return after human SUCCEEDED")
-                            .or_insert(0) += 1;
-                    }
-                } else if pay.rail == Source::Psp
-                    && pay.provider_id.is_some()
-                    && night + 1 < nights
-                    && self.dice.chance(pr.failed_hook_after_human)
-                {
-                    let at = sim::night_as_of(self.start(), night)
-                        + self.dice.between(60, 20 * 60) * MINUTE;
-                    self.world.add_hook(HookEvent {
-                        payment: p,
-                        status: "FAILED",
-                        at,
-                    });
-                    *self
-                        .stats
-                        .entry("shape: FAILED hook after human SUCCEEDED")
-                        .or_insert(0) += 1;
-                    let ev = Evidence::Hook { at };
-                    if !intent.right
-                        && let Some(w) = self.rev.wrong.last_mut()
-                    {
-                        w.evidence.push(ev.clone());
-                    }
+                    let ev = Evidence::Renamed {
+                        line: l,
+                        reference: qid,
+                    };
+                    self.push_wrong_evidence(l, ev.clone());
                     self.rev.dues.push(Due {
-                        payments: vec![p],
-                        line: None,
-                        what: "a FAILED webhook after a reviewer decided SUCCEEDED",
-                        shape: "FailedHookAfterHumanSucceeded",
+                        payments: vec![p, q],
+                        line: Some(l),
+                        what: "the provider re-delivered the confirmed line naming another payment",
+                        shape: "CorrectedAfterConfirm",
                         critical: true,
                         evidence: ev,
                         after: night,
@@ -1394,7 +1231,185 @@ impl Harness {
                     });
                 }
             }
-            Kind::Dismiss | Kind::Escalate => {}
+        }
+    }
+
+    /// A human FAILED took effect: a paid payment's payout contradicts it when it arrives or
+    /// is renamed; a lost one may be paid after all.
+    fn failed_effect(&mut self, night: u32, intent: &Intent) {
+        let pr = self.world.opts.probs.clone();
+        let since_run = self.runs.len();
+        let Some(p) = intent.status_of else { return };
+        self.human_decided.insert(self.world.payments[p].id.clone());
+        if !intent.right {
+            *self.stats.entry("shape: wrong failed").or_insert(0) += 1;
+            *self.stats.entry("shape: wrong status").or_insert(0) += 1;
+            let mut evidence = Vec::new();
+            let payouts: Vec<usize> = self.world.payments[p]
+                .lines
+                .iter()
+                .copied()
+                .filter(|&l| matches!(self.world.lines[l].role, LineRole::Payment { .. }))
+                .collect();
+            let pid = self.world.payments[p].id.clone();
+            // Its payout contradicts the reviewer when recon can tell whose it is: it
+            // names the payment, or it is the lone exact look-alike of a near miss.
+            let near_miss = matches!(self.world.payments[p].shape, Some(Shape::NearMiss { .. }));
+            for l in payouts {
+                let line = self.world.lines[l].clone();
+                // A payout some run had already is what the reviewer decided on, not
+                // later evidence (the contract's point 5 speaks of a later line); its
+                // file re-delivered naming the payment is.
+                let seen = self
+                    .runs
+                    .iter()
+                    .any(|r| r.visible.values().any(|&v| v == l));
+                if line.reference == pid || near_miss {
+                    if !seen {
+                        evidence.push(Evidence::Line(l));
+                    }
+                } else if line.source == Source::Psp
+                    && line.txn_id.is_some()
+                    && self.dice.chance(pr.corrected_after_confirm)
+                {
+                    let arrival = night + 1 + self.dice.below(2) as u32;
+                    if self
+                        .world
+                        .redeliver_with_reference(l, &pid, arrival)
+                        .is_some()
+                    {
+                        self.refresh_versions();
+                        *self
+                            .stats
+                            .entry("shape: payout renamed after a wrong failed")
+                            .or_insert(0) += 1;
+                        evidence.push(Evidence::Renamed {
+                            line: l,
+                            reference: pid.clone(),
+                        });
+                    }
+                }
+            }
+            for ev in &evidence {
+                self.rev.dues.push(Due {
+                    payments: vec![p],
+                    line: None,
+                    what: "a payout names a payment a reviewer decided FAILED",
+                    shape: "WrongStatus",
+                    critical: false,
+                    evidence: ev.clone(),
+                    after: night,
+                    holder: None,
+                    done: false,
+                });
+            }
+            self.rev.wrong.push(Wrong {
+                payments: vec![p],
+                line: None,
+                since_run,
+                evidence,
+                what: intent.describe(),
+            });
+        } else if self.dice.chance(pr.line_after_human_failed) {
+            // The money left after all: a payout naming it, booked tomorrow.
+            let booked = sim::day_start(self.start(), night as i64 + 1)
+                + self.dice.between(3 * 60, 20 * 60) * MINUTE;
+            let txn = Some(self.dice.provider_id());
+            let line = self.world.line_for(p, booked, false, txn);
+            if let Some(l) = self.world.add_line(line, night) {
+                self.refresh_versions();
+                let pay = &mut self.world.payments[p];
+                pay.lines.push(l);
+                pay.fate = Fate::PaidOnce;
+                // Judged as the ledger's paid-after-FAILED facts are (invariant 2).
+                self.facts.push(Fact {
+                    payment: p,
+                    what: "paid after a reviewer decided FAILED",
+                    evidence: vec![l],
+                    critical: false,
+                });
+                *self
+                    .stats
+                    .entry("shape: line after human FAILED")
+                    .or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// A human SUCCEEDED took effect: the money may come back, or the provider say FAILED.
+    fn succeeded_effect(&mut self, night: u32, intent: &Intent) {
+        let pr = self.world.opts.probs.clone();
+        let nights = self.world.opts.nights();
+        let since_run = self.runs.len();
+        let Some(p) = intent.status_of else { return };
+        self.human_decided.insert(self.world.payments[p].id.clone());
+        if !intent.right {
+            *self.stats.entry("shape: wrong succeeded").or_insert(0) += 1;
+            *self.stats.entry("shape: wrong status").or_insert(0) += 1;
+            self.rev.wrong.push(Wrong {
+                payments: vec![p],
+                line: None,
+                since_run,
+                evidence: Vec::new(),
+                what: intent.describe(),
+            });
+        }
+        let pay = self.world.payments[p].clone();
+        // A right one: its money may come back; any one: the provider may say FAILED.
+        if intent.right && self.dice.chance(pr.return_after_human) {
+            let booked = sim::day_start(self.start(), night as i64 + 1)
+                + self.dice.between(3 * 60, 20 * 60) * MINUTE;
+            let txn = Some(self.dice.provider_id());
+            let line = self.world.line_for(p, booked, true, txn);
+            if let Some(l) = self.world.add_line(line, night) {
+                self.refresh_versions();
+                let pay = &mut self.world.payments[p];
+                pay.lines.push(l);
+                pay.fate = Fate::Returned;
+                self.facts.push(Fact {
+                    payment: p,
+                    what: "money returned after a reviewer decided SUCCEEDED",
+                    evidence: vec![l],
+                    critical: false,
+                });
+                *self
+                    .stats
+                    .entry("shape: return after human SUCCEEDED")
+                    .or_insert(0) += 1;
+            }
+        } else if pay.rail == Source::Psp
+            && pay.provider_id.is_some()
+            && night + 1 < nights
+            && self.dice.chance(pr.failed_hook_after_human)
+        {
+            let at =
+                sim::night_as_of(self.start(), night) + self.dice.between(60, 20 * 60) * MINUTE;
+            self.world.add_hook(HookEvent {
+                payment: p,
+                status: "FAILED",
+                at,
+            });
+            *self
+                .stats
+                .entry("shape: FAILED hook after human SUCCEEDED")
+                .or_insert(0) += 1;
+            let ev = Evidence::Hook { at };
+            if !intent.right
+                && let Some(w) = self.rev.wrong.last_mut()
+            {
+                w.evidence.push(ev.clone());
+            }
+            self.rev.dues.push(Due {
+                payments: vec![p],
+                line: None,
+                what: "a FAILED webhook after a reviewer decided SUCCEEDED",
+                shape: "FailedHookAfterHumanSucceeded",
+                critical: true,
+                evidence: ev,
+                after: night,
+                holder: None,
+                done: false,
+            });
         }
     }
 

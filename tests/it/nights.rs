@@ -3030,6 +3030,7 @@ mod world {
             blind_retry: 0,
             near_miss: 0,
             regroup: 0,
+            lost_twin: 0,
             hook_after_confirm: 0,
             failed_hook_after_human: 0,
             ..Probs::default()
@@ -3048,7 +3049,7 @@ mod world {
         let mut o = SimOptions::new(11);
         o.days = 14;
         let w = World::build(&o);
-        let (mut near, mut twins) = (0, 0);
+        let (mut near, mut twins, mut lost) = (0, 0, 0);
         for (i, p) in w.payments.iter().enumerate() {
             match p.shape {
                 Some(Shape::NearMiss { line }) => {
@@ -3096,12 +3097,32 @@ mod world {
                     assert!(late.booked_at - early.booked_at > 20 * HOUR);
                     assert!(late.file_day > early.file_day);
                 }
+                Some(Shape::LostTwin { other }) => {
+                    lost += 1;
+                    let q = &w.payments[other];
+                    assert_eq!(q.shape, Some(Shape::LostTwin { other: i }));
+                    assert_eq!(
+                        (q.recipient.as_str(), q.currency, q.amount_minor),
+                        (p.recipient.as_str(), p.currency, p.amount_minor)
+                    );
+                    // Both unresolved, one of them paid by a payout that names neither.
+                    for x in [p, q] {
+                        assert!(matches!(
+                            x.status,
+                            LedgerStatus::Unknown | LedgerStatus::Submitting
+                        ));
+                        assert!(x.ledger_provider_id.is_none());
+                    }
+                    assert_eq!([p, q].iter().filter(|x| x.fate.paid()).count(), 1);
+                    let payer = if p.fate.paid() { p } else { q };
+                    assert!(w.lines[payer.lines[0]].reference.is_empty());
+                }
                 _ => {}
             }
         }
         assert!(
-            near > 0 && twins > 0,
-            "near misses {near}, regrouped twins {twins}"
+            near > 0 && twins > 0 && lost > 0,
+            "near misses {near}, regrouped twins {twins}, lost twins {lost}"
         );
         // The reviewers' probabilities are not the world's: the same world without them.
         let mut quiet = o.clone();
@@ -3119,10 +3140,11 @@ mod world {
         let mut off = o.clone();
         off.probs.near_miss = 0;
         off.probs.regroup = 0;
+        off.probs.lost_twin = 0;
         let f = World::build(&off);
         assert!(f.payments.iter().all(|p| !matches!(
             p.shape,
-            Some(Shape::NearMiss { .. } | Shape::Regroup { .. })
+            Some(Shape::NearMiss { .. } | Shape::Regroup { .. } | Shape::LostTwin { .. })
         )));
         assert!(
             f.lines

@@ -438,6 +438,15 @@ impl Harness {
         if regrouped > 0 {
             *self.stats.entry("shape: regroup (world)").or_insert(0) += regrouped / 2;
         }
+        let lost = self
+            .world
+            .payments
+            .iter()
+            .filter(|p| matches!(p.shape, Some(Shape::LostTwin { .. })))
+            .count();
+        if lost > 0 {
+            *self.stats.entry("shape: lost twin (world)").or_insert(0) += lost / 2;
+        }
         if d.inbox.is_some() {
             use std::os::unix::fs::PermissionsExt as _;
             let inbox = self.env.path(INBOX);
@@ -1151,14 +1160,17 @@ impl Harness {
         // does not hold it then, the contradiction is not required (see `Due::holder`).
         let hook = self.world.payments[q].provider_id.as_deref() == Some(txn.as_str())
             && night + 2 < nights;
-        // Issue 40's point 2 exactly: the confirmed payment is unresolved and the case
-        // an ambiguity (same money), so the next run resolves it on the line.
-        let resolvable = wrong
-            && intent.case_kind == "ambiguity"
-            && intent
+        // Issue 40's point 2 exactly: both payments unresolved and the case an ambiguity
+        // (same money), so the next run resolves the confirmed one on the line and the
+        // webhook then names the other for the same payout id.
+        let unresolved = |id: &str| {
+            intent
                 .payments
                 .iter()
-                .any(|(id, s)| *id == pid && matches!(s.as_str(), "UNKNOWN" | "SUBMITTING"));
+                .any(|(x, s)| x == id && matches!(s.as_str(), "UNKNOWN" | "SUBMITTING"))
+        };
+        let resolvable =
+            wrong && intent.case_kind == "ambiguity" && unresolved(&pid) && unresolved(&qid);
         // Otherwise either answer, when both are possible.
         if hook
             && (resolvable || self.dice.chance(6_000))
@@ -2173,6 +2185,13 @@ impl Harness {
                 }
                 let pid = &self.world.payments[*p].id;
                 if holders.as_ref().and_then(|h| h.get(pid)) != Some(id) {
+                    self.notes.push(format!(
+                        "[seed {} night {night}] {}: {pid} holds {:?}, not {id}, so no contradiction is required; every row recon wrote about it:{}",
+                        self.seed,
+                        d.what,
+                        holders.as_ref().and_then(|h| h.get(pid)),
+                        self.timeline(pid)
+                    ));
                     *self
                         .stats
                         .entry("contradictions waived (the confirmed payment does not hold the payout id)")

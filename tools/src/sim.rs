@@ -160,6 +160,10 @@ pub struct Probs {
     /// later: the night it arrives, the ambiguity is regrouped under another case key. Per
     /// lone paid payment; 0 switches it off.
     pub regroup: u64,
+    /// World (issue 40): a lone paid UNKNOWN / SUBMITTING payment gets a look-alike twin
+    /// (UNKNOWN, started minutes later) that was never paid; its payout names neither. Per such
+    /// payment; 0 switches it off.
+    pub lost_twin: u64,
     /// Reviewers (issue 40): the world's job asks for four eyes (`approvals = 2`, reviewers
     /// alice, bob and carol). Per world.
     pub four_eyes: u64,
@@ -222,6 +226,7 @@ impl Default for Probs {
             sheet_kept: 2_500,
             near_miss: 4_000,
             regroup: 250,
+            lost_twin: 1_200,
             four_eyes: 5_000,
             self_approval: 6_000,
             approver_again: 5_000,
@@ -275,6 +280,7 @@ impl Probs {
             "sheet_kept" => &mut self.sheet_kept,
             "near_miss" => &mut self.near_miss,
             "regroup" => &mut self.regroup,
+            "lost_twin" => &mut self.lost_twin,
             "four_eyes" => &mut self.four_eyes,
             "self_approval" => &mut self.self_approval,
             "approver_again" => &mut self.approver_again,
@@ -575,6 +581,12 @@ pub enum Shape {
     NearMiss {
         /// The look-alike line.
         line: usize,
+    },
+    /// Issue 40: one of two unresolved look-alike twins of which only one was paid (an unnamed
+    /// payout within two hours): one line for two payments, the setting of issue 40's point 2.
+    LostTwin {
+        /// The other twin.
+        other: usize,
     },
     /// Issue 40: one of two look-alike twins, both paid by unnamed payouts; the later payout is
     /// booked a day or two after the earlier one, so the ambiguity the first night shows is
@@ -1379,6 +1391,64 @@ impl World {
             let line = &mut self.lines[own];
             line.reference = String::new();
             line.booked_at = (started + rng.between(10, 120) * MINUTE) / 1_000_000 * 1_000_000;
+            line.file_day = file_day_of(line.source, start, line.booked_at);
+        }
+        // Lost twins: one unnamed payout for two unresolved look-alikes, only one of them paid.
+        let lonely = self.lonely();
+        let n = self.payments.len();
+        for (p, &alone) in lonely.iter().enumerate().take(n) {
+            let pay = self.payments[p].clone();
+            let eligible = pay.fate == Fate::PaidOnce
+                && pay.shape.is_none()
+                && pay.lines.len() == 1
+                && pay.attempts.len() == 1
+                && matches!(pay.status, LedgerStatus::Unknown | LedgerStatus::Submitting);
+            let Some(started) = pay.started_at else {
+                continue;
+            };
+            if !(alone && eligible && rng.chance(pr.lost_twin)) {
+                continue;
+            }
+            let q = self.payments.len();
+            let twin_start = started + rng.between(1, 20) * MINUTE;
+            let provider_id = (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+            let id = uuid(rng);
+            self.payments.push(Payment {
+                id,
+                recipient: pay.recipient.clone(),
+                amount_minor: pay.amount_minor,
+                currency: pay.currency,
+                created_at: twin_start - 5 * 1_000_000,
+                started_at: Some(twin_start),
+                day: day_index(start, timeparse::local_date(twin_start, JOB_TZ)),
+                status: LedgerStatus::Unknown,
+                rail: pay.rail,
+                provider_id,
+                ledger_provider_id: None,
+                attempts: vec![Attempt {
+                    id: uuid(rng),
+                    started_at: twin_start,
+                    finished_at: Some(twin_start + 30 * 1_000_000),
+                    outcome: "UNKNOWN",
+                    provider_id: None,
+                    error: "timeout",
+                }],
+                fate: Fate::Lost,
+                lines: Vec::new(),
+                twin_of: Some(p),
+                ledger_from: twin_start - 5 * 1_000_000,
+                shape: Some(Shape::LostTwin { other: p }),
+            });
+            let pm = &mut self.payments[p];
+            pm.ledger_provider_id = None;
+            for at in &mut pm.attempts {
+                at.provider_id = None;
+            }
+            pm.shape = Some(Shape::LostTwin { other: q });
+            let own = pm.lines[0];
+            let line = &mut self.lines[own];
+            line.reference = String::new();
+            line.booked_at = (started + rng.between(30, 120) * MINUTE) / 1_000_000 * 1_000_000;
             line.file_day = file_day_of(line.source, start, line.booked_at);
         }
         let lonely = self.lonely();

@@ -2435,7 +2435,12 @@ RETURN = "REFUND"
             tail = self.opts.tail,
             ppd = self.opts.payments_per_day,
             psp_columns = crate::generate::PSP_COLUMNS,
-            hooks = if self.has_hooks() { HOOKS_CONFIG } else { "" },
+            // A played world may store events later (issue 40); a written one has them all.
+            hooks = if desk.map_or(!self.hooks.is_empty(), |_| self.has_hooks()) {
+                HOOKS_CONFIG
+            } else {
+                ""
+            },
         )
     }
 

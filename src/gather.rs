@@ -190,7 +190,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             (&run_id, &now),
         )
         .await?;
-        let seen = format!("{}|{:020}", group.range_to, s.as_of);
+        let seen = format!("{:020}", s.as_of);
         crate::decisions::record(&mut tx, &s.view, &[], None, (&run_id, &seen), &now).await?;
     }
     // The cases that span shards (a line named across partitions): each shard left them to
@@ -225,7 +225,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
                 format!("run group {}: as_of: {e}", group.group_id),
             )
         })?;
-        let seen = format!("{}|{as_of:020}", group.range_to);
+        let seen = format!("{as_of:020}");
         let recorded =
             crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), &now)
                 .await;

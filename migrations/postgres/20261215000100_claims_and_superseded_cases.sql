@@ -2,9 +2,9 @@
 --
 -- review_cases: a case that a later committed run no longer holds open is SUPERSEDED (its
 -- status_note says why: settled on new evidence, or regrouped as another case), so no sheet
--- made before can be applied to it; evidence_as_of is the view of the run that stored it last
--- (`YYYY-MM-DD|<as-of in microseconds, 20 digits>`, as review_tickets.evidence_as_of): a run
--- that saw less (an older day or as-of) neither overwrites nor supersedes it; lines are its
+-- made before can be applied to it; evidence_as_of is the as-of of the run that stored it last
+-- (microseconds, 20 digits, compared as text): a run that saw less (an earlier as-of) neither
+-- overwrites nor supersedes it; lines are its
 -- statement lines (JSON [[source, line id], …]; NULL before this column).
 ALTER TABLE review_cases DROP CONSTRAINT IF EXISTS review_cases_status_check;
 ALTER TABLE review_cases ADD CONSTRAINT review_cases_status_check

@@ -63,7 +63,7 @@ impl Judged {
 /// them (status and attempt now, which a status decision is guarded on), its numbered
 /// candidates, its lines and its tickets; then, with `judged`, closes the cases the run no
 /// longer holds ([`supersede`]). Inside the run's transaction, after its tickets. `ids` is
-/// the run id and its view (`YYYY-MM-DD|as-of`, as tickets have it).
+/// the run id and its view (its as-of, 20 digits of microseconds).
 pub async fn record(
     tx: &mut Tx,
     view: &ReportView,
@@ -165,7 +165,7 @@ pub async fn record(
 /// result row for one of the case's payments or lines — but does not store: its evidence
 /// settled it ("settled by run R on new evidence"), or it was regrouped under another key
 /// ("regrouped as case K by run R"). A sheet made before can then not be applied to it. A
-/// case stored last by a run that saw more (a later day or as-of) is left alone.
+/// case stored last by a run that saw more (a later as-of) is left alone.
 async fn supersede(
     tx: &mut Tx,
     view: &ReportView,

@@ -271,7 +271,9 @@ async fn plan_and_apply(
             let mut judged =
                 crate::decisions::record::Judged::of_rows(&data.rows, &data.payments, &data.lines);
             judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
-            let seen = format!("{}|{as_of:020}", opts.to);
+            // The view a case's evidence is of: the run's as-of (a run as of an earlier
+            // moment saw less; of the same moment, the later run's word stands).
+            let seen = format!("{as_of:020}");
             crate::decisions::record(
                 &mut tx,
                 &view,

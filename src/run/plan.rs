@@ -481,8 +481,12 @@ pub(crate) async fn plan(
                 for pair in &m.links {
                     linked[pair.payment as usize] = true;
                 }
+                // A reviewer's decision is asked about whatever links it: a line they
+                // confirmed does not make the provider's later word less of a claim.
                 (0..payments.len())
-                    .map(|i| in_scope[i] || (watch[i] && !linked[i]))
+                    .map(|i| {
+                        in_scope[i] || (watch[i] && (!linked[i] || payments[i].human.is_some()))
+                    })
                     .collect()
             } else {
                 in_scope.clone()

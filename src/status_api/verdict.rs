@@ -279,9 +279,10 @@ pub fn overlay(
                 ),
                 None => format!("status_api {name} says {status:?} ({})", meaning.as_str()),
             };
-            // No statement line shows the money either way: the answer alone speaks against
-            // what recon or a reviewer decided earlier.
-            let no_line = row.lines.is_empty();
+            // No statement line shows the money either way (candidates of an undecided row
+            // show nothing): the answer alone speaks against what recon or a reviewer decided
+            // earlier.
+            let no_line = row.lines.is_empty() || row.outcome == Outcome::Ambiguous;
             match (decided, meaning) {
                 (Some((Status::Succeeded, who)), Meaning::Failed | Meaning::NotFound)
                     if no_line =>
@@ -340,11 +341,21 @@ pub fn overlay(
                     note(row, format!("{says}; the evidence horizon is still open"))
                 }
                 (Outcome::AwaitingEvidence, _) => note(row, format!("{says}, not final")),
-                (Outcome::ResolvedSucceeded, Meaning::Failed | Meaning::NotFound) => ticket(
+                // A line shows the payout (linked by recon's rules, or confirmed by a reviewer),
+                // and the provider says it failed: two claims about one payout disagree.
+                (
+                    Outcome::ResolvedSucceeded
+                    | Outcome::Matched
+                    | Outcome::AmountMismatch
+                    | Outcome::CurrencyMismatch
+                    | Outcome::ProposedMatch,
+                    Meaning::Failed | Meaning::NotFound,
+                ) => ticket(
                     row,
-                    Outcome::Ambiguous,
+                    Outcome::Contradicted,
                     format!(
-                        "a statement line shows this payment paid, but {says}: the evidence contradicts itself"
+                        "a statement line shows this payment paid, but {says}: the two claims \
+                         disagree, nothing is resolved on either"
                     ),
                 ),
                 (Outcome::ResolvedFailed, Meaning::Succeeded | Meaning::Pending) => ticket(

@@ -254,8 +254,8 @@ impl Tx {
                     .push_bind(view)
                     .push_bind(&c.lines);
             });
-            // A run that saw less than the one that stored the case last (an older day or
-            // as-of) leaves it as it is. A superseded case stored again is open again.
+            // A run that saw less than the one that stored the case last (an earlier as-of)
+            // leaves it as it is. A superseded case stored again is open again.
             q.push(
                 " ON CONFLICT (case_key) DO UPDATE SET kind = excluded.kind, \
                  severity = excluded.severity, outcome = excluded.outcome, \
@@ -296,8 +296,8 @@ impl Tx {
     }
 
     /// The cases still waiting for a decision (OPEN or ESCALATED) that `run_id` did not store
-    /// and that a run with this view (`YYYY-MM-DD|as-of`) may judge: stored last by a run
-    /// that saw no more.
+    /// and that a run with this view (its as-of) may judge: stored last by a run that saw no
+    /// more.
     pub async fn open_cases_not_stored_by(
         &mut self,
         run_id: &str,

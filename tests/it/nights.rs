@@ -39,6 +39,13 @@
 //! a PENDING payment. Each is switched off with its probability set to 0 in `RECON_SIM_PROBS`
 //! (`live_retry`, `other_reference`, `late_contradiction`, `paid_while_pending`).
 //!
+//! The reviewers of issue 40 (`nights_reviewers.rs`, a child module) decide the nightly run's
+//! cases right, wrong, late or twice, under one or four eyes, through `apply` or the decisions
+//! inbox; the provider answers later (a re-delivered reference, a webhook, a return, a late
+//! payout). Their checks: every row ends as the contract says, the ledger and the confirmed
+//! lines hold only what took effect, `cases list --open` lists no case a committed run left, one
+//! payout is one payment's, and contradicting evidence after a wrong decision is a ticket.
+//!
 //! CI plays three pinned seeds on SQLite (and a short one on PostgreSQL). Explore locally:
 //!
 //! ```sh
@@ -63,6 +70,11 @@ use recon::timeparse::{self, Micros};
 use recon_tools::sim::{self, Dice, Fate, LedgerStatus, LineRole, SimOptions, Source, World};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+
+/// The reviewers (issue 40): their decisions, the inbox, four eyes, and the checks of what
+/// people cause.
+#[path = "nights_reviewers.rs"]
+mod reviewers;
 
 /// The seed CI plays.
 const CI_SEED: u64 = 20_261_021;
@@ -189,6 +201,7 @@ struct History {
     to: String,
     actor: String,
     run_id: String,
+    reason: String,
 }
 
 /// A critical fact of the truth and the lines that prove it.
@@ -252,16 +265,14 @@ struct Harness {
     /// Decision rows applied so far (part of a run's reproducibility key: a decision changes
     /// what a re-run of the same inputs decides).
     decisions_applied: usize,
-    /// Payments whose status a simulated reviewer decided (not recon's progress).
+    /// Payments whose status a simulated reviewer decided, or whose line a reviewer gave
+    /// another payment (not recon's progress).
     human_decided: BTreeSet<String>,
-    /// A decision file made on an earlier night and applied only after later runs: (the night
-    /// it was made, its path, case key → the fingerprint it was decided on).
-    held: Option<(u32, std::path::PathBuf, BTreeMap<String, String>)>,
-    /// Case key → the (world line, payment id) its pending `confirm N` names, until applied.
-    confirming: BTreeMap<String, (usize, String)>,
     /// (world line, payment id) pairs a reviewer confirmed: the line names the payment from
     /// then on, as an identifier would.
     confirmed: BTreeSet<(usize, String)>,
+    /// The reviewers (issue 40).
+    rev: reviewers::Reviewers,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -291,7 +302,6 @@ impl Harness {
         let world = World::build(opts);
         let env = TestEnv::on(backend, Settings::default()).await;
         let url = env.config().database_url;
-        std::fs::write(&env.config_path, world.config_toml(&url)).expect("config");
         let mut version_by_sha = BTreeMap::new();
         let mut version_sha = Vec::new();
         for (k, v) in world.versions.iter().enumerate() {
@@ -400,7 +410,7 @@ impl Harness {
                 }
             }
         }
-        Harness {
+        let mut h = Harness {
             dice: Dice::new(opts.seed),
             seed: opts.seed,
             world,
@@ -418,9 +428,8 @@ impl Harness {
             uids: BTreeMap::new(),
             decisions_applied: 0,
             human_decided: BTreeSet::new(),
-            held: None,
-            confirming: BTreeMap::new(),
             confirmed: BTreeSet::new(),
+            rev: reviewers::Reviewers::default(),
             notes: Vec::new(),
             read_before: BTreeSet::new(),
             violations: Vec::new(),
@@ -431,7 +440,10 @@ impl Harness {
             late_surfaced: BTreeSet::new(),
             wrong_owners: BTreeSet::new(),
             version_sha,
-        }
+        };
+        // The job file, with the reviewers' part (issue 40).
+        h.set_up_reviewers(&url);
+        h
     }
 
     fn start(&self) -> chrono::NaiveDate {
@@ -487,8 +499,8 @@ impl Harness {
 
     async fn history(&self) -> Vec<History> {
         self.query(
-            "SELECT CAST(id AS TEXT), payment_id, from_status, to_status, actor, COALESCE(run_id, '') \
-             FROM payment_status_history ORDER BY id",
+            "SELECT CAST(id AS TEXT), payment_id, from_status, to_status, actor, COALESCE(run_id, ''), \
+             reason FROM payment_status_history ORDER BY id",
         )
         .await
         .into_iter()
@@ -499,6 +511,7 @@ impl Harness {
             to: r[3].clone(),
             actor: r[4].clone(),
             run_id: r[5].clone(),
+            reason: r[6].clone(),
         })
         .collect::<Vec<_>>()
         .tap_sort(|h| h.id)
@@ -666,6 +679,12 @@ impl Harness {
         let run_id = format!("n{night:02}-{}-{}", self.n_runs, label.replace(' ', "-"));
         let cfg = Config::load(&self.env.config_path).expect("the simulator's config loads");
         let history_before = self.history().await.len();
+        // A committed run applies the decisions inbox first (issue 40).
+        let pending = if dry {
+            Vec::new()
+        } else {
+            self.take_pending_inbox()
+        };
         let report = recon::run::run(
             &cfg,
             &RunOptions {
@@ -690,6 +709,10 @@ impl Harness {
         };
         let mut new_runs = Vec::new();
         let mut unread = Vec::new();
+        // What the inbox decided is in force for the run's checks.
+        if !dry {
+            self.collect_inbox(night, &run_id, pending).await;
+        }
         let extra_key = self.extra_key(night, as_of);
         for (k, r) in days.into_iter().enumerate() {
             let day = from + k as i64;
@@ -753,6 +776,7 @@ impl Harness {
             let label = format!("{label} (day {})", sim::day_date(self.start(), day));
             self.violation(night, &label, "delivered file not read (invariant 3)", text);
         }
+        let first = self.runs.len();
         for dr in new_runs {
             self.runs.push(dr);
             let i = self.runs.len() - 1;
@@ -775,6 +799,7 @@ impl Harness {
         if !dry {
             self.check_transitions(night, &history);
             self.check_tickets(night).await;
+            self.after_commit(night, first).await;
         }
     }
 
@@ -810,6 +835,7 @@ impl Harness {
         let history = sim::day_start(self.start(), 0);
         let mut problems = Vec::new();
         let mut wrong_owner = Vec::new();
+        let mut contradicted_owner = Vec::new();
         for (key, &l) in &dr.visible {
             let line = &self.world.lines[l];
             let b = line.recon_booked_at(self.start());
@@ -821,23 +847,28 @@ impl Harness {
             }
             *self.stats.entry("lines owned once").or_insert(0) += 1;
             let containing: Vec<&Row> = rows.iter().filter(|r| r.lines.contains(key)).collect();
-            // A line in doubt between payments (an AMBIGUOUS row of its own) is owned by that
-            // row, and every payment row lists it as a candidate: even the one it names, when
-            // it names an old payment and fits another exactly (issue 40 point 7). Otherwise an
-            // AMBIGUOUS payment row lists its candidates and owns only the lines that name it
-            // (identifier links).
-            let in_doubt = containing
-                .iter()
-                .any(|r| r.payment_id.is_empty() && r.outcome == "AMBIGUOUS");
+            // A line in doubt between payments (an AMBIGUOUS or CONTRADICTED row of its own)
+            // is owned by that row, and every payment row lists it as a candidate: even the one
+            // it names, when it names an old payment and fits another exactly (issue 40 point
+            // 7). Otherwise an AMBIGUOUS payment row lists its candidates and owns only the
+            // lines that name it (identifier links), and a CONTRADICTED payment row (issue 40)
+            // names the line two claims disagree about: it owns it only when no other row does.
+            let in_doubt = containing.iter().any(|r| {
+                r.payment_id.is_empty() && (r.outcome == "AMBIGUOUS" || r.outcome == "CONTRADICTED")
+            });
             let owners: Vec<&&Row> = containing
                 .iter()
                 .filter(|r| {
                     r.payment_id.is_empty()
                         || (!in_doubt
-                            && (r.outcome != "AMBIGUOUS" || self.names_payment(l, &r.payment_id)))
+                            && ((r.outcome != "AMBIGUOUS" && r.outcome != "CONTRADICTED")
+                                || (r.outcome == "AMBIGUOUS"
+                                    && self.names_payment(l, &r.payment_id))))
                 })
                 .collect();
-            if owners.len() != 1 {
+            let contradicted =
+                owners.is_empty() && containing.iter().any(|r| r.outcome == "CONTRADICTED");
+            if owners.len() != 1 && !contradicted {
                 let mut s = format!(
                     "{} is {} but has {} owner rows (expected 1)\n    truth: {}",
                     line.describe(l, self.start()),
@@ -875,6 +906,32 @@ impl Harness {
                 *self.stats.entry("automatic owners checked").or_insert(0) += 1;
                 let truth = self.world.lines[l].payment(&self.world.lines);
                 if truth == Some(p) {
+                    continue;
+                }
+                // A reviewer gave the line to this payment (issue 40): theirs, until the
+                // provider says whose it is; after that, reading it as this payment's is recon's.
+                if self.confirmed.contains(&(l, r.payment_id.clone())) {
+                    if self.confirmation_contradicted(l, i) {
+                        if self.wrong_owners.insert((l, p)) {
+                            contradicted_owner.push(format!(
+                                "row {} {} of payment {} takes {}, which a reviewer confirmed as its payment's, but the run's inputs say it is {}'s\n    row: {}\n    that payment: {}",
+                                r.outcome,
+                                r.action,
+                                r.payment_id,
+                                self.world.lines[l].describe(l, self.start()),
+                                truth
+                                    .map(|q| format!("payment {}", self.world.payments[q].id))
+                                    .unwrap_or_else(|| "no payment of ours".into()),
+                                r.text,
+                                self.world.describe_payment(p)
+                            ));
+                        }
+                    } else {
+                        *self
+                            .stats
+                            .entry("lines owned by a wrong confirmation")
+                            .or_insert(0) += 1;
+                    }
                     continue;
                 }
                 let pay = &self.world.payments[p];
@@ -930,6 +987,14 @@ impl Harness {
                 p,
             );
         }
+        for p in contradicted_owner {
+            self.violation(
+                dr.night,
+                &dr.label,
+                "a confirmed line read as its payment's after the provider named another (contract 4a)",
+                format!("(shape: WrongConfirm) {p}"),
+            );
+        }
     }
 
     /// Every row recon wrote about payment `id`, run by run (for failure messages).
@@ -950,9 +1015,15 @@ impl Harness {
     }
 
     /// Whether line `l` names payment `id` by an identifier the ledger knows (its reference,
-    /// or its provider id recorded on the payment or an attempt).
+    /// or its provider id recorded on the payment or an attempt), or a reviewer confirmed it.
     fn names_payment(&self, l: usize, id: &str) -> bool {
-        if self.confirmed.contains(&(l, id.to_string())) {
+        self.confirmed.contains(&(l, id.to_string())) || self.names_by_itself(l, id)
+    }
+
+    /// [`Harness::names_payment`] without reviewers' confirmations: the line's own reference
+    /// (as delivered so far) or a provider id the ledger knows.
+    fn names_by_itself(&self, l: usize, id: &str) -> bool {
+        if self.rev.renamed.contains(&(l, id.to_string())) {
             return true;
         }
         let line = &self.world.lines[l];
@@ -1120,7 +1191,8 @@ impl Harness {
                 continue;
             };
             let pay = self.world.payments[p].clone();
-            let run = self.run_by_id(&h.run_id).cloned();
+            let run_index = self.runs.iter().rposition(|r| r.run_id == h.run_id);
+            let run = run_index.map(|i| self.runs[i].clone());
             *self.stats.entry("transitions").or_insert(0) += 1;
             let label = run
                 .as_ref()
@@ -1301,12 +1373,87 @@ impl Harness {
                         r.inputs.iter().map(|i| &i.0).collect::<Vec<_>>()
                     );
                 }
-                let category = if twin_line {
-                    "wrong automatic decision (invariant 1, the payout of an exact twin)"
-                } else {
-                    "wrong automatic decision (invariant 1)"
+                // A wrong human decision about the payment took effect before the run
+                // (issue 40): its consequences are the reviewer's until the run's inputs hold
+                // evidence that contradicts it; from then on they are recon's.
+                let human = run_index.and_then(|i| self.wrong_human(p, i));
+                let category = match human {
+                    Some(false) => {
+                        *self
+                            .stats
+                            .entry("transitions caused by a wrong human decision")
+                            .or_insert(0) += 1;
+                        None
+                    }
+                    Some(true) => Some(
+                        "wrong automatic transition on top of a contradicted human decision (issue 40)",
+                    ),
+                    None if twin_line => {
+                        Some("wrong automatic decision (invariant 1, the payout of an exact twin)")
+                    }
+                    None => Some("wrong automatic decision (invariant 1)"),
                 };
-                self.violation(night, &label, category, s);
+                if let Some(category) = category {
+                    let s = if human.is_some() {
+                        format!("(shape: WrongDecision) {s}")
+                    } else {
+                        s
+                    };
+                    self.violation(night, &label, category, s);
+                }
+            }
+            // A transition a confirmed line causes names the reviewer(s) and the case (the
+            // contract's point 6).
+            if h.to == "SUCCEEDED"
+                && let Some(r) = &run
+            {
+                let taken: Vec<usize> = parse_results(&r.results, self.start())
+                    .into_iter()
+                    .filter(|row| row.payment_id == pay.id)
+                    .flat_map(|row| row.lines)
+                    .filter_map(|k| r.visible.get(&k).or(r.maybe.get(&k)).copied())
+                    .collect();
+                for l in taken {
+                    let Some((actor, approver, case)) = self.confirmed_by(l, &pay.id) else {
+                        continue;
+                    };
+                    if !self.confirmed.contains(&(l, pay.id.clone()))
+                        || self.names_by_itself(l, &pay.id)
+                    {
+                        continue;
+                    }
+                    *self
+                        .stats
+                        .entry("transitions on a confirmed line")
+                        .or_insert(0) += 1;
+                    let reason = h.reason.to_lowercase();
+                    let named = reason.contains(&actor.to_lowercase())
+                        && approver
+                            .as_ref()
+                            .is_none_or(|a| reason.contains(&a.to_lowercase()))
+                        && h.reason.contains(&case);
+                    if !named {
+                        self.violation(
+                            night,
+                            &label,
+                            "a transition a confirmed line caused does not name its reviewer(s) and case (contract 6)",
+                            format!(
+                                "(shape: Confirm) {} {}→{} by {} run {}: reason {:?}; line {} was confirmed by {actor}{} in case {case}",
+                                pay.id,
+                                h.from,
+                                h.to,
+                                h.actor,
+                                h.run_id,
+                                h.reason,
+                                self.world.lines[l].describe(l, self.start()),
+                                approver
+                                    .as_deref()
+                                    .map(|a| format!(", approved by {a}"))
+                                    .unwrap_or_default()
+                            ),
+                        );
+                    }
+                }
             }
         }
     }
@@ -1489,6 +1636,7 @@ impl Harness {
             );
         }
         self.check_late_facts(night, &tickets);
+        self.check_dues(night, &tickets).await;
         // Invariant 2b: one ticket per statement line (line tickets of different lines must not
         // share a dedupe key).
         for r in self
@@ -1757,247 +1905,6 @@ impl Harness {
         db.close().await;
     }
 
-    /// A `confirm N` row applied: its line names its payment from now on.
-    fn confirm_applied(&mut self, case: &str, decision: &str) {
-        if let Some(pair) = self.confirming.remove(case)
-            && decision.starts_with("confirm")
-        {
-            self.confirmed.insert(pair);
-        }
-    }
-
-    /// What a reviewer who knows the truth decides for an open case, as the Decide sheet
-    /// offers it: `confirm N` for the candidate whose line truly is its payment's payout,
-    /// `failed` / `succeeded` for a lone unresolved payment the truth settles, else `dismiss`
-    /// (None: left for later).
-    fn truth_decision(
-        &mut self,
-        c: &recon::store::cases::StoredCase,
-        line_of: &BTreeMap<String, usize>,
-    ) -> Option<String> {
-        let confirmable = matches!(c.kind.as_str(), "ambiguity" | "near miss");
-        if confirmable {
-            for cand in &c.candidates {
-                let (Some(&l), Some(&p)) = (
-                    line_of.get(&format!("{}:{}", cand.source, cand.line_id)),
-                    self.payment_by_id.get(&cand.payment_id),
-                ) else {
-                    continue;
-                };
-                if matches!(self.world.lines[l].role, LineRole::Payment { payment, .. } if payment == p)
-                {
-                    if std::env::var_os("RECON_SIM_DEBUG").is_some() {
-                        self.notes.push(format!(
-                            "confirm {} of case {}: {} ↔ {}:{} = world line #{l}; candidates {:?}",
-                            cand.number,
-                            c.key,
-                            cand.payment_id,
-                            cand.source,
-                            cand.line_id,
-                            c.candidates.iter().map(|c| &c.text).collect::<Vec<_>>()
-                        ));
-                    }
-                    self.confirming
-                        .insert(c.key.clone(), (l, cand.payment_id.clone()));
-                    return Some(format!("confirm {}", cand.number));
-                }
-            }
-        }
-        let lone = matches!(c.kind.as_str(), "ambiguity" | "near miss" | "exception");
-        if let [cp] = &c.payments[..]
-            && lone
-            && matches!(cp.status.as_str(), "UNKNOWN" | "REVIEW")
-            && let Some(&p) = self.payment_by_id.get(&cp.payment_id)
-        {
-            match self.world.payments[p].fate {
-                Fate::Lost => return Some("failed".into()),
-                Fate::PaidOnce if c.candidates.is_empty() => return Some("succeeded".into()),
-                _ => {}
-            }
-        }
-        self.dice.chance(5_000).then(|| "dismiss".into())
-    }
-
-    /// Reviewers decide some open cases in the spreadsheet and apply the file (issue 32): the
-    /// decisions follow the truth, and what recon does with them is held to the same
-    /// invariants as its own work. A file is sometimes applied twice (nothing changes the
-    /// second time), and sometimes kept until after the next night's runs: a row whose case's
-    /// evidence changed since must then be refused.
-    async fn decide(&mut self, night: u32) {
-        let cfg = Config::load(&self.env.config_path).expect("the simulator's config loads");
-        let db = self.env.db().await;
-        // Payments a late file's rows just decided: the cases the last run stored about them
-        // are out of date now (recon refuses a decision on a payment that moved).
-        let mut touched: BTreeSet<String> = BTreeSet::new();
-        if let Some((made, path, shown)) = self.held.take() {
-            let stored = recon::decisions::queue::list(&db, false)
-                .await
-                .expect("cases");
-            let payments_of: BTreeMap<String, Vec<String>> = stored
-                .iter()
-                .map(|c| {
-                    let ids = c.payments.iter().map(|p| p.payment_id.clone()).collect();
-                    (c.key.clone(), ids)
-                })
-                .collect();
-            let now: BTreeMap<String, String> =
-                stored.into_iter().map(|c| (c.key, c.fingerprint)).collect();
-            let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, "carol")
-                .await
-                .expect("apply a held decision file");
-            for row in &res.rows {
-                let changed = now.get(&row.case) != shown.get(&row.case);
-                match row.status {
-                    recon::decisions::result::Status::Applied if changed => self.violation(
-                        night,
-                        "decisions",
-                        "a decision applied on evidence that changed (issue 32)",
-                        format!(
-                            "row {} of a file made on night {made}: {} {}: {}",
-                            row.row_no, row.case, row.decision, row.detail
-                        ),
-                    ),
-                    recon::decisions::result::Status::Applied => {
-                        self.decisions_applied += 1;
-                        *self
-                            .stats
-                            .entry("decisions applied a night late")
-                            .or_insert(0) += 1;
-                        self.confirm_applied(&row.case, &row.decision);
-                        touched.extend(payments_of.get(&row.case).into_iter().flatten().cloned());
-                    }
-                    recon::decisions::result::Status::Refused => {
-                        *self
-                            .stats
-                            .entry("decisions refused a night late")
-                            .or_insert(0) += 1;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let cases = recon::decisions::queue::list(&db, true)
-            .await
-            .expect("cases");
-        let nightly = self
-            .runs
-            .iter()
-            .rev()
-            .find(|r| r.night == night && r.nightly)
-            .map(|r| r.run_id.clone());
-        let line_of: BTreeMap<String, usize> =
-            self.uids.iter().map(|(&l, u)| (u.clone(), l)).collect();
-        let mut rows: Vec<(String, String, String)> = Vec::new();
-        for c in &cases {
-            // The reviewer works the nightly run's spreadsheet: the cases that run stored (an
-            // older case still open is in `recon cases list`, not in tonight's Decide sheet).
-            if c.status != "OPEN"
-                || Some(&c.last_seen_run_id) != nightly.as_ref()
-                || c.payments.iter().any(|p| touched.contains(&p.payment_id))
-                || !self.dice.chance(4_000)
-            {
-                continue;
-            }
-            if let Some(d) = self.truth_decision(c, &line_of) {
-                let kind = match d.split(' ').next() {
-                    Some("confirm") => "decided: confirm N",
-                    Some("failed") => "decided: failed",
-                    Some("succeeded") => "decided: succeeded",
-                    _ => "decided: dismiss",
-                };
-                *self.stats.entry(kind).or_insert(0) += 1;
-                rows.push((c.key.clone(), c.fingerprint.clone(), d));
-            }
-        }
-        if rows.is_empty() {
-            db.close().await;
-            return;
-        }
-        let path = self
-            .env
-            .path(&format!("decide-{night:02}-{}.xlsx", self.n_runs));
-        write_decide_file(&path, &rows, night);
-        if self.dice.chance(2_500) {
-            let shown = rows
-                .iter()
-                .map(|(k, f, _)| (k.clone(), f.clone()))
-                .collect();
-            self.held = Some((night, path, shown));
-            db.close().await;
-            return;
-        }
-        let actor = if night.is_multiple_of(2) {
-            "alice"
-        } else {
-            "bob"
-        };
-        let res = recon::decisions::apply_file(&db, &cfg.decisions, &path, actor)
-            .await
-            .expect("apply a decision file");
-        let decided: BTreeMap<&str, &str> = rows
-            .iter()
-            .map(|(k, _, d)| (k.as_str(), d.as_str()))
-            .collect();
-        for row in &res.rows {
-            match row.status {
-                recon::decisions::result::Status::Applied => {
-                    self.decisions_applied += 1;
-                    *self.stats.entry("decisions applied").or_insert(0) += 1;
-                    self.confirm_applied(&row.case, &row.decision);
-                    if matches!(
-                        decided.get(row.case.as_str()),
-                        Some(&"failed" | &"succeeded")
-                    ) && let Some(c) = cases.iter().find(|c| c.key == row.case)
-                    {
-                        for p in &c.payments {
-                            self.human_decided.insert(p.payment_id.clone());
-                        }
-                    }
-                }
-                // Decided on the cases as they are now, by one reviewer, without approvals:
-                // every row applies.
-                _ => self.violation(
-                    night,
-                    "decisions",
-                    "a current decision not applied (issue 32)",
-                    format!(
-                        "row {} {} {}: {} {}",
-                        row.row_no,
-                        row.case,
-                        row.decision,
-                        row.status.as_str(),
-                        row.detail
-                    ),
-                ),
-            }
-        }
-        if self.dice.chance(2_000) {
-            let before = self.history().await.len();
-            let again = recon::decisions::apply_file(&db, &cfg.decisions, &path, actor)
-                .await
-                .expect("apply a decision file again");
-            let after = self.history().await.len();
-            *self
-                .stats
-                .entry("decision files applied twice")
-                .or_insert(0) += 1;
-            let moved = again
-                .rows
-                .iter()
-                .filter(|r| r.status != recon::decisions::result::Status::Unchanged)
-                .count();
-            if moved > 0 || after != before {
-                self.violation(
-                    night,
-                    "decisions",
-                    "the same decision file applied twice changed something (issue 32)",
-                    format!("{moved} row(s) not unchanged, history rows {before} → {after}"),
-                );
-            }
-        }
-        db.close().await;
-    }
-
     /// Plays every night.
     async fn play(&mut self) {
         let nights = self.world.opts.nights();
@@ -2006,6 +1913,7 @@ impl Harness {
             let as_of = sim::night_as_of(start, n);
             self.import_until(as_of).await;
             self.world.deliver(self.env.dir.path(), n).expect("deliver");
+            self.note_renamed(n);
             let day = n as i64;
             self.run(n, "nightly", day, day, as_of, false).await;
             self.humans(n).await;
@@ -2228,10 +2136,9 @@ impl<T> TapSort<T> for Vec<T> {
     }
 }
 
-/// Parses results.csv into rows with their line keys.
 /// A Decide sheet as a reviewer returns it: the report's columns, a decision, a note and the
 /// hidden check cell of each case decided (what a spreadsheet program saves).
-fn write_decide_file(path: &std::path::Path, rows: &[(String, String, String)], night: u32) {
+fn write_decide_file(path: &std::path::Path, rows: &[(String, String, String)], note: &str) {
     use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
     let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
     let mut wb = rust_xlsxwriter::Workbook::new();
@@ -2245,18 +2152,15 @@ fn write_decide_file(path: &std::path::Path, rows: &[(String, String, String)], 
         ws.write_string(r, col("case"), key).expect("case");
         ws.write_string(r, col("decision"), decision)
             .expect("decision");
-        ws.write_string(
-            r,
-            col("note"),
-            format!("checked with the provider on night {night}"),
-        )
-        .expect("note");
+        ws.write_string(r, col("note"), format!("checked with the provider: {note}"))
+            .expect("note");
         ws.write_string(r, col("check"), format!("{key} {fingerprint}"))
             .expect("check");
     }
     wb.save(path).expect("save the decision file");
 }
 
+/// Parses results.csv into rows with their line keys.
 fn parse_results(bytes: &[u8], _start: chrono::NaiveDate) -> Vec<Row> {
     let mut rdr = csv::Reader::from_reader(bytes);
     let header: Vec<String> = rdr
@@ -2351,7 +2255,13 @@ fn options(seed: u64) -> SimOptions {
     o
 }
 
+/// Checks every world's violations (none allowed) and, with `played`, that each of these
+/// stats counted at least once across the worlds.
 fn finish(harnesses: Vec<Harness>) {
+    finish_played(harnesses, &[]);
+}
+
+fn finish_played(harnesses: Vec<Harness>, played: &[&str]) {
     let mut all = Vec::new();
     let mut summary = String::new();
     let mut stats: BTreeMap<&str, usize> = BTreeMap::new();
@@ -2392,6 +2302,17 @@ fn finish(harnesses: Vec<Harness>) {
     for ((cat, shape), n) in &by_shape {
         let _ = writeln!(summary, "  {n:5}  {cat}  [shape {shape}]");
     }
+    let missing: Vec<&str> = played
+        .iter()
+        .copied()
+        .filter(|k| !stats.contains_key(k))
+        .collect();
+    if !missing.is_empty() {
+        let _ = writeln!(
+            summary,
+            "never played (each must occur in CI's worlds; tune recon_tools::sim::Probs): {missing:?}"
+        );
+    }
     eprint!("{summary}");
     if let Ok(path) = std::env::var("RECON_SIM_REPORT") {
         let mut text = summary.clone();
@@ -2416,6 +2337,10 @@ fn finish(harnesses: Vec<Harness>) {
             }
         );
     }
+    assert!(
+        missing.is_empty(),
+        "decision kinds or shapes never played in these worlds: {missing:?}\n{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2436,7 +2361,13 @@ async fn nights_on_sqlite() {
         eprint!("{}", h.report());
         done.push(h);
     }
-    finish(done);
+    // CI's own worlds (no exploring, no probabilities changed) must play every decision kind
+    // and shape of issue 40 at least once.
+    let ci = explore.is_none()
+        && std::env::var_os("RECON_SIM_PROBS").is_none()
+        && std::env::var_os("RECON_SIM_DAYS").is_none()
+        && std::env::var_os("RECON_SIM_PAYMENTS").is_none();
+    finish_played(done, if ci { reviewers::PLAYED_IN_CI } else { &[] });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -2490,8 +2421,9 @@ async fn nights_sweep_postgres() {
 }
 
 /// The harness is not blind: a recon made wrong on purpose (through its job and rule files
-/// only) fails the check that guards each blind spot issue 30 named. Small worlds without the
-/// shapes, so that only the sabotage can fire.
+/// only) fails the check that guards each blind spot issue 30 named, and (issue 40) the
+/// four-eyes check. Small worlds without issue 30's shapes, so that only the sabotage fires
+/// those checks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_harness_catches_a_sabotaged_recon() {
     let lazy_rules = r#"
@@ -2513,7 +2445,7 @@ auto_apply_succeeded = false
 auto_apply_unknown = false
 "#;
     type Edit = fn(String) -> String;
-    let cases: [(&str, Edit, Option<&str>, &str, &str); 4] = [
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 5] = [
         (
             "a recon that only proposes",
             |c| {
@@ -2552,6 +2484,14 @@ auto_apply_unknown = false
             "critical fact not surfaced (invariant 2)",
             "SUCCEEDED in the ledger but never paid",
         ),
+        (
+            // Issue 40: the job lets one reviewer decide alone while the desk plays four eyes.
+            "a recon that lets one reviewer move money alone",
+            |c| c.replace("approvals = 2", "approvals = 1"),
+            None,
+            "a money-moving decision took effect with one reviewer (contract 1)",
+            "",
+        ),
     ];
     for (what, edit, rules, category, text) in cases {
         let mut o = SimOptions::new(CI_SEED);
@@ -2563,6 +2503,8 @@ auto_apply_unknown = false
             late_contradiction: 0,
             paid_while_pending: 0,
             succeeded_but_lost: 2_000,
+            // The reviewers work under four eyes (the last sabotage takes them away).
+            four_eyes: 10_000,
             ..sim::Probs::default()
         };
         let mut h = Harness::new(&o, Backend::Sqlite).await;
@@ -3094,6 +3036,11 @@ mod world {
             late_contradiction: 0,
             paid_while_pending: 0,
             blind_retry: 0,
+            near_miss: 0,
+            regroup: 0,
+            lost_twin: 0,
+            hook_after_confirm: 0,
+            failed_hook_after_human: 0,
             ..Probs::default()
         };
         let w0 = World::build(&off);
@@ -3101,6 +3048,216 @@ mod world {
         assert!(w0.hooks.is_empty());
         assert!(!w0.config_toml("sqlite://x.db").contains("status_api"));
         assert!(w.config_toml("sqlite://x.db").contains("[[status_api]]"));
+    }
+
+    /// Issue 40's world shapes are what the issue needs, and switching them off (or any of the
+    /// reviewers' probabilities) leaves the rest of the world as it was.
+    #[test]
+    fn issue_40_shapes_look_right_and_off_means_off() {
+        let mut o = SimOptions::new(11);
+        o.days = 14;
+        let w = World::build(&o);
+        let (mut near, mut twins, mut lost) = (0, 0, 0);
+        for (i, p) in w.payments.iter().enumerate() {
+            match p.shape {
+                Some(Shape::NearMiss { line }) => {
+                    near += 1;
+                    let l = &w.lines[line];
+                    assert_eq!(l.role, LineRole::LookAlike { near: i });
+                    assert_eq!(
+                        (l.recipient.as_str(), l.currency),
+                        (p.recipient.as_str(), p.currency)
+                    );
+                    assert_ne!(l.amount_minor.abs(), p.amount_minor);
+                    let s = p.started_at.expect("started");
+                    assert!(l.booked_at > s && l.booked_at <= s + 72 * HOUR, "{l:?}");
+                    assert!(matches!(
+                        p.status,
+                        LedgerStatus::Unknown | LedgerStatus::Submitting
+                    ));
+                    if p.fate == Fate::PaidOnce {
+                        // Its payout names it by nothing and comes after the look-alike.
+                        let own = &w.lines[p.lines[0]];
+                        assert!(own.reference.is_empty());
+                        assert!(p.ledger_provider_id.is_none());
+                        assert!(p.attempts.iter().all(|a| a.provider_id.is_none()));
+                        assert!(own.booked_at > l.booked_at + 20 * HOUR, "{own:?}");
+                    }
+                }
+                Some(Shape::Regroup { other }) => {
+                    twins += 1;
+                    let q = &w.payments[other];
+                    assert_eq!(q.shape, Some(Shape::Regroup { other: i }));
+                    assert_eq!(
+                        (q.recipient.as_str(), q.currency, q.amount_minor),
+                        (p.recipient.as_str(), p.currency, p.amount_minor)
+                    );
+                    let (a, b) = (p.started_at.expect("start"), q.started_at.expect("start"));
+                    assert!((a - b).abs() <= 20 * MINUTE);
+                    let (la, lb) = (&w.lines[p.lines[0]], &w.lines[q.lines[0]]);
+                    assert!(la.reference.is_empty() && lb.reference.is_empty());
+                    // One payout within two hours, the other a day or two later: another file.
+                    let (early, late) = if la.booked_at < lb.booked_at {
+                        (la, lb)
+                    } else {
+                        (lb, la)
+                    };
+                    assert!(late.booked_at - early.booked_at > 20 * HOUR);
+                    assert!(late.file_day > early.file_day);
+                }
+                Some(Shape::LostTwin { other }) => {
+                    lost += 1;
+                    let q = &w.payments[other];
+                    assert_eq!(q.shape, Some(Shape::LostTwin { other: i }));
+                    assert_eq!(
+                        (q.recipient.as_str(), q.currency, q.amount_minor),
+                        (p.recipient.as_str(), p.currency, p.amount_minor)
+                    );
+                    // Both unresolved, one of them paid by a payout that names neither.
+                    for x in [p, q] {
+                        assert!(matches!(
+                            x.status,
+                            LedgerStatus::Unknown | LedgerStatus::Submitting
+                        ));
+                        assert!(x.ledger_provider_id.is_none());
+                    }
+                    assert_eq!([p, q].iter().filter(|x| x.fate.paid()).count(), 1);
+                    let payer = if p.fate.paid() { p } else { q };
+                    assert!(w.lines[payer.lines[0]].reference.is_empty());
+                }
+                _ => {}
+            }
+        }
+        assert!(
+            near > 0 && twins > 0 && lost > 0,
+            "near misses {near}, regrouped twins {twins}, lost twins {lost}"
+        );
+        // The reviewers' probabilities are not the world's: the same world without them.
+        let mut quiet = o.clone();
+        quiet.probs.wrong_confirm = 0;
+        quiet.probs.wrong_status = 0;
+        quiet.probs.sheet_kept = 0;
+        quiet.probs.inbox = 0;
+        quiet.probs.escalate = 0;
+        let q = World::build(&quiet);
+        assert_eq!(
+            (&q.payments, &q.lines, &q.versions),
+            (&w.payments, &w.lines, &w.versions)
+        );
+        // Off means off: no look-alike, no regrouped twin.
+        let mut off = o.clone();
+        off.probs.near_miss = 0;
+        off.probs.regroup = 0;
+        off.probs.lost_twin = 0;
+        let f = World::build(&off);
+        assert!(f.payments.iter().all(|p| !matches!(
+            p.shape,
+            Some(Shape::NearMiss { .. } | Shape::Regroup { .. } | Shape::LostTwin { .. })
+        )));
+        assert!(
+            f.lines
+                .iter()
+                .all(|l| !matches!(l.role, LineRole::LookAlike { .. }))
+        );
+        assert!(f.payments.len() < w.payments.len());
+    }
+
+    /// The world changes the reviewers' shapes make while it is played: a re-delivery that
+    /// renames a line (that version and the later ones, never an earlier one), a line added to
+    /// files not delivered yet (never to one delivered), webhook events in time order.
+    #[test]
+    fn the_world_changes_the_reviewers_cause() {
+        let mut o = SimOptions::new(7);
+        o.payments_per_day = 30;
+        let mut w = World::build(&o);
+        let l = w
+            .lines
+            .iter()
+            .position(|l| {
+                l.source == recon_tools::sim::Source::Psp
+                    && l.reference.is_empty()
+                    && l.file_day >= 1
+                    && matches!(l.role, LineRole::Payment { nth: 0, .. })
+            })
+            .expect("an unnamed provider payout");
+        let (source, day) = (w.lines[l].source, w.lines[l].file_day);
+        let name = w.file_name(source, day);
+        let before = w.inbox_at(5)[&(source, day)];
+        let old = w.render_version(&w.versions[before])[0].1.clone();
+        let arrival = 6;
+        let k = w
+            .redeliver_with_reference(l, "PAY-RENAMED", arrival)
+            .expect("re-delivered");
+        assert_eq!(w.versions[k].arrival, arrival);
+        assert_eq!(
+            w.inbox_at(arrival)[&(source, day)],
+            k,
+            "the newest of its night"
+        );
+        let text = |w: &World, k: usize| {
+            String::from_utf8(w.render_version(&w.versions[k])[0].1.clone()).expect("utf-8")
+        };
+        let txn = w.lines[l].txn_id.clone().expect("provider id");
+        assert!(
+            text(&w, k)
+                .lines()
+                .any(|r| r.starts_with(&format!("{txn},PAY-RENAMED,"))),
+            "{name}"
+        );
+        // Before its night the inbox holds the old bytes.
+        let now = w.inbox_at(5)[&(source, day)];
+        assert_eq!(w.render_version(&w.versions[now])[0].1, old);
+        for v in w
+            .versions
+            .iter()
+            .filter(|v| v.source == source && v.day == day)
+        {
+            assert_eq!(
+                v.overrides.iter().any(|(x, _)| *x == l),
+                v.arrival > arrival || v.event == recon_tools::sim::Event::Renamed,
+                "{v:?}"
+            );
+        }
+        // A line for a file not delivered yet joins it; one for a delivered file is refused.
+        let p = w.lines[l].payment(&w.lines).expect("its payment");
+        let last = w.opts.nights() - 1;
+        let late = w.line_for(
+            p,
+            night_as_of(o.start, last) - 12 * HOUR,
+            true,
+            Some("pt_x".into()),
+        );
+        let day_late = late.file_day;
+        let added = w.add_line(late, last - 2).expect("a file still to come");
+        assert!(
+            w.versions
+                .iter()
+                .filter(|v| v.source == source && v.day == day_late)
+                .all(|v| v.lines.contains(&added)
+                    || v.full_lines.as_ref().is_some_and(|f| f.contains(&added)))
+        );
+        let early = w.line_for(
+            p,
+            night_as_of(o.start, 1) - 12 * HOUR,
+            false,
+            Some("pt_y".into()),
+        );
+        assert!(
+            w.add_line(early, last).is_none(),
+            "its file was delivered already"
+        );
+        assert_eq!(w.lines[added].role, LineRole::Return { payment: p });
+        assert_eq!(w.lines[added].reference, w.payments[p].id);
+        // Webhook events stay in time order.
+        for at in [3 * HOUR, HOUR, 2 * HOUR] {
+            w.add_hook(recon_tools::sim::HookEvent {
+                payment: p,
+                status: "FAILED",
+                at: night_as_of(o.start, 1) + at,
+            });
+        }
+        assert!(w.hooks.windows(2).all(|x| x[0].at <= x[1].at));
+        assert!(w.has_hooks());
     }
 
     #[test]

@@ -470,12 +470,15 @@ async fn a_status_answer_that_contradicts_a_statement_line_is_a_ticket() {
         "psp-1,P-1,{IBAN},10.00,EUR,2026-11-10T09:05:00Z,PAYMENT"
     ));
     let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
-    assert_eq!(outcome_of(&r, "P-1"), "AMBIGUOUS");
+    // A line shows P-1's payout and the provider says it failed: two claims about one payout
+    // disagree (CONTRADICTED, critical). P-2: the provider's PAID against no line in a
+    // complete window: the evidence contradicts itself (AMBIGUOUS).
+    assert_eq!(outcome_of(&r, "P-1"), "CONTRADICTED");
     assert_eq!(outcome_of(&r, "P-2"), "AMBIGUOUS");
     assert_eq!(r.summary.transitions.planned, 0);
     assert_eq!(status(&env, "P-1").await, "UNKNOWN");
     assert_eq!(status(&env, "P-2").await, "UNKNOWN");
-    assert_eq!(tickets(&env).await, ["AMBIGUOUS|P-1", "AMBIGUOUS|P-2"]);
+    assert_eq!(tickets(&env).await, ["CONTRADICTED|P-1", "AMBIGUOUS|P-2"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -122,6 +122,66 @@ pub struct Probs {
     /// after that line. "No line" in the retry's window must not resolve it FAILED. Per
     /// eligible payment; 0 switches it off.
     pub blind_retry: u64,
+    /// Reviewers (issue 40): a reviewer confirms the WRONG candidate of an ambiguity or near
+    /// miss (one whose line the truth gives another payment, or nobody). Per confirmable
+    /// decision that has a wrong candidate; 0 switches it off.
+    pub wrong_confirm: u64,
+    /// Reviewers (issue 40): a reviewer decides `succeeded` on a truly lost payment or
+    /// `failed` on a paid one. Per status decision; 0 switches it off.
+    pub wrong_status: u64,
+    /// Provider (issue 40): after a confirmation (wrong or right) of a provider line that is
+    /// truly a payment's, the provider re-delivers the line's file with its reference naming
+    /// that payment (the line keeps its provider id: the same line). Also, after a wrong
+    /// `failed` on a paid payment, its unnamed provider payout re-delivered naming it. Per
+    /// decision; 0 switches it off.
+    pub corrected_after_confirm: u64,
+    /// Provider (issue 40): after a confirmation of a provider payout, the provider's webhook
+    /// says the payout id is its true payment's, PAID. Per decision; 0 switches it off (and,
+    /// with `failed_hook_after_human` also 0, the `[[status_api]]` block when no other shape
+    /// stores webhook events).
+    pub hook_after_confirm: u64,
+    /// Provider (issue 40): a webhook FAILED about a payment after a reviewer decided it
+    /// `succeeded`. Per such decision on a provider payment; 0 switches it off.
+    pub failed_hook_after_human: u64,
+    /// Provider (issue 40): the money of a payment a reviewer rightly decided `succeeded`
+    /// comes back (a return line naming it, booked in a later file). Per decision.
+    pub return_after_human: u64,
+    /// Provider (issue 40): a payout naming a payment a reviewer decided `failed` is booked in
+    /// a later file (the money left after all). Per decision.
+    pub line_after_human_failed: u64,
+    /// Reviewers (issue 40): a Decide sheet is kept 1–4 nights before it is applied. Per file.
+    pub sheet_kept: u64,
+    /// World (issue 40): an unresolved payment gets a look-alike line (its recipient and
+    /// currency, another amount, inside its window), so that its case offers `failed` and
+    /// `succeeded` to a reviewer. Per lone UNKNOWN / SUBMITTING payment; 0 switches it off.
+    pub near_miss: u64,
+    /// World (issue 40): a lone paid payment gets a look-alike twin (same recipient and money,
+    /// started minutes later); both are paid by unnamed payouts, the twin's booked a day or two
+    /// later: the night it arrives, the ambiguity is regrouped under another case key. Per
+    /// lone paid payment; 0 switches it off.
+    pub regroup: u64,
+    /// World (issue 40): a lone paid UNKNOWN / SUBMITTING payment gets a look-alike twin
+    /// (UNKNOWN, started minutes later) that was never paid; its payout names neither. Per such
+    /// payment; 0 switches it off.
+    pub lost_twin: u64,
+    /// Reviewers (issue 40): the world's job asks for four eyes (`approvals = 2`, reviewers
+    /// alice, bob and carol). Per world.
+    pub four_eyes: u64,
+    /// Reviewers (issue 40): under four eyes, the first reviewer tries to approve their own
+    /// waiting decision with another file. Per waiting decision file.
+    pub self_approval: u64,
+    /// Reviewers (issue 40): the approver applies the approved decisions again from another
+    /// file. Per approval file.
+    pub approver_again: u64,
+    /// Reviewers (issue 40): a decision file is put in the reviewer's folder of the decisions
+    /// inbox (applied by the next run) instead of applied with `apply`. Per file.
+    pub inbox: u64,
+    /// Reviewers (issue 40): somebody puts a decision file in an inbox folder they do not own
+    /// as its reviewer (a reviewer's name owned by another uid, or `bob ` with a trailing
+    /// blank). Per night.
+    pub inbox_intruder: u64,
+    /// Reviewers (issue 40): a reviewer escalates a case instead of deciding it. Per decision.
+    pub escalate: u64,
 }
 
 impl Default for Probs {
@@ -156,6 +216,23 @@ impl Default for Probs {
             late_contradiction: 1_500,
             paid_while_pending: 1_000,
             blind_retry: 2_000,
+            wrong_confirm: 4_000,
+            wrong_status: 4_000,
+            corrected_after_confirm: 8_000,
+            hook_after_confirm: 8_000,
+            failed_hook_after_human: 9_000,
+            return_after_human: 9_000,
+            line_after_human_failed: 8_000,
+            sheet_kept: 2_500,
+            near_miss: 4_000,
+            regroup: 250,
+            lost_twin: 1_200,
+            four_eyes: 5_000,
+            self_approval: 6_000,
+            approver_again: 5_000,
+            inbox: 4_500,
+            inbox_intruder: 2_500,
+            escalate: 1_500,
         }
     }
 }
@@ -193,6 +270,23 @@ impl Probs {
             "late_contradiction" => &mut self.late_contradiction,
             "paid_while_pending" => &mut self.paid_while_pending,
             "blind_retry" => &mut self.blind_retry,
+            "wrong_confirm" => &mut self.wrong_confirm,
+            "wrong_status" => &mut self.wrong_status,
+            "corrected_after_confirm" => &mut self.corrected_after_confirm,
+            "hook_after_confirm" => &mut self.hook_after_confirm,
+            "failed_hook_after_human" => &mut self.failed_hook_after_human,
+            "return_after_human" => &mut self.return_after_human,
+            "line_after_human_failed" => &mut self.line_after_human_failed,
+            "sheet_kept" => &mut self.sheet_kept,
+            "near_miss" => &mut self.near_miss,
+            "regroup" => &mut self.regroup,
+            "lost_twin" => &mut self.lost_twin,
+            "four_eyes" => &mut self.four_eyes,
+            "self_approval" => &mut self.self_approval,
+            "approver_again" => &mut self.approver_again,
+            "inbox" => &mut self.inbox,
+            "inbox_intruder" => &mut self.inbox_intruder,
+            "escalate" => &mut self.escalate,
             other => anyhow::bail!("no probability named {other:?}"),
         };
         *field = per_10k.min(10_000);
@@ -273,6 +367,37 @@ failed = ["FAILED"]
 pending = ["PROCESSING"]
 not_found = ["UNKNOWN_PAYOUT"]
 "#;
+
+/// The reviewers' part of a job (issue 40): how many reviewers a money-moving decision
+/// needs, the decisions inbox, and the `[[reviewer]]` table mapping OS users (uids) to the
+/// names recon records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desk {
+    /// `approvals` (1 or 2).
+    pub approvals: u8,
+    /// `decisions_inbox`, relative to the job file.
+    pub inbox: Option<String>,
+    /// `[[reviewer]]`: (name, uid); empty writes no table.
+    pub reviewers: Vec<(String, u32)>,
+}
+
+impl Desk {
+    /// (top-level keys, `[[reviewer]]` tables) as TOML.
+    fn toml(&self) -> (String, String) {
+        let mut top = String::new();
+        if self.approvals != 1 {
+            let _ = writeln!(top, "approvals = {}", self.approvals);
+        }
+        if let Some(inbox) = &self.inbox {
+            let _ = writeln!(top, "decisions_inbox = \"{inbox}\"");
+        }
+        let mut tables = String::new();
+        for (name, uid) in &self.reviewers {
+            let _ = write!(tables, "\n[[reviewer]]\nname = \"{name}\"\nuid = {uid}\n");
+        }
+        (top, tables)
+    }
+}
 
 /// The two statement sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -450,6 +575,26 @@ pub enum Shape {
         /// Night whose as-of the retry precedes.
         night: u32,
     },
+    /// Issue 40: an unresolved payment near a look-alike line (its recipient and currency,
+    /// another amount, inside its window): a case that offers `failed` and `succeeded`. A paid
+    /// one's payout names it by nothing (no reference, no provider id the ledger knows).
+    NearMiss {
+        /// The look-alike line.
+        line: usize,
+    },
+    /// Issue 40: one of two unresolved look-alike twins of which only one was paid (an unnamed
+    /// payout within two hours): one line for two payments, the setting of issue 40's point 2.
+    LostTwin {
+        /// The other twin.
+        other: usize,
+    },
+    /// Issue 40: one of two look-alike twins, both paid by unnamed payouts; the later payout is
+    /// booked a day or two after the earlier one, so the ambiguity the first night shows is
+    /// regrouped (another case key) the night the second payout arrives.
+    Regroup {
+        /// The other twin.
+        other: usize,
+    },
 }
 
 /// A provider callback as the payment service stored it (`hooks/*.jsonl`).
@@ -501,6 +646,12 @@ pub enum LineRole {
         /// The payment it looks like.
         near: usize,
     },
+    /// Issue 40: another system's payout to the recipient of payment `near`, in its currency
+    /// and inside its window, of another amount (a near miss).
+    LookAlike {
+        /// The payment it looks like.
+        near: usize,
+    },
     /// A line a file carried by mistake and a corrected file withdrew (a copy of `copy_of`).
     Spurious {
         /// The line it copies.
@@ -548,7 +699,7 @@ impl Line {
     pub fn payment(&self, lines: &[Line]) -> Option<usize> {
         match self.role {
             LineRole::Payment { payment, .. } | LineRole::Return { payment } => Some(payment),
-            LineRole::Foreign | LineRole::Decoy { .. } => None,
+            LineRole::Foreign | LineRole::Decoy { .. } | LineRole::LookAlike { .. } => None,
             LineRole::Spurious { copy_of } => lines[copy_of].payment(lines),
         }
     }
@@ -560,6 +711,9 @@ impl Line {
             LineRole::Payment { .. } => "DUPLICATE payout".to_string(),
             LineRole::Return { .. } => "RETURN".to_string(),
             LineRole::Foreign => "foreign (no ledger payment)".to_string(),
+            LineRole::LookAlike { near } => {
+                format!("look-alike (no ledger payment; other amount than payment #{near})")
+            }
             LineRole::Decoy { near } => {
                 format!("decoy (no ledger payment; looks like payment #{near})")
             }
@@ -619,6 +773,8 @@ pub enum Event {
     Truncated,
     /// The complete file after a truncated one.
     Completed,
+    /// Re-delivered with a line's reference changed to name its true payment (issue 40).
+    Renamed,
 }
 
 impl Event {
@@ -632,6 +788,7 @@ impl Event {
             Event::Corrected => "corrected",
             Event::Truncated => "truncated",
             Event::Completed => "completed",
+            Event::Renamed => "renamed",
         }
     }
 }
@@ -654,6 +811,9 @@ pub struct Version {
     pub full_lines: Option<Vec<usize>>,
     /// How it came to be.
     pub event: Event,
+    /// Lines whose reference this version shows differently from the line's own (a
+    /// re-delivery that corrected it): (line, reference).
+    pub overrides: Vec<(usize, String)>,
 }
 
 impl Version {
@@ -676,6 +836,8 @@ pub struct World {
     pub versions: Vec<Version>,
     /// Stored webhook events, in time order.
     pub hooks: Vec<HookEvent>,
+    /// Whether the job asks for four eyes (`approvals = 2`; [`Probs::four_eyes`]).
+    pub four_eyes: bool,
 }
 
 /// The simulator's dice for code outside this crate (the night harness decides its re-runs and
@@ -707,6 +869,11 @@ impl Dice {
     /// True with probability `per_10k / 10 000`.
     pub fn chance(&mut self, per_10k: u64) -> bool {
         self.0.chance(per_10k)
+    }
+
+    /// A new provider transaction id (`pt_` and 24 hex digits), as the world's.
+    pub fn provider_id(&mut self) -> String {
+        format!("pt_{}", hex(&mut self.0, 24))
     }
 }
 
@@ -1114,12 +1281,230 @@ impl World {
             lines,
             versions: Vec::new(),
             hooks: Vec::new(),
+            four_eyes: false,
         };
         // The shapes draw from their own stream: with every shape off the world is the one
         // earlier versions of the simulator built for the same seed.
         world.add_shapes(&mut Rng::new(opts.seed ^ 0x5a4e_5e30_0000_0003));
+        // Issue 40's world shapes, from a stream of their own again.
+        world.add_reviewer_shapes(&mut Rng::new(opts.seed ^ 0x4e7e_5e40_0000_0004));
         world.plan_deliveries(&mut rng);
         world
+    }
+
+    /// Issue 40: whether the job asks for four eyes, and the regrouped twins
+    /// ([`Probs::regroup`]).
+    fn add_reviewer_shapes(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.clone();
+        self.four_eyes = rng.chance(pr.four_eyes);
+        let start = self.opts.start;
+        // Regrouped twins: a lone paid payment gets a twin started minutes later (same
+        // recipient and money, its own unnamed payout a day or two after its start).
+        let lonely = self.lonely();
+        let n = self.payments.len();
+        for (p, &alone) in lonely.iter().enumerate().take(n) {
+            let pay = self.payments[p].clone();
+            let simple = pay.fate == Fate::PaidOnce
+                && pay.shape.is_none()
+                && pay.lines.len() == 1
+                && pay.attempts.len() == 1
+                && matches!(
+                    pay.status,
+                    LedgerStatus::Unknown | LedgerStatus::Submitting | LedgerStatus::Succeeded
+                );
+            let Some(started) = pay.started_at else {
+                continue;
+            };
+            if !(alone && simple && rng.chance(pr.regroup)) {
+                continue;
+            }
+            let q = self.payments.len();
+            let twin_start = started + rng.between(1, 20) * MINUTE;
+            let provider_id = (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+            let status = if rng.chance(5_000) {
+                LedgerStatus::Unknown
+            } else {
+                pay.status
+            };
+            let (finished, outcome, error) = match status {
+                LedgerStatus::Succeeded => (Some(twin_start + 2 * 1_000_000), "SUCCEEDED", ""),
+                LedgerStatus::Unknown => (Some(twin_start + 30 * 1_000_000), "UNKNOWN", "timeout"),
+                _ => (None, "", ""),
+            };
+            let id = uuid(rng);
+            let booked = twin_start + rng.between(26 * 60, 50 * 60) * MINUTE;
+            let payout = Self::payment_line(
+                rng,
+                &pr,
+                start,
+                (
+                    &id,
+                    &pay.recipient,
+                    pay.amount_minor,
+                    pay.currency,
+                    pay.rail,
+                ),
+                provider_id.clone(),
+                booked,
+                LineRole::Payment { payment: q, nth: 0 },
+            );
+            let l = self.lines.len();
+            self.lines.push(Line {
+                reference: String::new(),
+                ..payout
+            });
+            self.payments.push(Payment {
+                id,
+                recipient: pay.recipient.clone(),
+                amount_minor: pay.amount_minor,
+                currency: pay.currency,
+                created_at: twin_start - 5 * 1_000_000,
+                started_at: Some(twin_start),
+                day: day_index(start, timeparse::local_date(twin_start, JOB_TZ)),
+                status,
+                rail: pay.rail,
+                provider_id,
+                ledger_provider_id: None,
+                attempts: vec![Attempt {
+                    id: uuid(rng),
+                    started_at: twin_start,
+                    finished_at: finished,
+                    outcome,
+                    provider_id: None,
+                    error,
+                }],
+                fate: Fate::PaidOnce,
+                lines: vec![l],
+                twin_of: Some(p),
+                ledger_from: twin_start - 5 * 1_000_000,
+                shape: Some(Shape::Regroup { other: p }),
+            });
+            // The first payout names nothing and is booked within two hours: the first night
+            // holds one unnamed line for two payments, the night the twin's arrives two.
+            let pm = &mut self.payments[p];
+            pm.ledger_provider_id = None;
+            for at in &mut pm.attempts {
+                at.provider_id = None;
+            }
+            pm.shape = Some(Shape::Regroup { other: q });
+            let own = pm.lines[0];
+            let line = &mut self.lines[own];
+            line.reference = String::new();
+            line.booked_at = (started + rng.between(10, 120) * MINUTE) / 1_000_000 * 1_000_000;
+            line.file_day = file_day_of(line.source, start, line.booked_at);
+        }
+        // Lost twins: one unnamed payout for two unresolved look-alikes, only one of them paid.
+        let lonely = self.lonely();
+        let n = self.payments.len();
+        for (p, &alone) in lonely.iter().enumerate().take(n) {
+            let pay = self.payments[p].clone();
+            let eligible = pay.fate == Fate::PaidOnce
+                && pay.shape.is_none()
+                && pay.lines.len() == 1
+                && pay.attempts.len() == 1
+                && matches!(pay.status, LedgerStatus::Unknown | LedgerStatus::Submitting);
+            let Some(started) = pay.started_at else {
+                continue;
+            };
+            if !(alone && eligible && rng.chance(pr.lost_twin)) {
+                continue;
+            }
+            let q = self.payments.len();
+            let twin_start = started + rng.between(1, 20) * MINUTE;
+            let provider_id = (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24)));
+            let id = uuid(rng);
+            self.payments.push(Payment {
+                id,
+                recipient: pay.recipient.clone(),
+                amount_minor: pay.amount_minor,
+                currency: pay.currency,
+                created_at: twin_start - 5 * 1_000_000,
+                started_at: Some(twin_start),
+                day: day_index(start, timeparse::local_date(twin_start, JOB_TZ)),
+                status: LedgerStatus::Unknown,
+                rail: pay.rail,
+                provider_id,
+                ledger_provider_id: None,
+                attempts: vec![Attempt {
+                    id: uuid(rng),
+                    started_at: twin_start,
+                    finished_at: Some(twin_start + 30 * 1_000_000),
+                    outcome: "UNKNOWN",
+                    provider_id: None,
+                    error: "timeout",
+                }],
+                fate: Fate::Lost,
+                lines: Vec::new(),
+                twin_of: Some(p),
+                ledger_from: twin_start - 5 * 1_000_000,
+                shape: Some(Shape::LostTwin { other: p }),
+            });
+            let pm = &mut self.payments[p];
+            pm.ledger_provider_id = None;
+            for at in &mut pm.attempts {
+                at.provider_id = None;
+            }
+            pm.shape = Some(Shape::LostTwin { other: q });
+            let own = pm.lines[0];
+            let line = &mut self.lines[own];
+            line.reference = String::new();
+            line.booked_at = (started + rng.between(30, 120) * MINUTE) / 1_000_000 * 1_000_000;
+            line.file_day = file_day_of(line.source, start, line.booked_at);
+        }
+        let lonely = self.lonely();
+        for (p, &alone) in lonely.iter().enumerate() {
+            let pay = &self.payments[p];
+            let unresolved = matches!(pay.status, LedgerStatus::Unknown | LedgerStatus::Submitting);
+            let simple = pay.shape.is_none()
+                && pay.attempts.len() == 1
+                && matches!(pay.fate, Fate::Lost | Fate::PaidOnce);
+            let Some(started) = pay.started_at else {
+                continue;
+            };
+            if !(alone && unresolved && simple && rng.chance(pr.near_miss)) {
+                continue;
+            }
+            let delta =
+                pay.amount_minor * rng.between(10, 40) / 100 * [-1, 1][rng.below(2) as usize];
+            let amount = (pay.amount_minor + delta).max(100);
+            let booked = (started + rng.between(10, 6 * 60) * MINUTE) / 1_000_000 * 1_000_000;
+            let (amount_minor, kind) = match pay.rail {
+                Source::Psp => (amount, "PAYMENT"),
+                Source::Bank => (-amount, "DEBIT"),
+            };
+            let late_payout =
+                (started + rng.between(30 * 60, 60 * 60) * MINUTE) / 1_000_000 * 1_000_000;
+            let line = Line {
+                source: pay.rail,
+                txn_id: (pay.rail == Source::Psp).then(|| format!("pt_{}", hex(rng, 24))),
+                reference: String::new(),
+                recipient: pay.recipient.clone(),
+                amount_minor,
+                currency: pay.currency,
+                booked_at: booked,
+                kind,
+                role: LineRole::LookAlike { near: p },
+                file_day: file_day_of(pay.rail, start, booked),
+            };
+            let l = self.lines.len();
+            self.lines.push(line);
+            // A paid one's payout names it by nothing, and is booked a day or two after the
+            // look-alike (inside the window): until it arrives, only a reviewer can say it was
+            // paid (the near-miss gate holds payments without any evidence).
+            let pm = &mut self.payments[p];
+            if pm.fate == Fate::PaidOnce {
+                pm.ledger_provider_id = None;
+                for a in &mut pm.attempts {
+                    a.provider_id = None;
+                }
+                let own = pm.lines[0];
+                let payout = &mut self.lines[own];
+                payout.reference = String::new();
+                payout.booked_at = late_payout;
+                payout.file_day = file_day_of(payout.source, start, late_payout);
+            }
+            self.payments[p].shape = Some(Shape::NearMiss { line: l });
+        }
     }
 
     fn payment_line(
@@ -1504,6 +1889,7 @@ impl World {
                     control,
                     full_lines: None,
                     event,
+                    overrides: Vec::new(),
                 };
                 if y < pr.truncated && !content.is_empty() {
                     let keep = rng.below(content.len() as u64) as usize;
@@ -1530,7 +1916,9 @@ impl World {
                         LineRole::Payment { payment, .. } | LineRole::Return { payment } => {
                             self.earliest_failed_night(payment) > fix
                         }
-                        LineRole::Foreign | LineRole::Decoy { .. } => true,
+                        LineRole::Foreign | LineRole::Decoy { .. } | LineRole::LookAlike { .. } => {
+                            true
+                        }
                         LineRole::Spurious { .. } => false,
                     });
                     let add = rng.chance(5_000) && withheld.is_some();
@@ -1609,6 +1997,16 @@ impl World {
 
     /// The statement file bytes of `lines` in `source`'s layout.
     pub fn render_lines(&self, source: Source, lines: &[usize]) -> String {
+        self.render_lines_with(source, lines, &[])
+    }
+
+    /// [`World::render_lines`] with some lines' references shown as `overrides` has them.
+    pub fn render_lines_with(
+        &self,
+        source: Source,
+        lines: &[usize],
+        overrides: &[(usize, String)],
+    ) -> String {
         let mut s = String::new();
         match source {
             Source::Psp => {
@@ -1620,6 +2018,11 @@ impl World {
         }
         for &i in lines {
             let l = &self.lines[i];
+            let reference = overrides
+                .iter()
+                .rev()
+                .find(|(k, _)| *k == i)
+                .map_or(l.reference.as_str(), |(_, r)| r.as_str());
             let amount = recon::money::format_minor(l.amount_minor, l.currency);
             match source {
                 Source::Psp => {
@@ -1637,7 +2040,7 @@ impl World {
                         s,
                         "{},{},{},{},{},{},{}",
                         l.txn_id.as_deref().unwrap_or(""),
-                        l.reference,
+                        reference,
                         l.recipient,
                         amount,
                         l.currency,
@@ -1653,7 +2056,7 @@ impl World {
                         l.recipient,
                         amount,
                         l.currency,
-                        l.reference,
+                        reference,
                         l.kind
                     );
                 }
@@ -1666,7 +2069,7 @@ impl World {
     /// of its control file.
     pub fn render_version(&self, v: &Version) -> Vec<(String, Vec<u8>)> {
         let name = self.file_name(v.source, v.day);
-        let body = self.render_lines(v.source, &v.lines);
+        let body = self.render_lines_with(v.source, &v.lines, &v.overrides);
         let mut out = vec![(name.clone(), body.clone().into_bytes())];
         let ctl = |lines: &[usize], body: &str, with_lines: bool, with_sha: bool| {
             recon::sources::control_text(
@@ -1684,7 +2087,7 @@ impl World {
             )),
             Control::Stale => {
                 let full = v.full_lines.clone().unwrap_or_default();
-                let full_body = self.render_lines(v.source, &full);
+                let full_body = self.render_lines_with(v.source, &full, &v.overrides);
                 out.push((
                     format!("{name}.ctl"),
                     ctl(&full, &full_body, true, true).into_bytes(),
@@ -1692,6 +2095,150 @@ impl World {
             }
         }
         out
+    }
+
+    /// Issue 40: the provider re-delivers the file that holds line `line` on night `arrival`,
+    /// with the line's reference now `reference` (the file as complete as its last planned
+    /// version, with a matching control file); every version of that file arriving later shows
+    /// the new reference too. None when the file was never delivered, or no night is left.
+    /// Returns the new version's index (versions stay in arrival order).
+    pub fn redeliver_with_reference(
+        &mut self,
+        line: usize,
+        reference: &str,
+        arrival: u32,
+    ) -> Option<usize> {
+        let (source, day) = (self.lines[line].source, self.lines[line].file_day);
+        if arrival >= self.opts.nights() {
+            return None;
+        }
+        let last = self
+            .versions
+            .iter()
+            .rposition(|v| v.source == source && v.day == day)?;
+        let base = self.versions[last].clone();
+        let mut lines = base.full_lines.clone().unwrap_or(base.lines.clone());
+        if !lines.contains(&line) {
+            // A spurious copy withdrawn, or a line the file never held: nothing to rename.
+            let full: Vec<usize> = self
+                .versions
+                .iter()
+                .filter(|v| v.source == source && v.day == day)
+                .flat_map(|v| v.lines.iter().copied())
+                .collect();
+            if !full.contains(&line) {
+                return None;
+            }
+            lines.push(line);
+            lines.sort_by_key(|&i| (self.lines[i].booked_at, i));
+        }
+        for v in &mut self.versions {
+            if v.source == source && v.day == day && v.arrival > arrival {
+                v.overrides.push((line, reference.to_string()));
+            }
+        }
+        let mut overrides = base.overrides.clone();
+        overrides.push((line, reference.to_string()));
+        let version = Version {
+            source,
+            day,
+            arrival,
+            lines,
+            control: Control::Full {
+                lines: true,
+                sha: true,
+            },
+            full_lines: None,
+            event: Event::Renamed,
+            overrides,
+        };
+        // After every version that arrives by then: the newest of its night.
+        let at = self
+            .versions
+            .iter()
+            .position(|v| v.arrival > arrival)
+            .unwrap_or(self.versions.len());
+        self.versions.insert(at, version);
+        Some(at)
+    }
+
+    /// Issue 40: a line booked after night `after` (a late payout, a return) joins every
+    /// version of its file that arrives after that night. None when no such version exists
+    /// (the file is never delivered, or was delivered already): the line is not added.
+    pub fn add_line(&mut self, line: Line, after: u32) -> Option<usize> {
+        let (source, day) = (line.source, line.file_day);
+        let versions: Vec<usize> = (0..self.versions.len())
+            .filter(|&k| self.versions[k].source == source && self.versions[k].day == day)
+            .collect();
+        if versions.is_empty() || versions.iter().any(|&k| self.versions[k].arrival <= after) {
+            return None;
+        }
+        let idx = self.lines.len();
+        self.lines.push(line);
+        let key = |w: &World, i: usize| (w.lines[i].booked_at, i);
+        for k in versions {
+            let mut v = self.versions[k].clone();
+            match &mut v.full_lines {
+                // A cut file holds the lines before the cut; its control file the whole day.
+                Some(full) => {
+                    full.push(idx);
+                    full.sort_by_key(|&i| key(self, i));
+                }
+                None => {
+                    v.lines.push(idx);
+                    v.lines.sort_by_key(|&i| key(self, i));
+                }
+            }
+            self.versions[k] = v;
+        }
+        Some(idx)
+    }
+
+    /// Issue 40: a line about payment `p` booked at `booked`, naming it in its reference: a
+    /// payout (its first, or a duplicate when it has one), or with `ret` the return of its
+    /// money. A provider line carries `txn`. Not part of the world until [`World::add_line`].
+    pub fn line_for(&self, p: usize, booked: Micros, ret: bool, txn: Option<String>) -> Line {
+        let pay = &self.payments[p];
+        let booked = booked / 1_000_000 * 1_000_000;
+        let paid_before = pay
+            .lines
+            .iter()
+            .any(|&l| matches!(self.lines[l].role, LineRole::Payment { .. }));
+        let (sign, kind, role) = match (pay.rail, ret) {
+            (Source::Psp, false) => (1, "PAYMENT", None),
+            (Source::Psp, true) => (-1, "RETURN", Some(LineRole::Return { payment: p })),
+            (Source::Bank, false) => (-1, "DEBIT", None),
+            (Source::Bank, true) => (1, "RETURN", Some(LineRole::Return { payment: p })),
+        };
+        Line {
+            source: pay.rail,
+            txn_id: (pay.rail == Source::Psp).then_some(txn).flatten(),
+            reference: pay.id.clone(),
+            recipient: pay.recipient.clone(),
+            amount_minor: sign * pay.amount_minor,
+            currency: pay.currency,
+            booked_at: booked,
+            kind,
+            role: role.unwrap_or(LineRole::Payment {
+                payment: p,
+                nth: u8::from(paid_before),
+            }),
+            file_day: file_day_of(pay.rail, self.opts.start, booked),
+        }
+    }
+
+    /// Issue 40: a webhook event stored later (events stay in time order).
+    pub fn add_hook(&mut self, event: HookEvent) {
+        self.hooks.push(event);
+        self.hooks.sort_by_key(|e| (e.at, e.payment));
+    }
+
+    /// Whether the job has the webhook block: events are stored, or a shape of issue 40 may
+    /// store some while the world is played.
+    pub fn has_hooks(&self) -> bool {
+        !self.hooks.is_empty()
+            || self.opts.probs.hook_after_confirm > 0
+            || self.opts.probs.failed_hook_after_human > 0
     }
 
     /// For each (source, day): the newest version that has arrived by night `n`.
@@ -1745,7 +2292,7 @@ impl World {
     /// bytes of its newest arrived version; a control file that version lacks is removed.
     /// The webhook events stored by then are written too. Returns the versions present.
     pub fn deliver(&self, dir: &Path, n: u32) -> Result<BTreeMap<(Source, i64), usize>> {
-        if !self.hooks.is_empty() {
+        if self.has_hooks() {
             let hooks = dir.join("hooks");
             std::fs::create_dir_all(&hooks)
                 .with_context(|| format!("creating {}", hooks.display()))?;
@@ -1831,6 +2378,13 @@ impl World {
 
     /// The job config. `database_url` as written into the file; paths are relative to it.
     pub fn config_toml(&self, database_url: &str) -> String {
+        self.config_toml_for(database_url, None)
+    }
+
+    /// [`World::config_toml`] with the reviewers' part of the job (issue 40): `approvals`,
+    /// `decisions_inbox` and the `[[reviewer]]` table, when `desk` is given.
+    pub fn config_toml_for(&self, database_url: &str, desk: Option<&Desk>) -> String {
+        let (top, reviewers) = desk.map(Desk::toml).unwrap_or_default();
         format!(
             r#"# Written by recon's simulator (seed {seed}, {days} days + {tail} nights, {ppd} payments a day).
 timezone = "Europe/Berlin"
@@ -1841,7 +2395,7 @@ settlement_lag_hours = 24
 carry_over_days = 14
 evidence_window_before = "10m"
 evidence_window_after = "72h"
-
+{top}
 [[source]]
 name = "psp"
 format = "csv"
@@ -1875,16 +2429,17 @@ kind = "type"
 [source.kinds]
 DEBIT = "PAYMENT"
 RETURN = "REFUND"
-{hooks}"#,
+{hooks}{reviewers}"#,
             seed = self.opts.seed,
             days = self.opts.days,
             tail = self.opts.tail,
             ppd = self.opts.payments_per_day,
             psp_columns = crate::generate::PSP_COLUMNS,
-            hooks = if self.hooks.is_empty() {
-                ""
-            } else {
+            // A played world may store events later (issue 40); a written one has them all.
+            hooks = if desk.map_or(!self.hooks.is_empty(), |_| self.has_hooks()) {
                 HOOKS_CONFIG
+            } else {
+                ""
             },
         )
     }

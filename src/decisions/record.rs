@@ -39,6 +39,13 @@ pub struct Judged {
 }
 
 impl Judged {
+    /// Adds what another run of the same range judged and stored (its days count as one run).
+    pub fn extend(&mut self, other: Judged) {
+        self.payments.extend(other.payments);
+        self.lines.extend(other.lines);
+        self.held_elsewhere.extend(other.held_elsewhere);
+    }
+
     /// The payments and lines of `rows`.
     pub fn of_rows(
         rows: &[crate::outcome::ResultRow],

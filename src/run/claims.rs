@@ -438,3 +438,42 @@ pub(super) async fn confirmation_notes(
     }
     Ok(out)
 }
+
+/// The loaded payments of the cases whose confirmations the night applied, other than the
+/// confirmed one (the look-alikes): the provider is asked about them too, so that a payout id
+/// it gives one of them while a confirmed line carries it is seen whatever the night's scope
+/// (one payout, one payment).
+pub(super) async fn confirmation_lookalikes(
+    db: &crate::db::Db,
+    confirmed: &Overlaid,
+    payments: &[Payment],
+) -> anyhow::Result<Vec<u32>> {
+    if confirmed.applied.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut keys: Vec<&str> = confirmed
+        .applied
+        .values()
+        .map(|c| c.case_key.as_str())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut tx = db.begin().await?;
+    let cases = tx.case_payment_ids(&keys).await?;
+    tx.rollback().await?;
+    let mut out: Vec<u32> = confirmed
+        .applied
+        .values()
+        .flat_map(|c| {
+            cases
+                .get(&c.case_key)
+                .into_iter()
+                .flatten()
+                .filter(move |p| **p != c.payment_id)
+        })
+        .filter_map(|p| crate::ledger::lookup::position(payments, p).map(|i| i as u32))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}

@@ -19,6 +19,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
+/// What the days of a range judged so far (see [`crate::decisions::record::Judged`]), and how
+/// many days are still to run: the last one closes the cases none of them holds any more.
+#[derive(Debug, Default)]
+pub(super) struct RangeCases {
+    pub(super) judged: crate::decisions::record::Judged,
+    pub(super) days_left: usize,
+}
+
 pub(super) async fn run_day(
     job: Job<'_>,
     opts: &RunOptions,
@@ -26,6 +34,7 @@ pub(super) async fn run_day(
     run_id: &str,
     range_dir: Option<&std::path::Path>,
     read: &mut ReadInRange,
+    range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Job {
         cfg,
@@ -81,6 +90,7 @@ pub(super) async fn run_day(
         (parent, &folder),
         range_dir.is_some(),
         read,
+        range_cases,
     )
     .await;
     match &result {
@@ -111,6 +121,7 @@ async fn plan_and_apply(
     (parent, folder): (&std::path::Path, &str),
     in_range: bool,
     read: &mut ReadInRange,
+    range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let Job {
         cfg,
@@ -274,11 +285,24 @@ async fn plan_and_apply(
             // The view a case's evidence is of: the run's as-of (a run as of an earlier
             // moment saw less; of the same moment, the later run's word stands).
             let seen = format!("{as_of:020}");
+            // A range's days are one run: the cases none of its days holds any more are
+            // closed by its last day, on what all of them judged and stored.
+            let judged = match range_cases {
+                Some(rc) => {
+                    judged
+                        .held_elsewhere
+                        .extend(view.cases.iter().map(|c| c.key.clone()));
+                    rc.judged.extend(judged);
+                    rc.days_left = rc.days_left.saturating_sub(1);
+                    (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))
+                }
+                None => Some(judged),
+            };
             crate::decisions::record(
                 &mut tx,
                 &view,
                 &data.payments,
-                Some(&judged),
+                judged.as_ref(),
                 (run_id, &seen),
                 &now,
             )

@@ -163,7 +163,7 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     };
     let result = if opts.from == opts.to {
         let mut read = ReadInRange::new();
-        match run_day(job, opts, opts.from, &run_id, None, &mut read).await {
+        match run_day(job, opts, opts.from, &run_id, None, &mut read, None).await {
             Ok((mut r, _, view)) => {
                 // After the commit and the rename: a failed alert never undoes the run, and
                 // the lock is released before the alert is sent.

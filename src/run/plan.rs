@@ -476,22 +476,37 @@ pub(crate) async fn plan(
     let status = match &cfg.status_api {
         Some(api) => {
             let started = Instant::now();
-            let ask: Vec<bool> = if watch.iter().any(|&w| w) {
+            let lookalikes =
+                super::claims::confirmation_lookalikes(db, &confirmed, &payments).await?;
+            let ask: Vec<bool> = if watch.iter().any(|&w| w) || !lookalikes.is_empty() {
                 let mut linked = vec![false; payments.len()];
                 for pair in &m.links {
                     linked[pair.payment as usize] = true;
+                }
+                let mut lookalike = vec![false; payments.len()];
+                for &i in &lookalikes {
+                    lookalike[i as usize] = true;
                 }
                 // A reviewer's decision is asked about whatever links it: a line they
                 // confirmed does not make the provider's later word less of a claim.
                 (0..payments.len())
                     .map(|i| {
-                        in_scope[i] || (watch[i] && (!linked[i] || payments[i].human.is_some()))
+                        in_scope[i]
+                            || lookalike[i]
+                            || (watch[i] && (!linked[i] || payments[i].human.is_some()))
                     })
                     .collect()
             } else {
                 in_scope.clone()
             };
-            let targets = crate::status_api::targets(&payments, &ask, as_of, stale_after);
+            let mut targets = crate::status_api::targets(&payments, &ask, as_of, stale_after);
+            // The look-alikes of a confirmation are asked whatever their status: their
+            // payout ids are claims about the confirmed line (one payout, one payment).
+            if !lookalikes.is_empty() {
+                targets.extend(&lookalikes);
+                targets.sort_unstable();
+                targets.dedup();
+            }
             let ev = crate::status_api::ask_for_run(
                 api,
                 db,

@@ -1,7 +1,7 @@
 //! A range run (`--from … --to …`): day by day, each day committed on its own, then one
 //! `summary.json`, one report and one alert for the whole range.
 
-use super::day::{FinalOutcomes, run_day};
+use super::day::{FinalOutcomes, RangeCases, run_day};
 use super::{Job, ReadInRange, RunReport};
 use crate::exit::{Failure, fail};
 use crate::outcome::Outcome;
@@ -135,10 +135,22 @@ pub(super) async fn run_range(
     };
     let mut day = opts.from;
     let mut read = ReadInRange::new();
+    let mut cases = RangeCases {
+        days_left: (opts.to - opts.from).num_days().max(0) as usize + 1,
+        ..Default::default()
+    };
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
-        let (report, outcomes, view) =
-            run_day(job, opts, day, &day_id, Some(&dir), &mut read).await?;
+        let (report, outcomes, view) = run_day(
+            job,
+            opts,
+            day,
+            &day_id,
+            Some(&dir),
+            &mut read,
+            Some(&mut cases),
+        )
+        .await?;
         views.push(view);
         let s = &report.summary;
         range.days.push(DaySummary {

@@ -216,7 +216,7 @@ pub async fn run_shard(
         shard: Some((shard, &group_id)),
     };
     let mut read = ReadInRange::new();
-    let result = run_day(job, opts, opts.from, &run_id, None, &mut read).await;
+    let result = run_day(job, opts, opts.from, &run_id, None, &mut read, None).await;
     drop(lock);
     db.close().await;
     let (report, _, view) = result?;

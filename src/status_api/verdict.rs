@@ -269,6 +269,20 @@ pub fn overlay(
         Answer::NotEvidence { why, .. } => {
             note(row, format!("status_api {name}: not evidence: {why}"))
         }
+        // A payment neither unresolved nor decided earlier by recon or a reviewer (asked for
+        // the payout id it claims, as a confirmation's look-alike): its answer moves nothing.
+        Answer::Evidence { meaning, .. }
+            if decided.is_none() && !matches!(p.status, Status::Unknown | Status::Submitting) =>
+        {
+            note(
+                row,
+                format!(
+                    "status_api {name}: the provider says {} about this {} payment",
+                    meaning.as_str(),
+                    p.status.as_str()
+                ),
+            )
+        }
         Answer::Evidence {
             meaning, status, ..
         } => {

@@ -86,6 +86,8 @@ pub(super) struct Intent {
     payments: Vec<(String, String)>,
     /// `confirm N`: (world line, payment index, source, line id).
     confirm: Option<(usize, usize, String, String)>,
+    /// `confirm N`: the line's reference as the case showed it to the reviewer.
+    seen: Option<String>,
     /// `failed` / `succeeded`: the payment index.
     status_of: Option<usize>,
 }
@@ -496,6 +498,7 @@ impl Harness {
                 .map(|p| (p.payment_id.clone(), p.status.clone()))
                 .collect(),
             confirm: None,
+            seen: None,
             status_of: None,
         };
         let status_offered = offered.iter().any(|d| d == "failed");
@@ -549,6 +552,11 @@ impl Harness {
                     Kind::ConfirmWrong
                 };
                 intent.right = ok;
+                intent.seen = c
+                    .candidates
+                    .iter()
+                    .find(|k| k.number == n)
+                    .and_then(|k| k.reference.clone());
                 intent.confirm = Some((l, p, source, line_id));
                 return Some(intent);
             }
@@ -992,6 +1000,17 @@ impl Harness {
                 (Expect::Waiting, Status::Applied) => {
                     bad("a money-moving decision took effect with one reviewer (contract 1)")
                 }
+                // The same first decision twice (two files of one reviewer in one inbox pass):
+                // the second finds the first waiting, and nothing changes.
+                (Expect::Waiting, Status::Refused)
+                    if detail.contains("nobody approves their own decision") =>
+                {
+                    *self
+                        .stats
+                        .entry("decisions: a first decision repeated while it waits")
+                        .or_insert(0) += 1;
+                    None
+                }
                 (Expect::Applied | Expect::Waiting, _) => {
                     bad("a current decision not applied (contract 1, 3)")
                 }
@@ -1233,6 +1252,20 @@ impl Harness {
                 });
             }
         } else if self.dice.chance(pr.corrected_after_confirm) {
+            // A re-delivery that names the payment the reviewer saw named already tells them
+            // nothing new: the confirmation stands against it (only a later, other word
+            // contradicts it).
+            let repeats = intent
+                .seen
+                .as_deref()
+                .is_some_and(|r| r.trim().eq_ignore_ascii_case(&qid));
+            if repeats {
+                *self
+                    .stats
+                    .entry("shape: corrected after confirm, as the reviewer saw it")
+                    .or_insert(0) += 1;
+                return;
+            }
             let arrival = night + 1 + self.dice.below(2) as u32;
             if self
                 .world
@@ -1520,8 +1553,20 @@ impl Harness {
     /// Whether a wrong confirmation of line `l` is contradicted by evidence run `i` holds.
     pub(super) fn confirmation_contradicted(&self, l: usize, i: usize) -> bool {
         let r = &self.runs[i];
+        // The provider's webhook speaks about the payment it names: a run sees it contradict
+        // the confirmation when that payment is among what the run reports (a re-run of an
+        // old day whose scope holds only the confirmed payment has no word about the other).
+        let reports = |q: usize| {
+            String::from_utf8_lossy(&r.results).contains(self.world.payments[q].id.as_str())
+        };
         self.rev.wrong.iter().any(|w| {
-            w.line == Some(l) && w.since_run <= i && w.evidence.iter().any(|ev| self.holds(r, ev))
+            w.line == Some(l)
+                && w.since_run <= i
+                && w.evidence.iter().any(|ev| {
+                    self.holds(r, ev)
+                        && (!matches!(ev, Evidence::Hook { .. })
+                            || w.payments.iter().skip(1).any(|&q| reports(q)))
+                })
         })
     }
 
@@ -1861,6 +1906,7 @@ impl Harness {
                 .map(|p| (p.payment_id.clone(), p.status.clone()))
                 .collect(),
             confirm: None,
+            seen: None,
             status_of,
         };
         self.rev.spoiled.insert(c.key.clone());

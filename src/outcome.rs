@@ -445,12 +445,6 @@ pub fn classify_with(
             });
             continue;
         }
-        if ix.links_by_line[li] == 1
-            && ix.amb_lines.get(li).is_empty()
-            && ix.near_lines.get(li).is_empty()
-        {
-            continue;
-        }
         let candidates: BTreeSet<u32> = ix
             .amb_lines
             .get(li)
@@ -459,6 +453,12 @@ pub fn classify_with(
             .copied()
             .collect();
         let of_scope_review = candidates.iter().any(|&p| ambiguous_payments[p as usize]);
+        // A line one payment claims is that payment's row's, unless it is in doubt: a
+        // candidate of several, or the near miss of a payment that went to review. (A near
+        // miss of a payment that did not — in flight, say — makes it nobody's orphan.)
+        if ix.links_by_line[li] == 1 && ix.amb_lines.get(li).is_empty() && !of_scope_review {
+            continue;
+        }
         if !(in_range || of_scope_review) {
             continue;
         }
@@ -927,11 +927,12 @@ fn recheck(mut row: ResultRow, change: &crate::ledger::ReconChange, watched: boo
 }
 
 /// The row of a payment a reviewer moved to SUCCEEDED or FAILED, watched after their decision
-/// (out of the run's scope): classified on the status they left, it is reported only when new
-/// evidence contradicts them — a line after FAILED (FAILED_BUT_PAID), a return after SUCCEEDED
-/// (RETURNED), a second payout (DUPLICATE_AT_PROVIDER), a provider's word against them
-/// (CONTRADICTED, FAILED_BUT_PAID). That no line came is what they decided knowing: no ticket
-/// again for it.
+/// (out of the run's scope): classified on the status they left, it is reported only when
+/// evidence may contradict them — a line after FAILED (FAILED_BUT_PAID), a return after
+/// SUCCEEDED (RETURNED), a second payout (DUPLICATE_AT_PROVIDER), a provider's word against
+/// them (CONTRADICTED, FAILED_BUT_PAID), lines that may be its payout (AMBIGUOUS: its ticket
+/// stays as the reviewer left it while the candidates stay the same, and opens again when one
+/// joins). That no line came is what they decided knowing: no ticket again for it.
 fn recheck_human(mut row: ResultRow) -> ResultRow {
     if !matches!(
         row.outcome,
@@ -939,6 +940,7 @@ fn recheck_human(mut row: ResultRow) -> ResultRow {
             | Outcome::Returned
             | Outcome::DuplicateAtProvider
             | Outcome::Contradicted
+            | Outcome::Ambiguous
     ) {
         row.action = Action::None;
     }

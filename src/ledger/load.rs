@@ -241,10 +241,10 @@ async fn at_most(conn: &mut sqlx::SqliteConnection, lo: &str, hi: &str) -> Resul
 /// PostgreSQL `h.payment_id::text` whatever its type (a `uuid` decodes into no `String`; its
 /// text is the canonical one the payments are loaded with).
 pub(super) fn history_sql(payment_id: &str, since: &str) -> String {
-    // PostgreSQL's `changed_at` is a timestamptz: its text, as the payments' timestamps are
-    // read (the session is in UTC).
+    // PostgreSQL's `changed_at` is a timestamptz: written in UTC in the database form
+    // ([`timeparse::from_db`]), whatever the session's time zone.
     let changed_at = if payment_id.ends_with("::text") {
-        "h.changed_at::text"
+        "to_char(h.changed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
     } else {
         "h.changed_at"
     };

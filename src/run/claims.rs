@@ -262,10 +262,10 @@ pub(super) fn payout_holders(
     out
 }
 
-/// One payout, one payment: the row of a payment whose answer gives it a payout id another
-/// payment holds becomes CONTRADICTED (no transition records the id twice), and so does each
-/// loaded holder's row; a loaded holder out of the night's rows gets one. Returns the rows to
-/// add.
+/// One payout, one payment: the row of a payment given tonight a payout id another payment
+/// holds becomes CONTRADICTED (no transition records the id twice), and so does each loaded
+/// holder's row; a payment of either side without a row tonight (watched, or out of the
+/// night's scope) gets one, so that the case names both. Returns the rows to add.
 pub(super) fn mark_held(
     rows: &mut [ResultRow],
     held: &BTreeMap<u32, Vec<Holder>>,
@@ -298,66 +298,62 @@ pub(super) fn mark_held(
         have.dedup();
         have
     };
-    let mut holder_notes: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    // Payment index → (the payout id, what its row says).
+    let mut notes: BTreeMap<u32, (String, Vec<String>)> = BTreeMap::new();
     for (&i, holders) in held {
         let others: Vec<String> = holders
             .iter()
             .map(|h| format!("payment {}", h.payment_id))
             .collect();
-        let payout = &holders[0].payout;
-        if let Some(&k) = rows_of.get(&i) {
-            let r = &mut rows[k];
-            r.outcome = Outcome::Contradicted;
-            r.action = Action::Ticket;
-            r.lines = with_lines(std::mem::take(&mut r.lines), payout);
-            r.detail = format!(
-                "the provider's status says payout {payout:?} is this payment's, but {}                  already holds it: one payout is one payment's, so neither is resolved on it                  until a reviewer decides{}",
-                others.join(", "),
-                if r.detail.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", r.detail)
-                }
-            )
-            .into();
-        }
+        let payout = holders[0].payout.clone();
+        notes
+            .entry(i)
+            .or_insert_with(|| (payout.clone(), Vec::new()))
+            .1
+            .push(format!(
+                "payout {payout:?} would be this payment's tonight, but {} already holds it: one \
+             payout is one payment's, so neither is resolved on it until a reviewer decides",
+                others.join(", ")
+            ));
         for h in holders {
             if let Some(j) = h.index {
-                holder_notes.entry(j).or_default().push(format!(
-                    "the provider's status gives payout {:?}, which this payment holds, to                      payment {}: one payout is one payment's, a reviewer decides whose it is",
-                    h.payout,
-                    name(i)
-                ));
+                notes
+                    .entry(j)
+                    .or_insert_with(|| (h.payout.clone(), Vec::new()))
+                    .1
+                    .push(format!(
+                        "payout {:?}, which this payment holds, is given to payment {} \
+                         tonight: one payout is one payment's, a reviewer decides whose it is",
+                        h.payout,
+                        name(i)
+                    ));
             }
         }
     }
     let mut added = Vec::new();
-    for (j, notes) in holder_notes {
-        let detail = notes.join("; ");
-        let payout = held
-            .values()
-            .flatten()
-            .find(|h| h.index == Some(j))
-            .map_or("", |h| h.payout.as_str());
+    for (j, (payout, texts)) in notes {
+        let detail = texts.join("; ");
         match rows_of.get(&j) {
             Some(&k) => {
                 let r = &mut rows[k];
+                let was = std::mem::take(&mut r.detail);
                 r.outcome = Outcome::Contradicted;
                 r.action = Action::Ticket;
-                r.lines = with_lines(std::mem::take(&mut r.lines), payout);
-                r.detail = detail.into();
+                r.lines = with_lines(std::mem::take(&mut r.lines), &payout);
+                r.detail = if was.is_empty() {
+                    detail.into()
+                } else {
+                    format!("{detail} ({was})").into()
+                };
             }
-            None => {
-                let its_lines = with_lines(Vec::new(), payout);
-                added.push(ResultRow {
-                    outcome: Outcome::Contradicted,
-                    payment: Some(j),
-                    lines: its_lines,
-                    rule: std::sync::Arc::from(""),
-                    action: Action::Ticket,
-                    detail: detail.into(),
-                });
-            }
+            None => added.push(ResultRow {
+                outcome: Outcome::Contradicted,
+                payment: Some(j),
+                lines: with_lines(Vec::new(), &payout),
+                rule: std::sync::Arc::from(""),
+                action: Action::Ticket,
+                detail: detail.into(),
+            }),
         }
     }
     added

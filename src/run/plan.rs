@@ -515,6 +515,12 @@ pub(crate) async fn plan(
                 &targets,
                 opts.dry_run,
                 (rules.evidence_window().1, ctx.settlement_lag, as_of),
+                &confirmed
+                    .applied
+                    .keys()
+                    .filter_map(|&l| lines[l as usize].provider_txn_id.as_deref())
+                    .map(str::to_string)
+                    .collect(),
             )
             .await?;
             warnings.extend(ev.warnings.iter().cloned());

@@ -95,7 +95,8 @@ impl StatusEvidence {
 }
 
 /// Asks about `targets`, records every request (not in a dry run) and returns the evidence.
-/// `window_after` is the evidence window after a payment's start; `lag` the settlement lag.
+/// `window_after` is the evidence window after a payment's start; `lag` the settlement lag;
+/// `payouts` the payout ids of the night's confirmed lines (see [`webhooks::answers`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn ask_for_run(
     cfg: &StatusApiConfig,
@@ -105,10 +106,12 @@ pub async fn ask_for_run(
     targets: &[u32],
     dry_run: bool,
     (window_after, lag, as_of): (Micros, Micros, Micros),
+    payouts: &std::collections::HashSet<String>,
 ) -> Result<StatusEvidence> {
     let started = std::time::Instant::now();
     let asked = client::ask(cfg, payments, targets).await?;
-    let (hooks, mut warnings) = webhooks::answers(cfg, db, payments, targets, as_of).await?;
+    let (hooks, mut warnings) =
+        webhooks::answers(cfg, db, payments, targets, as_of, payouts).await?;
     let unanswered = asked
         .answers
         .iter()

@@ -44,13 +44,16 @@ fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// The answer the latest webhook event gives each of `targets`, and warnings for summary.json
 /// (lines that name no payment or are not JSON, a missing path). An event whose time is after
 /// the run's `as_of` is not evidence yet: a re-run as of an earlier moment decides on what was
-/// known then, as it does for statement lines.
+/// known then, as it does for statement lines. An event that gives one of `payouts` (payout
+/// ids the night reads as a confirmed line's) to a loaded payment that is no target answers
+/// for that payment too: it is a claim about the confirmed line (one payout, one payment).
 pub async fn answers(
     cfg: &StatusApiConfig,
     db: &crate::db::Db,
     payments: &[Payment],
     targets: &[u32],
     as_of: Micros,
+    payouts: &std::collections::HashSet<String>,
 ) -> Result<(Answers, Vec<String>)> {
     let mut warnings = Vec::new();
     // (where, text) of every stored event.
@@ -119,8 +122,22 @@ pub async fn answers(
             unreadable.push(at);
             continue;
         };
-        let Some(&i) = by_id.get(claimed.trim()) else {
-            continue;
+        let gives_a_watched_payout = || {
+            ptr.provider_payment_id
+                .as_deref()
+                .and_then(|p| json.pointer(p))
+                .and_then(Value::as_str)
+                .is_some_and(|id| payouts.contains(id.trim()))
+        };
+        let i = match by_id.get(claimed.trim()) {
+            Some(&i) => i,
+            None if !payouts.is_empty() && gives_a_watched_payout() => {
+                match crate::ledger::lookup::position(payments, claimed.trim()) {
+                    Some(i) => i as u32,
+                    None => continue,
+                }
+            }
+            None => continue,
         };
         let time = ptr
             .event_time

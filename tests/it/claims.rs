@@ -13,7 +13,8 @@
 //!    only for its owner, and a critical case's dismissal waits for a second reviewer.
 
 use crate::support::{
-    ATTEMPTS_HEADER, HOOKS, PAYMENTS_HEADER, TestEnv, psp_source, read_columns, write_decide_file,
+    ATTEMPTS_HEADER, Backend, HOOKS, PAYMENTS_HEADER, TestEnv, psp_source, read_columns,
+    write_decide_file,
 };
 use recon::decisions::result::Status;
 use recon::store::cases::StoredCase;
@@ -27,10 +28,23 @@ const OTHER_IBAN: &str = "NL91ABNA0417164300";
 /// before the tables (e.g. `approvals = 2`).
 fn job(top: &str) -> TestEnv {
     let env = TestEnv::new();
+    write_job(&env, "sqlite://recon.db", top);
+    env
+}
+
+/// [`job`] on `backend` (PostgreSQL: a fresh, migrated database).
+async fn job_on(backend: Backend, top: &str) -> TestEnv {
+    let env = TestEnv::on(backend, Default::default()).await;
+    let url = env.config().database_url;
+    write_job(&env, &url, top);
+    env
+}
+
+fn write_job(env: &TestEnv, url: &str, top: &str) {
     env.write(
         "recon.toml",
         &format!(
-            "timezone = \"Europe/Berlin\"\ndatabase_url = \"sqlite://recon.db\"\noutput_dir = \"out\"\n\
+            "timezone = \"Europe/Berlin\"\ndatabase_url = \"{url}\"\noutput_dir = \"out\"\n\
              {top}\n\n{}\n{HOOKS}\n{}",
             psp_source("psp-{date}.csv", ""),
             crate::decisions::REVIEWERS
@@ -38,7 +52,6 @@ fn job(top: &str) -> TestEnv {
     );
     std::fs::create_dir_all(env.path("hooks")).expect("hooks folder");
     env.write("hooks/events.jsonl", "");
-    env
 }
 
 /// Delivers the provider's file for `day` (rows without header) with its control file.
@@ -398,8 +411,18 @@ async fn near_misses(env: &TestEnv) -> (StoredCase, StoredCase) {
 /// The next night reports it as a critical contradiction naming alice (before: nothing, on
 /// any later night). A return after her SUCCEEDED is RETURNED.
 #[tokio::test]
-async fn a_reviewers_succeeded_is_rechecked_like_recons_own() {
-    let env = job("");
+async fn a_reviewers_succeeded_is_rechecked_like_recons_own_on_sqlite() {
+    reviewers_succeeded_is_rechecked(Backend::Sqlite).await;
+}
+
+/// The same on PostgreSQL (the time of a reviewer's change is read back from a `timestamptz`).
+#[tokio::test]
+async fn a_reviewers_succeeded_is_rechecked_like_recons_own_on_postgres() {
+    reviewers_succeeded_is_rechecked(Backend::Postgres).await;
+}
+
+async fn reviewers_succeeded_is_rechecked(backend: Backend) {
+    let env = job_on(backend, "").await;
     let (c1, c2) = near_misses(&env).await;
     let decided = sheet(
         &env,

@@ -3,14 +3,21 @@
 //! 1. Waits (up to `--wait`) until every shard of the run group has a COMPLETED run; past the
 //!    deadline it names the missing shards and what became of them, and exits
 //!    [`crate::exit::SHARDS_MISSING`] with nothing written.
-//! 2. Under the gather lock, reads each landed shard's folder: `shard.json` (summary, totals,
-//!    report rows) and its CSV files.
+//! 2. Under the gather lock, checks each landed shard's folder against the seal the shard
+//!    committed (`recon_shard_handover`: sha256 and size of every file), then reads it:
+//!    `shard.json` (summary, totals, report rows) and its CSV files, each hashed as it is read.
+//!    Anything that differs is refused ([`crate::exit::HANDOVER_CHANGED`]): nothing written,
+//!    nothing marked.
 //! 3. Writes `<output_dir>/<group>/`: `results.csv` and `diff.csv` merged in one process's
 //!    order (payment rows by id, then line rows by their source's place in the job file),
 //!    `rejected.csv`, `settlement.csv`, `summary.json` (with each shard's counts),
 //!    `report.xlsx`, `report.html`; through `<group>.tmp/` and a rename, as a run does.
-//! 4. Marks the group gathered, then queues and sends the one email. A gathered group is not
-//!    gathered again (its email went out once).
+//! 4. Keeps the night's email in `<group>.tmp/` ([`outbox::keep`]), marks the group gathered
+//!    (the commit), renames the folder into place, then moves the email into the outbox and
+//!    sends it ([`outbox::release`]). A gathered group is not gathered again, but a gather
+//!    that finds the email still in the gathered folder (its predecessor was killed after the
+//!    rename) queues and sends it: once.
+//! 5. A gather that fails records why in the group (`gather_error`) and alerts where it can.
 
 use crate::config::Config;
 use crate::db::{Db, GATHER_LOCK_CLASS};
@@ -86,7 +93,7 @@ fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<Str
 
 /// Gathers the night of run group `opts.group`. A gather that fails after it found the
 /// group records why in the group (`gather_error`) and, where it can, alerts
-/// ([`failure_alert`]).
+/// (a "NOT gathered" email).
 pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> {
     let Some(partition) = &cfg.partition else {
         return Err(fail(

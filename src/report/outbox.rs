@@ -8,6 +8,10 @@
 //! of the SMTP exchange is bounded by `email.smtp.timeout_seconds`. The next run sends queued
 //! messages first, oldest first, skipping one another process is delivering. Credentials are
 //! read from the environment at sending time and never logged.
+//!
+//! The gather keeps the night's message in its folder before the commit that marks the night
+//! gathered ([`keep`]) and moves it into the outbox once the folder is in place ([`release`]),
+//! so a gather killed in between has the next gather queue it, once.
 
 use crate::config::{EmailConfig, EmailTransport, SmtpConfig, SmtpTls};
 use anyhow::{Context, Result};

@@ -489,6 +489,34 @@ impl ShardRecord {
 mod tests {
     use super::*;
 
+    /// The seal is every regular file of the folder, by name, with the sha256 (FIPS 180-2's
+    /// test vector for "abc") and size of its bytes; a subfolder is not part of it.
+    #[test]
+    fn a_seal_lists_every_regular_file_with_its_sha256_and_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("results.csv"), b"abc").expect("write");
+        std::fs::write(dir.path().join("empty.csv"), b"").expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let sealed = seal(dir.path()).expect("seal");
+        assert_eq!(
+            sealed,
+            vec![
+                HandoverFile {
+                    file: "empty.csv".into(),
+                    sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+                        .into(),
+                    bytes: 0,
+                },
+                HandoverFile {
+                    file: "results.csv".into(),
+                    sha256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+                        .into(),
+                    bytes: 3,
+                },
+            ]
+        );
+    }
+
     #[test]
     fn every_action_label_reads_back() {
         for a in [

@@ -353,6 +353,45 @@ async fn a_hand_over_changed_after_its_shard_committed_is_refused_naming_the_sha
         cells.len(),
         failures.join("\n")
     );
+    // A shard whose run sealed nothing (a recon from before the seal) is not trusted either.
+    let seal: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT file, sha256, bytes FROM recon_shard_handover WHERE run_id = $1 ORDER BY file",
+    )
+    .bind(&run_id)
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    sqlx::query("DELETE FROM recon_shard_handover WHERE run_id = $1")
+        .bind(&run_id)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let out = gather_with(&n, &v, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::HANDOVER_CHANGED),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "shard 1/3 (run {run_id}): has no sealed hand-over"
+        )),
+        "{stderr}"
+    );
+    assert!(!v.out.join(NIGHT).exists());
+    for (file, sha256, bytes) in &seal {
+        sqlx::query(
+            "INSERT INTO recon_shard_handover (run_id, file, sha256, bytes) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&run_id)
+        .bind(file)
+        .bind(sha256)
+        .bind(bytes)
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    }
     // Untouched, the night is gathered as before, and the group forgets the failures.
     let text = ok(
         gather_with(&n, &v, &[]),

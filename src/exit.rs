@@ -49,6 +49,13 @@ pub const DECISIONS_REFUSED: i32 = 12;
 /// group had landed; the message names the missing shards and what became of them. Nothing was
 /// gathered: re-run the missing indexes (`recon run --shard I/N --group G`), then gather.
 pub const SHARDS_MISSING: i32 = 13;
+/// `recon gather`: a file a shard handed over (its `shard.json`, `results.csv`, `diff.csv`,
+/// `rejected.csv`, `settlement.csv` or `summary.json`) is not what the shard sealed when it
+/// committed (another sha256 or size, missing, or no seal at all); the message names the
+/// shard, its run and the file. Nothing was gathered and the night is not marked gathered; the
+/// run group records why. A retry cannot help: restore the shard's folder as it was written,
+/// or run the night's shards again under a new `--group`.
+pub const HANDOVER_CHANGED: i32 = 14;
 /// `recon run` stopped on SIGINT (Ctrl-C) at a safe point: 128 + 2, the code a shell reports
 /// for a process that SIGINT ended, so schedulers and scripts read it as "stopped by a signal".
 /// A signal before the commit rolled back (nothing committed, the run record FAILED
@@ -82,6 +89,8 @@ pub enum Failure {
     Interrupted(i32),
     /// See [`SHARDS_MISSING`].
     ShardsMissing,
+    /// See [`HANDOVER_CHANGED`].
+    HandoverChanged,
 }
 
 impl Failure {
@@ -95,6 +104,7 @@ impl Failure {
             Failure::Output => OUTPUT,
             Failure::Interrupted(signal) => interrupted(signal),
             Failure::ShardsMissing => SHARDS_MISSING,
+            Failure::HandoverChanged => HANDOVER_CHANGED,
         }
     }
 }

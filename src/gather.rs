@@ -3,23 +3,31 @@
 //! 1. Waits (up to `--wait`) until every shard of the run group has a COMPLETED run; past the
 //!    deadline it names the missing shards and what became of them, and exits
 //!    [`crate::exit::SHARDS_MISSING`] with nothing written.
-//! 2. Under the gather lock, reads each landed shard's folder: `shard.json` (summary, totals,
-//!    report rows) and its CSV files.
+//! 2. Under the gather lock, checks each landed shard's folder against the seal the shard
+//!    committed (`recon_shard_handover`: sha256 and size of every file), then reads it:
+//!    `shard.json` (summary, totals, report rows) and its CSV files, each hashed as it is read.
+//!    Anything that differs is refused ([`crate::exit::HANDOVER_CHANGED`]): nothing written,
+//!    nothing marked.
 //! 3. Writes `<output_dir>/<group>/`: `results.csv` and `diff.csv` merged in one process's
 //!    order (payment rows by id, then line rows by their source's place in the job file),
 //!    `rejected.csv`, `settlement.csv`, `summary.json` (with each shard's counts),
 //!    `report.xlsx`, `report.html`; through `<group>.tmp/` and a rename, as a run does.
-//! 4. Marks the group gathered, then queues and sends the one email. A gathered group is not
-//!    gathered again (its email went out once).
+//! 4. Keeps the night's email in `<group>.tmp/` ([`outbox::keep`]), marks the group gathered
+//!    (the commit), renames the folder into place, then moves the email into the outbox and
+//!    sends it ([`outbox::release`]). A gathered group is not gathered again, but a gather
+//!    that finds the email still in the gathered folder (its predecessor was killed after the
+//!    rename) queues and sends it: once.
+//! 5. A gather that fails records why in the group (`gather_error`) and alerts where it can.
 
 use crate::config::Config;
 use crate::db::{Db, GATHER_LOCK_CLASS};
 use crate::exit::{Failure, fail};
 use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
+use crate::report::outbox::AlertStatus;
 use crate::report::outbox::{self, Alert};
-use crate::report::shard::ShardRecord;
+use crate::report::shard::{Hashing, ShardRecord};
 use crate::report::{self as reports, ReportView};
-use crate::store::groups::{Group, ShardRunRecord};
+use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
 use crate::timeparse;
 use anyhow::{Context as _, Result};
 use chrono::Utc;
@@ -83,7 +91,9 @@ fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<Str
     (landed, missing)
 }
 
-/// Gathers the night of run group `opts.group`.
+/// Gathers the night of run group `opts.group`. A gather that fails after it found the
+/// group records why in the group (`gather_error`) and, where it can, alerts
+/// (a "NOT gathered" email).
 pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> {
     let Some(partition) = &cfg.partition else {
         return Err(fail(
@@ -104,6 +114,99 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
                 .to_string(),
         ));
     }
+    let gathered = gather_group(cfg, opts, partition, &rules, &db).await;
+    if let Err(e) = &gathered {
+        failed(cfg, &db, opts, e).await;
+    }
+    db.close().await;
+    gathered
+}
+
+/// The failure kind of an error chain (its outermost classification).
+fn failure_of(e: &anyhow::Error) -> Option<Failure> {
+    e.chain()
+        .find_map(|x| x.downcast_ref::<crate::exit::Classified>())
+        .map(|c| c.failure)
+}
+
+/// Records why a gather failed in its group (best effort, bounded; a group gathered already
+/// keeps its state) and alerts: every failure but another gather at work, a stop signal, and
+/// missing shards when the gather did not wait for them (`--wait` 0: a look, not the night's
+/// scheduled gather).
+async fn failed(cfg: &Config, db: &Db, opts: &GatherOptions, e: &anyhow::Error) {
+    let kind = failure_of(e);
+    if matches!(kind, Some(Failure::Locked)) {
+        return;
+    }
+    let error = crate::exit::bounded(&format!("{e:#}")).into_owned();
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let recorded = tokio::time::timeout(db.limits().statement_timeout, async {
+        let mut tx = db.begin().await?;
+        tx.record_gather_failure(&opts.group, &error, &now).await?;
+        tx.commit().await
+    })
+    .await;
+    if !matches!(recorded, Ok(Ok(()))) {
+        tracing::warn!(group = %opts.group, "Cannot record the gather's failure in its run group.");
+    }
+    let quiet = matches!(kind, Some(Failure::Interrupted(_)))
+        || (matches!(kind, Some(Failure::ShardsMissing)) && opts.wait.is_zero());
+    if quiet {
+        return;
+    }
+    if let Some(email) = &cfg.email {
+        let status = failure_alert(email, &cfg.output_dir, &opts.group, kind, &error).await;
+        match &status {
+            AlertStatus::Sent(_) | AlertStatus::Written(_) => {
+                tracing::info!(group = %opts.group, "The gather's failure was alerted.")
+            }
+            other => {
+                tracing::error!(group = %opts.group, alert = ?other, "The gather's failure could not be alerted.")
+            }
+        }
+    }
+}
+
+/// The alert of a gather that gathered nothing: what finance would have received does not
+/// come, and why.
+async fn failure_alert(
+    email: &crate::config::EmailConfig,
+    output_dir: &Path,
+    group: &str,
+    kind: Option<Failure>,
+    error: &str,
+) -> AlertStatus {
+    let what = match kind {
+        Some(Failure::HandoverChanged) => "a shard's hand-over changed since it committed",
+        Some(Failure::ShardsMissing) => "shards missing",
+        _ => "the gather failed",
+    };
+    let subject = format!("CRITICAL night {group} NOT gathered: {what}");
+    let body = format!(
+        "The night of run group {group} was not gathered: no report and no results were \
+         written, and the night is not marked gathered.\n\n{error}\n\n\
+         Its shards' results stay committed. See docs/operations.md, \"A failed gather\" \
+         (recon exit {}).",
+        kind.map_or(crate::exit::INTERNAL, Failure::code),
+    );
+    outbox::alert_failure(
+        email,
+        output_dir,
+        &format!("{group}-gather-failed"),
+        &subject,
+        &body,
+    )
+    .await
+}
+
+/// Gathers the night of run group `opts.group` (see [`gather`]).
+async fn gather_group(
+    cfg: &Config,
+    opts: &GatherOptions,
+    partition: &crate::partition::PartitionConfig,
+    rules: &crate::rules::RuleSet,
+    db: &Db,
+) -> Result<GatherReport> {
     let deadline = tokio::time::Instant::now() + opts.wait;
     let (group, landed) = loop {
         let mut tx = db.begin().await?;
@@ -154,16 +257,36 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             None,
         )
         .await?;
-    // Gathered while this process waited?
+    // Gathered while this process waited? And what each shard sealed when it committed.
     let mut tx = db.begin().await?;
     let group = tx.group(&group.group_id).await?.unwrap_or(group);
+    let mut seals = Vec::with_capacity(landed.len());
+    for run_id in &landed {
+        seals.push(tx.handover(run_id).await?);
+    }
     tx.rollback().await?;
     let out_dir = cfg.output_dir.join(&group.group_id);
+    let gathered = group.gathered_at.is_some() && out_dir.join("summary.json").exists();
+    let mut released_error = None;
+    if gathered {
+        // A gather killed after its folder was in place left the night's alert there: it
+        // goes to the outbox now, and out with the queued ones below.
+        match outbox::release(&cfg.output_dir, &out_dir, &group.group_id) {
+            Ok(Some(r)) => {
+                tracing::warn!(group = %group.group_id, queued = %r.path().display(), "The night's alert had not left: queued now.")
+            }
+            Ok(None) => {}
+            Err(e) => released_error = Some(format!("{e:#}")),
+        }
+    }
     // Alerts an earlier gather could not send go first (also when this night is gathered
     // already: a retried gather delivers its queued email).
     let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, false).await;
-    if group.gathered_at.is_some() && out_dir.join("summary.json").exists() {
+    if gathered {
         tracing::info!(group = %group.group_id, "Already gathered.");
+        if let Some(e) = released_error {
+            alert.outbox_error.get_or_insert(e);
+        }
         return Ok(GatherReport {
             group: group.group_id,
             out_dir,
@@ -171,10 +294,11 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             alert,
         });
     }
-    let marks = crate::decisions::marks(&db).await?;
     let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
-    let mut records = read_records(&group, &dirs)?;
-    let shared = shared_night(cfg, &rules, &group, &mut records).await?;
+    let handover = Handover::check(&group, &landed, &dirs, seals)?;
+    let marks = crate::decisions::marks(db).await?;
+    let mut records = read_records(&group, &dirs, &handover)?;
+    let shared = shared_night(cfg, rules, &group, &mut records).await?;
     // The shared rows' tickets and cases, the group marked gathered: one transaction, committed
     // once the night's files are written (a gather that fails leaves neither).
     let now = timeparse::to_db(Utc::now().timestamp_micros());
@@ -185,7 +309,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         tickets = crate::effects::line_tickets(
             &mut tx,
             &s.data,
-            &rules,
+            rules,
             (&group.range_to, s.as_of),
             (&run_id, &now),
         )
@@ -209,6 +333,7 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         partition,
         &group,
         &dirs,
+        &handover,
         records,
         shared.as_ref(),
         &tickets,
@@ -230,8 +355,24 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
             crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), &now)
                 .await;
         view.cases = all;
-        recorded?;
+        if let Err(e) = recorded {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
     }
+    // The night's alert is kept in its folder before the commit that marks the night
+    // gathered: the folder and its alert appear together, and a gather killed before the
+    // alert left the folder has the next gather release it (once).
+    let kept = match outbox::keep(cfg.email.as_ref(), &view, &tmp, &out_dir) {
+        Ok(k) => k,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(fail(
+                Failure::Output,
+                format!("{}: keeping the night's alert: {e:#}", tmp.display()),
+            ));
+        }
+    };
     tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &now)
         .await?;
     if let Err(e) = tx.commit().await {
@@ -245,17 +386,31 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
     std::fs::rename(&tmp, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
-    outbox::after_run(
-        cfg.email.as_ref(),
-        &mut alert,
-        &view,
-        &cfg.output_dir,
-        &out_dir,
-        false,
-        lock,
-    )
-    .await;
-    db.close().await;
+    crate::fault::point("after_rename");
+    alert.status = match kept {
+        outbox::Kept::Disabled => AlertStatus::Disabled,
+        outbox::Kept::Written(path) => AlertStatus::Written(path),
+        outbox::Kept::Pending => {
+            match (
+                cfg.email.as_ref(),
+                outbox::release(&cfg.output_dir, &out_dir, &group.group_id),
+            ) {
+                (Some(email), Ok(Some(released))) => released.send(email, lock).await,
+                (_, Ok(_)) => AlertStatus::Failed(format!(
+                    "the night's alert is no longer in {}",
+                    out_dir.display()
+                )),
+                // It stays in the folder: the next gather of the night releases it.
+                (_, Err(e)) => AlertStatus::Failed(format!(
+                    "{e:#} (it stays in {}; the next recon gather queues it)",
+                    out_dir.display()
+                )),
+            }
+        }
+    };
+    if matches!(alert.status, AlertStatus::Queued { .. }) {
+        alert.outbox_left += 1;
+    }
     Ok(GatherReport {
         group: group.group_id,
         out_dir,
@@ -287,11 +442,172 @@ fn case_payment(r: &crate::report::shard::CasePaymentRecord) -> crate::ledger::P
     }
 }
 
-/// Each landed shard's `shard.json`, in shard order.
-fn read_records(group: &Group, dirs: &[PathBuf]) -> Result<Vec<ShardRecord>> {
+/// What each landed shard sealed when it committed ([`crate::report::shard::seal`]): the
+/// gather checks every file it reads against it, and gathers nothing that differs.
+struct Handover {
+    group: String,
+    count: u32,
+    shards: Vec<ShardSeal>,
+}
+
+/// One shard's seal.
+struct ShardSeal {
+    run_id: String,
+    dir: PathBuf,
+    files: BTreeMap<String, HandoverFile>,
+}
+
+impl Handover {
+    /// The seals of the landed runs (in shard order), checked against their folders as far as
+    /// that is cheap: every file the gather reads is sealed, and every sealed file is there,
+    /// of its sealed size. Its bytes are checked as they are read ([`Handover::verify`]).
+    fn check(
+        group: &Group,
+        landed: &[String],
+        dirs: &[PathBuf],
+        seals: Vec<Vec<HandoverFile>>,
+    ) -> Result<Handover> {
+        let mut h = Handover {
+            group: group.group_id.clone(),
+            count: group.shards,
+            shards: Vec::with_capacity(landed.len()),
+        };
+        for ((run_id, dir), seal) in landed.iter().zip(dirs).zip(seals) {
+            h.shards.push(ShardSeal {
+                run_id: run_id.clone(),
+                dir: dir.clone(),
+                files: seal.into_iter().map(|f| (f.file.clone(), f)).collect(),
+            });
+        }
+        for (i, s) in h.shards.iter().enumerate() {
+            if s.files.is_empty() {
+                return Err(h.refused(
+                    i,
+                    "has no sealed hand-over: its run committed without recording what it \
+                     handed over (a recon from before issue 41), so nothing it wrote can be \
+                     trusted",
+                ));
+            }
+            for name in crate::report::shard::HANDED {
+                if !s.files.contains_key(name) {
+                    return Err(h.refused(i, &format!("{name} is not in its sealed hand-over")));
+                }
+            }
+            for f in s.files.values() {
+                let path = s.dir.join(&f.file);
+                match std::fs::metadata(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(h.refused(
+                            i,
+                            &format!(
+                                "{} is missing: it was removed since the shard committed",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    Err(e) => {
+                        return Err(h.refused(i, &format!("{}: {e}", path.display())));
+                    }
+                    Ok(m) if m.len() != f.bytes => {
+                        return Err(h.refused(
+                            i,
+                            &format!(
+                                "{} changed since the shard committed ({} bytes sealed, {} now)",
+                                path.display(),
+                                f.bytes,
+                                m.len()
+                            ),
+                        ));
+                    }
+                    Ok(_) => {}
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    /// The error that refuses the night because of shard `i`'s hand-over.
+    fn refused(&self, i: usize, why: &str) -> anyhow::Error {
+        let run = self.shards.get(i).map_or("?", |s| s.run_id.as_str());
+        fail(
+            Failure::HandoverChanged,
+            format!(
+                "run group {}: shard {i}/{} (run {run}): {why}; nothing was gathered and the \
+                 night is not marked gathered (hint: restore the shard's folder as the shard \
+                 wrote it, or run the night's shards again under a new --group)",
+                self.group, self.count
+            ),
+        )
+    }
+
+    /// Checks the sha256 and size of the bytes read of shard `i`'s `file` against its seal.
+    fn verify(&self, i: usize, file: &str, (sha256, bytes): &(String, u64)) -> Result<()> {
+        let Some(s) = self.shards.get(i) else {
+            return Ok(());
+        };
+        let Some(sealed) = s.files.get(file) else {
+            return Err(self.refused(i, &format!("{file} is not in its sealed hand-over")));
+        };
+        if &sealed.sha256 != sha256 || sealed.bytes != *bytes {
+            return Err(self.refused(
+                i,
+                &format!(
+                    "{} changed since the shard committed (sealed: sha256 {}, {} bytes; read: \
+                     sha256 {sha256}, {bytes} bytes)",
+                    s.dir.join(file).display(),
+                    sealed.sha256,
+                    sealed.bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads shard `i`'s `file` whole and checks it against its seal.
+    fn verify_whole(&self, i: usize, file: &str) -> Result<()> {
+        let Some(s) = self.shards.get(i) else {
+            return Ok(());
+        };
+        let path = s.dir.join(file);
+        let mut reader = crate::report::shard::Hashing::new(
+            std::fs::File::open(&path)
+                .map_err(|e| self.refused(i, &format!("{}: {e}", path.display())))?,
+        );
+        std::io::copy(&mut reader, &mut std::io::sink())
+            .map_err(|e| self.refused(i, &format!("{}: {e}", path.display())))?;
+        self.verify(i, file, &reader.finish())
+    }
+}
+
+/// Each landed shard's `shard.json`, in shard order, each checked against its seal (as are
+/// the files of the shard's folder that the merge does not read, such as summary.json).
+fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<Vec<ShardRecord>> {
+    let merged = [
+        "results.csv",
+        reports::DIFF_CSV_FILE,
+        "rejected.csv",
+        "settlement.csv",
+    ];
     let mut records = Vec::with_capacity(dirs.len());
     for (i, d) in dirs.iter().enumerate() {
-        let r = ShardRecord::read(d).map_err(|e| fail(Failure::Output, format!("{e:#}")))?;
+        let r = match ShardRecord::read(d) {
+            Ok((r, got)) => {
+                handover.verify(i, crate::report::shard::FILE, &got)?;
+                r
+            }
+            Err(e) => {
+                // Unreadable: changed, or broken as the shard wrote it?
+                handover.verify_whole(i, crate::report::shard::FILE)?;
+                return Err(fail(Failure::Output, format!("{e:#}")));
+            }
+        };
+        if let Some(s) = handover.shards.get(i) {
+            for file in s.files.keys() {
+                if file != crate::report::shard::FILE && !merged.contains(&file.as_str()) {
+                    handover.verify_whole(i, file)?;
+                }
+            }
+        }
         if r.group != group.group_id || r.shard.index as usize != i {
             return Err(fail(
                 Failure::Output,
@@ -440,6 +756,7 @@ fn write_night(
     partition: &crate::partition::PartitionConfig,
     group: &Group,
     dirs: &[PathBuf],
+    handover: &Handover,
     mut records: Vec<ShardRecord>,
     shared: Option<&SharedNight>,
     tickets: &crate::outputs::summary::TicketStats,
@@ -499,23 +816,37 @@ fn write_night(
                 (0, pid.to_vec(), 0)
             }
         };
+        // Each shard's file is checked against its seal once the merge has read it whole (the
+        // shared settlement's, the last folder, is this gather's own).
+        let verified = |name: &str, read: Vec<(String, u64)>| -> Result<()> {
+            for (i, got) in read.iter().enumerate().take(handover.shards.len()) {
+                handover.verify(i, name, got)?;
+            }
+            Ok(())
+        };
         for name in ["results.csv", reports::DIFF_CSV_FILE] {
-            merge_csv(dirs, name, tmp, &by_row)?;
+            verified(name, merge_csv(dirs, name, tmp, &by_row)?)?;
         }
-        merge_csv(dirs, "rejected.csv", tmp, &|r| {
-            (0, Vec::new(), source_of(r.get(0).unwrap_or_default()))
-        })?;
+        verified(
+            "rejected.csv",
+            merge_csv(dirs, "rejected.csv", tmp, &|r| {
+                (0, Vec::new(), source_of(r.get(0).unwrap_or_default()))
+            })?,
+        )?;
         // By provider source, as one process orders it
         // ([`crate::outputs::settlement::order_by_source`]).
-        merge_csv(dirs, "settlement.csv", tmp, &|r| {
-            let provider = r.get(1).unwrap_or_default();
-            let at = if provider.is_empty() {
-                usize::MAX
-            } else {
-                partition.source_index(&String::from_utf8_lossy(provider))
-            };
-            (0, Vec::new(), at)
-        })?;
+        verified(
+            "settlement.csv",
+            merge_csv(dirs, "settlement.csv", tmp, &|r| {
+                let provider = r.get(1).unwrap_or_default();
+                let at = if provider.is_empty() {
+                    usize::MAX
+                } else {
+                    partition.source_index(&String::from_utf8_lossy(provider))
+                };
+                (0, Vec::new(), at)
+            })?,
+        )?;
         if shared.is_some() {
             let dir = tmp.join(".shared");
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -565,7 +896,12 @@ fn write_night(
         Ok(v) => Ok(v),
         Err(e) => {
             let _ = std::fs::remove_dir_all(tmp);
-            Err(fail(Failure::Output, format!("{e:#}")))
+            // A refused hand-over keeps its own exit code.
+            if failure_of(&e).is_some() {
+                Err(e)
+            } else {
+                Err(fail(Failure::Output, format!("{e:#}")))
+            }
         }
     }
 }
@@ -576,8 +912,14 @@ type Key = (u8, Vec<u8>, usize);
 type KeyOf<'a> = &'a dyn Fn(&csv::ByteRecord) -> Key;
 
 /// Merges the shards' `name` files (each ordered by `key`, which no two shards share) into
-/// one in `key` order, each record byte for byte; ties keep shard order.
-fn merge_csv(dirs: &[PathBuf], name: &str, tmp: &Path, key: KeyOf<'_>) -> Result<()> {
+/// one in `key` order, each record byte for byte; ties keep shard order. Returns the sha256
+/// and size of each file as read (whole), in `dirs` order.
+fn merge_csv(
+    dirs: &[PathBuf],
+    name: &str,
+    tmp: &Path,
+    key: KeyOf<'_>,
+) -> Result<Vec<(String, u64)>> {
     let mut readers = Vec::new();
     for d in dirs {
         let path = d.join(name);
@@ -585,8 +927,10 @@ fn merge_csv(dirs: &[PathBuf], name: &str, tmp: &Path, key: KeyOf<'_>) -> Result
             csv::ReaderBuilder::new()
                 .has_headers(false)
                 .flexible(true)
-                .from_path(&path)
-                .with_context(|| format!("opening {}", path.display()))?,
+                .from_reader(Hashing::new(
+                    std::fs::File::open(&path)
+                        .with_context(|| format!("opening {}", path.display()))?,
+                )),
         );
     }
     let out_path = tmp.join(name);
@@ -628,13 +972,17 @@ fn merge_csv(dirs: &[PathBuf], name: &str, tmp: &Path, key: KeyOf<'_>) -> Result
     }
     out.flush()
         .with_context(|| format!("writing {}", out_path.display()))?;
-    Ok(())
+    // Every reader has reached its end: all of each file went through its hash.
+    Ok(readers
+        .into_iter()
+        .map(|r| r.into_inner().finish())
+        .collect())
 }
 
 type Keyed = Option<(csv::ByteRecord, Key)>;
 
 fn next(
-    r: &mut csv::Reader<std::fs::File>,
+    r: &mut csv::Reader<Hashing<std::fs::File>>,
     dir: &Path,
     name: &str,
     key: KeyOf<'_>,

@@ -481,7 +481,24 @@ async fn gather_cmd(
             report.group,
             report.out_dir.display()
         );
-        return Ok(exit::OK);
+        let a = &report.alert;
+        if a.outbox_sent > 0 {
+            outln!(
+                "  alert: {} queued alert(s) sent from the outbox",
+                a.outbox_sent
+            );
+        }
+        if let Some(e) = &a.outbox_error {
+            outln!(
+                "  alert: outbox not emptied ({e}); {} wait in it",
+                a.outbox_left
+            );
+        }
+        return Ok(if report.alert.failed() {
+            exit::ALERT_FAILED
+        } else {
+            exit::OK
+        });
     };
     out!("{}", summary.text(&report.out_dir.display().to_string()));
     for s in &summary.shards {

@@ -246,6 +246,18 @@ pub fn recipients(cfg: &EmailConfig, view: &ReportView) -> Vec<Mailbox> {
 /// Builds the alert for the run whose files are in `run_dir` (report.xlsx and diff.csv are
 /// attached when present and not larger than the configured limit).
 pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Message> {
+    build_in(cfg, view, run_dir, run_dir)
+}
+
+/// [`build`] for a run whose files are still in `files` (its `.tmp` folder) and will be in
+/// `run_dir`, which the message names: the gather keeps its alert in its folder before the
+/// folder is renamed into place.
+pub fn build_in(
+    cfg: &EmailConfig,
+    view: &ReportView,
+    files: &Path,
+    run_dir: &Path,
+) -> Result<Message> {
     let mut notes = Vec::new();
     let mut attachments = Vec::new();
     for (name, mime) in [
@@ -255,7 +267,7 @@ pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Mes
         ),
         (DIFF_CSV_FILE, "text/csv; charset=utf-8"),
     ] {
-        let path = run_dir.join(name);
+        let path = files.join(name);
         let Ok(meta) = std::fs::metadata(&path) else {
             notes.push(format!("{name} was not written for this run."));
             continue;

@@ -8,6 +8,10 @@
 //! of the SMTP exchange is bounded by `email.smtp.timeout_seconds`. The next run sends queued
 //! messages first, oldest first, skipping one another process is delivering. Credentials are
 //! read from the environment at sending time and never logged.
+//!
+//! The gather keeps the night's message in its folder before the commit that marks the night
+//! gathered ([`keep`]) and moves it into the outbox once the folder is in place ([`release`]),
+//! so a gather killed in between has the next gather queue it, once.
 
 use crate::config::{EmailConfig, EmailTransport, SmtpConfig, SmtpTls};
 use anyhow::{Context, Result};
@@ -361,6 +365,20 @@ pub async fn deliver<L>(
     lock: L,
 ) -> AlertStatus {
     let eml = run_dir.join(super::EML_FILE);
+    deliver_to(cfg, output_dir, &eml, run_id, message, dry_run, lock).await
+}
+
+/// [`deliver`], the file transport writing the message to `eml`.
+async fn deliver_to<L>(
+    cfg: &EmailConfig,
+    output_dir: &Path,
+    eml: &Path,
+    run_id: &str,
+    message: &Message,
+    dry_run: bool,
+    lock: L,
+) -> AlertStatus {
+    let eml = eml.to_path_buf();
     let bytes = message.formatted();
     let smtp = match &cfg.transport {
         EmailTransport::Smtp(smtp) if !dry_run => smtp,
@@ -407,6 +425,177 @@ pub async fn deliver<L>(
             AlertStatus::Failed(both)
         }
     }
+}
+
+/// The alert a gather keeps in its folder (SMTP) from before the commit that marks the night
+/// gathered until the folder is in place: then [`release`] moves it into the outbox. A gather
+/// killed in between leaves it there, and the next gather of the night (which finds it
+/// gathered) releases it, so the alert is queued once whenever the gather is killed.
+pub const PENDING_EML: &str = "email.pending.eml";
+
+/// What [`keep`] did with an alert.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kept {
+    /// No `[email]` section.
+    Disabled,
+    /// File transport: written into the folder; its path once the folder is in place.
+    Written(PathBuf),
+    /// SMTP: waits in the folder as [`PENDING_EML`] for [`release`].
+    Pending,
+}
+
+/// Builds the alert of the run whose files are in `tmp` (its folder before the rename into
+/// `run_dir`) and keeps it there: as `email.eml` for the file transport, else as
+/// [`PENDING_EML`] with its envelope. Call before the commit: an alert that cannot be kept
+/// fails the step (nothing is committed, a retry can send it).
+pub fn keep(
+    email: Option<&EmailConfig>,
+    view: &super::ReportView,
+    tmp: &Path,
+    run_dir: &Path,
+) -> Result<Kept> {
+    let Some(email) = email else {
+        return Ok(Kept::Disabled);
+    };
+    let message = super::email::build_in(email, view, tmp, run_dir)?;
+    let bytes = message.formatted();
+    match &email.transport {
+        EmailTransport::File => {
+            write_atomic(&tmp.join(super::EML_FILE), &bytes)?;
+            Ok(Kept::Written(run_dir.join(super::EML_FILE)))
+        }
+        EmailTransport::Smtp(_) => {
+            let eml = tmp.join(PENDING_EML);
+            write_atomic(
+                &eml.with_extension("envelope.json"),
+                envelope_json(message.envelope()).as_bytes(),
+            )?;
+            write_atomic(&eml, &bytes)?;
+            Ok(Kept::Pending)
+        }
+    }
+}
+
+/// An alert [`release`] moved into the outbox, claimed by this process.
+#[derive(Debug)]
+pub struct Released {
+    path: PathBuf,
+    claim: Claim,
+}
+
+/// Moves the alert [`keep`] left in `run_dir` (in place, its night committed) into the outbox
+/// as `<run_id>.eml`, claimed first (the claim follows the file), so no other process sends
+/// it before this one has tried. `None` when the folder holds none (it was released already).
+pub fn release(output_dir: &Path, run_dir: &Path, run_id: &str) -> Result<Option<Released>> {
+    let pending = run_dir.join(PENDING_EML);
+    let pending_envelope = pending.with_extension("envelope.json");
+    if !pending.exists() {
+        // A release killed after its rename leaves only the envelope's copy behind.
+        let _ = std::fs::remove_file(&pending_envelope);
+        return Ok(None);
+    }
+    let Some(mut claim) = Claim::take(&pending)? else {
+        return Ok(None);
+    };
+    let dir = dir(output_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let eml = dir.join(format!("{run_id}.eml"));
+    let envelope = std::fs::read(&pending_envelope)
+        .with_context(|| format!("reading {}", pending_envelope.display()))?;
+    // The envelope first, the message last (its presence marks the entry complete), as
+    // [`queue`] does; the message is moved, so it is in exactly one place.
+    write_atomic(&eml.with_extension("envelope.json"), &envelope)?;
+    std::fs::rename(&pending, &eml)
+        .with_context(|| format!("moving {} to {}", pending.display(), eml.display()))?;
+    claim.eml = eml.clone();
+    let _ = std::fs::remove_file(&pending_envelope);
+    tracing::info!(run_id, queued = %eml.display(), "Alert queued in the outbox.");
+    Ok(Some(Released { path: eml, claim }))
+}
+
+impl Released {
+    /// Where it waits in the outbox.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends it (after releasing `lock`: it is safe in the outbox) and removes it from the
+    /// outbox once the server accepted it; else it stays queued for the next run.
+    pub async fn send<L>(self, cfg: &EmailConfig, lock: L) -> AlertStatus {
+        let Released { path, claim } = self;
+        drop(lock);
+        let EmailTransport::Smtp(smtp) = &cfg.transport else {
+            return AlertStatus::Queued {
+                path,
+                error: "the email transport is `file` now".to_string(),
+            };
+        };
+        let sent = async {
+            let envelope = read_envelope(&path.with_extension("envelope.json"))?;
+            let bytes =
+                std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+            send_raw(smtp, &envelope, &bytes).await?;
+            Ok::<_, anyhow::Error>(envelope)
+        }
+        .await;
+        match sent {
+            Ok(envelope) => {
+                claim.remove();
+                let to: Vec<String> = envelope.to().iter().map(|a| a.to_string()).collect();
+                tracing::info!(queued = %path.display(), recipients = to.len(), "Alert sent.");
+                AlertStatus::Sent(to)
+            }
+            Err(e) => {
+                let error = format!("{e:#}");
+                tracing::error!(error = %error, queued = %path.display(), "Alert not sent; queued in the outbox.");
+                AlertStatus::Queued { path, error }
+            }
+        }
+    }
+}
+
+/// Sends a short plain-text alert to `email.to` when a step could not do its work (a gather
+/// that gathered nothing): written to `<output_dir>/<id>.eml` with the file transport, else
+/// queued in the outbox as `<id>` (a newer one of the same id replaces one still unsent) and
+/// sent.
+pub async fn alert_failure(
+    email: &EmailConfig,
+    output_dir: &Path,
+    id: &str,
+    subject: &str,
+    body: &str,
+) -> AlertStatus {
+    let subject = if email.subject_prefix.is_empty() {
+        subject.to_string()
+    } else {
+        format!("{} {subject}", email.subject_prefix)
+    };
+    let body: String = body
+        .lines()
+        .map(|l| format!("{}\n", super::text_safe(l)))
+        .collect();
+    let mut builder = lettre::Message::builder()
+        .from(email.from.clone())
+        .subject(super::text_safe(&subject).into_owned())
+        .date_now()
+        .user_agent(format!("recon {}", env!("CARGO_PKG_VERSION")));
+    for m in &email.to {
+        builder = builder.to(m.clone());
+    }
+    // Base64, as the run's alert: every client decodes it, long lines stay valid.
+    let part = lettre::message::SinglePart::builder()
+        .header(lettre::message::header::ContentType::TEXT_PLAIN)
+        .header(lettre::message::header::ContentTransferEncoding::Base64)
+        .body(body);
+    let message = match builder.singlepart(part) {
+        Ok(m) => m,
+        Err(e) => return AlertStatus::Failed(format!("building the alert: {e}")),
+    };
+    if let Err(e) = std::fs::create_dir_all(output_dir) {
+        return AlertStatus::Failed(format!("creating {}: {e}", output_dir.display()));
+    }
+    let eml = output_dir.join(format!("{id}.eml"));
+    deliver_to(email, output_dir, &eml, id, &message, false, ()).await
 }
 
 /// Call under the run lock, before the run: sends what earlier runs queued (not in a dry run)

@@ -1,20 +1,122 @@
 //! `shard.json`: what a shard hands the gather besides its CSV files: its summary, its
 //! outcome totals and its report rows (the [`ReportView`] items), in plain values, so that the
 //! gather builds the night's one report from exactly what each shard saw.
+//!
+//! The whole hand-over is sealed ([`seal`]): the sha256 and size of every file of the shard's
+//! folder, recorded in the transaction that commits the shard's effects. The gather recomputes
+//! them as it reads ([`Hashing`]) and gathers nothing that differs (issue 41 point 6).
 
 use crate::model::{Action, Id, LineKind, Outcome, Status};
 use crate::outputs::summary::{OutcomeTotal, Summary};
 use crate::partition::Shard;
 use crate::report::{Item, ItemLine, Money, ReportView};
 use crate::sources::Origin;
+use crate::store::groups::HandoverFile;
 use anyhow::{Context as _, Result, anyhow};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 /// The file name in a shard's run folder.
 pub const FILE: &str = "shard.json";
+
+/// The files of a shard's folder that the gather reads: each must be in the seal.
+pub const HANDED: [&str; 6] = [
+    FILE,
+    "results.csv",
+    crate::report::DIFF_CSV_FILE,
+    "rejected.csv",
+    "settlement.csv",
+    "summary.json",
+];
+
+/// The seal of a shard's hand-over: every regular file of `dir` (its output folder, complete,
+/// before the commit), by name, with its sha256 and size.
+pub fn seal(dir: &Path) -> Result<Vec<HandoverFile>> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let e = e.with_context(|| format!("listing {}", dir.display()))?;
+        if e.file_type()
+            .with_context(|| format!("{}", e.path().display()))?
+            .is_file()
+        {
+            names.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|file| {
+            let path = dir.join(&file);
+            let mut reader = Hashing::new(
+                std::fs::File::open(&path)
+                    .with_context(|| format!("opening {}", path.display()))?,
+            );
+            std::io::copy(&mut reader, &mut std::io::sink())
+                .with_context(|| format!("reading {}", path.display()))?;
+            let (sha256, bytes) = reader.finish();
+            Ok(HandoverFile {
+                file,
+                sha256,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// Seals the hand-over in `dir` (shard run `run_id`'s folder, complete) in `tx`, the
+/// transaction that commits the shard's effects.
+pub async fn seal_in(tx: &mut crate::store::Tx, run_id: &str, dir: &Path) -> Result<()> {
+    let started = std::time::Instant::now();
+    let files = seal(dir).map_err(|e| {
+        crate::exit::fail(
+            crate::exit::Failure::Output,
+            format!("sealing the hand-over in {}: {e:#}", dir.display()),
+        )
+    })?;
+    tracing::info!(
+        run_id,
+        files = files.len(),
+        bytes = files.iter().map(|f| f.bytes).sum::<u64>(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Hand-over sealed."
+    );
+    tx.record_handover(run_id, &files).await
+}
+
+/// A reader that hashes (sha256) and counts every byte read through it.
+pub struct Hashing<R> {
+    inner: R,
+    hasher: Sha256,
+    bytes: u64,
+}
+
+impl<R> Hashing<R> {
+    /// Wraps `inner`.
+    pub fn new(inner: R) -> Self {
+        Hashing {
+            inner,
+            hasher: Sha256::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The sha256 (lowercase hex) and count of the bytes read so far.
+    pub fn finish(self) -> (String, u64) {
+        (hex::encode(self.hasher.finalize()), self.bytes)
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
 
 /// A shard's hand-over to the gather.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -335,13 +437,19 @@ impl ShardRecord {
             .with_context(|| format!("writing {}", path.display()))
     }
 
-    /// Reads the record in a shard's folder.
-    pub fn read(dir: &Path) -> Result<ShardRecord> {
+    /// Reads the record in a shard's folder, with the sha256 and size of the bytes it read
+    /// (the whole file), to be checked against the seal.
+    pub fn read(dir: &Path) -> Result<(ShardRecord, (String, u64))> {
         let path = dir.join(FILE);
         let file =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        serde_json::from_reader(std::io::BufReader::with_capacity(1 << 20, file))
-            .with_context(|| format!("reading {}", path.display()))
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, Hashing::new(file));
+        let record = serde_json::from_reader(&mut reader)
+            .with_context(|| format!("reading {}", path.display()))?;
+        // Every byte goes through the hash, whatever the parser left unread.
+        std::io::copy(&mut reader, &mut std::io::sink())
+            .with_context(|| format!("reading {}", path.display()))?;
+        Ok((record, reader.into_inner().finish()))
     }
 
     /// Its totals as the report counts them.
@@ -380,6 +488,34 @@ impl ShardRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The seal is every regular file of the folder, by name, with the sha256 (FIPS 180-2's
+    /// test vector for "abc") and size of its bytes; a subfolder is not part of it.
+    #[test]
+    fn a_seal_lists_every_regular_file_with_its_sha256_and_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("results.csv"), b"abc").expect("write");
+        std::fs::write(dir.path().join("empty.csv"), b"").expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let sealed = seal(dir.path()).expect("seal");
+        assert_eq!(
+            sealed,
+            vec![
+                HandoverFile {
+                    file: "empty.csv".into(),
+                    sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+                        .into(),
+                    bytes: 0,
+                },
+                HandoverFile {
+                    file: "results.csv".into(),
+                    sha256: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+                        .into(),
+                    bytes: 3,
+                },
+            ]
+        );
+    }
 
     #[test]
     fn every_action_label_reads_back() {

@@ -333,6 +333,10 @@ async fn plan_and_apply(
         let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
         std::fs::write(tmp_dir.join("summary.json"), json + "\n")
             .map_err(|e| out_err("summary.json", &e))?;
+        if shard.is_some() {
+            // What the gather will read, sealed in the commit of what it stands for.
+            crate::report::shard::seal_in(&mut tx, run_id, &tmp_dir).await?;
+        }
         if !opts.dry_run {
             crate::fault::point("before_commit");
             // The last safe point: from here on the commit is not interrupted.

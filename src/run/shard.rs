@@ -125,6 +125,7 @@ pub async fn run_shard(
             shards: shard.count,
             gathered_at: None,
             gather_folder: None,
+            gather_error: None,
         };
         let mut tx = db.begin().await?;
         let (stored, created) = tx.join_group(&wanted, &now()).await?;

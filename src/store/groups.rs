@@ -1,5 +1,6 @@
 //! Run groups (`recon_run_groups`, `recon_run_shards`): the shards of one partitioned night
-//! and what they must agree on (see [`crate::shards`]).
+//! and what they must agree on (see [`crate::shards`]); what each shard handed the gather
+//! (`recon_shard_handover`, sealed when the shard commits); why the night's last gather failed.
 
 use super::{Tx, db_err};
 use anyhow::Result;
@@ -23,6 +24,21 @@ pub struct Group {
     pub gathered_at: Option<String>,
     /// The gather's folder.
     pub gather_folder: Option<String>,
+    /// Why the last gather of the night failed (None: none failed since the last that
+    /// completed it).
+    pub gather_error: Option<String>,
+}
+
+/// One file a shard handed the gather, as the shard wrote it (sealed in the transaction that
+/// committed the shard's effects).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandoverFile {
+    /// Its name in the shard's output folder.
+    pub file: String,
+    /// sha256 of its bytes, lowercase hex.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub bytes: u64,
 }
 
 /// One shard run of a group: its latest attempt.
@@ -69,7 +85,7 @@ impl Tx {
     pub async fn group(&mut self, group_id: &str) -> Result<Option<Group>> {
         let mut q = self.sql(
             "SELECT group_id, range_from, range_to, as_of, config_hash, shards, gathered_at,
-                    gather_folder
+                    gather_folder, gather_error
              FROM recon_run_groups WHERE group_id = $1",
         );
         q.bind(group_id);
@@ -83,6 +99,7 @@ impl Tx {
                 shards: u32::try_from(r.int(5)?).unwrap_or(0),
                 gathered_at: r.opt_text(6)?,
                 gather_folder: r.opt_text(7)?,
+                gather_error: r.opt_text(8)?,
             })
         })
         .await
@@ -120,15 +137,71 @@ impl Tx {
         .map_err(db_err("reading the shard runs"))
     }
 
-    /// Marks the group gathered into `folder`.
+    /// Marks the group gathered into `folder` (and forgets why an earlier gather failed).
     pub async fn mark_gathered(&mut self, group_id: &str, folder: &str, now: &str) -> Result<()> {
         let mut q = self.sql(
-            "UPDATE recon_run_groups SET gathered_at = $1, gather_folder = $2 WHERE group_id = $3",
+            "UPDATE recon_run_groups SET gathered_at = $1, gather_folder = $2, gather_error = NULL,
+                                         gather_failed_at = NULL
+             WHERE group_id = $3",
         );
         q.bind(now).bind(folder).bind(group_id);
         self.execute(q)
             .await
             .map_err(db_err("marking the run group gathered"))?;
         Ok(())
+    }
+
+    /// Records why a gather of the group failed (a group already gathered keeps its state:
+    /// the failure of a later look at it is only logged).
+    pub async fn record_gather_failure(
+        &mut self,
+        group_id: &str,
+        error: &str,
+        now: &str,
+    ) -> Result<()> {
+        let mut q = self.sql(
+            "UPDATE recon_run_groups SET gather_error = $1, gather_failed_at = $2
+             WHERE group_id = $3 AND gathered_at IS NULL",
+        );
+        q.bind(error).bind(now).bind(group_id);
+        self.execute(q)
+            .await
+            .map_err(db_err("recording the gather's failure"))?;
+        Ok(())
+    }
+
+    /// Seals what shard run `run_id` hands the gather: one row per file of its folder.
+    pub async fn record_handover(&mut self, run_id: &str, files: &[HandoverFile]) -> Result<()> {
+        for f in files {
+            let mut q = self.sql(
+                "INSERT INTO recon_shard_handover (run_id, file, sha256, bytes)
+                 VALUES ($1, $2, $3, $4)",
+            );
+            q.bind(run_id)
+                .bind(f.file.as_str())
+                .bind(f.sha256.as_str())
+                .bind(i64::try_from(f.bytes).unwrap_or(i64::MAX));
+            self.execute(q)
+                .await
+                .map_err(db_err("sealing the shard's hand-over"))?;
+        }
+        Ok(())
+    }
+
+    /// What shard run `run_id` sealed when it committed, by file name (empty: nothing).
+    pub async fn handover(&mut self, run_id: &str) -> Result<Vec<HandoverFile>> {
+        let mut q = self.sql(
+            "SELECT file, sha256, bytes FROM recon_shard_handover WHERE run_id = $1 ORDER BY file",
+        );
+        q.bind(run_id);
+        self.fetch_all(q, |r| {
+            Ok(HandoverFile {
+                file: r.text(0)?,
+                sha256: r.text(1)?,
+                bytes: u64::try_from(r.int(2)?).unwrap_or(0),
+            })
+        })
+        .await
+        .map_err(db_err("reading the shard's sealed hand-over"))
     }
 }

@@ -22,6 +22,7 @@ mod explain;
 mod faults;
 mod format_files;
 mod formats;
+mod gather_trust;
 mod generate;
 mod golden;
 mod id_shape;

@@ -45,9 +45,9 @@ fn aiosmtpd() -> &'static (PathBuf, Option<PathBuf>) {
 }
 
 /// aiosmtpd writing every message it accepts into a Maildir; killed on drop.
-struct SmtpServer {
+pub(crate) struct SmtpServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     maildir: tempfile::TempDir,
 }
 
@@ -60,7 +60,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 impl SmtpServer {
-    fn start() -> SmtpServer {
+    pub(crate) fn start() -> SmtpServer {
         SmtpServer::start_with(free_port(), &[])
     }
 
@@ -100,7 +100,7 @@ impl SmtpServer {
     }
 
     /// The raw messages received so far, in arrival order.
-    fn messages(&self) -> Vec<String> {
+    pub(crate) fn messages(&self) -> Vec<String> {
         let dir = self.maildir.path().join("mail/new");
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&dir)
             .map(|rd| {

@@ -37,9 +37,9 @@ fn merchant_of(recipient: &str) -> &'static str {
 /// A generated night split into merchants, in `dir`: payments.csv, attempts.csv,
 /// merchants.csv (payment_id, merchant), statement-M*.csv with control files, and the job
 /// file template `recon.toml` (database URL and output folder filled in per database).
-struct Night {
-    dir: PathBuf,
-    report: GenerateReport,
+pub(crate) struct Night {
+    pub(crate) dir: PathBuf,
+    pub(crate) report: GenerateReport,
     merchants: Vec<(String, String)>,
 }
 
@@ -337,7 +337,7 @@ fn with_shared_bank(
     expected
 }
 
-fn night(dir: &Path, payments: usize, seed: u64) -> Night {
+pub(crate) fn night(dir: &Path, payments: usize, seed: u64) -> Night {
     let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
     let report = generate::generate(&GenerateOptions::new(dir, payments, seed, date)).unwrap();
     // Payments: merchant by recipient; provider ids and ids name them.
@@ -440,11 +440,11 @@ fn night(dir: &Path, payments: usize, seed: u64) -> Night {
 }
 
 /// One variant's database and output folder, with the night's ledger imported.
-struct Variant {
+pub(crate) struct Variant {
     database: Option<String>,
-    url: String,
-    config: PathBuf,
-    out: PathBuf,
+    pub(crate) url: String,
+    pub(crate) config: PathBuf,
+    pub(crate) out: PathBuf,
 }
 
 impl Drop for Variant {
@@ -482,7 +482,7 @@ async fn import_night(n: &Night, url: &str) {
     db.close().await;
 }
 
-async fn variant(n: &Night, name: &str) -> Variant {
+pub(crate) async fn variant(n: &Night, name: &str) -> Variant {
     let (database, url) = fresh_pg_database().await;
     let out = n.dir.join(format!("out-{name}"));
     let config = n.dir.join(format!("recon-{name}.toml"));
@@ -523,7 +523,7 @@ async fn variant(n: &Night, name: &str) -> Variant {
     }
 }
 
-fn recon(args: &[&str], v: &Variant) -> std::process::Output {
+pub(crate) fn recon(args: &[&str], v: &Variant) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_recon"))
         .args(args)
         .env("RECON_DATABASE_URL", &v.url)
@@ -559,7 +559,7 @@ fn gather_missing(v: &Variant, date: &str, extra: &[&str]) -> String {
     text
 }
 
-fn ok(out: std::process::Output, what: &str) -> String {
+pub(crate) fn ok(out: std::process::Output, what: &str) -> String {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -587,7 +587,7 @@ fn one_process(n: &Night, v: &Variant) -> PathBuf {
 
 /// The id of the night: the one process's run id, the shards' run group (so the reports,
 /// which name it, compare as they are).
-const NIGHT: &str = "the-night";
+pub(crate) const NIGHT: &str = "the-night";
 
 /// The night as `count` shard processes at once, then the gather: its folder.
 fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
@@ -1059,6 +1059,24 @@ async fn a_gather_past_its_deadline_names_the_shards_never_started() {
     );
     let text = gather_missing(&v, &date, &["--wait", "1s"]);
     assert!(text.contains("shard 1/2: never started"), "{text}");
+    // The run group records why the night was not gathered (issue 41 point 1).
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    let (gathered_at, error): (Option<String>, Option<String>) = sqlx::query_as(
+        "SELECT gathered_at, gather_error FROM recon_run_groups WHERE group_id = $1",
+    )
+    .bind(&date)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert!(gathered_at.is_none());
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.contains("shard 1/2: never started")),
+        "{error:?}"
+    );
     // A shard of another shard count cannot join the night.
     let out = recon(
         &[

@@ -605,6 +605,7 @@ pub(crate) async fn plan(
         unreadable_inputs: unreadable,
         timings_ms: timings,
         shards: Vec::new(),
+        inbox: None,
     };
     Ok(Plan {
         data: RunData {

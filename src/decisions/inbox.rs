@@ -478,12 +478,22 @@ pub async fn apply_for_run(db: &Db, settings: &DecisionSettings, run_id: &str) -
     let stored = async {
         let json = serde_json::to_string(&report.summary)?;
         let mut tx = db.begin().await?;
-        tx.record_inbox(run_id, &json, &now).await?;
-        tx.commit().await
+        let new = tx.record_inbox(run_id, &json, &now).await?;
+        tx.commit().await?;
+        anyhow::Ok(new)
     }
     .await;
-    if let Err(e) = stored {
-        tracing::warn!(run_id, error = %format!("{e:#}"), "Decisions inbox: what it did could not be recorded; the log above says it.");
+    match stored {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            run_id,
+            "Decisions inbox: run id already has a record (kept); the log above says what this pass did."
+        ),
+        Err(e) => tracing::warn!(
+            run_id,
+            error = %format!("{e:#}"),
+            "Decisions inbox: what it did could not be recorded; the log above says it."
+        ),
     }
     report
 }
@@ -502,4 +512,66 @@ pub async fn recorded(db: &Db, run_id: &str) -> Option<InboxSummary> {
         tracing::warn!(run_id, error = %format!("{e:#}"), "Decisions inbox: its record cannot be read.");
         None
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> DecisionSettings {
+        DecisionSettings {
+            inbox: None,
+            approvals: 1,
+            approvals_succeeded: 1,
+            reviewers: Vec::new(),
+            results_dir: PathBuf::from("out/decisions"),
+            apply_wait: crate::config::DEFAULT_APPLY_WAIT,
+        }
+    }
+
+    #[test]
+    fn a_reviewers_own_folder_is_one_path_component_under_recons_folder() {
+        let s = settings();
+        for (name, want) in [
+            ("bob", "bob"),
+            ("Anna Müller", "Anna Müller"),
+            ("a/../b", "a_.._b"),
+            ("..", "__"),
+            (".", "_"),
+            ("x\\y", "x_y"),
+        ] {
+            assert_eq!(
+                own_folder(&s, name),
+                PathBuf::from("out/decisions").join(want)
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_folder_others_can_write_to_or_badly_named_is_no_reviewers() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = settings();
+        for (mode, name, why) in [
+            (
+                0o775,
+                "bob",
+                "writable by others than its reviewer (mode 0775)",
+            ),
+            (0o757, "bob", "mode 0757"),
+            (0o755, "bob ", "must not begin or end with a blank"),
+            (0o755, "bo\u{200B}b", "control or invisible character"),
+        ] {
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+            let meta = std::fs::symlink_metadata(dir.path()).expect("meta");
+            let err = folder_reviewer(&s, &meta, name).expect_err(name);
+            assert!(err.contains(why), "{name:?} {mode:o}: {err}");
+        }
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let meta = std::fs::symlink_metadata(dir.path()).expect("meta");
+        assert_eq!(folder_reviewer(&s, &meta, "bob").as_deref(), Ok("bob"));
+    }
 }

@@ -634,15 +634,15 @@ impl Tx {
     }
 
     /// Records what a run's pass over the decisions inbox did (JSON), under the run's id.
-    pub async fn record_inbox(&mut self, run_id: &str, summary: &str, now: &str) -> Result<()> {
+    /// False when that run id has a record already (a reused `--run-id`, which the run record
+    /// then refuses): the first is kept.
+    pub async fn record_inbox(&mut self, run_id: &str, summary: &str, now: &str) -> Result<bool> {
         let mut q = self.sql(
             "INSERT INTO inbox_records (run_id, summary, recorded_at) VALUES ($1, $2, $3)
-             ON CONFLICT (run_id) DO UPDATE SET summary = excluded.summary,
-                 recorded_at = excluded.recorded_at",
+             ON CONFLICT (run_id) DO NOTHING",
         );
         q.bind(run_id).bind(summary).bind(Bind::Ts(now));
-        self.execute(q).await.map_err(db_err("inbox records"))?;
-        Ok(())
+        Ok(self.execute(q).await.map_err(db_err("inbox records"))? == 1)
     }
 
     /// What the inbox pass of run `run_id` recorded (JSON), if it had one.

@@ -100,6 +100,9 @@ struct RawConfig {
     /// applies it or owns its inbox folder.
     #[serde(default, rename = "reviewer")]
     reviewers: Vec<RawReviewer>,
+    /// How long a run waits for a `recon decisions apply` that holds the run lock (`30s`,
+    /// `10m`, `1h`; default 30m) before it exits with the LOCKED code.
+    apply_wait: Option<String>,
     /// Bounds on every database wait (`[database]`).
     #[serde(default)]
     database: database::RawDatabase,
@@ -146,7 +149,17 @@ pub struct DecisionSettings {
     /// `[[reviewer]]`: empty when none is configured (then the actor is the `--actor` or the
     /// login name, as typed, and `approvals = 2` is refused).
     pub reviewers: Vec<Reviewer>,
+    /// Where recon keeps what it writes about the inbox's files: `<output_dir>/decisions/`,
+    /// one sub-folder per reviewer with the result file of each file applied (recon never
+    /// writes into a reviewer's folder).
+    pub results_dir: PathBuf,
+    /// `apply_wait`: how long a run waits for a `recon decisions apply` that holds the run
+    /// lock before it gives up (exit 6).
+    pub apply_wait: std::time::Duration,
 }
+
+/// The default `apply_wait`.
+pub const DEFAULT_APPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 fn default_stale_minutes() -> i64 {
     30
@@ -385,11 +398,16 @@ impl Config {
                  four eyes hold only when recon knows who is who, not from a typed name",
             ));
         }
+        let output_dir = join_clean(&base, raw.output_dir);
         let decisions = DecisionSettings {
             inbox: raw.decisions_inbox.map(|d| join_clean(&base, d)),
             approvals: raw.approvals,
             approvals_succeeded: raw.approvals_succeeded.max(raw.approvals),
             reviewers,
+            results_dir: output_dir.join("decisions"),
+            apply_wait: duration("apply_wait", &raw.apply_wait)?.map_or(DEFAULT_APPLY_WAIT, |us| {
+                std::time::Duration::from_micros(us.unsigned_abs())
+            }),
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)
@@ -428,7 +446,7 @@ impl Config {
             timezone,
             database_url,
             ledger: raw.ledger,
-            output_dir: join_clean(&base, raw.output_dir),
+            output_dir,
             rules_dir: raw.rules_dir.map(|d| join_clean(&base, d)),
             stale_submitting_minutes: raw.stale_submitting_minutes,
             settlement_lag_hours: raw.settlement_lag_hours,

@@ -743,7 +743,8 @@ async fn dispatch(command: Command) -> Result<i32> {
             let actor = recon::decisions::reviewers::acting(&cfg.decisions, actor.as_deref())?;
             let db = recon::db::Db::for_job(&cfg).await?;
             // Never beside a run: it would store other evidence under the rows being checked.
-            let lock = db.lock(true).await?;
+            // A run that starts meanwhile waits for this apply (at most `apply_wait`).
+            let lock = recon::decisions::lock::for_apply(&db).await?;
             let result = recon::decisions::apply_file(&db, &cfg.decisions, &file, &actor).await;
             drop(lock);
             db.close().await;

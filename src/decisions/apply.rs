@@ -22,24 +22,78 @@ fn approvals(s: &DecisionSettings) -> Approvals {
     }
 }
 
-/// Applies the decision file at `path` as `actor`, writes `<stem>.result.csv` beside it and
-/// returns what became of every row. An unreadable file is one refused row 0 (nothing
-/// applied); the same file applied again by the same actor changes nothing and gets its
-/// first result back, each row `unchanged`.
+/// How many refused rows `decision_files` keeps of a file (with the counts per result): the
+/// record stays small whatever the file's size.
+pub const REFUSED_KEPT: usize = 100;
+
+/// Applies the decision file at `path` as `actor` and returns what became of every row (the
+/// caller writes the result file: [`FileResult::write`] puts it next to the input). An
+/// unreadable workbook is one refused row 0 (nothing applied); the same file applied again by
+/// the same actor changes nothing, each row `unchanged` with what it was then.
 pub async fn apply_file(
     db: &Db,
     settings: &DecisionSettings,
     path: &Path,
     actor: &str,
 ) -> Result<FileResult> {
-    let actor = &super::reviewers::canonical(settings, actor)?;
     let bytes = std::fs::read(path).map_err(|e| {
         fail(
             Failure::Input,
             format!("{}: cannot read: {e}", path.display()),
         )
     })?;
-    let sha256 = hex::encode(Sha256::digest(&bytes));
+    let result_file = FileResult::result_path(path);
+    let read = Read {
+        path,
+        bytes: &bytes,
+        result_file: &result_file,
+    };
+    match apply_read(db, settings, read, actor, None).await? {
+        Finished::Done(r) => Ok(r),
+        // Without a check nothing is found changed.
+        Finished::Changed(why) => Err(fail(Failure::Input, why)),
+    }
+}
+
+/// A decision file as read: where from, its bytes, and where its result file goes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Read<'a> {
+    /// Where it was read.
+    pub path: &'a Path,
+    /// Its bytes.
+    pub bytes: &'a [u8],
+    /// Where its result file is written (recorded with it).
+    pub result_file: &'a Path,
+}
+
+/// What became of a file [`apply_read`] was given.
+#[derive(Debug)]
+pub(crate) enum Finished {
+    /// Applied (or refused whole, or applied before): every row's result.
+    Done(FileResult),
+    /// The file at its path is no longer the file read (the check said why): nothing of it
+    /// was applied or recorded.
+    Changed(String),
+}
+
+/// Says, just before a file is recorded as applied, whether the file at its path is still the
+/// one read: `Some(why)` when not.
+pub(crate) type StillThere<'a> = &'a (dyn Fn() -> Option<String> + Sync);
+
+/// Applies `read` as `actor` in ONE transaction with its record in `decision_files` (its
+/// sha256, path, result file, counts per result and the first refused rows). With `still`,
+/// the file is checked just before it is recorded; a file changed since it was read rolls the
+/// whole transaction back ([`Finished::Changed`]).
+pub(crate) async fn apply_read(
+    db: &Db,
+    settings: &DecisionSettings,
+    read: Read<'_>,
+    actor: &str,
+    still: Option<StillThere<'_>>,
+) -> Result<Finished> {
+    let actor = &super::reviewers::canonical(settings, actor)?;
+    let path = read.path;
+    let sha256 = hex::encode(Sha256::digest(read.bytes));
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -52,14 +106,17 @@ pub async fn apply_file(
         undecided: 0,
         earlier: None,
     };
+    let sheet = read::read(read.bytes);
     let mut tx = db.begin().await?;
-    if let Some((at, csv)) = tx.decision_file(&sha256, actor).await? {
+    if let Some(earlier) = tx.decision_file(&sha256, actor).await? {
+        let decided = tx.decisions_of_file(&sha256, actor).await?;
         tx.rollback().await?;
-        result.rows = FileResult::unchanged_from(&csv);
-        result.earlier = Some(at);
-        return Ok(result);
+        result.rows = FileResult::applied_before(sheet.as_ref().ok(), &earlier, &decided);
+        result.undecided = sheet.map(|s| s.undecided).unwrap_or_default();
+        result.earlier = Some(earlier.applied_at);
+        return Ok(Finished::Done(result));
     }
-    let sheet = match read::read(&bytes) {
+    let sheet = match sheet {
         Ok(s) => s,
         Err(why) => {
             tx.rollback().await?;
@@ -71,19 +128,21 @@ pub async fn apply_file(
                 detail: format!("{}: {why}; nothing applied", path.display()),
                 reviewer: String::new(),
             });
-            return Ok(result);
+            return Ok(Finished::Done(result));
         }
     };
     result.undecided = sheet.undecided;
     let now = crate::timeparse::to_db(chrono::Utc::now().timestamp_micros());
     let approvals = approvals(settings);
     for row in &sheet.rows {
-        let (status, mut detail) =
-            apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?;
+        let (status, mut detail) = match &row.refused {
+            Some(why) => (Status::Refused, why.clone()),
+            None => apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?,
+        };
         if !row.reviewer.is_empty() && !crate::textsafe::same_name(&row.reviewer, actor) {
             detail.push_str(&format!(
-                " (the reviewer cell says {:?}; recorded as {actor}, who applied the file)",
-                row.reviewer
+                " (the reviewer cell says \"{}\"; recorded as {actor}, who applied the file)",
+                crate::textsafe::terminal(&row.reviewer)
             ));
         }
         result.rows.push(RowResult {
@@ -95,11 +154,29 @@ pub async fn apply_file(
             reviewer: row.reviewer.clone(),
         });
     }
-    let csv = result.csv()?;
-    tx.record_decision_file((&sha256, actor), &file_name, &csv, &now)
-        .await?;
+    if let Some(still) = still {
+        crate::fault::point("decisions_before_record");
+        if let Some(why) = still() {
+            tx.rollback().await?;
+            return Ok(Finished::Changed(why));
+        }
+    }
+    let counts = result.counts();
+    let refused = result.refused_rows(REFUSED_KEPT);
+    let (path_text, result_text) = (path.to_string_lossy(), read.result_file.to_string_lossy());
+    tx.record_decision_file(&crate::store::cases::NewDecisionFile {
+        sha256: &sha256,
+        actor,
+        file_name: &file_name,
+        path: &path_text,
+        result_file: Some(&result_text),
+        counts: &counts,
+        refused: &refused,
+        now: &now,
+    })
+    .await?;
     tx.commit().await?;
-    Ok(result)
+    Ok(Finished::Done(result))
 }
 
 /// Reads what the check needs, checks the row and applies it inside `tx`.

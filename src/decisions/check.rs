@@ -317,6 +317,7 @@ mod tests {
             decision: decision.into(),
             note: String::new(),
             reviewer: String::new(),
+            refused: None,
         }
     }
 

@@ -12,7 +12,8 @@
 //!   transition as recon's own, with the reviewer as actor), idempotent by its sha256;
 //! - `result.rs`: the result file next to the input and the summary on stdout;
 //! - `confirmed.rs`: `confirm N` as evidence later runs keep (the line names the payment);
-//! - `inbox.rs`: the decisions inbox, one sub-folder per reviewer;
+//! - `inbox.rs`: the decisions inbox, one sub-folder per reviewer, read and never written;
+//! - `lock.rs`: an apply and a run wait for each other (the run lock and the apply marker);
 //! - `queue.rs`: `recon cases list|show`.
 //!
 //! - `reviewers.rs`: who a reviewer is (`[[reviewer]]`: the OS user applying a file or owning
@@ -26,6 +27,7 @@ pub mod apply;
 pub mod check;
 pub mod confirmed;
 pub mod inbox;
+pub mod lock;
 pub mod queue;
 pub mod read;
 pub mod record;

@@ -31,7 +31,9 @@ pub async fn show(db: &Db, key: &str) -> Result<(StoredCase, Vec<DecisionRecord>
     }
 }
 
-/// The cases as a table.
+/// The cases as a table. Every value is shown by the terminal rule
+/// ([`crate::textsafe::terminal`]): a control, invisible or direction character from a
+/// provider's id or a reviewer's note shows as `<U+XXXX>`.
 pub fn render(cases: &[StoredCase]) -> String {
     let mut s = String::new();
     if cases.is_empty() {
@@ -48,10 +50,10 @@ pub fn render(cases: &[StoredCase]) -> String {
         let _ = writeln!(
             s,
             "{:<18}  {:<8}  {:<9}  {:>16}  {} — {}",
-            c.key,
-            c.severity,
-            c.status,
-            c.at_risk,
+            text_safe(&c.key),
+            text_safe(&c.severity),
+            text_safe(&c.status),
+            text_safe(&c.at_risk),
             text_safe(&c.what),
             text_safe(&c.why)
         );
@@ -59,19 +61,23 @@ pub fn render(cases: &[StoredCase]) -> String {
     s
 }
 
-/// One case with its candidates, tickets, decisions and where they left it.
+/// One case with its candidates, tickets, decisions and where they left it, every value by
+/// the terminal rule (as [`render`]).
 pub fn render_one(c: &StoredCase, decisions: &[DecisionRecord]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
         "case {}  {}  {}  {}",
-        c.key, c.severity, c.status, c.what
+        text_safe(&c.key),
+        text_safe(&c.severity),
+        text_safe(&c.status),
+        text_safe(&c.what)
     );
     let field = |s: &mut String, name: &str, value: &str| {
-        let _ = writeln!(s, "  {name:<12} {value}");
+        let _ = writeln!(s, "  {name:<12} {}", text_safe(value));
     };
     field(&mut s, "kind", &c.kind);
-    field(&mut s, "why", &text_safe(&c.why));
+    field(&mut s, "why", &c.why);
     field(&mut s, "at risk", &c.at_risk);
     let payments: Vec<String> = c
         .payments
@@ -113,10 +119,7 @@ pub fn render_one(c: &StoredCase, decisions: &[DecisionRecord]) -> String {
         field(
             &mut s,
             "status by",
-            &format!(
-                "{by}: {}",
-                text_safe(c.status_note.as_deref().unwrap_or(""))
-            ),
+            &format!("{by}: {}", c.status_note.as_deref().unwrap_or("")),
         );
     }
     let offered: Vec<String> = super::check::offered(c).iter().map(|d| d.text()).collect();
@@ -126,24 +129,30 @@ pub fn render_one(c: &StoredCase, decisions: &[DecisionRecord]) -> String {
         let _ = writeln!(s, "  -");
     }
     for k in &c.candidates {
-        let _ = writeln!(s, "  {}  (line of {})", text_safe(&k.text), k.source);
+        let _ = writeln!(
+            s,
+            "  {}  (line of {})",
+            text_safe(&k.text),
+            text_safe(&k.source)
+        );
     }
     let _ = writeln!(s, "decisions:");
     if decisions.is_empty() {
         let _ = writeln!(s, "  -");
     }
     for d in decisions {
+        let approved = d
+            .approved_by
+            .as_deref()
+            .map(|a| format!(", approved by {}", text_safe(a)))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "  {}  {:<10}  {:<10}  {}{}: {}",
+            "  {}  {:<10}  {:<10}  {}{approved}: {}",
             d.decided_at,
-            d.decision,
-            d.state,
-            d.actor,
-            d.approved_by
-                .as_deref()
-                .map(|a| format!(", approved by {a}"))
-                .unwrap_or_default(),
+            text_safe(&d.decision),
+            text_safe(&d.state),
+            text_safe(&d.actor),
             text_safe(&d.note)
         );
     }

@@ -20,6 +20,9 @@ pub struct SheetRow {
     pub note: String,
     /// The `reviewer` cell (informational: the actor never comes from the file).
     pub reviewer: String,
+    /// Why the row cannot be applied as read (a control character in one of its cells, as an
+    /// Excel `_xHHHH_` escape decodes to), or None.
+    pub refused: Option<String>,
 }
 
 /// What the file holds.
@@ -41,6 +44,26 @@ fn cell_text(d: &Data) -> String {
         Data::Float(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", *f as i64),
         other => other.to_string(),
     }
+}
+
+/// Why `row` is refused as read: one of its cells holds a control character other than tab
+/// and line breaks. Spreadsheet files carry them as `_xHHHH_` escapes (`_x001B_` is ESC),
+/// which the reader decodes; such a character would reach the history, the case and every
+/// output raw, so the row is refused (never stored, never stripped).
+fn control_characters(row: &SheetRow) -> Option<String> {
+    [
+        ("case", &row.case),
+        ("check", &row.check),
+        ("decision", &row.decision),
+        ("note", &row.note),
+        ("reviewer", &row.reviewer),
+    ]
+    .into_iter()
+    .find_map(|(name, text)| {
+        crate::textsafe::control_character(text).map(|why| {
+            format!("its {name} cell holds {why}; in the file it is an `_xHHHH_` escape such as `_x001B_`")
+        })
+    })
 }
 
 /// Reads the Decide sheet of the workbook `bytes`. A file that is no workbook, has no Decide
@@ -97,14 +120,16 @@ pub fn read(bytes: &[u8]) -> Result<Sheet, Unreadable> {
     let mut sheet = Sheet::default();
     for (i, r) in rows.enumerate() {
         let get = |c: usize| r.get(c).map(cell_text).unwrap_or_default();
-        let row = SheetRow {
+        let mut row = SheetRow {
             row_no: first_row + 2 + i as u32,
             case: get(case).trim().to_string(),
             check: get(check).trim().to_string(),
             decision: get(decision).trim().to_string(),
             note: get(note).trim().to_string(),
             reviewer: get(reviewer).trim().to_string(),
+            refused: None,
         };
+        row.refused = control_characters(&row);
         if row.decision.is_empty() {
             if !row.case.is_empty() || !row.check.is_empty() {
                 sheet.undecided += 1;

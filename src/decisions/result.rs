@@ -27,17 +27,6 @@ impl Status {
             Status::Refused => "refused",
         }
     }
-
-    fn parse(s: &str) -> Option<Status> {
-        [
-            Status::Applied,
-            Status::Waiting,
-            Status::Unchanged,
-            Status::Refused,
-        ]
-        .into_iter()
-        .find(|x| x.as_str() == s)
-    }
 }
 
 /// One row's result.
@@ -73,6 +62,9 @@ pub struct FileResult {
     /// When the same actor applied the same file before: when (nothing changed now).
     pub earlier: Option<String>,
 }
+
+/// The longest case or reason text `decision_files` keeps of a refused row, in bytes.
+pub const KEPT_TEXT_BYTES: usize = 300;
 
 const HEADER: [&str; 7] = [
     "row", "case", "decision", "result", "detail", "reviewer", "actor",
@@ -136,23 +128,95 @@ impl FileResult {
         String::from_utf8(bytes).context("result csv")
     }
 
-    /// Rows of an earlier result (the CSV text [`FileResult::csv`] wrote), each now
-    /// `unchanged` with what it was then.
-    pub fn unchanged_from(csv_text: &str) -> Vec<RowResult> {
-        let mut r = csv::Reader::from_reader(csv_text.as_bytes());
-        r.records()
-            .filter_map(|rec| rec.ok())
-            .map(|rec| {
-                let get = |i: usize| rec.get(i).unwrap_or("").to_string();
-                let then = Status::parse(&get(3)).map_or("?", Status::as_str);
+    /// The rows of a file `actor` applied before (`earlier`, as `decision_files` keeps it),
+    /// each `unchanged` with what it was then: refused (with why, for the first refused rows
+    /// kept), recorded as a decision (`decided`: row number → decision and state), or, else,
+    /// the file's counts then. `sheet` is the file as read now (None: unreadable now, one row 0).
+    pub fn applied_before(
+        sheet: Option<&super::read::Sheet>,
+        earlier: &crate::store::cases::DecisionFileRecord,
+        decided: &std::collections::HashMap<i64, (String, String)>,
+    ) -> Vec<RowResult> {
+        let at = &earlier.applied_at;
+        let counts = if earlier.counts.is_empty() {
+            "its counts were not recorded".to_string()
+        } else {
+            earlier
+                .counts
+                .iter()
+                .map(|(k, v)| format!("{v} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some(sheet) = sheet else {
+            return vec![RowResult {
+                row_no: 0,
+                case: String::new(),
+                decision: String::new(),
+                status: Status::Unchanged,
+                detail: format!(
+                    "this file was applied before, on {at} ({counts}): nothing changed"
+                ),
+                reviewer: String::new(),
+            }];
+        };
+        sheet
+            .rows
+            .iter()
+            .map(|row| {
+                let refused = earlier.refused.iter().find(|(n, _, _)| *n == row.row_no);
+                let detail = match (refused, decided.get(&i64::from(row.row_no))) {
+                    (Some((_, _, why)), _) => format!(
+                        "this file was applied before, on {at}: this row was refused then ({why})"
+                    ),
+                    (None, Some((decision, state))) => format!(
+                        "this file was applied before, on {at}: this row's {decision} was \
+                         recorded then ({}): nothing changed",
+                        state.to_lowercase()
+                    ),
+                    (None, None) => {
+                        format!("this file was applied before, on {at} ({counts}): nothing changed")
+                    }
+                };
                 RowResult {
-                    row_no: get(0).parse().unwrap_or(0),
-                    case: get(1),
-                    decision: get(2),
+                    row_no: row.row_no,
+                    case: row.case.clone(),
+                    decision: row.decision.clone(),
                     status: Status::Unchanged,
-                    detail: format!("this file was applied before ({then}: {})", get(4)),
-                    reviewer: get(5),
+                    detail,
+                    reviewer: row.reviewer.clone(),
                 }
+            })
+            .collect()
+    }
+
+    /// Rows per result, by name (`applied`, `waiting for approval`, `unchanged`, `refused`),
+    /// every result listed: what `decision_files` keeps of the file.
+    pub fn counts(&self) -> std::collections::BTreeMap<String, usize> {
+        [
+            Status::Applied,
+            Status::Waiting,
+            Status::Unchanged,
+            Status::Refused,
+        ]
+        .into_iter()
+        .map(|s| (s.as_str().to_string(), self.count(s)))
+        .collect()
+    }
+
+    /// The first `limit` refused rows as `decision_files` keeps them: (row, case, why), each
+    /// text cut to [`KEPT_TEXT_BYTES`].
+    pub fn refused_rows(&self, limit: usize) -> Vec<crate::store::cases::RefusedRow> {
+        self.rows
+            .iter()
+            .filter(|r| r.status == Status::Refused)
+            .take(limit)
+            .map(|r| {
+                (
+                    r.row_no,
+                    crate::exit::cut_to(&r.case, KEPT_TEXT_BYTES).into_owned(),
+                    crate::exit::cut_to(&r.detail, KEPT_TEXT_BYTES).into_owned(),
+                )
             })
             .collect()
     }
@@ -160,21 +224,28 @@ impl FileResult {
     /// Writes the result file next to the input (atomically: a temporary file renamed).
     pub fn write(&self) -> Result<PathBuf> {
         let path = Self::result_path(&self.path);
+        self.write_to(&path)?;
+        Ok(path)
+    }
+
+    /// Writes the result file at `path` (atomically: a temporary file renamed).
+    pub fn write_to(&self, path: &Path) -> Result<()> {
         let tmp = path.with_extension("csv.part");
         std::fs::write(&tmp, self.csv()?).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        Ok(path)
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(())
     }
 
     /// The summary for the terminal: counts, then every row that did not apply.
     pub fn text(&self, result_file: Option<&Path>) -> String {
         use std::fmt::Write as _;
         let mut s = String::new();
+        let safe = |t: &str| crate::textsafe::terminal(t).into_owned();
         let _ = writeln!(
             s,
             "recon decisions apply {} as {}: {} applied, {} waiting for approval, {} unchanged, {} refused{}",
-            self.path.display(),
-            self.actor,
+            safe(&self.path.to_string_lossy()),
+            safe(&self.actor),
             self.count(Status::Applied),
             self.count(Status::Waiting),
             self.count(Status::Unchanged),
@@ -189,7 +260,8 @@ impl FileResult {
             let _ = writeln!(
                 s,
                 "  this file (sha256 {}) was applied by {} on {t}: nothing changed",
-                self.sha256, self.actor
+                self.sha256,
+                safe(&self.actor)
             );
         }
         for r in &self.rows {
@@ -208,7 +280,7 @@ impl FileResult {
             );
         }
         if let Some(p) = result_file {
-            let _ = writeln!(s, "  result: {}", p.display());
+            let _ = writeln!(s, "  result: {}", safe(&p.to_string_lossy()));
         }
         s
     }

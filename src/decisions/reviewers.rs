@@ -179,6 +179,8 @@ mod tests {
             approvals: 2,
             approvals_succeeded: 2,
             reviewers,
+            results_dir: "out/decisions".into(),
+            apply_wait: crate::config::DEFAULT_APPLY_WAIT,
         }
     }
 

@@ -157,6 +157,59 @@ pub struct Summary {
     /// reconciled, so a skewed split shows. Absent for one process.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardCount>,
+    /// What the run did with the decisions inbox before it reconciled: the files applied, the
+    /// folders and files skipped (with why). Absent when the run had no inbox pass (no
+    /// `decisions_inbox`, a dry run, a shard).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox: Option<InboxSummary>,
+}
+
+/// The decisions inbox as one run found and left it (`summary.json` `inbox`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InboxSummary {
+    /// The inbox folder.
+    pub folder: String,
+    /// Files applied by this run, in the order applied.
+    pub applied: Vec<InboxApplied>,
+    /// Folders and files left alone, each with why: nothing in them was applied.
+    pub skipped: Vec<InboxSkipped>,
+    /// Files an earlier run applied (the same bytes, the same reviewer): left where they are,
+    /// not applied again.
+    pub applied_before: Vec<String>,
+}
+
+impl InboxSummary {
+    /// Whether a person should look: something was skipped.
+    pub fn needs_attention(&self) -> bool {
+        !self.skipped.is_empty()
+    }
+}
+
+/// One decision file the inbox pass applied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InboxApplied {
+    /// Where it was read.
+    pub path: String,
+    /// The reviewer it was applied as (its folder's).
+    pub reviewer: String,
+    /// sha256 of the bytes applied.
+    pub sha256: String,
+    /// Where recon wrote its result file (None: it could not be written; see `note`).
+    pub result_file: Option<String>,
+    /// Rows per result (`applied`, `waiting for approval`, `unchanged`, `refused`).
+    pub rows: BTreeMap<String, usize>,
+    /// Anything else to know (the result file that could not be written).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// A folder or file of the inbox left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct InboxSkipped {
+    /// The folder or file.
+    pub path: String,
+    /// Why nothing in it was applied.
+    pub why: String,
 }
 
 /// Count and sums per currency of one outcome.
@@ -291,6 +344,26 @@ pub fn write_unreadable(s: &mut String, files: &[crate::sources::Unreadable]) {
     }
 }
 
+/// The decisions inbox's line, and one line per folder or file skipped (nothing without an
+/// inbox pass).
+pub fn write_inbox(s: &mut String, inbox: Option<&InboxSummary>) {
+    let Some(i) = inbox else {
+        return;
+    };
+    let safe = |t: &str| crate::textsafe::terminal(t).into_owned();
+    let _ = writeln!(
+        s,
+        "  decisions inbox {}: {} file(s) applied, {} skipped, {} applied before",
+        safe(&i.folder),
+        i.applied.len(),
+        i.skipped.len(),
+        i.applied_before.len()
+    );
+    for k in &i.skipped {
+        let _ = writeln!(s, "  skipped: {}: {}", safe(&k.path), safe(&k.why));
+    }
+}
+
 impl Summary {
     /// A short human summary for the terminal (and the log).
     pub fn text(&self, out_dir: &str) -> String {
@@ -314,6 +387,7 @@ impl Summary {
             self.payments_in_scope, self.payments_loaded, self.statement_lines, self.rejected_lines
         );
         write_unreadable(&mut s, &self.unreadable_inputs);
+        write_inbox(&mut s, self.inbox.as_ref());
         write_totals(
             &mut s,
             &self.outcomes,

@@ -84,6 +84,19 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         }
         out.push('\n');
     }
+    if let Some(i) = s.inbox.as_ref().filter(|i| i.needs_attention()) {
+        let _ = writeln!(
+            out,
+            "Decisions inbox: {} folder(s) or file(s) skipped. Nothing in them was applied ({} \
+             file(s) applied; see summary.json inbox). Each says why:",
+            i.skipped.len(),
+            i.applied.len()
+        );
+        for k in &i.skipped {
+            let _ = writeln!(out, "  - {}: {}", text_safe(&k.path), text_safe(&k.why));
+        }
+        out.push('\n');
+    }
     let listed = view.listed_cases();
     if listed.is_empty() {
         if s.unreadable_inputs.is_empty() {

@@ -271,6 +271,27 @@ fn unreadable(out: &mut String, view: &ReportView) {
     out.push_str("</ul>\n");
 }
 
+/// The decisions inbox, when the run's pass skipped something: each folder or file with why
+/// (nothing of it was applied), and how many files were applied (their results are in
+/// summary.json `inbox`).
+fn inbox(out: &mut String, view: &ReportView) {
+    let Some(i) = view.summary.inbox.as_ref().filter(|i| i.needs_attention()) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h2 style=\"color:#8a5a00\">Decisions inbox: {} folder(s) or file(s) skipped</h2>\n\
+         <p>Nothing in them was applied ({} file(s) applied; see summary.json <code>inbox</code>). \
+         Each says why:</p>\n<ul>",
+        i.skipped.len(),
+        i.applied.len()
+    );
+    for k in &i.skipped {
+        let _ = writeln!(out, "<li>{}: {}</li>", escape(&k.path), escape(&k.why));
+    }
+    out.push_str("</ul>\n");
+}
+
 /// The HTML report file: run facts, warnings, counts, the chart and every listed row per
 /// family (up to [`REPORT_ROWS_PER_FAMILY`] each).
 pub fn report(view: &ReportView) -> String {
@@ -279,6 +300,7 @@ pub fn report(view: &ReportView) -> String {
     head(&mut out, &title);
     let _ = writeln!(out, "<h1>{}</h1>", escape(&title));
     unreadable(&mut out, view);
+    inbox(&mut out, view);
     nothing_to_review(&mut out, view);
     run_facts(&mut out, view);
     warnings(&mut out, view);
@@ -503,6 +525,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
     let h2 = "margin:18px 0 8px;font-size:16px;border-bottom:1px solid #ddd;padding-bottom:3px";
     let cell = "padding:2px 0;vertical-align:top";
     unreadable(&mut out, view);
+    inbox(&mut out, view);
     let listed = view.listed_cases();
     if listed.is_empty() {
         if view.summary.unreadable_inputs.is_empty() {

@@ -137,6 +137,11 @@ async fn plan_and_apply(
         rejected,
         t0,
     } = stop::unless_stopped(stop::BEFORE_COMMIT, Box::pin(plan(job, opts, run_id, read))).await?;
+    // What the run's pass over the decisions inbox did (recorded under its id before it
+    // began), for summary.json, the reports and the email.
+    if !opts.dry_run {
+        summary.inbox = crate::decisions::inbox::recorded(db, run_id).await;
+    }
     crate::fault::point("after_plan");
     stop::check(stop::BEFORE_COMMIT)?;
     // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out),

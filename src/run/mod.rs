@@ -141,15 +141,22 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
     });
     let opening = Instant::now();
     let db = stop::unless_stopped(NOTHING_DONE, Db::for_job(cfg)).await?;
-    let lock = stop::unless_stopped(NOTHING_DONE, db.lock(opts.wait)).await?;
+    // A `recon decisions apply` that holds the lock is waited for (at most `apply_wait`).
+    let lock = stop::unless_stopped(
+        NOTHING_DONE,
+        crate::decisions::lock::for_run(&db, opts.wait, cfg.decisions.apply_wait),
+    )
+    .await?;
     tracing::debug!(
         elapsed_ms = opening.elapsed().as_millis() as u64,
         "Database open, schema checked, run lock held."
     );
     if !opts.dry_run {
         recover_interrupted(&db, cfg).await?;
-        // Reviewers' decision files first, so the night reconciles on them.
-        crate::decisions::apply_inbox(&db, &cfg.decisions).await?;
+        // Reviewers' decision files first, so the night reconciles on them. Nothing there
+        // stops the night: what was skipped is recorded under the run id, and the run's
+        // summary.json and email name it.
+        crate::decisions::inbox::apply_for_run(&db, &cfg.decisions, &run_id).await;
     }
     stop::check(NOTHING_DONE)?;
     // Alerts an earlier run could not send go first (under the lock: sent once).

@@ -157,7 +157,7 @@ pub(crate) async fn plan(
     }
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
     // provider's reference now says otherwise (contested: a case naming both).
-    let mut confirmed = crate::decisions::confirmed::overlay(db, &mut lines).await?;
+    let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(db, &mut lines)).await?;
     let mut foreign = super::foreign::Foreign::new(
         cfg,
         rules,
@@ -172,7 +172,7 @@ pub(crate) async fn plan(
         (first_foreign_day, last_day),
         as_of,
     );
-    foreign.overlay(db, &mut confirmed).await?;
+    Box::pin(foreign.overlay(db, &mut confirmed)).await?;
     if let Some(ms) = foreign.load_ms {
         timings.insert("load_other_partitions".to_string(), ms);
     }
@@ -476,8 +476,10 @@ pub(crate) async fn plan(
     let status = match &cfg.status_api {
         Some(api) => {
             let started = Instant::now();
-            let lookalikes =
-                super::claims::confirmation_lookalikes(db, &confirmed, &payments).await?;
+            let lookalikes = Box::pin(super::claims::confirmation_lookalikes(
+                db, &confirmed, &payments,
+            ))
+            .await?;
             let ask: Vec<bool> = if watch.iter().any(|&w| w) || !lookalikes.is_empty() {
                 let mut linked = vec![false; payments.len()];
                 for pair in &m.links {
@@ -507,7 +509,7 @@ pub(crate) async fn plan(
                 targets.sort_unstable();
                 targets.dedup();
             }
-            let ev = crate::status_api::ask_for_run(
+            let ev = Box::pin(crate::status_api::ask_for_run(
                 api,
                 db,
                 run_id,
@@ -521,7 +523,7 @@ pub(crate) async fn plan(
                     .filter_map(|&l| lines[l as usize].provider_txn_id.as_deref())
                     .map(str::to_string)
                     .collect(),
-            )
+            ))
             .await?;
             warnings.extend(ev.warnings.iter().cloned());
             timings.insert(
@@ -558,7 +560,7 @@ pub(crate) async fn plan(
         let owners = db
             .bounded_any(
                 "looking up who holds the payout ids this night would record",
-                crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids),
+                Box::pin(crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids)),
             )
             .await?;
         let held = super::claims::payout_holders(&claimed, &payments, &lines, &m, &owners);
@@ -595,8 +597,10 @@ pub(crate) async fn plan(
         &elsewhere,
     );
     let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
-    let confirmations =
-        super::claims::confirmation_notes(db, &confirmed, &rows, &payments, &lines).await?;
+    let confirmations = Box::pin(super::claims::confirmation_notes(
+        db, &confirmed, &rows, &payments, &lines,
+    ))
+    .await?;
     let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
     settlement.extend(shared_settlement);
     if let Some(p) = &cfg.partition {
@@ -630,6 +634,7 @@ pub(crate) async fn plan(
         unreadable_inputs: unreadable,
         timings_ms: timings,
         shards: Vec::new(),
+        inbox: None,
     };
     Ok(Plan {
         data: RunData {

@@ -43,6 +43,10 @@ pub struct RangeSummary {
     /// Every distinct statement file of the days that could not be read (see
     /// [`crate::outputs::summary::Summary::unreadable_inputs`]).
     pub unreadable_inputs: Vec<crate::sources::Unreadable>,
+    /// What the range's pass over the decisions inbox did (see
+    /// [`crate::outputs::summary::Summary::inbox`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inbox: Option<summary::InboxSummary>,
 }
 
 impl RangeSummary {
@@ -67,6 +71,7 @@ impl RangeSummary {
             let _ = writeln!(s, "  {}: {} payments in scope", d.date, d.payments_in_scope);
         }
         summary::write_unreadable(&mut s, &self.unreadable_inputs);
+        summary::write_inbox(&mut s, self.inbox.as_ref());
         let _ = writeln!(s, "  final outcome per item over the range:");
         summary::write_totals(
             &mut s,
@@ -189,6 +194,9 @@ pub(super) async fn run_range(
     let mut view = range_view(views, &range, totals, &finals, &reports);
     range.cases = view.case_counts();
     view.summary.cases = range.cases.clone();
+    // The decisions inbox was applied once, before the first day, under the range's run id.
+    range.inbox = crate::decisions::inbox::recorded(job.db, run_id).await;
+    view.summary.inbox = range.inbox.clone();
     let json = serde_json::to_string_pretty(&range).context("summary.json")? + "\n";
     let tmp = dir.join("summary.json.tmp");
     std::fs::write(&tmp, json)

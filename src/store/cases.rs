@@ -1,6 +1,7 @@
 //! Cases as the latest committed run stored them (`review_cases`, with every fingerprint a
 //! case had in `review_case_evidence`), reviewers' decisions (`case_decisions`), the decision
-//! files applied (`decision_files`) and the confirmed lines later runs keep
+//! files applied (`decision_files`, a bounded summary each), what each run's pass over the
+//! decisions inbox did (`inbox_records`) and the confirmed lines later runs keep
 //! (`confirmed_lines`).
 
 use super::sql::{Bind, Row};
@@ -161,6 +162,45 @@ pub struct DecisionRecord {
     pub approved_by: Option<String>,
     /// When.
     pub decided_at: String,
+}
+
+/// A refused row as `decision_files` keeps it: (row number, case, why).
+pub type RefusedRow = (u32, String, String);
+
+/// A decision file applied, as `decision_files` keeps it: bounded, whatever the file's size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecisionFileRecord {
+    /// When.
+    pub applied_at: String,
+    /// Where it was read (None before recon recorded it).
+    pub path: Option<String>,
+    /// Where recon wrote its result file.
+    pub result_file: Option<String>,
+    /// Rows per result (`applied`, `refused`, …); empty when not recorded.
+    pub counts: std::collections::BTreeMap<String, usize>,
+    /// The first refused rows.
+    pub refused: Vec<RefusedRow>,
+}
+
+/// A decision file to record as applied.
+#[derive(Debug, Clone, Copy)]
+pub struct NewDecisionFile<'a> {
+    /// sha256 of its bytes.
+    pub sha256: &'a str,
+    /// Who applied it.
+    pub actor: &'a str,
+    /// Its file name.
+    pub file_name: &'a str,
+    /// Where it was read.
+    pub path: &'a str,
+    /// Where its result file is written.
+    pub result_file: Option<&'a str>,
+    /// Rows per result.
+    pub counts: &'a std::collections::BTreeMap<String, usize>,
+    /// The first refused rows (the caller bounds them).
+    pub refused: &'a [RefusedRow],
+    /// Now (UTC text).
+    pub now: &'a str,
 }
 
 /// The columns of a case, in the order [`StoredCase`] has them.
@@ -526,39 +566,92 @@ impl Tx {
         Ok(())
     }
 
-    /// The result recorded when `actor` applied the file with this sha256, and when.
+    /// What `decision_files` kept of the file with this sha256 that `actor` applied, if any.
     pub async fn decision_file(
         &mut self,
         sha256: &str,
         actor: &str,
-    ) -> Result<Option<(String, String)>> {
-        let mut q = self
-            .sql("SELECT applied_at, result FROM decision_files WHERE sha256 = $1 AND actor = $2");
+    ) -> Result<Option<DecisionFileRecord>> {
+        let mut q = self.sql(
+            "SELECT applied_at, path, result_file, counts, refused FROM decision_files
+             WHERE sha256 = $1 AND actor = $2",
+        );
         q.bind(sha256).bind(actor);
-        self.fetch_optional(q, |r| Ok((r.ts(0)?, r.text(1)?)))
-            .await
-            .map_err(db_err("decision files"))
+        self.fetch_optional(q, |r| {
+            Ok(DecisionFileRecord {
+                applied_at: r.ts(0)?,
+                path: r.opt_text(1)?,
+                result_file: r.opt_text(2)?,
+                // A record written before counts were kept reads as no counts: unknown.
+                counts: serde_json::from_str(&r.text(3)?).unwrap_or_default(),
+                refused: serde_json::from_str(&r.text(4)?).unwrap_or_default(),
+            })
+        })
+        .await
+        .map_err(db_err("decision files"))
     }
 
-    /// Records that `actor` applied the file, with its result.
-    pub async fn record_decision_file(
-        &mut self,
-        (sha256, actor): (&str, &str),
-        file_name: &str,
-        result: &str,
-        now: &str,
-    ) -> Result<()> {
+    /// Records that `actor` applied the file, with its bounded summary (never every row).
+    pub async fn record_decision_file(&mut self, f: &NewDecisionFile<'_>) -> Result<()> {
         let mut q = self.sql(
-            "INSERT INTO decision_files (sha256, actor, file_name, applied_at, result)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO decision_files (sha256, actor, file_name, applied_at, path, result_file,
+                                         counts, refused)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         );
-        q.bind(sha256)
-            .bind(actor)
-            .bind(file_name)
-            .bind(Bind::Ts(now))
-            .bind(result);
+        let (counts, refused) = (
+            serde_json::to_string(f.counts)?,
+            serde_json::to_string(f.refused)?,
+        );
+        q.bind(f.sha256)
+            .bind(f.actor)
+            .bind(f.file_name)
+            .bind(Bind::Ts(f.now))
+            .bind(f.path)
+            .bind(f.result_file)
+            .bind(counts.as_str())
+            .bind(refused.as_str());
         self.execute(q).await.map_err(db_err("decision files"))?;
         Ok(())
+    }
+
+    /// The decisions `actor` recorded from the file with this sha256, by its row number:
+    /// (decision, state).
+    pub async fn decisions_of_file(
+        &mut self,
+        sha256: &str,
+        actor: &str,
+    ) -> Result<HashMap<i64, (String, String)>> {
+        let mut q = self.sql(
+            "SELECT row_no, decision, state FROM case_decisions
+             WHERE file_sha256 = $1 AND actor = $2 ORDER BY id",
+        );
+        q.bind(sha256).bind(actor);
+        let rows = self
+            .fetch_all(q, |r| Ok((r.int(0)?, (r.text(1)?, r.text(2)?))))
+            .await
+            .map_err(db_err("case decisions"))?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Records what a run's pass over the decisions inbox did (JSON), under the run's id.
+    /// False when that run id has a record already (a reused `--run-id`, which the run record
+    /// then refuses): the first is kept.
+    pub async fn record_inbox(&mut self, run_id: &str, summary: &str, now: &str) -> Result<bool> {
+        let mut q = self.sql(
+            "INSERT INTO inbox_records (run_id, summary, recorded_at) VALUES ($1, $2, $3)
+             ON CONFLICT (run_id) DO NOTHING",
+        );
+        q.bind(run_id).bind(summary).bind(Bind::Ts(now));
+        Ok(self.execute(q).await.map_err(db_err("inbox records"))? == 1)
+    }
+
+    /// What the inbox pass of run `run_id` recorded (JSON), if it had one.
+    pub async fn inbox_record(&mut self, run_id: &str) -> Result<Option<String>> {
+        let mut q = self.sql("SELECT summary FROM inbox_records WHERE run_id = $1");
+        q.bind(run_id);
+        self.fetch_optional(q, |r| r.text(0))
+            .await
+            .map_err(db_err("inbox records"))
     }
 
     /// Records that the line (source, id) is the payment's; a later confirmation of the same

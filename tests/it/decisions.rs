@@ -513,8 +513,9 @@ async fn the_decide_sheet_of_a_range_rerun_applies() {
 }
 
 /// The decisions inbox: the next run applies `<inbox>/<reviewer>/*.xlsx` as that reviewer
-/// before it reconciles and moves each file to `done/` with its result; a folder others can
-/// write to proves nothing, so its files stay where they are.
+/// before it reconciles, leaves each file where it is and writes its result into
+/// `<output_dir>/decisions/<reviewer>/`; a folder others can write to proves nothing, so its
+/// files are not applied.
 #[tokio::test]
 async fn the_next_run_applies_the_inbox_as_each_folders_reviewer() {
     use std::os::unix::fs::PermissionsExt as _;
@@ -557,22 +558,20 @@ async fn the_next_run_applies_the_inbox_as_each_folders_reviewer() {
         serde_json::json!([{"id": "P-1", "decision": "failed", "note": "anyone could write this"}]),
     );
     let r2 = env.run(DAY, "2026-11-21T00:00:00Z", false, "r2").await;
-    // Carol's file: applied as carol, moved aside with its result.
-    assert!(!carol.join("night1.xlsx").exists());
-    let done: Vec<String> = std::fs::read_dir(carol.join("done"))
-        .expect("done folder")
+    // Carol's file: applied as carol and left where she put it (recon writes nothing into a
+    // reviewer's folder); its result is in recon's own folder (issue 41 point 3).
+    assert!(carol.join("night1.xlsx").exists());
+    let own = env.path("out/decisions/carol");
+    let done: Vec<String> = std::fs::read_dir(&own)
+        .expect("recon's folder for carol")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(done.len(), 2, "{done:?}");
-    assert!(done.iter().any(|n| n.ends_with("-night1.xlsx")), "{done:?}");
-    let result = done
-        .iter()
-        .find(|n| n.ends_with("-night1.result.csv"))
-        .expect("result file");
-    let rows = read_columns(
-        &carol.join("done").join(result),
-        &["case", "result", "actor"],
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert!(
+        done[0].starts_with("night1.") && done[0].ends_with(".result.csv"),
+        "{done:?}"
     );
+    let rows = read_columns(&own.join(&done[0]), &["case", "result", "actor"]);
     assert_eq!(rows, [vec![k9.clone(), "applied".into(), "carol".into()]]);
     let db = env.db().await;
     let (c9, decisions) = recon::decisions::queue::show(&db, &k9).await.expect("case");

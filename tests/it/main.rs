@@ -27,6 +27,7 @@ mod generate;
 mod golden;
 mod id_shape;
 mod import;
+mod inbox;
 mod mappings;
 mod nights;
 mod partitions;

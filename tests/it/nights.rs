@@ -2241,6 +2241,27 @@ async fn play(opts: SimOptions, backend: Backend) -> Harness {
     h
 }
 
+/// [`play`] on a thread of its own with a large stack, on a runtime of its own: the harness's
+/// futures and recon's run nest deeply in a debug build, deeper than a test thread's 2 MiB.
+fn play_big(opts: SimOptions, backend: Backend) -> Harness {
+    let worker = std::thread::Builder::new()
+        .name(format!("nights-{}", opts.seed))
+        .stack_size(256 << 20)
+        .spawn(move || {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_stack_size(64 << 20)
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(play(opts, backend))
+        })
+        .expect("a thread for the harness");
+    worker
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
 fn options(seed: u64) -> SimOptions {
     let mut o = SimOptions::new(seed);
     if let Some(d) = env_u32("RECON_SIM_DAYS") {
@@ -2343,8 +2364,8 @@ fn finish_played(harnesses: Vec<Harness>, played: &[&str]) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nights_on_sqlite() {
+#[test]
+fn nights_on_sqlite() {
     let explore = std::env::var("RECON_SIM_SEEDS").ok();
     let seeds = explore
         .as_deref()
@@ -2357,7 +2378,7 @@ async fn nights_on_sqlite() {
             o.days = env_u32("RECON_SIM_DAYS").unwrap_or(CI_DAYS);
             o.payments_per_day = env_u32("RECON_SIM_PAYMENTS").unwrap_or(CI_PAYMENTS);
         }
-        let h = play(o, Backend::Sqlite).await;
+        let h = play_big(o, Backend::Sqlite);
         eprint!("{}", h.report());
         done.push(h);
     }
@@ -2370,13 +2391,13 @@ async fn nights_on_sqlite() {
     finish_played(done, if ci { reviewers::PLAYED_IN_CI } else { &[] });
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nights_on_postgres_short() {
+#[test]
+fn nights_on_postgres_short() {
     // RECON_SIM_PG_SEEDS plays full-size worlds on PostgreSQL instead (like RECON_SIM_SEEDS).
     if let Ok(seeds) = std::env::var("RECON_SIM_PG_SEEDS") {
         let mut done = Vec::new();
         for seed in parse_seeds(&seeds) {
-            let h = play(options(seed), Backend::Postgres).await;
+            let h = play_big(options(seed), Backend::Postgres);
             eprint!("{}", h.report());
             done.push(h);
         }
@@ -2386,20 +2407,20 @@ async fn nights_on_postgres_short() {
     o.days = 3;
     o.tail = 3;
     o.payments_per_day = 25;
-    let h = play(o, Backend::Postgres).await;
+    let h = play_big(o, Backend::Postgres);
     finish(vec![h]);
 }
 
 /// The sweep that issue 30 asks for: full-size worlds of `RECON_SIM_SWEEP` seeds (default
 /// `1..81`) on SQLite. Minutes in a debug build; the same as `RECON_SIM_SEEDS=1..81` on
 /// `nights_on_sqlite`, kept apart so CI's default stays a few seeds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[test]
 #[ignore = "a sweep of 80 worlds: cargo test --test it nights::nights_sweep -- --ignored --nocapture"]
-async fn nights_sweep_sqlite() {
+fn nights_sweep_sqlite() {
     let seeds = parse_seeds(&std::env::var("RECON_SIM_SWEEP").unwrap_or_else(|_| "1..81".into()));
     let mut done = Vec::new();
     for seed in seeds {
-        let h = play(options(seed), Backend::Sqlite).await;
+        let h = play_big(options(seed), Backend::Sqlite);
         eprint!("{}", h.report());
         done.push(h);
     }
@@ -2407,13 +2428,13 @@ async fn nights_sweep_sqlite() {
 }
 
 /// The PostgreSQL part of the sweep: `RECON_SIM_PG_SWEEP` seeds (default `1..7`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[test]
 #[ignore = "a sweep of 6 worlds on PostgreSQL: cargo test --test it nights::nights_sweep -- --ignored --nocapture"]
-async fn nights_sweep_postgres() {
+fn nights_sweep_postgres() {
     let seeds = parse_seeds(&std::env::var("RECON_SIM_PG_SWEEP").unwrap_or_else(|_| "1..7".into()));
     let mut done = Vec::new();
     for seed in seeds {
-        let h = play(options(seed), Backend::Postgres).await;
+        let h = play_big(options(seed), Backend::Postgres);
         eprint!("{}", h.report());
         done.push(h);
     }

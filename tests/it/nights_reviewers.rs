@@ -814,13 +814,34 @@ impl Harness {
     pub(super) async fn collect_inbox(&mut self, night: u32, run: &str, pending: Vec<Pending>) {
         for p in pending {
             let path = &p.sheet.path;
-            let dir = path.parent().expect("folder").to_path_buf();
             let stem = path
                 .file_stem()
                 .expect("stem")
                 .to_string_lossy()
                 .into_owned();
-            if path.exists() {
+            // recon reads a reviewer's folder and writes nothing there (issue 41): the file
+            // stays, recorded by its sha256; its result is in recon's own folder.
+            let sha = {
+                use sha2::Digest as _;
+                hex::encode(sha2::Sha256::digest(
+                    std::fs::read(path).expect("inbox file"),
+                ))
+            };
+            let result = self
+                .env
+                .path("out/decisions")
+                .join(&p.sheet.actor)
+                .join(format!("{stem}.{}.result.csv", &sha[..12]));
+            if !path.exists() {
+                self.violation(
+                    night,
+                    run,
+                    "recon changed a reviewer's inbox folder (issue 41)",
+                    shaped("Inbox", format!("{} is gone after the run", path.display())),
+                );
+                continue;
+            }
+            if !result.exists() {
                 self.violation(
                     night,
                     run,
@@ -828,38 +849,16 @@ impl Harness {
                     shaped(
                         "Inbox",
                         format!(
-                            "{} (folder owned by uid {}, reviewer {}) is still there after the run",
+                            "{} (folder owned by uid {}, reviewer {}): no result {} after the run",
                             path.display(),
                             self.uid_of(&p.sheet.actor),
-                            p.sheet.actor
+                            p.sheet.actor,
+                            result.display()
                         ),
                     ),
                 );
-                let _ = std::fs::remove_file(path);
                 continue;
             }
-            let result = std::fs::read_dir(dir.join("done"))
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .find(|f| {
-                    f.file_name().is_some_and(|n| {
-                        n.to_string_lossy()
-                            .ends_with(&format!("-{stem}.result.csv"))
-                    })
-                });
-            let Some(result) = result else {
-                self.violation(
-                    night,
-                    run,
-                    "a reviewer's inbox file was not applied (contract 2)",
-                    shaped(
-                        "Inbox",
-                        format!("{} is gone but no result file is in done/", path.display()),
-                    ),
-                );
-                continue;
-            };
             *self.stats.entry("decisions: inbox applied").or_insert(0) += 1;
             let got = read_result_csv(&result);
             self.judge_rows(night, &p.sheet, &p.expects, &got, "inbox")
@@ -874,7 +873,7 @@ impl Harness {
             .collect();
         let mut keep = Vec::new();
         for mut i in std::mem::take(&mut self.rev.intruders) {
-            if !i.path.exists() || applied.contains(&i.sha) {
+            if applied.contains(&i.sha) {
                 // What it decided took effect (as the folder's name): the ledger checks and
                 // the re-run key see it.
                 self.decisions_applied += 1;
@@ -997,6 +996,18 @@ impl Harness {
                     bad("a reviewer approved their own decision (contract 1)")
                 }
                 (Expect::Applied, Status::Applied) | (Expect::Waiting, Status::Waiting) => None,
+                // The same decision another reviewer made earlier and that waits: this one is
+                // the second pair of eyes (recon says whose it approved; never one's own).
+                (Expect::Waiting, Status::Applied)
+                    if detail.starts_with("approved ")
+                        && !detail.starts_with(&format!("approved {}'s", sheet.actor)) =>
+                {
+                    *self
+                        .stats
+                        .entry("decisions: a first decision approved another's")
+                        .or_insert(0) += 1;
+                    None
+                }
                 (Expect::Waiting, Status::Applied) => {
                     bad("a money-moving decision took effect with one reviewer (contract 1)")
                 }

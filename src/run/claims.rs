@@ -382,16 +382,7 @@ pub(super) async fn confirmation_notes(
     if moving.is_empty() {
         return Ok(out);
     }
-    let mut keys: Vec<&str> = confirmed
-        .applied
-        .values()
-        .map(|c| c.case_key.as_str())
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut tx = db.begin().await?;
-    let cases = tx.case_payment_ids(&keys).await?;
-    tx.rollback().await?;
+    let cases = cases_of(db, confirmed).await?;
     // Payment id → the confirmations of the cases it is in, but not as the confirmed payment.
     let mut lookalike: HashMap<&str, Vec<&crate::store::cases::Confirmation>> = HashMap::new();
     for c in confirmed.applied.values() {
@@ -447,16 +438,7 @@ pub(super) async fn confirmation_lookalikes(
     if confirmed.applied.is_empty() {
         return Ok(Vec::new());
     }
-    let mut keys: Vec<&str> = confirmed
-        .applied
-        .values()
-        .map(|c| c.case_key.as_str())
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut tx = db.begin().await?;
-    let cases = tx.case_payment_ids(&keys).await?;
-    tx.rollback().await?;
+    let cases = cases_of(db, confirmed).await?;
     let mut out: Vec<u32> = confirmed
         .applied
         .values()
@@ -472,4 +454,22 @@ pub(super) async fn confirmation_lookalikes(
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// The payment ids of the cases the night's applied confirmations were decided in.
+async fn cases_of(
+    db: &crate::db::Db,
+    confirmed: &Overlaid,
+) -> anyhow::Result<HashMap<String, Vec<String>>> {
+    let mut keys: Vec<&str> = confirmed
+        .applied
+        .values()
+        .map(|c| c.case_key.as_str())
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut tx = db.begin().await?;
+    let cases = tx.case_payment_ids(&keys).await?;
+    tx.rollback().await?;
+    Ok(cases)
 }

@@ -177,9 +177,8 @@ async fn open_tickets(env: &TestEnv) -> Vec<String> {
     .await
 }
 
-/// Night 5: T-1, with no reference, fits P-1 and P-2 (same recipient and money): one case.
-/// Alice confirms it as P-1's, night 6 resolves P-1 SUCCEEDED on it.
-async fn confirmed_as_p1(env: &TestEnv) {
+/// Night 5: T-1, with no reference, fits P-1 and P-2 (same recipient and money): their case.
+async fn twins(env: &TestEnv) -> StoredCase {
     unknown(
         env,
         &[
@@ -195,7 +194,12 @@ async fn confirmed_as_p1(env: &TestEnv) {
         &format!("T-1,,{IBAN},25.00,EUR,2026-11-05T09:20:00Z,PAYMENT\n"),
     );
     night(env, 5).await;
-    let case = case_of(env, &["P-1", "P-2"]).await;
+    case_of(env, &["P-1", "P-2"]).await
+}
+
+/// [`twins`], then Alice confirms T-1 as P-1's, night 6 resolves P-1 SUCCEEDED on it.
+async fn confirmed_as_p1(env: &TestEnv) {
+    let case = twins(env).await;
     let decided = sheet(env, "alice.xlsx", &[(&case, confirm(&case, "P-1"))]);
     let r = apply(env, &decided, "alice").await;
     assert_eq!(r.count(Status::Applied), 1, "{}", r.text(None));
@@ -298,22 +302,7 @@ async fn a_webhook_giving_a_held_payout_to_another_payment_resolves_neither() {
 #[tokio::test]
 async fn a_sheet_made_before_its_case_was_regrouped_or_settled_is_refused() {
     let env = job("");
-    unknown(
-        &env,
-        &[
-            ("P-1", IBAN, "2026-11-05T09:00:00Z"),
-            ("P-2", IBAN, "2026-11-05T09:10:00Z"),
-        ],
-    )
-    .await;
-    quiet(&env, 4, 12);
-    psp(
-        &env,
-        "2026-11-05",
-        &format!("T-1,,{IBAN},25.00,EUR,2026-11-05T09:20:00Z,PAYMENT\n"),
-    );
-    night(&env, 5).await;
-    let old = case_of(&env, &["P-1", "P-2"]).await;
+    let old = twins(&env).await;
     let kept = sheet(&env, "kept.xlsx", &[(&old, confirm(&old, "P-1"))]);
     // A third payment and its payout arrive late: every line fits every payment.
     unknown(&env, &[("P-3", IBAN, "2026-11-05T09:30:00Z")]).await;

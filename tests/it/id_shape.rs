@@ -584,26 +584,15 @@ async fn confirm_and_rerun(confirmed: &str) -> (TestEnv, Vec<[String; 6]>) {
         .expect("candidate")
         .number;
     let file = env.path("decide.xlsx");
-    {
-        use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
-        let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
-        let mut wb = rust_xlsxwriter::Workbook::new();
-        let ws = wb.add_worksheet();
-        ws.set_name(DECIDE_SHEET).expect("sheet name");
-        for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
-            ws.write_string(0, c as u16, *h).expect("header");
-        }
-        ws.write_string(1, col("case"), &case.key).expect("case");
-        ws.write_string(1, col("decision"), format!("confirm {n}"))
-            .expect("decision");
-        ws.write_string(
-            1,
-            col("check"),
-            format!("{} {}", case.key, case.fingerprint),
-        )
-        .expect("check");
-        wb.save(&file).expect("save");
-    }
+    crate::support::write_decide_file(
+        &file,
+        &[(
+            case.key.clone(),
+            case.fingerprint.clone(),
+            format!("confirm {n}"),
+        )],
+        "",
+    );
     let applied = recon::decisions::apply_file(&db, &env.config().decisions, &file, "alice")
         .await
         .expect("apply");

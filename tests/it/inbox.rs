@@ -610,29 +610,11 @@ on_both_backends!(a_run_waits_for_a_decisions_apply_that_holds_the_lock);
 /// A Decide file of (case, check, decision, note, reviewer) rows, written by a spreadsheet
 /// library as a spreadsheet program would save them (control characters as `_xHHHH_`).
 fn decide_rows(path: &Path, rows: &[(&str, &str, &str, &str, &str)]) {
-    use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
-    let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
-    let mut wb = rust_xlsxwriter::Workbook::new();
-    let ws = wb.add_worksheet();
-    ws.set_name(DECIDE_SHEET).expect("sheet name");
-    for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
-        ws.write_string(0, c as u16, *h).expect("header");
-    }
-    for (r, (case, check, decision, note, reviewer)) in rows.iter().enumerate() {
-        let r = r as u32 + 1;
-        for (name, value) in [
-            ("case", case),
-            ("check", check),
-            ("decision", decision),
-            ("note", note),
-            ("reviewer", reviewer),
-        ] {
-            if !value.is_empty() {
-                ws.write_string(r, col(name), *value).expect("cell");
-            }
-        }
-    }
-    wb.save(path).expect("save the decision file");
+    let rows: Vec<[String; 5]> = rows
+        .iter()
+        .map(|(a, b, c, d, e)| [a, b, c, d, e].map(|s| s.to_string()))
+        .collect();
+    crate::support::write_decide_rows(path, &rows);
 }
 
 /// The raw characters no output may carry: ESC and the direction override.

@@ -2136,28 +2136,9 @@ impl<T> TapSort<T> for Vec<T> {
     }
 }
 
-/// A Decide sheet as a reviewer returns it: the report's columns, a decision, a note and the
-/// hidden check cell of each case decided (what a spreadsheet program saves).
+/// A Decide sheet as a reviewer returns it ([`crate::support::write_decide_file`]).
 fn write_decide_file(path: &std::path::Path, rows: &[(String, String, String)], note: &str) {
-    use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
-    let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
-    let mut wb = rust_xlsxwriter::Workbook::new();
-    let ws = wb.add_worksheet();
-    ws.set_name(DECIDE_SHEET).expect("sheet name");
-    for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
-        ws.write_string(0, c as u16, *h).expect("header");
-    }
-    for (r, (key, fingerprint, decision)) in rows.iter().enumerate() {
-        let r = r as u32 + 1;
-        ws.write_string(r, col("case"), key).expect("case");
-        ws.write_string(r, col("decision"), decision)
-            .expect("decision");
-        ws.write_string(r, col("note"), format!("checked with the provider: {note}"))
-            .expect("note");
-        ws.write_string(r, col("check"), format!("{key} {fingerprint}"))
-            .expect("check");
-    }
-    wb.save(path).expect("save the decision file");
+    crate::support::write_decide_file(path, rows, &format!("checked with the provider: {note}"));
 }
 
 /// Parses results.csv into rows with their line keys.

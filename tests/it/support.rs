@@ -762,6 +762,25 @@ pub fn openpyxl_python() -> PathBuf {
 /// the hidden check cell (`<key> <fingerprint>`), a decision and a note — what a spreadsheet
 /// program saves.
 pub fn write_decide_file(path: &Path, rows: &[(String, String, String)], note: &str) {
+    let rows: Vec<[String; 5]> = rows
+        .iter()
+        .map(|(key, fingerprint, decision)| {
+            [
+                key.clone(),
+                format!("{key} {fingerprint}"),
+                decision.clone(),
+                note.to_string(),
+                String::new(),
+            ]
+        })
+        .collect();
+    write_decide_rows(path, &rows);
+}
+
+/// A Decide sheet of raw rows: `case`, `check`, `decision`, `note`, `reviewer` cells as given
+/// (an empty one left out), written by a spreadsheet library as a spreadsheet program saves
+/// them (control characters as `_xHHHH_`).
+pub fn write_decide_rows(path: &Path, rows: &[[String; 5]]) {
     use recon::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
     let col = |name: &str| DECIDE_COLUMNS.iter().position(|c| *c == name).expect(name) as u16;
     let mut wb = rust_xlsxwriter::Workbook::new();
@@ -770,14 +789,16 @@ pub fn write_decide_file(path: &Path, rows: &[(String, String, String)], note: &
     for (c, h) in DECIDE_COLUMNS.iter().enumerate() {
         ws.write_string(0, c as u16, *h).expect("header");
     }
-    for (r, (key, fingerprint, decision)) in rows.iter().enumerate() {
+    for (r, cells) in rows.iter().enumerate() {
         let r = r as u32 + 1;
-        ws.write_string(r, col("case"), key).expect("case");
-        ws.write_string(r, col("decision"), decision)
-            .expect("decision");
-        ws.write_string(r, col("note"), note).expect("note");
-        ws.write_string(r, col("check"), format!("{key} {fingerprint}"))
-            .expect("check");
+        for (name, value) in ["case", "check", "decision", "note", "reviewer"]
+            .into_iter()
+            .zip(cells)
+        {
+            if !value.is_empty() {
+                ws.write_string(r, col(name), value).expect("cell");
+            }
+        }
     }
     wb.save(path).expect("save the decision file");
 }

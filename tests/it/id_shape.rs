@@ -71,9 +71,13 @@ async fn job(extra: &str, payments: &[Pay<'_>], statement: &str) -> TestEnv {
 /// Runs 2026-11-10 as of 2026-11-20 (every window closed, the settlement lag passed) and
 /// returns (outcome, payment_id, provider_txn_id, rule, action, detail) per results.csv row.
 async fn night(env: &TestEnv) -> Vec<[String; 6]> {
-    let report = env
-        .run("2026-11-10", "2026-11-20T00:00:00Z", false, "n10")
-        .await;
+    run_rows(env, "2026-11-20T00:00:00Z", "n10").await
+}
+
+/// Runs 2026-11-10 as of `as_of` and returns (outcome, payment_id, provider_txn_id, rule,
+/// action, detail) per results.csv row.
+async fn run_rows(env: &TestEnv, as_of: &str, run_id: &str) -> Vec<[String; 6]> {
+    let report = env.run("2026-11-10", as_of, false, run_id).await;
     read_columns(
         &report.out_dir.join("results.csv"),
         &[
@@ -86,16 +90,7 @@ async fn night(env: &TestEnv) -> Vec<[String; 6]> {
         ],
     )
     .into_iter()
-    .map(|r| {
-        [
-            r[0].clone(),
-            r[1].clone(),
-            r[2].clone(),
-            r[3].clone(),
-            r[4].clone(),
-            r[5].clone(),
-        ]
-    })
+    .map(|r| std::array::from_fn(|i| r[i].clone()))
     .collect()
 }
 
@@ -602,32 +597,7 @@ async fn confirm_and_rerun(confirmed: &str) -> (TestEnv, Vec<[String; 6]>) {
         [recon::decisions::result::Status::Applied],
         "{applied:#?}"
     );
-    let report = env
-        .run("2026-11-10", "2026-11-21T00:00:00Z", false, "n10-again")
-        .await;
-    let rows = read_columns(
-        &report.out_dir.join("results.csv"),
-        &[
-            "outcome",
-            "payment_id",
-            "provider_txn_id",
-            "rule",
-            "action",
-            "detail",
-        ],
-    )
-    .into_iter()
-    .map(|r| {
-        [
-            r[0].clone(),
-            r[1].clone(),
-            r[2].clone(),
-            r[3].clone(),
-            r[4].clone(),
-            r[5].clone(),
-        ]
-    })
-    .collect();
+    let rows = run_rows(&env, "2026-11-21T00:00:00Z", "n10-again").await;
     (env, rows)
 }
 

@@ -46,23 +46,47 @@ impl Judged {
         self.held_elsewhere.extend(other.held_elsewhere);
     }
 
-    /// The payments and lines of `rows`.
-    pub fn of_rows(
+    /// The payments and lines of `rows` that belong to a case still waiting for a decision
+    /// that a run with this view (`seen`) may close: the only ones [`supersede`] asks about
+    /// (a night of a million rows keeps a few ids, not a million).
+    pub async fn of_rows(
+        tx: &mut Tx,
+        (run_id, seen): (&str, &str),
         rows: &[crate::outcome::ResultRow],
         payments: &[Payment],
         lines: &[crate::sources::StatementLine],
-    ) -> Judged {
+    ) -> Result<Judged> {
         let mut j = Judged::default();
+        let open = tx.open_cases_not_stored_by(run_id, seen).await?;
+        if open.is_empty() {
+            return Ok(j);
+        }
+        let mut want_payments: HashSet<&str> = HashSet::new();
+        let mut want_lines: HashSet<(&str, &str)> = HashSet::new();
+        for c in &open {
+            want_payments.extend(c.payments.iter().map(|p| p.payment_id.as_str()));
+            want_lines.extend(c.lines.iter().map(|(s, l)| (s.as_str(), l.as_str())));
+            want_lines.extend(
+                c.candidates
+                    .iter()
+                    .map(|k| (k.source.as_str(), k.line_id.as_str())),
+            );
+        }
         for r in rows {
             if let Some(p) = r.payment.and_then(|i| payments.get(i as usize)) {
-                j.payments.insert(p.payment_id.to_string());
+                let id = p.payment_id.to_string();
+                if want_payments.contains(id.as_str()) {
+                    j.payments.insert(id);
+                }
             }
             for l in r.lines.iter().filter_map(|&i| lines.get(i as usize)) {
-                j.lines
-                    .insert((l.source().to_string(), l.uid().into_owned()));
+                let uid = l.uid();
+                if want_lines.contains(&(l.source(), uid.as_ref())) {
+                    j.lines.insert((l.source().to_string(), uid.into_owned()));
+                }
             }
         }
-        j
+        Ok(j)
     }
 }
 

@@ -284,12 +284,18 @@ async fn plan_and_apply(
         if !opts.dry_run {
             // The run's cases, in its transaction: what decisions are checked against.
             let started = Instant::now();
-            let mut judged =
-                crate::decisions::record::Judged::of_rows(&data.rows, &data.payments, &data.lines);
-            judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
             // The view a case's evidence is of: the run's as-of (a run as of an earlier
             // moment saw less; of the same moment, the later run's word stands).
             let seen = format!("{as_of:020}");
+            let mut judged = crate::decisions::record::Judged::of_rows(
+                &mut tx,
+                (run_id, &seen),
+                &data.rows,
+                &data.payments,
+                &data.lines,
+            )
+            .await?;
+            judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
             // A range's days are one run: the cases none of its days holds any more are
             // closed by its last day, on what all of them judged and stored.
             let judged = match range_cases {

@@ -66,9 +66,20 @@ struct RawConfig {
     /// Folder that receives the files `recon pull` fetches for remote sources, one sub-folder
     /// per source (relative to this file; default `inbox`).
     inbox: Option<PathBuf>,
-    /// The largest statement file read, in MiB (default 400, sized to the CronJob's 3 GiB):
-    /// checked from the file's size before reading; a larger file is unreadable.
+    /// The largest statement (or decision) file read, in MiB (default 256, sized to the
+    /// CronJob's 3 GiB, docs/operations.md "Memory"): checked from the file's size before
+    /// reading; a larger file is unreadable.
     max_file_mb: Option<u64>,
+    /// The most one part of an XLSX workbook (statement or decision file) may inflate to, in
+    /// MiB (default 512); a workbook over it is unreadable.
+    max_inflated_mb: Option<u64>,
+    /// The most cells (rows × columns) the used range of a workbook's sheet may span (default
+    /// 50,000,000); a sheet over it is unreadable.
+    max_sheet_cells: Option<u64>,
+    /// The memory a run may use, in MiB (default: the limit of its cgroup, the pod's
+    /// `resources.limits.memory`): a statement file the memory model says would not fit is
+    /// unreadable instead of an OOM-killed night.
+    memory_limit_mb: Option<u64>,
     /// The longest line of a csv statement, in bytes (default 1 MiB); a longer one makes its
     /// file unreadable.
     max_line_bytes: Option<usize>,
@@ -156,6 +167,10 @@ pub struct DecisionSettings {
     /// `apply_wait`: how long a run waits for a `recon decisions apply` that holds the run
     /// lock before it gives up (exit 6).
     pub apply_wait: std::time::Duration,
+    /// The largest decision file read (`max_file_mb`, as for statements).
+    pub max_file_bytes: u64,
+    /// What a decision workbook may inflate to (`max_inflated_mb`, `max_sheet_cells`).
+    pub workbook: crate::workbook::WorkbookLimits,
 }
 
 /// The default `apply_wait`.
@@ -408,6 +423,8 @@ impl Config {
             apply_wait: duration("apply_wait", &raw.apply_wait)?.map_or(DEFAULT_APPLY_WAIT, |us| {
                 std::time::Duration::from_micros(us.unsigned_abs())
             }),
+            max_file_bytes: limits.max_file_bytes,
+            workbook: limits.workbook,
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)
@@ -578,6 +595,30 @@ fn input_limits(path: &Path, raw: &RawConfig) -> Result<crate::sources::InputLim
             raw.max_rejected_lines.map(|n| n as u64),
             d.max_rejected_lines as u64,
         )? as usize,
+        workbook: crate::workbook::WorkbookLimits {
+            max_inflated_bytes: positive(
+                "max_inflated_mb",
+                raw.max_inflated_mb,
+                d.workbook.max_inflated_bytes >> 20,
+            )?
+            .checked_mul(1 << 20)
+            .ok_or_else(|| config_error(path, "key `max_inflated_mb`: too large".to_string()))?,
+            max_sheet_cells: positive(
+                "max_sheet_cells",
+                raw.max_sheet_cells,
+                d.workbook.max_sheet_cells,
+            )?,
+        },
+        memory_limit: match raw.memory_limit_mb {
+            Some(0) => {
+                return Err(config_error(
+                    path,
+                    "key `memory_limit_mb`: must be at least 1".to_string(),
+                ));
+            }
+            Some(mb) => Some(mb.saturating_mul(1 << 20)),
+            None => crate::sources::limits::cgroup_memory_limit(),
+        },
     })
 }
 

@@ -42,3 +42,4 @@ pub mod store;
 pub mod textsafe;
 pub mod tickets;
 pub mod timeparse;
+pub mod workbook;

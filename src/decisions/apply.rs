@@ -36,12 +36,11 @@ pub async fn apply_file(
     path: &Path,
     actor: &str,
 ) -> Result<FileResult> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        fail(
-            Failure::Input,
-            format!("{}: cannot read: {e}", path.display()),
-        )
-    })?;
+    let limits = crate::sources::InputLimits {
+        max_file_bytes: settings.max_file_bytes,
+        ..crate::sources::InputLimits::default()
+    };
+    let bytes = limits.read(path)?;
     let result_file = FileResult::result_path(path);
     let read = Read {
         path,
@@ -106,7 +105,7 @@ pub(crate) async fn apply_read(
         undecided: 0,
         earlier: None,
     };
-    let sheet = read::read(read.bytes);
+    let sheet = read::read(read.bytes, &settings.workbook);
     let mut tx = db.begin().await?;
     if let Some(earlier) = tx.decision_file(&sha256, actor).await? {
         let decided = tx.decisions_of_file(&sha256, actor).await?;

@@ -176,7 +176,7 @@ fn identity(m: &std::fs::Metadata) -> Identity {
 /// Opens `path` without following a symbolic link and without waiting on a FIFO, checks on
 /// the open descriptor that it is a regular file, and reads it: its bytes and identity, or why
 /// not.
-fn read_plain(path: &Path) -> Result<(Vec<u8>, Identity), String> {
+fn read_plain(path: &Path, max: u64) -> Result<(Vec<u8>, Identity), String> {
     use std::io::Read as _;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -185,21 +185,37 @@ fn read_plain(path: &Path) -> Result<(Vec<u8>, Identity), String> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     }
-    let mut f = options
+    let f = options
         .open(path)
         .map_err(|e| format!("cannot be opened: {e}"))?;
     let meta = f.metadata().map_err(|e| format!("cannot be read: {e}"))?;
     if !meta.is_file() {
         return Err("not a regular file: never read".into());
     }
+    if meta.len() > max {
+        return Err(too_large(meta.len(), max));
+    }
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    f.read_to_end(&mut bytes)
+    f.take(max + 1)
+        .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64, max));
+    }
     Ok((bytes, identity(&meta)))
 }
 
+/// Why a decision file of `len` bytes is not read.
+fn too_large(len: u64, max: u64) -> String {
+    format!(
+        "{len} bytes or more, more than max_file_mb = {} allows: never read (a Decide sheet is \
+         a few MB)",
+        max >> 20
+    )
+}
+
 /// Why the file at `path` is no longer the one read (`was`, with sha256 `sha256`), or None.
-fn changed_since(path: &Path, was: Identity, sha256: &str) -> Option<String> {
+fn changed_since(path: &Path, was: Identity, sha256: &str, max: u64) -> Option<String> {
     let then = "nothing of it was applied; the next run applies the file that is there then";
     let now = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -208,7 +224,7 @@ fn changed_since(path: &Path, was: Identity, sha256: &str) -> Option<String> {
     if identity(&now) != was {
         return Some(format!("replaced or written while it was applied: {then}"));
     }
-    match read_plain(path) {
+    match read_plain(path, max) {
         Ok((bytes, _)) if hex::encode(Sha256::digest(&bytes)) == sha256 => None,
         Ok(_) => Some(format!("its content changed while it was applied: {then}")),
         Err(why) => Some(format!("{why} since it was read: {then}")),
@@ -284,7 +300,7 @@ async fn one_file(
     if !is_xlsx {
         return report.skip(file, "not an .xlsx file");
     }
-    let (bytes, was) = match read_plain(file) {
+    let (bytes, was) = match read_plain(file, settings.max_file_bytes) {
         Ok(read) => read,
         Err(why) => return report.skip(file, why),
     };
@@ -313,7 +329,7 @@ async fn one_file(
         "{stem}.{}.result.csv",
         sha256.get(..12).unwrap_or(&sha256)
     ));
-    let still = || changed_since(file, was, &sha256);
+    let still = || changed_since(file, was, &sha256, settings.max_file_bytes);
     let read = Read {
         path: file,
         bytes: &bytes,
@@ -526,6 +542,8 @@ mod tests {
             reviewers: Vec::new(),
             results_dir: PathBuf::from("out/decisions"),
             apply_wait: crate::config::DEFAULT_APPLY_WAIT,
+            max_file_bytes: 1 << 20,
+            workbook: crate::workbook::WorkbookLimits::default(),
         }
     }
 

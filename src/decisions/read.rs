@@ -3,7 +3,8 @@
 //! spreadsheet row number, and nothing is interpreted here but text.
 
 use crate::report::xlsx::{DECIDE_COLUMNS, DECIDE_SHEET};
-use calamine::{Data, Reader, Xlsx};
+use crate::workbook::{SheetRows, WorkbookLimits};
+use calamine::Data;
 
 /// One row of the Decide sheet with a decision in it, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,24 +67,23 @@ fn control_characters(row: &SheetRow) -> Option<String> {
     })
 }
 
-/// Reads the Decide sheet of the workbook `bytes`. A file that is no workbook, has no Decide
-/// sheet or lacks one of its columns is unreadable as a whole (never a partial guess).
-pub fn read(bytes: &[u8]) -> Result<Sheet, Unreadable> {
-    let mut book = Xlsx::new(std::io::Cursor::new(bytes))
-        .map_err(|e| format!("not a readable XLSX workbook: {e}"))?;
-    let range = book.worksheet_range(DECIDE_SHEET).map_err(|e| {
+/// Reads the Decide sheet of the workbook `bytes`, within `limits` (a workbook that would
+/// inflate past them is unreadable, [`crate::workbook`]). A file that is no workbook, has no
+/// Decide sheet or lacks one of its columns is unreadable as a whole (never a partial guess).
+pub fn read(bytes: &[u8], limits: &WorkbookLimits) -> Result<Sheet, Unreadable> {
+    let mut book = crate::workbook::open(bytes, limits)?;
+    let mut rows = SheetRows::open(&mut book, DECIDE_SHEET, limits).map_err(|e| {
         format!(
             "no readable {DECIDE_SHEET:?} sheet (hint: decide in the report.xlsx a run wrote): {e}"
         )
     })?;
-    let Some((first_row, _)) = range.start() else {
+    let Some((first_row, header)) = rows.next().transpose()? else {
         return Err(format!("the {DECIDE_SHEET:?} sheet is empty"));
     };
-    let mut rows = range.rows();
-    let header: Vec<String> = rows
-        .next()
-        .map(|r| r.iter().map(|c| cell_text(c).trim().to_string()).collect())
-        .unwrap_or_default();
+    let header: Vec<String> = header
+        .iter()
+        .map(|c| cell_text(c).trim().to_string())
+        .collect();
     // Row 1 must be the header: a sheet that starts lower was rearranged.
     if first_row != 0 {
         return Err(format!(
@@ -118,10 +118,11 @@ pub fn read(bytes: &[u8]) -> Result<Sheet, Unreadable> {
         col("reviewer")?,
     );
     let mut sheet = Sheet::default();
-    for (i, r) in rows.enumerate() {
+    for r in rows {
+        let (row_index, r) = r?;
         let get = |c: usize| r.get(c).map(cell_text).unwrap_or_default();
         let mut row = SheetRow {
-            row_no: first_row + 2 + i as u32,
+            row_no: row_index + 1,
             case: get(case).trim().to_string(),
             check: get(check).trim().to_string(),
             decision: get(decision).trim().to_string(),

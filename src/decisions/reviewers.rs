@@ -181,6 +181,8 @@ mod tests {
             reviewers,
             results_dir: "out/decisions".into(),
             apply_wait: crate::config::DEFAULT_APPLY_WAIT,
+            max_file_bytes: 1 << 20,
+            workbook: crate::workbook::WorkbookLimits::default(),
         }
     }
 

@@ -46,6 +46,15 @@ pub(crate) fn load_sources(
                 Ok(load)
             })
             .collect::<Result<Vec<_>>>()?;
+        // The job's bounds against the pod's memory, once a night (the same on every source).
+        let mut loads = loads;
+        if let (Some(warning), Some(first)) = (
+            sources_cfg.first().and_then(|s| s.limits.memory_warning()),
+            loads.first_mut(),
+        ) {
+            tracing::warn!(warning = %warning, "Memory limit.");
+            first.warnings.push(warning);
+        }
         Ok((loads, started.elapsed().as_millis() as u64))
     })
 }

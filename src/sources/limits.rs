@@ -10,11 +10,65 @@ use crate::exit::{Failure, fail};
 use anyhow::Result;
 use std::path::Path;
 
-/// The default of `max_file_mb`. A run's memory is about seven times its statement's size
-/// (the 1M-payment benchmark: a 110 MB statement, 771 MB peak, ledger included), so a 400 MB
-/// file stays within the CronJob's 3 GiB limit (`deploy/cronjob.yaml`) with room for the
-/// ledger. Raise it together with the pod's memory.
-pub const DEFAULT_MAX_FILE_MB: u64 = 400;
+/// The default of `max_file_mb`: what fits the CronJob's 3 GiB limit (`deploy/cronjob.yaml`)
+/// by the memory model ([`memory_needed`]: 256 MiB + 8 × 256 MiB = 2.25 GiB, with room for a
+/// ledger of a few million payments). Raise it together with the pod's memory.
+pub const DEFAULT_MAX_FILE_MB: u64 = 256;
+/// The memory model (docs/operations.md "Memory"): a run's peak is about this much ...
+pub const MEMORY_BASE: u64 = 256 << 20;
+/// ... plus this many times the statement text it reads (CSV, MT940, BAI2, camt): every line
+/// is held as parsed, as a frame row, as a result row and as a report row ...
+pub const MEMORY_PER_STATEMENT_BYTE: u64 = 8;
+/// ... or this many times an XLSX workbook's size (its sheets inflate about four times) ...
+pub const MEMORY_PER_WORKBOOK_BYTE: u64 = 32;
+/// ... plus this much per payment of the ledger.
+pub const MEMORY_PER_PAYMENT: u64 = 160;
+
+/// What the memory model says a run needs for `statement_bytes` of statement text and
+/// `payments` payments.
+pub fn memory_needed(statement_bytes: u64, payments: u64) -> u64 {
+    MEMORY_BASE
+        .saturating_add(statement_bytes.saturating_mul(MEMORY_PER_STATEMENT_BYTE))
+        .saturating_add(payments.saturating_mul(MEMORY_PER_PAYMENT))
+}
+
+/// The memory limit of the process's cgroup (v2 `memory.max`, else v1
+/// `memory.limit_in_bytes`), or None when there is none (unlimited, or not in a cgroup).
+pub fn cgroup_memory_limit() -> Option<u64> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut candidates = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        if controllers.is_empty() {
+            candidates.push(format!("/sys/fs/cgroup{path}/memory.max"));
+            candidates.push("/sys/fs/cgroup/memory.max".to_string());
+        } else if controllers.split(',').any(|c| c == "memory") {
+            candidates.push(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+            candidates.push("/sys/fs/cgroup/memory/memory.limit_in_bytes".to_string());
+        }
+    }
+    candidates.iter().find_map(|p| {
+        let text = std::fs::read_to_string(p).ok()?;
+        let n: u64 = text.trim().parse().ok()?;
+        // cgroup v1 says "unlimited" as a number near 2^63.
+        (n < 1 << 60).then_some(n)
+    })
+}
+
+/// The resident memory of this process, in bytes (0 when /proc cannot say).
+fn resident() -> u64 {
+    let pages: u64 = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages.saturating_mul(u64::try_from(page).unwrap_or(4096))
+}
 /// The default of `max_line_bytes`: 1 MiB, sixteen times the longest field recon reads
 /// ([`super::csv::MAX_FIELD_BYTES`]).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
@@ -32,6 +86,12 @@ pub struct InputLimits {
     pub max_line_bytes: usize,
     /// The most rejected lines a file may have; one more makes the whole file unreadable.
     pub max_rejected_lines: usize,
+    /// What a workbook may inflate to (`max_inflated_mb`, `max_sheet_cells`).
+    pub workbook: crate::workbook::WorkbookLimits,
+    /// The memory a run may use (`memory_limit_mb`, else the cgroup's limit): a file the
+    /// memory model says would not fit beside what the run holds already is unreadable, not
+    /// an OOM-killed night. None: no limit known.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for InputLimits {
@@ -40,41 +100,122 @@ impl Default for InputLimits {
             max_file_bytes: DEFAULT_MAX_FILE_MB << 20,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             max_rejected_lines: DEFAULT_MAX_REJECTED_LINES,
+            workbook: crate::workbook::WorkbookLimits::default(),
+            memory_limit: None,
         }
     }
 }
 
 impl InputLimits {
-    /// Fails when the file at `path` is larger than `max_file_mb`, from its metadata, before
-    /// anything is read.
+    /// Fails when the file at `path` is no regular file (a FIFO, a device such as `/dev/zero`,
+    /// a folder: their size says nothing of what they hold) or is larger than `max_file_mb`,
+    /// from its metadata, before anything is read.
     pub fn check_size(&self, path: &Path) -> Result<()> {
+        self.check_meta(
+            path,
+            &std::fs::metadata(path).map_err(|e| cannot_read(path, &e))?,
+        )
+    }
+
+    fn check_meta(&self, path: &Path, meta: &std::fs::Metadata) -> Result<()> {
         let file = path.display();
-        let len = std::fs::metadata(path)
-            .map_err(|e| fail(Failure::Input, format!("{file}: cannot read: {e}")))?
-            .len();
-        if len > self.max_file_bytes {
+        if !meta.is_file() {
             return Err(fail(
                 Failure::Input,
                 format!(
-                    "{file}: the file is {len} bytes, more than max_file_mb = {} allows (hint: is \
-                     this a statement file? A larger statement needs a larger `max_file_mb` and \
-                     memory to match, docs/configuration.md)",
-                    self.max_file_bytes >> 20
+                    "{file}: not a regular file (a pipe, a device or a folder), so never read \
+                     (hint: name the statement file itself)"
                 ),
             ));
+        }
+        let len = meta.len();
+        if len > self.max_file_bytes {
+            return Err(fail(
+                Failure::Input,
+                self.too_large(path, &format!("{len} bytes")),
+            ));
+        }
+        if let Some(limit) = self.memory_limit {
+            let per_byte = if is_workbook(path) {
+                MEMORY_PER_WORKBOOK_BYTE
+            } else {
+                MEMORY_PER_STATEMENT_BYTE
+            };
+            let held = resident();
+            let needed = held.saturating_add(len.saturating_mul(per_byte));
+            if needed > limit {
+                return Err(fail(
+                    Failure::Input,
+                    format!(
+                        "{file}: reading it would need about {} MiB ({per_byte} × its {len} bytes \
+                         beside the {} MiB the run holds), more than the memory limit of {} MiB \
+                         (the pod's, or memory_limit_mb): not read, so that the night completes \
+                         (hint: raise the pod's memory, or split the file; docs/operations.md \
+                         \"Memory\")",
+                        needed >> 20,
+                        held >> 20,
+                        limit >> 20
+                    ),
+                ));
+            }
         }
         Ok(())
     }
 
-    /// The bytes of the file at `path`, after [`InputLimits::check_size`].
-    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
-        self.check_size(path)?;
-        std::fs::read(path).map_err(|e| {
-            fail(
-                Failure::Input,
-                format!("{}: cannot read: {e}", path.display()),
+    /// Why the job's bounds do not fit its memory limit by the memory model (a statement of
+    /// `max_file_mb` beside the base), or None when they fit or no limit is known.
+    pub fn memory_warning(&self) -> Option<String> {
+        let limit = self.memory_limit?;
+        let needed = memory_needed(self.max_file_bytes, 0);
+        (needed > limit).then(|| {
+            format!(
+                "memory: a statement of max_file_mb = {} needs about {} MiB by the memory model, \
+                 more than the memory limit of {} MiB; such a file would be refused as unreadable \
+                 (hint: lower max_file_mb or raise the pod's memory, docs/operations.md \
+                 \"Memory\")",
+                self.max_file_bytes >> 20,
+                needed >> 20,
+                limit >> 20
             )
         })
+    }
+
+    fn too_large(&self, path: &Path, size: &str) -> String {
+        format!(
+            "{}: the file is {size}, more than max_file_mb = {} allows (hint: is \
+             this a statement file? A larger statement needs a larger `max_file_mb` and memory \
+             to match, docs/operations.md \"Memory\")",
+            path.display(),
+            self.max_file_bytes >> 20
+        )
+    }
+
+    /// The bytes of the file at `path`: checked as [`InputLimits::check_size`] says on the
+    /// open file (not a FIFO opened first: it is opened without waiting), and read no further
+    /// than `max_file_mb` whatever it grows to meanwhile.
+    pub fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        use std::io::Read as _;
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.custom_flags(libc::O_NONBLOCK);
+        }
+        let f = options.open(path).map_err(|e| cannot_read(path, &e))?;
+        let meta = f.metadata().map_err(|e| cannot_read(path, &e))?;
+        self.check_meta(path, &meta)?;
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        f.take(self.max_file_bytes + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| cannot_read(path, &e))?;
+        if bytes.len() as u64 > self.max_file_bytes {
+            return Err(fail(
+                Failure::Input,
+                self.too_large(path, "still growing while it was read"),
+            ));
+        }
+        Ok(bytes)
     }
 
     /// Fails at the first physical line of `body` longer than `max_line_bytes` (`first_line`:
@@ -127,6 +268,19 @@ impl InputLimits {
             ),
         ))
     }
+}
+
+/// Whether `path` names a workbook (`.xlsx`, `.xls`), which inflates as it is read.
+fn is_workbook(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("xlsx") || e.eq_ignore_ascii_case("xls"))
+}
+
+fn cannot_read(path: &Path, e: &std::io::Error) -> anyhow::Error {
+    fail(
+        Failure::Input,
+        format!("{}: cannot read: {e}", path.display()),
+    )
 }
 
 #[cfg(test)]

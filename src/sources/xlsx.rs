@@ -170,46 +170,74 @@ pub fn parse_bytes(
     let super::config::FormatSettings::Xlsx(x) = &cfg.settings else {
         return Err(super::csv::not_tabular(cfg, file));
     };
-    let t = &x.table;
     let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
-    let mut book = calamine::open_workbook_auto_from_rs(std::io::Cursor::new(bytes))
-        .map_err(|e| input(format!("not a readable .xlsx/.xls workbook: {e}")))?;
-    let names = book.sheet_names();
-    let sheet = match &x.sheet {
-        Some(s) => {
-            if !names.iter().any(|n| n == s) {
-                return Err(input(format!(
-                    "no sheet {s:?} (config key sheet); found {names:?}"
-                )));
-            }
-            s.clone()
-        }
+    if crate::workbook::is_zip(bytes) {
+        // XLSX: the archive checked part by part, the sheet measured, then read row by row.
+        let limits = &cfg.limits.workbook;
+        let mut book = crate::workbook::open(bytes, limits).map_err(input)?;
+        let sheet = pick_sheet(&book.sheet_names(), x.sheet.as_deref()).map_err(input)?;
+        let rows = crate::workbook::SheetRows::open(&mut book, &sheet, limits).map_err(input)?;
+        read_rows(cfg, file, &sheet, rows, out)
+    } else {
+        // A legacy .xls: its grid is at most 65,536 rows × 256 columns, so its dense range is
+        // bounded by the format (and the file by `max_file_mb`).
+        let mut book = calamine::open_workbook_auto_from_rs(std::io::Cursor::new(bytes))
+            .map_err(|e| input(format!("not a readable .xlsx/.xls workbook: {e}")))?;
+        let sheet = pick_sheet(&book.sheet_names(), x.sheet.as_deref()).map_err(input)?;
+        let range = book
+            .worksheet_range(&sheet)
+            .map_err(|e| input(format!("sheet {sheet:?}: {e}")))?;
+        let first_row = range.start().map(|(r, _)| r).unwrap_or(0);
+        let rows = range
+            .rows()
+            .enumerate()
+            .map(|(i, r)| Ok((first_row + i as u32, r.to_vec())));
+        read_rows(cfg, file, &sheet, rows, out)
+    }
+}
+
+/// The sheet to read: `wanted` (config key `sheet`), else the first.
+fn pick_sheet(names: &[String], wanted: Option<&str>) -> Result<String, String> {
+    match wanted {
+        Some(s) if names.iter().any(|n| n == s) => Ok(s.to_string()),
+        Some(s) => Err(format!(
+            "no sheet {s:?} (config key sheet); found {names:?}"
+        )),
         None => names
             .first()
             .cloned()
-            .ok_or_else(|| input("the workbook has no sheet".into()))?,
+            .ok_or_else(|| "the workbook has no sheet".into()),
+    }
+}
+
+/// Maps the rows of `sheet` (0-based sheet row, cells from the used range's first column)
+/// into `out`.
+fn read_rows(
+    cfg: &SourceConfig,
+    file: &str,
+    sheet: &str,
+    rows: impl Iterator<Item = Result<(u32, Vec<Data>), String>>,
+    out: &mut Collector,
+) -> Result<()> {
+    let super::config::FormatSettings::Xlsx(x) = &cfg.settings else {
+        return Err(super::csv::not_tabular(cfg, file));
     };
-    let range = book
-        .worksheet_range(&sheet)
-        .map_err(|e| input(format!("sheet {sheet:?}: {e}")))?;
-    // Row numbers as Excel shows them (1-based, counting from the sheet's first row).
-    let first_row = range.start().map(|(r, _)| r as u64).unwrap_or(0);
+    let t = &x.table;
+    let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
     // `skip_lines` counts sheet rows (row 1 is the sheet's first), whatever the used range.
     let skip = t.skip_lines as u64;
-    let mut rows = range
-        .rows()
-        .enumerate()
-        .map(|(i, r)| (first_row + i as u64 + 1, r))
-        .skip_while(|(n, _)| *n <= skip);
+    let mut rows = rows
+        .map(|r| r.map(|(n, cells)| (u64::from(n) + 1, cells)))
+        .filter(|r| !matches!(r, Ok((n, _)) if *n <= skip));
     let header: Option<Vec<String>> = if t.has_header {
-        let (n, r) = rows.next().ok_or_else(|| {
+        let (n, r) = rows.next().transpose().map_err(input)?.ok_or_else(|| {
             input(format!(
                 "sheet {sheet:?} has no header row after {} skipped row(s)",
                 t.skip_lines
             ))
         })?;
         let mut h = Vec::with_capacity(r.len());
-        for c in r {
+        for c in &r {
             h.push(
                 cell(c)
                     .map_err(|e| input(format!("row {n}: header {e}")))?
@@ -224,7 +252,8 @@ pub fn parse_bytes(
     };
     let mapping = Mapping::new(cfg, header.as_deref(), file)?;
     let mut held: VecDeque<(XRow, u64, Option<String>)> = VecDeque::new();
-    for (n, r) in rows {
+    for r in rows {
+        let (n, r) = r.map_err(input)?;
         let mut row = XRow(Vec::with_capacity(r.len()));
         let mut bad = None;
         for (col, c) in r.iter().enumerate() {

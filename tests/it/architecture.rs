@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "textsafe",
             "timeparse",
             "normalize",
+            "workbook",
         ],
     ),
     ("sources", &["sources"]),

@@ -167,7 +167,7 @@ async fn a_2_gb_statement_is_refused_from_its_size_and_memory_stays_flat() {
     let error = unreadable_error(&env);
     assert!(
         error.contains(
-            "statement.csv: the file is 2147483702 bytes, more than max_file_mb = 400 allows"
+            "statement.csv: the file is 2147483702 bytes, more than max_file_mb = 256 allows"
         ),
         "{error}"
     );

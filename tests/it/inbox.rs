@@ -837,3 +837,113 @@ async fn decision_files_keeps_counts_and_the_first_refused_rows_not_every_row() 
         ["1"]
     );
 }
+
+/// A statement source read from `bank.xlsx` (Date, Amount, Ref in EUR).
+const XLSX_SOURCE: &str = r#"
+[[source]]
+name = "bank"
+format = "xlsx"
+path = "bank.xlsx"
+timestamp_format = "%Y-%m-%d"
+currency = "EUR"
+[source.columns]
+booked_at = "Date"
+amount = "Amount"
+reference = "Ref"
+"#;
+
+/// Issue 41, "done when": one night with a 1.6 KB far-cell XLSX statement, a decision bomb (a
+/// Decide sheet with a cell at XFD1048576) and an unreadable decision file in bob's folder
+/// completes with exit 10 (an input unreadable), a run record and an email naming all three;
+/// bob's good file is applied all the same. Before: the statement's dense range (17 billion
+/// cells) or the bomb's OOM-killed the night, every night, with the run record left RUNNING.
+#[tokio::test]
+async fn a_night_with_a_far_cell_statement_a_decision_bomb_and_an_unreadable_file_completes() {
+    use crate::bombs::{far_cell_row, sheet_xml, text_cell, workbook};
+    let env = job();
+    let case = a_case(&env, "T-7").await;
+    let config = std::fs::read_to_string(&env.config_path).expect("config");
+    env.write("recon.toml", &format!("{config}\n{XLSX_SOURCE}"));
+    let statement = workbook(
+        "Sheet1",
+        &sheet_xml(
+            None,
+            &format!(
+                "<row r=\"1\">{}{}{}</row>{}",
+                text_cell("A1", "Date"),
+                text_cell("B1", "Amount"),
+                text_cell("C1", "Ref"),
+                far_cell_row()
+            ),
+        ),
+        None,
+    );
+    assert!(statement.len() < 2048, "{} bytes", statement.len());
+    std::fs::write(env.path("bank.xlsx"), &statement).expect("statement");
+    let bob = folder(&env, "bob", BOB, 0o755);
+    decide(&bob.join("b.xlsx"), &case, "escalate", BOB);
+    let header: String = recon::report::xlsx::DECIDE_COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, h)| text_cell(&recon::workbook::cell_name(0, i as u32), h))
+        .collect();
+    let bomb = bob.join("bomb.xlsx");
+    std::fs::write(
+        &bomb,
+        workbook(
+            recon::report::xlsx::DECIDE_SHEET,
+            &sheet_xml(
+                None,
+                &format!("<row r=\"1\">{header}</row>{}", far_cell_row()),
+            ),
+            None,
+        ),
+    )
+    .expect("bomb");
+    chown(&bomb, Some(BOB), Some(BOB)).expect("chown");
+    let secret = bob.join("secret.xlsx");
+    decide(&secret, &case, "dismiss", BOB);
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+
+    let out = night_as_recon(&env, 6, "n06");
+    assert_eq!(
+        out.status.code(),
+        Some(recon::exit::INPUT_UNREADABLE),
+        "{}",
+        said(&out)
+    );
+    let status = record(&env, "n06").await;
+    assert!(
+        status != "none" && status != "RUNNING",
+        "run record {status}"
+    );
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.path("out/n06/summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let unreadable = summary["unreadable_inputs"].to_string();
+    assert!(
+        unreadable.contains("bank.xlsx") && unreadable.contains("XFD1048576"),
+        "{unreadable}"
+    );
+    let inbox = &summary["inbox"];
+    let bomb_why = why_skipped(inbox, &bomb).unwrap_or_else(|| panic!("{inbox:#}"));
+    assert!(bomb_why.contains("XFD1048576"), "{bomb_why}");
+    let secret_why = why_skipped(inbox, &secret).unwrap_or_else(|| panic!("{inbox:#}"));
+    assert!(secret_why.contains("Permission denied"), "{secret_why}");
+    let email = crate::report::email_body(&env.path("out/n06"), "text/plain");
+    for named in [
+        "bank.xlsx".to_string(),
+        bomb.display().to_string(),
+        secret.display().to_string(),
+    ] {
+        assert!(
+            email.contains(&named),
+            "the email does not name {named}: {email}"
+        );
+    }
+    // bob's good file was applied all the same.
+    let (status, decisions) = case_now(&env, &case.key).await;
+    assert_eq!(status, "ESCALATED", "{}", said(&out));
+    assert_eq!(decisions, [("escalate".to_string(), "bob".to_string())]);
+}

@@ -9,6 +9,7 @@ mod adyen;
 mod architecture;
 mod backends;
 mod bank_codes;
+mod bombs;
 mod bounds;
 mod cases;
 mod claims;

@@ -672,6 +672,10 @@ struct Statement {
     entry_currency: Option<&'static str>,
     /// First and last booking day of its booked entries.
     days: Option<(NaiveDate, NaiveDate)>,
+    /// Whether an entry without dates took the header's day.
+    used_fallback: bool,
+    /// Whether its entries made lines (they carry the header's account).
+    made_lines: bool,
 }
 
 impl Statement {
@@ -690,6 +694,8 @@ impl Statement {
             first_entry: None,
             entry_currency: None,
             days: None,
+            used_fallback: false,
+            made_lines: false,
         })
     }
 
@@ -701,6 +707,8 @@ impl Statement {
             origin,
             entry_currency,
             days,
+            used_fallback,
+            made_lines,
             ..
         } = self;
         let facts = &mut head.facts;
@@ -746,6 +754,7 @@ impl Statement {
         // Entries without dates (Lithuanian exports, minimal notifications): the day of a
         // one-day statement period, else of one-day balances, else the day the statement was
         // created.
+        *used_fallback |= booked.is_none() && fallback_day.is_some();
         let booked = match booked.or(fallback_day.map(|d| Booking {
             at: day_start(ctx, d),
             to: super::text::day_end(ctx, d),
@@ -761,6 +770,7 @@ impl Statement {
             }
         };
         let signed = s * amount;
+        *made_lines = true;
         facts.entries += 1;
         facts.entries_gross += amount;
         if entry_currency.is_none_or(|c| c == ccy) {
@@ -927,8 +937,8 @@ impl Statement {
 
     /// The statement's facts, once its end tag is read (`st`: the statement without its
     /// entries). A header element after the first entry (the schema does not allow it) is
-    /// read with the others, as if it came first; when it would have changed what the
-    /// entries read (the account, the day of undated entries) the statement is refused.
+    /// read with the others, as if it came first; when it would have changed the lines read
+    /// before it (their account, the day of those without dates) the statement is refused.
     fn finish(self, ctx: &ParseContext, st: &El, group: Option<&El>) -> Result<StatementFacts> {
         let late = st.children[self.header_len.min(st.children.len())..]
             .iter()
@@ -937,8 +947,8 @@ impl Statement {
             None => (self.head.facts, self.head.acct_ccy),
             Some(late) => {
                 let head = header(ctx, st, group)?;
-                if head.facts.account != self.head.facts.account
-                    || head.fallback_day != self.head.fallback_day
+                if (self.made_lines && head.facts.account != self.head.facts.account)
+                    || (self.used_fallback && head.fallback_day != self.head.fallback_day)
                 {
                     return Err(ctx.error(
                         late.line,

@@ -10,6 +10,7 @@ mod architecture;
 mod backends;
 mod bank_codes;
 mod bounds;
+mod camt_stream;
 mod cases;
 mod claims;
 mod config_lines;

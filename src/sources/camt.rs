@@ -1,5 +1,6 @@
 //! ISO 20022 camt.053 (bank-to-customer statement) and camt.054 (debit/credit notification),
-//! any version (.001.02 to .001.08+), read with quick-xml into a small element tree.
+//! any version (.001.02 to .001.08+), read with quick-xml one entry at a time: each `Ntry`
+//! is a small element tree, read into lines and dropped when its end tag is read.
 //!
 //! One line per booked entry (`Ntry`), or one line per transaction detail (`TxDtls`) when a
 //! batch entry's details all carry an amount in the entry's currency (`TxDtls/Amt`, else

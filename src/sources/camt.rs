@@ -1,5 +1,6 @@
 //! ISO 20022 camt.053 (bank-to-customer statement) and camt.054 (debit/credit notification),
-//! any version (.001.02 to .001.08+), read with quick-xml into a small element tree.
+//! any version (.001.02 to .001.08+), read with quick-xml one entry at a time: each `Ntry`
+//! is a small element tree, read into lines and dropped when its end tag is read.
 //!
 //! One line per booked entry (`Ntry`), or one line per transaction detail (`TxDtls`) when a
 //! batch entry's details all carry an amount in the entry's currency (`TxDtls/Amt`, else
@@ -96,7 +97,16 @@ fn local(name: &str) -> String {
     }
 }
 
-fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
+/// Reads `xml` into an element tree and returns its root element. Each element, once whole,
+/// goes to `ended` with its open ancestors (`ancestors[0]` is an unnamed holder of the root
+/// element): it is kept as its parent's child when `ended` gives it back, dropped otherwise
+/// (`parse` takes the entries this way, so the tree never holds more than one of them).
+/// Errors here are the XML's own; `ended` keeps its own errors for later.
+fn tree(
+    ctx: &ParseContext,
+    xml: &str,
+    mut ended: impl FnMut(&[El], El) -> Option<El>,
+) -> Result<El> {
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut stack: Vec<El> = vec![El::default()];
     // Byte offset → line number by binary search over line starts (not a count per element).
@@ -119,7 +129,9 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
             }
             Event::Empty(e) => {
                 let el = element(ctx, &e, pos_line(at + 1))?;
-                if let Some(parent) = stack.last_mut() {
+                if let Some(el) = ended(&stack, el)
+                    && let Some(parent) = stack.last_mut()
+                {
                     parent.children.push(el);
                 }
             }
@@ -127,9 +139,13 @@ fn tree(ctx: &ParseContext, xml: &str) -> Result<El> {
                 let el = stack
                     .pop()
                     .ok_or_else(|| ctx.error(pos_line(at), "unbalanced end tag"))?;
-                match stack.last_mut() {
-                    Some(parent) => parent.children.push(el),
-                    None => return Err(ctx.error(pos_line(at), "unbalanced end tag")),
+                if stack.is_empty() {
+                    return Err(ctx.error(pos_line(at), "unbalanced end tag"));
+                }
+                if let Some(el) = ended(&stack, el)
+                    && let Some(parent) = stack.last_mut()
+                {
+                    parent.children.push(el);
                 }
             }
             Event::Text(t) => {
@@ -322,10 +338,46 @@ fn account_of(acct: Option<&El>) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Parses camt.053 / camt.054 bytes.
+/// The element names of one camt message kind, and the namespace part that names it.
+#[derive(Clone, Copy)]
+struct Names {
+    msg: &'static str,
+    stmt: &'static str,
+    want: &'static str,
+}
+
+/// Parses camt.053 / camt.054 bytes, one entry at a time (issue 41 point 2: the element tree
+/// of a whole 300 MB file took 4.6 GiB): each `Ntry` of a statement becomes lines as soon as
+/// its end tag is read and is then dropped, and so is each statement at its end. Memory holds
+/// the text, the lines, a statement's header and one entry's elements. The result and the
+/// errors are those of reading the whole tree first: an XML error anywhere in the file comes
+/// before any problem of the statements, and the checks of the root come before both.
 pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed> {
     let xml = decode_xml(ctx, bytes)?;
-    let doc = tree(ctx, &xml)?;
+    let names = match format {
+        Format::Camt054 => Names {
+            msg: "BkToCstmrDbtCdtNtfctn",
+            stmt: "Ntfctn",
+            want: "camt.054",
+        },
+        _ => Names {
+            msg: "BkToCstmrStmt",
+            stmt: "Stmt",
+            want: "camt.053",
+        },
+    };
+    let (msg_name, stmt_name, want) = (names.msg, names.stmt, names.want);
+    let mut reading = Reading {
+        ctx,
+        names,
+        parsed: Parsed::default(),
+        entry_no: 0,
+        statements: 0,
+        open: None,
+        failed: None,
+        group_header_asked: false,
+    };
+    let doc = tree(ctx, &xml, |ancestors, el| reading.ended(ancestors, el))?;
     if doc.name != "Document" {
         return Err(ctx.error(
             doc.line,
@@ -333,10 +385,6 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed>
         ));
     }
     let ns = doc.attr("xmlns").unwrap_or("");
-    let (msg_name, stmt_name, want) = match format {
-        Format::Camt054 => ("BkToCstmrDbtCdtNtfctn", "Ntfctn", "camt.054"),
-        _ => ("BkToCstmrStmt", "Stmt", "camt.053"),
-    };
     let Some(msg) = doc.child(msg_name) else {
         let found = doc
             .children
@@ -351,26 +399,154 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed>
     if !ns.is_empty() && !ns.contains(want) {
         return Err(ctx.error(doc.line, format!("namespace {ns:?} is not {want}")));
     }
-    let mut parsed = Parsed::default();
-    let mut entry_no = 0u32;
-    let mut statements = 0;
-    for st in msg.all(stmt_name) {
-        statements += 1;
-        statement(ctx, st, msg.child("GrpHdr"), &mut entry_no, &mut parsed)?;
+    if let Some(e) = reading.failed {
+        return Err(e);
     }
-    if statements == 0 {
+    if reading.statements == 0 {
         return Err(ctx.error(msg.line, format!("<{msg_name}> holds no <{stmt_name}>")));
     }
-    Ok(parsed)
+    Ok(reading.parsed)
 }
 
-fn statement(
-    ctx: &ParseContext,
-    st: &El,
-    header: Option<&El>,
-    entry_no: &mut u32,
-    parsed: &mut Parsed,
-) -> Result<()> {
+/// The statements of a file while its XML is read: the lines and facts so far, the statement
+/// whose entries are being read, and the first problem found.
+struct Reading<'c> {
+    ctx: &'c ParseContext,
+    names: Names,
+    parsed: Parsed,
+    /// Entries seen in the file (numbered from 1 across its statements).
+    entry_no: u32,
+    /// Statements of the message seen.
+    statements: u32,
+    /// The statement whose header has been read and whose end has not.
+    open: Option<Statement>,
+    /// The first problem of the statements: reported once the XML is known to be whole and
+    /// well-formed (nothing more is read into lines after it).
+    failed: Option<anyhow::Error>,
+    /// Whether a statement looked for the group header's `CreDtTm` before there was one.
+    group_header_asked: bool,
+}
+
+impl Reading<'_> {
+    /// Takes an element that just ended (see [`tree`]): the entries and statements of the
+    /// message `parse` reads (the first `<msg>` of a root `<Document>`) are read here and
+    /// dropped; everything else is given back to the tree.
+    fn ended(&mut self, ancestors: &[El], el: El) -> Option<El> {
+        let [holder, doc, msg, inner @ ..] = ancestors else {
+            return Some(el);
+        };
+        if !holder.children.is_empty()
+            || doc.name != "Document"
+            || msg.name != self.names.msg
+            || doc.children.iter().any(|c| c.name == self.names.msg)
+        {
+            return Some(el);
+        }
+        match inner {
+            [st] if st.name == self.names.stmt && el.name == "Ntry" => {
+                self.entry(doc, msg, st, &el);
+                None
+            }
+            [] if el.name == self.names.stmt => {
+                self.statement_end(doc, msg, &el);
+                None
+            }
+            [] if el.name == "GrpHdr" => {
+                self.group_header(msg, &el);
+                Some(el)
+            }
+            _ => Some(el),
+        }
+    }
+
+    /// Whether the statements are read at all: nothing failed yet, and the root's namespace
+    /// names the message kind (else `parse` reports it, before any problem of theirs).
+    fn reads(&self, doc: &El) -> bool {
+        let ns = doc.attr("xmlns").unwrap_or("");
+        self.failed.is_none() && (ns.is_empty() || ns.contains(self.names.want))
+    }
+
+    /// An entry of statement `st` (which holds what came before it, entries aside).
+    fn entry(&mut self, doc: &El, msg: &El, st: &El, ntry: &El) {
+        if !self.reads(doc) {
+            return;
+        }
+        let ctx = self.ctx;
+        let open = match self.open.take() {
+            Some(open) => open,
+            None => match Statement::begin(ctx, st, msg.child("GrpHdr")) {
+                Ok(open) => {
+                    self.group_header_asked |= open.head.asks_group_header;
+                    open
+                }
+                Err(e) => {
+                    self.failed = Some(e);
+                    return;
+                }
+            },
+        };
+        self.entry_no += 1;
+        let open = self.open.insert(open);
+        if let Err(e) = open.entry(ctx, ntry, self.entry_no, &mut self.parsed) {
+            self.failed = Some(e);
+        }
+    }
+
+    /// The end of statement `st` (its entries already read and dropped).
+    fn statement_end(&mut self, doc: &El, msg: &El, st: &El) {
+        self.statements += 1;
+        let open = self.open.take();
+        if !self.reads(doc) {
+            return;
+        }
+        let ctx = self.ctx;
+        let group = msg.child("GrpHdr");
+        let facts = match open {
+            Some(open) => open.finish(ctx, st, group),
+            None => Statement::begin(ctx, st, group).and_then(|open| {
+                self.group_header_asked |= open.head.asks_group_header;
+                open.finish(ctx, st, group)
+            }),
+        };
+        match facts {
+            Ok(facts) => self.parsed.facts.push(facts),
+            Err(e) => self.failed = Some(e),
+        }
+    }
+
+    /// A group header of the message. The schema puts it first; one after a statement that
+    /// looked for its `CreDtTm` (the day of undated entries) would have changed what that
+    /// statement read, so the file is refused rather than read differently.
+    fn group_header(&mut self, msg: &El, el: &El) {
+        if self.group_header_asked && msg.child("GrpHdr").is_none() && el.child("CreDtTm").is_some()
+        {
+            // Whatever failed after the statement asked may have failed for want of it.
+            self.failed = Some(self.ctx.error(
+                el.line,
+                "<GrpHdr> comes after a statement whose entries without dates take its CreDtTm; camt puts <GrpHdr> before the statements",
+            ));
+        }
+    }
+}
+
+/// What a statement says before its entries: its facts so far, its account's currency and
+/// the day of its entries without dates.
+struct Header {
+    facts: StatementFacts,
+    acct_ccy: Option<&'static str>,
+    fallback_day: Option<NaiveDate>,
+    /// Whether the day of undated entries was looked for in the group header, and there was
+    /// none.
+    asks_group_header: bool,
+}
+
+/// The elements of a statement that [`header`] reads (the schema puts them before the
+/// entries).
+const HEADER_ELEMENTS: [&str; 6] = ["Id", "CreDtTm", "FrToDt", "Acct", "Bal", "TxsSummry"];
+
+/// Reads the header of statement `st`: id, account, period, balances, declared totals, and
+/// the day of entries without dates (`group`: the message's `GrpHdr`).
+fn header(ctx: &ParseContext, st: &El, group: Option<&El>) -> Result<Header> {
     let mut facts = StatementFacts::new(&ctx.file, format!("line {}", st.line));
     facts.statement_id = st.text_at(&["Id"]).map(str::to_string);
     facts.account = account_of(st.child("Acct"));
@@ -452,15 +628,7 @@ fn statement(
             facts.declared_net = Some(s * m);
         }
     }
-    let origin = super::Origin::new(
-        ctx.source.clone(),
-        ctx.file.clone(),
-        facts.account.as_deref().map(Arc::from),
-    );
-    let stmt_currency = acct_ccy
-        .or(facts.opening.map(|b| b.currency))
-        .or(facts.closing.map(|b| b.currency));
-    let mut entry_currency: Option<&'static str> = None;
+    let mut asks_group_header = false;
     let one_day = |a: Option<NaiveDate>, b: Option<NaiveDate>| match (a, b) {
         (Some(a), Some(b)) if a == b => Some(a),
         _ => None,
@@ -478,12 +646,74 @@ fn statement(
         Some(d) => Some(d),
         None => match created(Some(st))? {
             Some(d) => Some(d),
-            None => created(header)?,
+            None => {
+                asks_group_header = group.is_none();
+                created(group)?
+            }
         },
     };
-    for ntry in st.all("Ntry") {
-        *entry_no += 1;
-        let n = *entry_no;
+    Ok(Header {
+        facts,
+        acct_ccy,
+        fallback_day,
+        asks_group_header,
+    })
+}
+
+/// A statement whose entries are being read: its header (read when its first entry arrived,
+/// or at its end when it has none) and what its entries added.
+struct Statement {
+    head: Header,
+    origin: Arc<super::Origin>,
+    /// The statement element's children when the header was read (its entries are not kept).
+    header_len: usize,
+    /// Line of its first entry, when the header was read for one.
+    first_entry: Option<u64>,
+    /// The currency of its booked entries.
+    entry_currency: Option<&'static str>,
+    /// First and last booking day of its booked entries.
+    days: Option<(NaiveDate, NaiveDate)>,
+    /// Whether an entry without dates took the header's day.
+    used_fallback: bool,
+    /// Whether its entries made lines (they carry the header's account).
+    made_lines: bool,
+}
+
+impl Statement {
+    /// Reads the header of `st` as it is now (everything before its first entry).
+    fn begin(ctx: &ParseContext, st: &El, group: Option<&El>) -> Result<Statement> {
+        let head = header(ctx, st, group)?;
+        let origin = super::Origin::new(
+            ctx.source.clone(),
+            ctx.file.clone(),
+            head.facts.account.as_deref().map(Arc::from),
+        );
+        Ok(Statement {
+            head,
+            origin,
+            header_len: st.children.len(),
+            first_entry: None,
+            entry_currency: None,
+            days: None,
+            used_fallback: false,
+            made_lines: false,
+        })
+    }
+
+    /// Reads entry `n` of the file into `parsed`'s lines and the statement's facts.
+    fn entry(&mut self, ctx: &ParseContext, ntry: &El, n: u32, parsed: &mut Parsed) -> Result<()> {
+        self.first_entry.get_or_insert(ntry.line);
+        let Statement {
+            head,
+            origin,
+            entry_currency,
+            days,
+            used_fallback,
+            made_lines,
+            ..
+        } = self;
+        let facts = &mut head.facts;
+        let fallback_day = head.fallback_day;
         let what = format!("entry {n}");
         let status = ntry
             .text_at(&["Sts", "Cd"])
@@ -499,7 +729,7 @@ fn statement(
                 "entry {n} (line {}) has status {status}",
                 ntry.line
             ));
-            continue;
+            return Ok(());
         }
         let reversal = match ntry.text_at(&["RvslInd"]) {
             None | Some("false") | Some("0") => false,
@@ -525,6 +755,7 @@ fn statement(
         // Entries without dates (Lithuanian exports, minimal notifications): the day of a
         // one-day statement period, else of one-day balances, else the day the statement was
         // created.
+        *used_fallback |= booked.is_none() && fallback_day.is_some();
         let booked = match booked.or(fallback_day.map(|d| Booking {
             at: day_start(ctx, d),
             to: super::text::day_end(ctx, d),
@@ -540,11 +771,12 @@ fn statement(
             }
         };
         let signed = s * amount;
+        *made_lines = true;
         facts.entries += 1;
         facts.entries_gross += amount;
         if entry_currency.is_none_or(|c| c == ccy) {
             facts.entries_sum += signed;
-            entry_currency = Some(ccy);
+            *entry_currency = Some(ccy);
         } else {
             return Err(ctx.error(
                 ntry.line,
@@ -554,8 +786,10 @@ fn statement(
                 ),
             ));
         }
-        facts.from = Some(facts.from.map_or(booked.day, |d| d.min(booked.day)));
-        facts.to = Some(facts.to.map_or(booked.day, |d| d.max(booked.day)));
+        *days = Some(match *days {
+            None => (booked.day, booked.day),
+            Some((a, b)) => (a.min(booked.day), b.max(booked.day)),
+        });
         let entry_ref = ntry
             .text_at(&["AcctSvcrRef"])
             .or_else(|| ntry.text_at(&["NtryRef"]));
@@ -673,14 +907,14 @@ fn statement(
                 let total: i64 = split.iter().map(|x| x.2).sum();
                 if total != signed {
                     return Err(ctx.error(
-                        ntry.line,
-                        format!(
-                            "{what}: its {} transaction details add up to {} but the entry books {} {ccy}",
-                            split.len(),
-                            crate::money::format_minor(total, ccy),
-                            crate::money::format_minor(signed, ccy)
-                        ),
-                    ));
+                    ntry.line,
+                    format!(
+                        "{what}: its {} transaction details add up to {} but the entry books {} {ccy}",
+                        split.len(),
+                        crate::money::format_minor(total, ccy),
+                        crate::money::format_minor(signed, ccy)
+                    ),
+                ));
                 }
             }
         }
@@ -699,8 +933,50 @@ fn statement(
                 parsed.lines.push(make(Some((i, d)), m, d.line));
             }
         }
+        Ok(())
     }
-    facts.currency = stmt_currency.or(entry_currency);
-    parsed.facts.push(facts);
-    Ok(())
+
+    /// The statement's facts, once its end tag is read (`st`: the statement without its
+    /// entries). A header element after the first entry (the schema does not allow it) is
+    /// read with the others, as if it came first; when it would have changed the lines read
+    /// before it (their account, the day of those without dates) the statement is refused.
+    fn finish(self, ctx: &ParseContext, st: &El, group: Option<&El>) -> Result<StatementFacts> {
+        let late = st.children[self.header_len.min(st.children.len())..]
+            .iter()
+            .find(|c| HEADER_ELEMENTS.contains(&c.name.as_str()));
+        let (mut facts, acct_ccy) = match late {
+            None => (self.head.facts, self.head.acct_ccy),
+            Some(late) => {
+                let head = header(ctx, st, group)?;
+                if (self.made_lines && head.facts.account != self.head.facts.account)
+                    || (self.used_fallback && head.fallback_day != self.head.fallback_day)
+                {
+                    return Err(ctx.error(
+                        late.line,
+                        format!(
+                            "<{}> comes after the statement's first entry (line {}) and changes the account or the day of its entries; camt puts a statement's header before its entries",
+                            late.name,
+                            self.first_entry.unwrap_or(st.line)
+                        ),
+                    ));
+                }
+                let read = self.head.facts;
+                let mut facts = head.facts;
+                facts.entries = read.entries;
+                facts.entries_sum = read.entries_sum;
+                facts.entries_gross = read.entries_gross;
+                facts.not_loaded = read.not_loaded;
+                (facts, head.acct_ccy)
+            }
+        };
+        if let Some((first, last)) = self.days {
+            facts.from = Some(facts.from.map_or(first, |d| d.min(first)));
+            facts.to = Some(facts.to.map_or(last, |d| d.max(last)));
+        }
+        let stmt_currency = acct_ccy
+            .or(facts.opening.map(|b| b.currency))
+            .or(facts.closing.map(|b| b.currency));
+        facts.currency = stmt_currency.or(self.entry_currency);
+        Ok(facts)
+    }
 }

@@ -11,6 +11,7 @@ mod backends;
 mod bank_codes;
 mod bombs;
 mod bounds;
+mod camt_stream;
 mod cases;
 mod claims;
 mod config_lines;

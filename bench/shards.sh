@@ -32,7 +32,7 @@ if [ ! -f "$dir/expected.csv" ]; then
     /usr/bin/time -f "$fmt" "$tools" generate --out "$dir" --payments "$n" --seed "$seed" \
         --date "$date" --partitions "$k" | grep -E '^ +M[0-9]+ ' || true
 fi
-# One merchant's statement of a large night exceeds the default max_file_mb (400).
+# One merchant's statement of a large night exceeds the default max_file_mb (112).
 grep -q '^max_file_mb' "$dir/recon.toml" || sed -i '0,/^output_dir/s//max_file_mb = 4000\noutput_dir/' "$dir/recon.toml"
 master="recon_bench_shards_n${n}_k${k}"
 if ! psql "$pg_admin" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$master'" | grep -q 1; then

@@ -347,7 +347,7 @@ fn a_file_the_memory_model_says_would_not_fit_is_unreadable_not_an_oom_kill() {
     let err = format!("{:#}", tight.read(&path).expect_err("does not fit"));
     assert!(
         err.contains("statement.csv: reading it would need about")
-            && err.contains("8 × its 16777216 bytes")
+            && err.contains("22 × its 16777216 bytes")
             && err.contains("more than the memory limit of 64 MiB"),
         "{err}"
     );
@@ -356,7 +356,8 @@ fn a_file_the_memory_model_says_would_not_fit_is_unreadable_not_an_oom_kill() {
         ..sources::InputLimits::default()
     };
     assert_eq!(roomy.read(&path).expect("fits").len(), 16 << 20);
-    // The default max_file_mb fits the CronJob's 3 GiB; 400 (the old default) did not.
+    // The default max_file_mb fits the CronJob's 3 GiB; 400 (the old default) did not: 256 MiB
+    // + 22 × 400 MiB.
     let pod = 3u64 << 30;
     let default = sources::InputLimits {
         memory_limit: Some(pod),
@@ -370,7 +371,7 @@ fn a_file_the_memory_model_says_would_not_fit_is_unreadable_not_an_oom_kill() {
     };
     let warning = old.memory_warning().expect("400 MB does not fit 3 GiB");
     assert!(
-        warning.contains("max_file_mb = 400 needs about 3456 MiB")
+        warning.contains("max_file_mb = 400 needs about 9056 MiB")
             && warning.contains("memory limit of 3072 MiB"),
         "{warning}"
     );

@@ -2069,6 +2069,16 @@ carry_over_days = 14
             format!(", {} partitions", names.len())
         },
     );
+    // A statement line is about 110 bytes: a night past about a million payments has a
+    // statement over the default `max_file_mb` (112), so its job says what it needs (the
+    // machine needs memory to match, docs/operations.md "Memory").
+    let statement_mib = (opts.payments as u64).saturating_mul(128) >> 20;
+    if statement_mib > recon::sources::limits::DEFAULT_MAX_FILE_MB {
+        text.push_str(&format!(
+            "# sized to this night's statement; memory to match (docs/operations.md \"Memory\")\nmax_file_mb = {}\n\n",
+            statement_mib + 16
+        ));
+    }
     if names.is_empty() {
         text.push_str(&source("psp", "statement.csv", ""));
     } else {

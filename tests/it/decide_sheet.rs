@@ -584,3 +584,21 @@ async fn a_check_copied_from_another_row_is_refused() {
     assert_eq!((c8.status.as_str(), d8.len()), ("ESCALATED", 1));
     assert_eq!(d8[0].note, "L-8 ask");
 }
+
+/// docs/operations.md "Deciding in the spreadsheet" names every column the Decide sheet has.
+#[test]
+fn the_operations_guide_lists_every_decide_column() {
+    let ops = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/operations.md"))
+        .expect("operations.md");
+    let start = ops
+        .find("### Deciding in the spreadsheet")
+        .expect("the section");
+    let section = &ops[start..];
+    let section = &section[..section[4..].find("\n### ").map_or(section.len(), |e| e + 4)];
+    for c in recon::report::xlsx::DECIDE_COLUMNS {
+        assert!(
+            section.contains(&format!("`{c}`")),
+            "docs/operations.md does not describe the Decide column {c:?}"
+        );
+    }
+}

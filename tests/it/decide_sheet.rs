@@ -454,7 +454,7 @@ async fn key_and_fingerprint(env: &TestEnv, id: &str) -> (String, String) {
     (c.key, c.fingerprint)
 }
 
-fn row_of<'a>(r: &'a FileResult, row_no: u32) -> &'a RowResult {
+fn row_of(r: &FileResult, row_no: u32) -> &RowResult {
     r.rows
         .iter()
         .find(|x| x.row_no == row_no)

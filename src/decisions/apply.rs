@@ -134,9 +134,29 @@ pub(crate) async fn apply_read(
     let now = crate::timeparse::to_db(chrono::Utc::now().timestamp_micros());
     let approvals = approvals(settings);
     for row in &sheet.rows {
-        let (status, mut detail) = match &row.refused {
-            Some(why) => (Status::Refused, why.clone()),
-            None => apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?,
+        let (status, mut detail) = match (&row.refused, row.same_as) {
+            (Some(why), _) => (Status::Refused, why.clone()),
+            // A copy of an earlier row of the file: that row's decision, taken once.
+            (None, Some(first)) => {
+                let then = result.rows.iter().find(|r| r.row_no == first);
+                match then.map(|r| r.status) {
+                    Some(Status::Refused) | None => (
+                        Status::Refused,
+                        format!("the same decision as row {first}, which was refused"),
+                    ),
+                    Some(s) => (
+                        Status::Unchanged,
+                        format!(
+                            "the same decision as row {first} of this file, taken once there \
+                             ({})",
+                            s.as_str()
+                        ),
+                    ),
+                }
+            }
+            (None, None) => {
+                apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?
+            }
         };
         if !row.reviewer.is_empty() && !crate::textsafe::same_name(&row.reviewer, actor) {
             detail.push_str(&format!(

@@ -137,8 +137,11 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
     };
     if row.case != key {
         return Verdict::Refused(format!(
-            "the case cell says {:?} but the row is case {key}: it was edited or moved",
-            row.case
+            "the row's check cell names case {key}, not {:?} of its case cell: one of them was \
+             edited or moved without the other (a check copied from another row, or a sort of \
+             part of the table: sort the whole table, e.g. from a filter drop-down); the row \
+             decides neither case",
+            crate::textsafe::terminal(&row.case)
         ));
     }
     let Some(case) = now.case else {
@@ -318,6 +321,7 @@ mod tests {
             note: String::new(),
             reviewer: String::new(),
             refused: None,
+            same_as: None,
         }
     }
 

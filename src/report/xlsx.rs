@@ -13,8 +13,7 @@ use crate::outputs::csv_safe;
 use anyhow::{Context, Result};
 use rust_decimal::prelude::ToPrimitive;
 use rust_xlsxwriter::{
-    DataValidation, DataValidationErrorStyle, Format, ProtectionOptions, Workbook, Worksheet,
-    XlsxError,
+    DataValidation, DataValidationErrorStyle, Format, Workbook, Worksheet, XlsxError,
 };
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,9 +46,25 @@ pub const COLUMNS: [&str; 17] = [
 struct Formats {
     header: Format,
     money: BTreeMap<&'static str, Format>,
+    /// Plain amounts by the number of decimals (the currency is in a column of its own).
+    decimals: BTreeMap<u32, Format>,
 }
 
 impl Formats {
+    /// `#,##0.00` with the currency's number of decimals and no currency code: for a sheet
+    /// whose currency stands in its own column.
+    fn decimals(&mut self, currency: &str) -> &Format {
+        let e = exponent(currency);
+        self.decimals.entry(e).or_insert_with(|| {
+            let digits = if e == 0 {
+                "#,##0".to_string()
+            } else {
+                format!("#,##0.{}", "0".repeat(e as usize))
+            };
+            Format::new().set_num_format(digits)
+        })
+    }
+
     fn money(&mut self, currency: &'static str) -> &Format {
         self.money.entry(currency).or_insert_with(|| {
             let e = exponent(currency) as usize;
@@ -182,10 +197,11 @@ fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
     let mut fmts = Formats {
         header: Format::new().set_bold(),
         money: BTreeMap::new(),
+        decimals: BTreeMap::new(),
     };
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
-    decide_sheet(wb.add_worksheet(), &fmts, view)?;
+    decide_sheet(wb.add_worksheet(), &mut fmts, view)?;
     for f in Family::ALL {
         // Family sheets can hold 100k+ rows at scale: streamed to a temporary file row by
         // row, so their cells are not all held in memory until the workbook is saved.
@@ -375,15 +391,18 @@ fn cases_sheet(ws: &mut Worksheet, fmts: &mut Formats, view: &ReportView) -> Res
 /// Name of the sheet where reviewers decide.
 pub const DECIDE_SHEET: &str = "Decide";
 
-/// Columns of the Decide sheet. `decision`, `note` and `reviewer` are the reviewer's (unlocked);
-/// `check` (hidden) holds the case key and the fingerprint of the evidence the row shows, which
-/// `recon decisions apply` compares with the case as it is then.
-pub const DECIDE_COLUMNS: [&str; 13] = [
+/// Columns of the Decide sheet. `decision`, `note` and `reviewer` are the reviewer's (yellow);
+/// `amount` is a number in its currency's decimals, `currency` beside it, so a sort by amount
+/// is numeric; `check` (hidden, but inside the filter range so a sort moves it with its row)
+/// holds the case key and the fingerprint of the evidence the row shows, which
+/// `recon decisions apply` compares with the row's `case` cell and with the case as it is then.
+pub const DECIDE_COLUMNS: [&str; 14] = [
     "case",
     "severity",
     "what",
     "whose",
     "amount",
+    "currency",
     "why",
     "candidates",
     "offered",
@@ -440,21 +459,31 @@ fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
 }
 
 /// One row per case that waits for a decision (not settled on the evidence it has now), most
-/// severe first: what and whose, the money, why, the numbered candidates (one per line), the
-/// decisions offered, the reviewer's three cells (unlocked, with a drop-down of exactly the
-/// offered decisions), what earlier decisions left (`escalated by …`, waiting for a second
-/// reviewer) and the hidden check cell. The sheet is protected (no password) so only the
-/// reviewer's cells take input; widths, filters and sorting stay free.
-fn decide_sheet(ws: &mut Worksheet, fmts: &Formats, view: &ReportView) -> Result<(), XlsxError> {
+/// severe first: what and whose, the money (a number, its currency beside it), why, the
+/// numbered candidates (one per line), the decisions offered, the reviewer's three cells
+/// (yellow, with a drop-down of exactly the offered decisions), what earlier decisions left
+/// (`escalated by …`, waiting for a second reviewer) and the hidden check cell.
+///
+/// The filter range spans every column, the hidden check included, so a sort (from a filter
+/// drop-down or Data > Sort) moves each row's check with its case. The sheet is not protected:
+/// neither Excel (locked cells) nor Calc sorts a protected sheet, and a protection without a
+/// password proves nothing; what `recon decisions apply` trusts is the check cell, which must
+/// name the row's own case and evidence recon wrote.
+fn decide_sheet(
+    ws: &mut Worksheet,
+    fmts: &mut Formats,
+    view: &ReportView,
+) -> Result<(), XlsxError> {
     ws.set_name(DECIDE_SHEET)?;
     let wrap = Format::new().set_text_wrap();
-    let input = Format::new().set_unlocked().set_background_color("FFF2CC");
+    let input = Format::new().set_background_color("FFF2CC");
     for (c, w) in [
         ("case", 20.0),
         ("severity", 10.0),
         ("what", 24.0),
         ("whose", 30.0),
         ("amount", 14.0),
+        ("currency", 9.0),
         ("why", 50.0),
         ("candidates", 56.0),
         ("offered", 22.0),
@@ -475,7 +504,27 @@ fn decide_sheet(ws: &mut Worksheet, fmts: &Formats, view: &ReportView) -> Result
         write_text(ws, r, decide_col("severity"), c.severity.as_str())?;
         write_text(ws, r, decide_col("what"), &c.what())?;
         write_text(ws, r, decide_col("whose"), &c.whose())?;
-        write_text(ws, r, decide_col("amount"), &c.amount_text())?;
+        match c.at_risk.as_slice() {
+            [] => {}
+            // One currency: a number in its decimals (exact text when a double cannot hold it).
+            [m] => {
+                let (at, d) = ((r, decide_col("amount")), m.decimal());
+                match number(d) {
+                    Some(v) => {
+                        ws.write_number_with_format(at.0, at.1, v, fmts.decimals(m.currency))?
+                    }
+                    None => ws.write_string(at.0, at.1, d.to_string())?,
+                };
+                write_text(ws, r, decide_col("currency"), m.currency)?;
+            }
+            // Several: no one number holds them; the amounts as text (a sort puts text after
+            // the numbers), the currencies in the same order.
+            many => {
+                write_text(ws, r, decide_col("amount"), &c.amount_text())?;
+                let curs: Vec<&str> = many.iter().map(|m| m.currency).collect();
+                write_text(ws, r, decide_col("currency"), &curs.join(", "))?;
+            }
+        }
         write_text(ws, r, decide_col("why"), &c.why)?;
         let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
         if !candidates.is_empty() {
@@ -508,14 +557,7 @@ fn decide_sheet(ws: &mut Worksheet, fmts: &Formats, view: &ReportView) -> Result
         )?;
     }
     ws.set_column_hidden(decide_col("check"))?;
-    ws.autofilter(0, 0, r.max(1), (DECIDE_COLUMNS.len() - 2) as u16)?;
-    ws.protect_with_options(&ProtectionOptions {
-        format_columns: true,
-        format_rows: true,
-        use_autofilter: true,
-        sort: true,
-        ..ProtectionOptions::default()
-    });
+    ws.autofilter(0, 0, r.max(1), (DECIDE_COLUMNS.len() - 1) as u16)?;
     Ok(())
 }
 

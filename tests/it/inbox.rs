@@ -633,12 +633,11 @@ async fn hostile_text_on_the_decision_surfaces_is_refused_or_shown_escaped() {
     let case = a_case(&env, "T-\u{202E}7").await;
     let check = format!("{} {}", case.key, case.fingerprint);
     let file = env.path("decide.xlsx");
+    // One row per file: two rows of one case with different notes would refuse the case
+    // (one decision per case per file), whatever else they hold.
     decide_rows(
         &file,
-        &[
-            (&case.key, &check, "escalate", "ok\u{1b}[2J", "bo\u{202E}b"),
-            (&case.key, &check, "escalate", "see \u{202E}lmth.exe", ""),
-        ],
+        &[(&case.key, &check, "escalate", "ok\u{1b}[2J", "bo\u{202E}b")],
     );
     // The file carries the escape, as Excel and LibreOffice write one.
     let strings = Command::new("unzip")
@@ -680,9 +679,31 @@ async fn hostile_text_on_the_decision_surfaces_is_refused_or_shown_escaped() {
         ["2".to_string(), "refused".to_string()],
         "{result:?}"
     );
+    assert_eq!(result.len(), 1, "{result:?}");
+    let file = env.path("decide-again.xlsx");
+    decide_rows(
+        &file,
+        &[(&case.key, &check, "escalate", "see \u{202E}lmth.exe", "")],
+    );
+    let apply = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(["decisions", "apply", "--config"])
+        .arg(&env.config_path)
+        .arg(&file)
+        .output()
+        .expect("recon runs");
+    assert!(apply.status.success(), "{}", said(&apply));
+    assert!(
+        !raw_hostile(&String::from_utf8_lossy(&apply.stdout)),
+        "{}",
+        said(&apply)
+    );
+    let result = read_columns(
+        &recon::decisions::FileResult::result_path(&file),
+        &["row", "result", "detail"],
+    );
     assert_eq!(
-        result[1][..2],
-        ["3".to_string(), "applied".to_string()],
+        result[0][..2],
+        ["2".to_string(), "applied".to_string()],
         "{result:?}"
     );
     // Nothing raw was stored from the file: the refused row not at all.

@@ -16,6 +16,7 @@ mod cases;
 mod claims;
 mod config_lines;
 mod critical_cases;
+mod decide_sheet;
 mod decisions;
 mod demo;
 mod docs;

@@ -629,16 +629,21 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
         assert_masked(&sheet_text(&path, sheet).0, sheet);
     }
 
-    // The Decide sheet: masked, no formula, the reviewer's cells unlocked behind a sheet
-    // protection, a drop-down per row, the check column hidden.
+    // The Decide sheet: masked, no formula, not protected (so Calc and Excel sort it), a
+    // drop-down per row, the check column hidden but inside the filter range (A..N: a sort
+    // moves it with its row).
     assert_masked(&sheet_text(&path, "Decide").0, "the Decide sheet");
     let decide = xlsx_part(&path, "xl/worksheets/sheet3.xml");
     assert!(
         !decide.contains("<f>"),
         "no formula cell in the Decide sheet"
     );
-    assert!(decide.contains("<sheetProtection sheet=\"1\""), "{decide}");
-    assert!(decide.contains("hidden=\"1\""), "{decide}");
+    assert!(!decide.contains("<sheetProtection"), "{decide}");
+    assert!(
+        decide.contains("<col min=\"14\" max=\"14\" width=\"20.7109375\" hidden=\"1\""),
+        "{decide}"
+    );
+    assert!(decide.contains("<autoFilter ref=\"A1:N"), "{decide}");
     assert!(decide.contains("<dataValidation type=\"list\""), "{decide}");
 
     // Frozen header, autofilter and the currency formats, from the sheet XML.

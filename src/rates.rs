@@ -30,6 +30,16 @@ use std::path::Path;
 /// currency's minor unit, so rounding for display never reorders.
 pub const VALUE_DECIMALS: u32 = 6;
 
+/// A value in millionths of a unit (its [`VALUE_DECIMALS`] decimals as an integer: what the
+/// database orders by), or `None` beyond i64.
+pub fn micros(value: Decimal) -> Option<i64> {
+    use rust_decimal::prelude::ToPrimitive as _;
+    value
+        .round_dp(VALUE_DECIMALS)
+        .checked_mul(Decimal::from(1_000_000))?
+        .to_i64()
+}
+
 /// Why a rates file cannot be used: the file, the line and, when it is about one, the
 /// currency.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -430,10 +430,20 @@ impl ReportView {
         committed: bool,
     ) -> ReportView {
         sort_items(&mut items);
+        let mut summary = summary;
+        let cases = cases::group(
+            &items,
+            summary.reporting.as_ref().map(|r| &r.valuation),
+        );
+        if let Some(r) = &summary.reporting {
+            let missing = cases::value_totals(&cases, &r.valuation).missing;
+            let said: Vec<String> = missing.into_iter().map(cases::no_rate_warning).collect();
+            crate::outputs::summary::add_distinct_warnings(&mut summary.warnings, &said);
+        }
         ReportView {
             summary,
             totals,
-            cases: cases::group(&items),
+            cases,
             marks,
             items,
             transitions_planned,
@@ -473,6 +483,37 @@ impl ReportView {
     /// Cases and review rows, as summary.json counts them.
     pub fn case_counts(&self) -> crate::outputs::summary::CaseCounts {
         cases::counts(&self.cases)
+    }
+
+    /// The money at risk in the reporting currency of the cases waiting for a decision (the
+    /// email's), when there is a reporting currency.
+    pub fn value_totals(&self) -> Option<(&crate::rates::Valuation, cases::ValueTotals)> {
+        let v = &self.summary.reporting.as_ref()?.valuation;
+        Some((v, cases::value_totals(self.listed_cases(), v)))
+    }
+
+    /// What the view adds to its run's summary.json: the case counts, the money at risk in
+    /// the reporting currency, and a warning per currency without a rate.
+    pub fn complete_summary(&self, s: &mut Summary) {
+        s.cases = self.case_counts();
+        if let Some((v, t)) = self.value_totals() {
+            let text = |d: Decimal| cases::rounded_value(d, &v.currency).to_string();
+            s.reporting = Some(crate::outputs::summary::ReportingSummary {
+                valuation: v.clone(),
+                total_at_risk: text(t.total),
+                at_risk_by_severity: t
+                    .by_severity
+                    .iter()
+                    .map(|(sev, d)| (sev.as_str().to_string(), text(*d)))
+                    .collect(),
+                cases_valued: t.valued,
+                cases_without_rate: t.unvalued,
+                currencies_without_rate: t.missing.iter().map(|c| c.to_string()).collect(),
+            });
+            let all = cases::value_totals(&self.cases, v).missing;
+            let said: Vec<String> = all.into_iter().map(cases::no_rate_warning).collect();
+            crate::outputs::summary::add_distinct_warnings(&mut s.warnings, &said);
+        }
     }
 
     /// The rows of a case, most severe first.

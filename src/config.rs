@@ -190,11 +190,16 @@ fn reporting(
         let rate: rust_decimal::Decimal = r.trim().parse().map_err(|_| {
             config_error(
                 path,
-                format!("key `{key}`: {r:?} is not a decimal rate (units per 1 EUR, e.g. \"1.08\")"),
+                format!(
+                    "key `{key}`: {r:?} is not a decimal rate (units per 1 EUR, e.g. \"1.08\")"
+                ),
             )
         })?;
         if rate <= rust_decimal::Decimal::ZERO {
-            return Err(config_error(path, format!("key `{key}`: a rate must be positive")));
+            return Err(config_error(
+                path,
+                format!("key `{key}`: a rate must be positive"),
+            ));
         }
         if c == "EUR" && rate != rust_decimal::Decimal::ONE {
             return Err(config_error(

@@ -433,12 +433,14 @@ pub fn grouped(amount: &Decimal) -> String {
             icu_decimal::DecimalFormatter::try_new(Default::default(), Default::default()).ok();
     }
     let text = amount.to_string();
-    FORMATTER.with(|f| match (f, icu_decimal::input::Decimal::try_from_str(&text)) {
-        (Some(f), Ok(d)) => f.format(&d).write_to_string().into_owned(),
-        // Compiled data always has the root locale, and a Decimal's text always parses: never
-        // reached, and the plain text is still the exact amount.
-        _ => text.clone(),
-    })
+    FORMATTER.with(
+        |f| match (f, icu_decimal::input::Decimal::try_from_str(&text)) {
+            (Some(f), Ok(d)) => f.format(&d).write_to_string().into_owned(),
+            // Compiled data always has the root locale, and a Decimal's text always parses: never
+            // reached, and the plain text is still the exact amount.
+            _ => text.clone(),
+        },
+    )
 }
 
 /// Minor units of `currency` as grouped text ([`grouped`]): `10,275,687.39` (2 decimals for

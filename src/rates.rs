@@ -176,10 +176,7 @@ fn parse_csv(text: &str, file: &str) -> Result<BTreeMap<NaiveDate, DayRates>, Ra
         let date = parse_date(&row[0]).ok_or_else(|| {
             err(
                 n,
-                format!(
-                    "{:?} is not a date (2025-05-09 or 25 January 2018)",
-                    row[0]
-                ),
+                format!("{:?} is not a date (2025-05-09 or 25 January 2018)", row[0]),
             )
         })?;
         if row.len() > header.len() {
@@ -250,10 +247,7 @@ fn parse_xml(text: &str, file: &str) -> Result<BTreeMap<NaiveDate, DayRates>, Ra
             let v = a
                 .normalized_value(quick_xml::XmlVersion::Implicit1_0)
                 .map_err(|x| err(n, format!("bad attribute value: {x}")))?;
-            attrs.insert(
-                a.key.local_name().into_inner().to_string(),
-                v.into_owned(),
-            );
+            attrs.insert(a.key.local_name().into_inner().to_string(), v.into_owned());
         }
         if let Some(t) = attrs.get("time") {
             let date = parse_date(t)
@@ -455,7 +449,10 @@ fn file_rates(template: &str, date: NaiveDate) -> Result<(String, NaiveDate, Day
         Some((d, r)) => Ok((path.clone(), *d, r.clone())),
         None => Err(format!(
             "rates file {path} holds no day on or before {date} (its first is {})",
-            days.keys().next().map(|d| d.to_string()).unwrap_or_default()
+            days.keys()
+                .next()
+                .map(|d| d.to_string())
+                .unwrap_or_default()
         )),
     }
 }
@@ -559,8 +556,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let hist = dir.path().join("hist.csv");
         std::fs::write(&hist, HIST_CSV).unwrap();
-        let fixed: BTreeMap<String, Decimal> =
-            [("GBP".to_string(), d("0.9")), ("CHF".to_string(), d("0.95"))].into();
+        let fixed: BTreeMap<String, Decimal> = [
+            ("GBP".to_string(), d("0.9")),
+            ("CHF".to_string(), d("0.95")),
+        ]
+        .into();
         // A Sunday: Friday's rates; the fixed table only for what the file lacks.
         let (v, warnings) = valuation("EUR", hist.to_str(), &fixed, day("2025-05-11"));
         assert!(warnings.is_empty(), "{warnings:?}");
@@ -575,7 +575,10 @@ mod tests {
         // Before the file's first day: said, and the fixed table only.
         let (v, warnings) = valuation("EUR", hist.to_str(), &fixed, day("2025-05-01"));
         assert_eq!(v.per_eur("USD"), None);
-        assert!(warnings[0].contains("no day on or before 2025-05-01"), "{warnings:?}");
+        assert!(
+            warnings[0].contains("no day on or before 2025-05-01"),
+            "{warnings:?}"
+        );
     }
 
     #[test]
@@ -598,23 +601,23 @@ mod tests {
     #[test]
     fn cross_rates_go_through_the_euro() {
         let v = Valuation {
-                currency: "USD".into(),
-                rates: [
-                    ("USD".to_string(), d("1.25")),
-                    ("JPY".to_string(), d("125")),
-                ]
-                .into_iter()
-                .map(|(c, r)| {
-                    (
-                        c,
-                        Rate {
-                            per_eur: r,
-                            date: None,
-                            from: "fixed".into(),
-                        },
-                    )
-                })
-                .collect(),
+            currency: "USD".into(),
+            rates: [
+                ("USD".to_string(), d("1.25")),
+                ("JPY".to_string(), d("125")),
+            ]
+            .into_iter()
+            .map(|(c, r)| {
+                (
+                    c,
+                    Rate {
+                        per_eur: r,
+                        date: None,
+                        from: "fixed".into(),
+                    },
+                )
+            })
+            .collect(),
         };
         // 1000 JPY = 8 EUR = 10 USD; 8 EUR = 10 USD; USD itself exactly.
         assert_eq!(v.value(d("1000"), "JPY"), Some(d("10")));

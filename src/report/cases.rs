@@ -398,9 +398,9 @@ pub fn display_value(value: Decimal, currency: &str) -> String {
 /// The value of `at_risk` in the reporting currency (the sum of each currency's value), or
 /// `None` when a currency has no rate.
 fn value_of(at_risk: &[Money], v: &Valuation) -> Option<Decimal> {
-    at_risk
-        .iter()
-        .try_fold(Decimal::ZERO, |sum, m| sum.checked_add(v.value(m.decimal(), m.currency)?))
+    at_risk.iter().try_fold(Decimal::ZERO, |sum, m| {
+        sum.checked_add(v.value(m.decimal(), m.currency)?)
+    })
 }
 
 /// Groups the review rows of `items` (sorted most severe first) into cases, most severe first

@@ -431,10 +431,7 @@ impl ReportView {
     ) -> ReportView {
         sort_items(&mut items);
         let mut summary = summary;
-        let cases = cases::group(
-            &items,
-            summary.reporting.as_ref().map(|r| &r.valuation),
-        );
+        let cases = cases::group(&items, summary.reporting.as_ref().map(|r| &r.valuation));
         if let Some(r) = &summary.reporting {
             let missing = cases::value_totals(&cases, &r.valuation).missing;
             let said: Vec<String> = missing.into_iter().map(cases::no_rate_warning).collect();

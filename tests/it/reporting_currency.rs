@@ -88,7 +88,7 @@ fn expected_critical_order() -> Vec<&'static str> {
         .iter()
         .filter_map(|(p, a, c)| eur(a, c).map(|v| (v, *p)))
         .collect();
-    valued.sort_by(|a, b| b.0.cmp(&a.0));
+    valued.sort_by_key(|v| std::cmp::Reverse(v.0));
     let mut order: Vec<&str> = valued.into_iter().map(|(_, p)| p).collect();
     order.extend(
         PAID_AFTER_FAILED
@@ -106,7 +106,7 @@ fn grouped(d: Decimal) -> String {
     let digits: Vec<char> = int.chars().collect();
     let mut out = String::new();
     for (i, c) in digits.iter().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(*c);
@@ -123,7 +123,10 @@ async fn cases_rank_by_value_in_the_reporting_currency_in_the_email_the_sheet_an
     let (env, report) = night().await;
     let order = expected_critical_order();
     // The ranking differs from the number of units (JPY 500000 first, CHF 9000 second).
-    assert_eq!(order, ["P-EUR", "P-SEK", "P-GBP", "P-USD", "P-JPY", "P-CHF"]);
+    assert_eq!(
+        order,
+        ["P-EUR", "P-SEK", "P-GBP", "P-USD", "P-JPY", "P-CHF"]
+    );
 
     // The stored cases: `recon cases list`, in its order.
     let db = env.db().await;
@@ -284,7 +287,10 @@ fn rates_need_a_reporting_currency_and_are_positive_decimals() {
         "rates without a reporting currency"
     );
     let e = err("reporting_currency = \"EUR\"\n[rates.fixed]\nUSD = \"-1\"\n");
-    assert!(e.contains("rates.fixed.USD") && e.contains("positive"), "{e}");
+    assert!(
+        e.contains("rates.fixed.USD") && e.contains("positive"),
+        "{e}"
+    );
     let e = err("reporting_currency = \"EUR\"\n[rates.fixed]\nUSD = \"abc\"\n");
     assert!(e.contains("rates.fixed.USD"), "{e}");
     let e = err("reporting_currency = \"EUROS\"\n");

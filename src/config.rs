@@ -120,6 +120,107 @@ struct RawConfig {
     /// What splits a night into parts no match crosses (`[partition]`, see
     /// [`crate::partition`]).
     partition: Option<crate::partition::RawPartition>,
+    /// The currency cases are ranked and totalled in (ISO 4217, e.g. `EUR`); absent: each
+    /// case's money stays in its own currencies and cases rank by the rule without rates.
+    reporting_currency: Option<String>,
+    /// Exchange rates for `reporting_currency` (`[rates]`).
+    rates: Option<RawRates>,
+}
+
+/// `[rates]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRates {
+    /// A rates file in the ECB euro reference rates layout (CSV or XML), relative to this
+    /// file; `{date}` is the night's date (`YYYY-MM-DD`).
+    path: Option<String>,
+    /// Currency → units per 1 EUR as decimal text (`USD = "1.08"`): used for what the file
+    /// does not hold.
+    #[serde(default)]
+    fixed: BTreeMap<String, String>,
+}
+
+/// The reporting currency and where its rates come from (`reporting_currency`, `[rates]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportingConfig {
+    /// ISO 4217 code.
+    pub currency: &'static str,
+    /// The rates file (resolved against the job file's folder; may hold `{date}`).
+    pub rates_path: Option<String>,
+    /// Currency → units per 1 EUR, from `[rates.fixed]`.
+    pub fixed: BTreeMap<String, rust_decimal::Decimal>,
+}
+
+impl ReportingConfig {
+    /// The valuation for the night of `date`, and what a person must know about its rates
+    /// ([`crate::rates::valuation`]).
+    pub fn valuation(&self, date: chrono::NaiveDate) -> (crate::rates::Valuation, Vec<String>) {
+        crate::rates::valuation(self.currency, self.rates_path.as_deref(), &self.fixed, date)
+    }
+}
+
+/// Validates `reporting_currency` and `[rates]`.
+fn reporting(
+    path: &Path,
+    base: &Path,
+    currency: Option<String>,
+    rates: Option<RawRates>,
+) -> Result<Option<ReportingConfig>> {
+    let Some(currency) = currency else {
+        if rates.is_some() {
+            return Err(config_error(
+                path,
+                "key `rates`: rates are used only with `reporting_currency` (hint: add \
+                 reporting_currency = \"EUR\")",
+            ));
+        }
+        return Ok(None);
+    };
+    let code = |key: &str, c: &str| -> Result<&'static str> {
+        crate::money::currency(c.trim())
+            .map(|(c, _)| c)
+            .map_err(|e| config_error(path, format!("key `{key}`: {c:?}: {e}")))
+    };
+    let currency = code("reporting_currency", &currency)?;
+    let rates = rates.unwrap_or_default();
+    let mut fixed = BTreeMap::new();
+    for (c, r) in &rates.fixed {
+        let key = format!("rates.fixed.{c}");
+        let c = code(&key, c)?;
+        let rate: rust_decimal::Decimal = r.trim().parse().map_err(|_| {
+            config_error(
+                path,
+                format!(
+                    "key `{key}`: {r:?} is not a decimal rate (units per 1 EUR, e.g. \"1.08\")"
+                ),
+            )
+        })?;
+        if rate <= rust_decimal::Decimal::ZERO {
+            return Err(config_error(
+                path,
+                format!("key `{key}`: a rate must be positive"),
+            ));
+        }
+        if c == "EUR" && rate != rust_decimal::Decimal::ONE {
+            return Err(config_error(
+                path,
+                format!("key `{key}`: rates are per 1 EUR: the euro's is 1"),
+            ));
+        }
+        fixed.insert(c.to_string(), rate);
+    }
+    let rates_path = match rates.path {
+        Some(p) if p.trim().is_empty() => {
+            return Err(config_error(path, "key `rates.path`: must not be empty"));
+        }
+        Some(p) => Some(join_clean(base, &p).to_string_lossy().into_owned()),
+        None => None,
+    };
+    Ok(Some(ReportingConfig {
+        currency,
+        rates_path,
+        fixed,
+    }))
 }
 
 fn default_approvals() -> u8 {
@@ -240,6 +341,8 @@ pub struct Config {
     pub database: database::DatabaseLimits,
     /// `[partition]`: the night splits into partitions no match crosses (None: one part).
     pub partition: Option<crate::partition::PartitionConfig>,
+    /// `reporting_currency` and its `[rates]` (None: no reporting currency).
+    pub reporting: Option<ReportingConfig>,
 }
 
 /// Validates the `[[reviewer]]` tables: a valid name ([`crate::textsafe::bad_name`]), a login
@@ -456,9 +559,11 @@ impl Config {
                 None
             }
         };
+        let reporting = reporting(path, &base, raw.reporting_currency, raw.rates)?;
         Ok(Config {
             database,
             partition,
+            reporting,
             path: path.to_path_buf(),
             timezone,
             database_url,

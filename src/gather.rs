@@ -878,7 +878,9 @@ fn write_night(
         let mut summary = merged_summary(partition, group, &records, shared, &totals);
         summary.tickets.add(tickets);
         let mut view = ReportView::gathered(summary, totals, items, marks, (planned, ticket_rows));
-        view.summary.cases = view.case_counts();
+        let mut night = view.summary.clone();
+        view.complete_summary(&mut night);
+        view.summary = night;
         // The report files say what the rows ask for, as one process's (written beside its
         // commit); the email says what the commits did.
         view.committed = false;
@@ -1016,6 +1018,14 @@ fn merged_summary(
         dry_run: false,
         rules_hash: first.map(|f| f.rules_hash.clone()).unwrap_or_default(),
         outcomes: summary::outcome_stats(totals),
+        // Every shard valued the same night with the same job file's rates; the totals are
+        // the gathered view's.
+        reporting: first
+            .and_then(|f| f.reporting.clone())
+            .map(|r| summary::ReportingSummary {
+                valuation: r.valuation,
+                ..Default::default()
+            }),
         ..Summary::default()
     };
     for r in records {

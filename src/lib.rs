@@ -31,6 +31,7 @@ pub mod outputs;
 pub mod partition;
 pub mod process;
 pub mod pull;
+pub mod rates;
 pub mod report;
 pub mod rules;
 pub mod run;

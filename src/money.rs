@@ -420,6 +420,39 @@ pub fn format_minor(amount_minor: i64, currency: &str) -> String {
     s
 }
 
+/// `amount` as people read it: digits grouped in thousands (`10,275,687.39`, `-1,000`), every
+/// decimal the amount has kept (round it first for display). For the email and the HTML
+/// report; CSV and XLSX cells keep plain numbers. The grouping is ICU's (`icu_decimal`,
+/// root locale: `,` and `.`), not hand-made.
+pub fn grouped(amount: &Decimal) -> String {
+    use writeable::Writeable as _;
+    thread_local! {
+        // The root locale: `,` between groups of three, `.` before the decimals. Compiled
+        // data (not `Sync`: one formatter a thread).
+        static FORMATTER: Option<icu_decimal::DecimalFormatter> =
+            icu_decimal::DecimalFormatter::try_new(Default::default(), Default::default()).ok();
+    }
+    let text = amount.to_string();
+    FORMATTER.with(
+        |f| match (f, icu_decimal::input::Decimal::try_from_str(&text)) {
+            (Some(f), Ok(d)) => f.format(&d).write_to_string().into_owned(),
+            // Compiled data always has the root locale, and a Decimal's text always parses: never
+            // reached, and the plain text is still the exact amount.
+            _ => text.clone(),
+        },
+    )
+}
+
+/// Minor units of `currency` as grouped text ([`grouped`]): `10,275,687.39` (2 decimals for
+/// a code recon does not know).
+pub fn grouped_minor(amount_minor: i128, currency: &str) -> String {
+    let exp = self::currency(currency).map(|(_, e)| e).unwrap_or(2);
+    match Decimal::try_from_i128_with_scale(amount_minor, exp) {
+        Ok(d) => grouped(&d),
+        Err(_) => format!("{amount_minor} (minor units)"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,5 +579,17 @@ mod tests {
         for v in [-100_001i64, -1, 0, 7, 123_456_789] {
             assert_eq!(format_minor(v, "EUR"), Decimal::new(v, 2).to_string());
         }
+    }
+
+    #[test]
+    fn amounts_are_grouped_in_thousands_for_reading() {
+        let d = |t: &str| t.parse::<Decimal>().unwrap();
+        assert_eq!(grouped(&d("10275687.39")), "10,275,687.39");
+        assert_eq!(grouped(&d("-1000")), "-1,000");
+        assert_eq!(grouped(&d("999.5")), "999.5");
+        assert_eq!(grouped(&d("0.00")), "0.00");
+        assert_eq!(grouped_minor(1_027_568_739, "EUR"), "10,275,687.39");
+        assert_eq!(grouped_minor(500_000, "JPY"), "500,000");
+        assert_eq!(grouped_minor(1_234_567, "KWD"), "1,234.567");
     }
 }

@@ -287,6 +287,7 @@ mod tests {
             what: String::new(),
             why: String::new(),
             at_risk: String::new(),
+            value: None,
             payments: vec![CasePayment {
                 payment_id: "P-1".into(),
                 status: status.into(),

@@ -40,16 +40,30 @@ pub fn render(cases: &[StoredCase]) -> String {
         s.push_str("no cases\n");
         return s;
     }
-    // One line a case: the fixed columns first, then what and whose, and why.
+    // One line a case: the fixed columns first, then what and whose, and why. With a
+    // reporting currency, the value the cases are ordered by after the amount.
+    let valued: Option<&str> = cases
+        .iter()
+        .find_map(|c| c.value.as_ref().map(|(_, cur)| cur.as_str()));
+    let value_header = valued
+        .map(|cur| format!("  {:>22}", format!("value ({cur}, for ordering)")))
+        .unwrap_or_default();
     let _ = writeln!(
         s,
-        "{:<18}  {:<8}  {:<9}  {:>16}  what and whose — why",
+        "{:<18}  {:<8}  {:<9}  {:>16}{value_header}  what and whose — why",
         "case", "severity", "status", "at risk"
     );
     for c in cases {
+        let value = match (valued, &c.value) {
+            (None, _) => String::new(),
+            (Some(_), Some((micros, cur))) => {
+                format!("  {:>22}", text_safe(&value_text(*micros, cur)))
+            }
+            (Some(_), None) => format!("  {:>22}", "no rate"),
+        };
         let _ = writeln!(
             s,
-            "{:<18}  {:<8}  {:<9}  {:>16}  {} — {}",
+            "{:<18}  {:<8}  {:<9}  {:>16}{value}  {} — {}",
             text_safe(&c.key),
             text_safe(&c.severity),
             text_safe(&c.status),
@@ -59,6 +73,15 @@ pub fn render(cases: &[StoredCase]) -> String {
         );
     }
     s
+}
+
+/// A stored value (millionths of a unit) as people read it: `3,069.17 EUR`.
+fn value_text(micros: i64, currency: &str) -> String {
+    let d = rust_decimal::Decimal::new(micros, crate::rates::VALUE_DECIMALS);
+    format!(
+        "{} {currency}",
+        crate::report::cases::display_value(d, currency)
+    )
 }
 
 /// One case with its candidates, tickets, decisions and where they left it, every value by

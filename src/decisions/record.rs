@@ -183,6 +183,12 @@ pub async fn record(
             what: format!("{}: {}", c.what(), c.whose()),
             why: c.why.clone(),
             at_risk: c.amount_text(),
+            value: c
+                .value
+                .zip(view.summary.reporting.as_ref())
+                .and_then(|(v, r)| {
+                    crate::rates::micros(v).map(|m| (m, r.valuation.currency.clone()))
+                }),
             payments: serde_json::to_string(&case_payments)?,
             candidates: serde_json::to_string(&candidates)?,
             ticket_ids: serde_json::to_string(&tickets)?,

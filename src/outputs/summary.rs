@@ -162,6 +162,31 @@ pub struct Summary {
     /// `decisions_inbox`, a dry run, a shard).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inbox: Option<InboxSummary>,
+    /// The reporting currency, the rates the run used and the money at risk in it. Absent
+    /// without `reporting_currency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reporting: Option<ReportingSummary>,
+}
+
+/// The money at risk in the reporting currency (`summary.json` `reporting`): values for
+/// ordering and totals only, at the rates listed; each case's exact amounts stay in their own
+/// currencies.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ReportingSummary {
+    /// The currency and the rates (each with its day and file, or `fixed`).
+    #[serde(flatten)]
+    pub valuation: crate::rates::Valuation,
+    /// Money at risk of the cases waiting for a decision, in `currency` (decimal text rounded
+    /// to its minor unit), the cases without a rate left out.
+    pub total_at_risk: String,
+    /// Severity name → money at risk of its cases waiting for a decision, as `total_at_risk`.
+    pub at_risk_by_severity: BTreeMap<String, String>,
+    /// Cases in the total.
+    pub cases_valued: usize,
+    /// Cases left out of it: one of their currencies has no rate.
+    pub cases_without_rate: usize,
+    /// The currencies without a rate.
+    pub currencies_without_rate: Vec<String>,
 }
 
 /// The decisions inbox as one run found and left it (`summary.json` `inbox`).

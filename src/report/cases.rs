@@ -29,11 +29,19 @@
 //!   `detail`, the payment's status, which a reviewer's own decision changes).
 //!
 //! Cases are listed most severe first: by [`Severity`], then the larger money at risk, then
-//! the older case, then the key. No outcome is special-cased: a new critical outcome sorts
-//! first by its severity alone.
+//! the older case, then the key. With a reporting currency (`reporting_currency`), the money
+//! at risk is compared by its **value in that currency** ([`crate::rates`]): the cases with a
+//! value first, largest first, then those with a currency that has no rate (among them by
+//! number of units, as without rates). Without one, amounts of different currencies are
+//! compared by their number of units. No outcome is special-cased: a new critical outcome
+//! sorts first by its severity alone. The email, the Decide and Cases sheets and the HTML
+//! report list cases in this order; `recon cases list` orders the stored cases by the same
+//! severity and value.
 
 use super::{Item, ItemLine, Money};
 use crate::model::{Id, LineKind, Outcome, Severity, Status};
+use crate::rates::Valuation;
+use rust_decimal::Decimal;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -216,6 +224,10 @@ pub struct Case {
     pub outcome: Outcome,
     /// Money at risk per currency (absolute, summed), sorted by currency.
     pub at_risk: Vec<Money>,
+    /// The money at risk in the reporting currency, for ordering and totals only (at
+    /// [`crate::rates::VALUE_DECIMALS`] decimals; round it for display): `None` without a
+    /// reporting currency or when one of its currencies has no rate.
+    pub value: Option<Decimal>,
     /// One sentence (raw text: escape it for the format it goes into).
     pub why: String,
     /// The rows: indices into the view's items, most severe first.
@@ -316,7 +328,24 @@ impl Case {
         )
     }
 
-    /// The largest amount at risk, by number of units (the ordering's heuristic: recon has no
+    /// The value in the reporting currency as people read it: `3,069.17 EUR`, rounded to the
+    /// currency's minor unit; `no rate for JPY` when it has none.
+    pub fn value_text(&self, v: &Valuation) -> String {
+        match self.value {
+            Some(d) => format!("{} {}", display_value(d, &v.currency), v.currency),
+            None => {
+                let missing: Vec<&str> = self
+                    .at_risk
+                    .iter()
+                    .map(|m| m.currency)
+                    .filter(|c| !v.has_rate(c))
+                    .collect();
+                format!("no rate for {}", missing.join(", "))
+            }
+        }
+    }
+
+    /// The largest amount at risk, by number of units (the ordering's heuristic without
     /// exchange rates).
     fn weight(&self) -> rust_decimal::Decimal {
         self.at_risk
@@ -353,8 +382,30 @@ fn line_identity(l: &ItemLine) -> (&str, &str) {
     (&l.origin.source, l.id.as_str())
 }
 
-/// Groups the review rows of `items` (sorted most severe first) into cases, most severe first.
-pub fn group(items: &[Item]) -> Vec<Case> {
+/// A value rounded to `currency`'s minor unit, with all its decimals (`3069.10`).
+pub fn rounded_value(value: Decimal, currency: &str) -> Decimal {
+    let exp = super::exponent(currency);
+    let mut d = value.round_dp(exp);
+    d.rescale(exp);
+    d
+}
+
+/// A value rounded to `currency`'s minor unit and grouped for reading (`3,069.17`).
+pub fn display_value(value: Decimal, currency: &str) -> String {
+    crate::money::grouped(&rounded_value(value, currency))
+}
+
+/// The value of `at_risk` in the reporting currency (the sum of each currency's value), or
+/// `None` when a currency has no rate.
+fn value_of(at_risk: &[Money], v: &Valuation) -> Option<Decimal> {
+    at_risk.iter().try_fold(Decimal::ZERO, |sum, m| {
+        sum.checked_add(v.value(m.decimal(), m.currency)?)
+    })
+}
+
+/// Groups the review rows of `items` (sorted most severe first) into cases, most severe first
+/// (see the module docs); `valuation` values them in the reporting currency.
+pub fn group(items: &[Item], valuation: Option<&Valuation>) -> Vec<Case> {
     let review: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].severity.is_some())
         .collect();
@@ -380,17 +431,72 @@ pub fn group(items: &[Item]) -> Vec<Case> {
         members.entry(root).or_default().push(i);
     }
     let mut cases: Vec<Case> = members.into_values().map(|m| case_of(items, m)).collect();
+    if let Some(v) = valuation {
+        for c in &mut cases {
+            c.value = value_of(&c.at_risk, v);
+        }
+    }
     // The ordering key is computed once per case (the weight looks the currency up), not
-    // twice per comparison.
+    // twice per comparison: severity; with a reporting currency the valued cases first, by
+    // value; then the money (value or units), the older case, the key.
     cases.sort_by_cached_key(|c| {
+        let unvalued = valuation.is_some() && c.value.is_none();
         (
             c.severity,
-            std::cmp::Reverse(c.weight()),
+            unvalued,
+            std::cmp::Reverse(c.value.unwrap_or_else(|| c.weight())),
             std::cmp::Reverse(c.age_days),
             c.key.clone(),
         )
     });
     cases
+}
+
+/// Money at risk in the reporting currency, per severity and overall, of some cases.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValueTotals {
+    /// Severity → the sum of its valued cases' values.
+    pub by_severity: BTreeMap<Severity, Decimal>,
+    /// The sum of every valued case's value.
+    pub total: Decimal,
+    /// Cases in the totals.
+    pub valued: usize,
+    /// Cases left out: a currency without a rate.
+    pub unvalued: usize,
+    /// Those currencies.
+    pub missing: BTreeSet<&'static str>,
+}
+
+/// The totals of `cases` in the reporting currency of `v`.
+pub fn value_totals<'a>(cases: impl IntoIterator<Item = &'a Case>, v: &Valuation) -> ValueTotals {
+    let mut t = ValueTotals::default();
+    for c in cases {
+        match c.value {
+            Some(x) => {
+                t.valued += 1;
+                t.total = t.total.saturating_add(x);
+                let s = t.by_severity.entry(c.severity).or_default();
+                *s = s.saturating_add(x);
+            }
+            None => {
+                t.unvalued += 1;
+                t.missing.extend(
+                    c.at_risk
+                        .iter()
+                        .map(|m| m.currency)
+                        .filter(|cur| !v.has_rate(cur)),
+                );
+            }
+        }
+    }
+    t
+}
+
+/// What a reader must know of a currency without a rate (the warning, once a currency).
+pub fn no_rate_warning(currency: &str) -> String {
+    format!(
+        "no rate for {currency}: its cases are ordered after valued ones and left out of the total"
+    )
 }
 
 /// The case of `members` (item positions in item order, so the most severe first).
@@ -516,6 +622,7 @@ fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
         references,
         recipient: lead.recipient.clone(),
         candidates,
+        value: None,
         age_days: rows.iter().map(|r| r.age_days).max().unwrap_or(0),
         fingerprint: fingerprint(&rows),
         members,
@@ -767,7 +874,7 @@ mod tests {
             item(Outcome::Ambiguous, None, &[("L-1", 100)]),
             item(Outcome::OrphanAtProvider, None, &[("L-9", -500)]),
         ];
-        let cases = group(&items);
+        let cases = group(&items, None);
         assert_eq!(cases.len(), 2, "{cases:#?}");
         // Same severity: the larger money at risk first.
         let (orphan, amb) = (&cases[0], &cases[1]);
@@ -803,7 +910,7 @@ mod tests {
                 item(Outcome::Ambiguous, None, &[("L-1", amount)]),
             ]
         };
-        let a = group(&night(100)).remove(0);
+        let a = group(&night(100), None).remove(0);
         // The same evidence re-delivered in another file, explained in other words.
         let mut again = night(100);
         again[0].detail = Cow::Borrowed("other words");
@@ -811,9 +918,9 @@ mod tests {
             l.line_no += 7;
             l.origin = Origin::new(Arc::from("psp"), Arc::from("again.csv"), None);
         }
-        let b = group(&again).remove(0);
+        let b = group(&again, None).remove(0);
         assert_eq!((&a.key, &a.fingerprint), (&b.key, &b.fingerprint));
-        let c = group(&night(95)).remove(0);
+        let c = group(&night(95), None).remove(0);
         assert_eq!(a.key, c.key, "same payment: same case");
         assert_ne!(a.fingerprint, c.fingerprint, "other money: other evidence");
         assert!(a.key.starts_with("C-") && a.key.len() == 18, "{}", a.key);
@@ -883,7 +990,7 @@ mod tests {
             item(Outcome::AmountMismatch, Some(("P-a", 500)), &[("L-4", 400)]),
             item(Outcome::FailedButPaid, Some(("P-f", 20)), &[("L-5", 20)]),
         ];
-        let order: Vec<(Severity, String)> = group(&items)
+        let order: Vec<(Severity, String)> = group(&items, None)
             .iter()
             .map(|c| (c.severity, c.amount_text()))
             .collect();

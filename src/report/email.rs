@@ -2,7 +2,7 @@
 //! diff attached. Built from the same [`ReportView`] as the reports, so it shows nothing the
 //! reports do not (account numbers are masked there already).
 
-use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, cases, html, text_safe, total_text};
+use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, cases, html, text_safe};
 use crate::config::{EmailConfig, RecipientKey};
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
@@ -105,15 +105,27 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
             );
         }
     } else {
+        if let Some((total, rates)) = view.total_lines() {
+            let _ = writeln!(out, "{total}");
+            let _ = writeln!(out, "{}", text_safe(&rates));
+        }
         out.push_str("Money at risk:\n");
         for t in cases::by_severity(listed.iter().copied()) {
+            let amounts: Vec<String> = t
+                .at_risk
+                .iter()
+                .map(|(c, v)| view.money_text(*v, c))
+                .collect();
             let _ = writeln!(
                 out,
-                "  {:<8}  {:>3} case{}  {}",
+                "  {:<8}  {:>3} case{}  {}{}",
                 t.severity.as_str(),
                 t.cases,
                 if t.cases == 1 { " " } else { "s" },
-                html::sums_text(&t.at_risk).join(", ")
+                view.severity_value(t.severity)
+                    .map(|v| format!("{v} · "))
+                    .unwrap_or_default(),
+                amounts.join(", ")
             );
         }
     }
@@ -141,10 +153,13 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
             out.push('\n');
             let _ = writeln!(
                 out,
-                "{}. {}  {}",
+                "{}. {}  {}{}",
                 k + 1,
                 c.severity.as_str(),
-                c.amount_text()
+                view.case_amounts(c).join(", "),
+                view.case_value(c)
+                    .map(|v| format!(" · {v}"))
+                    .unwrap_or_default()
             );
             let whose = if c.recipient.is_empty() {
                 c.whose()
@@ -189,7 +204,7 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         let amounts: Vec<String> = t
             .amounts
             .iter()
-            .map(|(c, v)| format!("{} {c}", total_text(*v, c)))
+            .map(|(c, v)| view.money_text(*v, c))
             .collect();
         let _ = writeln!(
             out,

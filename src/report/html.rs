@@ -4,7 +4,7 @@
 //! line of defence should a value ever slip through unescaped.
 
 use super::cases::{self, Case};
-use super::{Family, Item, ReportView, total_text, utc};
+use super::{Family, Item, ReportView, utc};
 use crate::model::Severity;
 use std::fmt::Write as _;
 
@@ -131,7 +131,7 @@ fn totals(out: &mut String, view: &ReportView) {
         let amounts: Vec<String> = t
             .amounts
             .iter()
-            .map(|(c, v)| escape(&format!("{} {c}", total_text(*v, c))).into_owned())
+            .map(|(c, v)| escape(&view.money_text(*v, c)).into_owned())
             .collect();
         let _ = writeln!(
             out,
@@ -198,6 +198,7 @@ fn joined<S: AsRef<str>>(v: &[S]) -> String {
 
 fn item_table<'a>(
     out: &mut String,
+    view: &ReportView,
     items: impl Iterator<Item = &'a Item>,
     limit: usize,
     total: usize,
@@ -207,12 +208,12 @@ fn item_table<'a>(
         let sev = i.severity.map(|s| s.as_str()).unwrap_or("");
         let amount = i
             .amount
-            .map(|m| format!("{} {}", m.text(), m.currency))
+            .map(|m| view.money_text(m.minor.into(), m.currency))
             .unwrap_or_default();
         let line_amounts: Vec<String> = i
             .lines
             .iter()
-            .map(|l| format!("{} {}", l.amount.text(), l.amount.currency))
+            .map(|l| view.money_text(l.amount.minor.into(), l.amount.currency))
             .collect();
         let mut when: Vec<String> = i.started_at.map(utc).into_iter().collect();
         when.extend(i.booked());
@@ -314,7 +315,7 @@ pub fn report(view: &ReportView) -> String {
             continue;
         }
         let _ = writeln!(out, "<h2>{} ({n})</h2>", f.title());
-        item_table(&mut out, view.family(f), REPORT_ROWS_PER_FAMILY, n);
+        item_table(&mut out, view, view.family(f), REPORT_ROWS_PER_FAMILY, n);
     }
     out.push_str("</body>\n</html>\n");
     out
@@ -331,13 +332,44 @@ fn case_table(out: &mut String, view: &ReportView) {
         "<h2>Cases ({n}, from {} review rows)</h2>",
         view.case_counts().tickets
     );
-    out.push_str("<table>\n<tr><th>case</th><th>severity</th><th>what and whose</th><th>amount</th><th>why</th><th>candidates</th><th>age (days)</th></tr>\n");
+    if let Some((total, rates)) = view.total_lines() {
+        let _ = writeln!(
+            out,
+            "<p><b>{}</b><br><span class=\"muted\">{}</span></p>",
+            escape(&total),
+            escape(&rates)
+        );
+    }
+    // With a reporting currency, the value the cases are ordered by, beside each amount.
+    let reporting = view
+        .summary
+        .reporting
+        .as_ref()
+        .map(|r| r.valuation.currency.as_str());
+    let _ = writeln!(
+        out,
+        "<table>\n<tr><th>case</th><th>severity</th><th>what and whose</th><th>amount</th>{}<th>why</th><th>candidates</th><th>age (days)</th></tr>",
+        reporting
+            .map(|c| format!("<th>value ({}, for ordering)</th>", escape(c)))
+            .unwrap_or_default()
+    );
     for c in view.cases.iter().take(REPORT_ROWS_PER_FAMILY) {
+        let value = view
+            .summary
+            .reporting
+            .as_ref()
+            .map(|r| {
+                format!(
+                    "<td class=\"num\">{}</td>",
+                    escape(&c.value_text(&r.valuation))
+                )
+            })
+            .unwrap_or_default();
         let sev = c.severity.as_str();
         let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
         let _ = writeln!(
             out,
-            "<tr><td class=\"muted\">{}</td><td class=\"sev-{sev}\">{sev}</td><td>{}<br>{}{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td class=\"muted\">{}</td><td class=\"sev-{sev}\">{sev}</td><td>{}<br>{}{}</td><td class=\"num\">{}</td>{value}<td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
             escape(&c.key),
             escape(&c.what()),
             escape(&c.whose()),
@@ -346,9 +378,9 @@ fn case_table(out: &mut String, view: &ReportView) {
             } else {
                 format!(" · {}", escape(&c.recipient))
             },
-            c.at_risk
+            view.case_amounts(c)
                 .iter()
-                .map(|m| escape(&format!("{} {}", m.text(), m.currency)).into_owned())
+                .map(|a| escape(a).into_owned())
                 .collect::<Vec<_>>()
                 .join("<br>"),
             escape(&c.why),
@@ -453,21 +485,20 @@ pub fn email_status(view: &ReportView) -> String {
     )
 }
 
-/// Money per currency as text: `349.00 EUR`, one entry per currency.
-pub fn sums_text(sums: &std::collections::BTreeMap<&'static str, i128>) -> Vec<String> {
-    sums.iter()
-        .map(|(c, v)| format!("{} {c}", total_text(*v, c)))
-        .collect()
-}
-
 /// One case as a short block: severity and amount, what and whose, why, the key.
-fn case_block(out: &mut String, number: usize, c: &Case) {
+fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
     let color = severity_color(c.severity);
-    let amounts: Vec<String> = c
-        .at_risk
+    let mut amounts: Vec<String> = view
+        .case_amounts(c)
         .iter()
-        .map(|m| escape(&format!("{} {}", m.text(), m.currency)).into_owned())
+        .map(|a| escape(a).into_owned())
         .collect();
+    if let Some(v) = view.case_value(c) {
+        amounts.push(format!(
+            "<span style=\"font-size:12px;font-weight:400;color:#333\">{}</span>",
+            escape(&v)
+        ));
+    }
     let whose = if c.recipient.is_empty() {
         c.whose()
     } else {
@@ -532,6 +563,14 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
             out.push_str("<p style=\"background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;margin:0 0 8px;font-weight:600\">Nothing to review: no money at risk and no match to decide in this run.</p>\n");
         }
     } else {
+        if let Some((total, rates)) = view.total_lines() {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 2px;font-size:17px;font-weight:700\">{}</p>\n<p style=\"margin:0 0 6px;font-size:13px;color:#555\">{}</p>",
+                escape(&total),
+                escape(&rates)
+            );
+        }
         out.push_str("<table role=\"presentation\" style=\"border-collapse:collapse;font-size:14px;margin:0 0 6px\">\n");
         let _ = writeln!(
             out,
@@ -545,9 +584,10 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
                 t.severity.as_str(),
                 t.cases,
                 if t.cases == 1 { "" } else { "s" },
-                sums_text(&t.at_risk)
-                    .iter()
-                    .map(|a| escape(a).into_owned())
+                view.severity_value(t.severity)
+                    .into_iter()
+                    .chain(t.at_risk.iter().map(|(c, v)| view.money_text(*v, c)))
+                    .map(|a| escape(&a).into_owned())
                     .collect::<Vec<_>>()
                     .join("<br>")
             );
@@ -590,7 +630,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
             }
         );
         for (k, c) in listed.iter().take(EMAIL_CASES).enumerate() {
-            case_block(&mut out, k + 1, c);
+            case_block(&mut out, view, k + 1, c);
         }
         if n > EMAIL_CASES {
             let _ = writeln!(
@@ -624,7 +664,7 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
         let amounts: Vec<String> = t
             .amounts
             .iter()
-            .map(|(c, v)| escape(&format!("{} {c}", total_text(*v, c))).into_owned())
+            .map(|(c, v)| escape(&view.money_text(*v, c)).into_owned())
             .collect();
         let _ = writeln!(
             out,

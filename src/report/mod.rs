@@ -430,10 +430,17 @@ impl ReportView {
         committed: bool,
     ) -> ReportView {
         sort_items(&mut items);
+        let mut summary = summary;
+        let cases = cases::group(&items, summary.reporting.as_ref().map(|r| &r.valuation));
+        if let Some(r) = &summary.reporting {
+            let missing = cases::value_totals(&cases, &r.valuation).missing;
+            let said: Vec<String> = missing.into_iter().map(cases::no_rate_warning).collect();
+            crate::outputs::summary::add_distinct_warnings(&mut summary.warnings, &said);
+        }
         ReportView {
             summary,
             totals,
-            cases: cases::group(&items),
+            cases,
             marks,
             items,
             transitions_planned,
@@ -473,6 +480,110 @@ impl ReportView {
     /// Cases and review rows, as summary.json counts them.
     pub fn case_counts(&self) -> crate::outputs::summary::CaseCounts {
         cases::counts(&self.cases)
+    }
+
+    /// The money at risk in the reporting currency of the cases waiting for a decision (the
+    /// email's), when there is a reporting currency.
+    pub fn value_totals(&self) -> Option<(&crate::rates::Valuation, cases::ValueTotals)> {
+        let v = &self.summary.reporting.as_ref()?.valuation;
+        Some((v, cases::value_totals(self.listed_cases(), v)))
+    }
+
+    /// An amount as people read it in the email and the HTML report: `10,275,687.39 EUR`
+    /// (digits grouped, [`money::grouped`]) with a reporting currency; the plain decimal text
+    /// the reports have always shown without one.
+    pub fn money_text(&self, minor: i128, currency: &str) -> String {
+        if self.summary.reporting.is_some() {
+            format!("{} {currency}", money::grouped_minor(minor, currency))
+        } else {
+            format!("{} {currency}", total_text(minor, currency))
+        }
+    }
+
+    /// A case's money at risk, one entry per currency ([`ReportView::money_text`]).
+    pub fn case_amounts(&self, case: &cases::Case) -> Vec<String> {
+        case.at_risk
+            .iter()
+            .map(|m| self.money_text(m.minor.into(), m.currency))
+            .collect()
+    }
+
+    /// A case's value for ordering, labelled: `value for ordering: 3,069.17 EUR` (or `no rate
+    /// for JPY`); `None` without a reporting currency.
+    pub fn case_value(&self, case: &cases::Case) -> Option<String> {
+        let v = &self.summary.reporting.as_ref()?.valuation;
+        Some(match case.value {
+            Some(_) => format!("value for ordering: {}", case.value_text(v)),
+            None => case.value_text(v),
+        })
+    }
+
+    /// The money at risk in the reporting currency as the first lines of the email and the
+    /// reports: the total of the cases waiting for a decision, and which rates (`None`
+    /// without a reporting currency).
+    pub fn total_lines(&self) -> Option<(String, String)> {
+        let (v, t) = self.value_totals()?;
+        let mut total = format!(
+            "Total at risk: {} {} in {} case{}",
+            cases::display_value(t.total, &v.currency),
+            v.currency,
+            t.valued,
+            if t.valued == 1 { "" } else { "s" }
+        );
+        if t.unvalued > 0 {
+            let missing: Vec<&str> = t.missing.iter().copied().collect();
+            let _ = std::fmt::Write::write_fmt(
+                &mut total,
+                format_args!(
+                    ", {} more without a rate ({}) left out",
+                    t.unvalued,
+                    missing.join(", ")
+                ),
+            );
+        }
+        let rates = format!(
+            "Values in {} are for ordering and totals only, at {}; each amount stays in its own \
+             currency beside them.",
+            v.currency,
+            v.sources_text()
+        );
+        Some((total, rates))
+    }
+
+    /// The value in the reporting currency of the listed cases of `severity`, labelled
+    /// (`value 61,383.40 EUR`), when there is a reporting currency.
+    pub fn severity_value(&self, severity: Severity) -> Option<String> {
+        let (v, t) = self.value_totals()?;
+        let d = t.by_severity.get(&severity).copied().unwrap_or_default();
+        Some(format!(
+            "value {} {}",
+            cases::display_value(d, &v.currency),
+            v.currency
+        ))
+    }
+
+    /// What the view adds to its run's summary.json: the case counts, the money at risk in
+    /// the reporting currency, and a warning per currency without a rate.
+    pub fn complete_summary(&self, s: &mut Summary) {
+        s.cases = self.case_counts();
+        if let Some((v, t)) = self.value_totals() {
+            let text = |d: Decimal| cases::rounded_value(d, &v.currency).to_string();
+            s.reporting = Some(crate::outputs::summary::ReportingSummary {
+                valuation: v.clone(),
+                total_at_risk: text(t.total),
+                at_risk_by_severity: t
+                    .by_severity
+                    .iter()
+                    .map(|(sev, d)| (sev.as_str().to_string(), text(*d)))
+                    .collect(),
+                cases_valued: t.valued,
+                cases_without_rate: t.unvalued,
+                currencies_without_rate: t.missing.iter().map(|c| c.to_string()).collect(),
+            });
+            let all = cases::value_totals(&self.cases, v).missing;
+            let said: Vec<String> = all.into_iter().map(cases::no_rate_warning).collect();
+            crate::outputs::summary::add_distinct_warnings(&mut s.warnings, &said);
+        }
     }
 
     /// The rows of a case, most severe first.

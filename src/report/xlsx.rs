@@ -291,6 +291,26 @@ fn summary_sheet(
             ),
         ));
     }
+    // The money at risk in the reporting currency (values for ordering and totals only).
+    if let Some((v, t)) = view.value_totals() {
+        let label = |what: &str| format!("{what} ({}, for ordering)", v.currency);
+        let value = |d| crate::report::cases::rounded_value(d, &v.currency).to_string();
+        facts.push((label("total at risk"), value(t.total)));
+        for (sev, d) in &t.by_severity {
+            facts.push((label(&format!("at risk {}", sev.as_str())), value(*d)));
+        }
+        if t.unvalued > 0 {
+            facts.push((
+                label("cases without a rate"),
+                format!(
+                    "{} ({})",
+                    t.unvalued,
+                    t.missing.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        facts.push((label("rates"), v.sources_text()));
+    }
     for w in &s.warnings {
         facts.push(("completeness warning".into(), w.clone()));
     }

@@ -327,7 +327,7 @@ async fn plan_and_apply(
         }
         summary.timings_ms.insert("write".into(), write_ms);
         summary.timings_ms.insert("reports".into(), reports_ms);
-        summary.cases = view.case_counts();
+        view.complete_summary(&mut summary);
         view.summary = summary.clone();
         view.committed = !opts.dry_run;
         if let Some((shard, group)) = shard {

@@ -613,7 +613,21 @@ pub(crate) async fn plan(
     let totals = summary::outcome_totals(&rows, &payments, &lines);
     let outcomes = summary::outcome_stats(&totals);
     timings.insert("summary".to_string(), started.elapsed().as_millis() as u64);
+    // The reporting currency's rates for the night (its last day): a dated input like a
+    // statement, what goes wrong with it said in the warnings.
+    let reporting = cfg.reporting.as_ref().map(|r| {
+        let (valuation, said) = r.valuation(opts.to);
+        for w in said {
+            tracing::warn!(run_id, warning = %w, "Exchange rates.");
+            summary::add_distinct_warnings(&mut warnings, &[w]);
+        }
+        summary::ReportingSummary {
+            valuation,
+            ..Default::default()
+        }
+    });
     let summary = Summary {
+        reporting,
         run_id: run_id.to_string(),
         range_from: opts.from.to_string(),
         range_to: opts.to.to_string(),

@@ -47,6 +47,10 @@ pub struct RangeSummary {
     /// [`crate::outputs::summary::Summary::inbox`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inbox: Option<summary::InboxSummary>,
+    /// The money at risk in the reporting currency, at the last day's rates (see
+    /// [`crate::outputs::summary::Summary::reporting`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reporting: Option<summary::ReportingSummary>,
 }
 
 impl RangeSummary {
@@ -192,8 +196,12 @@ pub(super) async fn run_range(
     let totals = sums.totals();
     range.outcomes = summary::outcome_stats(&totals);
     let mut view = range_view(views, &range, totals, &finals, &reports);
-    range.cases = view.case_counts();
-    view.summary.cases = range.cases.clone();
+    let mut whole = view.summary.clone();
+    view.complete_summary(&mut whole);
+    range.cases = whole.cases.clone();
+    range.reporting = whole.reporting.clone();
+    summary::add_distinct_warnings(&mut range.warnings, &whole.warnings);
+    view.summary = whole;
     // The decisions inbox was applied once, before the first day, under the range's run id.
     range.inbox = crate::decisions::inbox::recorded(job.db, run_id).await;
     view.summary.inbox = range.inbox.clone();

@@ -88,6 +88,9 @@ pub struct StoredCase {
     pub why: String,
     /// Money at risk as text (`250.00 EUR`).
     pub at_risk: String,
+    /// The money at risk in the reporting currency, for ordering: millionths of a unit and
+    /// the currency (None: no reporting currency, or a currency without a rate).
+    pub value: Option<(i64, String)>,
     /// Its payments.
     pub payments: Vec<CasePayment>,
     /// Its numbered candidates.
@@ -131,6 +134,9 @@ pub struct NewCase {
     pub why: String,
     /// Money at risk as text.
     pub at_risk: String,
+    /// The money at risk in the reporting currency in millionths of a unit, and the
+    /// currency: the ordering key of `recon cases list` (None: no value).
+    pub value: Option<(i64, String)>,
     /// Payments (JSON text of `[CasePayment]`).
     pub payments: String,
     /// Candidates (JSON text of `[CaseCandidate]`).
@@ -206,7 +212,7 @@ pub struct NewDecisionFile<'a> {
 /// The columns of a case, in the order [`StoredCase`] has them.
 const CASE_COLUMNS: &str = "case_key, kind, severity, outcome, fingerprint, what, why, at_risk, \
     payments, candidates, ticket_ids, status, status_fingerprint, status_by, status_note, \
-    first_seen_run_id, last_seen_run_id, updated_at, lines";
+    first_seen_run_id, last_seen_run_id, updated_at, lines, value_micros, value_currency";
 
 fn json<T: for<'de> Deserialize<'de>>(text: &str, what: &str) -> Result<T, sqlx::Error> {
     serde_json::from_str(text).map_err(|e| sqlx::Error::Decode(format!("{what}: {e}").into()))
@@ -222,6 +228,10 @@ fn case_from(r: Row<'_>) -> Result<StoredCase, sqlx::Error> {
         what: r.text("what")?,
         why: r.text("why")?,
         at_risk: r.text("at_risk")?,
+        value: match (r.opt_int("value_micros")?, r.opt_text("value_currency")?) {
+            (Some(v), Some(c)) => Some((v, c)),
+            _ => None,
+        },
         payments: json(&r.text("payments")?, "review_cases.payments")?,
         candidates: json(&r.text("candidates")?, "review_cases.candidates")?,
         ticket_ids: json(&r.text("ticket_ids")?, "review_cases.ticket_ids")?,
@@ -268,12 +278,13 @@ impl Tx {
         now: &str,
     ) -> Result<()> {
         let err = db_err("review cases");
-        // 17 binds a row (the batch sizes are made for 14): half a batch a statement.
+        // 19 binds a row (the batch sizes are made for 14): half a batch a statement.
         for chunk in cases.chunks(self.batch() / 2) {
             let mut q = self.sql(
                 "INSERT INTO review_cases (case_key, kind, severity, outcome, fingerprint, what, \
                  why, at_risk, payments, candidates, ticket_ids, status, first_seen_run_id, \
-                 last_seen_run_id, updated_at, evidence_as_of, lines) ",
+                 last_seen_run_id, updated_at, evidence_as_of, lines, value_micros, \
+                 value_currency) ",
             );
             q.push_values(chunk, |mut b, c| {
                 b.push_bind(&c.key)
@@ -292,7 +303,9 @@ impl Tx {
                     .push_bind(run_id)
                     .push_bind(Bind::Ts(now))
                     .push_bind(view)
-                    .push_bind(&c.lines);
+                    .push_bind(&c.lines)
+                    .push_bind(c.value.as_ref().map(|(v, _)| *v))
+                    .push_bind(c.value.as_ref().map(|(_, c)| c.as_str()));
             });
             // A run that saw less than the one that stored the case last (an earlier as-of)
             // leaves it as it is. A superseded case stored again is open again.
@@ -303,6 +316,7 @@ impl Tx {
                  at_risk = excluded.at_risk, payments = excluded.payments, \
                  candidates = excluded.candidates, ticket_ids = excluded.ticket_ids, \
                  lines = excluded.lines, evidence_as_of = excluded.evidence_as_of, \
+                 value_micros = excluded.value_micros, value_currency = excluded.value_currency, \
                  last_seen_run_id = excluded.last_seen_run_id, \
                  updated_at = CASE WHEN review_cases.fingerprint = excluded.fingerprint \
                      AND review_cases.status <> 'SUPERSEDED' \
@@ -402,13 +416,16 @@ impl Tx {
             .map_err(db_err("review cases"))
     }
 
-    /// Cases, most severe first, then the most recently changed; only those still waiting
-    /// for a decision (OPEN or ESCALATED) with `open_only`.
+    /// Cases in the reports' order (`report::cases`): most severe first; then, when they
+    /// have a value in the reporting currency, the valued cases by value, largest first, before
+    /// those without; then the most recently changed. Only those still waiting for a decision
+    /// (OPEN or ESCALATED) with `open_only`.
     pub async fn list_cases(&mut self, open_only: bool) -> Result<Vec<StoredCase>> {
         let mut q = self.sql("SELECT ");
         q.push(CASE_COLUMNS).push(
             " FROM review_cases WHERE ($1 = 0 OR status IN ('OPEN', 'ESCALATED'))
               ORDER BY CASE severity WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END,
+                       CASE WHEN value_micros IS NULL THEN 1 ELSE 0 END, value_micros DESC,
                        updated_at DESC, case_key",
         );
         q.bind(i64::from(open_only));

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "textsafe",
             "timeparse",
             "normalize",
+            "rates",
             "workbook",
         ],
     ),

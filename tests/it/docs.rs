@@ -43,6 +43,7 @@ const MAP_TABLES: &[&str] = &[
     "email.extra_recipients",
     "status_api.headers",
     "status_api.secret_headers",
+    "rates.fixed",
 ];
 
 /// One fenced TOML block of a Markdown file.

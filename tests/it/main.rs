@@ -38,6 +38,7 @@ mod pg_uuid;
 mod properties;
 mod pull;
 mod report;
+mod reporting_currency;
 mod retries;
 mod runs;
 mod safety;

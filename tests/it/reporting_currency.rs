@@ -1,0 +1,311 @@
+//! One reporting currency, one ordering everywhere (issue 42 points 1 and 6): a night with
+//! JPY, EUR, GBP, USD, SEK and CHF cases, a rates file in the ECB's one-day layout the test
+//! writes, and a fixed table. The ranking of the email's cases, the Decide sheet's rows and
+//! `recon cases list`, and the total at risk, are checked against values this test computes
+//! from the rates it wrote (rust_decimal, `amount / rate`: the reporting currency is the euro).
+
+use crate::support::{Settings, TestEnv};
+use rust_decimal::Decimal;
+use std::collections::BTreeMap;
+
+const IBAN: &str = "DE89370400440532013000";
+
+/// The rates file, as the ECB publishes eurofxref.csv (a space after each comma, a trailing
+/// `, `): USD, JPY and GBP; no SEK (the fixed table has it) and no CHF (nothing has it).
+const RATES_CSV: &str = "Date, USD, JPY, GBP, \n10 November 2026, 1.1252, 162.91, 0.8477, \n";
+
+/// The job file's fixed table: SEK, and a GBP the file's rate must win over.
+const FIXED: &str = "[rates.fixed]\nSEK = \"11.0\"\nGBP = \"0.5\"\n";
+
+/// The rate of each currency per 1 EUR, as this test wrote it (the file first, then the
+/// fixed table for what the file lacks).
+fn rates_written() -> BTreeMap<&'static str, Decimal> {
+    let d = |s: &str| s.parse::<Decimal>().expect("rate");
+    BTreeMap::from([
+        ("EUR", Decimal::ONE),
+        ("USD", d("1.1252")),
+        ("JPY", d("162.91")),
+        ("GBP", d("0.8477")),
+        ("SEK", d("11.0")),
+    ])
+}
+
+/// The critical cases (FAILED in the ledger, paid at the provider): payment, amount, currency.
+const PAID_AFTER_FAILED: [(&str, &str, &str); 6] = [
+    ("P-JPY", "500000", "JPY"),
+    ("P-EUR", "4000.00", "EUR"),
+    ("P-GBP", "3000.00", "GBP"),
+    ("P-USD", "3500.00", "USD"),
+    ("P-SEK", "40000.00", "SEK"),
+    ("P-CHF", "9000.00", "CHF"),
+];
+
+/// A medium case: a line no ledger payment is for, the largest money of the night.
+const ORPHAN: (&str, &str, &str) = ("L-ORPHAN", "1000000.00", "EUR");
+
+async fn night() -> (TestEnv, recon::run::RunReport) {
+    let env = TestEnv::with(Settings {
+        extra: format!(
+            "reporting_currency = \"EUR\"\n{}[rates]\npath = \"rates/eurofxref-{{date}}.csv\"\n{FIXED}",
+            crate::report::file_email()
+        ),
+        ..Settings::default()
+    });
+    std::fs::create_dir_all(env.path("rates")).expect("rates dir");
+    env.write("rates/eurofxref-2026-11-10.csv", RATES_CSV);
+    let (mut payments, mut attempts, mut lines) = (String::new(), String::new(), String::new());
+    for (k, (p, amount, cur)) in PAID_AFTER_FAILED.iter().enumerate() {
+        let at = format!("2026-11-10T{:02}:00:00Z", 8 + k);
+        payments.push_str(&format!(
+            "{p},{IBAN},{amount},{cur},FAILED,{at},{at},A-{k},\n"
+        ));
+        attempts.push_str(&format!("A-{k},{p},{at},{at},FAILED,,declined\n"));
+        lines.push_str(&format!(
+            "L-{p},{p},{IBAN},{amount},{cur},2026-11-10T{:02}:05:00Z,PAYMENT\n",
+            8 + k
+        ));
+    }
+    let (id, amount, cur) = ORPHAN;
+    lines.push_str(&format!(
+        "{id},,{IBAN},{amount},{cur},2026-11-10T18:00:00Z,PAYMENT\n"
+    ));
+    env.import(&payments, &attempts).await;
+    env.statement(&lines);
+    let report = env.try_standard_day("fx").await.expect("run");
+    (env, report)
+}
+
+/// `amount` of `currency` in EUR at the rates this test wrote, or None without a rate.
+fn eur(amount: &str, currency: &str) -> Option<Decimal> {
+    let rate = *rates_written().get(currency)?;
+    Some(amount.parse::<Decimal>().expect("amount") / rate)
+}
+
+/// The critical payments in the order the reports must list them: by value in EUR, largest
+/// first, the one without a rate last.
+fn expected_critical_order() -> Vec<&'static str> {
+    let mut valued: Vec<(Decimal, &str)> = PAID_AFTER_FAILED
+        .iter()
+        .filter_map(|(p, a, c)| eur(a, c).map(|v| (v, *p)))
+        .collect();
+    valued.sort_by_key(|v| std::cmp::Reverse(v.0));
+    let mut order: Vec<&str> = valued.into_iter().map(|(_, p)| p).collect();
+    order.extend(
+        PAID_AFTER_FAILED
+            .iter()
+            .filter(|(_, a, c)| eur(a, c).is_none())
+            .map(|(p, _, _)| *p),
+    );
+    order
+}
+
+/// Digits grouped in thousands, as a person reads them (`1,018,118.44`): this test's own.
+fn grouped(d: Decimal) -> String {
+    let text = d.to_string();
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let digits: Vec<char> = int.chars().collect();
+    let mut out = String::new();
+    for (i, c) in digits.iter().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(*c);
+    }
+    if frac.is_empty() {
+        out
+    } else {
+        format!("{out}.{frac}")
+    }
+}
+
+#[tokio::test]
+async fn cases_rank_by_value_in_the_reporting_currency_in_the_email_the_sheet_and_the_list() {
+    let (env, report) = night().await;
+    let order = expected_critical_order();
+    // The ranking differs from the number of units (JPY 500000 first, CHF 9000 second).
+    assert_eq!(
+        order,
+        ["P-EUR", "P-SEK", "P-GBP", "P-USD", "P-JPY", "P-CHF"]
+    );
+
+    // The stored cases: `recon cases list`, in its order.
+    let db = env.db().await;
+    let listed = recon::decisions::queue::list(&db, true)
+        .await
+        .expect("cases list");
+    let who = |c: &recon::store::cases::StoredCase| -> String {
+        match c.payments.first() {
+            Some(p) => p.payment_id.clone(),
+            None => c.lines.first().map(|l| l.1.clone()).unwrap_or_default(),
+        }
+    };
+    let list_order: Vec<String> = listed.iter().map(who).collect();
+    let mut want: Vec<String> = order.iter().map(|p| p.to_string()).collect();
+    want.push(ORPHAN.0.to_string());
+    assert_eq!(list_order, want, "recon cases list");
+    let key_of: BTreeMap<String, String> = listed.iter().map(|c| (who(c), c.key.clone())).collect();
+    let rendered = recon::decisions::queue::render(&listed);
+    assert!(
+        rendered.contains("value (EUR, for ordering)") && rendered.contains("no rate"),
+        "{rendered}"
+    );
+
+    // The Decide sheet: the same order, by case key.
+    let want_keys: Vec<String> = want.iter().map(|p| key_of[p].clone()).collect();
+    let decide = crate::decisions::decide_cases(&report.out_dir.join("report.xlsx"));
+    assert_eq!(decide, want_keys, "Decide sheet");
+
+    // The email: its cases in the same order, each amount in its own currency beside its
+    // value; the total at risk in its first lines.
+    let text = crate::report::email_body(&report.out_dir, "text/plain");
+    let case_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.split_once(". ")
+                .is_some_and(|(n, rest)| n.parse::<u32>().is_ok() && rest.contains("  "))
+        })
+        .collect();
+    assert_eq!(case_lines.len(), want.len(), "{text}");
+    let amounts: BTreeMap<&str, (&str, &str)> = PAID_AFTER_FAILED
+        .iter()
+        .map(|(p, a, c)| (*p, (*a, *c)))
+        .chain([(ORPHAN.0, (ORPHAN.1, ORPHAN.2))])
+        .collect();
+    for (line, who) in case_lines.iter().zip(&want) {
+        let (amount, cur) = amounts[who.as_str()];
+        let shown = format!("{} {cur}", grouped(amount.parse().expect("amount")));
+        assert!(line.contains(&shown), "{who}: {line:?} lacks {shown}");
+        match eur(amount, cur) {
+            Some(v) => {
+                let value = format!("value for ordering: {} EUR", grouped(v.round_dp(2)));
+                assert!(line.contains(&value), "{who}: {line:?} lacks {value}");
+            }
+            None => assert!(line.contains(&format!("no rate for {cur}")), "{line:?}"),
+        }
+    }
+    let valued: Vec<Decimal> = amounts.values().filter_map(|(a, c)| eur(a, c)).collect();
+    let total: Decimal = valued.iter().copied().sum::<Decimal>().round_dp(2);
+    let critical: Decimal = PAID_AFTER_FAILED
+        .iter()
+        .filter_map(|(_, a, c)| eur(a, c))
+        .sum::<Decimal>()
+        .round_dp(2);
+    let first_lines: Vec<&str> = text.lines().take(4).collect();
+    let total_line = format!(
+        "Total at risk: {} EUR in {} cases, 1 more without a rate (CHF) left out",
+        grouped(total),
+        valued.len()
+    );
+    assert!(
+        first_lines.contains(&total_line.as_str()),
+        "{first_lines:#?} lacks {total_line}"
+    );
+    assert!(
+        text.contains(&format!("value {} EUR", grouped(critical))),
+        "the critical cases' value: {text}"
+    );
+    assert!(
+        text.contains("ECB rates of 2026-11-10") && text.contains("fixed rates for SEK"),
+        "which rates: {text}"
+    );
+
+    // summary.json: the totals, the rates with their day, and the missing rate said.
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(report.out_dir.join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let r = &summary["reporting"];
+    assert_eq!(r["currency"], "EUR");
+    assert_eq!(r["total_at_risk"], total.to_string(), "{r}");
+    assert_eq!(
+        r["at_risk_by_severity"]["CRITICAL"],
+        critical.to_string(),
+        "{r}"
+    );
+    assert_eq!(r["cases_without_rate"], 1);
+    assert_eq!(r["currencies_without_rate"], serde_json::json!(["CHF"]));
+    assert_eq!(r["rates"]["GBP"]["per_eur"], "0.8477", "the file wins: {r}");
+    assert_eq!(r["rates"]["GBP"]["date"], "2026-11-10");
+    assert_eq!(r["rates"]["SEK"]["from"], "fixed");
+    let warning =
+        "no rate for CHF: its cases are ordered after valued ones and left out of the total";
+    assert!(
+        summary["warnings"]
+            .as_array()
+            .expect("warnings")
+            .iter()
+            .any(|w| w == warning),
+        "{}",
+        summary["warnings"]
+    );
+    assert!(text.contains(warning), "the email says it: {text}");
+}
+
+#[tokio::test]
+async fn a_missing_rates_file_is_said_and_the_fixed_table_still_values() {
+    let env = TestEnv::with(Settings {
+        extra: format!(
+            "reporting_currency = \"EUR\"\n[rates]\npath = \"rates/eurofxref-{{date}}.csv\"\n{FIXED}"
+        ),
+        ..Settings::default()
+    });
+    env.import(
+        &format!("P-1,{IBAN},110.00,SEK,FAILED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,\n"),
+        "A-1,P-1,2026-11-10T09:00:00Z,2026-11-10T09:00:01Z,FAILED,,declined\n",
+    )
+    .await;
+    env.statement(&format!(
+        "L-1,P-1,{IBAN},110.00,SEK,2026-11-10T09:05:00Z,PAYMENT\n"
+    ));
+    let report = env.try_standard_day("nofile").await.expect("run");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(report.out_dir.join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
+    let warnings = summary["warnings"].to_string();
+    assert!(
+        warnings.contains("eurofxref-2026-11-10.csv") && warnings.contains("fixed rates"),
+        "{warnings}"
+    );
+    // 110 SEK at 11 per EUR.
+    assert_eq!(summary["reporting"]["total_at_risk"], "10.00");
+}
+
+#[test]
+fn rates_need_a_reporting_currency_and_are_positive_decimals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("recon.toml");
+    let base = "timezone = \"UTC\"\ndatabase_url = \"sqlite://r.db\"\noutput_dir = \"out\"\n";
+    let err = |extra: &str| -> String {
+        match recon::config::Config::parse(&format!("{base}{extra}"), &path) {
+            Ok(_) => panic!("{extra:?} was accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    };
+    assert!(
+        err("[rates.fixed]\nUSD = \"1.08\"\n").contains("reporting_currency"),
+        "rates without a reporting currency"
+    );
+    let e = err("reporting_currency = \"EUR\"\n[rates.fixed]\nUSD = \"-1\"\n");
+    assert!(
+        e.contains("rates.fixed.USD") && e.contains("positive"),
+        "{e}"
+    );
+    let e = err("reporting_currency = \"EUR\"\n[rates.fixed]\nUSD = \"abc\"\n");
+    assert!(e.contains("rates.fixed.USD"), "{e}");
+    let e = err("reporting_currency = \"EUROS\"\n");
+    assert!(e.contains("reporting_currency"), "{e}");
+    let ok = recon::config::Config::parse(
+        &format!("{base}reporting_currency = \"USD\"\n[rates]\npath = \"r/{{date}}.xml\"\n"),
+        &path,
+    )
+    .expect("valid");
+    let r = ok.reporting.expect("reporting");
+    assert_eq!(r.currency, "USD");
+    assert!(
+        r.rates_path
+            .as_deref()
+            .is_some_and(|p| p.ends_with("r/{date}.xml")),
+        "{r:?}"
+    );
+}

@@ -183,12 +183,22 @@ pub async fn record(
             what: format!("{}: {}", c.what(), c.whose()),
             why: c.why.clone(),
             at_risk: c.amount_text(),
-            value: c
-                .value
-                .zip(view.summary.reporting.as_ref())
-                .and_then(|(v, r)| {
-                    crate::rates::micros(v).map(|m| (m, r.valuation.currency.clone()))
-                }),
+            // What `recon cases list` orders by, as the reports do: the value in the reporting
+            // currency (with it), else the units of the largest amount (currency left empty,
+            // stored NULL: ordered after valued cases, never shown as a value).
+            value: {
+                let currency = c
+                    .value
+                    .and(view.summary.reporting.as_ref())
+                    .map(|r| r.valuation.currency.clone())
+                    .unwrap_or_default();
+                let v = if currency.is_empty() {
+                    c.weight()
+                } else {
+                    c.value.unwrap_or_default()
+                };
+                crate::rates::micros(v).map(|m| (m, currency))
+            },
             payments: serde_json::to_string(&case_payments)?,
             candidates: serde_json::to_string(&candidates)?,
             ticket_ids: serde_json::to_string(&tickets)?,

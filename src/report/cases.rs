@@ -347,7 +347,7 @@ impl Case {
 
     /// The largest amount at risk, by number of units (the ordering's heuristic without
     /// exchange rates).
-    fn weight(&self) -> rust_decimal::Decimal {
+    pub fn weight(&self) -> rust_decimal::Decimal {
         self.at_risk
             .iter()
             .map(|m| m.decimal().abs())

@@ -88,8 +88,9 @@ pub struct StoredCase {
     pub why: String,
     /// Money at risk as text (`250.00 EUR`).
     pub at_risk: String,
-    /// The money at risk in the reporting currency, for ordering: millionths of a unit and
-    /// the currency (None: no reporting currency, or a currency without a rate).
+    /// What the case is ordered by, in millionths: its value in the reporting currency with
+    /// that currency, or (currency empty, stored NULL) the units of its largest amount when
+    /// there is no reporting currency or no rate.
     pub value: Option<(i64, String)>,
     /// Its payments.
     pub payments: Vec<CasePayment>,
@@ -305,7 +306,12 @@ impl Tx {
                     .push_bind(view)
                     .push_bind(&c.lines)
                     .push_bind(c.value.as_ref().map(|(v, _)| *v))
-                    .push_bind(c.value.as_ref().map(|(_, c)| c.as_str()));
+                    .push_bind(
+                        c.value
+                            .as_ref()
+                            .map(|(_, c)| c.as_str())
+                            .filter(|c| !c.is_empty()),
+                    );
             });
             // A run that saw less than the one that stored the case last (an earlier as-of)
             // leaves it as it is. A superseded case stored again is open again.
@@ -416,15 +422,17 @@ impl Tx {
             .map_err(db_err("review cases"))
     }
 
-    /// Cases in the reports' order (`report::cases`): most severe first; then, when they
-    /// have a value in the reporting currency, the valued cases by value, largest first, before
-    /// those without; then the most recently changed. Only those still waiting for a decision
+    /// Cases in the reports' order (`report::cases`): most severe first; then the cases with a
+    /// value in the reporting currency by value, largest first, before those without, which
+    /// follow by the units of their largest amount (as every case does without a reporting
+    /// currency); then the most recently changed. Only those still waiting for a decision
     /// (OPEN or ESCALATED) with `open_only`.
     pub async fn list_cases(&mut self, open_only: bool) -> Result<Vec<StoredCase>> {
         let mut q = self.sql("SELECT ");
         q.push(CASE_COLUMNS).push(
             " FROM review_cases WHERE ($1 = 0 OR status IN ('OPEN', 'ESCALATED'))
               ORDER BY CASE severity WHEN 'CRITICAL' THEN 0 WHEN 'HIGH' THEN 1 WHEN 'MEDIUM' THEN 2 ELSE 3 END,
+                       CASE WHEN value_currency IS NULL THEN 1 ELSE 0 END,
                        CASE WHEN value_micros IS NULL THEN 1 ELSE 0 END, value_micros DESC,
                        updated_at DESC, case_key",
         );

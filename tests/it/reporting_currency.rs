@@ -44,11 +44,17 @@ const PAID_AFTER_FAILED: [(&str, &str, &str); 6] = [
 const ORPHAN: (&str, &str, &str) = ("L-ORPHAN", "1000000.00", "EUR");
 
 async fn night() -> (TestEnv, recon::run::RunReport) {
+    night_with(&format!(
+        "reporting_currency = \"EUR\"\n{}[rates]\npath = \"rates/eurofxref-{{date}}.csv\"\n{FIXED}",
+        crate::report::file_email()
+    ))
+    .await
+}
+
+/// The night of [`night`] with `extra` job lines.
+async fn night_with(extra: &str) -> (TestEnv, recon::run::RunReport) {
     let env = TestEnv::with(Settings {
-        extra: format!(
-            "reporting_currency = \"EUR\"\n{}[rates]\npath = \"rates/eurofxref-{{date}}.csv\"\n{FIXED}",
-            crate::report::file_email()
-        ),
+        extra: extra.to_string(),
         ..Settings::default()
     });
     std::fs::create_dir_all(env.path("rates")).expect("rates dir");
@@ -239,6 +245,32 @@ async fn cases_rank_by_value_in_the_reporting_currency_in_the_email_the_sheet_an
         summary["warnings"]
     );
     assert!(text.contains(warning), "the email says it: {text}");
+}
+
+/// Without a reporting currency the one ordering still holds: `recon cases list` lists the
+/// cases as the Decide sheet does (within a severity by the units of the largest amount, as
+/// the reports rank them then). Before, the list ordered them by when they changed.
+#[tokio::test]
+async fn without_a_reporting_currency_cases_list_follows_the_decide_sheet() {
+    let (env, report) = night_with(&crate::report::file_email()).await;
+    let db = env.db().await;
+    let listed = recon::decisions::queue::list(&db, true)
+        .await
+        .expect("cases list");
+    let keys: Vec<String> = listed.iter().map(|c| c.key.clone()).collect();
+    let decide = crate::decisions::decide_cases(&report.out_dir.join("report.xlsx"));
+    assert_eq!(keys, decide, "recon cases list against the Decide sheet");
+    let first: Vec<String> = listed
+        .iter()
+        .take(3)
+        .filter_map(|c| c.payments.first().map(|p| p.payment_id.clone()))
+        .collect();
+    // By units: 500,000 JPY, 40,000 SEK, 9,000 CHF.
+    assert_eq!(first, ["P-JPY", "P-SEK", "P-CHF"]);
+    assert!(
+        !recon::decisions::queue::render(&listed).contains("for ordering"),
+        "no value column without a reporting currency"
+    );
 }
 
 #[tokio::test]

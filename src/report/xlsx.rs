@@ -519,7 +519,7 @@ fn decide_sheet(
     let mut r = 0u32;
     for c in view.listed_cases().into_iter().take(MAX_ROWS) {
         r += 1;
-        let choices: Vec<String> = c.choices(&view.items).iter().map(|d| d.text()).collect();
+        let choices = view.marks.offered_texts(&c.choices(&view.items));
         write_text(ws, r, decide_col("case"), &c.key)?;
         write_text(ws, r, decide_col("severity"), c.severity.as_str())?;
         write_text(ws, r, decide_col("what"), &c.what())?;

@@ -296,7 +296,10 @@ pub const DEFAULT_DISMISS_REASONS: [&str; 4] = [
 
 /// The default [`DecisionSettings::dismiss_reasons`].
 pub fn default_dismiss_reasons() -> Vec<String> {
-    DEFAULT_DISMISS_REASONS.iter().map(|r| r.to_string()).collect()
+    DEFAULT_DISMISS_REASONS
+        .iter()
+        .map(|r| r.to_string())
+        .collect()
 }
 
 /// Validates `dismiss_reasons`: a non-empty list of distinct reasons (case ignored), each

@@ -834,9 +834,7 @@ fn link_problem(
             format!("ledger {} vs provider {}", p.currency, l.currency).into(),
         ));
     }
-    if !criteria::same_money(p, l)
-        && accepted != l.ledger_amount().checked_sub(p.amount_minor)
-    {
+    if !criteria::same_money(p, l) && accepted != l.ledger_amount().checked_sub(p.amount_minor) {
         return Some((
             Outcome::AmountMismatch,
             format!(

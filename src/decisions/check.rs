@@ -493,7 +493,15 @@ mod tests {
         let paid = case("exception", "SUCCEEDED");
         assert!(refused(verdict(&row("failed", FP), &paid, &[], false)).contains("not offered"));
         // Evidence of an earlier run: stale; a fingerprint recon never wrote: edited.
-        assert!(refused(verdict(&row("dismiss: written off", FP2), &near, &[], false)).starts_with("stale"));
+        assert!(
+            refused(verdict(
+                &row("dismiss: written off", FP2),
+                &near,
+                &[],
+                false
+            ))
+            .starts_with("stale")
+        );
         let now = Now {
             case: Some(&near),
             fingerprint_run: None,
@@ -567,7 +575,12 @@ mod tests {
         ));
         // Another decision than the waiting one is a first decision of its own.
         assert_eq!(
-            verdict(&row("dismiss: written off", FP), &unresolved, &[first], true),
+            verdict(
+                &row("dismiss: written off", FP),
+                &unresolved,
+                &[first],
+                true
+            ),
             Verdict::Apply(Decision::Dismiss, Box::new(Plan::Dismiss), None)
         );
         // A confirm between payments already SUCCEEDED moves no money.
@@ -612,19 +625,30 @@ mod tests {
         d.state = "APPLIED".into();
         d.decision = "dismiss: written off".into();
         assert!(matches!(
-            verdict(&row("dismiss: written off", FP), &c, std::slice::from_ref(&d), false),
+            verdict(
+                &row("dismiss: written off", FP),
+                &c,
+                std::slice::from_ref(&d),
+                false
+            ),
             Verdict::Unchanged(_)
         ));
         // Approved by Bob: Bob applying it again is unchanged too.
         d.actor = "alice".into();
         d.approved_by = Some("Bob".into());
         assert!(matches!(
-            verdict(&row("dismiss: written off", FP), &c, std::slice::from_ref(&d), false),
+            verdict(
+                &row("dismiss: written off", FP),
+                &c,
+                std::slice::from_ref(&d),
+                false
+            ),
             Verdict::Unchanged(_)
         ));
         d.approved_by = None;
         assert!(
-            refused(verdict(&row("dismiss: written off", FP), &c, &[d], false)).contains("already dismissed")
+            refused(verdict(&row("dismiss: written off", FP), &c, &[d], false))
+                .contains("already dismissed")
         );
     }
 }

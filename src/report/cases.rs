@@ -414,8 +414,12 @@ impl Case {
             .map(|&i| &items[i])
             .filter(|i| i.payment_id.as_ref() == Some(&c.payment_id))
             .find_map(|i| i.amount)?;
-        (paid.currency == c.line.amount.currency && paid.minor != c.line.amount.minor)
-            .then_some(paid)
+        // Same sign: a bank line books a payment sent as a debit, and its difference is not
+        // the booked amounts' (such a line is confirmed instead).
+        (paid.currency == c.line.amount.currency
+            && paid.minor != c.line.amount.minor
+            && paid.minor.signum() == c.line.amount.minor.signum())
+        .then_some(paid)
     }
 
     /// The value in the reporting currency as people read it: `3,069.17 EUR`, rounded to the

@@ -452,12 +452,13 @@ fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
         DataValidation::new().allow_list_strings(choices)?
     } else {
         let mut shown: Vec<&String> = Vec::new();
-        // The non-confirm choices first (they are short), then as many confirms as fit.
+        // The non-confirm choices first (they are short), then as many confirms as fit; a
+        // long list of dismiss reasons is cut where the list is full too (typing any offered
+        // decision is still accepted: the error style is a warning).
         let (confirms, rest): (Vec<&String>, Vec<&String>) =
             choices.iter().partition(|c| c.starts_with("confirm"));
-        shown.extend(rest);
-        let mut len = shown.iter().map(|s| s.len() + 1).sum::<usize>();
-        for c in confirms {
+        let mut len = 0;
+        for c in rest.into_iter().chain(confirms) {
             if len + c.len() + 1 > 255 {
                 break;
             }

@@ -116,7 +116,7 @@ fn offered_in_sheet(report: &Path, key: &str) -> String {
         .expect("offered column");
     range
         .rows()
-        .find(|r| r[0].to_string() == key)
+        .find(|r| r[0] == key)
         .map(|r| r[col].to_string())
         .unwrap_or_else(|| panic!("no Decide row for {key}"))
 }

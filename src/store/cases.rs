@@ -39,7 +39,7 @@ pub struct CaseCandidate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
     /// When the case's difference is one of amount alone (an AMOUNT_MISMATCH or a near miss
-    /// with this one candidate: [`crate::report::cases::Case::amount_difference`]): the
+    /// with this one candidate, its line in the payment's currency and sign): the
     /// amounts, so `accept difference` can be checked against `write_off_limit`. Absent for
     /// every other candidate and in cases stored before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]

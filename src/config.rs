@@ -107,6 +107,13 @@ struct RawConfig {
     /// `approvals`).
     #[serde(default = "default_approvals")]
     approvals_succeeded: u8,
+    /// The reasons a `dismiss` may give (`dismiss: <reason>`); default
+    /// [`DEFAULT_DISMISS_REASONS`].
+    dismiss_reasons: Option<Vec<String>>,
+    /// Currency → the largest amount difference one `accept difference` settles, as decimal
+    /// text in that currency (`EUR = "5.00"`); a currency not listed: refused.
+    #[serde(default)]
+    write_off_limit: BTreeMap<String, String>,
     /// The reviewers (`[[reviewer]]`): who a decision is recorded as, by the OS user that
     /// applies it or owns its inbox folder.
     #[serde(default, rename = "reviewer")]
@@ -272,6 +279,98 @@ pub struct DecisionSettings {
     pub max_file_bytes: u64,
     /// What a decision workbook may inflate to (`max_inflated_mb`, `max_sheet_cells`).
     pub workbook: crate::workbook::WorkbookLimits,
+    /// `dismiss_reasons`: the reasons a `dismiss` may give, as configured (never empty).
+    pub dismiss_reasons: Vec<String>,
+    /// `write_off_limit`: currency → the largest amount difference (absolute) one
+    /// `accept difference` settles; empty: `accept difference` is refused.
+    pub write_off_limit: BTreeMap<String, rust_decimal::Decimal>,
+}
+
+/// The reasons a `dismiss` may give when the job names none (`dismiss_reasons`).
+pub const DEFAULT_DISMISS_REASONS: [&str; 4] = [
+    "refund requested",
+    "ledger corrected",
+    "written off",
+    "duplicate claimed back",
+];
+
+/// The default [`DecisionSettings::dismiss_reasons`].
+pub fn default_dismiss_reasons() -> Vec<String> {
+    DEFAULT_DISMISS_REASONS
+        .iter()
+        .map(|r| r.to_string())
+        .collect()
+}
+
+/// Validates `dismiss_reasons`: a non-empty list of distinct reasons (case ignored), each
+/// visible text of at most 60 characters without a comma (the sheet's drop-down separates its
+/// entries by commas) or a control character.
+fn dismiss_reasons(path: &Path, raw: Option<Vec<String>>) -> Result<Vec<String>> {
+    let Some(raw) = raw else {
+        return Ok(default_dismiss_reasons());
+    };
+    if raw.is_empty() {
+        return Err(config_error(
+            path,
+            "key `dismiss_reasons`: must name at least one reason (leave it out for the default)",
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(raw.len());
+    for r in raw {
+        let t = r.split_whitespace().collect::<Vec<_>>().join(" ");
+        let why = if t.is_empty() {
+            Some("is empty")
+        } else if t.chars().count() > 60 {
+            Some("is longer than 60 characters")
+        } else if t.contains(',') {
+            Some("holds a comma (the sheet's drop-down separates entries by commas)")
+        } else if t.chars().any(char::is_control) {
+            Some("holds a control character")
+        } else if out.iter().any(|o| o.eq_ignore_ascii_case(&t)) {
+            Some("is listed twice")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(config_error(
+                path,
+                format!("key `dismiss_reasons`: reason {r:?} {why}"),
+            ));
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// Validates `write_off_limit`: ISO 4217 codes, each a decimal amount ≥ 0 with no more
+/// decimals than the currency has.
+fn write_off_limit(
+    path: &Path,
+    raw: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, rust_decimal::Decimal>> {
+    let mut out = BTreeMap::new();
+    for (c, v) in raw {
+        let key = format!("write_off_limit.{c}");
+        let (code, exp) = crate::money::currency(c.trim())
+            .map_err(|e| config_error(path, format!("key `{key}`: {c:?}: {e}")))?;
+        let limit: rust_decimal::Decimal = v.trim().parse().map_err(|_| {
+            config_error(
+                path,
+                format!("key `{key}`: {v:?} is not a decimal amount (e.g. \"5.00\")"),
+            )
+        })?;
+        if limit.is_sign_negative() || limit.normalize().scale() > exp {
+            return Err(config_error(
+                path,
+                format!(
+                    "key `{key}`: {v:?} must be an amount of {code} (not negative, at most {exp} \
+                     decimals)"
+                ),
+            ));
+        }
+        out.insert(code.to_string(), limit);
+    }
+    Ok(out)
 }
 
 /// The default `apply_wait`.
@@ -528,6 +627,8 @@ impl Config {
             }),
             max_file_bytes: limits.max_file_bytes,
             workbook: limits.workbook,
+            dismiss_reasons: dismiss_reasons(path, raw.dismiss_reasons)?,
+            write_off_limit: write_off_limit(path, &raw.write_off_limit)?,
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
         let tables = match DeTable::parse(text)

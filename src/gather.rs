@@ -296,7 +296,7 @@ async fn gather_group(
     }
     let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
     let handover = Handover::check(&group, &landed, &dirs, seals)?;
-    let marks = crate::decisions::marks(db).await?;
+    let marks = crate::decisions::marks(db, &cfg.decisions.dismiss_reasons).await?;
     let mut records = read_records(&group, &dirs, &handover)?;
     let shared = shared_night(cfg, rules, &group, &mut records).await?;
     // The shared rows' tickets and cases, the group marked gathered: one transaction, committed

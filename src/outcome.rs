@@ -72,6 +72,10 @@ pub struct Context<'a> {
     /// found by the whole-ledger lookup): their own lines were booked before the statements
     /// the run loads, so one line tonight is a late or second line (empty: none).
     pub named_only: &'a [bool],
+    /// Line index → (payment id, amount difference: the line's ledger amount minus the
+    /// payment's, minor units) a reviewer accepted with `accept difference`: that pair is not
+    /// an AMOUNT_MISMATCH while the line differs by exactly that (empty: none).
+    pub accepted: &'a std::collections::HashMap<u32, (String, i64)>,
 }
 
 /// Whether `p` is unresolved at `as_of`: UNKNOWN, REVIEW, or SUBMITTING older than
@@ -811,10 +815,12 @@ fn settlement_row(
 
 /// Why a single identifier link cannot be taken at face value, checked in order of severity.
 /// Money and recipient are compared as the matcher compares them ([`criteria`]).
+/// `accepted`: the difference (line minus payment) a reviewer accepted for this line, if any.
 fn link_problem(
     p: &Payment,
     l: &StatementLine,
     steps: &[crate::normalize::Step],
+    accepted: Option<i64>,
 ) -> Option<(Outcome, Cow<'static, str>)> {
     if p.status == Status::Failed {
         return Some((
@@ -828,7 +834,7 @@ fn link_problem(
             format!("ledger {} vs provider {}", p.currency, l.currency).into(),
         ));
     }
-    if !criteria::same_money(p, l) {
+    if !criteria::same_money(p, l) && accepted != l.ledger_amount().checked_sub(p.amount_minor) {
         return Some((
             Outcome::AmountMismatch,
             format!(
@@ -1140,7 +1146,12 @@ fn classify_payment(
     if let Some(link) = links.first() {
         let l = &lines[link.line as usize];
         let pass = &rules.passes[link.pass];
-        if let Some((outcome, detail)) = link_problem(p, l, &pass.normalize) {
+        let accepted = ctx
+            .accepted
+            .get(&link.line)
+            .filter(|(pid, _)| *pid == p.payment_id.to_string())
+            .map(|(_, d)| *d);
+        if let Some((outcome, detail)) = link_problem(p, l, &pass.normalize, accepted) {
             return row(outcome, linked, &pass.id, Action::Ticket, detail);
         }
         if p.status == Status::Succeeded

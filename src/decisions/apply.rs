@@ -2,7 +2,7 @@
 //! ([`super::check`]) and applied in ONE transaction with the file's record, so a file is
 //! applied whole or not at all; the result written next to it.
 
-use super::check::{self, Approvals, Now, Plan, Verdict};
+use super::check::{self, Approvals, Now, Plan, Rules, Verdict};
 use super::read::{self, SheetRow};
 use super::result::{FileResult, RowResult, Status};
 use crate::config::DecisionSettings;
@@ -132,7 +132,11 @@ pub(crate) async fn apply_read(
     };
     result.undecided = sheet.undecided;
     let now = crate::timeparse::to_db(chrono::Utc::now().timestamp_micros());
-    let approvals = approvals(settings);
+    let rules = Rules {
+        approvals: approvals(settings),
+        dismiss_reasons: &settings.dismiss_reasons,
+        write_off_limit: &settings.write_off_limit,
+    };
     for row in &sheet.rows {
         let (status, mut detail) = match (&row.refused, row.same_as) {
             (Some(why), _) => (Status::Refused, why.clone()),
@@ -155,7 +159,7 @@ pub(crate) async fn apply_read(
                 }
             }
             (None, None) => {
-                apply_row(&mut tx, row, actor, approvals, (&sha256, &file_name), &now).await?
+                apply_row(&mut tx, row, actor, &rules, (&sha256, &file_name), &now).await?
             }
         };
         if !row.reviewer.is_empty() && !crate::textsafe::same_name(&row.reviewer, actor) {
@@ -203,7 +207,7 @@ async fn apply_row(
     tx: &mut Tx,
     row: &SheetRow,
     actor: &str,
-    approvals: Approvals,
+    rules: &Rules<'_>,
     file: (&str, &str),
     now: &str,
 ) -> Result<(Status, String)> {
@@ -224,7 +228,7 @@ async fn apply_row(
             fingerprint_run: fingerprint_run.as_deref(),
             decisions: &decisions,
         },
-        approvals,
+        rules,
     );
     let (decision, plan, approves, case) = match (verdict, case) {
         (Verdict::Refused(why), _) => return Ok((Status::Refused, why)),
@@ -240,7 +244,12 @@ async fn apply_row(
         row.note.as_str()
     };
     let (file_sha, file_name) = file;
-    let text = decision.text();
+    // The text as stored and shown: with the reason as the job spells it (`dismiss: written
+    // off`), which the check accepted.
+    let reason = crate::report::cases::Decision::parse_with_reason(&row.decision)
+        .and_then(|(_, r)| check::reason(decision, r.as_deref(), rules.dismiss_reasons).ok())
+        .flatten();
+    let text = decision.text_with(reason.as_deref());
     let about = format!(
         "{text} (case {}, {file_name} row {}): {note}",
         case.key, row.row_no
@@ -308,6 +317,7 @@ async fn apply_row(
                     actor: decider.clone(),
                     approved_by: approves.as_ref().map(|_| actor.to_string()),
                     reference: c.reference.clone(),
+                    accepted_difference_minor: None,
                 },
                 now,
             )
@@ -319,6 +329,36 @@ async fn apply_row(
                 approved(format!(
                     "line {} of {} is payment {}'s: later runs read it as naming that payment",
                     c.line_id, c.source, c.payment_id
+                )),
+            ))
+        }
+        Plan::Accept(c, diff) => {
+            tx.confirm_line(
+                &crate::store::cases::Confirmation {
+                    source: c.source.clone(),
+                    line_id: c.line_id.clone(),
+                    payment_id: c.payment_id.clone(),
+                    case_key: case.key.clone(),
+                    actor: decider.clone(),
+                    approved_by: approves.as_ref().map(|_| actor.to_string()),
+                    reference: c.reference.clone(),
+                    accepted_difference_minor: Some(diff),
+                },
+                now,
+            )
+            .await?;
+            by.finish(tx, approves.as_ref()).await?;
+            settle(tx, &case, "DECIDED", (&decider, &about), now, true).await?;
+            let currency = c.amounts.as_ref().map_or("", |a| a.currency.as_str());
+            Ok((
+                Status::Applied,
+                approved(format!(
+                    "line {} of {} is payment {}'s with a difference of {} {currency} \
+                     accepted: later runs match the pair while the line differs by exactly that",
+                    c.line_id,
+                    c.source,
+                    c.payment_id,
+                    crate::money::format_minor(diff, currency)
                 )),
             ))
         }

@@ -5,6 +5,8 @@ use super::read::SheetRow;
 use crate::model::Status;
 use crate::report::cases::{self, CaseKind, Decision};
 use crate::store::cases::{CaseCandidate, CasePayment, DecisionRecord, StoredCase};
+use rust_decimal::Decimal;
+use std::collections::BTreeMap;
 
 /// How many different reviewers a decision needs (`approvals`, `approvals_succeeded`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,11 +26,23 @@ impl Default for Approvals {
     }
 }
 
+/// What the job allows beyond the case itself: reviewers, dismiss reasons, write-off limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// How many reviewers a decision needs.
+    pub approvals: Approvals,
+    /// `dismiss_reasons`: a `dismiss` must give one of them.
+    pub dismiss_reasons: &'a [String],
+    /// `write_off_limit`: currency → the largest difference one `accept difference` settles.
+    pub write_off_limit: &'a BTreeMap<String, Decimal>,
+}
+
 /// Whether `decision` on `case` moves money, now or through the next run, so that it waits
 /// for a second reviewer under `approvals = 2`: `failed` and `succeeded` (a guarded
 /// transition), `confirm N` when a payment of the case is still unresolved (UNKNOWN, REVIEW or
 /// SUBMITTING: the next run resolves it on the confirmed line, and may resolve a look-alike
-/// on the line's absence), and `dismiss` of a CRITICAL case (it takes paid-twice or
+/// on the line's absence), `accept difference` (money the provider did not pay, or paid
+/// beyond the ledger, is written off) and `dismiss` of a CRITICAL case (it takes paid-twice or
 /// paid-after-failed money off the sheet and the email).
 pub fn moves_money(decision: Decision, case: &StoredCase) -> bool {
     match decision {
@@ -39,6 +53,7 @@ pub fn moves_money(decision: Decision, case: &StoredCase) -> bool {
             .any(|p| matches!(p.status.as_str(), "UNKNOWN" | "REVIEW" | "SUBMITTING")),
         Decision::Dismiss => case.severity == "CRITICAL",
         Decision::Escalate => false,
+        Decision::AcceptDifference => true,
     }
 }
 
@@ -80,6 +95,9 @@ pub enum Plan {
     Escalate,
     /// Candidate N is the match: recorded as evidence later runs keep.
     Confirm(CaseCandidate),
+    /// The case's one candidate is the match with its amount difference (line minus payment,
+    /// minor units) accepted: recorded as evidence later runs keep.
+    Accept(CaseCandidate, i64),
     /// A guarded status transition.
     Status(StatusChange),
     /// The first of two reviewers: the decision waits for a second, different one.
@@ -118,19 +136,94 @@ pub fn offered(case: &StoredCase) -> Vec<Decision> {
         .iter()
         .map(|p| Status::parse(&p.status).unwrap_or(Status::Pending))
         .collect();
-    cases::choices(kind, case.candidates.len(), &statuses)
+    let difference = matches!(case.candidates.as_slice(), [c] if c.amounts.is_some());
+    cases::choices(kind, case.candidates.len(), &statuses, difference)
 }
 
-fn offered_text(case: &StoredCase) -> String {
+fn offered_text(case: &StoredCase, reasons: &[String]) -> String {
     offered(case)
         .iter()
-        .map(|d| d.text())
+        .map(|d| match d {
+            Decision::Dismiss => format!("dismiss: <{}>", reasons.join(" | ")),
+            _ => d.text(),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
+/// The reason `reason` as the job spells it, or why the decision cannot take it: `dismiss`
+/// needs one of the job's `dismiss_reasons` (case ignored), the others take none.
+pub fn reason(
+    decision: Decision,
+    reason: Option<&str>,
+    reasons: &[String],
+) -> Result<Option<String>, String> {
+    let allowed = || {
+        reasons
+            .iter()
+            .map(|r| format!("\"dismiss: {r}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (decision, reason) {
+        (Decision::Dismiss, None) => Err(format!(
+            "dismiss needs a reason after a colon, one of: {}",
+            allowed()
+        )),
+        (Decision::Dismiss, Some(r)) => match reasons.iter().find(|k| k.eq_ignore_ascii_case(r)) {
+            Some(k) => Ok(Some(k.clone())),
+            None => Err(format!(
+                "{:?} is not a dismiss reason of this job (dismiss_reasons); allowed: {}",
+                crate::textsafe::terminal(r),
+                allowed()
+            )),
+        },
+        (d, Some(_)) => Err(format!(
+            "{} takes no reason after a colon (only dismiss does; put words in the note)",
+            d.text()
+        )),
+        (_, None) => Ok(None),
+    }
+}
+
+/// Whether `accept difference` may settle `c`: the difference (line minus payment) and the
+/// text that says it, or why not.
+fn acceptable(
+    key: &str,
+    c: &CaseCandidate,
+    limits: &BTreeMap<String, Decimal>,
+) -> Result<i64, String> {
+    let Some(a) = &c.amounts else {
+        return Err(format!(
+            "case {key} has no amount difference recorded (it was stored before amounts were \
+             kept, or its difference is not one of amount alone): decide on the next run's report"
+        ));
+    };
+    let exp = crate::money::currency(&a.currency)
+        .map(|(_, e)| e)
+        .map_err(|e| format!("case {key}: currency {}: {e}", a.currency))?;
+    let diff = a.difference();
+    let shown = Decimal::from_i128_with_scale(i128::from(diff), exp);
+    let Some(limit) = limits.get(&a.currency) else {
+        return Err(format!(
+            "no write_off_limit for {} in this job: accept difference is refused (the \
+             difference is {shown} {}; confirm, escalate or dismiss with a reason instead)",
+            a.currency, a.currency
+        ));
+    };
+    if shown.abs() > *limit {
+        return Err(format!(
+            "the difference {shown} {cur} is above write_off_limit {limit} {cur}: not accepted \
+             (escalate it, or settle it another way)",
+            cur = a.currency
+        ));
+    }
+    Ok(diff)
+}
+
 /// Checks `row` (made by `actor`) against the case as it is now.
-pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) -> Verdict {
+pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, rules: &Rules<'_>) -> Verdict {
+    let approvals = rules.approvals;
     let (key, fingerprint) = match parse_check(row) {
         Ok(k) => k,
         Err(e) => return Verdict::Refused(e),
@@ -171,21 +264,25 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
             ),
         });
     }
-    let Some(decision) = Decision::parse(&row.decision) else {
+    let Some((decision, asked_reason)) = Decision::parse_with_reason(&row.decision) else {
         return Verdict::Refused(format!(
             "{:?} is not a decision (offered for this case: {})",
             row.decision,
-            offered_text(case)
+            offered_text(case, rules.dismiss_reasons)
         ));
     };
     if !offered(case).contains(&decision) {
         return Verdict::Refused(format!(
             "{} is not offered for this case (offered: {})",
             decision.text(),
-            offered_text(case)
+            offered_text(case, rules.dismiss_reasons)
         ));
     }
-    let text = decision.text();
+    let why = match reason(decision, asked_reason.as_deref(), rules.dismiss_reasons) {
+        Ok(r) => r,
+        Err(why) => return Verdict::Refused(why),
+    };
+    let text = decision.text_with(why.as_deref());
     let same = |d: &&DecisionRecord| d.decision == text && d.fingerprint == fingerprint;
     let me = |name: &str| crate::textsafe::same_name(name, actor);
     // Settled on this evidence: only the same decision by one of its reviewers is "unchanged".
@@ -222,6 +319,15 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, approvals: Approvals) ->
     }
     let plan = match decision {
         Decision::Dismiss => Plan::Dismiss,
+        Decision::AcceptDifference => {
+            let [c] = case.candidates.as_slice() else {
+                return Verdict::Refused(format!("case {key} has not exactly one candidate"));
+            };
+            match acceptable(key, c, rules.write_off_limit) {
+                Ok(diff) => Plan::Accept(c.clone(), diff),
+                Err(why) => return Verdict::Refused(why),
+            }
+        }
         Decision::Escalate => Plan::Escalate,
         Decision::Confirm(n) => match case.candidates.iter().find(|c| c.number == n) {
             Some(c) => Plan::Confirm(c.clone()),
@@ -300,6 +406,7 @@ mod tests {
                 line_id: "L-1".into(),
                 text: String::new(),
                 reference: None,
+                amounts: None,
             }],
             ticket_ids: vec![1],
             lines: vec![("psp".into(), "L-1".into())],
@@ -350,7 +457,20 @@ mod tests {
             fingerprint_run: Some("r1"),
             decisions,
         };
-        check(r, "bob", now, approvals)
+        check(
+            r,
+            "bob",
+            now,
+            &Rules {
+                approvals,
+                dismiss_reasons: &reasons(),
+                write_off_limit: &BTreeMap::new(),
+            },
+        )
+    }
+
+    fn reasons() -> Vec<String> {
+        crate::config::default_dismiss_reasons()
     }
 
     fn refused(v: Verdict) -> String {
@@ -373,7 +493,15 @@ mod tests {
         let paid = case("exception", "SUCCEEDED");
         assert!(refused(verdict(&row("failed", FP), &paid, &[], false)).contains("not offered"));
         // Evidence of an earlier run: stale; a fingerprint recon never wrote: edited.
-        assert!(refused(verdict(&row("dismiss", FP2), &near, &[], false)).starts_with("stale"));
+        assert!(
+            refused(verdict(
+                &row("dismiss: written off", FP2),
+                &near,
+                &[],
+                false
+            ))
+            .starts_with("stale")
+        );
         let now = Now {
             case: Some(&near),
             fingerprint_run: None,
@@ -381,17 +509,21 @@ mod tests {
         };
         assert!(
             refused(check(
-                &row("dismiss", FP2),
+                &row("dismiss: written off", FP2),
                 "bob",
                 now,
-                Approvals::default()
+                &Rules {
+                    approvals: Approvals::default(),
+                    dismiss_reasons: &reasons(),
+                    write_off_limit: &BTreeMap::new(),
+                }
             ))
             .contains("edited")
         );
-        let mut moved = row("dismiss", FP);
+        let mut moved = row("dismiss: written off", FP);
         moved.case = "C-2".into();
         assert!(refused(verdict(&moved, &near, &[], false)).contains("edited or moved"));
-        let mut blank = row("dismiss", FP);
+        let mut blank = row("dismiss: written off", FP);
         blank.check.clear();
         assert!(refused(verdict(&blank, &near, &[], false)).contains("no hidden check"));
     }
@@ -443,7 +575,12 @@ mod tests {
         ));
         // Another decision than the waiting one is a first decision of its own.
         assert_eq!(
-            verdict(&row("dismiss", FP), &unresolved, &[first], true),
+            verdict(
+                &row("dismiss: written off", FP),
+                &unresolved,
+                &[first],
+                true
+            ),
             Verdict::Apply(Decision::Dismiss, Box::new(Plan::Dismiss), None)
         );
         // A confirm between payments already SUCCEEDED moves no money.
@@ -456,12 +593,12 @@ mod tests {
         let mut critical = case("exception", "FAILED");
         critical.severity = "CRITICAL".into();
         assert_eq!(
-            verdict(&row("dismiss", FP), &critical, &[], true),
+            verdict(&row("dismiss: written off", FP), &critical, &[], true),
             Verdict::Apply(Decision::Dismiss, Box::new(Plan::Wait), None)
         );
         let high = case("exception", "FAILED");
         assert_eq!(
-            verdict(&row("dismiss", FP), &high, &[], true),
+            verdict(&row("dismiss: written off", FP), &high, &[], true),
             Verdict::Apply(Decision::Dismiss, Box::new(Plan::Dismiss), None)
         );
         assert_eq!(
@@ -486,21 +623,32 @@ mod tests {
         c.status_by = Some("bob".into());
         let mut d = waiting("bob");
         d.state = "APPLIED".into();
-        d.decision = "dismiss".into();
+        d.decision = "dismiss: written off".into();
         assert!(matches!(
-            verdict(&row("dismiss", FP), &c, std::slice::from_ref(&d), false),
+            verdict(
+                &row("dismiss: written off", FP),
+                &c,
+                std::slice::from_ref(&d),
+                false
+            ),
             Verdict::Unchanged(_)
         ));
         // Approved by Bob: Bob applying it again is unchanged too.
         d.actor = "alice".into();
         d.approved_by = Some("Bob".into());
         assert!(matches!(
-            verdict(&row("dismiss", FP), &c, std::slice::from_ref(&d), false),
+            verdict(
+                &row("dismiss: written off", FP),
+                &c,
+                std::slice::from_ref(&d),
+                false
+            ),
             Verdict::Unchanged(_)
         ));
         d.approved_by = None;
         assert!(
-            refused(verdict(&row("dismiss", FP), &c, &[d], false)).contains("already dismissed")
+            refused(verdict(&row("dismiss: written off", FP), &c, &[d], false))
+                .contains("already dismissed")
         );
     }
 }

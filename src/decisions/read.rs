@@ -76,8 +76,10 @@ fn control_characters(row: &SheetRow) -> Option<String> {
 
 /// The cells that make a decision: two rows of one case are the same decision when these are.
 fn decided_as(row: &SheetRow) -> (String, &str, &str) {
-    let decision = crate::report::cases::Decision::parse(&row.decision)
-        .map_or_else(|| row.decision.clone(), |d| d.text());
+    let decision = crate::report::cases::Decision::parse_with_reason(&row.decision).map_or_else(
+        || row.decision.clone(),
+        |(d, r)| d.text_with(r.map(|r| r.to_lowercase()).as_deref()),
+    );
     (decision, &row.note, &row.check)
 }
 

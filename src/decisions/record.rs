@@ -146,6 +146,8 @@ pub async fn record(
                 }
             })
             .collect();
+        // An amount difference alone: its amounts, for `accept difference`.
+        let paid = c.amount_difference(&view.items);
         let candidates: Vec<CaseCandidate> = c
             .candidates
             .iter()
@@ -156,6 +158,11 @@ pub async fn record(
                 line_id: k.line.id.to_string(),
                 text: k.text(),
                 reference: k.line.reference.as_ref().map(Id::to_string),
+                amounts: paid.map(|p| crate::store::cases::CandidateAmounts {
+                    currency: p.currency.to_string(),
+                    payment_minor: p.minor,
+                    line_minor: k.line.amount.minor,
+                }),
             })
             .collect();
         let case_lines: Vec<(String, String)> = c
@@ -271,13 +278,17 @@ async fn supersede(
 }
 
 /// What earlier decisions left on the cases: the settled ones (dismissed or decided on the
-/// evidence they had), and a status text for those escalated or waiting for a second reviewer.
-pub async fn marks(db: &crate::db::Db) -> Result<Marks> {
+/// evidence they had), a status text for those escalated or waiting for a second reviewer, and
+/// the job's `dismiss_reasons` (the Decide sheet offers `dismiss: <reason>` for each).
+pub async fn marks(db: &crate::db::Db, dismiss_reasons: &[String]) -> Result<Marks> {
     let mut tx = db.begin().await?;
     let marked = tx.marked_cases().await?;
     let waiting = tx.waiting_decisions().await?;
     tx.rollback().await?;
-    let mut m = Marks::default();
+    let mut m = Marks {
+        dismiss_reasons: dismiss_reasons.to_vec(),
+        ..Marks::default()
+    };
     for (key, fp, status, by) in marked {
         match status.as_str() {
             "DISMISSED" | "DECIDED" => {

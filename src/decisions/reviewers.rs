@@ -183,6 +183,8 @@ mod tests {
             apply_wait: crate::config::DEFAULT_APPLY_WAIT,
             max_file_bytes: 1 << 20,
             workbook: crate::workbook::WorkbookLimits::default(),
+            dismiss_reasons: crate::config::default_dismiss_reasons(),
+            write_off_limit: Default::default(),
         }
     }
 

@@ -95,10 +95,15 @@ pub enum Decision {
     Failed,
     /// `succeeded`: the payment was paid.
     Succeeded,
-    /// `dismiss`: nothing to do; stays dismissed while the evidence is unchanged.
+    /// `dismiss: <reason>`: nothing to do, for one of the job's `dismiss_reasons`; stays
+    /// dismissed while the evidence is unchanged. The reason travels beside the decision
+    /// ([`Decision::parse_with_reason`]).
     Dismiss,
     /// `escalate`: someone else must decide; the case stays open.
     Escalate,
+    /// `accept difference`: the case's one line is its payment's, the amount difference
+    /// (within `write_off_limit`) accepted, so later runs match the pair.
+    AcceptDifference,
 }
 
 impl Decision {
@@ -110,7 +115,29 @@ impl Decision {
             Decision::Succeeded => "succeeded".into(),
             Decision::Dismiss => "dismiss".into(),
             Decision::Escalate => "escalate".into(),
+            Decision::AcceptDifference => "accept difference".into(),
         }
+    }
+
+    /// The text with its reason, as the sheet offers it and the decision is stored:
+    /// `dismiss: written off`; without a reason [`Decision::text`].
+    pub fn text_with(self, reason: Option<&str>) -> String {
+        match reason {
+            Some(r) => format!("{}: {r}", self.text()),
+            None => self.text(),
+        }
+    }
+
+    /// The decision `s` spells with the reason after a colon, if any (`dismiss: written off`
+    /// → (`Dismiss`, `written off`), blanks in the reason collapsed; `dismiss:` has none).
+    /// Which reasons a decision takes is the caller's to check.
+    pub fn parse_with_reason(s: &str) -> Option<(Decision, Option<String>)> {
+        let (head, reason) = match s.split_once(':') {
+            Some((h, r)) => (h, Some(r.split_whitespace().collect::<Vec<_>>().join(" "))),
+            None => (s, None),
+        };
+        let d = Decision::parse(head)?;
+        Some((d, reason.filter(|r| !r.is_empty())))
     }
 
     /// The decision `s` spells (case and surrounding blanks ignored, one or more blanks
@@ -127,6 +154,7 @@ impl Decision {
             ("succeeded", None) => Decision::Succeeded,
             ("dismiss", None) => Decision::Dismiss,
             ("escalate", None) => Decision::Escalate,
+            ("accept", Some("difference")) => Decision::AcceptDifference,
             _ => return None,
         };
         words.next().is_none().then_some(d)
@@ -137,12 +165,22 @@ impl Decision {
 /// ambiguity or a near miss with N candidates; `failed` and `succeeded` when the case is about
 /// exactly one payment and its status is one a human may settle (UNKNOWN or REVIEW: recon
 /// never moves a payment out of SUCCEEDED, FAILED or PENDING, nor one a worker may still be
-/// sending); `dismiss` and `escalate` always. One definition for the sheet that offers them and
-/// for `recon decisions apply`, which refuses anything else.
-pub fn choices(kind: CaseKind, candidates: usize, payment_statuses: &[Status]) -> Vec<Decision> {
+/// sending); `accept difference` when the case's difference is one of amount alone
+/// (`amount_difference`: one candidate, its line in the payment's currency, another amount);
+/// `dismiss` and `escalate` always. One definition for the sheet that offers them and for
+/// `recon decisions apply`, which refuses anything else.
+pub fn choices(
+    kind: CaseKind,
+    candidates: usize,
+    payment_statuses: &[Status],
+    amount_difference: bool,
+) -> Vec<Decision> {
     let mut out = Vec::new();
     if matches!(kind, CaseKind::Ambiguity | CaseKind::NearMiss) {
         out.extend((1..=candidates as u32).map(Decision::Confirm));
+    }
+    if amount_difference {
+        out.push(Decision::AcceptDifference);
     }
     if !matches!(kind, CaseKind::Return | CaseKind::Duplicate)
         && let [s] = payment_statuses
@@ -157,12 +195,25 @@ pub fn choices(kind: CaseKind, candidates: usize, payment_statuses: &[Status]) -
 /// What earlier decisions left on the cases, as the reports show them: the cases settled on
 /// the evidence they still have (dismissed or decided: not offered for a decision again), and
 /// a short status per case (`escalated by …`, `waiting for a second reviewer: failed by …`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Marks {
     /// (case key, fingerprint) of every settled case.
     pub settled: std::collections::HashSet<(String, String)>,
     /// Case key → status text.
     pub status: HashMap<String, String>,
+    /// The job's `dismiss_reasons`: the sheet offers `dismiss: <reason>` for each (the
+    /// default list when the view was made without the job's, as a dry run's).
+    pub dismiss_reasons: Vec<String>,
+}
+
+impl Default for Marks {
+    fn default() -> Self {
+        Marks {
+            settled: Default::default(),
+            status: Default::default(),
+            dismiss_reasons: crate::config::default_dismiss_reasons(),
+        }
+    }
 }
 
 impl Marks {
@@ -176,6 +227,24 @@ impl Marks {
     pub fn extend(&mut self, other: Marks) {
         self.settled.extend(other.settled);
         self.status.extend(other.status);
+        // One job's days: the same reasons; the day's are the job's.
+        self.dismiss_reasons = other.dismiss_reasons;
+    }
+
+    /// The texts the sheet offers for `decisions`: `dismiss` as `dismiss: <reason>`, one per
+    /// reason, the others as they are ([`Decision::text`]).
+    pub fn offered_texts(&self, decisions: &[Decision]) -> Vec<String> {
+        decisions
+            .iter()
+            .flat_map(|d| match d {
+                Decision::Dismiss => self
+                    .dismiss_reasons
+                    .iter()
+                    .map(|r| d.text_with(Some(r)))
+                    .collect::<Vec<_>>(),
+                _ => vec![d.text()],
+            })
+            .collect()
     }
 }
 
@@ -325,7 +394,32 @@ impl Case {
             self.kind,
             self.candidates.len(),
             &self.payment_statuses(items),
+            self.amount_difference(items).is_some(),
         )
+    }
+
+    /// The payment's amount of the case's one candidate, when the case's difference is one of
+    /// amount alone: an AMOUNT_MISMATCH or a near miss with exactly one candidate whose line is
+    /// in the payment's currency with another amount. `items` are the view's.
+    pub fn amount_difference(&self, items: &[Item]) -> Option<Money> {
+        if self.kind != CaseKind::NearMiss && self.outcome != Outcome::AmountMismatch {
+            return None;
+        }
+        let [c] = self.candidates.as_slice() else {
+            return None;
+        };
+        let paid = self
+            .members
+            .iter()
+            .map(|&i| &items[i])
+            .filter(|i| i.payment_id.as_ref() == Some(&c.payment_id))
+            .find_map(|i| i.amount)?;
+        // Same sign: a bank line books a payment sent as a debit, and its difference is not
+        // the booked amounts' (such a line is confirmed instead).
+        (paid.currency == c.line.amount.currency
+            && paid.minor != c.line.amount.minor
+            && paid.minor.signum() == c.line.amount.minor.signum())
+        .then_some(paid)
     }
 
     /// The value in the reporting currency as people read it: `3,069.17 EUR`, rounded to the
@@ -934,6 +1028,7 @@ mod tests {
             Decision::Succeeded,
             Decision::Dismiss,
             Decision::Escalate,
+            Decision::AcceptDifference,
         ] {
             assert_eq!(Decision::parse(&d.text()), Some(d));
         }
@@ -952,7 +1047,7 @@ mod tests {
             assert_eq!(Decision::parse(bad), None, "{bad:?}");
         }
         let texts = |k, n, s: &[Status]| -> Vec<String> {
-            choices(k, n, s).iter().map(|d| d.text()).collect()
+            choices(k, n, s, false).iter().map(|d| d.text()).collect()
         };
         assert_eq!(
             texts(CaseKind::NearMiss, 1, &[Status::Unknown]),

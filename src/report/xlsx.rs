@@ -452,12 +452,13 @@ fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
         DataValidation::new().allow_list_strings(choices)?
     } else {
         let mut shown: Vec<&String> = Vec::new();
-        // The non-confirm choices first (they are short), then as many confirms as fit.
+        // The non-confirm choices first (they are short), then as many confirms as fit; a
+        // long list of dismiss reasons is cut where the list is full too (typing any offered
+        // decision is still accepted: the error style is a warning).
         let (confirms, rest): (Vec<&String>, Vec<&String>) =
             choices.iter().partition(|c| c.starts_with("confirm"));
-        shown.extend(rest);
-        let mut len = shown.iter().map(|s| s.len() + 1).sum::<usize>();
-        for c in confirms {
+        let mut len = 0;
+        for c in rest.into_iter().chain(confirms) {
             if len + c.len() + 1 > 255 {
                 break;
             }
@@ -519,7 +520,7 @@ fn decide_sheet(
     let mut r = 0u32;
     for c in view.listed_cases().into_iter().take(MAX_ROWS) {
         r += 1;
-        let choices: Vec<String> = c.choices(&view.items).iter().map(|d| d.text()).collect();
+        let choices = view.marks.offered_texts(&c.choices(&view.items));
         write_text(ws, r, decide_col("case"), &c.key)?;
         write_text(ws, r, decide_col("severity"), c.severity.as_str())?;
         write_text(ws, r, decide_col("what"), &c.what())?;

@@ -146,8 +146,13 @@ async fn plan_and_apply(
     stop::check(stop::BEFORE_COMMIT)?;
     // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out),
     // read before the output folder exists: a database that fails here leaves nothing behind.
-    let marks =
-        Arc::new(stop::unless_stopped(stop::BEFORE_COMMIT, crate::decisions::marks(db)).await?);
+    let marks = Arc::new(
+        stop::unless_stopped(
+            stop::BEFORE_COMMIT,
+            crate::decisions::marks(db, &cfg.decisions.dismiss_reasons),
+        )
+        .await?,
+    );
     let out_dir = parent.join(folder);
     let tmp_dir = parent.join(format!("{folder}.tmp"));
     let out_err = |what: &str, e: &dyn std::fmt::Display| {

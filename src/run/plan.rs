@@ -341,6 +341,15 @@ pub(crate) async fn plan(
         m.settlement = s;
     }
     let contested = super::claims::contested_pairs(&confirmed, &ledger.payments, &mut m);
+    // Pairs a reviewer settled with `accept difference`: matched while the difference holds.
+    let accepted: std::collections::HashMap<u32, (String, i64)> = confirmed
+        .applied
+        .iter()
+        .filter_map(|(&l, c)| {
+            c.accepted_difference_minor
+                .map(|d| (l, (c.payment_id.clone(), d)))
+        })
+        .collect();
     let LoadedLedger {
         payments,
         provider_ids: _,
@@ -469,6 +478,7 @@ pub(crate) async fn plan(
         report_line: &report_line,
         run_day: &from_day,
         named_only: &named_only,
+        accepted: &accepted,
     };
     // Provider status answers (`[[status_api]]`) for the unresolved payments in scope, and for
     // the watched ones that no statement line links (their decision rested on an answer, or

@@ -38,6 +38,30 @@ pub struct CaseCandidate {
     /// provider that later names another payment there contradicts the reviewer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// When the case's difference is one of amount alone (an AMOUNT_MISMATCH or a near miss
+    /// with this one candidate, its line in the payment's currency and sign): the
+    /// amounts, so `accept difference` can be checked against `write_off_limit`. Absent for
+    /// every other candidate and in cases stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amounts: Option<CandidateAmounts>,
+}
+
+/// A candidate's payment and line amounts, in their one currency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CandidateAmounts {
+    /// ISO 4217 code of both.
+    pub currency: String,
+    /// The payment's amount, minor units.
+    pub payment_minor: i64,
+    /// The line's amount, minor units.
+    pub line_minor: i64,
+}
+
+impl CandidateAmounts {
+    /// Line minus payment, minor units (what an `accept difference` accepts).
+    pub fn difference(&self) -> i64 {
+        self.line_minor.saturating_sub(self.payment_minor)
+    }
 }
 
 /// A `confirm N` that took effect: line (source, id) is the payment's.
@@ -57,6 +81,9 @@ pub struct Confirmation {
     pub approved_by: Option<String>,
     /// The line's reference when the reviewer saw it (None: it had none).
     pub reference: Option<String>,
+    /// `accept difference`: the line's amount minus the payment's (minor units) the reviewer
+    /// accepted; None for a plain `confirm N`.
+    pub accepted_difference_minor: Option<i64>,
 }
 
 impl Confirmation {
@@ -684,12 +711,13 @@ impl Tx {
     pub async fn confirm_line(&mut self, c: &Confirmation, now: &str) -> Result<()> {
         let mut q = self.sql(
             "INSERT INTO confirmed_lines (source, line_id, payment_id, case_key, actor, decided_at,
-                                          approved_by, line_reference)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                          approved_by, line_reference, accepted_difference_minor)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
              ON CONFLICT (source, line_id) DO UPDATE SET payment_id = excluded.payment_id,
                  case_key = excluded.case_key, actor = excluded.actor,
                  decided_at = excluded.decided_at, approved_by = excluded.approved_by,
-                 line_reference = excluded.line_reference",
+                 line_reference = excluded.line_reference,
+                 accepted_difference_minor = excluded.accepted_difference_minor",
         );
         q.bind(c.source.as_str())
             .bind(c.line_id.as_str())
@@ -698,7 +726,8 @@ impl Tx {
             .bind(c.actor.as_str())
             .bind(Bind::Ts(now))
             .bind(c.approved_by.as_deref())
-            .bind(c.reference.as_deref());
+            .bind(c.reference.as_deref())
+            .bind(c.accepted_difference_minor);
         self.execute(q).await.map_err(db_err("confirmed lines"))?;
         Ok(())
     }
@@ -706,7 +735,8 @@ impl Tx {
     /// Every confirmed line.
     pub async fn confirmed_lines(&mut self) -> Result<Vec<Confirmation>> {
         let q = self.sql(
-            "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference
+            "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference,
+                    accepted_difference_minor
              FROM confirmed_lines ORDER BY source, line_id",
         );
         self.fetch_all(q, |r| {
@@ -718,6 +748,7 @@ impl Tx {
                 actor: r.text(4)?,
                 approved_by: r.opt_text(5)?,
                 reference: r.opt_text(6)?,
+                accepted_difference_minor: r.opt_int(7)?,
             })
         })
         .await

@@ -501,7 +501,7 @@ async fn a_confirm_and_a_critical_dismissal_wait_for_a_second_reviewer() {
     assert_eq!(critical.severity, "CRITICAL");
     let rows = [
         (&amb, confirm(&amb, "P-1")),
-        (&critical, "dismiss".to_string()),
+        (&critical, "dismiss: written off".to_string()),
     ];
     let a = apply(&env, &sheet(&env, "alice.xlsx", &rows), "alice").await;
     assert_eq!(a.count(Status::Waiting), 2, "{}", a.text(None));
@@ -534,7 +534,10 @@ async fn a_confirm_and_a_critical_dismissal_wait_for_a_second_reviewer() {
         &sheet(
             &env,
             "bob.xlsx",
-            &[(&amb, confirm(&amb, "P-1")), (&critical, "dismiss".into())],
+            &[
+                (&amb, confirm(&amb, "P-1")),
+                (&critical, "dismiss: written off".into()),
+            ],
         ),
         "bob",
     )
@@ -666,7 +669,11 @@ async fn an_inbox_folder_counts_only_for_its_owner() {
     for (d, c) in [(&erin, &c1), (&fake_bob, &c2)] {
         write_decide_file(
             &d.join("x.xlsx"),
-            &[(c.key.clone(), c.fingerprint.clone(), "dismiss".into())],
+            &[(
+                c.key.clone(),
+                c.fingerprint.clone(),
+                "dismiss: written off".into(),
+            )],
             "not theirs",
         );
     }
@@ -674,7 +681,11 @@ async fn an_inbox_folder_counts_only_for_its_owner() {
     let elsewhere = env.path("elsewhere.xlsx");
     write_decide_file(
         &elsewhere,
-        &[(c2.key.clone(), c2.fingerprint.clone(), "dismiss".into())],
+        &[(
+            c2.key.clone(),
+            c2.fingerprint.clone(),
+            "dismiss: written off".into(),
+        )],
         "linked",
     );
     symlink(&elsewhere, bob.join("linked.xlsx")).expect("symlink");

@@ -144,9 +144,9 @@ fn edits() -> serde_json::Value {
         {"id": "P-4", "decision": "escalate", "note": "P-4 ask the bank"},
         {"id": "P-1", "decision": "failed", "note": "P-1 never left"},
         {"id": "P-2", "confirm": "P-3", "note": "P-2 P-3 invoice says P-3"},
-        {"id": "L-7", "decision": "dismiss", "note": "L-7 test transfer"},
+        {"id": "L-7", "decision": "dismiss: written off", "note": "L-7 test transfer"},
         {"id": "L-8", "decision": "escalate", "note": "L-8 ask treasury"},
-        {"id": "L-9", "decision": "dismiss", "note": "L-9 refunded"},
+        {"id": "L-9", "decision": "dismiss: written off", "note": "L-9 refunded"},
     ])
 }
 
@@ -211,10 +211,10 @@ async fn applies_every_row_to_its_case(env: &TestEnv, saved: &Path) {
     assert_eq!(d23[0].decision, format!("confirm {}", p3.number));
     assert_eq!(d23[0].note, "P-2 P-3 invoice says P-3");
     for (id, status, decision) in [
-        ("L-7", "DISMISSED", "dismiss"),
+        ("L-7", "DISMISSED", "dismiss: written off"),
         ("P-4", "ESCALATED", "escalate"),
         ("L-8", "ESCALATED", "escalate"),
-        ("L-9", "DISMISSED", "dismiss"),
+        ("L-9", "DISMISSED", "dismiss: written off"),
     ] {
         let (c, d) = case_of(env, id).await;
         assert_eq!(c.status, status, "{id}");
@@ -492,11 +492,11 @@ async fn a_case_decided_two_ways_in_one_file_is_refused_and_the_others_apply() {
     crate::support::write_decide_rows(
         &file,
         &[
-            row(&k7, &f7, "dismiss", "a test transfer"), // row 2
-            row(&k8, &f8, "escalate", "ask treasury"),   // row 3
-            row(&k9, &f9, "dismiss", "refunded"),        // row 4
-            row(&k8, &f8, "Escalate", "ask treasury"),   // row 5: the same as row 3
-            row(&k7, &f7, "escalate", "not sure"),       // row 6: another decision for L-7
+            row(&k7, &f7, "dismiss: written off", "a test transfer"), // row 2
+            row(&k8, &f8, "escalate", "ask treasury"),                // row 3
+            row(&k9, &f9, "dismiss: written off", "refunded"),        // row 4
+            row(&k8, &f8, "Escalate", "ask treasury"),                // row 5: the same as row 3
+            row(&k7, &f7, "escalate", "not sure"), // row 6: another decision for L-7
         ],
     );
     let r = apply(&env, &file).await;
@@ -553,7 +553,7 @@ async fn a_check_copied_from_another_row_is_refused() {
             [
                 k7.clone(),
                 check8.clone(),
-                "dismiss".into(),
+                "dismiss: written off".into(),
                 "L-7 test".into(),
                 String::new(),
             ],

@@ -218,10 +218,10 @@ async fn round_trip(b: Backend) {
         serde_json::json!([
             {"id": "P-1", "decision": "failed", "note": "never left: bank says no debit", "reviewer": "alice"},
             {"id": "P-2", "confirm": "P-3", "note": "the invoice says P-3", "reviewer": "alice"},
-            {"id": "P-5", "decision": "dismiss", "note": "fee netted", "reviewer": "alice"},
-            {"id": "L-7", "decision": "dismiss", "edit_check": true},
+            {"id": "P-5", "decision": "dismiss: written off", "note": "fee netted", "reviewer": "alice"},
+            {"id": "L-7", "decision": "dismiss: written off", "edit_check": true},
             {"id": "L-8", "decision": "failed", "not_offered": true},
-            {"id": "L-9", "decision": "dismiss", "note": "a test transfer", "reviewer": "mallory"},
+            {"id": "L-9", "decision": "dismiss: written off", "note": "a test transfer", "reviewer": "mallory"},
         ]),
     );
     // A later delivery adds a second look-alike for P-5: its evidence changes after the export.
@@ -550,7 +550,7 @@ async fn the_next_run_applies_the_inbox_as_each_folders_reviewer() {
     fill(
         &r1.out_dir.join("report.xlsx"),
         &carol.join("night1.xlsx"),
-        serde_json::json!([{"id": "L-9", "decision": "dismiss", "note": "test transfer", "reviewer": "carol"}]),
+        serde_json::json!([{"id": "L-9", "decision": "dismiss: written off", "note": "test transfer", "reviewer": "carol"}]),
     );
     fill(
         &r1.out_dir.join("report.xlsx"),

@@ -329,7 +329,7 @@ async fn an_unreadable_decision_file_is_skipped_with_why_and_the_night_completes
     one_cause(
         |_, bob, case| {
             let f = bob.join("secret.xlsx");
-            decide(&f, case, "dismiss", BOB);
+            decide(&f, case, "dismiss: written off", BOB);
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o000)).expect("chmod");
             f
         },
@@ -345,7 +345,7 @@ async fn a_symbolic_link_in_a_reviewers_folder_is_never_followed_and_is_named() 
     let (env, _) = one_cause(
         |env, bob, case| {
             let target = env.path("elsewhere.xlsx");
-            decide(&target, case, "dismiss", 0);
+            decide(&target, case, "dismiss: written off", 0);
             let link = bob.join("linked.xlsx");
             symlink(&target, &link).expect("symlink");
             link
@@ -383,7 +383,7 @@ async fn a_reviewers_folder_recon_cannot_list_is_skipped_with_why() {
     one_cause(
         |env, _, case| {
             let carol = folder(env, "carol", CAROL, 0o700);
-            decide(&carol.join("c.xlsx"), case, "dismiss", CAROL);
+            decide(&carol.join("c.xlsx"), case, "dismiss: written off", CAROL);
             carol
         },
         "cannot be listed: Permission denied",
@@ -454,7 +454,7 @@ async fn a_file_replaced_while_it_is_applied_is_not_recorded_and_the_next_night_
     }
     // Bob saves another decision over it (a new file renamed into place).
     let new = bob.join("b.xlsx.new");
-    decide(&new, &case, "dismiss", BOB);
+    decide(&new, &case, "dismiss: written off", BOB);
     std::fs::rename(&new, &file).expect("rename");
     std::fs::remove_file(&marker).expect("let recon go on");
     let out = child.wait_with_output().expect("recon ends");
@@ -480,7 +480,7 @@ async fn a_file_replaced_while_it_is_applied_is_not_recorded_and_the_next_night_
         case_now(&env, &case.key).await,
         (
             "DISMISSED".to_string(),
-            vec![("dismiss".to_string(), "bob".to_string())]
+            vec![("dismiss: written off".to_string(), "bob".to_string())]
         )
     );
 }
@@ -796,7 +796,7 @@ async fn decision_files_keeps_counts_and_the_first_refused_rows_not_every_row() 
         rows.push((
             key.clone(),
             format!("{key} {}", "0".repeat(64)),
-            "dismiss".into(),
+            "dismiss: written off".into(),
         ));
     }
     let file = env.path("big.xlsx");
@@ -923,7 +923,7 @@ async fn a_night_with_a_far_cell_statement_a_decision_bomb_and_an_unreadable_fil
     .expect("bomb");
     chown(&bomb, Some(BOB), Some(BOB)).expect("chown");
     let secret = bob.join("secret.xlsx");
-    decide(&secret, &case, "dismiss", BOB);
+    decide(&secret, &case, "dismiss: written off", BOB);
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).expect("chmod");
 
     let out = night_as_recon(&env, 6, "n06");

@@ -17,6 +17,7 @@ mod claims;
 mod config_lines;
 mod critical_cases;
 mod decide_sheet;
+mod decision_kinds;
 mod decisions;
 mod demo;
 mod docs;

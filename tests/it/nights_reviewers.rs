@@ -601,7 +601,7 @@ impl Harness {
             return Some(intent);
         }
         self.dice.chance(5_000).then(|| {
-            intent.decision = "dismiss".into();
+            intent.decision = "dismiss: written off".into();
             intent
         })
     }
@@ -1894,7 +1894,7 @@ impl Harness {
         let decision = if offered.iter().any(|d| d == "failed") {
             "failed"
         } else {
-            "dismiss"
+            "dismiss: written off"
         };
         let status_of = (decision == "failed")
             .then(|| self.payment_by_id.get(&c.payments[0].payment_id).copied())

@@ -130,6 +130,7 @@ fn classify(
         report_range: (BASE - 10 * DAY, BASE + 20 * DAY),
         report_line: &report_line,
         named_only: &[],
+        accepted: &Default::default(),
         run_day: "2026-11-10",
     };
     let elig = ctx.eligibility(payments);

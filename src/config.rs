@@ -763,9 +763,17 @@ struct RawEmail {
     /// `file` (default: `email.eml` in the run folder) or `smtp` (needs `[email.smtp]`).
     #[serde(default = "default_transport")]
     transport: String,
-    /// Attachments larger than this (KiB) are left out; the body says where the file is.
-    #[serde(default = "default_max_attachment_kib")]
-    max_attachment_kib: u64,
+    /// Largest attachment in MiB, a whole or decimal number (`2`, `0.05`); default 2. The
+    /// decide-workbook is shrunk to fit it; a larger file stays in the run folder.
+    max_attachment_mb: Option<SizeMb>,
+    /// The same limit in KiB (the older key; give one of the two).
+    max_attachment_kib: Option<u64>,
+    /// Largest whole message in MiB (bodies and attachments, as encoded); default 10.
+    /// Attachments that would take the message past it stay in the run folder.
+    max_email_mb: Option<SizeMb>,
+    /// Base URL under which the run folders are served (`https://recon.example/runs`): the
+    /// email links `<report_url>/<run folder>/report.xlsx` instead of naming a server path.
+    report_url: Option<String>,
     /// SMTP settings (used when `transport = "smtp"`).
     smtp: Option<RawSmtp>,
 }
@@ -800,9 +808,34 @@ fn default_subject_prefix() -> String {
 fn default_transport() -> String {
     "file".into()
 }
-fn default_max_attachment_kib() -> u64 {
-    10 * 1024
+/// A size in MiB as written in the job file: a whole or a decimal number. Not money: a
+/// binary fraction of a MiB is exact enough for a size limit.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum SizeMb {
+    /// `2`
+    Whole(u64),
+    /// `0.05`
+    Decimal(f64),
 }
+
+impl SizeMb {
+    /// Bytes, rounded down; `None` for a negative or non-finite number.
+    fn bytes(self) -> Option<u64> {
+        match self {
+            SizeMb::Whole(n) => Some(n.saturating_mul(1 << 20)),
+            SizeMb::Decimal(f) if f.is_finite() && f >= 0.0 => {
+                Some((f * (1u64 << 20) as f64) as u64)
+            }
+            SizeMb::Decimal(_) => None,
+        }
+    }
+}
+
+/// Default `email.max_attachment_mb`: the decide-workbook most relays and phones take.
+const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 2 << 20;
+/// Default `email.max_email_mb`: under the 10 MiB many relays refuse above.
+const DEFAULT_MAX_EMAIL_BYTES: u64 = 10 << 20;
 fn default_tls() -> String {
     "starttls".into()
 }
@@ -832,8 +865,12 @@ pub struct EmailConfig {
     pub subject_prefix: String,
     /// How the message leaves.
     pub transport: EmailTransport,
-    /// Largest attachment included, in bytes.
+    /// Largest attachment included, in bytes (`max_attachment_mb`).
     pub max_attachment_bytes: u64,
+    /// Largest message, in bytes as encoded (`max_email_mb`).
+    pub max_email_bytes: u64,
+    /// Base URL of the served run folders, without a trailing `/` (`report_url`).
+    pub report_url: Option<String>,
 }
 
 /// How the alert is delivered.
@@ -1058,13 +1095,50 @@ impl RawEmail {
                 ));
             }
         };
+        let size = |key: &str, v: SizeMb| {
+            v.bytes().ok_or_else(|| {
+                config_error(
+                    path,
+                    format!("key `email.{key}`: {v:?} is not a size in MiB (hint: 2 or 0.5)"),
+                )
+            })
+        };
+        let max_attachment_bytes = match (self.max_attachment_mb, self.max_attachment_kib) {
+            (Some(_), Some(_)) => {
+                return Err(config_error(
+                    path,
+                    "keys `email.max_attachment_mb` and `email.max_attachment_kib`: give one of the two",
+                ));
+            }
+            (Some(mb), None) => size("max_attachment_mb", mb)?,
+            (None, Some(kib)) => kib.saturating_mul(1024),
+            (None, None) => DEFAULT_MAX_ATTACHMENT_BYTES,
+        };
+        let max_email_bytes = match self.max_email_mb {
+            Some(mb) => size("max_email_mb", mb)?,
+            None => DEFAULT_MAX_EMAIL_BYTES,
+        };
+        let report_url = match self.report_url {
+            None => None,
+            Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
+                Some(u.trim_end_matches('/').to_string())
+            }
+            Some(u) => {
+                return Err(config_error(
+                    path,
+                    format!("key `email.report_url`: {u:?} is not an http(s) URL"),
+                ));
+            }
+        };
         Ok(EmailConfig {
             from,
             to,
             extra_recipients,
             subject_prefix: self.subject_prefix,
             transport,
-            max_attachment_bytes: self.max_attachment_kib.saturating_mul(1024),
+            max_attachment_bytes,
+            max_email_bytes,
+            report_url,
         })
     }
 }

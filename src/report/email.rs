@@ -284,7 +284,7 @@ pub fn recipients(cfg: &EmailConfig, view: &ReportView) -> Vec<Mailbox> {
 /// XLSX content type.
 const XLSX_MIME: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 /// Room for the headers of the message and of each part, beyond the encoded bodies.
-const HEADERS_ROOM: u64 = 8 * 1024;
+const HEADERS_ROOM: u64 = 4 * 1024;
 
 /// One file the message carries.
 #[derive(Debug, Clone)]

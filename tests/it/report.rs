@@ -246,6 +246,10 @@ impl Part {
     pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("utf-8 body")
     }
+    /// The decoded body.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// The decoded body of the part of type `mime` (`text/plain`, `text/html`) of the email a run

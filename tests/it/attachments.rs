@@ -84,7 +84,10 @@ fn claims_match(body: &str, names: &[String]) {
     let files = ["report.xlsx", "decide.xlsx", "diff.csv"];
     for f in files {
         if body.contains(&format!("attached {f}")) {
-            assert!(names.iter().any(|n| n == f), "says attached {f}: {names:?}\n{body}");
+            assert!(
+                names.iter().any(|n| n == f),
+                "says attached {f}: {names:?}\n{body}"
+            );
         }
     }
     let line = body
@@ -136,22 +139,43 @@ async fn over_the_attachment_limit_the_decide_workbook_is_attached_and_applies()
     let limit = 12 * 1024;
     let (env, report) = night("max_attachment_mb = 0.01171875\n").await;
     let dir = &report.out_dir;
-    let report_len = std::fs::metadata(dir.join("report.xlsx")).expect("report").len();
-    assert!(report_len > limit, "report.xlsx is {report_len} bytes: the test needs it over");
+    let report_len = std::fs::metadata(dir.join("report.xlsx"))
+        .expect("report")
+        .len();
+    assert!(
+        report_len > limit,
+        "report.xlsx is {report_len} bytes: the test needs it over"
+    );
     let (parts, _, text, html) = message(dir);
     let names = attached(&parts);
-    assert_eq!(names.first().map(String::as_str), Some("decide.xlsx"), "{names:?}");
+    assert_eq!(
+        names.first().map(String::as_str),
+        Some("decide.xlsx"),
+        "{names:?}"
+    );
     assert!(!names.iter().any(|n| n == "report.xlsx"), "{names:?}");
     claims_match(&text, &names);
     claims_match(&html, &names);
     let decide = part_bytes(&parts, "decide.xlsx");
-    assert!(decide.len() as u64 <= limit, "decide.xlsx is {} bytes", decide.len());
+    assert!(
+        decide.len() as u64 <= limit,
+        "decide.xlsx is {} bytes",
+        decide.len()
+    );
     // The attachment is the file in the run folder.
-    assert_eq!(std::fs::read(dir.join("decide.xlsx")).expect("decide.xlsx"), decide);
+    assert_eq!(
+        std::fs::read(dir.join("decide.xlsx")).expect("decide.xlsx"),
+        decide
+    );
     let all = crate::decisions::decide_cases(&dir.join("report.xlsx"));
     assert_eq!(all.len(), LINES, "one case per unknown line");
     let held = crate::decisions::decide_cases(&dir.join("decide.xlsx"));
-    assert!(!held.is_empty() && held.len() < all.len(), "{} of {}", held.len(), all.len());
+    assert!(
+        !held.is_empty() && held.len() < all.len(),
+        "{} of {}",
+        held.len(),
+        all.len()
+    );
     assert_eq!(held, all[..held.len()], "the first cases of the one order");
     let said = format!(
         "the attached decide.xlsx (the {} most valuable of {LINES} open cases; all are in \
@@ -168,7 +192,11 @@ async fn over_the_attachment_limit_the_decide_workbook_is_attached_and_applies()
         .arg(&decided)
         .output()
         .expect("python runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let applied = Command::new(env!("CARGO_BIN_EXE_recon"))
         .args(["decisions", "apply", "--config"])
         .arg(&env.config_path)
@@ -205,10 +233,18 @@ async fn diff_csv_stays_in_the_folder_when_it_would_pass_the_email_cap() {
     let names = attached(&parts);
     assert_eq!(names, ["report.xlsx"], "{text}");
     assert!(size <= cap, "message is {size} bytes, cap {cap}");
-    let diff_len = std::fs::metadata(dir.join("diff.csv")).expect("diff.csv").len();
+    let diff_len = std::fs::metadata(dir.join("diff.csv"))
+        .expect("diff.csv")
+        .len();
     // Base64 takes 4 bytes per 3: with diff.csv the message would be over the cap.
-    assert!(size + diff_len * 4 / 3 > cap, "diff.csv {diff_len} bytes would fit");
-    assert!(text.contains("diff.csv (") && text.contains("stays in the run folder"), "{text}");
+    assert!(
+        size + diff_len * 4 / 3 > cap,
+        "diff.csv {diff_len} bytes would fit"
+    );
+    assert!(
+        text.contains("diff.csv (") && text.contains("stays in the run folder"),
+        "{text}"
+    );
     claims_match(&text, &names);
     claims_match(&html, &names);
 }

@@ -348,11 +348,14 @@ impl Delivery {
     pub fn prose(&self) -> html::MailProse {
         let how = match self.decide {
             Some((n, of)) if self.has(DECIDE_XLSX_FILE) => {
+                let count = |k: usize| crate::money::grouped(&k.into());
                 let held = if n == of {
-                    format!("all {of} open cases")
+                    format!("all {} open cases", count(of))
                 } else {
                     format!(
-                        "the {n} most valuable of {of} open cases; all are in {}",
+                        "the {} most valuable of {} open cases; all are in {}",
+                        count(n),
+                        count(of),
                         self.report_where()
                     )
                 };

@@ -1154,6 +1154,54 @@ mod email_tests {
         Config::parse(&format!("{BASE}{email}"), Path::new("job.toml"))
     }
 
+    const TO: &str = "[email]\nfrom = \"recon@x.test\"\nto = [\"fin@x.test\"]\n";
+
+    #[test]
+    fn sizes_are_mib_whole_or_decimal_with_the_older_kib_key_and_defaults_2_and_10() {
+        let e = parse(TO).unwrap().email.unwrap();
+        assert_eq!(
+            (e.max_attachment_bytes, e.max_email_bytes),
+            (2 << 20, 10 << 20)
+        );
+        let e = parse(&format!("{TO}max_attachment_mb = 0.5\nmax_email_mb = 3\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(
+            (e.max_attachment_bytes, e.max_email_bytes),
+            (524_288, 3 * 1_048_576)
+        );
+        // 0.05 MiB = 52,428.8 bytes, rounded down.
+        let e = parse(&format!("{TO}max_attachment_mb = 0.05\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.max_attachment_bytes, 52_428);
+        let e = parse(&format!("{TO}max_attachment_kib = 100\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.max_attachment_bytes, 102_400);
+        let both = parse(&format!(
+            "{TO}max_attachment_kib = 100\nmax_attachment_mb = 1\n"
+        ));
+        assert!(format!("{:#}", both.unwrap_err()).contains("give one of the two"));
+        let negative = parse(&format!("{TO}max_email_mb = -1.5\n"));
+        assert!(format!("{:#}", negative.unwrap_err()).contains("email.max_email_mb"));
+    }
+
+    #[test]
+    fn report_url_is_an_http_url_kept_without_its_trailing_slash() {
+        let e = parse(&format!("{TO}report_url = \"https://r.example/runs/\"\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.report_url.as_deref(), Some("https://r.example/runs"));
+        assert!(parse(TO).unwrap().email.unwrap().report_url.is_none());
+        let bad = parse(&format!("{TO}report_url = \"/srv/runs\"\n"));
+        assert!(format!("{:#}", bad.unwrap_err()).contains("email.report_url"));
+    }
+
     #[test]
     fn email_section_is_optional_and_defaults_to_the_file_transport() {
         assert!(parse("").unwrap().email.is_none());

@@ -461,20 +461,29 @@ pub fn plan(
             let of = view.listed_cases().len();
             if of > 0 {
                 let limit = cfg.max_attachment_bytes.min(decoded_room(left));
-                let mut n = of;
+                let (mut n, mut tries) = (of, 0);
                 let decide = loop {
                     let b = xlsx::decide_workbook(view, n)?;
                     let len = b.len() as u64;
+                    tries += 1;
+                    tracing::debug!(
+                        cases = n,
+                        of,
+                        bytes = len,
+                        limit,
+                        tries,
+                        "Decide-workbook built."
+                    );
                     if len <= limit {
                         break Some((n, b));
                     }
                     if n == 1 {
                         break None;
                     }
-                    // In proportion to the size, 5% under it (a workbook has a fixed part),
-                    // and at least halved, so a few tries fit.
+                    // In proportion to the overshoot, 5% under it (a workbook has a fixed
+                    // part, and its rows are not all alike), and at least one fewer.
                     let scaled = (n as u128 * limit as u128 * 95 / (len as u128 * 100)) as usize;
-                    n = scaled.min(n / 2).max(1);
+                    n = scaled.min(n - 1).max(1);
                 };
                 match decide {
                     Some((n, b)) => {

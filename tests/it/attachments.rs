@@ -248,3 +248,24 @@ async fn diff_csv_stays_in_the_folder_when_it_would_pass_the_email_cap() {
     claims_match(&text, &names);
     claims_match(&html, &names);
 }
+
+/// With `report_url`, the email links the full report where it would name the run folder, and
+/// still attaches only what fits.
+#[tokio::test]
+async fn report_url_links_the_full_report_that_is_not_attached() {
+    let (_env, report) =
+        night("max_attachment_mb = 0.01171875\nreport_url = \"https://recon.example/runs/\"\n")
+            .await;
+    let (parts, _, text, html) = message(&report.out_dir);
+    let names = attached(&parts);
+    assert!(!names.iter().any(|n| n == "report.xlsx"), "{names:?}");
+    let link = "https://recon.example/runs/r1/report.xlsx";
+    assert!(
+        text.contains(&format!("open cases; all are in report.xlsx ({link}))")),
+        "{text}"
+    );
+    assert!(text.contains(&format!("The full report: {link}")), "{text}");
+    assert!(html.contains(link), "{html}");
+    claims_match(&text, &names);
+    claims_match(&html, &names);
+}

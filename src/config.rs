@@ -808,8 +808,7 @@ fn default_subject_prefix() -> String {
 fn default_transport() -> String {
     "file".into()
 }
-/// A size in MiB as written in the job file: a whole or a decimal number. Not money: a
-/// binary fraction of a MiB is exact enough for a size limit.
+/// A size in MiB as written in the job file: a whole or a decimal number.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(untagged)]
 enum SizeMb {
@@ -824,10 +823,18 @@ impl SizeMb {
     fn bytes(self) -> Option<u64> {
         match self {
             SizeMb::Whole(n) => Some(n.saturating_mul(1 << 20)),
-            SizeMb::Decimal(f) if f.is_finite() && f >= 0.0 => {
-                Some((f * (1u64 << 20) as f64) as u64)
+            // Through a decimal: the job file's `0.05` becomes the decimal the double stands
+            // for, then is multiplied exactly.
+            SizeMb::Decimal(f) => {
+                use rust_decimal::prelude::ToPrimitive as _;
+                let d = rust_decimal::Decimal::try_from(f).ok()?;
+                if d.is_sign_negative() {
+                    return None;
+                }
+                d.checked_mul(rust_decimal::Decimal::from(1u64 << 20))?
+                    .floor()
+                    .to_u64()
             }
-            SizeMb::Decimal(_) => None,
         }
     }
 }

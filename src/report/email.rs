@@ -3,7 +3,7 @@
 //! (account numbers are masked there already).
 //!
 //! What it carries is decided once, by [`plan`]: report.xlsx when it fits the attachment
-//! limit, else `decide.xlsx` (Summary and Decide for as many of the most valuable cases as
+//! limit, else `decide.xlsx` (Summary and Decide for as many of the first cases, by severity then value, as
 //! fit), then diff.csv if the message stays under `max_email_mb`. The MIME parts and every
 //! sentence about attachments come from that one [`Delivery`], so the text never calls a file
 //! attached that the message lacks.
@@ -353,7 +353,7 @@ impl Delivery {
                     format!("all {} open cases", count(of))
                 } else {
                     format!(
-                        "the {} most valuable of {} open cases; all are in {}",
+                        "the first {} of {} open cases, most severe then most valuable; all are in {}",
                         count(n),
                         count(of),
                         self.report_where()

@@ -1,5 +1,5 @@
 //! What the alert carries (issue 42 point 3): report.xlsx when it fits `max_attachment_mb`,
-//! else a decide-workbook (Summary and Decide for the most valuable cases) shrunk until it
+//! else a decide-workbook (Summary and Decide for the first cases by severity, then value) shrunk until it
 //! fits; diff.csv only while the message stays under `max_email_mb`; and no sentence calls a
 //! file attached that the message lacks.
 
@@ -130,7 +130,7 @@ wb.save(sys.argv[2])
 "#;
 
 /// A limit report.xlsx exceeds: decide.xlsx is attached instead, under the limit, with the
-/// first cases of report.xlsx's Decide sheet (the most valuable first) and fewer than all;
+/// first cases of report.xlsx's Decide sheet (all one severity here, so the most valuable first) and fewer than all;
 /// the email says how many of how many and that report.xlsx is in the run folder, never that
 /// it is attached; the attached file applies through `recon decisions apply`, every row.
 #[tokio::test]
@@ -178,8 +178,8 @@ async fn over_the_attachment_limit_the_decide_workbook_is_attached_and_applies()
     );
     assert_eq!(held, all[..held.len()], "the first cases of the one order");
     let said = format!(
-        "the attached decide.xlsx (the {} most valuable of {LINES} open cases; all are in \
-         report.xlsx in the run folder)",
+        "the attached decide.xlsx (the first {} of {LINES} open cases, most severe then most \
+         valuable; all are in report.xlsx in the run folder)",
         held.len()
     );
     assert!(text.contains(&said), "{said}\n{text}");

@@ -261,7 +261,7 @@ async fn report_url_links_the_full_report_that_is_not_attached() {
     assert!(!names.iter().any(|n| n == "report.xlsx"), "{names:?}");
     let link = "https://recon.example/runs/r1/report.xlsx";
     assert!(
-        text.contains(&format!("open cases; all are in report.xlsx ({link}))")),
+        text.contains(&format!("; all are in report.xlsx ({link}))")),
         "{text}"
     );
     assert!(text.contains(&format!("The full report: {link}")), "{text}");

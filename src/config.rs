@@ -864,9 +864,17 @@ struct RawEmail {
     /// `file` (default: `email.eml` in the run folder) or `smtp` (needs `[email.smtp]`).
     #[serde(default = "default_transport")]
     transport: String,
-    /// Attachments larger than this (KiB) are left out; the body says where the file is.
-    #[serde(default = "default_max_attachment_kib")]
-    max_attachment_kib: u64,
+    /// Largest attachment in MiB, a whole or decimal number (`2`, `0.05`); default 2. The
+    /// decide-workbook is shrunk to fit it; a larger file stays in the run folder.
+    max_attachment_mb: Option<SizeMb>,
+    /// The same limit in KiB (the older key; give one of the two).
+    max_attachment_kib: Option<u64>,
+    /// Largest whole message in MiB (bodies and attachments, as encoded); default 10.
+    /// Attachments that would take the message past it stay in the run folder.
+    max_email_mb: Option<SizeMb>,
+    /// Base URL under which the run folders are served (`https://recon.example/runs`): the
+    /// email links `<report_url>/<run folder>/report.xlsx` instead of naming a server path.
+    report_url: Option<String>,
     /// SMTP settings (used when `transport = "smtp"`).
     smtp: Option<RawSmtp>,
 }
@@ -901,9 +909,41 @@ fn default_subject_prefix() -> String {
 fn default_transport() -> String {
     "file".into()
 }
-fn default_max_attachment_kib() -> u64 {
-    10 * 1024
+/// A size in MiB as written in the job file: a whole or a decimal number.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum SizeMb {
+    /// `2`
+    Whole(u64),
+    /// `0.05`
+    Decimal(f64),
 }
+
+impl SizeMb {
+    /// Bytes, rounded down; `None` for a negative or non-finite number.
+    fn bytes(self) -> Option<u64> {
+        match self {
+            SizeMb::Whole(n) => Some(n.saturating_mul(1 << 20)),
+            // Through a decimal: the job file's `0.05` becomes the decimal the double stands
+            // for, then is multiplied exactly.
+            SizeMb::Decimal(f) => {
+                use rust_decimal::prelude::ToPrimitive as _;
+                let d = rust_decimal::Decimal::try_from(f).ok()?;
+                if d.is_sign_negative() {
+                    return None;
+                }
+                d.checked_mul(rust_decimal::Decimal::from(1u64 << 20))?
+                    .floor()
+                    .to_u64()
+            }
+        }
+    }
+}
+
+/// Default `email.max_attachment_mb`: the decide-workbook most relays and phones take.
+const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 2 << 20;
+/// Default `email.max_email_mb`: under the 10 MiB many relays refuse above.
+const DEFAULT_MAX_EMAIL_BYTES: u64 = 10 << 20;
 fn default_tls() -> String {
     "starttls".into()
 }
@@ -933,8 +973,12 @@ pub struct EmailConfig {
     pub subject_prefix: String,
     /// How the message leaves.
     pub transport: EmailTransport,
-    /// Largest attachment included, in bytes.
+    /// Largest attachment included, in bytes (`max_attachment_mb`).
     pub max_attachment_bytes: u64,
+    /// Largest message, in bytes as encoded (`max_email_mb`).
+    pub max_email_bytes: u64,
+    /// Base URL of the served run folders, without a trailing `/` (`report_url`).
+    pub report_url: Option<String>,
 }
 
 /// How the alert is delivered.
@@ -1159,13 +1203,50 @@ impl RawEmail {
                 ));
             }
         };
+        let size = |key: &str, v: SizeMb| {
+            v.bytes().ok_or_else(|| {
+                config_error(
+                    path,
+                    format!("key `email.{key}`: {v:?} is not a size in MiB (hint: 2 or 0.5)"),
+                )
+            })
+        };
+        let max_attachment_bytes = match (self.max_attachment_mb, self.max_attachment_kib) {
+            (Some(_), Some(_)) => {
+                return Err(config_error(
+                    path,
+                    "keys `email.max_attachment_mb` and `email.max_attachment_kib`: give one of the two",
+                ));
+            }
+            (Some(mb), None) => size("max_attachment_mb", mb)?,
+            (None, Some(kib)) => kib.saturating_mul(1024),
+            (None, None) => DEFAULT_MAX_ATTACHMENT_BYTES,
+        };
+        let max_email_bytes = match self.max_email_mb {
+            Some(mb) => size("max_email_mb", mb)?,
+            None => DEFAULT_MAX_EMAIL_BYTES,
+        };
+        let report_url = match self.report_url {
+            None => None,
+            Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
+                Some(u.trim_end_matches('/').to_string())
+            }
+            Some(u) => {
+                return Err(config_error(
+                    path,
+                    format!("key `email.report_url`: {u:?} is not an http(s) URL"),
+                ));
+            }
+        };
         Ok(EmailConfig {
             from,
             to,
             extra_recipients,
             subject_prefix: self.subject_prefix,
             transport,
-            max_attachment_bytes: self.max_attachment_kib.saturating_mul(1024),
+            max_attachment_bytes,
+            max_email_bytes,
+            report_url,
         })
     }
 }
@@ -1179,6 +1260,54 @@ mod email_tests {
 
     fn parse(email: &str) -> Result<Config> {
         Config::parse(&format!("{BASE}{email}"), Path::new("job.toml"))
+    }
+
+    const TO: &str = "[email]\nfrom = \"recon@x.test\"\nto = [\"fin@x.test\"]\n";
+
+    #[test]
+    fn sizes_are_mib_whole_or_decimal_with_the_older_kib_key_and_defaults_2_and_10() {
+        let e = parse(TO).unwrap().email.unwrap();
+        assert_eq!(
+            (e.max_attachment_bytes, e.max_email_bytes),
+            (2 << 20, 10 << 20)
+        );
+        let e = parse(&format!("{TO}max_attachment_mb = 0.5\nmax_email_mb = 3\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(
+            (e.max_attachment_bytes, e.max_email_bytes),
+            (524_288, 3 * 1_048_576)
+        );
+        // 0.05 MiB = 52,428.8 bytes, rounded down.
+        let e = parse(&format!("{TO}max_attachment_mb = 0.05\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.max_attachment_bytes, 52_428);
+        let e = parse(&format!("{TO}max_attachment_kib = 100\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.max_attachment_bytes, 102_400);
+        let both = parse(&format!(
+            "{TO}max_attachment_kib = 100\nmax_attachment_mb = 1\n"
+        ));
+        assert!(format!("{:#}", both.unwrap_err()).contains("give one of the two"));
+        let negative = parse(&format!("{TO}max_email_mb = -1.5\n"));
+        assert!(format!("{:#}", negative.unwrap_err()).contains("email.max_email_mb"));
+    }
+
+    #[test]
+    fn report_url_is_an_http_url_kept_without_its_trailing_slash() {
+        let e = parse(&format!("{TO}report_url = \"https://r.example/runs/\"\n"))
+            .unwrap()
+            .email
+            .unwrap();
+        assert_eq!(e.report_url.as_deref(), Some("https://r.example/runs"));
+        assert!(parse(TO).unwrap().email.unwrap().report_url.is_none());
+        let bad = parse(&format!("{TO}report_url = \"/srv/runs\"\n"));
+        assert!(format!("{:#}", bad.unwrap_err()).contains("email.report_url"));
     }
 
     #[test]

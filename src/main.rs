@@ -240,7 +240,7 @@ enum DecisionsCommand {
         /// Who decides (default: the login name, $USER). Never taken from the file.
         #[arg(long)]
         actor: Option<String>,
-        /// The edited report.xlsx.
+        /// The edited report.xlsx (or the decide.xlsx the email carried).
         file: PathBuf,
     },
 }

@@ -1,8 +1,16 @@
-//! The email alert: an HTML body with a plain-text alternative, the XLSX report and the CSV
-//! diff attached. Built from the same [`ReportView`] as the reports, so it shows nothing the
-//! reports do not (account numbers are masked there already).
+//! The email alert: an HTML body with a plain-text alternative and the files to decide in.
+//! Built from the same [`ReportView`] as the reports, so it shows nothing the reports do not
+//! (account numbers are masked there already).
+//!
+//! What it carries is decided once, by [`plan`]: report.xlsx when it fits the attachment
+//! limit, else `decide.xlsx` (Summary and Decide for as many of the first cases, by severity then value, as
+//! fit), then diff.csv if the message stays under `max_email_mb`. The MIME parts and every
+//! sentence about attachments come from that one [`Delivery`], so the text never calls a file
+//! attached that the message lacks.
 
-use super::{DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, cases, html, text_safe};
+use super::{
+    DECIDE_XLSX_FILE, DIFF_CSV_FILE, Family, ReportView, XLSX_FILE, cases, html, text_safe, xlsx,
+};
 use crate::config::{EmailConfig, RecipientKey};
 use crate::outcome::Outcome;
 use anyhow::{Context, Result};
@@ -58,7 +66,8 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
 
 /// The plain-text alternative: the same content as the HTML body, in the same order, in lines
 /// short enough for a phone.
-pub fn text(view: &ReportView, notes: &[String]) -> String {
+pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
+    let notes = &prose.notes;
     let s = &view.summary;
     let mut out = String::new();
     let _ = writeln!(out, "{}", text_safe(&html::email_kicker(view)));
@@ -184,12 +193,13 @@ pub fn text(view: &ReportView, notes: &[String]) -> String {
         if n > html::EMAIL_CASES {
             let _ = writeln!(
                 out,
-                "\n{} more case{} in the attached report.xlsx (sheet Cases).",
+                "\n{} more case{} {}.",
                 n - html::EMAIL_CASES,
-                if n - html::EMAIL_CASES == 1 { "" } else { "s" }
+                if n - html::EMAIL_CASES == 1 { "" } else { "s" },
+                prose.more_cases
             );
         }
-        let _ = writeln!(out, "\n{}", html::HOW_TO_DECIDE);
+        let _ = writeln!(out, "\n{}", prose.how_to_decide);
     }
     out.push('\n');
     if !s.warnings.is_empty() {
@@ -271,8 +281,257 @@ pub fn recipients(cfg: &EmailConfig, view: &ReportView) -> Vec<Mailbox> {
     out
 }
 
-/// Builds the alert for the run whose files are in `run_dir` (report.xlsx and diff.csv are
-/// attached when present and not larger than the configured limit).
+/// XLSX content type.
+const XLSX_MIME: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
+/// Room for the headers of the message and of each part, beyond the encoded bodies.
+const HEADERS_ROOM: u64 = 4 * 1024;
+
+/// One file the message carries.
+#[derive(Debug, Clone)]
+pub struct Attached {
+    /// File name (as in the run folder).
+    pub name: &'static str,
+    /// Content type.
+    pub mime: &'static str,
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// What the alert carries and what it leaves in the run folder: the one decision both the
+/// MIME parts and the text are made from.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// Attachments, in priority order.
+    pub attached: Vec<Attached>,
+    /// When decide.xlsx is attached: how many cases it holds, of how many open ones.
+    pub decide: Option<(usize, usize)>,
+    /// Files left in the run folder, each with why (`diff.csv (9,100 KiB): over ...`).
+    pub left_out: Vec<String>,
+    /// The full report's address, when `report_url` is set.
+    pub report_link: Option<String>,
+    /// The run folder (named at the end of the message, never above the fold).
+    pub run_dir: String,
+}
+
+/// Bytes of `n` bytes in base64 as lettre writes it: 76-character lines ending in CRLF.
+fn base64_len(n: u64) -> u64 {
+    let chars = n.div_ceil(3) * 4;
+    chars + chars.div_ceil(76) * 2
+}
+
+fn kib(n: u64) -> String {
+    format!("{} KiB", n.div_ceil(1024))
+}
+
+fn is_attached(d: &Delivery, name: &str) -> bool {
+    d.attached.iter().any(|a| a.name == name)
+}
+
+impl Delivery {
+    /// Whether `name` is among the attachments.
+    pub fn has(&self, name: &str) -> bool {
+        is_attached(self, name)
+    }
+
+    /// Where report.xlsx is for a reader of the message.
+    fn report_where(&self) -> String {
+        if self.has(XLSX_FILE) {
+            "the attached report.xlsx".into()
+        } else if let Some(url) = &self.report_link {
+            format!("report.xlsx ({url})")
+        } else {
+            "report.xlsx in the run folder".into()
+        }
+    }
+
+    /// The sentences about files, from the attachment list alone.
+    pub fn prose(&self) -> html::MailProse {
+        let how = match self.decide {
+            Some((n, of)) if self.has(DECIDE_XLSX_FILE) => {
+                let count = |k: usize| crate::money::grouped(&k.into());
+                let held = if n == of {
+                    format!("all {} open cases", count(of))
+                } else {
+                    format!(
+                        "the first {} of {} open cases, most severe then most valuable; all are in {}",
+                        count(n),
+                        count(of),
+                        self.report_where()
+                    )
+                };
+                format!("the attached decide.xlsx ({held})")
+            }
+            _ => self.report_where(),
+        };
+        let mut notes = self.left_out.clone();
+        if self.attached.is_empty() {
+            notes.push("Nothing is attached.".into());
+        } else {
+            let names: Vec<&str> = self.attached.iter().map(|a| a.name).collect();
+            notes.push(format!("Attached: {}.", names.join(", ")));
+        }
+        if let Some(url) = &self.report_link {
+            notes.push(format!("The full report: {url}"));
+        }
+        notes.push(format!(
+            "The run folder, with report.xlsx and results.csv: {}",
+            self.run_dir
+        ));
+        html::MailProse {
+            more_cases: format!("in {} (sheet Cases)", self.report_where()),
+            how_to_decide: format!(
+                "To decide: open {how}, sheet Decide (one row per case, a drop-down of what each \
+                 case allows), and return the file to recon's decisions folder, or run recon \
+                 decisions apply on it."
+            ),
+            notes,
+        }
+    }
+}
+
+/// Decides what the alert carries, given `budget` bytes (as encoded) for attachments:
+/// report.xlsx when it fits the attachment limit (it holds every case); otherwise decide.xlsx
+/// with as many of the first cases (severity, then value) as fit, written into `files`; then
+/// diff.csv when it fits what is left. Nothing else decides an attachment.
+pub fn plan(
+    cfg: &EmailConfig,
+    view: &ReportView,
+    files: &Path,
+    run_dir: &Path,
+    budget: u64,
+) -> Result<Delivery> {
+    let mut d = Delivery {
+        attached: Vec::new(),
+        decide: None,
+        left_out: Vec::new(),
+        report_link: cfg.report_url.as_ref().and_then(|u| {
+            run_dir
+                .file_name()
+                .map(|f| format!("{u}/{}/{XLSX_FILE}", f.to_string_lossy()))
+        }),
+        run_dir: run_dir.display().to_string(),
+    };
+    let mut left = budget;
+    let read = |name: &str| -> Result<Option<Vec<u8>>> {
+        let path = files.join(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    };
+    let fits = |len: u64, left: u64| len <= cfg.max_attachment_bytes && base64_len(len) <= left;
+    let why = |len: u64, left: u64| {
+        if len > cfg.max_attachment_bytes {
+            format!(
+                "over the attachment limit of {}",
+                kib(cfg.max_attachment_bytes)
+            )
+        } else {
+            format!(
+                "it would take the message over its cap of {}",
+                kib(cfg.max_email_bytes)
+            ) + if left < budget {
+                " with the files above"
+            } else {
+                ""
+            }
+        }
+    };
+    match read(XLSX_FILE)? {
+        Some(b) if fits(b.len() as u64, left) => {
+            left -= base64_len(b.len() as u64);
+            d.attached.push(Attached {
+                name: XLSX_FILE,
+                mime: XLSX_MIME,
+                bytes: b,
+            });
+        }
+        report => {
+            match report {
+                Some(b) => d.left_out.push(format!(
+                    "report.xlsx ({}) is not attached: {}.",
+                    kib(b.len() as u64),
+                    why(b.len() as u64, left)
+                )),
+                None => d
+                    .left_out
+                    .push("report.xlsx was not written for this run.".into()),
+            }
+            let of = view.listed_cases().len();
+            if of > 0 {
+                let limit = cfg.max_attachment_bytes.min(decoded_room(left));
+                let (mut n, mut tries) = (of, 0);
+                let decide = loop {
+                    let b = xlsx::decide_workbook(view, n)?;
+                    let len = b.len() as u64;
+                    tries += 1;
+                    tracing::debug!(
+                        cases = n,
+                        of,
+                        bytes = len,
+                        limit,
+                        tries,
+                        "Decide-workbook built."
+                    );
+                    if len <= limit {
+                        break Some((n, b));
+                    }
+                    if n == 1 {
+                        break None;
+                    }
+                    // In proportion to the overshoot, 5% under it (a workbook has a fixed
+                    // part, and its rows are not all alike), and at least one fewer.
+                    let scaled = (n as u128 * limit as u128 * 95 / (len as u128 * 100)) as usize;
+                    n = scaled.min(n - 1).max(1);
+                };
+                match decide {
+                    Some((n, b)) => {
+                        let path = files.join(DECIDE_XLSX_FILE);
+                        std::fs::write(&path, &b)
+                            .with_context(|| format!("writing {}", path.display()))?;
+                        left -= base64_len(b.len() as u64);
+                        d.decide = Some((n, of));
+                        d.attached.push(Attached {
+                            name: DECIDE_XLSX_FILE,
+                            mime: XLSX_MIME,
+                            bytes: b,
+                        });
+                    }
+                    None => d.left_out.push(format!(
+                        "decide.xlsx is not attached: even one case is {}.",
+                        why(limit + 1, left)
+                    )),
+                }
+            }
+        }
+    }
+    match read(DIFF_CSV_FILE)? {
+        Some(b) if fits(b.len() as u64, left) => d.attached.push(Attached {
+            name: DIFF_CSV_FILE,
+            mime: "text/csv; charset=utf-8",
+            bytes: b,
+        }),
+        Some(b) => d.left_out.push(format!(
+            "diff.csv ({}) stays in the run folder: {}.",
+            kib(b.len() as u64),
+            why(b.len() as u64, left)
+        )),
+        None => d
+            .left_out
+            .push("diff.csv was not written for this run.".into()),
+    }
+    Ok(d)
+}
+
+/// The most bytes a file can have and still take at most `encoded` bytes in base64.
+fn decoded_room(encoded: u64) -> u64 {
+    // 76 characters and CRLF per 57 bytes.
+    encoded / 78 * 57 + (encoded % 78).saturating_sub(2) / 4 * 3
+}
+
+/// Builds the alert for the run whose files are in `run_dir` (see [`plan`] for what it
+/// carries).
 pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Message> {
     build_in(cfg, view, run_dir, run_dir)
 }
@@ -280,71 +539,70 @@ pub fn build(cfg: &EmailConfig, view: &ReportView, run_dir: &Path) -> Result<Mes
 /// [`build`] for a run whose files are still in `files` (its `.tmp` folder) and will be in
 /// `run_dir`, which the message names: the gather keeps its alert in its folder before the
 /// folder is renamed into place.
+///
+/// The attachments get what the cap leaves after the bodies; should the message still come
+/// out over `max_email_mb` (headers longer than allowed for), it is planned again with that
+/// much less, down to no attachments at all.
 pub fn build_in(
     cfg: &EmailConfig,
     view: &ReportView,
     files: &Path,
     run_dir: &Path,
 ) -> Result<Message> {
-    let mut notes = Vec::new();
-    let mut attachments = Vec::new();
-    for (name, mime) in [
-        (
-            XLSX_FILE,
-            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        ),
-        (DIFF_CSV_FILE, "text/csv; charset=utf-8"),
-    ] {
-        let path = files.join(name);
-        let Ok(meta) = std::fs::metadata(&path) else {
-            notes.push(format!("{name} was not written for this run."));
-            continue;
-        };
-        if meta.len() > cfg.max_attachment_bytes {
-            notes.push(format!(
-                "{name} ({} KiB) is larger than the attachment limit; it is in {}.",
-                meta.len().div_ceil(1024),
-                run_dir.display()
-            ));
-            continue;
+    // The bodies with the longest notes (nothing attached) bound what they take.
+    let bare = Delivery {
+        attached: Vec::new(),
+        decide: None,
+        left_out: vec![String::new(); 3],
+        report_link: None,
+        run_dir: run_dir.display().to_string(),
+    };
+    let bodies = {
+        let mut p = bare.prose();
+        p.notes
+            .iter_mut()
+            .for_each(|n| n.push_str(&" ".repeat(200)));
+        base64_len(text(view, &p).len() as u64) + base64_len(html::email(view, &p).len() as u64)
+    };
+    let mut budget = cfg.max_email_bytes.saturating_sub(bodies + HEADERS_ROOM);
+    loop {
+        let d = plan(cfg, view, files, run_dir, budget)?;
+        let message = assemble(cfg, view, &d)?;
+        let len = message.formatted().len() as u64;
+        if len <= cfg.max_email_bytes || d.attached.is_empty() {
+            return Ok(message);
         }
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-        let ct = ContentType::parse(mime).context("attachment content type")?;
-        attachments.push(
-            SinglePart::builder()
-                .header(ct)
-                .header(ContentDisposition::attachment(name))
-                .header(ContentTransferEncoding::Base64)
-                .body(bytes),
-        );
+        budget = budget.saturating_sub(len - cfg.max_email_bytes);
     }
-    if !attachments.is_empty() {
-        let names: Vec<&str> = [XLSX_FILE, DIFF_CSV_FILE]
-            .into_iter()
-            .filter(|n| !notes.iter().any(|note| note.starts_with(n)))
-            .collect();
-        notes.push(format!(
-            "Attached: {}. The full results are in {}.",
-            names.join(", "),
-            run_dir.join("results.csv").display()
-        ));
-    }
+}
+
+/// The message for `d`: its text and HTML from [`Delivery::prose`], its parts from the same
+/// attachment list.
+fn assemble(cfg: &EmailConfig, view: &ReportView, d: &Delivery) -> Result<Message> {
+    let prose = d.prose();
     // Base64 for both bodies: long HTML lines stay valid and every client decodes it.
     let text_part = SinglePart::builder()
         .header(ContentType::TEXT_PLAIN)
         .header(ContentTransferEncoding::Base64)
-        .body(text(view, &notes));
+        .body(text(view, &prose));
     let html_part = SinglePart::builder()
         .header(ContentType::TEXT_HTML)
         .header(ContentTransferEncoding::Base64)
-        .body(html::email(view, &notes));
+        .body(html::email(view, &prose));
     let mut mixed = MultiPart::mixed().multipart(
         MultiPart::alternative()
             .singlepart(text_part)
             .singlepart(html_part),
     );
-    for a in attachments {
-        mixed = mixed.singlepart(a);
+    for a in &d.attached {
+        let ct = ContentType::parse(a.mime).context("attachment content type")?;
+        mixed = mixed.singlepart(
+            SinglePart::builder()
+                .header(ct)
+                .header(ContentDisposition::attachment(a.name))
+                .header(ContentTransferEncoding::Base64)
+                .body(a.bytes.clone()),
+        );
     }
     let mut builder = Message::builder()
         .from(cfg.from.clone())

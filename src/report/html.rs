@@ -31,7 +31,7 @@ pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Rows listed per family in the HTML report; the rest are in report.xlsx and results.csv.
 pub const REPORT_ROWS_PER_FAMILY: usize = 2000;
-/// Cases listed in the email body (the most severe); the rest are in the attached report.xlsx.
+/// Cases listed in the email body (the most severe); the email says where the rest are.
 pub const EMAIL_CASES: usize = 20;
 
 const STYLE: &str = "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#1a1a1a;margin:24px;max-width:1200px}\
@@ -416,9 +416,17 @@ fn severity_color(s: Severity) -> &'static str {
 const EMAIL_FONT: &str = "font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif";
 
 /// How a reader of the email acts on its cases.
-pub const HOW_TO_DECIDE: &str = "To decide: open report.xlsx, sheet Decide (one row per case, \
-     a drop-down of what each case allows), and return the file to recon's decisions folder, or \
-     run recon decisions apply on it.";
+/// What the email says about where things are, derived from what it actually carries
+/// (`email::Delivery`): the HTML and the text part say the same.
+#[derive(Debug, Clone, Default)]
+pub struct MailProse {
+    /// Where the cases beyond the listed ones are: `in the attached report.xlsx (sheet Cases)`.
+    pub more_cases: String,
+    /// How to decide: which file, which sheet, where to return it.
+    pub how_to_decide: String,
+    /// Notes at the end: what is attached, what stays in the run folder and why.
+    pub notes: Vec<String>,
+}
 
 /// The email's title line: how many cases wait for a decision.
 pub fn email_title(view: &ReportView) -> String {
@@ -535,7 +543,8 @@ fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
 /// short blocks (up to [`EMAIL_CASES`]), then warnings, counts and the run's facts. One
 /// column at most 600 px wide, inline styles only (mail clients drop `<style>`), no script,
 /// no external resource; long ids wrap instead of widening the page.
-pub fn email(view: &ReportView, notes: &[String]) -> String {
+pub fn email(view: &ReportView, prose: &MailProse) -> String {
+    let notes = &prose.notes;
     let mut out = String::with_capacity(8 * 1024);
     let title = format!("{}: {}", headline(view), email_title(view));
     let _ = write!(
@@ -635,15 +644,16 @@ pub fn email(view: &ReportView, notes: &[String]) -> String {
         if n > EMAIL_CASES {
             let _ = writeln!(
                 out,
-                "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} in the attached report.xlsx (sheet Cases).</p>",
+                "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} {}.</p>",
                 n - EMAIL_CASES,
-                if n - EMAIL_CASES == 1 { "" } else { "s" }
+                if n - EMAIL_CASES == 1 { "" } else { "s" },
+                escape(&prose.more_cases)
             );
         }
         let _ = writeln!(
             out,
             "<p style=\"margin:0 0 8px;font-size:14px\">{}</p>",
-            escape(HOW_TO_DECIDE)
+            escape(&prose.how_to_decide)
         );
     }
     if !view.summary.warnings.is_empty() {

@@ -636,6 +636,9 @@ pub const XLSX_FILE: &str = "report.xlsx";
 pub const HTML_FILE: &str = "report.html";
 /// results.csv restricted to the listed rows (the email's CSV attachment).
 pub const DIFF_CSV_FILE: &str = "diff.csv";
+/// The decide-workbook (Summary and Decide for the first cases, by severity then value), written beside the
+/// reports when the email carries it instead of a report.xlsx too large to attach.
+pub const DECIDE_XLSX_FILE: &str = "decide.xlsx";
 /// The alert message when the file transport is used, or in a dry run.
 pub const EML_FILE: &str = "email.eml";
 

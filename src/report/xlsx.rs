@@ -179,7 +179,23 @@ pub fn to_buffer(view: &ReportView) -> Result<Vec<u8>> {
     build(view).context("building report.xlsx")
 }
 
-fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
+/// The decide-workbook the email carries when report.xlsx is too large: the Summary sheet and
+/// the Decide sheet of the first `cases` listed cases (severity, then value), written by the
+/// same functions as report.xlsx, so `recon decisions apply` and the inbox read it alike.
+pub fn decide_workbook(view: &ReportView, cases: usize) -> Result<Vec<u8>> {
+    let (mut wb, mut fmts) = workbook(view);
+    // Small, built a few times to fit a limit: the default compression holds more cases.
+    wb.set_zip_compression_level(6);
+    (|| {
+        summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
+        decide_sheet(wb.add_worksheet(), &mut fmts, view, cases)?;
+        wb.save_to_buffer()
+    })()
+    .context("building decide.xlsx")
+}
+
+/// An empty workbook with the report's properties and formats.
+fn workbook(view: &ReportView) -> (Workbook, Formats) {
     let mut wb = Workbook::new();
     // Level 2 instead of the default 6: several times faster to compress for a file about a
     // fifth larger (level 1 is larger again), so a large report still fits the attachment
@@ -194,14 +210,19 @@ fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
                 .set_creation_datetime(&t),
         );
     }
-    let mut fmts = Formats {
+    let fmts = Formats {
         header: Format::new().set_bold(),
         money: BTreeMap::new(),
         decimals: BTreeMap::new(),
     };
+    (wb, fmts)
+}
+
+fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
+    let (mut wb, mut fmts) = workbook(view);
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
-    decide_sheet(wb.add_worksheet(), &mut fmts, view)?;
+    decide_sheet(wb.add_worksheet(), &mut fmts, view, MAX_ROWS)?;
     for f in Family::ALL {
         // Family sheets can hold 100k+ rows at scale: streamed to a temporary file row by
         // row, so their cells are not all held in memory until the workbook is saved.
@@ -490,10 +511,13 @@ fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
 /// neither Excel (locked cells) nor Calc sorts a protected sheet, and a protection without a
 /// password proves nothing; what `recon decisions apply` trusts is the check cell, which must
 /// name the row's own case and evidence recon wrote.
+///
+/// `limit` is how many cases it holds at most: the first ones of that order.
 fn decide_sheet(
     ws: &mut Worksheet,
     fmts: &mut Formats,
     view: &ReportView,
+    limit: usize,
 ) -> Result<(), XlsxError> {
     ws.set_name(DECIDE_SHEET)?;
     let wrap = Format::new().set_text_wrap();
@@ -518,7 +542,7 @@ fn decide_sheet(
     }
     header(ws, fmts, &DECIDE_COLUMNS)?;
     let mut r = 0u32;
-    for c in view.listed_cases().into_iter().take(MAX_ROWS) {
+    for c in view.listed_cases().into_iter().take(limit.min(MAX_ROWS)) {
         r += 1;
         let choices = view.marks.offered_texts(&c.choices(&view.items));
         write_text(ws, r, decide_col("case"), &c.key)?;

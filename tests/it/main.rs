@@ -7,6 +7,7 @@ mod support;
 
 mod adyen;
 mod architecture;
+mod attachments;
 mod backends;
 mod bank_codes;
 mod bombs;

@@ -246,6 +246,10 @@ impl Part {
     pub(crate) fn text(&self) -> String {
         String::from_utf8(self.body.clone()).expect("utf-8 body")
     }
+    /// The decoded body.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.body
+    }
 }
 
 /// The decoded body of the part of type `mime` (`text/plain`, `text/html`) of the email a run
@@ -1170,10 +1174,22 @@ async fn attachments_over_the_limit_are_left_out_and_named_in_the_body() {
     )
     .text();
     assert!(
-        text.contains("report.xlsx (") && text.contains("is larger than the attachment limit"),
+        text.contains("report.xlsx (")
+            && text.contains("is not attached: over the attachment limit"),
         "{text}"
     );
-    assert!(text.contains("diff.csv ("), "{text}");
+    assert!(
+        text.contains("decide.xlsx is not attached: even one case is over"),
+        "{text}"
+    );
+    assert!(
+        text.contains("diff.csv (") && text.contains("stays in the run folder"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Nothing is attached.") && !text.contains("attached report.xlsx"),
+        "{text}"
+    );
 }
 
 /// A range re-run sends ONE message for the whole range, from the range folder, with each item

@@ -40,7 +40,7 @@ table{border-collapse:collapse;font-size:13px;margin:4px 0 12px}th,td{border:1px
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 .ok{background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;font-weight:600}\
 .warn{background:#fff8e1;border:1px solid #ffe082;padding:6px 12px;margin:4px 0}\
-.sev-CRITICAL{color:#b71c1c;font-weight:700}.sev-HIGH{color:#e65100;font-weight:600}.muted{color:#666}";
+.sev-CRITICAL{color:#b71c1c;font-weight:700}.sev-HIGH{color:#c43e00;font-weight:600}.muted{color:#666}";
 
 fn head(out: &mut String, title: &str) {
     let _ = write!(
@@ -521,7 +521,7 @@ fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
          </tr></table>\n\
          <div style=\"font-size:14px;margin-top:3px\">{}</div>\n\
          <div style=\"font-size:14px;color:#333;margin-top:3px\">{}</div>\n\
-         <div style=\"font-size:12px;color:#767676;margin-top:3px\">case {} · {} day{} old{}</div>\n</div>\n",
+         <div style=\"font-size:12px;color:#595959;margin-top:3px\">case {} · {} day{} old{}</div>\n</div>\n",
         c.severity.as_str(),
         escape(&c.what()),
         amounts.join("<br>"),
@@ -726,7 +726,77 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::escape;
+
+    /// WCAG relative luminance of `#rrggbb` or `#rgb` (a colour, not money: floats are right).
+    #[allow(clippy::float_arithmetic)]
+    fn luminance(hex: &str) -> f64 {
+        let h = hex.trim_start_matches('#');
+        let h: String = if h.len() == 3 {
+            h.chars().flat_map(|c| [c, c]).collect()
+        } else {
+            h.to_string()
+        };
+        let channel = |k: usize| {
+            let c = f64::from(u8::from_str_radix(&h[k..k + 2], 16).expect("hex")) / 255.0;
+            if c <= 0.039_28 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        0.2126 * channel(0) + 0.7152 * channel(2) + 0.0722 * channel(4)
+    }
+
+    /// Every text colour of the reports and the email, the severities' included, against every
+    /// background they use: at least WCAG AA's 4.5:1 (the case footer was 4.2:1 on its grey).
+    #[test]
+    #[allow(clippy::float_arithmetic)]
+    fn every_text_colour_meets_wcag_aa_on_every_background() {
+        let src = include_str!("html.rs");
+        let code = &src[..src.find("#[cfg(test)]").expect("tests")];
+        let hexes = |prefix: &str| -> Vec<String> {
+            code.match_indices(prefix)
+                .filter(|(i, _)| {
+                    // `color:` but not `background-color:` / `border-color:`.
+                    prefix != "color:#" || !code[..*i].ends_with('-')
+                })
+                .map(|(i, _)| {
+                    code[i + prefix.len() - 1..]
+                        .chars()
+                        .take_while(|c| *c == '#' || c.is_ascii_hexdigit())
+                        .collect::<String>()
+                })
+                .filter(|h| h.len() == 4 || h.len() == 7)
+                .collect()
+        };
+        let mut texts = hexes("color:#");
+        texts.extend(
+            [
+                Severity::Critical,
+                Severity::High,
+                Severity::Medium,
+                Severity::Low,
+            ]
+            .map(|s| severity_color(s).to_string()),
+        );
+        let mut backgrounds = hexes("background:#");
+        backgrounds.push("#ffffff".into());
+        assert!(
+            texts.len() > 5 && backgrounds.len() > 2,
+            "{texts:?} {backgrounds:?}"
+        );
+        for t in &texts {
+            for b in &backgrounds {
+                let (a, c) = (luminance(t), luminance(b));
+                let ratio = (a.max(c) + 0.05) / (a.min(c) + 0.05);
+                assert!(
+                    ratio >= 4.5,
+                    "{t} on {b}: {ratio:.2}:1, under WCAG AA's 4.5:1"
+                );
+            }
+        }
+    }
+    use super::{Severity, escape, severity_color};
 
     #[test]
     fn markup_and_quotes_are_escaped() {

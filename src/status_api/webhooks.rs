@@ -104,8 +104,10 @@ pub async fn answers(
     let ptr = &cfg.pointers;
     let mut events: HashMap<u32, Vec<Event>> = HashMap::new();
     let mut unreadable: Vec<String> = Vec::new();
-    // Events after the as-of (a re-run of an earlier moment).
+    // Events after the as-of (a re-run of an earlier moment), kept per payment: not evidence
+    // for the run, but what recon has since been told.
     let mut later = 0usize;
+    let mut later_events: HashMap<u32, Vec<Event>> = HashMap::new();
     for (at, line) in stored {
         if line.trim().is_empty() {
             continue;
@@ -148,6 +150,11 @@ pub async fn answers(
             .map(|t| t.timestamp_micros());
         if time.is_some_and(|t| t > as_of) {
             later += 1;
+            later_events.entry(i).or_default().push(Event {
+                time,
+                at,
+                text: line,
+            });
             continue;
         }
         events.entry(i).or_default().push(Event {
@@ -175,11 +182,47 @@ pub async fn answers(
         .into_iter()
         .map(|(i, evs)| {
             let (answer, at) = latest(cfg, &payments[i as usize], evs);
-            (i, answer, at)
+            match later_events.remove(&i) {
+                Some(after) => {
+                    let (since, since_at) = latest(cfg, &payments[i as usize], after);
+                    (i, unless_contradicted(answer, &at, &since, &since_at), at)
+                }
+                None => (i, answer, at),
+            }
         })
         .collect();
     out.sort_by_key(|(i, _, _)| *i);
     Ok((out, warnings))
+}
+
+/// A re-run as of an earlier moment moves no money on an answer that an event after its as-of,
+/// which recon already holds, contradicts (PAID then FAILED, or FAILED then PAID): the answer
+/// becomes no evidence (AMBIGUOUS, a ticket naming both events). Otherwise `answer` stands.
+fn unless_contradicted(answer: Answer, at: &str, since: &Answer, since_at: &str) -> Answer {
+    use crate::config::status_api::Meaning;
+    let terminal = |m: &Meaning| matches!(m, Meaning::Succeeded | Meaning::Failed);
+    match (&answer, since) {
+        (
+            Answer::Evidence {
+                meaning: then,
+                status,
+                ..
+            },
+            Answer::Evidence {
+                meaning: now,
+                status: later,
+                ..
+            },
+        ) if terminal(then) && terminal(now) && then != now => Answer::NotEvidence {
+            outcome: Outcome::Ambiguous,
+            why: format!(
+                "{at} says {status:?} as of this run, but {since_at}, after its as-of, says \
+                 {later:?}: a run as of an earlier moment moves no money on what recon has \
+                 since been told otherwise"
+            ),
+        },
+        _ => answer,
+    }
 }
 
 /// The answer of the latest of one payment's events, and which event it is.

@@ -967,6 +967,36 @@ async fn webhook_events_after_the_as_of_are_not_evidence() {
     assert_eq!(outcome_of(&later, "P-2"), "RESOLVED_SUCCEEDED");
 }
 
+/// The simulator's LateContradiction (seed 20261021): the provider said PAID, then, after a
+/// night's as-of, FAILED. A re-run of that night as of its old moment must not resolve the
+/// payment SUCCEEDED on the PAID it saw then while recon already holds the FAILED: the answer is
+/// no evidence (an AMBIGUOUS ticket naming both events), the payment stays UNKNOWN. A later
+/// word that agrees (PAID, then PAID again) changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_run_as_of_an_earlier_moment_moves_no_money_on_a_word_since_contradicted() {
+    let env = job(Backend::Sqlite, &hook_block(None, "")).await;
+    unknown(&env, &[("P-1", "10.00"), ("P-2", "10.00")]).await;
+    std::fs::create_dir_all(env.path("hooks")).unwrap();
+    let events = [
+        event("P-1", "PAID", "2026-11-10T10:00:00Z", "10.00"),
+        // Known only after the as-of of the re-run below, but already delivered.
+        event("P-1", "REJECTED", "2026-11-21T08:00:00Z", "10.00"),
+        event("P-2", "PAID", "2026-11-10T10:00:00Z", "10.00"),
+        event("P-2", "PAID", "2026-11-21T08:00:00Z", "10.00"),
+    ];
+    env.write("hooks/events.jsonl", &(events.join("\n") + "\n"));
+    let r = run(&env, "2026-11-20T00:00:00Z", "r1").await;
+    assert_eq!(outcome_of(&r, "P-1"), "AMBIGUOUS");
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+    assert!(
+        tickets(&env).await.contains(&"AMBIGUOUS|P-1".to_string()),
+        "{:?}",
+        tickets(&env).await
+    );
+    assert_eq!(outcome_of(&r, "P-2"), "RESOLVED_SUCCEEDED");
+    assert_eq!(status(&env, "P-2").await, "SUCCEEDED");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_webhook_that_contradicts_the_status_api_is_a_ticket() {
     let stub = Stub::start().await;

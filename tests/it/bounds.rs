@@ -38,8 +38,8 @@ fn vm_hwm_kib(pid: i32) -> u64 {
 /// peak RSS.
 fn run_child(env: &TestEnv) -> Child {
     let stderr_path = env.path("stderr.txt");
-    let child = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(["run", "--config"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recon"));
+    cmd.args(["run", "--config"])
         .arg(&env.config_path)
         .args([
             "--date",
@@ -50,9 +50,20 @@ fn run_child(env: &TestEnv) -> Child {
             "r1",
         ])
         .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .expect("recon binary");
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));
+    let (code, vm_hwm_kib, maxrss_kib) = watch(cmd);
+    Child {
+        code,
+        vm_hwm_kib,
+        maxrss_kib,
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+    }
+}
+
+/// Spawns `cmd` and waits for it, reading its `VmHWM` every 5 ms: its exit code, the largest
+/// `VmHWM` seen and the kernel's own peak (`ru_maxrss` of `wait4`), in KiB.
+pub(crate) fn watch(mut cmd: Command) -> (Option<i32>, u64, u64) {
+    let child = cmd.spawn().expect("recon binary");
     let pid = child.id() as i32;
     let mut vm_hwm = 0;
     let started = std::time::Instant::now();
@@ -74,12 +85,11 @@ fn run_child(env: &TestEnv) -> Child {
         std::thread::sleep(Duration::from_millis(5));
     };
     drop(child);
-    Child {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        vm_hwm_kib: vm_hwm,
-        maxrss_kib: usage.ru_maxrss as u64,
-        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-    }
+    (
+        libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        vm_hwm,
+        usage.ru_maxrss as u64,
+    )
 }
 
 /// A job of the standard day with an empty ledger and `extra` top-level config lines.

@@ -3,24 +3,11 @@
 //! (`VmHWM`) of the `recon` binary run as a child process (`recon parse`, so that what is
 //! measured is the reading of the file, not the reconciliation of its lines); the generated
 //! file is written into the test's temp folder and deleted with it. The child-process harness
-//! is a copy of the one in `bounds.rs`, trimmed to what this test needs.
+//! is `bounds.rs`'s.
 
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
-
-/// `VmHWM` of process `pid` in KiB (0 once it has exited).
-fn vm_hwm_kib(pid: i32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
 
 /// What `recon parse --format camt053 <file>` did: exit code, stdout (the lines as CSV),
 /// stderr (the statement's facts), and the larger of the `VmHWM` seen while it ran and the
@@ -35,40 +22,18 @@ struct Parse {
 /// Runs `recon parse` on a camt.053 file as a child process, watching its peak RSS.
 fn parse_child(file: &Path, dir: &Path) -> Parse {
     let (out_path, err_path) = (dir.join("stdout.csv"), dir.join("stderr.txt"));
-    let child = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(["parse", "--format", "camt053"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recon"));
+    cmd.args(["parse", "--format", "camt053"])
         .arg(file)
         .stdout(std::fs::File::create(&out_path).expect("stdout file"))
         .stderr(std::fs::File::create(&err_path).expect("stderr file"))
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("recon binary");
-    let pid = child.id() as i32;
-    let mut vm_hwm = 0;
-    let started = std::time::Instant::now();
-    let (status, usage) = loop {
-        vm_hwm = vm_hwm.max(vm_hwm_kib(pid));
-        let mut status = 0;
-        // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our own child; wait4 writes only into the two locals.
-        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if got == pid {
-            break (status, usage);
-        }
-        assert!(got == 0, "wait4: {}", std::io::Error::last_os_error());
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "recon still runs after 600 s"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    drop(child);
+        .stdin(Stdio::null());
+    let (code, vm_hwm, maxrss) = crate::bounds::watch(cmd);
     Parse {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        code,
         stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
         stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-        peak_kib: vm_hwm.max(usage.ru_maxrss as u64),
+        peak_kib: vm_hwm.max(maxrss),
     }
 }
 

@@ -1381,17 +1381,8 @@ impl World {
             });
             // The first payout names nothing and is booked within two hours: the first night
             // holds one unnamed line for two payments, the night the twin's arrives two.
-            let pm = &mut self.payments[p];
-            pm.ledger_provider_id = None;
-            for at in &mut pm.attempts {
-                at.provider_id = None;
-            }
-            pm.shape = Some(Shape::Regroup { other: q });
-            let own = pm.lines[0];
-            let line = &mut self.lines[own];
-            line.reference = String::new();
-            line.booked_at = (started + rng.between(10, 120) * MINUTE) / 1_000_000 * 1_000_000;
-            line.file_day = file_day_of(line.source, start, line.booked_at);
+            let booked = started + rng.between(10, 120) * MINUTE;
+            self.unname(p, Shape::Regroup { other: q }, booked, start);
         }
         // Lost twins: one unnamed payout for two unresolved look-alikes, only one of them paid.
         let lonely = self.lonely();
@@ -1439,17 +1430,8 @@ impl World {
                 ledger_from: twin_start - 5 * 1_000_000,
                 shape: Some(Shape::LostTwin { other: p }),
             });
-            let pm = &mut self.payments[p];
-            pm.ledger_provider_id = None;
-            for at in &mut pm.attempts {
-                at.provider_id = None;
-            }
-            pm.shape = Some(Shape::LostTwin { other: q });
-            let own = pm.lines[0];
-            let line = &mut self.lines[own];
-            line.reference = String::new();
-            line.booked_at = (started + rng.between(30, 120) * MINUTE) / 1_000_000 * 1_000_000;
-            line.file_day = file_day_of(line.source, start, line.booked_at);
+            let booked = started + rng.between(30, 120) * MINUTE;
+            self.unname(p, Shape::LostTwin { other: q }, booked, start);
         }
         let lonely = self.lonely();
         for (p, &alone) in lonely.iter().enumerate() {
@@ -1572,6 +1554,22 @@ impl World {
             }
             _ => u32::MAX,
         }
+    }
+
+    /// Payment `p` becomes one of a look-alike pair (`shape` names the other): the ledger and
+    /// its attempts forget its provider id, and its payout names nothing and is booked at
+    /// `booked` (whole seconds).
+    fn unname(&mut self, p: usize, shape: Shape, booked: Micros, start: NaiveDate) {
+        let pm = &mut self.payments[p];
+        pm.ledger_provider_id = None;
+        for at in &mut pm.attempts {
+            at.provider_id = None;
+        }
+        pm.shape = Some(shape);
+        let line = &mut self.lines[pm.lines[0]];
+        line.reference = String::new();
+        line.booked_at = booked / 1_000_000 * 1_000_000;
+        line.file_day = file_day_of(line.source, start, line.booked_at);
     }
 
     /// The payments whose (recipient, currency, amount) no other payment shares, and that are

@@ -661,6 +661,22 @@ impl Config {
             }
         };
         let reporting = reporting(path, &base, raw.reporting_currency, raw.rates)?;
+        let email = raw
+            .email
+            .map(|e| e.validate(path, &base))
+            .transpose()?
+            .map(|mut e| {
+                // The inbox's folder name, not its server path: reviewers reach it by
+                // whatever share they have mapped.
+                if e.decisions_folder.is_none() {
+                    e.decisions_folder = decisions
+                        .inbox
+                        .as_ref()
+                        .and_then(|d| d.file_name())
+                        .map(|f| f.to_string_lossy().into_owned());
+                }
+                e
+            });
         Ok(Config {
             database,
             partition,
@@ -679,7 +695,7 @@ impl Config {
             sources,
             inbox,
             decisions,
-            email: raw.email.map(|e| e.validate(path, &base)).transpose()?,
+            email,
             status_api: match raw.status_api.len() {
                 0 | 1 => raw
                     .status_api
@@ -875,6 +891,10 @@ struct RawEmail {
     /// Base URL under which the run folders are served (`https://recon.example/runs`): the
     /// email links `<report_url>/<run folder>/report.xlsx` instead of naming a server path.
     report_url: Option<String>,
+    /// Where reviewers put their decision files, as they reach it (a share such as
+    /// `\\files\finance\recon-decisions`): named in the email's "how to decide". Default:
+    /// the folder name of `decisions_inbox` (never its server path).
+    decisions_folder: Option<String>,
     /// SMTP settings (used when `transport = "smtp"`).
     smtp: Option<RawSmtp>,
 }
@@ -979,6 +999,9 @@ pub struct EmailConfig {
     pub max_email_bytes: u64,
     /// Base URL of the served run folders, without a trailing `/` (`report_url`).
     pub report_url: Option<String>,
+    /// Where reviewers put their decision files, as they reach it (`decisions_folder`, else
+    /// the folder name of `decisions_inbox`; `None`: the job has no inbox).
+    pub decisions_folder: Option<String>,
 }
 
 /// How the alert is delivered.
@@ -1247,6 +1270,10 @@ impl RawEmail {
             max_attachment_bytes,
             max_email_bytes,
             report_url,
+            decisions_folder: self
+                .decisions_folder
+                .map(|f| f.trim().to_string())
+                .filter(|f| !f.is_empty()),
         })
     }
 }

@@ -360,6 +360,22 @@ async fn gather_group(
             return Err(e);
         }
     }
+    // What changed about each case since the last morning: the shards and this gather
+    // stored the night's cases, so the store says it as it does for one process.
+    let night_runs: Vec<String> = landed
+        .iter()
+        .cloned()
+        .chain(std::iter::once(run_id.clone()))
+        .collect();
+    match crate::decisions::markers(&mut tx, &view, &night_runs, Utc::now().timestamp_micros())
+        .await
+    {
+        Ok(m) => view.marks.markers = m,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    }
     // The night's alert is kept in its folder before the commit that marks the night
     // gathered: the folder and its alert appear together, and a gather killed before the
     // alert left the folder has the next gather release it (once).

@@ -28,6 +28,7 @@ pub mod check;
 pub mod confirmed;
 pub mod inbox;
 pub mod lock;
+pub mod markers;
 pub mod queue;
 pub mod read;
 pub mod record;
@@ -36,5 +37,6 @@ pub mod reviewers;
 
 pub use apply::apply_file;
 pub use inbox::apply_inbox;
+pub use markers::markers;
 pub use record::{marks, record};
 pub use result::FileResult;

@@ -204,6 +204,10 @@ pub struct Marks {
     /// The job's `dismiss_reasons`: the sheet offers `dismiss: <reason>` for each (the
     /// default list when the view was made without the job's, as a dry run's).
     pub dismiss_reasons: Vec<String>,
+    /// Case key → what changed about it since the last morning (new, reopened, escalated,
+    /// waiting for an approval, after a decision), found in the store once the run stored its
+    /// cases; empty before that (the files written beside the commit) and for a dry run.
+    pub markers: HashMap<String, Vec<super::markers::Marker>>,
 }
 
 impl Default for Marks {
@@ -212,11 +216,20 @@ impl Default for Marks {
             settled: Default::default(),
             status: Default::default(),
             dismiss_reasons: crate::config::default_dismiss_reasons(),
+            markers: Default::default(),
         }
     }
 }
 
 impl Marks {
+    /// What changed about `case` since the last morning (empty: nothing).
+    pub fn markers_of(&self, case: &Case) -> &[super::markers::Marker] {
+        self.markers
+            .get(&case.key)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
     /// Whether `case` was settled on the evidence it has now.
     pub fn is_settled(&self, case: &Case) -> bool {
         self.settled
@@ -227,6 +240,15 @@ impl Marks {
     pub fn extend(&mut self, other: Marks) {
         self.settled.extend(other.settled);
         self.status.extend(other.status);
+        for (key, list) in other.markers {
+            let mine = self.markers.entry(key).or_default();
+            for m in list {
+                if !mine.contains(&m) {
+                    mine.push(m);
+                }
+            }
+            mine.sort();
+        }
         // One job's days: the same reasons; the day's are the job's.
         self.dismiss_reasons = other.dismiss_reasons;
     }

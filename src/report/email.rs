@@ -29,7 +29,7 @@ fn family_count(view: &ReportView, f: Family) -> usize {
 }
 
 /// The subject: prefix, range, how many cases wait for a decision (and how many are
-/// critical), what recon resolved, what is pending, the run id.
+/// critical), what recon resolved, what is pending (no run id: it is at the end of the body).
 pub fn subject(view: &ReportView, prefix: &str) -> String {
     let s = &view.summary;
     let range = if s.range_from == s.range_to {
@@ -55,11 +55,10 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
     }
     let _ = write!(
         out,
-        "{}{range}: {what}, {} resolved, {} pending (run {})",
+        "{}{range}: {what}, {} resolved, {} pending",
         if s.dry_run { "[dry run] " } else { "" },
         family_count(view, Family::Resolved),
         family_count(view, Family::Pending),
-        s.run_id
     );
     text_safe(&out).into_owned()
 }
@@ -86,7 +85,7 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
                 out,
                 "  - {} {} ({}): {}",
                 text_safe(&f.source),
-                text_safe(&f.path),
+                text_safe(html::file_name(&f.path)),
                 text_safe(&f.period),
                 text_safe(&f.error)
             );
@@ -97,12 +96,17 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
         let _ = writeln!(
             out,
             "Decisions inbox: {} folder(s) or file(s) skipped. Nothing in them was applied ({} \
-             file(s) applied; see summary.json inbox). Each says why:",
+             file(s) applied). Each says why:",
             i.skipped.len(),
             i.applied.len()
         );
         for k in &i.skipped {
-            let _ = writeln!(out, "  - {}: {}", text_safe(&k.path), text_safe(&k.why));
+            let _ = writeln!(
+                out,
+                "  - {}: {}",
+                text_safe(html::inbox_entry(&i.folder, &k.path)),
+                text_safe(&k.why)
+            );
         }
         out.push('\n');
     }
@@ -114,11 +118,70 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
             );
         }
     } else {
-        if let Some((total, rates)) = view.total_lines() {
+        if let Some((total, _)) = view.at_risk_line() {
             let _ = writeln!(out, "{total}");
+        }
+        if let Some(m) = html::markers_line(view) {
+            let _ = writeln!(out, "{m}");
+        }
+        let _ = writeln!(out, "{}", prose.how_to_decide);
+        let n = listed.len();
+        let _ = writeln!(out, "\n{}:", html::cases_heading(n));
+        for (k, c) in listed.iter().take(html::EMAIL_CASES).enumerate() {
+            let step = super::actions::step(c);
+            out.push('\n');
+            let markers = view.marks.markers_of(c);
+            if !markers.is_empty() {
+                let badges: Vec<String> =
+                    markers.iter().map(|m| format!("[{}]", m.badge())).collect();
+                let _ = writeln!(out, "{}", badges.join(" "));
+            }
+            let _ = writeln!(
+                out,
+                "{}. {} {}: {}",
+                k + 1,
+                c.severity.as_str(),
+                step.title,
+                view.case_amounts(c).join(", "),
+            );
+            let _ = writeln!(out, "   Next: {}", step.next);
+            let whose = if c.recipient.is_empty() {
+                c.whose()
+            } else {
+                format!("{}, to {}", c.whose(), c.recipient)
+            };
+            let _ = writeln!(out, "   {}", text_safe(&whose));
+            let _ = writeln!(out, "   {}", text_safe(&c.why));
+            for t in markers.iter().filter_map(|m| m.text()) {
+                let _ = writeln!(out, "   {}", text_safe(&t));
+            }
+            let _ = writeln!(
+                out,
+                "   case {} · {} · {} day{} old{}{}",
+                c.key,
+                c.what(),
+                c.age_days,
+                if c.age_days == 1 { "" } else { "s" },
+                html::candidates_text(c.candidates.len()),
+                view.case_value(c)
+                    .map(|v| format!(" · {v}"))
+                    .unwrap_or_default()
+            );
+        }
+        if n > html::EMAIL_CASES {
+            let _ = writeln!(
+                out,
+                "\n{} more case{} {}.",
+                n - html::EMAIL_CASES,
+                if n - html::EMAIL_CASES == 1 { "" } else { "s" },
+                prose.more_cases
+            );
+        }
+        out.push('\n');
+        if let Some((_, Some(rates))) = view.at_risk_line() {
             let _ = writeln!(out, "{}", text_safe(&rates));
         }
-        out.push_str("Money at risk:\n");
+        out.push_str("Money at risk by severity:\n");
         for t in cases::by_severity(listed.iter().copied()) {
             let amounts: Vec<String> = t
                 .at_risk
@@ -150,57 +213,6 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
     if let Some(settled) = html::settled_text(view) {
         let _ = writeln!(out, "{settled}");
     }
-    let n = listed.len();
-    if n > 0 {
-        out.push('\n');
-        if n > html::EMAIL_CASES {
-            let _ = writeln!(out, "The {} most severe of {n} cases:", html::EMAIL_CASES);
-        } else {
-            out.push_str("Most severe first:\n");
-        }
-        for (k, c) in listed.iter().take(html::EMAIL_CASES).enumerate() {
-            out.push('\n');
-            let _ = writeln!(
-                out,
-                "{}. {}  {}{}",
-                k + 1,
-                c.severity.as_str(),
-                view.case_amounts(c).join(", "),
-                view.case_value(c)
-                    .map(|v| format!(" · {v}"))
-                    .unwrap_or_default()
-            );
-            let whose = if c.recipient.is_empty() {
-                c.whose()
-            } else {
-                format!("{}, to {}", c.whose(), c.recipient)
-            };
-            let _ = writeln!(out, "   {}: {}", c.what(), text_safe(&whose));
-            let _ = writeln!(out, "   {}", text_safe(&c.why));
-            let _ = writeln!(
-                out,
-                "   case {} · {} day{} old{}",
-                c.key,
-                c.age_days,
-                if c.age_days == 1 { "" } else { "s" },
-                match c.candidates.len() {
-                    0 => String::new(),
-                    1 => " · 1 candidate".into(),
-                    n => format!(" · {n} candidates"),
-                }
-            );
-        }
-        if n > html::EMAIL_CASES {
-            let _ = writeln!(
-                out,
-                "\n{} more case{} {}.",
-                n - html::EMAIL_CASES,
-                if n - html::EMAIL_CASES == 1 { "" } else { "s" },
-                prose.more_cases
-            );
-        }
-        let _ = writeln!(out, "\n{}", prose.how_to_decide);
-    }
     out.push('\n');
     if !s.warnings.is_empty() {
         out.push_str("Completeness warnings:\n");
@@ -224,32 +236,10 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
             amounts.join(", ")
         );
     }
-    out.push('\n');
-    let _ = writeln!(out, "Run {}:", text_safe(&s.run_id));
-    let _ = writeln!(
-        out,
-        "  {} .. {}, as of {}",
-        s.range_from, s.range_to, s.as_of
-    );
-    let _ = writeln!(
-        out,
-        "  {} payments in scope, {} statement lines, {} rejected",
-        s.payments_in_scope, s.statement_lines, s.rejected_lines
-    );
-    for i in &s.inputs {
-        let _ = writeln!(
-            out,
-            "  input {}: {} ({} lines, {} rejected, sha256 {})",
-            text_safe(&i.source),
-            text_safe(&i.path),
-            i.lines,
-            i.rejected,
-            i.sha256
-        );
+    out.push_str("\nRun:\n");
+    for f in html::run_lines(view) {
+        let _ = writeln!(out, "  {}", text_safe(&f));
     }
-    let (transitions, tickets) = view.effects();
-    let _ = writeln!(out, "  transitions: {transitions}");
-    let _ = writeln!(out, "  tickets: {tickets}");
     for note in notes {
         let _ = writeln!(out, "\n{}", text_safe(note));
     }
@@ -311,6 +301,9 @@ pub struct Delivery {
     pub report_link: Option<String>,
     /// The run folder (named at the end of the message, never above the fold).
     pub run_dir: String,
+    /// Where reviewers put decided files, as they reach it (`email.decisions_folder`, else
+    /// the inbox's folder name; `None`: no inbox).
+    pub decisions_folder: Option<String>,
 }
 
 /// Bytes of `n` bytes in base64 as lettre writes it: 76-character lines ending in CRLF.
@@ -346,22 +339,28 @@ impl Delivery {
 
     /// The sentences about files, from the attachment list alone.
     pub fn prose(&self) -> html::MailProse {
-        let how = match self.decide {
+        let open = match self.decide {
             Some((n, of)) if self.has(DECIDE_XLSX_FILE) => {
                 let count = |k: usize| crate::money::grouped(&k.into());
-                let held = if n == of {
-                    format!("all {} open cases", count(of))
+                if n == of {
+                    "the attached decide.xlsx".to_string()
                 } else {
                     format!(
-                        "the first {} of {} open cases, most severe then most valuable; all are in {}",
+                        "the attached decide.xlsx (the first {} of {} cases; all are in {})",
                         count(n),
                         count(of),
                         self.report_where()
                     )
-                };
-                format!("the attached decide.xlsx ({held})")
+                }
             }
             _ => self.report_where(),
+        };
+        let back = match &self.decisions_folder {
+            Some(folder) => format!(
+                "save, and put the file in your own folder of the decisions inbox, {folder} \
+                 (your folder is named after you). The next run applies it"
+            ),
+            None => "save, and hand the file to whoever runs recon decisions apply".to_string(),
         };
         let mut notes = self.left_out.clone();
         if self.attached.is_empty() {
@@ -380,9 +379,8 @@ impl Delivery {
         html::MailProse {
             more_cases: format!("in {} (sheet Cases)", self.report_where()),
             how_to_decide: format!(
-                "To decide: open {how}, sheet Decide (one row per case, a drop-down of what each \
-                 case allows), and return the file to recon's decisions folder, or run recon \
-                 decisions apply on it."
+                "How to decide: open {open}, sheet Decide; pick a decision in each row's \
+                 drop-down, {back}."
             ),
             notes,
         }
@@ -410,6 +408,7 @@ pub fn plan(
                 .map(|f| format!("{u}/{}/{XLSX_FILE}", f.to_string_lossy()))
         }),
         run_dir: run_dir.display().to_string(),
+        decisions_folder: cfg.decisions_folder.clone(),
     };
     let mut left = budget;
     let read = |name: &str| -> Result<Option<Vec<u8>>> {
@@ -556,6 +555,7 @@ pub fn build_in(
         left_out: vec![String::new(); 3],
         report_link: None,
         run_dir: run_dir.display().to_string(),
+        decisions_folder: cfg.decisions_folder.clone(),
     };
     let bodies = {
         let mut p = bare.prose();

@@ -460,14 +460,17 @@ pub fn settled_text(view: &ReportView) -> Option<String> {
     }
 }
 
-/// The line above the title: `recon · 2026-11-27 · run r1`.
+/// The line above the title: `recon · 2026-11-27` (the run id is in the Run section at the
+/// end: nothing above the cases names a run, a path or a hash).
 pub fn email_kicker(view: &ReportView) -> String {
-    let s = &view.summary;
     let range = range_text(view);
     format!(
-        "recon · {range} · run {}{}",
-        s.run_id,
-        if s.dry_run { " (dry run)" } else { "" }
+        "recon · {range}{}",
+        if view.summary.dry_run {
+            " (dry run)"
+        } else {
+            ""
+        }
     )
 }
 
@@ -493,60 +496,121 @@ pub fn email_status(view: &ReportView) -> String {
     )
 }
 
-/// One case as a short block: severity and amount, what and whose, why, the key.
+/// The file name of `path` (the full path is at the end of the email, never above the fold).
+pub fn file_name(path: &str) -> &str {
+    std::path::Path::new(path)
+        .file_name()
+        .and_then(|f| f.to_str())
+        .unwrap_or(path)
+}
+
+/// A skipped inbox entry as the top of the email names it: its path inside the inbox folder
+/// (`ana/decide.xlsx`), never the server's path to the inbox.
+pub fn inbox_entry<'a>(folder: &str, path: &'a str) -> &'a str {
+    path.strip_prefix(folder)
+        .map(|p| p.trim_start_matches(['/', '\\']))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| file_name(path))
+}
+
+/// `2 possible matches` (none: empty), for a case's footer.
+pub fn candidates_text(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        1 => " · 1 possible match".into(),
+        n => format!(" · {n} possible matches"),
+    }
+}
+
+/// One case as a short block: its markers, severity, plain title and amount, the next step,
+/// whose, why, what changed, and a footer with the key, the outcome and the age.
 fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
     let color = severity_color(c.severity);
-    let mut amounts: Vec<String> = view
+    let step = super::actions::step(c);
+    let amounts: Vec<String> = view
         .case_amounts(c)
         .iter()
         .map(|a| escape(a).into_owned())
         .collect();
-    if let Some(v) = view.case_value(c) {
-        amounts.push(format!(
-            "<span style=\"font-size:12px;font-weight:400;color:#333\">{}</span>",
-            escape(&v)
-        ));
-    }
     let whose = if c.recipient.is_empty() {
         c.whose()
     } else {
         format!("{}, to {}", c.whose(), c.recipient)
     };
+    let markers = view.marks.markers_of(c);
+    let _ = writeln!(
+        out,
+        "<div id=\"case-{number}\" style=\"border-left:4px solid {color};background:#f6f6f6;padding:8px 10px;margin:0 0 10px\">"
+    );
+    if !markers.is_empty() {
+        out.push_str("<div style=\"font-size:11px;margin:0 0 4px\">");
+        for m in markers {
+            let _ = write!(
+                out,
+                "<b style=\"color:#1d4f91;border:1px solid #1d4f91;padding:0 4px;margin-right:4px;white-space:nowrap\">{}</b>",
+                m.badge()
+            );
+        }
+        out.push_str("</div>\n");
+    }
     let _ = write!(
         out,
-        "<div id=\"case-{number}\" style=\"border-left:4px solid {color};background:#f6f6f6;padding:8px 10px;margin:0 0 10px\">\n\
-         <table role=\"presentation\" width=\"100%\" style=\"width:100%;border-collapse:collapse\"><tr>\
-         <td style=\"padding:0;font-size:13px;vertical-align:top\"><b style=\"color:{color}\">{}</b> <span style=\"color:#333\">{}</span></td>\
+        "<table role=\"presentation\" width=\"100%\" style=\"width:100%;border-collapse:collapse\"><tr>\
+         <td style=\"padding:0;font-size:15px;vertical-align:top\"><b style=\"color:{color};font-size:12px\">{}</b> <b>{}</b></td>\
          <td style=\"padding:0 0 0 8px;font-size:15px;font-weight:700;text-align:right;vertical-align:top;white-space:nowrap\">{}</td>\
          </tr></table>\n\
-         <div style=\"font-size:14px;margin-top:3px\">{}</div>\n\
+         <div class=\"next\" style=\"font-size:14px;margin-top:4px\"><b>Next:</b> {}</div>\n\
          <div style=\"font-size:14px;color:#333;margin-top:3px\">{}</div>\n\
-         <div style=\"font-size:12px;color:#595959;margin-top:3px\">case {} · {} day{} old{}</div>\n</div>\n",
+         <div style=\"font-size:13px;color:#333;margin-top:3px\">{}</div>\n",
         c.severity.as_str(),
-        escape(&c.what()),
+        escape(step.title),
         amounts.join("<br>"),
+        escape(step.next),
         escape(&whose),
         escape(&c.why),
+    );
+    for t in markers.iter().filter_map(|m| m.text()) {
+        let _ = writeln!(
+            out,
+            "<div style=\"font-size:13px;color:#1d4f91;margin-top:3px\">{}</div>",
+            escape(&t)
+        );
+    }
+    let _ = write!(
+        out,
+        "<div style=\"font-size:12px;color:#595959;margin-top:3px\">case {} · {} · {} day{} old{}{}</div>\n</div>\n",
         escape(&c.key),
+        escape(&c.what()),
         c.age_days,
         if c.age_days == 1 { "" } else { "s" },
-        match c.candidates.len() {
-            0 => String::new(),
-            1 => " · 1 candidate".into(),
-            n => format!(" · {n} candidates"),
-        },
+        candidates_text(c.candidates.len()),
+        view.case_value(c)
+            .map(|v| format!(" · {}", escape(&v)))
+            .unwrap_or_default(),
     );
 }
 
-/// The email's HTML body, read in 30 seconds on a phone: the headline (money at risk by
-/// severity, how many cases, what recon resolved, what waits), then the most severe cases as
-/// short blocks (up to [`EMAIL_CASES`]), then warnings, counts and the run's facts. One
-/// column at most 600 px wide, inline styles only (mail clients drop `<style>`), no script,
-/// no external resource; long ids wrap instead of widening the page.
+/// The heading over the listed cases: `The 20 most urgent of 345 cases` / `Most urgent first`.
+pub fn cases_heading(n: usize) -> String {
+    if n > EMAIL_CASES {
+        format!("The {EMAIL_CASES} most urgent of {n} cases (severity, then value)")
+    } else {
+        "Most urgent first (severity, then value)".to_string()
+    }
+}
+
+/// The email's HTML body, the morning's to-do list, read in 30 seconds on a phone. Its first
+/// screen: how many cases, the total at risk, what changed since yesterday (new, reopened,
+/// escalated, waiting for your approval, after a decision), how to decide, then the cases by
+/// severity and value, each with a plain title and its next step (up to [`EMAIL_CASES`]).
+/// Below them: money at risk by severity, warnings, counts, and the run's facts (its id,
+/// files, paths and hashes, which never come above the cases). One column at most 600 px
+/// wide, inline styles only (mail clients drop `<style>`), no script, no external resource;
+/// long ids wrap instead of widening the page.
 pub fn email(view: &ReportView, prose: &MailProse) -> String {
     let notes = &prose.notes;
     let mut out = String::with_capacity(8 * 1024);
-    let title = format!("{}: {}", headline(view), email_title(view));
+    let title = format!("{}: {}", email_kicker(view), email_title(view));
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -558,33 +622,62 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
     );
     let _ = writeln!(
         out,
-        "<p style=\"margin:0;font-size:13px;color:#666\">{}</p>\n<h1 style=\"margin:2px 0 8px;font-size:21px;line-height:1.25\">{}</h1>",
+        "<p style=\"margin:0;font-size:13px;color:#595959\">{}</p>\n<h1 style=\"margin:2px 0 8px;font-size:21px;line-height:1.25\">{}</h1>",
         escape(&email_kicker(view)),
         escape(&email_title(view))
     );
     let h2 = "margin:18px 0 8px;font-size:16px;border-bottom:1px solid #ddd;padding-bottom:3px";
     let cell = "padding:2px 0;vertical-align:top";
-    unreadable(&mut out, view);
-    inbox(&mut out, view);
+    email_unreadable(&mut out, view);
+    email_inbox(&mut out, view);
     let listed = view.listed_cases();
     if listed.is_empty() {
         if view.summary.unreadable_inputs.is_empty() {
             out.push_str("<p style=\"background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;margin:0 0 8px;font-weight:600\">Nothing to review: no money at risk and no match to decide in this run.</p>\n");
         }
     } else {
-        if let Some((total, rates)) = view.total_lines() {
+        if let Some((total, _)) = view.at_risk_line() {
             let _ = writeln!(
                 out,
-                "<p style=\"margin:0 0 2px;font-size:17px;font-weight:700\">{}</p>\n<p style=\"margin:0 0 6px;font-size:13px;color:#555\">{}</p>",
-                escape(&total),
+                "<p id=\"total\" style=\"margin:0 0 4px;font-size:17px;font-weight:700\">{}</p>",
+                escape(&total)
+            );
+        }
+        if let Some(m) = markers_line(view) {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 4px;font-size:14px;color:#1d4f91;font-weight:600\">{}</p>",
+                escape(&m)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "<p id=\"how-to-decide\" style=\"margin:0 0 4px;font-size:14px\">{}</p>",
+            escape(&prose.how_to_decide)
+        );
+        let n = listed.len();
+        let _ = writeln!(out, "<h2 style=\"{h2}\">{}</h2>", cases_heading(n));
+        for (k, c) in listed.iter().take(EMAIL_CASES).enumerate() {
+            case_block(&mut out, view, k + 1, c);
+        }
+        if n > EMAIL_CASES {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} {}.</p>",
+                n - EMAIL_CASES,
+                if n - EMAIL_CASES == 1 { "" } else { "s" },
+                escape(&prose.more_cases)
+            );
+        }
+        if let Some((_, Some(rates))) = view.at_risk_line() {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 6px;font-size:13px;color:#555\">{}</p>",
                 escape(&rates)
             );
         }
+        let _ = writeln!(out, "<h2 style=\"{h2}\">Money at risk by severity</h2>");
         out.push_str("<table role=\"presentation\" style=\"border-collapse:collapse;font-size:14px;margin:0 0 6px\">\n");
-        let _ = writeln!(
-            out,
-            "<tr><td colspan=\"3\" style=\"{cell};color:#555\">Money at risk</td></tr>"
-        );
         for t in cases::by_severity(listed.iter().copied()) {
             let _ = writeln!(
                 out,
@@ -627,35 +720,6 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
             escape(&settled)
         );
     }
-    let n = listed.len();
-    if n > 0 {
-        let _ = writeln!(
-            out,
-            "<h2 style=\"{h2}\">{}</h2>",
-            if n > EMAIL_CASES {
-                format!("The {EMAIL_CASES} most severe of {n} cases")
-            } else {
-                "Most severe first".to_string()
-            }
-        );
-        for (k, c) in listed.iter().take(EMAIL_CASES).enumerate() {
-            case_block(&mut out, view, k + 1, c);
-        }
-        if n > EMAIL_CASES {
-            let _ = writeln!(
-                out,
-                "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} {}.</p>",
-                n - EMAIL_CASES,
-                if n - EMAIL_CASES == 1 { "" } else { "s" },
-                escape(&prose.more_cases)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "<p style=\"margin:0 0 8px;font-size:14px\">{}</p>",
-            escape(&prose.how_to_decide)
-        );
-    }
     if !view.summary.warnings.is_empty() {
         let _ = writeln!(out, "<h2 style=\"{h2}\">Completeness warnings</h2>");
         for w in &view.summary.warnings {
@@ -685,11 +749,43 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
         );
     }
     out.push_str("</table>\n");
+    let _ = writeln!(out, "<h2 style=\"{h2}\">Run</h2>");
+    for f in run_lines(view) {
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:0 0 3px;font-size:13px;color:#444\">{}</p>",
+            escape(&f)
+        );
+    }
+    for note in notes {
+        let _ = writeln!(
+            out,
+            "<p style=\"margin:10px 0 0;font-size:13px;color:#595959\">{}</p>",
+            escape(note)
+        );
+    }
+    out.push_str("</div>\n</body>\n</html>\n");
+    out
+}
+
+/// What changed since yesterday, counted over the listed cases: `2 new · 1 reopened · 1
+/// waiting for your approval` (`None`: nothing).
+pub fn markers_line(view: &ReportView) -> Option<String> {
+    let listed = view.listed_cases();
+    super::markers::summary(listed.iter().map(|c| view.marks.markers_of(c)))
+        .map(|s| format!("Since yesterday: {s}"))
+}
+
+/// The run's facts at the end of the email: its id, range and as-of, counts, every input with
+/// its path and sha256, unreadable files with their paths, transitions and tickets.
+pub fn run_lines(view: &ReportView) -> Vec<String> {
     let s = &view.summary;
     let (transitions, tickets) = view.effects();
-    let _ = writeln!(out, "<h2 style=\"{h2}\">Run</h2>");
     let mut facts = vec![
-        format!("{} .. {}, as of {}", s.range_from, s.range_to, s.as_of),
+        format!(
+            "run {}: {} .. {}, as of {}",
+            s.run_id, s.range_from, s.range_to, s.as_of
+        ),
         format!(
             "{} payments in scope, {} statement lines, {} rejected",
             s.payments_in_scope, s.statement_lines, s.rejected_lines
@@ -704,24 +800,65 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
     if s.inputs.is_empty() {
         facts.push("no statement file was read".into());
     }
+    for f in &s.unreadable_inputs {
+        facts.push(format!("unreadable {}: {}", f.source, f.path));
+    }
+    if let Some(i) = &s.inbox {
+        facts.push(format!("decisions inbox: {}", i.folder));
+    }
     facts.push(format!("transitions: {transitions}"));
     facts.push(format!("tickets: {tickets}"));
-    for f in facts {
+    facts
+}
+
+/// Unreadable statement files at the top of the email: source, file name and period, and
+/// why (the full paths are in the Run section at the end).
+fn email_unreadable(out: &mut String, view: &ReportView) {
+    let files = &view.summary.unreadable_inputs;
+    if files.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<p style=\"margin:0 0 4px;font-size:15px;font-weight:700;color:#b71c1c\">CRITICAL: {} statement file{} cannot be read</p>\n\
+         <p style=\"margin:0 0 4px;font-size:14px\">Nothing in them was used, and their days are incomplete: no payment is resolved \
+         FAILED on them until the file is delivered again.</p>",
+        files.len(),
+        if files.len() == 1 { "" } else { "s" }
+    );
+    for f in files {
         let _ = writeln!(
             out,
-            "<p style=\"margin:0 0 3px;font-size:13px;color:#444\">{}</p>",
-            escape(&f)
+            "<p style=\"margin:0 0 4px;font-size:13px\">{} {} ({}): {}</p>",
+            escape(&f.source),
+            escape(file_name(&f.path)),
+            escape(&f.period),
+            escape(&f.error)
         );
     }
-    for note in notes {
+}
+
+/// The decisions inbox at the top of the email, when the run's pass skipped something: each
+/// entry by its path inside the inbox, with why.
+fn email_inbox(out: &mut String, view: &ReportView) {
+    let Some(i) = view.summary.inbox.as_ref().filter(|i| i.needs_attention()) else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<p style=\"margin:0 0 4px;font-size:15px;font-weight:700;color:#8a5a00\">Decisions inbox: {} folder(s) or file(s) skipped</p>\n\
+         <p style=\"margin:0 0 4px;font-size:14px\">Nothing in them was applied ({} file(s) applied). Each says why:</p>",
+        i.skipped.len(),
+        i.applied.len()
+    );
+    for k in &i.skipped {
         let _ = writeln!(
             out,
-            "<p style=\"margin:10px 0 0;font-size:13px;color:#666\">{}</p>",
-            escape(note)
+            "<p style=\"margin:0 0 4px;font-size:13px\">{}: {}</p>",
+            escape(inbox_entry(&i.folder, &k.path)),
+            escape(&k.why)
         );
     }
-    out.push_str("</div>\n</body>\n</html>\n");
-    out
 }
 
 #[cfg(test)]

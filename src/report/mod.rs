@@ -19,9 +19,11 @@
 //! The rows that raise a ticket are also grouped into [`cases`]: one per human decision, which
 //! the email lists first and the XLSX report shows on its Cases sheet.
 
+pub mod actions;
 pub mod cases;
 pub mod email;
 pub mod html;
+pub mod markers;
 pub mod outbox;
 pub mod shard;
 pub mod xlsx;
@@ -490,14 +492,39 @@ impl ReportView {
     }
 
     /// An amount as people read it in the email and the HTML report: `10,275,687.39 EUR`
-    /// (digits grouped, [`money::grouped`]) with a reporting currency; the plain decimal text
-    /// the reports have always shown without one.
+    /// (digits grouped, [`money::grouped`]); CSV and XLSX keep plain numbers.
     pub fn money_text(&self, minor: i128, currency: &str) -> String {
-        if self.summary.reporting.is_some() {
-            format!("{} {currency}", money::grouped_minor(minor, currency))
-        } else {
-            format!("{} {currency}", total_text(minor, currency))
+        format!("{} {currency}", money::grouped_minor(minor, currency))
+    }
+
+    /// The email's first line about money: the total at risk in the reporting currency with
+    /// the rates it used ([`ReportView::total_lines`]), or without one the sum per currency of
+    /// the cases waiting for a decision (`At risk: 1,250.00 EUR · 300.00 GBP in 12 cases`).
+    /// `None` when no case waits.
+    pub fn at_risk_line(&self) -> Option<(String, Option<String>)> {
+        if let Some((total, rates)) = self.total_lines() {
+            return Some((total, Some(rates)));
         }
+        let listed = self.listed_cases();
+        if listed.is_empty() {
+            return None;
+        }
+        let mut sums: BTreeMap<&str, i128> = BTreeMap::new();
+        for c in &listed {
+            for m in &c.at_risk {
+                *sums.entry(m.currency).or_default() += i128::from(m.minor);
+            }
+        }
+        let amounts: Vec<String> = sums.iter().map(|(c, v)| self.money_text(*v, c)).collect();
+        Some((
+            format!(
+                "At risk: {} in {} case{}",
+                amounts.join(" · "),
+                listed.len(),
+                if listed.len() == 1 { "" } else { "s" }
+            ),
+            None,
+        ))
     }
 
     /// A case's money at risk, one entry per currency ([`ReportView::money_text`]).
@@ -509,9 +536,13 @@ impl ReportView {
     }
 
     /// A case's value for ordering, labelled: `value for ordering: 3,069.17 EUR` (or `no rate
-    /// for JPY`); `None` without a reporting currency.
+    /// for JPY`); `None` without a reporting currency, or when the case's money is all in it.
     pub fn case_value(&self, case: &cases::Case) -> Option<String> {
         let v = &self.summary.reporting.as_ref()?.valuation;
+        // An amount in the reporting currency is its own value: saying it twice helps no one.
+        if case.value.is_some() && case.at_risk.iter().all(|m| m.currency == v.currency) {
+            return None;
+        }
         Some(match case.value {
             Some(_) => format!("value for ordering: {}", case.value_text(v)),
             None => case.value_text(v),

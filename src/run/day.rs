@@ -323,6 +323,17 @@ async fn plan_and_apply(
                 &now,
             )
             .await?;
+            // What changed about each case since the last morning, for the email (a shard's
+            // gather finds them for the whole night).
+            if shard.is_none() {
+                view.marks.markers = crate::decisions::markers(
+                    &mut tx,
+                    &view,
+                    &[run_id.to_string()],
+                    Utc::now().timestamp_micros(),
+                )
+                .await?;
+            }
             summary
                 .timings_ms
                 .insert("cases".into(), started.elapsed().as_millis() as u64);

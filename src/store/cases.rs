@@ -175,6 +175,38 @@ pub struct NewCase {
     pub lines: String,
 }
 
+/// A case's state as the email's markers read it ([`Tx::case_states`]).
+#[derive(Debug, Clone)]
+pub struct CaseState {
+    /// Case key.
+    pub key: String,
+    /// OPEN, ESCALATED, DISMISSED, DECIDED or SUPERSEDED.
+    pub status: String,
+    /// Who set the status last (a reviewer, or `recon`); kept when new evidence opens it again.
+    pub status_by: Option<String>,
+    /// Their note.
+    pub status_note: Option<String>,
+    /// The run that first stored the case.
+    pub first_seen_run_id: String,
+    /// The run that first stored the case's current evidence (fingerprint).
+    pub evidence_run_id: Option<String>,
+}
+
+/// An applied decision and what its case was about ([`Tx::decisions_applied_since`]).
+#[derive(Debug, Clone)]
+pub struct AppliedDecision {
+    /// The case it was made on.
+    pub case_key: String,
+    /// `confirm 1`, `failed`, …
+    pub decision: String,
+    /// Who made it.
+    pub actor: String,
+    /// The case's payment ids.
+    pub payments: Vec<String>,
+    /// The case's statement lines (source, line id), candidates' included.
+    pub lines: Vec<(String, String)>,
+}
+
 /// A decision recorded for a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecisionRecord {
@@ -495,6 +527,72 @@ impl Tx {
             out.extend(rows);
         }
         Ok(out)
+    }
+
+    /// What the email's markers are read from, for each of these cases that exists: its
+    /// status as stored now (after the run stored its cases), who set it and their note, the
+    /// run that first stored the case, and the run that first stored its current evidence.
+    pub async fn case_states(&mut self, keys: &[&str]) -> Result<Vec<CaseState>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(self.batch()) {
+            let mut q = self.sql(
+                "SELECT c.case_key, c.status, c.status_by, c.status_note, c.first_seen_run_id, \
+                        e.run_id \
+                 FROM review_cases c LEFT JOIN review_case_evidence e \
+                   ON e.case_key = c.case_key AND e.fingerprint = c.fingerprint \
+                 WHERE c.case_key IN (",
+            );
+            let mut sep = q.separated(", ");
+            for k in chunk {
+                sep.push_bind(*k);
+            }
+            q.push(")");
+            let rows = self
+                .fetch_all(q, |r| {
+                    Ok(CaseState {
+                        key: r.text(0)?,
+                        status: r.text(1)?,
+                        status_by: r.opt_text(2)?,
+                        status_note: r.opt_text(3)?,
+                        first_seen_run_id: r.text(4)?,
+                        evidence_run_id: r.opt_text(5)?,
+                    })
+                })
+                .await
+                .map_err(db_err("review cases"))?;
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+
+    /// The decisions applied (by one reviewer, or approved by a second) since `since`, each
+    /// with the payments and statement lines of its case (lines and candidates' lines).
+    pub async fn decisions_applied_since(&mut self, since: &str) -> Result<Vec<AppliedDecision>> {
+        let mut q = self.sql(
+            "SELECT d.case_key, d.decision, d.actor, c.payments, c.candidates, c.lines \
+             FROM case_decisions d JOIN review_cases c ON c.case_key = d.case_key \
+             WHERE d.state = 'APPLIED' AND coalesce(d.approved_at, d.decided_at) >= $1 \
+             ORDER BY d.id",
+        );
+        q.bind(Bind::Ts(since));
+        self.fetch_all(q, |r| {
+            let payments: Vec<CasePayment> = json(&r.text(3)?, "review_cases.payments")?;
+            let candidates: Vec<CaseCandidate> = json(&r.text(4)?, "review_cases.candidates")?;
+            let mut lines: Vec<(String, String)> = match r.opt_text(5)? {
+                Some(t) => json(&t, "review_cases.lines")?,
+                None => Vec::new(),
+            };
+            lines.extend(candidates.into_iter().map(|c| (c.source, c.line_id)));
+            Ok(AppliedDecision {
+                case_key: r.text(0)?,
+                decision: r.text(1)?,
+                actor: r.text(2)?,
+                payments: payments.into_iter().map(|p| p.payment_id).collect(),
+                lines,
+            })
+        })
+        .await
+        .map_err(db_err("case decisions"))
     }
 
     /// The run that first stored `fingerprint` for the case, if any ever did.

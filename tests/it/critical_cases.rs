@@ -121,13 +121,15 @@ async fn p4_a_line_for_a_pending_payment_is_a_critical_paid_while_pending_ticket
         .nth(1)
         .expect("a listed case")
         .lines()
-        .take(2)
+        .take(5)
         .collect::<Vec<_>>()
         .join("\n");
+    // Its plain title and next step, then whose; the outcome's name in its footer.
     assert!(
-        first_case.starts_with("CRITICAL")
-            && first_case.contains("PAID_WHILE_PENDING")
-            && first_case.contains("P-1"),
+        first_case.starts_with("CRITICAL Paid before it was sent")
+            && first_case.contains("Next: Stop the payment service from sending it")
+            && first_case.contains("P-1")
+            && first_case.contains("PAID_WHILE_PENDING"),
         "{text}"
     );
     // ... above the completeness warnings' details (the case list comes right after the

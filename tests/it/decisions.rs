@@ -456,7 +456,7 @@ async fn round_trip(b: Backend) {
     );
     assert!(text.contains("4 cases to decide"), "{text}");
     assert!(
-        text.contains("To decide: open the attached report.xlsx, sheet Decide"),
+        text.contains("How to decide: open the attached report.xlsx, sheet Decide"),
         "{text}"
     );
     assert!(!text.contains("L-9"), "{text}");

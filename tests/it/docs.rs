@@ -879,3 +879,16 @@ fn deploy_job_files_parse_with_recons_own_parser() {
         failures.join("\n")
     );
 }
+
+/// Issue 42: docs/outcomes.md's "What to do" table is the one the email and the reports use
+/// (`report::actions::TABLE`), row for row.
+#[test]
+fn the_docs_next_steps_are_the_ones_the_email_shows() {
+    let md = std::fs::read_to_string(repo().join("docs/outcomes.md")).expect("outcomes.md");
+    let table = recon::report::actions::docs_table();
+    assert!(
+        md.contains(&table),
+        "docs/outcomes.md lacks the actions table as the code has it; put this under \"What to \
+         do\":\n{table}"
+    );
+}

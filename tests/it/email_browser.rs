@@ -48,6 +48,17 @@ struct Measured {
     /// Where the first case's block starts and ends (None: there is none).
     case_top: Option<f64>,
     case_bottom: Option<f64>,
+    /// Where the bottom of each first-screen element is (None: the email has none): the total
+    /// at risk, how to decide, the first case's next step.
+    total_bottom: Option<f64>,
+    how_bottom: Option<f64>,
+    next_bottom: Option<f64>,
+    /// The first case's next step as the browser shows it.
+    next_text: Option<String>,
+    /// The lowest contrast of any visible text against the background behind it (WCAG's
+    /// formula, computed by the browser from the styles it applied), and whose text it is.
+    min_contrast: f64,
+    min_contrast_of: String,
 }
 
 fn headless(profile: &Path) -> Command {
@@ -76,15 +87,38 @@ fn render(html: &str, (width, height): (u32, u32), screenshot: Option<&Path>) ->
          <body style=\"margin:0\"><iframe id=\"mail\" width=\"{width}\" height=\"{height}\" \
          style=\"border:0;display:block\" srcdoc=\"{srcdoc}\"></iframe>\n<script>\n\
          const frame = document.getElementById('mail');\n\
+         function rgb(s) {{ const m = s.match(/[\\d.]+/g).map(Number);\n\
+           return {{r: m[0], g: m[1], b: m[2], a: m.length > 3 ? m[3] : 1}}; }}\n\
+         function lum(c) {{ const f = v => {{ v /= 255;\n\
+             return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }};\n\
+           return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); }}\n\
+         function behind(w, el) {{ for (let e = el; e; e = e.parentElement) {{\n\
+             const b = rgb(w.getComputedStyle(e).backgroundColor); if (b.a > 0) return b; }}\n\
+           return {{r: 255, g: 255, b: 255, a: 1}}; }}\n\
          function measure() {{\n\
            const w = frame.contentWindow, d = frame.contentDocument, e = d.documentElement;\n\
            const c = d.getElementById('case-1');\n\
            const r = c ? c.getBoundingClientRect() : null;\n\
+           const bottom = el => el ? el.getBoundingClientRect().bottom : null;\n\
+           const next = c ? c.querySelector('.next') : null;\n\
+           let min = 99, of = '';\n\
+           for (const el of d.body.querySelectorAll('*')) {{\n\
+             const own = Array.from(el.childNodes).filter(n => n.nodeType === 3)\n\
+               .map(n => n.textContent).join('').trim();\n\
+             if (!own || el.getClientRects().length === 0) continue;\n\
+             const a = lum(rgb(w.getComputedStyle(el).color)), b = lum(behind(w, el));\n\
+             const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);\n\
+             if (ratio < min) {{ min = ratio; of = own.slice(0, 60); }}\n\
+           }}\n\
            const out = document.createElement('pre');\n\
            out.id = 'measured';\n\
            out.textContent = JSON.stringify({{width: w.innerWidth, client_width: e.clientWidth,\n\
              scroll_width: e.scrollWidth, height: w.innerHeight,\n\
-             case_top: r && r.top, case_bottom: r && r.bottom}});\n\
+             case_top: r && r.top, case_bottom: r && r.bottom,\n\
+             total_bottom: bottom(d.getElementById('total')),\n\
+             how_bottom: bottom(d.getElementById('how-to-decide')),\n\
+             next_bottom: bottom(next), next_text: next && next.textContent,\n\
+             min_contrast: min, min_contrast_of: of}});\n\
            document.body.appendChild(out);\n\
          }}\n\
          if (frame.contentDocument && frame.contentDocument.readyState === 'complete' &&\n\
@@ -172,6 +206,56 @@ async fn the_demo_email_reads_on_a_phone_and_a_laptop_without_sideways_scrolling
             top >= 0.0 && bottom <= m.height,
             "at {width} px the first case is not (wholly) on the first screen: {m:?}"
         );
+        // Issue 42: the first screen is the morning's to-do list: the total at risk, how to
+        // decide, and the first case's next step, all above the fold.
+        for (what, at) in [
+            ("the total at risk", m.total_bottom),
+            ("how to decide", m.how_bottom),
+            ("the first case's next step", m.next_bottom),
+        ] {
+            let at = at.unwrap_or_else(|| panic!("the email has no {what}: {m:?}"));
+            assert!(
+                at <= m.height,
+                "at {width} px {what} is below the first screen: {m:?}"
+            );
+        }
+        // The next step the browser shows is the demo's first case's, from the one table.
+        let next = m.next_text.clone().unwrap_or_default();
+        assert!(
+            next.starts_with("Next: ")
+                && recon::report::actions::TABLE
+                    .iter()
+                    .any(|(_, s)| next.ends_with(s.next)),
+            "{next:?}"
+        );
+        // WCAG AA (4.5:1) for every text the browser shows, against what is behind it.
+        assert!(
+            m.min_contrast >= 4.5,
+            "at {width} px {:?} has contrast {:.2}:1, under WCAG AA's 4.5:1",
+            m.min_contrast_of,
+            m.min_contrast
+        );
+    }
+}
+
+/// Nothing above the first case names a run id, a server path or a hash (issue 42): the
+/// email's head is for a finance reader; the run's facts are at its end.
+#[tokio::test]
+async fn above_the_cases_there_is_no_run_id_path_or_hash() {
+    let (html, text) = demo_email().await;
+    for (body, first_case) in [(&html, "id=\"case-1\""), (&text, "\n1. ")] {
+        let head = &body[..body.find(first_case).expect("a first case")];
+        for bad in ["run ", "sha256", "/out/", "sample-data", "/tmp/"] {
+            assert!(!head.contains(bad), "{bad:?} above the cases: {head}");
+        }
+        assert!(
+            !head
+                .split(|c: char| !c.is_ascii_hexdigit())
+                .any(|w| w.len() >= 32),
+            "a hash above the cases: {head}"
+        );
+        // ... and they are at the end, for whoever needs them.
+        assert!(body.contains("sha256"), "the Run section names the inputs");
     }
 }
 
@@ -202,10 +286,14 @@ async fn the_plain_text_part_says_the_same_in_the_same_order() {
             .position(|l| l.contains(needle))
             .unwrap_or_else(|| panic!("no {needle:?} in {text}"))
     };
-    assert!(at("Money at risk:") < at("CRITICAL "));
-    assert!(at("Resolved by recon:") < at("1. CRITICAL"));
+    // The to-do list first: the total, how to decide, then the first case with its next
+    // step; the money by severity and the counts after the cases.
+    assert!(at("Total at risk:") < at("How to decide:"));
+    assert!(at("How to decide:") < at("1. CRITICAL"));
+    assert!(at("1. CRITICAL") < at("   Next: "));
     assert!(at("1. CRITICAL") < 20, "{text}");
-    assert!(at("1. CRITICAL") < at("Counts per outcome:"));
+    assert!(at("1. CRITICAL") < at("Money at risk by severity:"));
+    assert!(at("Money at risk by severity:") < at("Counts per outcome:"));
     // The same cases in the same order in both parts.
     let keys = |body: &str| -> Vec<String> {
         body.split("case C-")
@@ -217,7 +305,7 @@ async fn the_plain_text_part_says_the_same_in_the_same_order() {
     assert_eq!(keys(&text), keys(&html));
     // Lines a phone shows without breaking mid-word: the headline and each case's first two
     // lines are short.
-    for l in &lines[..at("Most severe first:")] {
+    for l in &lines[..at("How to decide:")] {
         assert!(l.chars().count() <= 72, "{l:?}");
     }
 }

@@ -34,6 +34,7 @@ mod id_shape;
 mod import;
 mod inbox;
 mod mappings;
+mod markers;
 mod nights;
 mod partitions;
 mod pg_uuid;

@@ -443,6 +443,11 @@ pub fn grouped(amount: &Decimal) -> String {
     )
 }
 
+/// A count as people read it: `15,760` ([`grouped`]).
+pub fn count(n: usize) -> String {
+    grouped(&Decimal::from(n))
+}
+
 /// Minor units of `currency` as grouped text ([`grouped`]): `10,275,687.39` (2 decimals for
 /// a code recon does not know).
 pub fn grouped_minor(amount_minor: i128, currency: &str) -> String {

@@ -172,7 +172,7 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
             let _ = writeln!(
                 out,
                 "\n{} more case{} {}.",
-                n - html::EMAIL_CASES,
+                crate::money::count(n - html::EMAIL_CASES),
                 if n - html::EMAIL_CASES == 1 { "" } else { "s" },
                 prose.more_cases
             );

@@ -439,9 +439,13 @@ pub fn email_title(view: &ReportView) -> String {
         .iter()
         .filter(|c| c.severity == Severity::Critical)
         .count();
-    let mut t = format!("{n} case{} to decide", if n == 1 { "" } else { "s" });
+    let mut t = format!(
+        "{} case{} to decide",
+        crate::money::count(n),
+        if n == 1 { "" } else { "s" }
+    );
     if critical > 0 {
-        let _ = write!(t, ", {critical} critical");
+        let _ = write!(t, ", {} critical", crate::money::count(critical));
     }
     t
 }
@@ -593,7 +597,10 @@ fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
 /// The heading over the listed cases: `The 20 most urgent of 345 cases` / `Most urgent first`.
 pub fn cases_heading(n: usize) -> String {
     if n > EMAIL_CASES {
-        format!("The {EMAIL_CASES} most urgent of {n} cases (severity, then value)")
+        format!(
+            "The {EMAIL_CASES} most urgent of {} cases (severity, then value)",
+            crate::money::count(n)
+        )
     } else {
         "Most urgent first (severity, then value)".to_string()
     }
@@ -664,7 +671,7 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
             let _ = writeln!(
                 out,
                 "<p style=\"margin:0 0 8px;font-size:14px\">{} more case{} {}.</p>",
-                n - EMAIL_CASES,
+                crate::money::count(n - EMAIL_CASES),
                 if n - EMAIL_CASES == 1 { "" } else { "s" },
                 escape(&prose.more_cases)
             );

@@ -520,7 +520,7 @@ impl ReportView {
             format!(
                 "At risk: {} in {} case{}",
                 amounts.join(" · "),
-                listed.len(),
+                money::count(listed.len()),
                 if listed.len() == 1 { "" } else { "s" }
             ),
             None,
@@ -558,7 +558,7 @@ impl ReportView {
             "Total at risk: {} {} in {} case{}",
             cases::display_value(t.total, &v.currency),
             v.currency,
-            t.valued,
+            money::count(t.valued),
             if t.valued == 1 { "" } else { "s" }
         );
         if t.unvalued > 0 {

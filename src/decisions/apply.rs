@@ -136,6 +136,7 @@ pub(crate) async fn apply_read(
         approvals: approvals(settings),
         dismiss_reasons: &settings.dismiss_reasons,
         write_off_limit: &settings.write_off_limit,
+        reviewers_known: !settings.reviewers.is_empty(),
     };
     for row in &sheet.rows {
         let (status, mut detail) = match (&row.refused, row.same_as) {
@@ -250,8 +251,13 @@ async fn apply_row(
         .and_then(|(_, r)| check::reason(decision, r.as_deref(), rules.dismiss_reasons).ok())
         .flatten();
     let text = decision.text_with(reason.as_deref());
+    // As the history tells it: an accepted difference with its amount and the limit.
+    let told = match &plan {
+        Plan::Accept(_, d) => d.told(),
+        _ => text.clone(),
+    };
     let about = format!(
-        "{text} (case {}, {file_name} row {}): {note}",
+        "{told} (case {}, {file_name} row {}): {note}",
         case.key, row.row_no
     );
     let by = Decided {
@@ -268,7 +274,7 @@ async fn apply_row(
         Some(first) => (
             first.actor.clone(),
             format!(
-                "{text} by {} ({}), approved by {actor}: {about}",
+                "{told} by {} ({}), approved by {actor}: {about}",
                 first.actor,
                 if first.note.is_empty() {
                     "no note"
@@ -284,11 +290,14 @@ async fn apply_row(
         None => done,
     };
     match plan {
-        Plan::Wait => {
+        Plan::Wait(why) => {
             by.record(tx, "WAITING").await?;
             Ok((
                 Status::Waiting,
-                format!("{text} waits for a second, different reviewer"),
+                match why {
+                    Some(why) => format!("{text}: {why}"),
+                    None => format!("{text} waits for a second, different reviewer"),
+                },
             ))
         }
         Plan::Escalate => {
@@ -332,7 +341,8 @@ async fn apply_row(
                 )),
             ))
         }
-        Plan::Accept(c, diff) => {
+        Plan::Accept(c, d) => {
+            let diff = d.minor;
             tx.confirm_line(
                 &crate::store::cases::Confirmation {
                     source: c.source.clone(),
@@ -354,11 +364,14 @@ async fn apply_row(
                 Status::Applied,
                 approved(format!(
                     "line {} of {} is payment {}'s with a difference of {} {currency} \
-                     accepted: later runs match the pair while the line differs by exactly that",
+                     accepted ({} write_off_limit {}): later runs match the pair while the \
+                     line differs by exactly that",
                     c.line_id,
                     c.source,
                     c.payment_id,
-                    crate::money::format_minor(diff, currency)
+                    crate::money::format_minor(diff, currency),
+                    if d.above { "above" } else { "within" },
+                    d.limit
                 )),
             ))
         }

@@ -33,8 +33,12 @@ pub struct Rules<'a> {
     pub approvals: Approvals,
     /// `dismiss_reasons`: a `dismiss` must give one of them.
     pub dismiss_reasons: &'a [String],
-    /// `write_off_limit`: currency → the largest difference one `accept difference` settles.
+    /// `write_off_limit`: currency → the largest difference one `accept difference` settles
+    /// alone; above it, the decision needs a second, different reviewer.
     pub write_off_limit: &'a BTreeMap<String, Decimal>,
+    /// Whether reviewers are authenticated people (`[[reviewer]]`: an OS user each), so two
+    /// reviewers can be told apart; without, a name is typed and no second reviewer counts.
+    pub reviewers_known: bool,
 }
 
 /// Whether `decision` on `case` moves money, now or through the next run, so that it waits
@@ -43,7 +47,8 @@ pub struct Rules<'a> {
 /// SUBMITTING: the next run resolves it on the confirmed line, and may resolve a look-alike
 /// on the line's absence), `accept difference` (money the provider did not pay, or paid
 /// beyond the ledger, is written off) and `dismiss` of a CRITICAL case (it takes paid-twice or
-/// paid-after-failed money off the sheet and the email).
+/// paid-after-failed money off the sheet and the email). An `accept difference` above
+/// `write_off_limit` needs a second reviewer whatever `approvals` says ([`check`]).
 pub fn moves_money(decision: Decision, case: &StoredCase) -> bool {
     match decision {
         Decision::Failed | Decision::Succeeded => true,
@@ -95,13 +100,41 @@ pub enum Plan {
     Escalate,
     /// Candidate N is the match: recorded as evidence later runs keep.
     Confirm(CaseCandidate),
-    /// The case's one candidate is the match with its amount difference (line minus payment,
-    /// minor units) accepted: recorded as evidence later runs keep.
-    Accept(CaseCandidate, i64),
+    /// The case's one candidate is the match with its amount difference accepted: recorded as
+    /// evidence later runs keep.
+    Accept(CaseCandidate, Difference),
     /// A guarded status transition.
     Status(StatusChange),
-    /// The first of two reviewers: the decision waits for a second, different one.
-    Wait,
+    /// The first of two reviewers: the decision waits for a second, different one; with why,
+    /// when the job does not ask two reviewers for every such decision (a difference above
+    /// `write_off_limit`).
+    Wait(Option<String>),
+}
+
+/// The amount difference an `accept difference` settles, against the job's limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// Line minus payment, minor units.
+    pub minor: i64,
+    /// The difference as people read it: `-0.50 EUR`.
+    pub text: String,
+    /// The currency's `write_off_limit`: `1.00 EUR`.
+    pub limit: String,
+    /// Whether the difference (absolute) is above the limit: a second reviewer must approve.
+    pub above: bool,
+}
+
+impl Difference {
+    /// How the decision is told in the history: `accept difference of -0.50 EUR (within
+    /// write_off_limit 1.00 EUR)`.
+    pub fn told(&self) -> String {
+        format!(
+            "accept difference of {} ({} write_off_limit {})",
+            self.text,
+            if self.above { "above" } else { "within" },
+            self.limit
+        )
+    }
 }
 
 /// The verdict on a row.
@@ -186,13 +219,14 @@ pub fn reason(
     }
 }
 
-/// Whether `accept difference` may settle `c`: the difference (line minus payment) and the
-/// text that says it, or why not.
+/// Whether `accept difference` may settle `c`: its difference (line minus payment) against
+/// the currency's `write_off_limit` (above it, a second reviewer must approve), or why not (no
+/// amounts recorded; no limit for the currency).
 fn acceptable(
     key: &str,
     c: &CaseCandidate,
     limits: &BTreeMap<String, Decimal>,
-) -> Result<i64, String> {
+) -> Result<Difference, String> {
     let Some(a) = &c.amounts else {
         return Err(format!(
             "case {key} has no amount difference recorded (it was stored before amounts were \
@@ -211,14 +245,12 @@ fn acceptable(
             a.currency, a.currency
         ));
     };
-    if shown.abs() > *limit {
-        return Err(format!(
-            "the difference {shown} {cur} is above write_off_limit {limit} {cur}: not accepted \
-             (escalate it, or settle it another way)",
-            cur = a.currency
-        ));
-    }
-    Ok(diff)
+    Ok(Difference {
+        minor: diff,
+        text: format!("{shown} {}", a.currency),
+        limit: format!("{limit} {}", a.currency),
+        above: shown.abs() > *limit,
+    })
 }
 
 /// Checks `row` (made by `actor`) against the case as it is now.
@@ -324,7 +356,17 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, rules: &Rules<'_>) -> Ve
                 return Verdict::Refused(format!("case {key} has not exactly one candidate"));
             };
             match acceptable(key, c, rules.write_off_limit) {
-                Ok(diff) => Plan::Accept(c.clone(), diff),
+                Ok(d) if d.above && !rules.reviewers_known => {
+                    return Verdict::Refused(format!(
+                        "the difference {} is above write_off_limit {}: it needs a second, \
+                         different reviewer, and this job cannot tell two reviewers apart (no \
+                         [[reviewer]] in the job file: a name is typed): not accepted (hint: \
+                         configure [[reviewer]] tables, a name with the OS login or uid of each \
+                         reviewer, so another reviewer can approve it; or escalate it)",
+                        d.text, d.limit
+                    ));
+                }
+                Ok(d) => Plan::Accept(c.clone(), d),
                 Err(why) => return Verdict::Refused(why),
             }
         }
@@ -354,6 +396,16 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, rules: &Rules<'_>) -> Ve
         Decision::Succeeded => approvals.succeeded,
         _ => approvals.money,
     };
+    // A difference above the limit is written off by two people, whatever `approvals` says.
+    let above = match &plan {
+        Plan::Accept(_, d) if d.above => Some(format!(
+            "the difference {} is above write_off_limit {}: waiting for a second reviewer \
+             (another reviewer applying the same decision approves it)",
+            d.text, d.limit
+        )),
+        _ => None,
+    };
+    let needed = if above.is_some() { 2 } else { needed };
     if needed < 2 {
         return Verdict::Apply(decision, Box::new(plan), None);
     }
@@ -368,11 +420,18 @@ pub fn check(row: &SheetRow, actor: &str, now: Now<'_>, rules: &Rules<'_>) -> Ve
     } else if let Some(mine) = waiting.first() {
         Verdict::Refused(format!(
             "you made this decision on {}: it waits for a second, different reviewer \
-             (nobody approves their own decision)",
-            mine.decided_at
+             (nobody approves their own decision){}",
+            mine.decided_at,
+            match &plan {
+                Plan::Accept(_, d) if d.above => format!(
+                    "; the difference {} is above write_off_limit {}",
+                    d.text, d.limit
+                ),
+                _ => String::new(),
+            }
         ))
     } else {
-        Verdict::Apply(decision, Box::new(Plan::Wait), None)
+        Verdict::Apply(decision, Box::new(Plan::Wait(above)), None)
     }
 }
 
@@ -465,6 +524,7 @@ mod tests {
                 approvals,
                 dismiss_reasons: &reasons(),
                 write_off_limit: &BTreeMap::new(),
+                reviewers_known: two,
             },
         )
     }
@@ -516,6 +576,7 @@ mod tests {
                     approvals: Approvals::default(),
                     dismiss_reasons: &reasons(),
                     write_off_limit: &BTreeMap::new(),
+                    reviewers_known: false,
                 }
             ))
             .contains("edited")
@@ -533,7 +594,7 @@ mod tests {
         let c = case("near miss", "UNKNOWN");
         assert_eq!(
             verdict(&row("failed", FP), &c, &[], true),
-            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait), None)
+            Verdict::Apply(Decision::Failed, Box::new(Plan::Wait(None)), None)
         );
         // Alice's decision waits: Bob approves it.
         match verdict(&row("failed", FP), &c, &[waiting("alice")], true) {
@@ -565,7 +626,7 @@ mod tests {
         let unresolved = case("ambiguity", "UNKNOWN");
         assert_eq!(
             verdict(&row("confirm 1", FP), &unresolved, &[], true),
-            Verdict::Apply(Decision::Confirm(1), Box::new(Plan::Wait), None)
+            Verdict::Apply(Decision::Confirm(1), Box::new(Plan::Wait(None)), None)
         );
         let mut first = waiting("alice");
         first.decision = "confirm 1".into();
@@ -594,7 +655,7 @@ mod tests {
         critical.severity = "CRITICAL".into();
         assert_eq!(
             verdict(&row("dismiss: written off", FP), &critical, &[], true),
-            Verdict::Apply(Decision::Dismiss, Box::new(Plan::Wait), None)
+            Verdict::Apply(Decision::Dismiss, Box::new(Plan::Wait(None)), None)
         );
         let high = case("exception", "FAILED");
         assert_eq!(
@@ -604,6 +665,80 @@ mod tests {
         assert_eq!(
             verdict(&row("escalate", FP), &critical, &[], true),
             Verdict::Apply(Decision::Escalate, Box::new(Plan::Escalate), None)
+        );
+    }
+
+    /// `accept difference` on a near miss of 40.00 EUR paid 39.50, by bob, with a 0.49 EUR
+    /// limit (the 0.50 difference is above it), `approvals = 1`.
+    fn accept_above(decisions: &[DecisionRecord], reviewers_known: bool) -> Verdict {
+        let mut c = case("near miss", "UNKNOWN");
+        c.candidates[0].amounts = Some(crate::store::cases::CandidateAmounts {
+            currency: "EUR".into(),
+            payment_minor: 4000,
+            line_minor: 3950,
+        });
+        let limits = BTreeMap::from([("EUR".to_string(), Decimal::new(49, 2))]);
+        check(
+            &row("accept difference", FP),
+            "bob",
+            Now {
+                case: Some(&c),
+                fingerprint_run: Some("r1"),
+                decisions,
+            },
+            &Rules {
+                approvals: Approvals::default(),
+                dismiss_reasons: &reasons(),
+                write_off_limit: &limits,
+                reviewers_known,
+            },
+        )
+    }
+
+    #[test]
+    fn a_difference_above_the_limit_waits_for_a_second_reviewer_even_with_one_approval() {
+        let why = "the difference -0.50 EUR is above write_off_limit 0.49 EUR: waiting for a \
+                   second reviewer";
+        match accept_above(&[], true) {
+            Verdict::Apply(Decision::AcceptDifference, p, None) => match *p {
+                Plan::Wait(Some(w)) => assert!(w.starts_with(why), "{w}"),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        let mut first = waiting("alice");
+        first.decision = "accept difference".into();
+        match accept_above(std::slice::from_ref(&first), true) {
+            Verdict::Apply(Decision::AcceptDifference, p, Some(f)) => {
+                assert_eq!(f.actor, "alice");
+                let Plan::Accept(_, d) = *p else {
+                    panic!("{p:?}")
+                };
+                assert_eq!((d.minor, d.above), (-50, true));
+                assert_eq!(
+                    d.told(),
+                    "accept difference of -0.50 EUR (above write_off_limit 0.49 EUR)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Bob's own waiting decision: refused, saying why it waits.
+        let why = refused(accept_above(
+            &[waiting("bob")].map(|mut w| {
+                w.decision = "accept difference".into();
+                w
+            }),
+            true,
+        ));
+        assert!(
+            why.contains("nobody approves their own") && why.contains("above write_off_limit"),
+            "{why}"
+        );
+        // Typed names cannot be two people: refused, saying what to configure.
+        let why = refused(accept_above(&[], false));
+        assert!(
+            why.contains("above write_off_limit 0.49 EUR") && why.contains("[[reviewer]]"),
+            "{why}"
         );
     }
 

@@ -36,7 +36,8 @@
 //! compared by their number of units. No outcome is special-cased: a new critical outcome
 //! sorts first by its severity alone. The email, the Decide and Cases sheets and the HTML
 //! report list cases in this order; `recon cases list` orders the stored cases by the same
-//! severity and value.
+//! severity and value; the family sheets and sections list review rows by the same key
+//! ([`order_key`], a row's money being the amount it puts at risk).
 
 use super::{Item, ItemLine, Money};
 use crate::model::{Id, LineKind, Outcome, Severity, Status};
@@ -102,7 +103,8 @@ pub enum Decision {
     /// `escalate`: someone else must decide; the case stays open.
     Escalate,
     /// `accept difference`: the case's one line is its payment's, the amount difference
-    /// (within `write_off_limit`) accepted, so later runs match the pair.
+    /// accepted, so later runs match the pair (within `write_off_limit` by the job's
+    /// `approvals`; above it only with a second reviewer's approval).
     AcceptDifference,
 }
 
@@ -553,19 +555,52 @@ pub fn group(items: &[Item], valuation: Option<&Valuation>) -> Vec<Case> {
         }
     }
     // The ordering key is computed once per case (the weight looks the currency up), not
-    // twice per comparison: severity; with a reporting currency the valued cases first, by
-    // value; then the money (value or units), the older case, the key.
+    // twice per comparison.
     cases.sort_by_cached_key(|c| {
-        let unvalued = valuation.is_some() && c.value.is_none();
         (
-            c.severity,
-            unvalued,
-            std::cmp::Reverse(c.value.unwrap_or_else(|| c.weight())),
-            std::cmp::Reverse(c.age_days),
+            order_key(
+                Some(c.severity),
+                c.value,
+                c.weight(),
+                valuation.is_some(),
+                c.age_days,
+            ),
             c.key.clone(),
         )
     });
     cases
+}
+
+/// The leading part of the one ordering of cases and review rows (see [`order_key`]); the
+/// caller adds its own last tie-break (a case's key, a row's ids).
+pub type OrderKey = (
+    bool,
+    Option<Severity>,
+    bool,
+    std::cmp::Reverse<Decimal>,
+    std::cmp::Reverse<i64>,
+);
+
+/// The one ordering of everything that lists cases or review rows (the email, the Decide,
+/// Cases and family sheets, report.html, `recon cases list`): by `severity` (rows without one
+/// last); with a reporting currency (`valuing`) the valued before the unvalued; then the money,
+/// largest first: the `value` in the reporting currency, or `units` (the number of units of the
+/// largest amount) without a value; then the older (`age_days`). Sort ascending by it, then by
+/// a key of the caller's for a stable order.
+pub fn order_key(
+    severity: Option<Severity>,
+    value: Option<Decimal>,
+    units: Decimal,
+    valuing: bool,
+    age_days: i64,
+) -> OrderKey {
+    (
+        severity.is_none(),
+        severity,
+        valuing && value.is_none(),
+        std::cmp::Reverse(value.unwrap_or(units)),
+        std::cmp::Reverse(age_days),
+    )
 }
 
 /// Money at risk in the reporting currency, per severity and overall, of some cases.
@@ -617,7 +652,9 @@ pub fn no_rate_warning(currency: &str) -> String {
 
 /// The case of `members` (item positions in item order, so the most severe first).
 fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
-    members.sort_by_key(|&i| (items[i].severity, i));
+    // The lead row: the most severe, FAILED_BUT_PAID and PAID_WHILE_PENDING before another
+    // critical outcome ([`super::rank`]), then in the rows' order.
+    members.sort_by_key(|&i| (items[i].severity, super::rank(items[i].outcome), i));
     let rows: Vec<&Item> = members.iter().map(|&i| &items[i]).collect();
     let lead = rows[0];
     let severity = rows

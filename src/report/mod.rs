@@ -203,40 +203,43 @@ impl Item {
         Family::of(self.outcome)
     }
 
-    /// The leading part of the ordering key (see [`sort_items`]), computed once per item.
-    fn head_key(
-        &self,
-    ) -> (
-        u8,
-        std::cmp::Reverse<Decimal>,
-        std::cmp::Reverse<i64>,
-        Outcome,
-    ) {
-        let amount = self
-            .at_risk()
-            .map(|m| m.decimal().abs())
-            .unwrap_or_default();
+    /// The ordering key of the row (see [`sort_items`]), computed once per item: the one
+    /// ordering of cases ([`cases::order_key`]) on the row's severity, the value of the amount
+    /// it puts at risk ([`Item::at_risk`], absolute) in the reporting currency of `valuation`
+    /// (or its number of units), and its age; then its outcome.
+    fn head_key(&self, valuation: Option<&crate::rates::Valuation>) -> (cases::OrderKey, Outcome) {
+        let at_risk = self.at_risk();
+        let units = at_risk.map(|m| m.decimal().abs()).unwrap_or_default();
+        let value = valuation.and_then(|v| match at_risk {
+            Some(m) => v.value(units, m.currency),
+            None => Some(Decimal::ZERO),
+        });
         (
-            rank(self.outcome),
-            std::cmp::Reverse(amount),
-            std::cmp::Reverse(self.age_days),
+            cases::order_key(
+                self.severity,
+                value,
+                units,
+                valuation.is_some(),
+                self.age_days,
+            ),
             self.outcome,
         )
     }
 }
 
-/// Sorts `items` most severe first: [`rank`] (FAILED_BUT_PAID, then DUPLICATE_AT_PROVIDER, then
-/// by ticket severity), then the larger amount, then the older row, then ids for a stable order.
-/// Amounts of different currencies are compared by their number of units: recon has no
-/// exchange rates, so this is a heuristic within a rank. The amount part is computed once per
-/// item, not twice per comparison (a hundred thousand rows take millions of comparisons).
-fn sort_items(items: &mut [Item]) {
+/// Sorts `items` by the one ordering of cases and review rows ([`cases::order_key`]): by
+/// ticket severity (rows without a ticket last); with a reporting currency (`valuation`) the
+/// rows valued in it before those whose currency has no rate, by value, largest first;
+/// without one (or among the unvalued) by the number of units of the amount; then the older
+/// row, then the outcome and the ids for a stable order. The key is computed once per item, not
+/// twice per comparison (a hundred thousand rows take millions of comparisons).
+fn sort_items(items: &mut [Item], valuation: Option<&crate::rates::Valuation>) {
     // The keys and positions are sorted, not the items (a few hundred bytes each), which are
     // then moved into place once, without a second vector.
     let mut order: Vec<_> = items
         .iter()
         .enumerate()
-        .map(|(i, item)| (item.head_key(), i as u32))
+        .map(|(i, item)| (item.head_key(valuation), i as u32))
         .collect();
     order.sort_by(|(ka, a), (kb, b)| {
         let (a, b) = (&items[*a as usize], &items[*b as usize]);
@@ -431,7 +434,7 @@ impl ReportView {
         (transitions_planned, ticket_rows): (usize, usize),
         committed: bool,
     ) -> ReportView {
-        sort_items(&mut items);
+        sort_items(&mut items, summary.reporting.as_ref().map(|r| &r.valuation));
         let mut summary = summary;
         let cases = cases::group(&items, summary.reporting.as_ref().map(|r| &r.valuation));
         if let Some(r) = &summary.reporting {
@@ -750,7 +753,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_but_paid_leads_then_severity_then_amount_then_age() {
+    fn rows_order_by_severity_then_amount_then_age_with_no_outcome_apart() {
         let ranked: Vec<u8> = [
             Outcome::FailedButPaid,
             Outcome::DuplicateAtProvider,
@@ -769,8 +772,9 @@ mod tests {
             item(Outcome::FailedButPaid, 100, "EUR", 0),
             item(Outcome::DuplicateAtProvider, 50_000, "EUR", 7),
             item(Outcome::DuplicateAtProvider, -90_000, "EUR", 0),
+            item(Outcome::ResolvedSucceeded, 5_000_000, "EUR", 9),
         ];
-        sort_items(&mut items);
+        sort_items(&mut items, None);
         let order: Vec<(Outcome, i64, i64)> = items
             .iter()
             .map(|i| (i.outcome, i.amount.map_or(0, |m| m.minor), i.age_days))
@@ -778,14 +782,67 @@ mod tests {
         assert_eq!(
             order,
             [
-                (Outcome::FailedButPaid, 100, 0),
-                // The larger amount (by absolute value), then the older.
+                // Critical: the larger amount (by absolute value), then the older; a
+                // FAILED_BUT_PAID row is one critical row among the others, as in the cases.
                 (Outcome::DuplicateAtProvider, -90_000, 0),
                 (Outcome::DuplicateAtProvider, 50_000, 7),
                 (Outcome::DuplicateAtProvider, 50_000, 1),
+                (Outcome::FailedButPaid, 100, 0),
                 (Outcome::OrphanAtProvider, 1_000_000, 1),
+                // No ticket: last, whatever its amount.
+                (Outcome::ResolvedSucceeded, 5_000_000, 9),
             ]
         );
+    }
+
+    #[test]
+    fn with_a_reporting_currency_rows_order_by_value_and_unvalued_ones_come_after() {
+        let d = |s: &str| s.parse::<Decimal>().unwrap();
+        let rate = |per_eur: &str| crate::rates::Rate {
+            per_eur: d(per_eur),
+            date: None,
+            from: "fixed".into(),
+        };
+        let v = crate::rates::Valuation {
+            currency: "EUR".into(),
+            rates: [
+                ("JPY".to_string(), rate("160")),
+                ("GBP".to_string(), rate("0.8")),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let mut items = vec![
+            // 500,000 JPY: 3,125.00 EUR at 160 per EUR.
+            item(Outcome::FailedButPaid, 500_000, "JPY", 0),
+            // 4,000.00 EUR.
+            item(Outcome::FailedButPaid, 400_000, "EUR", 0),
+            // 3,000.00 GBP: 3,750.00 EUR at 0.8 per EUR.
+            item(Outcome::FailedButPaid, 300_000, "GBP", 0),
+            // 9,000.00 CHF: no rate, after every valued row of its severity.
+            item(Outcome::FailedButPaid, 900_000, "CHF", 0),
+            // 10.00 EUR, but high: after every critical row.
+            item(Outcome::AmountMismatch, 1_000, "EUR", 0),
+        ];
+        sort_items(&mut items, Some(&v));
+        let order: Vec<(i64, &str)> = items
+            .iter()
+            .map(|i| i.amount.map(|m| (m.minor, m.currency)).unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (400_000, "EUR"),
+                (300_000, "GBP"),
+                (500_000, "JPY"),
+                (900_000, "CHF"),
+                (1_000, "EUR"),
+            ]
+        );
+        // Without rates: by the number of units.
+        sort_items(&mut items, None);
+        let units: Vec<&str> = items.iter().map(|i| i.amount.unwrap().currency).collect();
+        assert_eq!(units, ["JPY", "CHF", "EUR", "GBP", "EUR"]);
     }
 
     #[test]

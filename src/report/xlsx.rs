@@ -437,6 +437,9 @@ pub const DECIDE_SHEET: &str = "Decide";
 /// is numeric; `check` (hidden, but inside the filter range so a sort moves it with its row)
 /// holds the case key and the fingerprint of the evidence the row shows, which
 /// `recon decisions apply` compares with the row's `case` cell and with the case as it is then.
+/// With a reporting currency a numeric `value (EUR)` column follows `currency`
+/// ([`decide_value_header`]); the reader finds every column by its header name, so it is not
+/// listed here.
 pub const DECIDE_COLUMNS: [&str; 14] = [
     "case",
     "severity",
@@ -454,9 +457,41 @@ pub const DECIDE_COLUMNS: [&str; 14] = [
     "check",
 ];
 
-/// Position of a Decide column by name.
-fn decide_col(name: &str) -> u16 {
-    DECIDE_COLUMNS.iter().position(|c| *c == name).unwrap_or(0) as u16
+/// The header of the Decide sheet's value column, after `currency`, when the job has a
+/// reporting currency: `value (EUR)`. Its cells are the case's value in that currency
+/// ([`super::cases::Case::value`], rounded to the currency's minor units), numbers in its
+/// decimals, so a sort by value is numeric; empty when a currency of the case has no rate.
+pub fn decide_value_header(reporting_currency: &str) -> String {
+    format!("value ({reporting_currency})")
+}
+
+/// The Decide sheet's columns: [`DECIDE_COLUMNS`], and with a reporting currency its value
+/// column after `currency`.
+struct DecideLayout {
+    /// Header cells, in order.
+    header: Vec<String>,
+    /// The value column's position, with a reporting currency.
+    value: Option<u16>,
+}
+
+impl DecideLayout {
+    fn new(reporting_currency: Option<&str>) -> DecideLayout {
+        let mut header: Vec<String> = DECIDE_COLUMNS.iter().map(|c| c.to_string()).collect();
+        let value = reporting_currency.map(|cur| {
+            let at = DECIDE_COLUMNS
+                .iter()
+                .position(|c| *c == "currency")
+                .map_or(header.len(), |p| p + 1);
+            header.insert(at, decide_value_header(cur));
+            at as u16
+        });
+        DecideLayout { header, value }
+    }
+
+    /// Position of a column of [`DECIDE_COLUMNS`] by name.
+    fn col(&self, name: &str) -> u16 {
+        self.header.iter().position(|c| c == name).unwrap_or(0) as u16
+    }
 }
 
 /// The hidden `check` cell of a case: its key and fingerprint, one space apart.
@@ -501,7 +536,8 @@ fn decide_validation(choices: &[String]) -> Result<DataValidation, XlsxError> {
 }
 
 /// One row per case that waits for a decision (not settled on the evidence it has now), most
-/// severe first: what and whose, the money (a number, its currency beside it), why, the
+/// severe first: what and whose, the money (a number, its currency beside it; with a
+/// reporting currency its value in it, a number too, empty without a rate), why, the
 /// numbered candidates (one per line), the decisions offered, the reviewer's three cells
 /// (yellow, with a drop-down of exactly the offered decisions), what earlier decisions left
 /// (`escalated by …`, waiting for a second reviewer) and the hidden check cell.
@@ -520,6 +556,9 @@ fn decide_sheet(
     limit: usize,
 ) -> Result<(), XlsxError> {
     ws.set_name(DECIDE_SHEET)?;
+    let valuation = view.summary.reporting.as_ref().map(|r| &r.valuation);
+    let layout = DecideLayout::new(valuation.map(|v| v.currency.as_str()));
+    let decide_col = |name: &str| layout.col(name);
     let wrap = Format::new().set_text_wrap();
     let input = Format::new().set_background_color("FFF2CC");
     for (c, w) in [
@@ -540,7 +579,11 @@ fn decide_sheet(
     ] {
         ws.set_column_width(decide_col(c), w)?;
     }
-    header(ws, fmts, &DECIDE_COLUMNS)?;
+    if let Some(c) = layout.value {
+        ws.set_column_width(c, 14.0)?;
+    }
+    let names: Vec<&str> = layout.header.iter().map(String::as_str).collect();
+    header(ws, fmts, &names)?;
     let mut r = 0u32;
     for c in view.listed_cases().into_iter().take(limit.min(MAX_ROWS)) {
         r += 1;
@@ -569,6 +612,15 @@ fn decide_sheet(
                 let curs: Vec<&str> = many.iter().map(|m| m.currency).collect();
                 write_text(ws, r, decide_col("currency"), &curs.join(", "))?;
             }
+        }
+        // The value in the reporting currency, rounded to its minor units: a number (exact
+        // text when a double cannot hold it); nothing when a currency of the case has no rate.
+        if let (Some(col), Some(v), Some(d)) = (layout.value, valuation, c.value) {
+            let d = super::cases::rounded_value(d, &v.currency);
+            match number(d) {
+                Some(x) => ws.write_number_with_format(r, col, x, fmts.decimals(&v.currency))?,
+                None => ws.write_string(r, col, d.to_string())?,
+            };
         }
         write_text(ws, r, decide_col("why"), &c.why)?;
         let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
@@ -602,7 +654,7 @@ fn decide_sheet(
         )?;
     }
     ws.set_column_hidden(decide_col("check"))?;
-    ws.autofilter(0, 0, r.max(1), (DECIDE_COLUMNS.len() - 1) as u16)?;
+    ws.autofilter(0, 0, r.max(1), (layout.header.len() - 1) as u16)?;
     Ok(())
 }
 

@@ -1,12 +1,14 @@
 //! The Decide sheet survives spreadsheet habits (issue 42 point 4): a reviewer sorts it by
-//! amount, filters it, decides and re-saves it, in LibreOffice Calc (headless, driven through
-//! its UNO API as a reviewer drives its menus) and in openpyxl, and `recon decisions apply`
-//! lands every decision on the case named in its row. A case decided two different ways in one
+//! amount (or, with a reporting currency, by its numeric `value (EUR)` column), filters it,
+//! decides and re-saves it, in LibreOffice Calc (headless, driven through its UNO API as a
+//! reviewer drives its menus) and in openpyxl, and `recon decisions apply` lands every decision
+//! on the case named in its row. A case decided two different ways in one
 //! file is refused (the same decision twice applies once); a row whose check cell names
 //! another case is refused.
 
 use crate::support::{Backend, Settings, TestEnv, openpyxl_python};
 use recon::decisions::result::{FileResult, RowResult, Status};
+use rust_decimal::Decimal;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,10 +28,15 @@ const DAY: &str = "2026-11-10";
 /// amounts would run `999.00`, `5000`, `40.00`, `310.00`, `25.00`, `12.00`, `1000.00`
 /// (descending); as numbers 5000, 1000, 999, 310, 40, 25, 12.
 async fn job() -> TestEnv {
+    job_with(&crate::report::file_email(), "").await
+}
+
+/// The night of [`job`] with `extra` job lines and `more` statement lines.
+async fn job_with(extra: &str, more: &str) -> TestEnv {
     let env = TestEnv::on(
         Backend::Sqlite,
         Settings {
-            extra: crate::report::file_email(),
+            extra: extra.to_string(),
             ..Settings::default()
         },
     )
@@ -54,7 +61,7 @@ async fn job() -> TestEnv {
          L-7,,{IBAN_D},310.00,EUR,2026-11-10T16:00:00Z,PAYMENT\n\
          L-8,,{IBAN_E},1000.00,EUR,2026-11-10T16:10:00Z,PAYMENT\n\
          L-9,,{IBAN_F},999.00,EUR,2026-11-10T16:20:00Z,PAYMENT\n\
-         L-10,,{IBAN_G},5000,JPY,2026-11-10T16:30:00Z,PAYMENT\n"
+         L-10,,{IBAN_G},5000,JPY,2026-11-10T16:30:00Z,PAYMENT\n{more}"
     ));
     env
 }
@@ -227,18 +234,19 @@ async fn applies_every_row_to_its_case(env: &TestEnv, saved: &Path) {
 }
 
 /// LibreOffice Calc driven through its UNO API (Python, a headless soffice on a pipe), as a
-/// reviewer drives it: the amount column's filter drop-down "Sort Descending" (a sort of the
-/// filter's range, which is what left the hidden check column behind when it ended before it),
-/// a standard filter on one currency, decisions typed into the visible rows, saved as xlsx by
-/// Calc's own export filter.
+/// reviewer drives it: a column's filter drop-down "Sort Descending" (a sort of the filter's
+/// range, which is what left the hidden check column behind when it ended before it), a
+/// standard filter (one currency, or a value of at least some amount), decisions typed into
+/// the visible rows, saved as xlsx by Calc's own export filter.
 const CALC: &str = r#"
 import json, os, re, subprocess, sys, time, uuid
 import uno
 from com.sun.star.beans import PropertyValue
 from com.sun.star.sheet import TableFilterField
-from com.sun.star.sheet.FilterOperator import EQUAL
+from com.sun.star.sheet.FilterOperator import EQUAL, GREATER_EQUAL
 
-src, dst, edits, only = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+src, dst, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sort_by, keep = sys.argv[4], json.loads(sys.argv[5])
 
 def prop(name, value):
     p = PropertyValue()
@@ -279,13 +287,13 @@ try:
     order = lambda: [cell("case", r).String for r in range(1, last_row + 1)]
     before = order()
     # The filter drop-down's "Sort Descending": a sort of the filter's range (the sheet's
-    # unnamed database range) by the amount column.
+    # unnamed database range) by the `sort_by` column.
     tab = sheet.RangeAddress.Sheet
     unnamed = doc.getPropertyValue("UnnamedDatabaseRanges")
     assert unnamed.hasByTable(tab), "the Decide sheet has no filter range"
     area = unnamed.getByTable(tab).DataArea
     sf = uno.createUnoStruct("com.sun.star.table.TableSortField")
-    sf.Field, sf.IsAscending = col["amount"] - area.StartColumn, False
+    sf.Field, sf.IsAscending = col[sort_by] - area.StartColumn, False
     uno.invoke(
         sheet.getCellRangeByPosition(area.StartColumn, area.StartRow, area.EndColumn, area.EndRow),
         "sort",
@@ -295,7 +303,10 @@ try:
     table = sheet.getCellRangeByPosition(0, 0, last_col, last_row)
     fd = table.createFilterDescriptor(True)
     f = TableFilterField()
-    f.Field, f.Operator, f.IsNumeric, f.StringValue = col["currency"], EQUAL, False, only
+    if "equal" in keep:
+        f.Field, f.Operator, f.IsNumeric, f.StringValue = col[keep["column"]], EQUAL, False, keep["equal"]
+    else:
+        f.Field, f.Operator, f.IsNumeric, f.NumericValue = col[keep["column"]], GREATER_EQUAL, True, keep["at_least"]
     fd.FilterFields = (f,)
     fd.ContainsHeader = True
     table.filter(fd)
@@ -351,6 +362,41 @@ fn calc_python() -> Option<PathBuf> {
         .or_else(|| panic!("soffice is installed but no Python imports uno (hint: apt-get install -y python3-uno)"))
 }
 
+/// Runs a round-trip `script` (Calc's or openpyxl's) with `python` on `report`, saved as
+/// `saved`: sorted by the `sort_by` column (descending), the rows `keep` keeps visible
+/// (`{"column": "currency", "equal": "EUR"}` or `{"column": "value (EUR)", "at_least": 20}`),
+/// `edits` decided in them.
+fn round_trip(
+    python: &Path,
+    script: &str,
+    (report, saved): (&Path, &Path),
+    edits: &serde_json::Value,
+    sort_by: &str,
+    keep: serde_json::Value,
+) {
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(script)
+        .arg(report)
+        .arg(saved)
+        .arg(edits.to_string())
+        .arg(sort_by)
+        .arg(keep.to_string())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "round trip failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Sorted by amount, the rows of one currency kept.
+fn by_amount_in_eur() -> serde_json::Value {
+    serde_json::json!({"column": "currency", "equal": "EUR"})
+}
+
 #[tokio::test]
 async fn calc_sorts_by_amount_filters_and_saves_and_every_row_applies_to_its_case() {
     let Some(python) = calc_python() else {
@@ -359,33 +405,28 @@ async fn calc_sorts_by_amount_filters_and_saves_and_every_row_applies_to_its_cas
     let env = job().await;
     let r1 = env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
     let saved = env.path("decided-in-calc.xlsx");
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(CALC)
-        .arg(r1.out_dir.join("report.xlsx"))
-        .arg(&saved)
-        .arg(edits().to_string())
-        .arg("EUR")
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "Calc round trip failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    round_trip(
+        &python,
+        CALC,
+        (&r1.out_dir.join("report.xlsx"), &saved),
+        &edits(),
+        "amount",
+        by_amount_in_eur(),
     );
     applies_every_row_to_its_case(&env, &saved).await;
 }
 
 /// openpyxl sorts as a spreadsheet's filter drop-down does: the rows of the filter range,
-/// every row's cells (values and styles) kept together, in the order of the amount column
-/// (descending; numbers before text as Calc and Excel order them, text by its characters);
-/// then hides the rows of other currencies as a filter does, fills the decisions and saves.
+/// every row's cells (values and styles) kept together, in the order of the sort column
+/// (descending; numbers before text as Calc and Excel order them, text by its characters,
+/// empty cells last); then hides the rows the filter does not keep, fills the decisions and
+/// saves.
 const OPENPYXL: &str = r#"
 import json, re, sys, copy
 import openpyxl
 from openpyxl.utils.cell import range_boundaries
-src, dst, edits, only = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+src, dst, edits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+sort_by, keep = sys.argv[4], json.loads(sys.argv[5])
 wb = openpyxl.load_workbook(src)
 ws = wb["Decide"]
 col = {c.value: i for i, c in enumerate(ws[1])}
@@ -393,10 +434,15 @@ min_col, min_row, max_col, max_row = range_boundaries(ws.auto_filter.ref)
 rows = [[(ws.cell(row=r, column=c).value, copy.copy(ws.cell(row=r, column=c)._style))
          for c in range(min_col, max_col + 1)]
         for r in range(min_row + 1, max_row + 1)]
-a = col["amount"] - (min_col - 1)
+a = col[sort_by] - (min_col - 1)
 def key(row):
     v = row[a][0]
     return (1, v) if isinstance(v, (int, float)) else (0, str(v or ""))
+def kept(r):
+    v = ws.cell(row=r, column=col[keep["column"]] + 1).value
+    if "equal" in keep:
+        return v == keep["equal"]
+    return isinstance(v, (int, float)) and v >= keep["at_least"]
 before = [row[0][0] for row in rows]
 rows.sort(key=key, reverse=True)
 assert [row[0][0] for row in rows] != before, "the sort moved no row"
@@ -406,7 +452,7 @@ for i, row in enumerate(rows):
         c.value, c._style = value, style
 visible = []
 for r in range(min_row + 1, max_row + 1):
-    hide = ws.cell(row=r, column=col["currency"] + 1).value != only
+    hide = not kept(r)
     ws.row_dimensions[r].hidden = hide
     if not hide:
         visible.append(r)
@@ -430,22 +476,282 @@ wb.save(dst)
 async fn openpyxl_sorts_by_amount_filters_and_saves_and_every_row_applies_to_its_case() {
     let env = job().await;
     let r1 = env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let report = r1.out_dir.join("report.xlsx");
+    // Without a reporting currency the sheet has no value column.
+    assert!(
+        !decide_header(&report)
+            .iter()
+            .any(|h| h.starts_with("value")),
+        "{:?}",
+        decide_header(&report)
+    );
     let saved = env.path("decided-in-openpyxl.xlsx");
+    round_trip(
+        &openpyxl_python(),
+        OPENPYXL,
+        (&report, &saved),
+        &edits(),
+        "amount",
+        by_amount_in_eur(),
+    );
+    applies_every_row_to_its_case(&env, &saved).await;
+}
+
+/// The header cells of the Decide sheet of `file`.
+fn decide_header(file: &Path) -> Vec<String> {
+    use calamine::Reader as _;
+    let mut book: calamine::Xlsx<_> = calamine::open_workbook(file).expect("xlsx");
+    let range = book.worksheet_range("Decide").expect("Decide sheet");
+    range
+        .rows()
+        .next()
+        .expect("header")
+        .iter()
+        .map(|c| c.to_string())
+        .collect()
+}
+
+/// The rates file the valued job reads, as the ECB publishes eurofxref.csv: units per 1 EUR.
+const RATES_CSV: &str = "Date, USD, JPY, GBP, \n10 November 2026, 1.1252, 162.91, 0.8477, \n";
+
+/// The rate of `currency` per 1 EUR as [`RATES_CSV`] says (the euro is 1), read back from the
+/// text this test wrote; None for a currency it does not list.
+fn rate_written(currency: &str) -> Option<Decimal> {
+    if currency == "EUR" {
+        return Some(Decimal::ONE);
+    }
+    let mut lines = RATES_CSV.lines();
+    let header: Vec<&str> = lines.next()?.split(',').map(str::trim).collect();
+    let rates: Vec<&str> = lines.next()?.split(',').map(str::trim).collect();
+    let i = header.iter().position(|h| *h == currency)?;
+    rates.get(i)?.parse().ok()
+}
+
+const IBAN_H: &str = "ES9121000418450200051332";
+const IBAN_I: &str = "CH9300762011623852957";
+const IBAN_J: &str = "SE4550000000058398257466";
+
+/// The night of [`job`] in a job with `reporting_currency = "EUR"` and the ECB rates file
+/// [`RATES_CSV`], with three more lines no payment of ours can be: L-11 900.00 GBP, L-12
+/// 1200.00 USD and L-13 50.00 CHF (no rate).
+async fn valued_job() -> TestEnv {
+    let env = job_with(
+        &format!(
+            "reporting_currency = \"EUR\"\n{}[rates]\npath = \"rates/eurofxref-{{date}}.csv\"\n",
+            crate::report::file_email()
+        ),
+        &format!(
+            "L-11,,{IBAN_H},900.00,GBP,2026-11-10T16:40:00Z,PAYMENT\n\
+             L-12,,{IBAN_I},1200.00,USD,2026-11-10T16:50:00Z,PAYMENT\n\
+             L-13,,{IBAN_J},50.00,CHF,2026-11-10T17:00:00Z,PAYMENT\n"
+        ),
+    )
+    .await;
+    std::fs::create_dir_all(env.path("rates")).expect("rates dir");
+    env.write("rates/eurofxref-2026-11-10.csv", RATES_CSV);
+    env
+}
+
+/// Each case of [`valued_job`] by an id it holds, with its money at risk (the twins P-2 and
+/// P-3 risk their one line's 25.00).
+const VALUED_CASES: [(&str, &str, &str); 10] = [
+    ("P-4", "12.00", "EUR"),
+    ("P-1", "40.00", "EUR"),
+    ("P-2", "25.00", "EUR"),
+    ("L-7", "310.00", "EUR"),
+    ("L-8", "1000.00", "EUR"),
+    ("L-9", "999.00", "EUR"),
+    ("L-10", "5000", "JPY"),
+    ("L-11", "900.00", "GBP"),
+    ("L-12", "1200.00", "USD"),
+    ("L-13", "50.00", "CHF"),
+];
+
+/// The value in EUR of case `id` at the rates this test wrote, to the cent; None without a
+/// rate.
+fn value_in_eur(id: &str) -> Option<Decimal> {
+    let (_, amount, cur) = VALUED_CASES
+        .iter()
+        .find(|(i, _, _)| *i == id)
+        .expect("a case of the night");
+    let amount: Decimal = amount.parse().expect("amount");
+    Some((amount / rate_written(cur)?).round_dp(2))
+}
+
+/// The ids of [`VALUED_CASES`] by value, largest first, the one without a rate last: the order
+/// of a sort of the value column, descending (an empty cell sorts after every number).
+fn by_value() -> Vec<&'static str> {
+    let mut ids: Vec<&str> = VALUED_CASES.iter().map(|(id, _, _)| *id).collect();
+    ids.sort_by_key(|id| {
+        let v = value_in_eur(id);
+        (v.is_none(), std::cmp::Reverse(v))
+    });
+    ids
+}
+
+/// What the valued round trips decide: the rows kept by a filter of the value column at
+/// 20 EUR or more (P-4's 12.00 and L-13 without a value are filtered out, left undecided).
+fn valued_edits() -> serde_json::Value {
+    serde_json::json!([
+        {"id": "P-1", "decision": "failed", "note": "P-1 never left"},
+        {"id": "P-2", "confirm": "P-3", "note": "P-2 P-3 invoice says P-3"},
+        {"id": "L-7", "decision": "dismiss: written off", "note": "L-7 test transfer"},
+        {"id": "L-8", "decision": "escalate", "note": "L-8 ask treasury"},
+        {"id": "L-9", "decision": "dismiss: written off", "note": "L-9 refunded"},
+        {"id": "L-10", "decision": "escalate", "note": "L-10 ask the bank"},
+        {"id": "L-11", "decision": "dismiss: refund requested", "note": "L-11 refund"},
+        {"id": "L-12", "decision": "escalate", "note": "L-12 ask treasury"},
+    ])
+}
+
+/// The Decide sheet's value column as openpyxl reads it: (case key, the Python type name of
+/// the cell's value, the value as JSON).
+const OPENPYXL_VALUES: &str = r#"
+import json, sys
+import openpyxl
+ws = openpyxl.load_workbook(sys.argv[1])["Decide"]
+col = {c.value: i for i, c in enumerate(ws[1])}
+out = []
+for row in ws.iter_rows(min_row=2, values_only=True):
+    v = row[col[sys.argv[2]]]
+    out.append([row[col["case"]], type(v).__name__, v])
+print(json.dumps(out))
+"#;
+
+fn openpyxl_values(file: &Path) -> Vec<(String, String, serde_json::Value)> {
     let out = Command::new(openpyxl_python())
         .arg("-c")
-        .arg(OPENPYXL)
-        .arg(r1.out_dir.join("report.xlsx"))
-        .arg(&saved)
-        .arg(edits().to_string())
-        .arg("EUR")
+        .arg(OPENPYXL_VALUES)
+        .arg(file)
+        .arg("value (EUR)")
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "openpyxl round trip failed: {}",
+        "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    applies_every_row_to_its_case(&env, &saved).await;
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// After a sort by `value (EUR)` (descending), a filter of it and a re-save: the column is
+/// right after `currency`; its cells are numbers (openpyxl reads a float or an int, calamine a
+/// Float)
+/// equal to the value this test computes from the rates file it wrote, in numeric order, the
+/// case without a rate empty and last; every decided row applies to the case it shows, and
+/// the filtered-out cases stay open.
+async fn values_sort_and_every_row_applies(env: &TestEnv, saved: &Path) {
+    let header = decide_header(saved);
+    let at = |name: &str| header.iter().position(|h| h == name);
+    assert_eq!(
+        at("value (EUR)"),
+        at("currency").map(|c| c + 1),
+        "{header:?}"
+    );
+    let mut key_of = std::collections::BTreeMap::new();
+    for (id, _, _) in VALUED_CASES {
+        key_of.insert(id, key_and_fingerprint(env, id).await.0);
+    }
+    let want: Vec<String> = by_value().iter().map(|id| key_of[id].clone()).collect();
+    let values = openpyxl_values(saved);
+    let order: Vec<String> = values.iter().map(|(k, _, _)| k.clone()).collect();
+    assert_eq!(order, want, "sorted by value, numerically: {values:?}");
+    for (id, key) in &key_of {
+        let (_, ty, v) = values.iter().find(|(k, _, _)| k == key).expect("row");
+        match value_in_eur(id) {
+            Some(expected) => {
+                // A whole number reads back as a Python int (1000.00 is stored as 1000).
+                assert!(
+                    ty == "float" || ty == "int",
+                    "{id}: a number cell: {values:?}"
+                );
+                let got: Decimal = v.to_string().parse().expect("decimal");
+                assert_eq!(got, expected, "{id}");
+            }
+            None => assert_eq!(ty, "NoneType", "{id}: no rate, no number: {values:?}"),
+        }
+    }
+    // calamine (what `recon decisions apply` reads with) sees the same number cells.
+    {
+        use calamine::Reader as _;
+        let mut book: calamine::Xlsx<_> = calamine::open_workbook(saved).expect("xlsx");
+        let range = book.worksheet_range("Decide").expect("Decide sheet");
+        let c = at("value (EUR)").expect("value column");
+        let floats = range
+            .rows()
+            .skip(1)
+            .filter(|r| matches!(r[c], calamine::Data::Float(_)))
+            .count();
+        assert_eq!(floats, VALUED_CASES.len() - 1);
+    }
+    let (code, results) = apply_with_recon(env, saved);
+    assert_eq!(results.len(), 8, "{results:?}");
+    assert!(
+        results.iter().all(|r| r[2] == "applied"),
+        "every decided row applies: {results:?}"
+    );
+    assert_eq!(code, Some(0), "{results:?}");
+    for (id, status) in [
+        ("P-1", "DECIDED"),
+        ("P-2", "DECIDED"),
+        ("L-7", "DISMISSED"),
+        ("L-8", "ESCALATED"),
+        ("L-9", "DISMISSED"),
+        ("L-10", "ESCALATED"),
+        ("L-11", "DISMISSED"),
+        ("L-12", "ESCALATED"),
+        ("P-4", "OPEN"),
+        ("L-13", "OPEN"),
+    ] {
+        let (c, d) = case_of(env, id).await;
+        assert_eq!(c.status, status, "{id}");
+        if status == "OPEN" {
+            assert!(d.is_empty(), "{id}: {d:?}");
+        } else {
+            assert_eq!(d.len(), 1, "{id}: {d:?}");
+            assert!(d[0].note.starts_with(id), "{id}: {:?}", d[0].note);
+        }
+    }
+}
+
+/// Sorted by value, the rows worth 20 EUR or more kept.
+fn by_value_at_least_20() -> serde_json::Value {
+    serde_json::json!({"column": "value (EUR)", "at_least": 20})
+}
+
+#[tokio::test]
+async fn calc_sorts_by_value_filters_and_saves_and_every_row_applies_to_its_case() {
+    let Some(python) = calc_python() else {
+        return;
+    };
+    let env = valued_job().await;
+    let r1 = env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let saved = env.path("valued-in-calc.xlsx");
+    round_trip(
+        &python,
+        CALC,
+        (&r1.out_dir.join("report.xlsx"), &saved),
+        &valued_edits(),
+        "value (EUR)",
+        by_value_at_least_20(),
+    );
+    values_sort_and_every_row_applies(&env, &saved).await;
+}
+
+#[tokio::test]
+async fn openpyxl_sorts_by_value_filters_and_saves_and_every_row_applies_to_its_case() {
+    let env = valued_job().await;
+    let r1 = env.run(DAY, "2026-11-20T00:00:00Z", false, "r1").await;
+    let saved = env.path("valued-in-openpyxl.xlsx");
+    round_trip(
+        &openpyxl_python(),
+        OPENPYXL,
+        (&r1.out_dir.join("report.xlsx"), &saved),
+        &valued_edits(),
+        "value (EUR)",
+        by_value_at_least_20(),
+    );
+    values_sort_and_every_row_applies(&env, &saved).await;
 }
 
 /// (key, fingerprint) of the case holding `id`, as a run's Decide sheet writes them.

@@ -1,8 +1,10 @@
 //! Decisions people make (issue 42 point 5): `dismiss: <reason>` from the job's
 //! `dismiss_reasons` (a bare or unknown reason refused with the allowed ones), stored and shown
 //! in `recon cases show`; `accept difference` settling a netted fee in one decision within
-//! `write_off_limit` (the next night raises no AMOUNT_MISMATCH for it), refused above the limit
-//! or without one, and waiting for a second reviewer under `approvals = 2`.
+//! `write_off_limit` (the next night raises no AMOUNT_MISMATCH for it), refused without a limit,
+//! waiting for a second reviewer under `approvals = 2`, and above the limit waiting for a
+//! second reviewer even under `approvals = 1` (refused, saying what to configure, when the job
+//! has no `[[reviewer]]` to tell two people apart).
 
 use crate::decisions::REVIEWERS;
 use crate::support::{Settings, TestEnv, outcomes, write_decide_file};
@@ -370,18 +372,40 @@ async fn accept_difference_within_the_limit_settles_a_netted_fee_in_one_decision
     );
 }
 
+/// What the job confirmed: (line, payment, accepted difference, actor, approver).
+async fn confirmed(env: &TestEnv) -> Vec<(String, String, Option<i64>, String, Option<String>)> {
+    let db = env.db().await;
+    let mut tx = db.begin().await.expect("tx");
+    let c = tx.confirmed_lines().await.expect("confirmed");
+    tx.rollback().await.expect("rollback");
+    db.close().await;
+    c.into_iter()
+        .map(|c| {
+            (
+                c.line_id,
+                c.payment_id,
+                c.accepted_difference_minor,
+                c.actor,
+                c.approved_by,
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
-async fn accept_difference_above_the_limit_or_without_one_is_refused() {
+async fn accept_difference_without_a_limit_or_above_it_without_reviewers_is_refused() {
     for (extra, why) in [
-        (
-            "write_off_limit = { EUR = \"0.49\" }\n",
-            "is above write_off_limit 0.49 EUR",
-        ),
         (
             "write_off_limit = { GBP = \"5.00\" }\n",
             "no write_off_limit for EUR",
         ),
         ("", "no write_off_limit for EUR"),
+        // Above the limit it needs a second person, whom typed names cannot tell apart.
+        (
+            "write_off_limit = { EUR = \"0.49\" }\n",
+            "the difference -0.50 EUR is above write_off_limit 0.49 EUR: it needs a second, \
+             different reviewer, and this job cannot tell two reviewers apart (no [[reviewer]]",
+        ),
     ] {
         let env = job(extra).await;
         env.run(DAY, AS_OF, false, "r1").await;
@@ -392,16 +416,131 @@ async fn accept_difference_above_the_limit_or_without_one_is_refused() {
         assert_eq!(row.status, Status::Refused, "{extra}: {row:?}");
         assert!(row.detail.contains(why), "{extra}: {}", row.detail);
         // Nothing confirmed: the next night still has the near miss to decide.
-        let db = env.db().await;
-        let confirmed = {
-            let mut tx = db.begin().await.expect("tx");
-            let c = tx.confirmed_lines().await.expect("confirmed");
-            tx.rollback().await.expect("rollback");
-            c
-        };
-        db.close().await;
+        let confirmed = confirmed(&env).await;
         assert!(confirmed.is_empty(), "{extra}: {confirmed:?}");
     }
+}
+
+/// With `[[reviewer]]` and one approval: a difference at the limit applies with one reviewer;
+/// one cent above it waits for a second, the same reviewer approving it is refused, another
+/// reviewer applies it, `recon cases show` tells the difference and both reviewers, and the
+/// next night matches the pair.
+#[tokio::test]
+async fn accept_difference_above_the_limit_waits_for_a_second_reviewer_under_one_approval() {
+    // At the limit (|39.50 - 40.00| = 0.50): alice alone settles it.
+    let at = job(&format!(
+        "write_off_limit = {{ EUR = \"0.50\" }}\n{REVIEWERS}"
+    ))
+    .await;
+    at.run(DAY, AS_OF, false, "r1").await;
+    let all = cases(&at).await;
+    let p1 = case_of(&all, "P-1");
+    let r = decide(&at, "a.xlsx", &[(p1, "accept difference")], "alice").await;
+    let row = result(&r, p1);
+    assert_eq!(row.status, Status::Applied, "{row:?}");
+    assert!(
+        row.detail
+            .contains("difference of -0.50 EUR accepted (within write_off_limit 0.50 EUR)"),
+        "{}",
+        row.detail
+    );
+    assert_eq!(
+        confirmed(&at).await,
+        [(
+            "L-1".to_string(),
+            "P-1".to_string(),
+            Some(-50),
+            "alice".to_string(),
+            None
+        )]
+    );
+
+    // One cent lower a limit: the same decision waits.
+    let env = job(&format!(
+        "write_off_limit = {{ EUR = \"0.49\" }}\n{REVIEWERS}"
+    ))
+    .await;
+    env.run(DAY, AS_OF, false, "r1").await;
+    let all = cases(&env).await;
+    let p1 = case_of(&all, "P-1");
+    let first = decide(&env, "a.xlsx", &[(p1, "accept difference")], "alice").await;
+    let row = result(&first, p1);
+    assert_eq!(row.status, Status::Waiting, "{row:?}");
+    assert!(
+        row.detail.contains(
+            "the difference -0.50 EUR is above write_off_limit 0.49 EUR: waiting for a second \
+             reviewer"
+        ),
+        "{}",
+        row.detail
+    );
+    assert!(
+        confirmed(&env).await.is_empty(),
+        "a waiting decision confirmed"
+    );
+    let shown = show(&env, &p1.key).await;
+    assert!(
+        shown.contains("accept difference  WAITING     alice"),
+        "{shown}"
+    );
+    // The result file says it too.
+    let written = first.csv().expect("result file");
+    assert!(
+        written.contains("above write_off_limit 0.49 EUR: waiting for a second reviewer"),
+        "{written}"
+    );
+    // Alice again (another file): nobody approves their own decision.
+    let again = decide(&env, "a2.xlsx", &[(p1, "accept difference")], "alice").await;
+    let row = result(&again, p1);
+    assert_eq!(row.status, Status::Refused, "{row:?}");
+    assert!(
+        row.detail.contains("nobody approves their own decision")
+            && row.detail.contains("above write_off_limit 0.49 EUR"),
+        "{}",
+        row.detail
+    );
+    assert!(confirmed(&env).await.is_empty());
+    // Bob approves it: applied, both named.
+    let second = decide(&env, "b.xlsx", &[(p1, "accept difference")], "bob").await;
+    let row = result(&second, p1);
+    assert_eq!(row.status, Status::Applied, "{row:?}");
+    assert!(
+        row.detail.contains("approved alice's decision")
+            && row
+                .detail
+                .contains("difference of -0.50 EUR accepted (above write_off_limit 0.49 EUR)"),
+        "{}",
+        row.detail
+    );
+    assert_eq!(
+        confirmed(&env).await,
+        [(
+            "L-1".to_string(),
+            "P-1".to_string(),
+            Some(-50),
+            "alice".to_string(),
+            Some("bob".to_string())
+        )]
+    );
+    // `recon cases show`: the decision approved, and the case's history line telling the
+    // difference, the limit and both reviewers.
+    let shown = show(&env, &p1.key).await;
+    assert!(
+        shown.contains("accept difference  APPLIED     alice, approved by bob"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(
+            "status by    alice: accept difference of -0.50 EUR (above write_off_limit 0.49 \
+             EUR) by alice"
+        ) && shown.contains("approved by bob"),
+        "{shown}"
+    );
+    // The next night matches the pair: resolved on the line, no AMOUNT_MISMATCH.
+    let r2 = env.run(DAY, AS_OF, false, "r2").await;
+    let (rows, open) = p1_after(&env, &r2).await;
+    assert_eq!(rows, ["RESOLVED_SUCCEEDED"]);
+    assert_eq!(open, 0, "{rows:?}");
 }
 
 #[tokio::test]

@@ -354,3 +354,151 @@ fn rates_need_a_reporting_currency_and_are_positive_decimals() {
         "{r:?}"
     );
 }
+
+/// The rows of the family sheet `title` of `report`: (payment id, or the line ids of a row
+/// without a payment; the amount the row puts at risk: the payment's, or its line's without
+/// one; its currency; its severity), in sheet order.
+fn family_rows(report: &std::path::Path, title: &str) -> Vec<(String, Decimal, String, String)> {
+    use calamine::Reader as _;
+    let mut book: calamine::Xlsx<_> = calamine::open_workbook(report).expect("xlsx");
+    let range = book.worksheet_range(title).expect("family sheet");
+    let header: Vec<String> = range
+        .rows()
+        .next()
+        .expect("header")
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    let col = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let number = |d: &calamine::Data| -> Option<Decimal> {
+        match d {
+            calamine::Data::Float(f) => Some(format!("{f}").parse().expect("decimal")),
+            calamine::Data::Int(i) => Some(Decimal::from(*i)),
+            _ => None,
+        }
+    };
+    range
+        .rows()
+        .skip(1)
+        .map(|r| {
+            let payment = r[col("payment_id")].to_string();
+            let (who, amount, currency) = match number(&r[col("amount")]) {
+                Some(a) if !payment.is_empty() => (payment, a, r[col("currency")].to_string()),
+                _ => (
+                    r[col("line_ids")].to_string(),
+                    number(&r[col("line_amount")]).expect("a line amount"),
+                    r[col("line_currency")].to_string(),
+                ),
+            };
+            (who, amount, currency, r[col("severity")].to_string())
+        })
+        .collect()
+}
+
+/// `rows` as the one ordering must list them, by this test's own values: the more severe
+/// first, then the valued rows by their value in EUR at the rates this test wrote (largest
+/// first), then those without a rate.
+fn ordered_by_value(rows: &[(String, Decimal, String, String)]) -> Vec<String> {
+    let severity = |s: &str| {
+        ["CRITICAL", "HIGH", "MEDIUM", "LOW"]
+            .iter()
+            .position(|x| *x == s)
+    };
+    let mut keyed: Vec<(Option<usize>, bool, std::cmp::Reverse<Decimal>, String)> = rows
+        .iter()
+        .map(|(who, amount, cur, sev)| {
+            let v = eur(&amount.abs().to_string(), cur);
+            (
+                severity(sev),
+                v.is_none(),
+                std::cmp::Reverse(v.unwrap_or(amount.abs())),
+                who.clone(),
+            )
+        })
+        .collect();
+    keyed.sort();
+    keyed.into_iter().map(|k| k.3).collect()
+}
+
+/// Near misses in JPY, EUR, GBP and USD (an UNKNOWN payment and a line of its recipient and
+/// currency with a fee netted): payment, amount, line amount, currency. By number of units
+/// the JPY, USD, EUR, GBP; by value in EUR the JPY, GBP, USD, EUR.
+const NEAR_MISSES: [(&str, &str, &str, &str, &str); 4] = [
+    (
+        "P-NJPY",
+        "600000",
+        "599000",
+        "JPY",
+        "DE89370400440532013000",
+    ),
+    ("P-NEUR", "3400.00", "3395.00", "EUR", "NL91ABNA0417164300"),
+    (
+        "P-NGBP",
+        "3000.00",
+        "2995.00",
+        "GBP",
+        "GB33BUKB20201555555555",
+    ),
+    (
+        "P-NUSD",
+        "3900.00",
+        "3895.00",
+        "USD",
+        "FR7630006000011234567890189",
+    ),
+];
+
+#[tokio::test]
+async fn family_sheets_list_rows_by_value_in_the_reporting_currency() {
+    // Money at risk: the critical rows of the night by value, CHF (no rate) after them, the
+    // medium orphan last, whatever its money.
+    let (_env, report) = night().await;
+    let rows = family_rows(&report.out_dir.join("report.xlsx"), "Money at risk");
+    let order: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    assert_eq!(order, ordered_by_value(&rows), "{rows:?}");
+    let mut want: Vec<String> = expected_critical_order()
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    want.push(ORPHAN.0.to_string());
+    assert_eq!(order, want);
+
+    // Review: near misses in four currencies, each a payment row and a line row.
+    let env = TestEnv::with(Settings {
+        extra: "reporting_currency = \"EUR\"\n[rates]\npath = \"rates/eurofxref-{date}.csv\"\n"
+            .to_string(),
+        ..Settings::default()
+    });
+    std::fs::create_dir_all(env.path("rates")).expect("rates dir");
+    env.write("rates/eurofxref-2026-11-10.csv", RATES_CSV);
+    let (mut payments, mut attempts, mut lines) = (String::new(), String::new(), String::new());
+    for (k, (p, amount, line, cur, iban)) in NEAR_MISSES.iter().enumerate() {
+        let at = format!("2026-11-10T{:02}:00:00Z", 8 + k);
+        payments.push_str(&format!(
+            "{p},{iban},{amount},{cur},UNKNOWN,{at},{at},A-{k},\n"
+        ));
+        attempts.push_str(&format!("A-{k},{p},{at},,UNKNOWN,,timeout\n"));
+        lines.push_str(&format!(
+            "L-{p},,{iban},{line},{cur},2026-11-10T{:02}:30:00Z,PAYMENT\n",
+            8 + k
+        ));
+    }
+    env.import(&payments, &attempts).await;
+    env.statement(&lines);
+    let report = env.try_standard_day("review").await.expect("run");
+    let rows = family_rows(&report.out_dir.join("report.xlsx"), "Review");
+    assert!(
+        NEAR_MISSES
+            .iter()
+            .all(|(p, ..)| rows.iter().any(|r| r.0 == *p)),
+        "every near miss is in the Review sheet: {rows:?}"
+    );
+    let order: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    assert_eq!(order, ordered_by_value(&rows), "{rows:?}");
+    let payments_in_order: Vec<&str> = order
+        .iter()
+        .map(String::as_str)
+        .filter(|w| w.starts_with("P-"))
+        .collect();
+    assert_eq!(payments_in_order, ["P-NJPY", "P-NGBP", "P-NUSD", "P-NEUR"]);
+}

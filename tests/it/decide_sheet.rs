@@ -111,16 +111,7 @@ fn apply_with_recon(env: &TestEnv, file: &Path) -> (Option<i32>, Vec<Vec<String>
 
 /// The Decide sheet of `file` as (case, amount, currency, check) per row, in row order.
 fn decide_rows(file: &Path) -> Vec<(String, calamine::Data, String, String)> {
-    use calamine::Reader as _;
-    let mut book: calamine::Xlsx<_> = calamine::open_workbook(file).expect("xlsx");
-    let range = book.worksheet_range("Decide").expect("Decide sheet");
-    let header: Vec<String> = range
-        .rows()
-        .next()
-        .expect("header")
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let (header, rows) = crate::support::sheet_rows(file, "Decide");
     let col = |name: &str| {
         header
             .iter()
@@ -129,9 +120,7 @@ fn decide_rows(file: &Path) -> Vec<(String, calamine::Data, String, String)> {
     };
     let (case, amount, currency, check) =
         (col("case"), col("amount"), col("currency"), col("check"));
-    range
-        .rows()
-        .skip(1)
+    rows.iter()
         .map(|r| {
             (
                 r[case].to_string(),

@@ -102,22 +102,12 @@ async fn show(env: &TestEnv, key: &str) -> String {
 
 /// The Decide sheet's `offered` cell of the row of case `key`.
 fn offered_in_sheet(report: &Path, key: &str) -> String {
-    use calamine::Reader as _;
-    let mut book: calamine::Xlsx<_> = calamine::open_workbook(report).expect("xlsx");
-    let range = book.worksheet_range("Decide").expect("Decide sheet");
-    let header: Vec<String> = range
-        .rows()
-        .next()
-        .expect("header")
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let (header, rows) = crate::support::sheet_rows(report, "Decide");
     let col = header
         .iter()
         .position(|h| h == "offered")
         .expect("offered column");
-    range
-        .rows()
+    rows.iter()
         .find(|r| r[0] == key)
         .map(|r| r[col].to_string())
         .unwrap_or_else(|| panic!("no Decide row for {key}"))

@@ -359,16 +359,7 @@ fn rates_need_a_reporting_currency_and_are_positive_decimals() {
 /// without a payment; the amount the row puts at risk: the payment's, or its line's without
 /// one; its currency; its severity), in sheet order.
 fn family_rows(report: &std::path::Path, title: &str) -> Vec<(String, Decimal, String, String)> {
-    use calamine::Reader as _;
-    let mut book: calamine::Xlsx<_> = calamine::open_workbook(report).expect("xlsx");
-    let range = book.worksheet_range(title).expect("family sheet");
-    let header: Vec<String> = range
-        .rows()
-        .next()
-        .expect("header")
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let (header, rows) = crate::support::sheet_rows(report, title);
     let col = |name: &str| header.iter().position(|h| h == name).expect(name);
     let number = |d: &calamine::Data| -> Option<Decimal> {
         match d {
@@ -377,9 +368,7 @@ fn family_rows(report: &std::path::Path, title: &str) -> Vec<(String, Decimal, S
             _ => None,
         }
     };
-    range
-        .rows()
-        .skip(1)
+    rows.iter()
         .map(|r| {
             let payment = r[col("payment_id")].to_string();
             let (who, amount, currency) = match number(&r[col("amount")]) {

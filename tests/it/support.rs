@@ -820,3 +820,22 @@ failed = ["FAILED"]
 pending = ["PROCESSING"]
 not_found = ["UNKNOWN_PAYMENT"]
 "#;
+
+/// The sheet `title` of the workbook `file` as its header row and its other rows (calamine's
+/// cells): what the tests that read a sheet by column name start from.
+pub fn sheet_rows(file: &Path, title: &str) -> (Vec<String>, Vec<Vec<calamine::Data>>) {
+    use calamine::Reader as _;
+    let mut book: calamine::Xlsx<_> =
+        calamine::open_workbook(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let range = book
+        .worksheet_range(title)
+        .unwrap_or_else(|e| panic!("{}: sheet {title}: {e}", file.display()));
+    let mut rows = range.rows();
+    let header = rows
+        .next()
+        .unwrap_or_else(|| panic!("{}: sheet {title} has no header", file.display()))
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    (header, rows.map(<[calamine::Data]>::to_vec).collect())
+}

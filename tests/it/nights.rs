@@ -76,6 +76,11 @@ use std::fmt::Write as _;
 #[path = "nights_reviewers.rs"]
 mod reviewers;
 
+/// Money in several currencies (issue 42): lines in another currency than their payment's, a
+/// recipient paid in several currencies, netted fees, and the email's order by value.
+#[path = "nights_currencies.rs"]
+mod currencies;
+
 /// The seed CI plays.
 const CI_SEED: u64 = 20_261_021;
 /// More worlds CI plays on SQLite (a few seconds each): the more worlds, the more of the
@@ -273,6 +278,11 @@ struct Harness {
     confirmed: BTreeSet<(usize, String)>,
     /// The reviewers (issue 40).
     rev: reviewers::Reviewers,
+    /// The reviewers' dice for what issue 42 added (dismiss reasons, accept difference), a
+    /// stream of their own so that the other decisions draw as they did.
+    dice42: Dice,
+    /// Currencies (issue 42).
+    cur: currencies::Currencies,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -430,6 +440,8 @@ impl Harness {
             human_decided: BTreeSet::new(),
             confirmed: BTreeSet::new(),
             rev: reviewers::Reviewers::default(),
+            dice42: Dice::new(opts.seed ^ 0x4242_0000_0000_0042),
+            cur: currencies::Currencies::default(),
             notes: Vec::new(),
             read_before: BTreeSet::new(),
             violations: Vec::new(),
@@ -443,6 +455,8 @@ impl Harness {
         };
         // The job file, with the reviewers' part (issue 40).
         h.set_up_reviewers(&url);
+        // The rates files and the email (issue 42).
+        h.set_up_currencies();
         h
     }
 
@@ -703,6 +717,7 @@ impl Harness {
                 self.seed
             )
         });
+        let out_dir = report.out_dir.clone();
         let days: Vec<RunReport> = match report.range {
             Some((days, _)) => days,
             None => vec![report],
@@ -782,6 +797,7 @@ impl Harness {
             let i = self.runs.len() - 1;
             self.check_lines(i);
             self.check_reproducible(i);
+            self.check_currency_rows(i);
         }
         let history = self.history().await;
         if dry && history.len() != history_before {
@@ -801,6 +817,10 @@ impl Harness {
             self.check_tickets(night).await;
             self.after_commit(night, first).await;
         }
+        // What the email lists first is what is worth most (issue 42).
+        let committed_day = (!dry && from == to).then(|| self.runs[first].run_id.clone());
+        self.check_email(night, label, &out_dir, to, committed_day)
+            .await;
     }
 
     /// Invariant 3.
@@ -1198,6 +1218,7 @@ impl Harness {
                 .as_ref()
                 .map(|r| r.label.clone())
                 .unwrap_or(h.run_id.clone());
+            self.check_currency_transition(night, &label, &h, p);
             let earlier = self
                 .recon_transitions
                 .entry(h.payment_id.clone())
@@ -1956,6 +1977,7 @@ impl Harness {
         )
         .await;
         self.check_progress(last).await;
+        self.check_currency_outcomes(last).await;
     }
 
     /// Invariant 6, progress: what the world's own truth decides, recon decided by the end.
@@ -2447,7 +2469,7 @@ auto_apply_succeeded = false
 auto_apply_unknown = false
 "#;
     type Edit = fn(String) -> String;
-    let cases: [(&str, Edit, Option<&str>, &str, &str); 5] = [
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 6] = [
         (
             "a recon that only proposes",
             |c| {
@@ -2494,6 +2516,19 @@ auto_apply_unknown = false
             "a money-moving decision took effect with one reviewer (contract 1)",
             "",
         ),
+        (
+            // Issue 42: the job's rates are not the ECB file's (JPY a hundred times dearer).
+            "a recon that values with other rates than the ECB file's",
+            |c| {
+                c.replace(
+                    "path = \"rates/eurofxref-{date}.csv\"",
+                    "path = \"rates/none-{date}.csv\"\n\n[rates.fixed]\nJPY = \"1.62\"\nUSD = \"1.08\"\nGBP = \"0.86\"",
+                )
+            },
+            None,
+            "the email lists a case before one worth more (issue 42)",
+            "",
+        ),
     ];
     for (what, edit, rules, category, text) in cases {
         let mut o = SimOptions::new(CI_SEED);
@@ -2507,6 +2542,13 @@ auto_apply_unknown = false
             succeeded_but_lost: 2_000,
             // The reviewers work under four eyes (the last sabotage takes them away).
             four_eyes: 10_000,
+            // Issue 42: every currency shape every day, each fee within the limit, rates from
+            // the file only (the last sabotage brings its own table).
+            currency_mismatch: 10_000,
+            multi_currency: 10_000,
+            netted_fee: 10_000,
+            fee_above_limit: 0,
+            fixed_rate: 0,
             ..sim::Probs::default()
         };
         let mut h = Harness::new(&o, Backend::Sqlite).await;
@@ -3043,6 +3085,9 @@ mod world {
             lost_twin: 0,
             hook_after_confirm: 0,
             failed_hook_after_human: 0,
+            currency_mismatch: 0,
+            multi_currency: 0,
+            netted_fee: 0,
             ..Probs::default()
         };
         let w0 = World::build(&off);

@@ -2992,6 +2992,7 @@ mod world {
         Event, Fate, JOB_TZ, LedgerStatus, LineRole, Probs, Shape, SimOptions, World, day_date,
         file_day_of, night_as_of,
     };
+    use std::collections::{BTreeMap, BTreeSet};
 
     /// The shapes of issue 30 are what the issue describes, and off means off.
     #[test]
@@ -3207,6 +3208,129 @@ mod world {
                 .all(|l| !matches!(l.role, LineRole::LookAlike { .. }))
         );
         assert!(f.payments.len() < w.payments.len());
+    }
+
+    /// Issue 42's world shapes are what the issue needs; they are appended (the same seed
+    /// without them is the same world up to them, file by file); the rates the simulator
+    /// values with are the job's reading of the files it writes.
+    #[test]
+    fn issue_42_shapes_look_right_and_leave_the_rest_of_the_world_alone() {
+        use rust_decimal::Decimal;
+        let mut o = SimOptions::new(12);
+        o.days = 10;
+        let w = World::build(&o);
+        let mut off = o.clone();
+        off.probs.currency_mismatch = 0;
+        off.probs.multi_currency = 0;
+        off.probs.netted_fee = 0;
+        let w0 = World::build(&off);
+        let (n0, l0) = (w0.payments.len(), w0.lines.len());
+        assert!(w.payments.len() > n0 && w.lines.len() > l0);
+        assert_eq!(&w.payments[..n0], &w0.payments[..]);
+        assert_eq!(&w.lines[..l0], &w0.lines[..]);
+        assert_eq!(w.versions.len(), w0.versions.len());
+        for (a, b) in w.versions.iter().zip(&w0.versions) {
+            let old = |v: &Vec<usize>| v.iter().copied().filter(|&i| i < l0).collect::<Vec<_>>();
+            assert_eq!(old(&a.lines), b.lines, "{a:?}");
+            assert_eq!(a.full_lines.as_ref().map(old), b.full_lines);
+            assert_eq!(
+                (a.arrival, a.event, a.control),
+                (b.arrival, b.event, b.control)
+            );
+        }
+        let (mut cm, mut groups, mut within, mut above) = (0, BTreeSet::new(), 0, 0);
+        let mut currencies = BTreeSet::new();
+        for (i, p) in w.payments.iter().enumerate() {
+            match p.shape {
+                Some(Shape::CurrencyMismatch { line }) => {
+                    cm += 1;
+                    let l = &w.lines[line];
+                    assert_eq!(l.reference, p.id, "named by reference");
+                    assert_ne!(l.currency, p.currency);
+                    assert_eq!(l.role, LineRole::Payment { payment: i, nth: 0 });
+                    currencies.insert(l.currency);
+                }
+                Some(Shape::MultiCurrency { first, n }) => {
+                    groups.insert(first);
+                    let group = &w.payments[first..first + n];
+                    assert!(group.iter().all(|q| q.recipient == p.recipient));
+                    let cs: BTreeSet<&str> = group.iter().map(|q| q.currency).collect();
+                    assert_eq!(cs.len(), n, "one payment per currency");
+                    assert!(
+                        w.lines
+                            .iter()
+                            .filter(|l| l.recipient == p.recipient)
+                            .all(|l| {
+                                l.reference.is_empty()
+                                    && l.payment(&w.lines).is_some_and(|q| {
+                                        w.payments[q].currency == l.currency
+                                            && w.payments[q].amount_minor == l.amount_minor
+                                    })
+                            })
+                    );
+                    currencies.insert(p.currency);
+                }
+                Some(Shape::NettedFee {
+                    line,
+                    fee_minor,
+                    within_limit,
+                }) => {
+                    let l = &w.lines[line];
+                    assert_eq!(
+                        (l.currency, l.amount_minor),
+                        (p.currency, p.amount_minor - fee_minor)
+                    );
+                    assert!(fee_minor > 0);
+                    let limit = recon_tools::sim::write_off_limit(p.currency).expect("a limit");
+                    assert_eq!(within_limit, fee_minor <= limit);
+                    if within_limit {
+                        within += 1;
+                    } else {
+                        above += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(cm > 0 && groups.len() > 1 && within > 0 && above > 0);
+        assert!(currencies.contains("JPY"));
+        // The rates: a Saturday and a Sunday use Friday's file; the fixed table fills in.
+        let friday = chrono::NaiveDate::from_ymd_opt(2026, 10, 23).expect("date");
+        for d in [
+            friday,
+            friday + chrono::Days::new(1),
+            friday + chrono::Days::new(2),
+        ] {
+            assert_eq!(w.rates_on(d), w.rates_on(friday));
+        }
+        let mut f = o.clone();
+        f.probs.fixed_rate = 10_000;
+        f.probs.rate_missing = 10_000;
+        let wf = World::build(&f);
+        assert_eq!(wf.fixed_rates.get("GBP"), Some(&Decimal::new(8_550, 4)));
+        for (date, day) in &wf.rates {
+            let rates = wf.rates_on(*date);
+            assert_eq!(rates.get("EUR"), Some(&Decimal::ONE));
+            assert!(rates.contains_key("GBP"), "file or fixed");
+            let missing: Vec<&str> = ["USD", "JPY"]
+                .into_iter()
+                .filter(|c| !day.iter().any(|(k, r)| k == c && r.is_some()))
+                .collect();
+            for c in &missing {
+                assert!(!rates.contains_key(c), "{date}: no rate for {c}");
+            }
+        }
+        // The files parse as recon reads them, to the same rates.
+        for (rel, bytes) in wf.rates_files() {
+            let days = recon::rates::parse(std::str::from_utf8(&bytes).expect("utf-8"), &rel)
+                .expect("an ECB file");
+            let (date, rates) = days.into_iter().next().expect("one day");
+            let want: BTreeMap<String, Decimal> = wf.rates[&date]
+                .iter()
+                .filter_map(|(c, r)| r.map(|r| (c.to_string(), r)))
+                .collect();
+            assert_eq!(rates, want, "{rel}");
+        }
     }
 
     /// The world changes the reviewers' shapes make while it is played: a re-delivery that

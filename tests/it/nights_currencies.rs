@@ -164,9 +164,10 @@ fn parse_text(text: &str) -> (usize, Vec<Listed>) {
 fn html_keys(html: &str) -> Vec<String> {
     let mut keys = Vec::new();
     for (at, _) in html.match_indices("<div id=\"case-") {
+        // The block's last line starts with its key (its why may name other cases).
         let rest = &html[at..];
-        if let Some(k) = rest.find("case C-") {
-            let key: String = rest[k + 7..]
+        if let Some(k) = rest.find("\">case C-") {
+            let key: String = rest[k + 9..]
                 .chars()
                 .take_while(|c| c.is_ascii_hexdigit())
                 .collect();
@@ -862,8 +863,9 @@ mod tests {
         );
         assert_eq!(cases[1].shown, Shown::NoRate(vec!["USD".into()]));
         assert_eq!(cases[2].shown, Shown::Nothing);
-        let html = "<div id=\"case-1\" style=\"x\">a <div>case C-00aa11bb22cc33dd · 2</div></div>\
-                    <div id=\"case-2\">b case C-ffee000000000001 · 0</div>";
+        let html = "<div id=\"case-1\" style=\"x\">a <div>regrouped from case C-0000000000000009</div>\
+                    <div style=\"y\">case C-00aa11bb22cc33dd · 2</div></div>\
+                    <div id=\"case-2\"><div>b</div><div style=\"z\">case C-ffee000000000001 · 0</div>";
         assert_eq!(
             html_keys(html),
             vec![

@@ -1741,25 +1741,31 @@ impl World {
             .collect();
         let idx = self.lines.len();
         self.lines.push(line);
-        self.join_versions(idx, &versions);
+        self.join_versions(idx, &versions, true);
         idx
     }
 
     /// Line `idx` joins versions `versions` in booking order (a cut one's complete day only).
-    fn join_versions(&mut self, idx: usize, versions: &[usize]) {
+    /// `keep_order`: before the first line booked after it, every other line where it was (a
+    /// flawed file's spurious copy stays where the flaw put it); else the file is sorted.
+    fn join_versions(&mut self, idx: usize, versions: &[usize], keep_order: bool) {
         for &k in versions {
             let mut v = self.versions[k].clone();
             let key = |w: &World, i: usize| (w.lines[i].booked_at, i);
-            match &mut v.full_lines {
+            let list = match &mut v.full_lines {
                 // A cut file holds the lines before the cut; its control file the whole day.
-                Some(full) => {
-                    full.push(idx);
-                    full.sort_by_key(|&i| key(self, i));
-                }
-                None => {
-                    v.lines.push(idx);
-                    v.lines.sort_by_key(|&i| key(self, i));
-                }
+                Some(full) => full,
+                None => &mut v.lines,
+            };
+            if keep_order {
+                let at = list
+                    .iter()
+                    .position(|&i| key(self, i) > key(self, idx))
+                    .unwrap_or(list.len());
+                list.insert(at, idx);
+            } else {
+                list.push(idx);
+                list.sort_by_key(|&i| key(self, i));
             }
             self.versions[k] = v;
         }
@@ -2646,7 +2652,7 @@ impl World {
         }
         let idx = self.lines.len();
         self.lines.push(line);
-        self.join_versions(idx, &versions);
+        self.join_versions(idx, &versions, false);
         Some(idx)
     }
 

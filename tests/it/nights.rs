@@ -46,6 +46,11 @@
 //! lines hold only what took effect, `cases list --open` lists no case a committed run left, one
 //! payout is one payment's, and contradicting evidence after a wrong decision is a ticket.
 //!
+//! Money in several currencies (issue 42, `nights_currencies.rs`, a child module): lines in
+//! another currency than their payment's, a recipient paid in EUR, GBP, USD and JPY, netted
+//! fees; the job values its cases in EUR with ECB rates files the simulator writes, and every
+//! run's email must list first what is worth most by the simulator's own rates.
+//!
 //! CI plays three pinned seeds on SQLite (and a short one on PostgreSQL). Explore locally:
 //!
 //! ```sh

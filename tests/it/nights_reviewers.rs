@@ -7,6 +7,11 @@
 //! - a decision per open case of the nightly run's spreadsheet, per the truth, or WRONG: the
 //!   wrong candidate of an ambiguity or near miss confirmed (`wrong_confirm`), `succeeded` on a
 //!   lost payment or `failed` on a paid one (`wrong_status`); dismissals and escalations;
+//! - issue 42: `dismiss: <reason>` with a reason of the job's `dismiss_reasons`, or one not on
+//!   it (or none), which must be refused (`dismiss_bad_reason`); `accept difference` where a
+//!   case offers it (`accept_difference`), within the job's `write_off_limit` (applied, or
+//!   waiting under four eyes) or above it (never applied by one reviewer alone: refused, or
+//!   waiting for a second reviewer);
 //! - sheets kept 1–4 nights before they are applied (`sheet_kept`), and always across the night
 //!   whose second payout regroups a twin ambiguity (the world shape `regroup`);
 //! - four eyes (`four_eyes`, per world: `approvals = 2`): the first reviewer's money-moving

@@ -46,6 +46,11 @@
 //! lines hold only what took effect, `cases list --open` lists no case a committed run left, one
 //! payout is one payment's, and contradicting evidence after a wrong decision is a ticket.
 //!
+//! Money in several currencies (issue 42, `nights_currencies.rs`, a child module): lines in
+//! another currency than their payment's, a recipient paid in EUR, GBP, USD and JPY, netted
+//! fees; the job values its cases in EUR with ECB rates files the simulator writes, and every
+//! run's email must list first what is worth most by the simulator's own rates.
+//!
 //! CI plays three pinned seeds on SQLite (and a short one on PostgreSQL). Explore locally:
 //!
 //! ```sh
@@ -75,6 +80,11 @@ use std::fmt::Write as _;
 /// people cause.
 #[path = "nights_reviewers.rs"]
 mod reviewers;
+
+/// Money in several currencies (issue 42): lines in another currency than their payment's, a
+/// recipient paid in several currencies, netted fees, and the email's order by value.
+#[path = "nights_currencies.rs"]
+mod currencies;
 
 /// The seed CI plays.
 const CI_SEED: u64 = 20_261_021;
@@ -273,6 +283,11 @@ struct Harness {
     confirmed: BTreeSet<(usize, String)>,
     /// The reviewers (issue 40).
     rev: reviewers::Reviewers,
+    /// The reviewers' dice for what issue 42 added (dismiss reasons, accept difference), a
+    /// stream of their own so that the other decisions draw as they did.
+    dice42: Dice,
+    /// Currencies (issue 42).
+    cur: currencies::Currencies,
 }
 
 fn parse_seeds(text: &str) -> Vec<u64> {
@@ -430,6 +445,8 @@ impl Harness {
             human_decided: BTreeSet::new(),
             confirmed: BTreeSet::new(),
             rev: reviewers::Reviewers::default(),
+            dice42: Dice::new(opts.seed ^ 0x4242_0000_0000_0042),
+            cur: currencies::Currencies::default(),
             notes: Vec::new(),
             read_before: BTreeSet::new(),
             violations: Vec::new(),
@@ -443,6 +460,8 @@ impl Harness {
         };
         // The job file, with the reviewers' part (issue 40).
         h.set_up_reviewers(&url);
+        // The rates files and the email (issue 42).
+        h.set_up_currencies();
         h
     }
 
@@ -703,6 +722,7 @@ impl Harness {
                 self.seed
             )
         });
+        let out_dir = report.out_dir.clone();
         let days: Vec<RunReport> = match report.range {
             Some((days, _)) => days,
             None => vec![report],
@@ -782,6 +802,7 @@ impl Harness {
             let i = self.runs.len() - 1;
             self.check_lines(i);
             self.check_reproducible(i);
+            self.check_currency_rows(i);
         }
         let history = self.history().await;
         if dry && history.len() != history_before {
@@ -801,6 +822,10 @@ impl Harness {
             self.check_tickets(night).await;
             self.after_commit(night, first).await;
         }
+        // What the email lists first is what is worth most (issue 42).
+        let committed_day = (!dry && from == to).then(|| self.runs[first].run_id.clone());
+        self.check_email(night, label, &out_dir, to, committed_day)
+            .await;
     }
 
     /// Invariant 3.
@@ -1198,6 +1223,7 @@ impl Harness {
                 .as_ref()
                 .map(|r| r.label.clone())
                 .unwrap_or(h.run_id.clone());
+            self.check_currency_transition(night, &label, &h, p);
             let earlier = self
                 .recon_transitions
                 .entry(h.payment_id.clone())
@@ -1956,6 +1982,7 @@ impl Harness {
         )
         .await;
         self.check_progress(last).await;
+        self.check_currency_outcomes(last).await;
     }
 
     /// Invariant 6, progress: what the world's own truth decides, recon decided by the end.
@@ -2447,7 +2474,7 @@ auto_apply_succeeded = false
 auto_apply_unknown = false
 "#;
     type Edit = fn(String) -> String;
-    let cases: [(&str, Edit, Option<&str>, &str, &str); 5] = [
+    let cases: [(&str, Edit, Option<&str>, &str, &str); 6] = [
         (
             "a recon that only proposes",
             |c| {
@@ -2494,6 +2521,19 @@ auto_apply_unknown = false
             "a money-moving decision took effect with one reviewer (contract 1)",
             "",
         ),
+        (
+            // Issue 42: the job's rates are not the ECB file's (JPY a hundred times dearer).
+            "a recon that values with other rates than the ECB file's",
+            |c| {
+                c.replace(
+                    "path = \"rates/eurofxref-{date}.csv\"",
+                    "path = \"rates/none-{date}.csv\"\n\n[rates.fixed]\nJPY = \"1.62\"\nUSD = \"1.08\"\nGBP = \"0.86\"",
+                )
+            },
+            None,
+            "the email lists a case before one worth more (issue 42)",
+            "",
+        ),
     ];
     for (what, edit, rules, category, text) in cases {
         let mut o = SimOptions::new(CI_SEED);
@@ -2507,6 +2547,13 @@ auto_apply_unknown = false
             succeeded_but_lost: 2_000,
             // The reviewers work under four eyes (the last sabotage takes them away).
             four_eyes: 10_000,
+            // Issue 42: every currency shape every day, each fee within the limit, rates from
+            // the file only (the last sabotage brings its own table).
+            currency_mismatch: 10_000,
+            multi_currency: 10_000,
+            netted_fee: 10_000,
+            fee_above_limit: 0,
+            fixed_rate: 0,
             ..sim::Probs::default()
         };
         let mut h = Harness::new(&o, Backend::Sqlite).await;
@@ -2950,6 +2997,7 @@ mod world {
         Event, Fate, JOB_TZ, LedgerStatus, LineRole, Probs, Shape, SimOptions, World, day_date,
         file_day_of, night_as_of,
     };
+    use std::collections::{BTreeMap, BTreeSet};
 
     /// The shapes of issue 30 are what the issue describes, and off means off.
     #[test]
@@ -3043,6 +3091,9 @@ mod world {
             lost_twin: 0,
             hook_after_confirm: 0,
             failed_hook_after_human: 0,
+            currency_mismatch: 0,
+            multi_currency: 0,
+            netted_fee: 0,
             ..Probs::default()
         };
         let w0 = World::build(&off);
@@ -3162,6 +3213,129 @@ mod world {
                 .all(|l| !matches!(l.role, LineRole::LookAlike { .. }))
         );
         assert!(f.payments.len() < w.payments.len());
+    }
+
+    /// Issue 42's world shapes are what the issue needs; they are appended (the same seed
+    /// without them is the same world up to them, file by file); the rates the simulator
+    /// values with are the job's reading of the files it writes.
+    #[test]
+    fn issue_42_shapes_look_right_and_leave_the_rest_of_the_world_alone() {
+        use rust_decimal::Decimal;
+        let mut o = SimOptions::new(12);
+        o.days = 10;
+        let w = World::build(&o);
+        let mut off = o.clone();
+        off.probs.currency_mismatch = 0;
+        off.probs.multi_currency = 0;
+        off.probs.netted_fee = 0;
+        let w0 = World::build(&off);
+        let (n0, l0) = (w0.payments.len(), w0.lines.len());
+        assert!(w.payments.len() > n0 && w.lines.len() > l0);
+        assert_eq!(&w.payments[..n0], &w0.payments[..]);
+        assert_eq!(&w.lines[..l0], &w0.lines[..]);
+        assert_eq!(w.versions.len(), w0.versions.len());
+        for (a, b) in w.versions.iter().zip(&w0.versions) {
+            let old = |v: &Vec<usize>| v.iter().copied().filter(|&i| i < l0).collect::<Vec<_>>();
+            assert_eq!(old(&a.lines), b.lines, "{a:?}");
+            assert_eq!(a.full_lines.as_ref().map(old), b.full_lines);
+            assert_eq!(
+                (a.arrival, a.event, a.control),
+                (b.arrival, b.event, b.control)
+            );
+        }
+        let (mut cm, mut groups, mut within, mut above) = (0, BTreeSet::new(), 0, 0);
+        let mut currencies = BTreeSet::new();
+        for (i, p) in w.payments.iter().enumerate() {
+            match p.shape {
+                Some(Shape::CurrencyMismatch { line }) => {
+                    cm += 1;
+                    let l = &w.lines[line];
+                    assert_eq!(l.reference, p.id, "named by reference");
+                    assert_ne!(l.currency, p.currency);
+                    assert_eq!(l.role, LineRole::Payment { payment: i, nth: 0 });
+                    currencies.insert(l.currency);
+                }
+                Some(Shape::MultiCurrency { first, n }) => {
+                    groups.insert(first);
+                    let group = &w.payments[first..first + n];
+                    assert!(group.iter().all(|q| q.recipient == p.recipient));
+                    let cs: BTreeSet<&str> = group.iter().map(|q| q.currency).collect();
+                    assert_eq!(cs.len(), n, "one payment per currency");
+                    assert!(
+                        w.lines
+                            .iter()
+                            .filter(|l| l.recipient == p.recipient)
+                            .all(|l| {
+                                l.reference.is_empty()
+                                    && l.payment(&w.lines).is_some_and(|q| {
+                                        w.payments[q].currency == l.currency
+                                            && w.payments[q].amount_minor == l.amount_minor
+                                    })
+                            })
+                    );
+                    currencies.insert(p.currency);
+                }
+                Some(Shape::NettedFee {
+                    line,
+                    fee_minor,
+                    within_limit,
+                }) => {
+                    let l = &w.lines[line];
+                    assert_eq!(
+                        (l.currency, l.amount_minor),
+                        (p.currency, p.amount_minor - fee_minor)
+                    );
+                    assert!(fee_minor > 0);
+                    let limit = recon_tools::sim::write_off_limit(p.currency).expect("a limit");
+                    assert_eq!(within_limit, fee_minor <= limit);
+                    if within_limit {
+                        within += 1;
+                    } else {
+                        above += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(cm > 0 && groups.len() > 1 && within > 0 && above > 0);
+        assert!(currencies.contains("JPY"));
+        // The rates: a Saturday and a Sunday use Friday's file; the fixed table fills in.
+        let friday = chrono::NaiveDate::from_ymd_opt(2026, 10, 23).expect("date");
+        for d in [
+            friday,
+            friday + chrono::Days::new(1),
+            friday + chrono::Days::new(2),
+        ] {
+            assert_eq!(w.rates_on(d), w.rates_on(friday));
+        }
+        let mut f = o.clone();
+        f.probs.fixed_rate = 10_000;
+        f.probs.rate_missing = 10_000;
+        let wf = World::build(&f);
+        assert_eq!(wf.fixed_rates.get("GBP"), Some(&Decimal::new(8_550, 4)));
+        for (date, day) in &wf.rates {
+            let rates = wf.rates_on(*date);
+            assert_eq!(rates.get("EUR"), Some(&Decimal::ONE));
+            assert!(rates.contains_key("GBP"), "file or fixed");
+            let missing: Vec<&str> = ["USD", "JPY"]
+                .into_iter()
+                .filter(|c| !day.iter().any(|(k, r)| k == c && r.is_some()))
+                .collect();
+            for c in &missing {
+                assert!(!rates.contains_key(c), "{date}: no rate for {c}");
+            }
+        }
+        // The files parse as recon reads them, to the same rates.
+        for (rel, bytes) in wf.rates_files() {
+            let days = recon::rates::parse(std::str::from_utf8(&bytes).expect("utf-8"), &rel)
+                .expect("an ECB file");
+            let (date, rates) = days.into_iter().next().expect("one day");
+            let want: BTreeMap<String, Decimal> = wf.rates[&date]
+                .iter()
+                .filter_map(|(c, r)| r.map(|r| (c.to_string(), r)))
+                .collect();
+            assert_eq!(rates, want, "{rel}");
+        }
     }
 
     /// The world changes the reviewers' shapes make while it is played: a re-delivery that

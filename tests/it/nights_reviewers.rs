@@ -7,6 +7,11 @@
 //! - a decision per open case of the nightly run's spreadsheet, per the truth, or WRONG: the
 //!   wrong candidate of an ambiguity or near miss confirmed (`wrong_confirm`), `succeeded` on a
 //!   lost payment or `failed` on a paid one (`wrong_status`); dismissals and escalations;
+//! - issue 42: `dismiss: <reason>` with a reason of the job's `dismiss_reasons`, or one not on
+//!   it (or none), which must be refused (`dismiss_bad_reason`); `accept difference` where a
+//!   case offers it (`accept_difference`), within the job's `write_off_limit` (applied, or
+//!   waiting under four eyes) or above it (never applied by one reviewer alone: refused, or
+//!   waiting for a second reviewer);
 //! - sheets kept 1–4 nights before they are applied (`sheet_kept`), and always across the night
 //!   whose second payout regroups a twin ambiguity (the world shape `regroup`);
 //! - four eyes (`four_eyes`, per world: `approvals = 2`): the first reviewer's money-moving
@@ -69,6 +74,10 @@ enum Kind {
     Succeeded,
     Dismiss,
     Escalate,
+    /// `accept difference` on a case's one candidate (issue 42).
+    AcceptDifference,
+    /// `dismiss` with a reason not on the job's list, or none (issue 42): refused.
+    DismissBadReason,
 }
 
 /// One decision about one case, with what the harness knows about it.
@@ -90,6 +99,9 @@ pub(super) struct Intent {
     seen: Option<String>,
     /// `failed` / `succeeded`: the payment index.
     status_of: Option<usize>,
+    /// `accept difference`: whether the difference (by the truth's amounts) is within the
+    /// job's `write_off_limit` (issue 42).
+    within_limit: Option<bool>,
 }
 
 impl Intent {
@@ -102,8 +114,14 @@ impl Intent {
                 .iter()
                 .any(|(_, s)| matches!(s.as_str(), "UNKNOWN" | "REVIEW" | "SUBMITTING")),
             Kind::Dismiss => self.severity == "CRITICAL",
-            Kind::Escalate => false,
+            Kind::Escalate | Kind::DismissBadReason => false,
+            Kind::AcceptDifference => true,
         }
+    }
+
+    /// An `accept difference` above the job's `write_off_limit` (issue 42).
+    fn above_limit(&self) -> bool {
+        self.kind == Kind::AcceptDifference && self.within_limit == Some(false)
     }
 
     fn describe(&self) -> String {
@@ -148,6 +166,11 @@ enum Expect {
     Unchanged,
     /// A kept sheet on a case still held open: it may have been decided meanwhile.
     Lenient,
+    /// A `dismiss` with a reason not on the job's list (issue 42).
+    RefusedReason,
+    /// An `accept difference` above the job's `write_off_limit` (issue 42): refused, or waiting
+    /// for a second reviewer; never applied by one reviewer alone.
+    NotAlone,
 }
 
 /// A decision file.
@@ -330,6 +353,20 @@ pub(super) const PLAYED_IN_CI: &[&str] = &[
     "contradictions checked",
     "human transitions",
     "transitions on a confirmed line",
+    // Issue 42.
+    "decided: accept difference (within the limit)",
+    "decided: accept difference (above the limit)",
+    "decided: dismiss with a reason not on the list",
+    "decisions: dismiss with a reason not on the list refused",
+    "decisions: accept difference took effect",
+    "shape: currency mismatch (world)",
+    "shape: multi-currency recipient (world)",
+    "shape: netted fee within the limit (world)",
+    "shape: netted fee above the limit (world)",
+    "currencies: CURRENCY_MISMATCH reported",
+    "multi-currency: paired in its own currency",
+    "email: cases in another currency than EUR",
+    "email: cases without a rate",
 ];
 
 /// The reviewers' part of the world's job file.
@@ -500,7 +537,36 @@ impl Harness {
             confirm: None,
             seen: None,
             status_of: None,
+            within_limit: None,
         };
+        // Issue 42: where the case offers it, `accept difference` on its one candidate (a
+        // netted fee's payout, rightly; a near miss's look-alike, wrongly and rarely). Its own
+        // dice, so that the other decisions draw as they did.
+        if offered.iter().any(|d| d == "accept difference")
+            && self.dice42.chance(pr.accept_difference)
+            && let [cand] = c.candidates.as_slice()
+            && let (Some(&l), Some(&p)) = (
+                line_of.get(&format!("{}:{}", cand.source, cand.line_id)),
+                self.payment_by_id.get(&cand.payment_id),
+            )
+        {
+            let right = matches!(self.world.lines[l].role, LineRole::Payment { payment, .. } if payment == p);
+            // Accepting a look-alike's difference is a wrong confirmation: rarer than one.
+            if right || self.dice42.chance(pr.wrong_confirm / 4) {
+                let (line, pay) = (&self.world.lines[l], &self.world.payments[p]);
+                let difference = (line.amount_minor.abs() - pay.amount_minor).abs();
+                intent.decision = "accept difference".into();
+                intent.kind = Kind::AcceptDifference;
+                intent.right = right;
+                intent.within_limit = Some(
+                    line.currency == pay.currency
+                        && sim::write_off_limit(pay.currency).is_some_and(|m| difference <= m),
+                );
+                intent.seen = cand.reference.clone();
+                intent.confirm = Some((l, p, cand.source.clone(), cand.line_id.clone()));
+                return Some(intent);
+            }
+        }
         let status_offered = offered.iter().any(|d| d == "failed");
         // Where the sheet offers a status decision, a reviewer who knows the payment's fate
         // often takes it rather than pointing at a line.
@@ -600,10 +666,30 @@ impl Harness {
             intent.decision = "escalate".into();
             return Some(intent);
         }
-        self.dice.chance(5_000).then(|| {
-            intent.decision = "dismiss: written off".into();
-            intent
-        })
+        if !self.dice.chance(5_000) {
+            return None;
+        }
+        // Issue 42: a reason from the job's list (as a person types it), or sometimes one
+        // that is not on it, or none: refused.
+        if self.dice42.chance(pr.dismiss_bad_reason) {
+            const BAD: [&str; 4] = [
+                "dismiss",
+                "dismiss: because",
+                "dismiss: written-off",
+                "dismiss: refund",
+            ];
+            intent.kind = Kind::DismissBadReason;
+            intent.decision = BAD[self.dice42.below(BAD.len() as u64) as usize].into();
+        } else {
+            let reason =
+                sim::DISMISS_REASONS[self.dice42.below(sim::DISMISS_REASONS.len() as u64) as usize];
+            intent.decision = if self.dice42.chance(2_000) {
+                format!("Dismiss: {}", reason.to_uppercase())
+            } else {
+                format!("dismiss: {reason}")
+            };
+        }
+        Some(intent)
     }
 
     /// The nights the sheet deciding case `c` is kept when one of its payments is a regrouped
@@ -704,6 +790,17 @@ impl Harness {
     }
 
     fn expect(&self, intent: &Intent, role: &Role) -> Expect {
+        if intent.kind == Kind::DismissBadReason {
+            return Expect::RefusedReason;
+        }
+        if intent.above_limit()
+            && matches!(
+                role,
+                Role::First | Role::Held | Role::SelfApproval | Role::Again
+            )
+        {
+            return Expect::NotAlone;
+        }
         if *role == Role::Again {
             return Expect::Unchanged;
         }
@@ -1038,6 +1135,49 @@ impl Harness {
                 (Expect::Unchanged, _) => {
                     bad("a decision applied again changed something (contract 1)")
                 }
+                (Expect::RefusedReason, Status::Refused) => {
+                    *self
+                        .stats
+                        .entry("decisions: dismiss with a reason not on the list refused")
+                        .or_insert(0) += 1;
+                    None
+                }
+                // The same file again: recon says it saw the file (and refused the row) before.
+                (Expect::RefusedReason, Status::Unchanged) if *role == Role::Again => None,
+                (Expect::RefusedReason, _) => {
+                    bad("a dismiss with a reason not on the job's list was not refused (issue 42)")
+                }
+                (Expect::NotAlone, Status::Refused) => {
+                    *self
+                        .stats
+                        .entry("decisions: accept difference above the limit refused")
+                        .or_insert(0) += 1;
+                    None
+                }
+                (Expect::NotAlone, Status::Waiting) => {
+                    *self
+                        .stats
+                        .entry("decisions: accept difference above the limit waits")
+                        .or_insert(0) += 1;
+                    None
+                }
+                (Expect::NotAlone, Status::Applied)
+                    if detail.starts_with("approved ")
+                        && !detail.starts_with(&format!("approved {}'s", sheet.actor)) =>
+                {
+                    *self
+                        .stats
+                        .entry("decisions: accept difference above the limit approved by a second reviewer")
+                        .or_insert(0) += 1;
+                    None
+                }
+                (Expect::NotAlone, Status::Applied) => bad(
+                    "accept difference above write_off_limit applied by one reviewer alone (issue 42)",
+                ),
+                (Expect::NotAlone, Status::Unchanged) => None,
+                (Expect::Lenient, Status::Applied) if intent.above_limit() => bad(
+                    "accept difference above write_off_limit applied by one reviewer alone (issue 42)",
+                ),
                 (Expect::Lenient, Status::Applied)
                     if self.rev.four_eyes && intent.moves_money() =>
                 {
@@ -1053,7 +1193,9 @@ impl Harness {
                 (Expect::Lenient, _) => None,
             };
             if let Some(cat) = violation {
-                let shape = if cat.contains("one reviewer") {
+                let shape = if cat.contains("write_off_limit") {
+                    "AcceptDifference"
+                } else if cat.contains("one reviewer") {
                     "FourEyes"
                 } else if *role == Role::Again {
                     "SameFileTwice"
@@ -1107,7 +1249,8 @@ impl Harness {
             return;
         };
         let stored = decisions.iter().any(|d| {
-            d.decision == intent.decision
+            // As the job spells it (a reviewer may type `Dismiss: WRITTEN OFF`).
+            d.decision.eq_ignore_ascii_case(&intent.decision)
                 && d.fingerprint == intent.fingerprint
                 && d.state == "APPLIED"
                 && d.actor.eq_ignore_ascii_case(first)
@@ -1157,9 +1300,26 @@ impl Harness {
         });
         match intent.kind {
             Kind::ConfirmRight | Kind::ConfirmWrong => self.confirm_effect(night, intent),
+            Kind::AcceptDifference => {
+                // The line is the payment's with exactly that difference: as a confirmation.
+                if let Some((l, p, _, _)) = &intent.confirm {
+                    let pid = self.world.payments[*p].id.clone();
+                    self.cur.accepted.retain(|(x, _)| x != l);
+                    self.cur.accepted.insert((*l, pid));
+                }
+                *self
+                    .stats
+                    .entry(if intent.above_limit() {
+                        "decisions: accept difference above the limit took effect"
+                    } else {
+                        "decisions: accept difference took effect"
+                    })
+                    .or_insert(0) += 1;
+                self.confirm_effect(night, intent)
+            }
             Kind::Failed => self.failed_effect(night, intent),
             Kind::Succeeded => self.succeeded_effect(night, intent),
-            Kind::Dismiss | Kind::Escalate => {}
+            Kind::Dismiss | Kind::Escalate | Kind::DismissBadReason => {}
         }
     }
 
@@ -1175,6 +1335,9 @@ impl Harness {
         // A later confirmation of a line replaces the earlier one (and what the
         // earlier one was contradicted by).
         self.confirmed.retain(|(x, _)| *x != l);
+        if intent.kind != Kind::AcceptDifference {
+            self.cur.accepted.retain(|(x, _)| *x != l);
+        }
         self.rev.wrong.retain(|w| w.line != Some(l));
         for d in &mut self.rev.dues {
             if d.line == Some(l) {
@@ -1183,7 +1346,7 @@ impl Harness {
         }
         self.confirmed.insert((l, pid.clone()));
         let owner = self.world.lines[l].payment(&self.world.lines);
-        let wrong = intent.kind == Kind::ConfirmWrong;
+        let wrong = !intent.right;
         if wrong {
             *self.stats.entry("shape: wrong confirm").or_insert(0) += 1;
             self.human_decided.insert(pid.clone());
@@ -1671,6 +1834,11 @@ impl Harness {
                     Kind::Succeeded => "decided: succeeded",
                     Kind::Dismiss => "decided: dismiss",
                     Kind::Escalate => "decided: escalate",
+                    Kind::AcceptDifference if intent.above_limit() => {
+                        "decided: accept difference (above the limit)"
+                    }
+                    Kind::AcceptDifference => "decided: accept difference (within the limit)",
+                    Kind::DismissBadReason => "decided: dismiss with a reason not on the list",
                 };
                 *self.stats.entry(kind).or_insert(0) += 1;
                 if regroup.is_some() {
@@ -1919,6 +2087,7 @@ impl Harness {
             confirm: None,
             seen: None,
             status_of,
+            within_limit: None,
         };
         self.rev.spoiled.insert(c.key.clone());
         let folder = if self.dice.chance(5_000) {

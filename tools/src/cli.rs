@@ -27,8 +27,8 @@ pub struct Cli {
 enum Command {
     /// Write a seeded synthetic ledger + statement with injected faults and expected outcomes.
     /// With `--days N`: a world of N days (tools/src/sim.rs): the ledger, the daily `psp` and
-    /// `bank` files in their final delivered state with control files, `schedule.csv` (when
-    /// each version arrived), `truth.csv` and a `recon.toml` for the range.
+    /// `bank` files in their final delivered state with control files, the ECB rates files,
+    /// `schedule.csv` (when each version arrived), `truth.csv` and a `recon.toml` for the range.
     Generate {
         /// Output folder.
         #[arg(long)]

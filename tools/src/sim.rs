@@ -25,6 +25,7 @@ use anyhow::{Context, Result};
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
 use recon::timeparse::{self, HOUR, MINUTE, Micros};
+use rust_decimal::Decimal;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -182,6 +183,34 @@ pub struct Probs {
     pub inbox_intruder: u64,
     /// Reviewers (issue 40): a reviewer escalates a case instead of deciding it. Per decision.
     pub escalate: u64,
+    /// World (issue 42): a provider payout that names its payment by reference but is booked
+    /// in another currency (the same number of minor units, of major units, or about the
+    /// converted amount; JPY among them). Per business day; 0 switches it off.
+    pub currency_mismatch: u64,
+    /// World (issue 42): one recipient paid in three or four of EUR, GBP, USD and JPY within
+    /// hours, by unnamed payouts of the same number of minor units (a JPY payment of 25000
+    /// beside a EUR payment of 250.00): a pairing that ignores the currency finds them.
+    /// Per business day; 0 switches it off.
+    pub multi_currency: u64,
+    /// World (issue 42): a provider payout netted by a fee (the line's amount is the payment's
+    /// less a fee, in its currency), named by reference or (an unresolved payment) unnamed, a
+    /// near miss. Per business day; 0 switches it off.
+    pub netted_fee: u64,
+    /// World (issue 42): of the netted fees, the share above the job's `write_off_limit`.
+    pub fee_above_limit: u64,
+    /// Rates (issue 42): a day's ECB rates file leaves one of USD, GBP and JPY out (or says
+    /// `N/A`): that currency has no rate that night unless the job's fixed table has one.
+    /// Per published day.
+    pub rate_missing: u64,
+    /// Rates (issue 42): the job file's `[rates.fixed]` has GBP (what a day's file lacks of it
+    /// comes from there). Per world.
+    pub fixed_rate: u64,
+    /// Reviewers (issue 42): a `dismiss` gives a reason that is not on the job's
+    /// `dismiss_reasons` (or none): it must be refused. Per dismissal.
+    pub dismiss_bad_reason: u64,
+    /// Reviewers (issue 42): a reviewer decides `accept difference` where a case offers it.
+    /// Per such case.
+    pub accept_difference: u64,
 }
 
 impl Default for Probs {
@@ -233,6 +262,14 @@ impl Default for Probs {
             inbox: 4_500,
             inbox_intruder: 2_500,
             escalate: 1_500,
+            currency_mismatch: 6_000,
+            multi_currency: 5_000,
+            netted_fee: 7_000,
+            fee_above_limit: 4_000,
+            rate_missing: 2_500,
+            fixed_rate: 5_000,
+            dismiss_bad_reason: 2_500,
+            accept_difference: 7_000,
         }
     }
 }
@@ -287,6 +324,14 @@ impl Probs {
             "inbox" => &mut self.inbox,
             "inbox_intruder" => &mut self.inbox_intruder,
             "escalate" => &mut self.escalate,
+            "currency_mismatch" => &mut self.currency_mismatch,
+            "multi_currency" => &mut self.multi_currency,
+            "netted_fee" => &mut self.netted_fee,
+            "fee_above_limit" => &mut self.fee_above_limit,
+            "rate_missing" => &mut self.rate_missing,
+            "fixed_rate" => &mut self.fixed_rate,
+            "dismiss_bad_reason" => &mut self.dismiss_bad_reason,
+            "accept_difference" => &mut self.accept_difference,
             other => anyhow::bail!("no probability named {other:?}"),
         };
         *field = per_10k.min(10_000);
@@ -595,6 +640,73 @@ pub enum Shape {
         /// The other twin.
         other: usize,
     },
+    /// Issue 42: its payout names it by reference but is booked in another currency: recon
+    /// reports CURRENCY_MISMATCH and never resolves or matches it on that line.
+    CurrencyMismatch {
+        /// The payout.
+        line: usize,
+    },
+    /// Issue 42: one of a recipient's payments in three or four currencies within hours, paid
+    /// (if at all) by unnamed payouts of the same number of minor units: no pairing may cross
+    /// currencies.
+    MultiCurrency {
+        /// The group's first payment (the group is `first..first + n`).
+        first: usize,
+        /// The group's size.
+        n: usize,
+    },
+    /// Issue 42: its payout is netted by a fee (the line's amount is the payment's less
+    /// `fee_minor`, in its currency): AMOUNT_MISMATCH when named, a near miss when not, and
+    /// resolved only on a difference a reviewer accepted.
+    NettedFee {
+        /// The payout.
+        line: usize,
+        /// Payment minus line, minor units (positive).
+        fee_minor: i64,
+        /// Whether the fee is within the job's `write_off_limit` for its currency.
+        within_limit: bool,
+    },
+}
+
+/// Issue 42: the job's reporting currency.
+pub const REPORTING_CURRENCY: &str = "EUR";
+/// Issue 42: the job's `dismiss_reasons` (the last one is not among recon's defaults: a
+/// dismissal with it is accepted only because the job lists it).
+pub const DISMISS_REASONS: [&str; 5] = [
+    "refund requested",
+    "ledger corrected",
+    "written off",
+    "duplicate claimed back",
+    "paid by cheque",
+];
+/// Issue 42: the job's `write_off_limit`, in minor units per currency.
+pub const WRITE_OFF_LIMIT: [(&str, i64); 4] =
+    [("EUR", 500), ("GBP", 400), ("JPY", 700), ("USD", 500)];
+/// Issue 42: the currencies of the multi-currency worlds.
+pub const CURRENCIES: [&str; 4] = ["EUR", "GBP", "USD", "JPY"];
+
+/// The job's `write_off_limit` for `currency`, minor units.
+pub fn write_off_limit(currency: &str) -> Option<i64> {
+    WRITE_OFF_LIMIT
+        .iter()
+        .find(|(c, _)| *c == currency)
+        .map(|(_, l)| *l)
+}
+
+/// Decimals of `currency`'s minor unit (ISO 4217).
+pub fn exponent(currency: &str) -> u32 {
+    recon::money::currency(currency).map_or(2, |(_, e)| e)
+}
+
+/// Units of each currency per 1 EUR, in ten-thousandths: the middle of the world's daily rates
+/// (for amounts "about converted", not for valuing).
+fn base_rate(currency: &str) -> i128 {
+    match currency {
+        "USD" => 10_800,
+        "GBP" => 8_600,
+        "JPY" => 1_620_000,
+        _ => 10_000,
+    }
 }
 
 /// A provider callback as the payment service stored it (`hooks/*.jsonl`).
@@ -838,6 +950,12 @@ pub struct World {
     pub hooks: Vec<HookEvent>,
     /// Whether the job asks for four eyes (`approvals = 2`; [`Probs::four_eyes`]).
     pub four_eyes: bool,
+    /// Issue 42: the ECB's daily rates files, by publication day (weekdays only): each
+    /// currency with its rate in units per 1 EUR, or `None` written as `N/A`; a currency left
+    /// out is not in the file at all.
+    pub rates: BTreeMap<NaiveDate, Vec<(&'static str, Option<Decimal>)>>,
+    /// Issue 42: the job file's `[rates.fixed]`.
+    pub fixed_rates: BTreeMap<&'static str, Decimal>,
 }
 
 /// The simulator's dice for code outside this crate (the night harness decides its re-runs and
@@ -1282,6 +1400,8 @@ impl World {
             versions: Vec::new(),
             hooks: Vec::new(),
             four_eyes: false,
+            rates: BTreeMap::new(),
+            fixed_rates: BTreeMap::new(),
         };
         // The shapes draw from their own stream: with every shape off the world is the one
         // earlier versions of the simulator built for the same seed.
@@ -1289,7 +1409,366 @@ impl World {
         // Issue 40's world shapes, from a stream of their own again.
         world.add_reviewer_shapes(&mut Rng::new(opts.seed ^ 0x4e7e_5e40_0000_0004));
         world.plan_deliveries(&mut rng);
+        // Issue 42's worlds, from streams of their own and after the deliveries are planned:
+        // their payments and lines are appended and join the files planned, so every earlier
+        // payment, line and delivery of a seed is the one it was without them.
+        world.add_currency_shapes(&mut Rng::new(opts.seed ^ 0x4242_c0de_0000_0005));
+        world.add_rates(&mut Rng::new(opts.seed ^ 0x4242_7a7e_0000_0006));
         world
+    }
+
+    /// Issue 42: lines in another currency than their payment's, a recipient paid in several
+    /// currencies, payouts netted by a fee (see [`Probs::currency_mismatch`],
+    /// [`Probs::multi_currency`], [`Probs::netted_fee`]). Provider rail only; fresh
+    /// recipients, so no earlier payment gains a look-alike.
+    fn add_currency_shapes(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.clone();
+        let start = self.opts.start;
+        let mut used: BTreeSet<String> = self
+            .payments
+            .iter()
+            .map(|p| p.recipient.clone())
+            .chain(self.lines.iter().map(|l| l.recipient.clone()))
+            .collect();
+        let mut fresh = |rng: &mut Rng| loop {
+            let r = iban(rng);
+            if used.insert(r.clone()) {
+                return r;
+            }
+        };
+        let pick =
+            |rng: &mut Rng, from: &[&'static str]| from[rng.below(from.len() as u64) as usize];
+        let amount_in = |rng: &mut Rng, currency: &str| match currency {
+            "JPY" => rng.between(500, 400_000),
+            _ => rng.between(500, 300_000),
+        };
+        for d in 0..self.opts.days as i64 {
+            let (t0, t1) = (day_start(start, d), day_start(start, d + 1));
+            // Starts early enough in the day for a group's payments to share it.
+            let start_in_day =
+                |rng: &mut Rng| t0 + rng.between(0, (t1 - t0) / 1_000_000 - 10 * 3_600) * 1_000_000;
+            if rng.chance(pr.currency_mismatch) {
+                let pc = pick(rng, &["EUR", "EUR", "GBP", "USD", "JPY"]);
+                let others: Vec<&'static str> =
+                    CURRENCIES.iter().copied().filter(|c| *c != pc).collect();
+                let lc = pick(rng, &others);
+                let amount = amount_in(rng, pc);
+                let (ep, el) = (exponent(pc), exponent(lc));
+                let line_amount = match rng.below(3) {
+                    // The same number of minor units (25000 JPY for 250.00 EUR).
+                    0 => amount,
+                    // The same number of units (250 JPY for 250.00 EUR).
+                    1 => (i128::from(amount) * 10i128.pow(el) / 10i128.pow(ep)).max(1) as i64,
+                    // About the converted amount.
+                    _ => (i128::from(amount) * base_rate(lc) * 10i128.pow(el)
+                        / (base_rate(pc) * 10i128.pow(ep)))
+                    .max(1) as i64,
+                };
+                let status = match rng.below(100) {
+                    0..45 => LedgerStatus::Unknown,
+                    45..60 => LedgerStatus::Submitting,
+                    _ => LedgerStatus::Succeeded,
+                };
+                let knows = status == LedgerStatus::Succeeded && rng.chance(5_000);
+                let started = start_in_day(rng);
+                let recipient = fresh(rng);
+                let p = self.push_payment(rng, &recipient, amount, pc, started, status, knows);
+                let booked = started + rng.between(10, 20 * 60) * MINUTE;
+                let pay = &self.payments[p];
+                let line = Line {
+                    source: Source::Psp,
+                    txn_id: pay.provider_id.clone(),
+                    reference: pay.id.clone(),
+                    recipient,
+                    amount_minor: line_amount,
+                    currency: lc,
+                    booked_at: booked,
+                    kind: "PAYMENT",
+                    role: LineRole::Payment { payment: p, nth: 0 },
+                    file_day: file_day_of(Source::Psp, start, booked),
+                };
+                let l = self.insert_line(line);
+                let pm = &mut self.payments[p];
+                pm.fate = Fate::PaidOnce;
+                pm.lines = vec![l];
+                pm.shape = Some(Shape::CurrencyMismatch { line: l });
+            }
+            if rng.chance(pr.multi_currency) {
+                let recipient = fresh(rng);
+                let mut currencies = CURRENCIES;
+                for i in (1..currencies.len()).rev() {
+                    let j = rng.below(i as u64 + 1) as usize;
+                    currencies.swap(i, j);
+                }
+                let n = if rng.chance(7_000) { 4 } else { 3 };
+                let minor = rng.between(1_000, 200_000);
+                let base = start_in_day(rng);
+                let first = self.payments.len();
+                for &c in &currencies[..n] {
+                    // The same number of minor units; a JPY payment sometimes of the same
+                    // number of units instead.
+                    let amount = if c == "JPY" && rng.chance(3_000) {
+                        (minor / 100).max(1)
+                    } else {
+                        minor
+                    };
+                    let started = base + rng.between(0, 3 * 3_600) * 1_000_000;
+                    let status = match rng.below(100) {
+                        0..45 => LedgerStatus::Succeeded,
+                        45..85 => LedgerStatus::Unknown,
+                        _ => LedgerStatus::Submitting,
+                    };
+                    let paid = rng.chance(8_000);
+                    let p = self.push_payment(rng, &recipient, amount, c, started, status, false);
+                    self.payments[p].shape = Some(Shape::MultiCurrency { first, n });
+                    if paid {
+                        let booked = started + rng.between(5, 6 * 60) * MINUTE;
+                        let pay = &self.payments[p];
+                        let line = Line {
+                            source: Source::Psp,
+                            txn_id: pay.provider_id.clone(),
+                            reference: String::new(),
+                            recipient: recipient.clone(),
+                            amount_minor: amount,
+                            currency: c,
+                            booked_at: booked / 1_000_000 * 1_000_000,
+                            kind: "PAYMENT",
+                            role: LineRole::Payment { payment: p, nth: 0 },
+                            file_day: file_day_of(Source::Psp, start, booked),
+                        };
+                        let l = self.insert_line(line);
+                        let pm = &mut self.payments[p];
+                        pm.fate = Fate::PaidOnce;
+                        pm.lines = vec![l];
+                    }
+                }
+            }
+            if rng.chance(pr.netted_fee) {
+                let c = pick(rng, &["EUR", "EUR", "GBP", "USD", "JPY"]);
+                let limit = write_off_limit(c).unwrap_or(1);
+                let within = !rng.chance(pr.fee_above_limit);
+                let fee = if within {
+                    rng.between(1, limit)
+                } else {
+                    rng.between(limit + 1, 20 * limit)
+                };
+                let low = (10 * fee).max(2_000);
+                let amount = rng.between(low, low + 300_000);
+                let status = match rng.below(100) {
+                    0..50 => LedgerStatus::Unknown,
+                    50..65 => LedgerStatus::Submitting,
+                    _ => LedgerStatus::Succeeded,
+                };
+                let unresolved = status != LedgerStatus::Succeeded;
+                let named = !unresolved || rng.chance(5_000);
+                let knows = status == LedgerStatus::Succeeded && rng.chance(5_000);
+                let started = start_in_day(rng);
+                let recipient = fresh(rng);
+                let p = self.push_payment(rng, &recipient, amount, c, started, status, knows);
+                let booked = started + rng.between(10, 20 * 60) * MINUTE;
+                let pay = &self.payments[p];
+                let line = Line {
+                    source: Source::Psp,
+                    txn_id: pay.provider_id.clone(),
+                    reference: if named { pay.id.clone() } else { String::new() },
+                    recipient,
+                    amount_minor: amount - fee,
+                    currency: c,
+                    booked_at: booked,
+                    kind: "PAYMENT",
+                    role: LineRole::Payment { payment: p, nth: 0 },
+                    file_day: file_day_of(Source::Psp, start, booked),
+                };
+                let l = self.insert_line(line);
+                let pm = &mut self.payments[p];
+                pm.fate = Fate::PaidOnce;
+                pm.lines = vec![l];
+                pm.shape = Some(Shape::NettedFee {
+                    line: l,
+                    fee_minor: fee,
+                    within_limit: within,
+                });
+            }
+        }
+    }
+
+    /// Issue 42: a provider payment of the ledger (sent, one attempt), not paid yet (its
+    /// lines and fate are the caller's). `knows`: the ledger recorded the provider's id.
+    #[allow(clippy::too_many_arguments)]
+    fn push_payment(
+        &mut self,
+        rng: &mut Rng,
+        recipient: &str,
+        amount_minor: i64,
+        currency: &'static str,
+        started: Micros,
+        status: LedgerStatus,
+        knows: bool,
+    ) -> usize {
+        let started = started / 1_000_000 * 1_000_000;
+        let id = uuid(rng);
+        let provider_id = format!("pt_{}", hex(rng, 24));
+        let (finished, outcome, error) = match status {
+            LedgerStatus::Succeeded => (Some(started + 2 * 1_000_000), "SUCCEEDED", ""),
+            LedgerStatus::Unknown => (Some(started + 30 * 1_000_000), "UNKNOWN", "timeout"),
+            _ => (None, "", ""),
+        };
+        let known = knows.then(|| provider_id.clone());
+        let created_at = started - 5 * 1_000_000;
+        self.payments.push(Payment {
+            id,
+            recipient: recipient.to_string(),
+            amount_minor,
+            currency,
+            created_at,
+            started_at: Some(started),
+            day: day_index(self.opts.start, timeparse::local_date(started, JOB_TZ)),
+            status,
+            rail: Source::Psp,
+            provider_id: Some(provider_id),
+            ledger_provider_id: known.clone(),
+            attempts: vec![Attempt {
+                id: uuid(rng),
+                started_at: started,
+                finished_at: finished,
+                outcome,
+                provider_id: known,
+                error,
+            }],
+            fate: Fate::Lost,
+            lines: Vec::new(),
+            twin_of: None,
+            ledger_from: created_at,
+            shape: None,
+        });
+        self.payments.len() - 1
+    }
+
+    /// Issue 42: the ECB's daily rates (USD, JPY, GBP, CHF) for every weekday of the world and
+    /// the week before, sometimes with a currency left out or `N/A`, and the job's fixed table.
+    fn add_rates(&mut self, rng: &mut Rng) {
+        use chrono::Datelike as _;
+        let pr = self.opts.probs.clone();
+        if rng.chance(pr.fixed_rate) {
+            self.fixed_rates.insert("GBP", Decimal::new(8_550, 4));
+        }
+        for d in -7..=(self.opts.nights() as i64 + 1) {
+            let date = day_date(self.opts.start, d);
+            if matches!(date.weekday(), chrono::Weekday::Sat | chrono::Weekday::Sun) {
+                continue;
+            }
+            let mut day = vec![
+                (
+                    "USD",
+                    Some(Decimal::new(10_800 + rng.between(-150, 150), 4)),
+                ),
+                (
+                    "JPY",
+                    Some(Decimal::new(16_200 + rng.between(-250, 250), 2)),
+                ),
+                ("GBP", Some(Decimal::new(8_600 + rng.between(-100, 100), 4))),
+                ("CHF", Some(Decimal::new(9_400 + rng.between(-100, 100), 4))),
+            ];
+            if rng.chance(pr.rate_missing) {
+                let k = rng.below(3) as usize;
+                if rng.chance(5_000) {
+                    day.remove(k);
+                } else {
+                    day[k].1 = None;
+                }
+            }
+            self.rates.insert(date, day);
+        }
+    }
+
+    /// Issue 42: the rates file of publication day `date`, relative to the job folder.
+    pub fn rates_file_name(date: NaiveDate) -> String {
+        format!("rates/eurofxref-{}.csv", date.format("%Y-%m-%d"))
+    }
+
+    /// Issue 42: every rates file (relative path, bytes), in the ECB's one-day CSV layout
+    /// (`Date, USD, JPY, …` and `22 October 2026, 1.0812, 162.35, …`, each line ending in `, `).
+    pub fn rates_files(&self) -> Vec<(String, Vec<u8>)> {
+        self.rates
+            .iter()
+            .map(|(date, day)| {
+                let mut head = String::from("Date");
+                let mut row = date.format("%d %B %Y").to_string();
+                for (c, r) in day {
+                    let _ = write!(head, ", {c}");
+                    match r {
+                        Some(r) => {
+                            let _ = write!(row, ", {r}");
+                        }
+                        None => row.push_str(", N/A"),
+                    }
+                }
+                (
+                    Self::rates_file_name(*date),
+                    format!("{head}, \n{row}, \n").into_bytes(),
+                )
+            })
+            .collect()
+    }
+
+    /// Issue 42: units of each currency per 1 EUR that a night of business day `date` values
+    /// its cases with, as the job reads them: the newest rates file published on `date` or the
+    /// 6 days before, over the fixed table; EUR is 1. A currency missing from both is absent.
+    pub fn rates_on(&self, date: NaiveDate) -> BTreeMap<&'static str, Decimal> {
+        let mut out = self.fixed_rates.clone();
+        for back in 0..7 {
+            let d = date - chrono::Days::new(back);
+            if let Some(day) = self.rates.get(&d) {
+                for (c, r) in day {
+                    if let Some(r) = r {
+                        out.insert(c, *r);
+                    }
+                }
+                break;
+            }
+        }
+        out.insert("EUR", Decimal::ONE);
+        out
+    }
+
+    /// Issue 42: line `line` is appended to the world and joins every version planned for its
+    /// file (the complete day of a cut one); never delivered when its file never is.
+    fn insert_line(&mut self, line: Line) -> usize {
+        let versions: Vec<usize> = (0..self.versions.len())
+            .filter(|&k| {
+                self.versions[k].source == line.source && self.versions[k].day == line.file_day
+            })
+            .collect();
+        let idx = self.lines.len();
+        self.lines.push(line);
+        self.join_versions(idx, &versions, true);
+        idx
+    }
+
+    /// Line `idx` joins versions `versions` in booking order (a cut one's complete day only).
+    /// `keep_order`: before the first line booked after it, every other line where it was (a
+    /// flawed file's spurious copy stays where the flaw put it); else the file is sorted.
+    fn join_versions(&mut self, idx: usize, versions: &[usize], keep_order: bool) {
+        for &k in versions {
+            let mut v = self.versions[k].clone();
+            let key = |w: &World, i: usize| (w.lines[i].booked_at, i);
+            let list = match &mut v.full_lines {
+                // A cut file holds the lines before the cut; its control file the whole day.
+                Some(full) => full,
+                None => &mut v.lines,
+            };
+            if keep_order {
+                let at = list
+                    .iter()
+                    .position(|&i| key(self, i) > key(self, idx))
+                    .unwrap_or(list.len());
+                list.insert(at, idx);
+            } else {
+                list.push(idx);
+                list.sort_by_key(|&i| key(self, i));
+            }
+            self.versions[k] = v;
+        }
     }
 
     /// Issue 40: whether the job asks for four eyes, and the regrouped twins
@@ -2173,22 +2652,7 @@ impl World {
         }
         let idx = self.lines.len();
         self.lines.push(line);
-        let key = |w: &World, i: usize| (w.lines[i].booked_at, i);
-        for k in versions {
-            let mut v = self.versions[k].clone();
-            match &mut v.full_lines {
-                // A cut file holds the lines before the cut; its control file the whole day.
-                Some(full) => {
-                    full.push(idx);
-                    full.sort_by_key(|&i| key(self, i));
-                }
-                None => {
-                    v.lines.push(idx);
-                    v.lines.sort_by_key(|&i| key(self, i));
-                }
-            }
-            self.versions[k] = v;
-        }
+        self.join_versions(idx, &versions, false);
         Some(idx)
     }
 
@@ -2393,7 +2857,13 @@ settlement_lag_hours = 24
 carry_over_days = 14
 evidence_window_before = "10m"
 evidence_window_after = "72h"
+reporting_currency = "{reporting}"
+dismiss_reasons = [{reasons}]
+write_off_limit = {{ {limits} }}
 {top}
+[rates]
+path = "rates/eurofxref-{{date}}.csv"
+{fixed}
 [[source]]
 name = "psp"
 format = "csv"
@@ -2433,6 +2903,26 @@ RETURN = "REFUND"
             tail = self.opts.tail,
             ppd = self.opts.payments_per_day,
             psp_columns = crate::generate::PSP_COLUMNS,
+            reporting = REPORTING_CURRENCY,
+            reasons = DISMISS_REASONS
+                .iter()
+                .map(|r| format!("\"{r}\""))
+                .collect::<Vec<_>>()
+                .join(", "),
+            limits = WRITE_OFF_LIMIT
+                .iter()
+                .map(|(c, l)| format!("{c} = \"{}\"", recon::money::format_minor(*l, c)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            fixed = if self.fixed_rates.is_empty() {
+                String::new()
+            } else {
+                let mut t = String::from("\n[rates.fixed]\n");
+                for (c, r) in &self.fixed_rates {
+                    let _ = writeln!(t, "{c} = \"{r}\"");
+                }
+                t
+            },
             // A played world may store events later (issue 40); a written one has them all.
             hooks = if desk.map_or(!self.hooks.is_empty(), |_| self.has_hooks()) {
                 HOOKS_CONFIG
@@ -2610,6 +3100,9 @@ RETURN = "REFUND"
             files += 1;
         }
         for (rel, bytes) in self.hook_files(u32::MAX - 1) {
+            write(&rel, &bytes)?;
+        }
+        for (rel, bytes) in self.rates_files() {
             write(&rel, &bytes)?;
         }
         write("schedule.csv", self.schedule_csv().as_bytes())?;

@@ -99,15 +99,18 @@ fn parse_amounts(text: &str) -> Option<Vec<(Decimal, String)>> {
 }
 
 /// The cases of the email's text part, in order, and the number of cases it says there are.
+/// A case is `N. SEVERITY Title: amounts`, its lines indented, and a footer `case C-… · … ·
+/// value for ordering: 1,234.56 EUR` (or `no rate for JPY`; nothing when its money is all in
+/// the reporting currency).
 fn parse_text(text: &str) -> (usize, Vec<Listed>) {
     let mut out: Vec<Listed> = Vec::new();
     let mut total = 0;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("The ")
-            && let Some((_, n)) = rest.split_once(" most severe of ")
-            && let Some(n) = n.strip_suffix(" cases:")
+            && let Some((_, n)) = rest.split_once(" most urgent of ")
+            && let Some((n, _)) = n.split_once(" cases")
         {
-            total = n.trim().parse().unwrap_or(0);
+            total = n.replace(',', "").trim().parse().unwrap_or(0);
             continue;
         }
         if let Some(rest) = line.strip_prefix("   case C-")
@@ -116,6 +119,19 @@ fn parse_text(text: &str) -> (usize, Vec<Listed>) {
         {
             let key: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
             last.key = format!("C-{key}");
+            for part in rest.split(" · ") {
+                if let Some(v) = part.strip_prefix("value for ordering: ") {
+                    last.shown = match v
+                        .rsplit_once(' ')
+                        .and_then(|(n, _)| n.replace(',', "").parse::<Decimal>().ok())
+                    {
+                        Some(d) => Shown::Value(d),
+                        None => Shown::Nothing,
+                    };
+                } else if let Some(c) = part.strip_prefix("no rate for ") {
+                    last.shown = Shown::NoRate(c.split(", ").map(String::from).collect());
+                }
+            }
             continue;
         }
         let Some((number, rest)) = line.split_once(". ") else {
@@ -124,34 +140,18 @@ fn parse_text(text: &str) -> (usize, Vec<Listed>) {
         let Ok(number) = number.parse::<usize>() else {
             continue;
         };
-        let Some((severity, rest)) = rest.split_once("  ") else {
+        let Some((severity, rest)) = rest.split_once(' ') else {
             continue;
         };
         if rank(severity) > 3 || number != out.len() + 1 {
             continue;
         }
-        let (amounts, shown) = match rest.split_once(" · ") {
-            Some((a, v)) => (a, v),
-            None => (rest, ""),
-        };
-        let shown = if let Some(v) = shown.strip_prefix("value for ordering: ") {
-            match v
-                .rsplit_once(' ')
-                .and_then(|(n, _)| n.replace(',', "").parse::<Decimal>().ok())
-            {
-                Some(d) => Shown::Value(d),
-                None => Shown::Nothing,
-            }
-        } else if let Some(c) = shown.strip_prefix("no rate for ") {
-            Shown::NoRate(c.split(", ").map(String::from).collect())
-        } else {
-            Shown::Nothing
-        };
+        let amounts = rest.rsplit_once(": ").map(|(_, a)| a).unwrap_or("");
         out.push(Listed {
             number,
             severity: severity.to_string(),
             amounts: parse_amounts(amounts).unwrap_or_default(),
-            shown,
+            shown: Shown::Nothing,
             key: String::new(),
             text: line.to_string(),
         });
@@ -528,6 +528,11 @@ impl Harness {
                         rates_text()
                     ),
                 )),
+                // Money all in the reporting currency is its own value: not said twice.
+                (Shown::Nothing, Some(_))
+                    if c.amounts
+                        .iter()
+                        .all(|(_, cur)| cur == sim::REPORTING_CURRENCY) => {}
                 (Shown::Nothing, _) => problems.push((
                     "an email case without its value in the reporting currency (issue 42)",
                     format!("case {} ({})", c.number, c.text),
@@ -836,17 +841,20 @@ mod tests {
     #[test]
     fn the_email_text_is_read_as_recon_writes_it() {
         let text = "Total at risk: 1,234.00 EUR in 2 cases\n\
-                    The 20 most severe of 31 cases:\n\
+                    The 20 most urgent of 1,031 cases (severity, then value):\n\
                     \n\
-                    1. CRITICAL  25,000 JPY · value for ordering: 154.32 EUR\n   \
-                    AMOUNT_MISMATCH: payment P-1\n   why\n   case C-00aa11bb22cc33dd · 2 days old\n\
+                    [NEW]\n\
+                    1. CRITICAL Paid a different amount: 25,000 JPY\n   \
+                    Next: Check it. Then act: now.\n   payment P-1\n   why\n   \
+                    case C-00aa11bb22cc33dd · AMOUNT_MISMATCH · 2 days old · value for ordering: 154.32 EUR\n\
                     \n\
-                    2. HIGH  1,250.00 EUR, 10 USD · no rate for USD\n   \
-                    x\n   y\n   case C-ffee000000000001 · 0 days old · 1 candidate\n\
+                    2. HIGH Paid twice: 1,250.00 EUR, 10 USD\n   \
+                    Next: x\n   y\n   case C-ffee000000000001 · DUPLICATE_AT_PROVIDER · 0 days old · 1 possible match · no rate for USD\n\
                     \n\
-                    3. LOW  3.00 EUR\n   x\n   y\n   case C-0000000000000002 · 1 day old\n";
+                    3. LOW A likely match to approve: 3.00 EUR\n   Next: x\n   y\n   \
+                    case C-0000000000000002 · PROPOSED_MATCH · 1 day old\n";
         let (total, cases) = parse_text(text);
-        assert_eq!(total, 31);
+        assert_eq!(total, 1031);
         assert_eq!(cases.len(), 3);
         assert_eq!(cases[0].key, "C-00aa11bb22cc33dd");
         assert_eq!(

@@ -66,10 +66,9 @@ fn run_child(env: &TestEnv) -> Child {
 /// The kernel's peak survives `exec`, and the child is spawned sharing this test process's
 /// memory (`posix_spawn`, `CLONE_VM`): its `ru_maxrss` is at least this process's own peak,
 /// which in a full suite run may be far above what recon used. When it is not above this
-/// process's peak it says nothing about recon, and the sampled `VmHWM` (recon's own memory
-/// after `exec`) stands for it.
+/// process's peak (read once the child has ended) it says nothing about recon, and the
+/// sampled `VmHWM` (recon's own memory after `exec`) stands for it.
 pub(crate) fn watch(mut cmd: Command) -> (Option<i32>, u64, u64) {
-    let ours = vm_hwm_kib(std::process::id() as i32);
     let child = cmd.spawn().expect("recon binary");
     let pid = child.id() as i32;
     let mut vm_hwm = 0;
@@ -92,6 +91,10 @@ pub(crate) fn watch(mut cmd: Command) -> (Option<i32>, u64, u64) {
         std::thread::sleep(Duration::from_millis(5));
     };
     drop(child);
+    // This process's peak only grows: read after the child ended, it bounds whatever the
+    // child's `ru_maxrss` took over from it when it was spawned (other tests' threads may
+    // have allocated meanwhile).
+    let ours = vm_hwm_kib(std::process::id() as i32);
     (
         libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         vm_hwm,

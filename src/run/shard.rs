@@ -1,5 +1,4 @@
-//! `recon run --shard I/N`: one shard of a partitioned night (see [`crate::shards`] and
-//! docs/sharding.md).
+//! `recon run --shard I/N`: one shard of a partitioned night (see docs/sharding.md).
 //!
 //! 1. The job must be partitioned, on PostgreSQL, one day, not a dry run.
 //! 2. Under the group lock, the night's run group is joined (created by the first shard, which

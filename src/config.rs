@@ -9,10 +9,9 @@ pub mod status_api;
 
 use crate::exit::{Failure, fail};
 pub use crate::model::{Format, LineKind, Role, TimestampFormat};
-pub use crate::sources::config::{
-    Completeness, FormatSettings, SourceConfig, SourcePath, join_clean,
-};
-use crate::sources::config::{config_error, parse_tz, toml_error};
+pub use crate::sources::config::{Completeness, FormatSettings, SourceConfig, SourcePath};
+pub use crate::sources::keys::join_clean;
+use crate::sources::keys::{config_error, parse_tz, toml_error};
 pub use crate::sources::remote;
 pub use crate::sources::tabular::{
     Columns, NetAmount, Sign, SkipRow, TabularSettings, column_index, column_rest,

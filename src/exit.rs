@@ -1,4 +1,4 @@
-//! Documented process exit codes (also listed in README.md).
+//! Documented process exit codes (also listed in docs/operations.md, "Exit codes").
 //!
 //! A run that completed exits 0 even when it found exceptions: those are reported through
 //! tickets and the report, so a scheduler must not retry the job for them.

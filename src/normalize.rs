@@ -82,7 +82,7 @@ fn apply_slowly<'a>(steps: &[Step], value: &'a str) -> Cow<'a, str> {
 const STACK_KEY: usize = 96;
 
 /// Calls `f` with `value` normalised by `steps`, as [`apply`] would give it, without a heap
-/// copy for ASCII values of up to [`STACK_KEY`] bytes: a lower-case UUID or provider id needs
+/// copy for ASCII values of up to `STACK_KEY` (96) bytes: a lower-case UUID or provider id needs
 /// upper-casing for every pass, and a million of them were a million small allocations.
 /// On ASCII every step commutes (width folding changes nothing, trimming is implied by
 /// removing all white space), so the steps are applied as a set.

@@ -67,7 +67,7 @@ impl RawPartition {
         path: &std::path::Path,
         sources: &[crate::sources::config::SourceConfig],
     ) -> anyhow::Result<PartitionConfig> {
-        let err = |m: String| crate::sources::config::config_error(path, m);
+        let err = |m: String| crate::sources::keys::config_error(path, m);
         let ident = |s: &str| {
             let mut c = s.chars();
             c.next()
@@ -143,7 +143,7 @@ pub(crate) fn check_unpartitioned(
     sources: &[crate::sources::config::SourceConfig],
 ) -> anyhow::Result<()> {
     match sources.iter().position(|s| s.partition.is_some()) {
-        Some(i) => Err(crate::sources::config::config_error(
+        Some(i) => Err(crate::sources::keys::config_error(
             path,
             format!(
                 "key `source[{i}].partition`: the job has no [partition] section (hint: add \

@@ -3,7 +3,7 @@
 
 use crate::exit::{Failure, fail};
 use crate::normalize::Step;
-use crate::sources::config::{KeyAt, split_off};
+use crate::sources::keys::{KeyAt, split_off};
 pub mod kinds;
 
 pub use crate::timeparse::parse_duration;

@@ -8,7 +8,7 @@
 //! three-way matching only:
 //!
 //! 1. Wherever the provider lines are read (one process, or each shard for its partitions),
-//!    the batches of the shared rules are summed ([`hand_over`]) but not paired: a shard hands
+//!    the batches of the shared rules are summed (`hand_over`) but not paired: a shard hands
 //!    them to the gather in `shard.json`, with the few provider lines their rows may show (the
 //!    payout lines, or a batch's first line).
 //! 2. Where the shared source is read (one process, or the gather, once for the night), the

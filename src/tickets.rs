@@ -254,7 +254,7 @@ fn shown(value: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Renders one ticket with its evidence (pretty JSON) and history for the terminal. Every
-/// value goes through [`shown`].
+/// value goes through `shown` (control and bidi characters made visible).
 pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -346,7 +346,7 @@ pub fn render_one(t: &Ticket, history: &[HistoryEntry]) -> String {
 }
 
 /// Renders tickets as a fixed-width table for the terminal. Every value goes through
-/// [`shown`].
+/// `shown` (control and bidi characters made visible).
 pub fn render(tickets: &[Ticket]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();

@@ -320,6 +320,21 @@ pub fn format_utc(t: Micros) -> String {
     s
 }
 
+/// The days `from..=to` in `tz` as a half-open UTC interval `[first start, after last)`.
+pub fn days_span(from: NaiveDate, to: NaiveDate, tz: Tz) -> (Micros, Micros) {
+    (
+        day_start(from, tz),
+        day_start(to.succ_opt().unwrap_or(to), tz),
+    )
+}
+
+/// The booking interval `[start, end]` (inclusive, UTC) of a date-only booking on `day` in
+/// `tz`: the whole local day.
+pub fn day_booking(day: NaiveDate, tz: Tz) -> (Micros, Micros) {
+    let (start, next) = days_span(day, day, tz);
+    (start, next - 1)
+}
+
 /// The first instant of `date` in `tz` (midnight, or the first valid time after a gap).
 pub fn day_start(date: NaiveDate, tz: Tz) -> Micros {
     let mut naive = date.and_hms_opt(0, 0, 0).unwrap_or_default();

@@ -1,7 +1,7 @@
 //! `[database]`: how long recon waits for the database, at most, at each kind of wait (issue 33:
 //! a database that stops answering hung a run with the lock held, with no bound anywhere).
 
-use crate::sources::config::config_error;
+use crate::sources::keys::config_error;
 use anyhow::Result;
 use serde::Deserialize;
 use std::path::Path;

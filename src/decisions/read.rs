@@ -1,7 +1,7 @@
 //! Reading the Decide sheet of a report.xlsx (calamine), whoever saved it last (Excel,
 //! LibreOffice, openpyxl), however its rows were sorted or filtered: the columns are found by
 //! their header names, each row keeps its spreadsheet row number and is known by its visible
-//! `case` cell (its `check` cell must name the same case, [`super::check`]). Nothing is
+//! `case` cell (its `check` cell must name the same case, which `check.rs` verifies). Nothing is
 //! interpreted here but text, and which rows of one file decide the same case: the same
 //! decision twice applies once, two different ones refuse the case ([`one_decision_per_case`]).
 

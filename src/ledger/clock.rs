@@ -22,7 +22,7 @@
 //! row's start is older.
 
 use super::Payment;
-use super::load::{self, index};
+use super::rows::{self, index};
 use crate::config::LedgerQueries;
 use crate::db::{Db, Pool};
 use crate::exit::{Failure, fail};
@@ -182,8 +182,8 @@ impl Conn<'_> {
                         let sql = format!(
                             "SELECT {cols} FROM {from}
                              WHERE started_at >= {} AND started_at < {}{only}",
-                            load::pg_ts(lo),
-                            load::pg_ts(hi)
+                            rows::pg_ts(lo),
+                            rows::pg_ts(hi)
                         );
                         super::pg_copy::copy_rows(conn, &sql, &mut row_of).await?;
                     }
@@ -224,11 +224,11 @@ impl Conn<'_> {
                     };
                     let sql = format!(
                         "SELECT {}{extra} FROM {from} WHERE payment_id IN ({}){shard}",
-                        load::COLUMNS,
+                        rows::COLUMNS,
                         literals(chunk)
                     );
                     super::sqlite_raw::query(conn, &sql, &[], |row| {
-                        out.push(load::payment(row)?);
+                        out.push(rows::payment(row)?);
                         Ok(())
                     })
                     .await?;
@@ -240,11 +240,11 @@ impl Conn<'_> {
                     };
                     let sql = format!(
                         "SELECT {}{extra} FROM {from} WHERE payment_id IN ({}){shard}",
-                        load::pg_payment_columns(),
+                        rows::pg_payment_columns(),
                         literals(chunk)
                     );
                     super::pg_copy::copy_rows(conn, &sql, |f| {
-                        out.push(load::pg_payment(f)?);
+                        out.push(rows::pg_payment(f)?);
                         Ok(())
                     })
                     .await?;
@@ -281,9 +281,10 @@ fn names(p: &Payment, attempt: Option<&str>) -> bool {
             && crate::model::canonical_uuid(attempt).is_some())
 }
 
-/// Puts payments found outside the run's range (the whole-ledger lookup of the payments lines
-/// name, [`super::lookup`]) on their current attempt's clock, as [`settle`] does for the loaded
-/// ones; `payments` is sorted by id. None is dropped: a line names them, whatever their start.
+/// Puts payments found outside the run's range on their current attempt's clock, as
+/// [`settle`] does for the loaded ones; `payments` is sorted by id. None is dropped: a line
+/// names them, whatever their start. The caller is the whole-ledger lookup of the payments
+/// lines name (`ledger::lookup`).
 pub(super) async fn current_starts(
     conn: &mut Conn<'_>,
     queries: &LedgerQueries,

@@ -6,7 +6,7 @@
 //! Each file is read once, record by record into one reused `csv::ByteRecord`, and validated
 //! in the same pass. The rows then go into the database in one transaction through each
 //! backend's bulk path: a prepared statement stepped through the raw sqlite3 handle
-//! ([`sqlite`]), `COPY … FROM STDIN` on PostgreSQL ([`postgres`]).
+//! (`import/sqlite.rs`), `COPY … FROM STDIN` on PostgreSQL (`import/postgres.rs`).
 
 mod postgres;
 mod sqlite;

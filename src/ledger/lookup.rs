@@ -6,7 +6,7 @@
 //! ledger queries.
 
 use super::load::{self, Change, Latest};
-use super::{Payment, sqlite_raw};
+use super::{Payment, rows, sqlite_raw};
 use crate::config::LedgerQueries;
 use crate::db::{Db, IdColumn, IdTypes, Pool};
 use crate::exit::{Failure, fail};
@@ -271,7 +271,7 @@ pub async fn named(
             row_starts: Vec::new(),
         });
     }
-    let positions = load::index(&payments);
+    let positions = rows::index(&payments);
     let found_ids: Vec<String> = payments
         .iter()
         .map(|p| p.payment_id.text().to_string())
@@ -485,11 +485,11 @@ impl Reader {
                 for chunk in keys.chunks(BATCH) {
                     let sql = format!(
                         "SELECT {}{extra} FROM {from} WHERE {column} IS NOT NULL AND {column} IN ({}){shard}",
-                        load::COLUMNS,
+                        rows::COLUMNS,
                         placeholders(chunk.len())
                     );
                     sqlite_raw::query(conn, &sql, chunk, |row| {
-                        out.push(load::payment(row)?);
+                        out.push(rows::payment(row)?);
                         Ok(())
                     })
                     .await?;
@@ -497,7 +497,7 @@ impl Reader {
             }
             Reader::Postgres(conn, ids) => {
                 // Every column as text, as the run's COPY reads them.
-                let mut cols: Vec<String> = load::pg_payment_columns()
+                let mut cols: Vec<String> = rows::pg_payment_columns()
                     .split(", ")
                     .map(|c| format!("{c}::text"))
                     .collect();
@@ -545,7 +545,7 @@ impl Reader {
                         })
                         .collect::<std::result::Result<_, _>>()
                         .map_err(db_err)?;
-                    out.push(load::pg_payment(&fields)?);
+                    out.push(rows::pg_payment(&fields)?);
                 }
             }
         }

@@ -7,6 +7,7 @@ pub mod import;
 pub mod load;
 pub mod lookup;
 pub mod pg_copy;
+pub mod rows;
 pub mod sqlite_raw;
 pub mod transitions;
 

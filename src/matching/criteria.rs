@@ -389,8 +389,8 @@ impl<'a> Criterion<'a> {
         }
     }
 
-    /// The pairing as Polars join predicates over the frames
-    /// [`super::frames::fuzzy_pairs`] builds: line columns `s_rcpt` (recipient key), `s_cur`,
+    /// The pairing as Polars join predicates over the frames `fuzzy_pairs` (in `frames.rs`,
+    /// which uses this module) builds: line columns `s_rcpt` (recipient key), `s_cur`,
     /// `s_amt` ([`Criterion::line_amount`]), `s_at`, `s_to` (booking interval) and payment
     /// columns `p_rcpt`, `p_cur`, `p_amt`, `p_start` (and `p_first`, the start the window
     /// opens from, when it [spans earlier attempts](Criterion::spans_earlier_attempts)).

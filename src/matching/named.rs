@@ -4,7 +4,7 @@
 //! that payment's evidence wherever it is booked: DESIGN.md rule 12, docs/sharding.md).
 //!
 //! Keys are 64-bit hashes of the normalised identifiers, per identifier pass, as the pass's
-//! hash join compares them ([`super::frames`]). A hash collision only lets a line through that
+//! hash join compares them (`frames.rs`). A hash collision only lets a line through that
 //! names nobody: the passes' own join, which compares the keys' text, then decides. A line's
 //! keys can be kept instead of the line ([`Keyer`]): 16 bytes per identifier pass.
 

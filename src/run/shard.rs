@@ -1,5 +1,4 @@
-//! `recon run --shard I/N`: one shard of a partitioned night (see [`crate::shards`] and
-//! docs/sharding.md).
+//! `recon run --shard I/N`: one shard of a partitioned night (see docs/sharding.md).
 //!
 //! 1. The job must be partitioned, on PostgreSQL, one day, not a dry run.
 //! 2. Under the group lock, the night's run group is joined (created by the first shard, which
@@ -52,6 +51,23 @@ pub fn default_group(opts: &RunOptions) -> String {
     }
 }
 
+/// The refusal of a range (`--from D1 --to D2`) with `--shard`: a run group is one night's
+/// shards and the gather writes that one night, so a sharded range is a sharded night per day.
+/// Refused before anything is opened or written.
+fn range_refused(opts: &RunOptions, shard: Shard) -> anyhow::Error {
+    fail(
+        Failure::Config,
+        format!(
+            "--shard runs one night, not a range (--from {} --to {}): a night's shards form \
+             one run group, and the gather writes that one night. Nothing was run. Run the \
+             range day by day, each day as a sharded night: for each day D, `recon run --date \
+             D --shard I/{}` for every shard I, then `recon gather --date D` \
+             (docs/sharding.md); or run the range in one process, without --shard",
+            opts.from, opts.to, shard.count
+        ),
+    )
+}
+
 /// Runs shard `shard` of the night `opts` in run group `group`.
 pub async fn run_shard(
     cfg: &Config,
@@ -59,6 +75,9 @@ pub async fn run_shard(
     shard: Shard,
     group: Option<&str>,
 ) -> Result<ShardOutcome> {
+    if opts.from != opts.to {
+        return Err(range_refused(opts, shard));
+    }
     let Some(partition) = &cfg.partition else {
         return Err(fail(
             Failure::Config,
@@ -69,12 +88,6 @@ pub async fn run_shard(
         ));
     };
     partition.check_shard(shard)?;
-    if opts.from != opts.to {
-        return Err(fail(
-            Failure::Config,
-            "--shard runs one night (--date); run a range one day at a time".to_string(),
-        ));
-    }
     if opts.dry_run {
         return Err(fail(
             Failure::Config,

@@ -21,7 +21,7 @@
 //!   text (banks wrap long records at a fixed width);
 //! - group status 2 (deletion) and 4 (test only) are refused: such a group books nothing.
 
-use super::config::{KeyAt, keys_of};
+use super::keys::{KeyAt, keys_of};
 use super::text::TextEncoding;
 use super::text::{self, day_start};
 use super::{Balance, ParseContext, Parsed, StatementFacts, StatementLine};

@@ -14,7 +14,7 @@
 //! statement's [`StatementFacts::not_loaded`]. Balances `OPBD` (or `PRCD`) and `CLBD`, the
 //! period `FrToDt` and `TxsSummry` totals are reported as facts.
 
-use super::config::{KeyAt, keys_of};
+use super::keys::{KeyAt, keys_of};
 use super::text::{self, day_start, line_of};
 use super::{Balance, EntryRef, ParseContext, Parsed, StatementFacts, StatementLine};
 use crate::model::{Format, LineKind};

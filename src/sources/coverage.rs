@@ -1,12 +1,12 @@
-//! Coverage: the half-open UTC intervals a source covers completely. The interval maths, the
-//! day spans of local days, what one file proves about its period under the source's
-//! [`Completeness`], and the control files that prove it for `completeness = "control_file"`.
+//! Coverage: the half-open UTC intervals a source covers completely. The interval maths (the
+//! day spans of local days are `timeparse::days_span`), what one file proves about its period
+//! under the source's [`Completeness`], and the control files that prove it for
+//! `completeness = "control_file"`.
 
 use super::config::{Completeness, SourceConfig};
 use super::{SourceLoad, cut};
-use crate::timeparse::{self, Micros};
+use crate::timeparse::Micros;
 use anyhow::Result;
-use chrono::NaiveDate;
 use std::path::Path;
 
 /// Removes `holes` from merged `coverage` (both half-open); the result is merged and sorted.
@@ -52,21 +52,6 @@ pub fn merge_intervals(mut v: Vec<(Micros, Micros)>) -> Vec<(Micros, Micros)> {
 /// Whether merged `coverage` contains all of `[from, to]`.
 pub fn covers(coverage: &[(Micros, Micros)], from: Micros, to: Micros) -> bool {
     coverage.iter().any(|&(a, b)| a <= from && to < b)
-}
-
-/// The days `from..=to` in `tz` as a half-open UTC interval `[first start, after last)`.
-pub fn days_span(from: NaiveDate, to: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
-    (
-        timeparse::day_start(from, tz),
-        timeparse::day_start(to.succ_opt().unwrap_or(to), tz),
-    )
-}
-
-/// The booking interval `[start, end]` (inclusive, UTC) of a date-only booking on `day` in
-/// `tz`: the whole local day.
-pub fn day_booking(day: NaiveDate, tz: chrono_tz::Tz) -> (Micros, Micros) {
-    let (start, next) = days_span(day, day, tz);
-    (start, next - 1)
 }
 
 /// What the file just read (its lines from `lines0`, its statements from `facts0`, its file

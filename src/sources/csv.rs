@@ -8,9 +8,10 @@
 //! column, separate debit/credit columns, or an amount with a sign / credit-debit indicator
 //! column (`columns.sign` + `signs`, which wins over the amount's own sign).
 //!
-//! The row → line mapping ([`Mapping`]) is shared with [`super::xlsx`].
+//! The row → line mapping ([`Mapping`]) is shared with the xlsx reader (`xlsx.rs`).
 
-use super::config::{KeyAt, SourceConfig, keys_of, split_off};
+use super::keys::{KeyAt, keys_of, split_off};
+use super::limits::{InputLimits, MAX_FIELD_BYTES};
 use super::tabular::{
     self, NetAmount, RawTabular, Sign, SkipRow, TabularSettings, column_index, column_rest,
     single_char,
@@ -131,8 +132,6 @@ pub fn header_of<R: std::io::Read>(
 /// The longest header line recon reads, in bytes: a file whose first line is longer is not a
 /// statement (a 200 MB file of NUL bytes is one "header").
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-/// The longest field recon reads, in bytes; a longer one rejects its line.
-pub const MAX_FIELD_BYTES: usize = 64 * 1024;
 
 /// The header's names for a message: each cut, at most 40 of them.
 fn header_text(header: &[String]) -> String {
@@ -228,26 +227,24 @@ fn column_name(header: Option<&[String]>, i: usize) -> String {
     }
 }
 
-/// The column mapping of a csv or xlsx source; an error for a source of another format.
-fn tabular_of(cfg: &SourceConfig) -> Result<&TabularSettings> {
-    cfg.tabular().ok_or_else(|| not_tabular(cfg, ""))
-}
-
-/// The error for reading a file of a bank format as a table.
-pub(crate) fn not_tabular(cfg: &SourceConfig, file: &str) -> anyhow::Error {
-    fail(
-        Failure::Config,
-        format!(
-            "source {}: {file}: format {} has no column mapping",
-            cfg.name,
-            cfg.format()
-        ),
-    )
+/// The source of a csv or xlsx file as its parser needs it besides the format's own settings:
+/// its name (on every line and message), its time zone (dates and times without an offset) and
+/// the bounds on one of its files. The callers take it from the source's configuration
+/// (`SourceConfig::table_source`), which holds this module's settings and so is not named
+/// here.
+#[derive(Debug, Clone, Copy)]
+pub struct TableSource<'c> {
+    /// The source's name.
+    pub name: &'c str,
+    /// Zone of dates and times without an offset.
+    pub timezone: chrono_tz::Tz,
+    /// The bounds on one of its files.
+    pub limits: &'c InputLimits,
 }
 
 /// Column positions resolved from the header, with the source's settings.
 pub struct Mapping<'c> {
-    cfg: &'c SourceConfig,
+    src: TableSource<'c>,
     t: &'c TabularSettings,
     txn: Vec<Pick>,
     reference: Vec<Pick>,
@@ -286,13 +283,13 @@ pub enum Parsed {
 }
 
 impl<'c> Mapping<'c> {
-    /// Resolves the configured columns against `header` (`None`: positions only).
+    /// Resolves the columns `t` maps against `header` (`None`: positions only).
     pub fn new(
-        cfg: &'c SourceConfig,
+        src: TableSource<'c>,
+        t: &'c TabularSettings,
         header: Option<&[String]>,
         file: &str,
     ) -> Result<Mapping<'c>> {
-        let t = tabular_of(cfg)?;
         let c = &t.columns;
         let opt = |v: &Option<String>, key: &str| {
             v.as_deref().map(|n| find(header, n, key, file)).transpose()
@@ -319,7 +316,7 @@ impl<'c> Mapping<'c> {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Mapping {
-            cfg,
+            src,
             t,
             txn: picks(&c.provider_txn_id, "provider_txn_id")?,
             reference: picks(&c.reference, "reference")?,
@@ -339,7 +336,7 @@ impl<'c> Mapping<'c> {
             fee: opt(&c.fee, "fee")?,
             balance: opt(&c.balance, "balance")?,
             skip,
-            origin: super::Origin::new(Arc::from(cfg.name.as_str()), Arc::from(file), None),
+            origin: super::Origin::new(Arc::from(src.name), Arc::from(file), None),
         })
     }
 
@@ -598,12 +595,12 @@ impl<'c> Mapping<'c> {
             // midnight is far rarer than a date-formatted cell).
             Some(naive) if naive.time() == chrono::NaiveTime::MIN && self.booked_time.is_none() => {
                 (
-                    timeparse::day_start(naive.date(), self.cfg.timezone),
+                    timeparse::day_start(naive.date(), self.src.timezone),
                     Some(naive.date()),
                 )
             }
             Some(naive) => (
-                timeparse::local_to_utc(naive, self.cfg.timezone)
+                timeparse::local_to_utc(naive, self.src.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
                 None,
             ),
@@ -618,7 +615,7 @@ impl<'c> Mapping<'c> {
                         &joined
                     }
                 };
-                timeparse::parse_booking(text, &self.t.timestamp_format, self.cfg.timezone)
+                timeparse::parse_booking(text, &self.t.timestamp_format, self.src.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?
             }
         };
@@ -661,7 +658,7 @@ impl<'c> Mapping<'c> {
             currency,
             booked_at,
             booked_to: match booked_day {
-                Some(d) => super::day_booking(d, self.cfg.timezone).1,
+                Some(d) => timeparse::day_booking(d, self.src.timezone).1,
                 None => booked_at,
             },
             booked_day,
@@ -790,11 +787,13 @@ fn lines_by_value(rows: &[(u64, String)]) -> String {
 /// are read backwards. One statement per currency, so the completeness gates
 /// (`balance_chain`, and `control_totals` for the rows that break the chain) judge it as they
 /// judge a bank statement's balances.
-fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<StatementFacts> {
+fn balance_facts(
+    src: TableSource<'_>,
+    t: &TabularSettings,
+    file: &str,
+    out: &Collector,
+) -> Vec<StatementFacts> {
     let mut facts = Vec::new();
-    let Some(t) = cfg.tabular() else {
-        return facts;
-    };
     if t.columns.balance.is_none() || out.lines.is_empty() {
         return facts;
     }
@@ -833,7 +832,7 @@ fn balance_facts(cfg: &SourceConfig, file: &str, out: &Collector) -> Vec<Stateme
         };
         let days = rows.iter().map(|(l, _, _)| match l.booked_day {
             Some(d) => d,
-            None => crate::timeparse::local_date(l.booked_at, cfg.timezone),
+            None => crate::timeparse::local_date(l.booked_at, src.timezone),
         });
         let (from, to) = (days.clone().min(), days.max());
         let booked = match (from, to) {
@@ -930,12 +929,17 @@ fn chain<'l>(rows: impl Iterator<Item = (&'l StatementLine, i64, Option<i64>)>) 
 
 /// Reads one CSV file into `load`. Returns whether every data line was accepted.
 /// An unreadable file or a header without a mapped column is an error for the whole file.
-pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
+pub fn read_file(
+    src: TableSource<'_>,
+    csv: &CsvSettings,
+    path: &Path,
+    load: &mut SourceLoad,
+) -> Result<bool> {
     let file = path.display().to_string();
-    let bytes = cfg.limits.read(path)?;
+    let bytes = src.limits.read(path)?;
     let sha256 = sha256_hex(&bytes);
-    let out = parse_bytes(cfg, &file, &bytes)?;
-    Ok(finish_file(cfg, file, sha256, out, load))
+    let out = parse_bytes(src, csv, &file, &bytes)?;
+    Ok(finish_file(src, &csv.table, file, sha256, out, load))
 }
 
 /// Records one csv/xlsx file's collected rows in `load`: lines, rejected rows, counts, and a
@@ -944,24 +948,25 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
 /// while one is in the file its absence proves nothing either (the pending row may be the
 /// payment), so such a file does not count as complete (DESIGN.md rule 2).
 pub fn finish_file(
-    cfg: &SourceConfig,
+    src: TableSource<'_>,
+    t: &TabularSettings,
     file: String,
     sha256: String,
     out: Collector,
     load: &mut SourceLoad,
 ) -> bool {
     let clean = out.rejected.is_empty() && out.not_booked.is_empty();
-    load.facts.extend(balance_facts(cfg, &file, &out));
+    load.facts.extend(balance_facts(src, t, &file, &out));
     if !out.skipped.is_empty() {
         tracing::info!(
-            source = %cfg.name,
+            source = %src.name,
             file = %file,
             skipped = out.skipped.len(),
             "Skipped rows that are no statement lines."
         );
         load.notes.push(format!(
             "source {}: {file}: {} row(s) that are no statement lines were skipped (skip_rows / skip_zero_amounts): {}",
-            cfg.name,
+            src.name,
             out.skipped.len(),
             lines_by_value(&out.skipped)
         ));
@@ -981,13 +986,13 @@ pub fn finish_file(
             .collect();
         load.warnings.push(format!(
             "source {}: {file}: {} row(s) not booked were not loaded: {}",
-            cfg.name,
+            src.name,
             out.not_booked.len(),
             parts.join("; ")
         ));
     }
     load.files.push(InputFile {
-        source: cfg.name.clone(),
+        source: src.name.to_string(),
         path: file,
         sha256,
         lines: out.lines.len(),
@@ -1012,16 +1017,24 @@ fn line_of(body: &[u8], p: &::csv::Position) -> u64 {
 }
 
 /// Parses CSV bytes: accepted lines, rejected and not-booked rows, dropped re-deliveries.
-pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Collector> {
-    let super::config::FormatSettings::Csv(csv) = &cfg.settings else {
-        return Err(not_tabular(cfg, file));
-    };
+pub fn parse_bytes(
+    src: TableSource<'_>,
+    csv: &CsvSettings,
+    file: &str,
+    bytes: &[u8],
+) -> Result<Collector> {
     let t = &csv.table;
     let decoded;
     let bytes = match csv.encoding {
         None => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
         Some(_) => {
-            decoded = text::decode(&ParseContext::new(cfg, file), bytes)?;
+            let ctx = ParseContext {
+                source: Arc::from(src.name),
+                file: Arc::from(file),
+                timezone: src.timezone,
+                encoding: csv.encoding,
+            };
+            decoded = text::decode(&ctx, bytes)?;
             decoded.as_bytes()
         }
     };
@@ -1069,19 +1082,19 @@ pub fn parse_bytes(cfg: &SourceConfig, file: &str, bytes: &[u8]) -> Result<Colle
     } else {
         None
     };
-    let mapping = Mapping::new(cfg, header.as_deref(), file)?;
+    let mapping = Mapping::new(src, t, header.as_deref(), file)?;
     let line_base = t.skip_lines as u64;
-    cfg.limits.check_lines(file, body, line_base + 1)?;
+    src.limits.check_lines(file, body, line_base + 1)?;
     // Records never outnumber line ends (plus a last line without one).
     let rows = body.iter().filter(|&&b| b == b'\n').count() + 1;
-    let mut out = Collector::new(&cfg.name, file, rows);
+    let mut out = Collector::new(src.name, file, rows);
     // Footer records are held back until we know they are not the last `skip_footer` ones.
     let mut held: VecDeque<(::csv::StringRecord, u64)> = VecDeque::with_capacity(t.skip_footer);
     let mut record = ::csv::StringRecord::new();
     let mut hint: Option<String> = None;
     loop {
         // A file with more unreadable lines than `max_rejected_lines` is no statement.
-        cfg.limits.check_rejected(file, &out.rejected)?;
+        src.limits.check_rejected(file, &out.rejected)?;
         let line_no = line_base + line_of(body, reader.position());
         match reader.read_record(&mut record) {
             Ok(false) => break,

@@ -72,8 +72,10 @@ fn resident() -> u64 {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     pages.saturating_mul(u64::try_from(page).unwrap_or(4096))
 }
+/// The longest field recon reads, in bytes; a longer one rejects its line (a csv field).
+pub const MAX_FIELD_BYTES: usize = 64 * 1024;
 /// The default of `max_line_bytes`: 1 MiB, sixteen times the longest field recon reads
-/// ([`super::csv::MAX_FIELD_BYTES`]).
+/// ([`MAX_FIELD_BYTES`]).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
 /// The default of `max_rejected_lines`: a statement with more unreadable lines than this is
 /// not a statement with a few bad lines but the wrong file, or garbage.

@@ -22,6 +22,7 @@ pub mod bai2;
 pub mod camt;
 pub mod config;
 pub mod csv;
+pub mod keys;
 pub mod limits;
 pub mod manifest;
 pub mod mt940;
@@ -47,10 +48,8 @@ use config::SourceConfig;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
-pub use coverage::{
-    check_control, control_text, covers, day_booking, days_span, merge_intervals,
-    subtract_intervals,
-};
+pub use crate::timeparse::{day_booking, days_span};
+pub use coverage::{check_control, control_text, covers, merge_intervals, subtract_intervals};
 pub use daily::load;
 pub use dedupe::{DedupeIndex, assign_line_ids};
 pub use facts::{Balance, StatementFacts};

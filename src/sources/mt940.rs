@@ -19,7 +19,7 @@
 //! Balances (`:60F:/:62F:`) and MT942 totals (`:90D:/:90C:`) are reported as
 //! [`StatementFacts`]; whether they chain is for the completeness gate to judge.
 
-use super::config::{KeyAt, keys_of};
+use super::keys::{KeyAt, keys_of};
 use super::text::TextEncoding;
 use super::text::{self, day_start};
 use super::{Balance, ParseContext, Parsed, StatementFacts, StatementLine};

@@ -15,81 +15,83 @@ use std::path::Path;
 /// [`SourceLoad::add`]), rejected lines, statement facts and the file record. Returns whether
 /// every line was accepted.
 pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
-    match &cfg.settings {
-        FormatSettings::Csv(_) | FormatSettings::Xlsx(_) => {
-            let mut one = SourceLoad::default();
-            let clean = if cfg.format() == Format::Csv {
-                csv::read_file(cfg, path, &mut one)?
-            } else {
-                xlsx::read_file(cfg, path, &mut one)?
-            };
-            let mut file = one.files.pop().unwrap_or_else(|| InputFile {
-                source: cfg.name.clone(),
-                path: path.display().to_string(),
-                sha256: String::new(),
-                lines: 0,
-                rejected: 0,
-                duplicates: 0,
-                not_booked: 0,
-                skipped: 0,
-            });
-            let dropped_before = file.duplicates;
-            for l in &mut one.lines {
-                l.role = cfg.role;
-            }
-            let (lines, bad) = without_control_characters(std::mem::take(&mut one.lines));
-            // Lines rejected by the parser and for control characters count together; over
-            // `max_rejected_lines` the file is unreadable (nothing added to `load` yet).
-            if one.rejected.len() + bad.len() > cfg.limits.max_rejected_lines {
-                let all: Vec<Rejected> = one.rejected.iter().chain(&bad).cloned().collect();
-                cfg.limits.check_rejected(&file.path, &all)?;
-            }
-            file.lines -= bad.len();
-            file.rejected += bad.len();
-            let (kept, rejected) = load.add(lines, true);
-            file.duplicates = dropped_before + (file.lines - kept - rejected.len());
-            file.lines = kept;
-            file.rejected += rejected.len();
-            let clean = clean && rejected.is_empty() && bad.is_empty();
-            load.rejected.extend(one.rejected);
-            load.rejected.extend(bad);
-            load.rejected.extend(rejected);
-            load.warnings.extend(one.warnings);
-            load.notes.extend(one.notes);
-            load.facts.extend(one.facts);
-            load.files.push(file);
-            Ok(clean)
-        }
-        settings => {
-            let format = settings.format();
-            let file = path.display().to_string();
-            let bytes = cfg.limits.read(path)?;
-            let ctx = ParseContext::new(cfg, &file);
-            let mut parsed = parse_bank_bytes(format, &ctx, &bytes)?;
-            for l in &mut parsed.lines {
-                l.role = cfg.role;
-            }
-            let (lines, bad) = without_control_characters(parsed.lines);
-            cfg.limits.check_rejected(&file, &bad)?;
-            let total = lines.len();
-            let (kept, rejected) = load.add(lines, false);
-            debug_assert!(rejected.is_empty());
-            load.files.push(InputFile {
-                source: cfg.name.clone(),
-                path: file,
-                sha256: sha256_hex(&bytes),
-                lines: kept,
-                rejected: bad.len(),
-                duplicates: total - kept,
-                not_booked: 0,
-                skipped: 0,
-            });
-            load.facts.extend(parsed.facts);
-            let clean = bad.is_empty();
-            load.rejected.extend(bad);
-            Ok(clean)
-        }
+    let mut one = SourceLoad::default();
+    let clean = match &cfg.settings {
+        FormatSettings::Csv(c) => csv::read_file(cfg.table_source(), c, path, &mut one)?,
+        FormatSettings::Xlsx(x) => xlsx::read_file(cfg.table_source(), x, path, &mut one)?,
+        settings => return read_bank_file(cfg, settings.format(), path, load),
+    };
+    let mut file = one.files.pop().unwrap_or_else(|| InputFile {
+        source: cfg.name.clone(),
+        path: path.display().to_string(),
+        sha256: String::new(),
+        lines: 0,
+        rejected: 0,
+        duplicates: 0,
+        not_booked: 0,
+        skipped: 0,
+    });
+    let dropped_before = file.duplicates;
+    for l in &mut one.lines {
+        l.role = cfg.role;
     }
+    let (lines, bad) = without_control_characters(std::mem::take(&mut one.lines));
+    // Lines rejected by the parser and for control characters count together; over
+    // `max_rejected_lines` the file is unreadable (nothing added to `load` yet).
+    if one.rejected.len() + bad.len() > cfg.limits.max_rejected_lines {
+        let all: Vec<Rejected> = one.rejected.iter().chain(&bad).cloned().collect();
+        cfg.limits.check_rejected(&file.path, &all)?;
+    }
+    file.lines -= bad.len();
+    file.rejected += bad.len();
+    let (kept, rejected) = load.add(lines, true);
+    file.duplicates = dropped_before + (file.lines - kept - rejected.len());
+    file.lines = kept;
+    file.rejected += rejected.len();
+    let clean = clean && rejected.is_empty() && bad.is_empty();
+    load.rejected.extend(one.rejected);
+    load.rejected.extend(bad);
+    load.rejected.extend(rejected);
+    load.warnings.extend(one.warnings);
+    load.notes.extend(one.notes);
+    load.facts.extend(one.facts);
+    load.files.push(file);
+    Ok(clean)
+}
+
+/// [`read_file`] for a file of a bank format (camt, MT940, BAI2).
+fn read_bank_file(
+    cfg: &SourceConfig,
+    format: Format,
+    path: &Path,
+    load: &mut SourceLoad,
+) -> Result<bool> {
+    let file = path.display().to_string();
+    let bytes = cfg.limits.read(path)?;
+    let ctx = ParseContext::new(cfg, &file);
+    let mut parsed = parse_bank_bytes(format, &ctx, &bytes)?;
+    for l in &mut parsed.lines {
+        l.role = cfg.role;
+    }
+    let (lines, bad) = without_control_characters(parsed.lines);
+    cfg.limits.check_rejected(&file, &bad)?;
+    let total = lines.len();
+    let (kept, rejected) = load.add(lines, false);
+    debug_assert!(rejected.is_empty());
+    load.files.push(InputFile {
+        source: cfg.name.clone(),
+        path: file,
+        sha256: sha256_hex(&bytes),
+        lines: kept,
+        rejected: bad.len(),
+        duplicates: total - kept,
+        not_booked: 0,
+        skipped: 0,
+    });
+    load.facts.extend(parsed.facts);
+    let clean = bad.is_empty();
+    load.rejected.extend(bad);
+    Ok(clean)
 }
 
 /// Splits off the lines whose text holds a control character ([`text::control_character`]),

@@ -4,7 +4,7 @@
 //! This module is configuration only (a key every source takes, so it sits with the sources,
 //! below `config` and `pull` in the layers); fetching is in `pull`'s modules.
 
-use super::config::KeyAt;
+use super::keys::{KeyAt, join_clean};
 use crate::exit::{Failure, fail};
 use anyhow::Result;
 use serde::Deserialize;
@@ -269,10 +269,8 @@ impl Remote {
                     )?,
                     _ => {}
                 }
-                access.private_key_file = raw
-                    .private_key_file
-                    .as_ref()
-                    .map(|p| super::config::join_clean(base, p));
+                access.private_key_file =
+                    raw.private_key_file.as_ref().map(|p| join_clean(base, p));
                 access.private_key_env = raw.private_key_env.clone();
                 Location::Sftp {
                     host,
@@ -337,10 +335,7 @@ impl Remote {
                     }
                     access.endpoint = Some(e.trim_end_matches('/').to_string());
                 }
-                access.ca_file = raw
-                    .ca_file
-                    .as_ref()
-                    .map(|p| super::config::join_clean(base, p));
+                access.ca_file = raw.ca_file.as_ref().map(|p| join_clean(base, p));
                 Location::S3 {
                     bucket: authority.to_string(),
                     key: path.trim_start_matches('/').to_string(),
@@ -381,10 +376,7 @@ impl Remote {
                     ));
                 }
                 access.token_env = raw.token_env.clone();
-                access.ca_file = raw
-                    .ca_file
-                    .as_ref()
-                    .map(|p| super::config::join_clean(base, p));
+                access.ca_file = raw.ca_file.as_ref().map(|p| join_clean(base, p));
                 Location::Https(url.to_string())
             }
             "http" => {

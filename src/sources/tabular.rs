@@ -1,9 +1,9 @@
 //! The keys csv and xlsx sources share: how a table's rows and columns become statement
 //! lines (`timestamp_format`, number format, `columns`, `kinds`, `signs`, `skip_rows`, …).
-//! [`super::csv`] and [`super::xlsx`] add their own keys ([`super::csv::RawCsv`],
-//! [`super::xlsx::RawXlsx`]) and hold a [`TabularSettings`] each.
+//! The csv and xlsx modules, which use this one, add their own keys (`RawCsv`, `RawXlsx`) and
+//! hold a [`TabularSettings`] each.
 
-use super::config::{KeyAt, default_kinds};
+use super::keys::KeyAt;
 use crate::model::{Format, LineKind, TimestampFormat};
 use anyhow::Result;
 use serde::Deserialize;
@@ -726,4 +726,12 @@ pub fn column_index(name: &str) -> Option<usize> {
 /// header) as the 0-based index of its first column.
 pub fn column_rest(name: &str) -> Option<usize> {
     name.trim().strip_suffix("..").and_then(column_index)
+}
+
+/// `PAYMENT` and `REFUND`, the kinds a source without `[source.kinds]` knows.
+fn default_kinds() -> std::collections::BTreeMap<String, LineKind> {
+    let mut kinds = std::collections::BTreeMap::new();
+    kinds.insert("PAYMENT".to_string(), LineKind::Payment);
+    kinds.insert("REFUND".to_string(), LineKind::Refund);
+    kinds
 }

@@ -2,7 +2,7 @@
 //! few withdrawn currencies that old statements still carry.
 
 use super::ParseContext;
-use super::config::KeyAt;
+use super::keys::KeyAt;
 use crate::money;
 pub use crate::textsafe::control_character;
 use anyhow::Result;
@@ -294,7 +294,7 @@ pub fn day_start(ctx: &ParseContext, date: NaiveDate) -> crate::timeparse::Micro
 /// The inclusive end of a date-only booking on `date` (the day's last microsecond in the
 /// source's zone).
 pub fn day_end(ctx: &ParseContext, date: NaiveDate) -> crate::timeparse::Micros {
-    super::day_booking(date, ctx.timezone).1
+    crate::timeparse::day_booking(date, ctx.timezone).1
 }
 
 /// Collapses runs of white space (including line breaks) to one space and trims.

@@ -8,8 +8,8 @@
 //! rejected as too precise, never rounded); a native date-time is taken in the source's time
 //! zone. Error cells are rejected with their row.
 
-use super::config::{KeyAt, SourceConfig, keys_of, split_off};
-use super::csv::{Collector, Mapping, Row};
+use super::csv::{Collector, Mapping, Row, TableSource};
+use super::keys::{KeyAt, keys_of, split_off};
 use super::tabular::{self, RawTabular, TabularSettings};
 use super::{SourceLoad, sha256_hex};
 use crate::exit::{Failure, fail};
@@ -149,35 +149,40 @@ fn cell(d: &Data) -> Result<Cell, String> {
 }
 
 /// Reads one workbook into `load`. Returns whether every data row was accepted.
-pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Result<bool> {
+pub fn read_file(
+    src: TableSource<'_>,
+    x: &XlsxSettings,
+    path: &Path,
+    load: &mut SourceLoad,
+) -> Result<bool> {
     let file = path.display().to_string();
-    let bytes = cfg.limits.read(path)?;
+    let bytes = src.limits.read(path)?;
     let sha256 = sha256_hex(&bytes);
-    let mut out = Collector::new(&cfg.name, &file, 0);
-    parse_bytes(cfg, &file, &bytes, &mut out)?;
-    cfg.limits.check_rejected(&file, &out.rejected)?;
-    Ok(super::csv::finish_file(cfg, file, sha256, out, load))
+    let mut out = Collector::new(src.name, &file, 0);
+    parse_bytes(src, x, &file, &bytes, &mut out)?;
+    src.limits.check_rejected(&file, &out.rejected)?;
+    Ok(super::csv::finish_file(
+        src, &x.table, file, sha256, out, load,
+    ))
 }
 
 /// Parses workbook bytes into `out`. A workbook that cannot be opened, a missing sheet or a
 /// header without a mapped column is an error for the whole file.
 pub fn parse_bytes(
-    cfg: &SourceConfig,
+    src: TableSource<'_>,
+    x: &XlsxSettings,
     file: &str,
     bytes: &[u8],
     out: &mut Collector,
 ) -> Result<()> {
-    let super::config::FormatSettings::Xlsx(x) = &cfg.settings else {
-        return Err(super::csv::not_tabular(cfg, file));
-    };
     let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
     if crate::workbook::is_zip(bytes) {
         // XLSX: the archive checked part by part, the sheet measured, then read row by row.
-        let limits = &cfg.limits.workbook;
+        let limits = &src.limits.workbook;
         let mut book = crate::workbook::open(bytes, limits).map_err(input)?;
         let sheet = pick_sheet(&book.sheet_names(), x.sheet.as_deref()).map_err(input)?;
         let rows = crate::workbook::SheetRows::open(&mut book, &sheet, limits).map_err(input)?;
-        read_rows(cfg, file, &sheet, rows, out)
+        read_rows(src, &x.table, file, &sheet, rows, out)
     } else {
         // A legacy .xls: its grid is at most 65,536 rows × 256 columns, so its dense range is
         // bounded by the format (and the file by `max_file_mb`).
@@ -192,7 +197,7 @@ pub fn parse_bytes(
             .rows()
             .enumerate()
             .map(|(i, r)| Ok((first_row + i as u32, r.to_vec())));
-        read_rows(cfg, file, &sheet, rows, out)
+        read_rows(src, &x.table, file, &sheet, rows, out)
     }
 }
 
@@ -213,16 +218,13 @@ fn pick_sheet(names: &[String], wanted: Option<&str>) -> Result<String, String> 
 /// Maps the rows of `sheet` (0-based sheet row, cells from the used range's first column)
 /// into `out`.
 fn read_rows(
-    cfg: &SourceConfig,
+    src: TableSource<'_>,
+    t: &TabularSettings,
     file: &str,
     sheet: &str,
     rows: impl Iterator<Item = Result<(u32, Vec<Data>), String>>,
     out: &mut Collector,
 ) -> Result<()> {
-    let super::config::FormatSettings::Xlsx(x) = &cfg.settings else {
-        return Err(super::csv::not_tabular(cfg, file));
-    };
-    let t = &x.table;
     let input = |m: String| fail(Failure::Input, format!("{file}: {m}"));
     // `skip_lines` counts sheet rows (row 1 is the sheet's first), whatever the used range.
     let skip = t.skip_lines as u64;
@@ -250,7 +252,7 @@ fn read_rows(
     } else {
         None
     };
-    let mapping = Mapping::new(cfg, header.as_deref(), file)?;
+    let mapping = Mapping::new(src, t, header.as_deref(), file)?;
     let mut held: VecDeque<(XRow, u64, Option<String>)> = VecDeque::new();
     for r in rows {
         let (n, r) = r.map_err(input)?;

@@ -3,7 +3,7 @@
 //! included), retries with exponential backoff and full jitter on timeouts, connection errors,
 //! 429 and 5xx (a `Retry-After` in seconds or as an HTTP date is honoured), and one time budget
 //! for all. A retry whose backoff is over takes the next free slot before any payment not yet
-//! asked ([`Slots`]), so it is sent at its own backoff, not after every first attempt.
+//! asked (`Slots`), so it is sent at its own backoff, not after every first attempt.
 
 use super::config::StatusApiConfig;
 use super::verdict::{self, Answer};

@@ -1,5 +1,5 @@
 //! Run groups (`recon_run_groups`, `recon_run_shards`): the shards of one partitioned night
-//! and what they must agree on (see [`crate::shards`]); what each shard handed the gather
+//! and what they must agree on (see docs/sharding.md); what each shard handed the gather
 //! (`recon_shard_handover`, sealed when the shard commits); why the night's last gather failed.
 
 use super::{Tx, db_err};

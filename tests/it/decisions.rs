@@ -3,7 +3,8 @@
 //! `recon decisions apply` shows applied, stale-refused, edited, not-offered, waiting for a
 //! second reviewer, self-approval refused, approved by a second reviewer, and a file applied
 //! twice changing nothing; the next run keeps the confirmed candidate, and the dismissed case
-//! stays dismissed.
+//! stays dismissed. `recon decisions apply`, like every command on the job's database, waits
+//! for it only as long as the job's `[database]` allows.
 
 use crate::support::{Backend, Settings, TestEnv, openpyxl_python, read_columns};
 use recon::decisions::result::{FileResult, Status};
@@ -623,4 +624,69 @@ async fn a_file_that_is_no_decide_sheet_is_refused_whole() {
             .await,
         ["0"]
     );
+}
+
+/// `[database]` bounds every command that opens the job's database, `recon decisions apply`
+/// first (it once opened it with the defaults, so its waits ignored the job's bounds): against
+/// a PostgreSQL address that takes the connection and never answers, each command gives up
+/// after the job's `connect_timeout` (1s here; the default is 30s) with the database's exit
+/// code, and its message names that bound and the key.
+#[test]
+fn every_command_on_the_jobs_database_waits_only_as_long_as_its_database_section_allows() {
+    // Never accepted: the kernel completes the handshake, and nobody ever answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = dir.path().join("recon.toml");
+    std::fs::write(
+        &job,
+        format!(
+            "timezone = \"UTC\"\ndatabase_url = \"postgres://recon@127.0.0.1:{port}/recon\"\n\
+             output_dir = \"out\"\n\n[database]\nconnect_timeout = \"1s\"\n"
+        ),
+    )
+    .expect("job");
+    let cfg = job.display().to_string();
+    let sheet = dir.path().join("report.xlsx").display().to_string();
+    let commands: &[&[&str]] = &[
+        &[
+            "decisions",
+            "apply",
+            "--config",
+            &cfg,
+            "--actor",
+            "alice",
+            &sheet,
+        ],
+        &["cases", "list", "--config", &cfg],
+        &["tickets", "list", "--config", &cfg],
+        &["runs", "list", "--config", &cfg],
+        &["migrate", "--config", &cfg],
+        &[
+            "tickets", "resolve", "--config", &cfg, "1", "--actor", "alice", "--note", "n",
+        ],
+        &["explain", "--config", &cfg, "P-1"],
+        &["run", "--config", &cfg, "--date", "2026-11-28"],
+    ];
+    for args in commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_recon"))
+            .args(*args)
+            .env_remove("RECON_DATABASE_URL")
+            .env_remove("DATABASE_URL")
+            .output()
+            .expect("recon");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(recon::exit::DATABASE),
+            "recon {}: {stderr}",
+            args[..2].join(" ")
+        );
+        assert!(
+            stderr.contains("no connection within 1s (`[database] connect_timeout`)"),
+            "recon {}: {stderr}",
+            args[..2].join(" ")
+        );
+    }
+    drop(silent);
 }

@@ -892,3 +892,32 @@ fn the_docs_next_steps_are_the_ones_the_email_shows() {
          do\":\n{table}"
     );
 }
+
+/// The README is what a new user reads first: what recon is, the quick start, the commands
+/// and where the rest is. Reference material (exit codes, sharding, every key) lives in
+/// docs/, a line in the README linking there.
+const README_MAX_BYTES: u64 = 15 * 1024;
+
+#[test]
+fn the_readme_stays_short() {
+    let size = std::fs::metadata(repo().join("README.md"))
+        .expect("README.md")
+        .len();
+    assert!(
+        size <= README_MAX_BYTES,
+        "README.md is {size} bytes, more than {README_MAX_BYTES}: move reference material into \
+         docs/ and leave a line that links there"
+    );
+    // What a new user runs, in this order: the demo, the install, the tests.
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let at = |s: &str| {
+        readme
+            .find(s)
+            .unwrap_or_else(|| panic!("README.md no longer says `{s}`"))
+    };
+    assert!(
+        at("cargo run -- demo") < at("cargo install --locked --debug --path .")
+            && at("cargo install --locked --debug --path .") < at("\ncargo test\n"),
+        "the quick start's commands are out of order"
+    );
+}

@@ -6,7 +6,7 @@
 //! (what each statement declared: balances, totals, period), and csv/xlsx files their mapping in
 //! `tests/formats/mappings/<name>.toml`.
 
-use recon::config::{Format, SourceConfig};
+use recon::config::{Format, FormatSettings, SourceConfig};
 use recon::sources::{self, ParseContext};
 use std::path::{Path, PathBuf};
 
@@ -114,15 +114,28 @@ fn fuzz_cfg(format: Format) -> SourceConfig {
     }
 }
 
+/// The csv settings of a csv source.
+pub fn csv_of(cfg: &SourceConfig) -> &sources::csv::CsvSettings {
+    match &cfg.settings {
+        FormatSettings::Csv(c) => c,
+        _ => panic!("{} is no csv source", cfg.name),
+    }
+}
+
 /// Parses `bytes` as `format`; an error or lines are fine, a panic fails the test.
 pub fn no_panic(format: Format, bytes: &[u8]) {
     match format {
         Format::Csv => {
-            let _ = sources::csv::parse_bytes(&fuzz_cfg(format), "f", bytes);
+            let cfg = fuzz_cfg(format);
+            let _ = sources::csv::parse_bytes(cfg.table_source(), csv_of(&cfg), "f", bytes);
         }
         Format::Xlsx => {
             let mut out = sources::csv::Collector::new("x", "f", 0);
-            let _ = sources::xlsx::parse_bytes(&fuzz_cfg(format), "f", bytes, &mut out);
+            let cfg = fuzz_cfg(format);
+            let FormatSettings::Xlsx(x) = &cfg.settings else {
+                panic!("{} is no xlsx source", cfg.name)
+            };
+            let _ = sources::xlsx::parse_bytes(cfg.table_source(), x, "f", bytes, &mut out);
         }
         f => {
             let _ = sources::parse_bank_bytes(f, &ctx("f"), bytes);

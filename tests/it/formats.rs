@@ -9,7 +9,7 @@
 //! period). They were reviewed by eye against the source files; after a deliberate change,
 //! run `INSTA_UPDATE=always cargo test --test it formats::golden` and review the diff.
 
-use crate::format_files::{Expect, ctx, no_panic, repo};
+use crate::format_files::{Expect, csv_of, ctx, no_panic, repo};
 use proptest::prelude::*;
 use recon::config::{Format, SourceConfig};
 use recon::sources::{self, SourceLoad};
@@ -264,7 +264,8 @@ fn csv_lines(
     cfg: &SourceConfig,
     bytes: &[u8],
 ) -> (Vec<sources::StatementLine>, Vec<sources::Rejected>) {
-    let out = sources::csv::parse_bytes(cfg, "t.csv", bytes).expect("parse");
+    let out =
+        sources::csv::parse_bytes(cfg.table_source(), csv_of(cfg), "t.csv", bytes).expect("parse");
     let (lines, rejected) = (out.lines, out.rejected);
     (lines, rejected)
 }
@@ -383,7 +384,13 @@ fn csv_sign_column_debit_credit_columns_and_footer() {
     assert_eq!(rejected[0].line, 7);
     assert!(rejected[0].reason.contains("both the debit and the credit"));
     // A footer count larger than the file is an error for the file, not a silent skip.
-    let e = sources::csv::parse_bytes(&cfg, "t.csv", b"a\nb\nd,out,in\n").unwrap_err();
+    let e = sources::csv::parse_bytes(
+        cfg.table_source(),
+        csv_of(&cfg),
+        "t.csv",
+        b"a\nb\nd,out,in\n",
+    )
+    .unwrap_err();
     assert!(format!("{e:#}").contains("t.csv: has 0 record(s)"), "{e:#}");
 }
 
@@ -629,7 +636,8 @@ fn rows_that_are_not_booked_are_counted_not_loaded() {
     )
     .expect("write");
     let mut load = sources::SourceLoad::default();
-    let clean = sources::csv::read_file(&cfg, &csv, &mut load).expect("read");
+    let clean =
+        sources::csv::read_file(cfg.table_source(), csv_of(&cfg), &csv, &mut load).expect("read");
     assert!(!clean, "a file with pending rows is not complete");
     let refs: Vec<_> = load
         .lines

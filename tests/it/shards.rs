@@ -2,7 +2,7 @@
 //! as N = 1, 3 and 4 shard processes plus `recon gather` on loopback PostgreSQL, must give the
 //! same outcomes, transitions, tickets, cases and report content. A shard killed mid-run is
 //! re-run alone and lands once; a gather whose shards are missing names them and exits 13;
-//! SQLite and unbound sources are refused.
+//! SQLite, unbound sources and a range run as shards are refused.
 //!
 //! The nights are `recon-tools generate`'s realistic data (twins, near misses, duplicates,
 //! money mismatches, retries, orphans, busy recipients) in five merchants, each with its own
@@ -1168,6 +1168,58 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
         text.contains("source[1].partition` is missing (source \"psp-M2\"): a bank source shared by all partitions"),
         "{text}"
     );
+}
+
+#[test]
+fn a_range_is_not_sharded_but_refused_naming_the_day_by_day_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 20, 41);
+    let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
+    let v = Variant {
+        database: None,
+        url: format!("sqlite://{}", dir.path().join("r.db").display()),
+        config: dir.path().join("range.toml"),
+        out: dir.path().join("out"),
+    };
+    std::fs::write(
+        &v.config,
+        base.replace("@URL@", &v.url).replace("@OUT@", "out"),
+    )
+    .unwrap();
+    let cfg = v.config.display().to_string();
+    let range = ["--from", "2026-11-27", "--to", "2026-11-29"];
+    for (shard, env_index) in [(["--shard", "1/3"], None), (["--shards", "3"], Some("1"))] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_recon"));
+        cmd.args(["run", "--config", &cfg])
+            .args(range)
+            .args(shard)
+            .env("RECON_DATABASE_URL", &v.url)
+            .env_remove("JOB_COMPLETION_INDEX");
+        if let Some(i) = env_index {
+            cmd.env("JOB_COMPLETION_INDEX", i);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(recon::exit::CONFIG),
+            "{shard:?}: {text}"
+        );
+        // Why, and what to run instead: each day as a sharded night, then its gather.
+        for said in [
+            "--shard runs one night, not a range (--from 2026-11-27 --to 2026-11-29)",
+            "the gather writes that one night",
+            "Nothing was run",
+            "`recon run --date D --shard I/3` for every shard I, then `recon gather --date D`",
+            "or run the range in one process, without --shard",
+        ] {
+            assert!(text.contains(said), "{shard:?}: no {said:?} in {text}");
+        }
+        assert!(out.stdout.is_empty(), "{shard:?}");
+    }
+    // Refused before anything was opened: no database file, no run folder.
+    assert!(!dir.path().join("r.db").exists());
+    assert!(!v.out.exists() || std::fs::read_dir(&v.out).unwrap().next().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

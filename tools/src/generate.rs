@@ -682,7 +682,7 @@ pub const PLAN: [(Kind, u64, usize); 16] = [
     (Kind::MatchedRetry, 100, 1),
 ];
 /// The ticket kinds' share in [`PLAN`] (the first seven entries), per 10 000 payments.
-const BASE_EXCEPTIONS_PER_10K: u64 = 140;
+pub const BASE_EXCEPTIONS_PER_10K: u64 = 140;
 /// How many of [`PLAN`]'s first entries end in a ticket.
 pub const TICKET_KINDS: usize = 7;
 /// Orphan lines per 10 000 payments at [`BASE_EXCEPTIONS_PER_10K`] (at least one when there are

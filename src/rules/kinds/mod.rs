@@ -12,7 +12,7 @@
 pub mod fuzzy;
 pub mod identifier;
 
-use crate::sources::config::KeyAt;
+use crate::sources::keys::KeyAt;
 use crate::timeparse::{Micros, parse_duration};
 use anyhow::Result;
 use serde::Deserialize;

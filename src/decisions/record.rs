@@ -26,7 +26,7 @@ fn dedupe_key(item: &crate::report::Item) -> String {
 }
 
 /// What a run judged: the payments and the statement lines it has a result row for. A case
-/// about any of them that the run no longer stores is no longer open ([`supersede`]).
+/// about any of them that the run no longer stores is no longer open (`supersede`).
 #[derive(Debug, Default)]
 pub struct Judged {
     /// Payment ids.
@@ -47,7 +47,7 @@ impl Judged {
     }
 
     /// The payments and lines of `rows` that belong to a case still waiting for a decision
-    /// that a run with this view (`seen`) may close: the only ones [`supersede`] asks about
+    /// that a run with this view (`seen`) may close: the only ones `supersede` asks about
     /// (a night of a million rows keeps a few ids, not a million).
     pub async fn of_rows(
         tx: &mut Tx,
@@ -93,7 +93,7 @@ impl Judged {
 /// Stores every case of `view` (the run's review rows) with its payments as the run loaded
 /// them (status and attempt now, which a status decision is guarded on), its numbered
 /// candidates, its lines and its tickets; then, with `judged`, closes the cases the run no
-/// longer holds ([`supersede`]). Inside the run's transaction, after its tickets. `ids` is
+/// longer holds (`supersede`). Inside the run's transaction, after its tickets. `ids` is
 /// the run id and its view (its as-of, 20 digits of microseconds).
 pub async fn record(
     tx: &mut Tx,

@@ -4,7 +4,7 @@
 //! header, an autofilter, money as numbers in a currency format and account numbers masked.
 //!
 //! Text from statements is written as string cells *and* passed through
-//! [`csv_safe`](crate::outputs::csv_safe): a string cell is never evaluated, but a reviewer
+//! [`csv_safe`]: a string cell is never evaluated, but a reviewer
 //! who saves the sheet as CSV must not get a live formula either. Numbers stay numbers, so a
 //! negative amount is a negative number, not text.
 

@@ -57,8 +57,8 @@ pub fn subject(view: &ReportView, prefix: &str) -> String {
         out,
         "{}{range}: {what}, {} resolved, {} pending",
         if s.dry_run { "[dry run] " } else { "" },
-        family_count(view, Family::Resolved),
-        family_count(view, Family::Pending),
+        crate::money::count(family_count(view, Family::Resolved)),
+        crate::money::count(family_count(view, Family::Pending)),
     );
     text_safe(&out).into_owned()
 }

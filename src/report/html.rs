@@ -491,11 +491,11 @@ pub fn email_status(view: &ReportView) -> String {
     let c = view.case_counts();
     format!(
         "Resolved by recon: {} · pending: {} · {} ticket{} in {} case{}",
-        count(Family::Resolved),
-        count(Family::Pending),
-        c.tickets,
+        crate::money::count(count(Family::Resolved)),
+        crate::money::count(count(Family::Pending)),
+        crate::money::count(c.tickets),
         if c.tickets == 1 { "" } else { "s" },
-        c.cases,
+        crate::money::count(c.cases),
         if c.cases == 1 { "" } else { "s" },
     )
 }

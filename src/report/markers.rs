@@ -115,7 +115,7 @@ pub fn summary<'a>(markers: impl IntoIterator<Item = &'a [Marker]>) -> Option<St
         .iter()
         .zip(NAMES)
         .filter(|(n, _)| **n > 0)
-        .map(|(n, name)| format!("{n} {name}"))
+        .map(|(n, name)| format!("{} {name}", crate::money::count(*n)))
         .collect();
     (!parts.is_empty()).then(|| parts.join(" · "))
 }

@@ -255,6 +255,26 @@ struct Due {
     done: bool,
 }
 
+impl Due {
+    /// This due split by whether the simulated ledger holds each of its payments as of `as_of`
+    /// (what the harness imported for a night of that as-of, [`World::ledger_csv`]): the part
+    /// a run of that as-of can be held to, and the part still to come (not done).
+    fn split_by_ledger(&self, world: &World, as_of: Micros) -> (Option<Due>, Option<Due>) {
+        let (held, absent): (Vec<usize>, Vec<usize>) = self
+            .payments
+            .iter()
+            .partition(|&&p| world.payments[p].ledger_from <= as_of);
+        let part = |payments: Vec<usize>| {
+            (!payments.is_empty()).then(|| Due {
+                payments,
+                done: false,
+                ..self.clone()
+            })
+        };
+        (part(held), part(absent))
+    }
+}
+
 /// A wrong human decision that took effect, and the evidence that contradicts it.
 #[derive(Debug, Clone)]
 pub(super) struct Wrong {
@@ -2450,6 +2470,37 @@ impl Harness {
                     continue;
                 }
             }
+            // recon can name only payments its ledger holds. The simulated ledger gets a row
+            // at the payment's `ledger_from` (the harness imports up to each night's as-of): a
+            // blind or live retry's row appears only at the retry, days after the payout it
+            // truly owns, so a corrected re-delivery can name a payment recon cannot know yet.
+            // That payment's part of the due waits for the first nightly run whose ledger holds
+            // it and whose inputs still hold the evidence (recon must name it then); the
+            // payments the ledger holds are checked now.
+            let (now, later) = d.split_by_ledger(&self.world, nightly.as_of);
+            if let Some(mut later) = later {
+                // Not before the next night (this night's checks may run again).
+                later.after = night;
+                self.notes.push(format!(
+                    "[seed {} night {night}] {} (shape {}): {} not in the ledger of nightly run {} yet; checked on the first nightly run that holds it and the evidence",
+                    self.seed,
+                    d.what,
+                    d.shape,
+                    later
+                        .payments
+                        .iter()
+                        .map(|&p| self.world.payments[p].id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    nightly.run_id
+                ));
+                *self
+                    .stats
+                    .entry("contradictions deferred (a payment not in the ledger yet)")
+                    .or_insert(0) += 1;
+                self.rev.dues.push(later);
+            }
+            let Some(d) = now else { continue };
             *self.stats.entry("contradictions checked").or_insert(0) += 1;
             // Like the paid-after-FAILED invariant: a ticket about the evidence line itself
             // (seen by this run) answers a non-critical due too.
@@ -2542,4 +2593,52 @@ impl Harness {
             }
         }
     }
+}
+
+/// Harness self-test: a due about a payment the simulated ledger does not hold yet (a blind
+/// retry's row appears only at its retry, after the payout it owns was booked) is held to the
+/// payments the ledger holds, and the rest of it waits; "held" is what the harness imports.
+#[test]
+fn a_due_waits_for_a_payment_the_ledger_does_not_hold_yet() {
+    let w = World::build(&sim::SimOptions::new(108));
+    let b = w
+        .payments
+        .iter()
+        .position(|p| matches!(p.shape, Some(Shape::BlindRetry { .. })))
+        .expect("seed 108's world has a blind retry");
+    let row_at = w.payments[b].ledger_from;
+    // Its payout was booked before its row is in the ledger: a re-delivery can name it early.
+    let payout = w.payments[b].lines[0];
+    assert!(w.lines[payout].booked_at < row_at);
+    let before = row_at - 1;
+    let a = w
+        .payments
+        .iter()
+        .position(|p| p.ledger_from <= before)
+        .expect("a payment in the ledger before it");
+    let (ids, _, _) = w.ledger_csv(None, before);
+    assert!(ids.contains(&w.payments[a].id));
+    assert!(!ids.contains(&w.payments[b].id));
+    let due = Due {
+        payments: vec![a, b],
+        line: Some(payout),
+        what: "self-test",
+        shape: "self-test",
+        critical: true,
+        evidence: Evidence::Hook { at: before },
+        after: 0,
+        holder: None,
+        done: true,
+    };
+    let (now, later) = due.split_by_ledger(&w, before);
+    let (now, later) = (now.expect("a's part"), later.expect("b's part"));
+    assert_eq!((now.payments, now.done), (vec![a], false));
+    assert_eq!((later.payments, later.done), (vec![b], false));
+    assert_eq!(later.line, Some(payout));
+    // Once the row is imported, the whole due is checked.
+    let (ids, _, _) = w.ledger_csv(None, row_at);
+    assert!(ids.contains(&w.payments[b].id));
+    let (now, later) = due.split_by_ledger(&w, row_at);
+    assert_eq!(now.expect("the whole due").payments, vec![a, b]);
+    assert!(later.is_none());
 }

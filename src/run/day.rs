@@ -3,7 +3,7 @@
 
 use super::plan::{Plan, plan};
 use super::stop;
-use super::{Job, ReadInRange, RunReport, free_in_background};
+use super::{Job, Part, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
 use crate::outcome::{Action, Outcome};
 use crate::outputs::results;
@@ -32,7 +32,6 @@ pub(super) async fn run_day(
     opts: &RunOptions,
     day: NaiveDate,
     run_id: &str,
-    range_dir: Option<&std::path::Path>,
     read: &mut ReadInRange,
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
@@ -41,7 +40,7 @@ pub(super) async fn run_day(
         rules,
         db,
         as_of,
-        shard,
+        part,
     } = job;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -50,13 +49,13 @@ pub(super) async fn run_day(
         ..opts.clone()
     };
     // A single day is `<output_dir>/<run id>/`; a range's day `<range folder>/<YYYY-MM-DD>/`.
-    let (parent, folder) = match range_dir {
-        Some(dir) => (dir, day.to_string()),
-        None => (cfg.output_dir.as_path(), run_id.to_string()),
+    let (parent, folder) = match part {
+        Part::RangeDay(dir) => (dir, day.to_string()),
+        Part::Whole | Part::Shard(..) => (cfg.output_dir.as_path(), run_id.to_string()),
     };
     stop::check(&format!(
         "before {day} began: nothing of it was done{}",
-        if range_dir.is_some() {
+        if let Part::RangeDay(_) = part {
             " (the range's earlier days are committed and complete)"
         } else {
             ""
@@ -76,23 +75,14 @@ pub(super) async fn run_day(
             now: &started,
         })
         .await?;
-        if let Some((shard, group)) = shard {
+        if let Part::Shard(shard, group) = part {
             tx.add_shard_run(group, shard.index, run_id).await?;
         }
         tx.commit().await?;
         crate::fault::point("after_run_record");
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result = plan_and_apply(
-        job,
-        &day_opts,
-        run_id,
-        (parent, &folder),
-        range_dir.is_some(),
-        read,
-        range_cases,
-    )
-    .await;
+    let result = plan_and_apply(job, &day_opts, run_id, (parent, &folder), read, range_cases).await;
     match &result {
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
@@ -119,7 +109,6 @@ async fn plan_and_apply(
     opts: &RunOptions,
     run_id: &str,
     (parent, folder): (&std::path::Path, &str),
-    in_range: bool,
     read: &mut ReadInRange,
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
@@ -128,7 +117,7 @@ async fn plan_and_apply(
         rules,
         db,
         as_of,
-        shard,
+        part,
     } = job;
     let Plan {
         data,
@@ -181,13 +170,12 @@ async fn plan_and_apply(
     // The reports (into the same folder, so they appear or not with the results) are written
     // at the same time. They show what the rows say; what the commit did (transitions
     // applied, tickets new) is in summary.json and the email.
-    let is_shard = shard.is_some();
     let mut reporter = Some({
         let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
-        let marks = Arc::clone(&marks);
+        let (marks, hands_over) = (Arc::clone(&marks), part.hands_over());
         tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
             let started = Instant::now();
-            if is_shard {
+            if hands_over {
                 // A shard's rows go to the gather (shard.json), which writes the night's
                 // reports.
                 let view = view_only(&summary, &data, as_of, &marks);
@@ -266,7 +254,7 @@ async fn plan_and_apply(
             summary.outcomes = summary::outcome_stats(&data.totals);
             write_results(&tmp_dir, &data)
                 .map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
-            view = if shard.is_some() {
+            view = if part.hands_over() {
                 view_only(&summary, &data, as_of, &marks)
             } else {
                 reports::write_files(
@@ -325,7 +313,7 @@ async fn plan_and_apply(
             .await?;
             // What changed about each case since the last morning, for the email (a shard's
             // gather finds them for the whole night).
-            if shard.is_none() {
+            if !part.hands_over() {
                 view.marks.markers = crate::decisions::markers(
                     &mut tx,
                     &view,
@@ -346,7 +334,7 @@ async fn plan_and_apply(
         view.complete_summary(&mut summary);
         view.summary = summary.clone();
         view.committed = !opts.dry_run;
-        if let Some((shard, group)) = shard {
+        if let Part::Shard(shard, group) = part {
             let partitions = cfg
                 .partition
                 .as_ref()
@@ -360,7 +348,7 @@ async fn plan_and_apply(
         let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
         std::fs::write(tmp_dir.join("summary.json"), json + "\n")
             .map_err(|e| out_err("summary.json", &e))?;
-        if shard.is_some() {
+        if part.hands_over() {
             // What the gather will read, sealed in the commit of what it stands for.
             crate::report::shard::seal_in(&mut tx, run_id, &tmp_dir).await?;
         }
@@ -423,7 +411,7 @@ async fn plan_and_apply(
         tx.commit().await?;
     }
     // Only a range needs each item's outcome (its summary); a million cloned ids cost ~100 MB.
-    let finals = if in_range {
+    let finals = if let Part::RangeDay(_) = part {
         final_outcomes(&data)
     } else {
         FinalOutcomes::new()

@@ -47,12 +47,9 @@ pub(crate) async fn plan(
         rules,
         db,
         as_of,
-        shard,
+        part,
     } = job;
-    let partition = cfg
-        .partition
-        .as_ref()
-        .map(|p| p.select(shard.map(|(s, _)| s)));
+    let partition = cfg.partition.as_ref().map(|p| p.select(part.shard()));
     let mut timings = BTreeMap::new();
     let tz = cfg.timezone;
     let t0 = timeparse::day_start(opts.from, tz);
@@ -161,7 +158,7 @@ pub(crate) async fn plan(
     let mut foreign = super::foreign::Foreign::new(
         cfg,
         rules,
-        shard.map(|(s, _)| s),
+        part.shard(),
         match foreign_load {
             Some(h) => Some(
                 h.await
@@ -458,7 +455,7 @@ pub(crate) async fn plan(
         &own_links,
         rules,
         &mut report_line[..own_lines],
-        shard.is_none(),
+        !part.hands_over(),
         &crate::shared::Night {
             as_of,
             lag,

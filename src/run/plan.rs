@@ -44,6 +44,8 @@ impl Plan {
     }
 }
 
+/// Plans the days of `opts` (one, in a run): reads, matches, scopes and classifies; changes
+/// nothing (status answers asked are recorded, unless a dry run).
 pub(crate) async fn plan(
     job: Job<'_>,
     opts: &RunOptions,

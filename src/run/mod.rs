@@ -19,7 +19,9 @@
 //! `recovery.rs` cleans up after a run that was killed; `range.rs` runs `--from … --to …` day
 //! by day and writes the range's summary and reports; `day.rs` runs one day (its run record,
 //! effects and outputs); `plan.rs` loads, matches and classifies without any effect (also
-//! what `recon explain` re-plans).
+//! what `recon explain` re-plans). Both are lines of typed stages, each function taking the
+//! value the one before handed over. What a day's run is part of (the whole night, a range's
+//! day, a shard of a run group) is one `Part`, asked where the drivers differ.
 
 mod claims;
 mod day;

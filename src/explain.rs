@@ -102,7 +102,7 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         rules: &rules,
         db: &db,
         as_of,
-        shard: None,
+        part: crate::run::Part::Whole,
     };
     let plan = Box::pin(crate::run::plan(
         job,

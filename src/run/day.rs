@@ -3,7 +3,7 @@
 
 use super::plan::{Plan, plan};
 use super::stop;
-use super::{Job, ReadInRange, RunReport, free_in_background};
+use super::{Job, Part, ReadInRange, RunReport, free_in_background};
 use crate::exit::{Failure, fail};
 use crate::outcome::{Action, Outcome};
 use crate::outputs::results;
@@ -15,10 +15,10 @@ use crate::timeparse::{self};
 use anyhow::{Context as _, Result};
 use chrono::{NaiveDate, Utc};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/`.
 /// What the days of a range judged so far (see [`crate::decisions::record::Judged`]), and how
 /// many days are still to run: the last one closes the cases none of them holds any more.
 #[derive(Debug, Default)]
@@ -27,12 +27,13 @@ pub(super) struct RangeCases {
     pub(super) days_left: usize,
 }
 
+/// One day: the run record, the plan, the effects, the outputs in `<parent>/<folder>/` (the
+/// folder as `job.part` says: `<output_dir>/<run id>/`, or a range's `<range>/<YYYY-MM-DD>/`).
 pub(super) async fn run_day(
     job: Job<'_>,
     opts: &RunOptions,
     day: NaiveDate,
     run_id: &str,
-    range_dir: Option<&std::path::Path>,
     read: &mut ReadInRange,
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
@@ -41,7 +42,7 @@ pub(super) async fn run_day(
         rules,
         db,
         as_of,
-        shard,
+        part,
     } = job;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -50,13 +51,13 @@ pub(super) async fn run_day(
         ..opts.clone()
     };
     // A single day is `<output_dir>/<run id>/`; a range's day `<range folder>/<YYYY-MM-DD>/`.
-    let (parent, folder) = match range_dir {
-        Some(dir) => (dir, day.to_string()),
-        None => (cfg.output_dir.as_path(), run_id.to_string()),
+    let (parent, folder) = match part {
+        Part::RangeDay(dir) => (dir, day.to_string()),
+        Part::Whole | Part::Shard(..) => (cfg.output_dir.as_path(), run_id.to_string()),
     };
     stop::check(&format!(
         "before {day} began: nothing of it was done{}",
-        if range_dir.is_some() {
+        if let Part::RangeDay(_) = part {
             " (the range's earlier days are committed and complete)"
         } else {
             ""
@@ -76,23 +77,14 @@ pub(super) async fn run_day(
             now: &started,
         })
         .await?;
-        if let Some((shard, group)) = shard {
+        if let Part::Shard(shard, group) = part {
             tx.add_shard_run(group, shard.index, run_id).await?;
         }
         tx.commit().await?;
         crate::fault::point("after_run_record");
     }
     tracing::info!(run_id, date = %day, as_of = %timeparse::format_utc(as_of), dry_run = opts.dry_run, rules_hash = %rules.hash, "Run started.");
-    let result = plan_and_apply(
-        job,
-        &day_opts,
-        run_id,
-        (parent, &folder),
-        range_dir.is_some(),
-        read,
-        range_cases,
-    )
-    .await;
+    let result = plan_and_apply(job, &day_opts, run_id, (parent, &folder), read, range_cases).await;
     match &result {
         Ok((r, _, _)) => {
             tracing::info!(run_id, payments = r.summary.payments_in_scope, lines = r.summary.statement_lines, transitions = r.summary.transitions.applied, tickets_new = r.summary.tickets.created, out_dir = %r.out_dir.display(), "Run completed.")
@@ -114,332 +106,544 @@ pub(super) async fn run_day(
     result
 }
 
+/// A day after its run record: the plan, the outputs written into `<folder>.tmp/` while the
+/// effects are applied, one transaction committed, the folder renamed into place and the run
+/// record marked COMPLETED. Each stage takes what the one before handed over: [`Plan`] →
+/// [`Planned`] → [`Writing`] (with the commit) → [`Committed`] → [`Published`].
 async fn plan_and_apply(
     job: Job<'_>,
     opts: &RunOptions,
     run_id: &str,
     (parent, folder): (&std::path::Path, &str),
-    in_range: bool,
     read: &mut ReadInRange,
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
-    let Job {
-        cfg,
-        rules,
-        db,
-        as_of,
-        shard,
-    } = job;
+    let day = Box::pin(plan(job, opts, run_id, read));
+    let day = stop::unless_stopped(stop::BEFORE_COMMIT, day).await?;
+    let (planned, rejected) = Box::pin(prepare(job, opts, run_id, day)).await?;
+    let folder = Folder::create(parent, folder)?;
+    let mut writing = Writing::start(job, folder, &planned, rejected);
+    // Everything up to the commit: a failure or a stop signal on the way rolls back (the open
+    // transaction is dropped) and leaves no `.tmp` folder behind.
+    let committed = Box::pin(commit(
+        job,
+        opts,
+        run_id,
+        planned,
+        &mut writing,
+        range_cases,
+    ))
+    .await;
+    let committed = match committed {
+        Ok(done) => done,
+        Err(e) => {
+            writing.abandon().await;
+            return Err(e);
+        }
+    };
+    let published = Box::pin(publish(job, opts, run_id, committed, writing.folder)).await?;
+    Ok(published.report(job.part, run_id))
+}
+
+/// A day's plan ready for its outputs and its commit.
+struct Planned {
+    /// The rows, shared with the writers.
+    data: Arc<RunData>,
+    /// What the passes found (the effects record it).
+    matched: crate::matching::MatchResult,
+    summary: summary::Summary,
+    /// Start of the day (UTC micros).
+    t0: crate::timeparse::Micros,
+    /// What reviewers' decisions left on the cases.
+    marks: Arc<crate::report::cases::Marks>,
+}
+
+/// Readies `plan` for its outputs: what the run's pass over the decisions inbox did (recorded
+/// under its id before it began), for summary.json, the reports and the email; and what
+/// reviewers' decisions left on the cases (the Decide sheet leaves settled ones out), read
+/// before the output folder exists: a database that fails here leaves nothing behind. Also
+/// the rejected lines, for the writer.
+async fn prepare(
+    job: Job<'_>,
+    opts: &RunOptions,
+    run_id: &str,
+    plan: Plan,
+) -> Result<(Planned, Vec<crate::sources::Rejected>)> {
     let Plan {
         data,
         matched,
         mut summary,
         rejected,
         t0,
-    } = stop::unless_stopped(stop::BEFORE_COMMIT, Box::pin(plan(job, opts, run_id, read))).await?;
-    // What the run's pass over the decisions inbox did (recorded under its id before it
-    // began), for summary.json, the reports and the email.
+    } = plan;
     if !opts.dry_run {
-        summary.inbox = crate::decisions::inbox::recorded(db, run_id).await;
+        summary.inbox = crate::decisions::inbox::recorded(job.db, run_id).await;
     }
     crate::fault::point("after_plan");
     stop::check(stop::BEFORE_COMMIT)?;
-    // What reviewers' decisions left on the cases (the Decide sheet leaves settled ones out),
-    // read before the output folder exists: a database that fails here leaves nothing behind.
-    let marks = Arc::new(
-        stop::unless_stopped(
-            stop::BEFORE_COMMIT,
-            crate::decisions::marks(db, &cfg.decisions.dismiss_reasons),
-        )
-        .await?,
-    );
-    let out_dir = parent.join(folder);
-    let tmp_dir = parent.join(format!("{folder}.tmp"));
-    let out_err = |what: &str, e: &dyn std::fmt::Display| {
+    let marks = crate::decisions::marks(job.db, &job.cfg.decisions.dismiss_reasons);
+    let marks = Arc::new(stop::unless_stopped(stop::BEFORE_COMMIT, marks).await?);
+    let planned = Planned {
+        data: Arc::new(data),
+        matched,
+        summary,
+        t0,
+        marks,
+    };
+    Ok((planned, rejected))
+}
+
+/// A day's output folder: written into `<folder>.tmp/`, renamed into place once committed.
+struct Folder {
+    out_dir: PathBuf,
+    tmp_dir: PathBuf,
+}
+
+impl Folder {
+    /// `<parent>/<folder>.tmp/`, created empty.
+    fn create(parent: &std::path::Path, folder: &str) -> Result<Folder> {
+        let out = Folder {
+            out_dir: parent.join(folder),
+            tmp_dir: parent.join(format!("{folder}.tmp")),
+        };
+        if out.tmp_dir.exists() {
+            std::fs::remove_dir_all(&out.tmp_dir).map_err(|e| out.err("cannot clear", &e))?;
+        }
+        std::fs::create_dir_all(&out.tmp_dir).map_err(|e| out.err("cannot create", &e))?;
+        Ok(out)
+    }
+
+    /// An output failure: `<folder>.tmp: <what>: <e>`.
+    fn err(&self, what: &str, e: &dyn std::fmt::Display) -> anyhow::Error {
         fail(
             Failure::Output,
-            format!("{}: {what}: {e}", tmp_dir.display()),
+            format!("{}: {what}: {e}", self.tmp_dir.display()),
         )
-    };
-    if tmp_dir.exists() {
-        std::fs::remove_dir_all(&tmp_dir).map_err(|e| out_err("cannot clear", &e))?;
     }
-    std::fs::create_dir_all(&tmp_dir).map_err(|e| out_err("cannot create", &e))?;
-    // The output files are written on a blocking thread while the database work runs; both
-    // must succeed before the commit and the rename.
-    let data = Arc::new(data);
-    let mut writer = Some({
-        let (data, tmp) = (Arc::clone(&data), tmp_dir.clone());
-        tokio::task::spawn_blocking(move || -> Result<u64> {
-            let started = Instant::now();
-            write_results(&tmp, &data)?;
-            results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
-            crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
-            Ok(started.elapsed().as_millis() as u64)
-        })
-    });
-    // The reports (into the same folder, so they appear or not with the results) are written
-    // at the same time. They show what the rows say; what the commit did (transitions
-    // applied, tickets new) is in summary.json and the email.
-    let is_shard = shard.is_some();
-    let mut reporter = Some({
-        let (data, tmp, summary) = (Arc::clone(&data), tmp_dir.clone(), summary.clone());
-        let marks = Arc::clone(&marks);
-        tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
-            let started = Instant::now();
-            if is_shard {
-                // A shard's rows go to the gather (shard.json), which writes the night's
-                // reports.
-                let view = view_only(&summary, &data, as_of, &marks);
-                return Ok((view, started.elapsed().as_millis() as u64));
-            }
-            let view = reports::write_files(
-                &tmp,
-                &summary,
-                &data.totals,
-                &data.rows,
-                &data.payments,
-                &data.lines,
-                as_of,
-                &marks,
-            )?;
-            Ok((view, started.elapsed().as_millis() as u64))
-        })
-    });
-    // Everything up to the commit: a failure or a stop signal on the way rolls back (the open
-    // transaction is dropped) and leaves no `.tmp` folder behind.
-    let committed = async {
-        let started = Instant::now();
-        let mut tx = db.begin().await?;
-        let now = timeparse::to_db(Utc::now().timestamp_micros());
-        let conflicts = if !opts.dry_run {
-            let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
-            stop::unless_stopped(
-                stop::BEFORE_COMMIT,
-                crate::effects::apply(
-                    &mut tx,
-                    &data,
-                    Arc::new(matched),
-                    rules,
-                    &mut summary,
-                    (t0, as_of),
-                    run_id,
-                    opts,
-                    &now,
-                    &sources,
-                ),
-            )
-            .await?
-        } else {
-            summary.transitions.planned = data
-                .rows
-                .iter()
-                .filter(|r| matches!(r.action, Action::Transition(_)))
-                .count();
-            Vec::new()
+}
+
+/// The output files being written on blocking threads while the database work runs; both
+/// must succeed before the commit and the rename.
+struct Writing {
+    folder: Folder,
+    /// results.csv, diff.csv, rejected.csv and settlement.csv: the time they took (ms).
+    results: Option<tokio::task::JoinHandle<Result<u64>>>,
+    /// The reports: their view and the time they took (ms).
+    reports: Option<tokio::task::JoinHandle<Result<(ReportView, u64)>>>,
+}
+
+impl Writing {
+    /// Starts writing `planned`'s results and, at the same time, its reports (into the same
+    /// folder, so they appear or not with the results). They show what the rows say; what the
+    /// commit did (transitions applied, tickets new) is in summary.json and the email.
+    fn start(
+        job: Job<'_>,
+        folder: Folder,
+        planned: &Planned,
+        rejected: Vec<crate::sources::Rejected>,
+    ) -> Writing {
+        let results = {
+            let (data, tmp) = (Arc::clone(&planned.data), folder.tmp_dir.clone());
+            tokio::task::spawn_blocking(move || -> Result<u64> {
+                let started = Instant::now();
+                write_results(&tmp, &data)?;
+                results::write_rejected(&tmp.join("rejected.csv"), &rejected)?;
+                crate::outputs::settlement::write(&tmp.join("settlement.csv"), &data.settlement)?;
+                Ok(started.elapsed().as_millis() as u64)
+            })
         };
-        summary
-            .timings_ms
-            .insert("apply".into(), started.elapsed().as_millis() as u64);
-        let write_ms = take(&mut writer)?
+        let reports = {
+            let (data, tmp) = (Arc::clone(&planned.data), folder.tmp_dir.clone());
+            let (summary, marks) = (planned.summary.clone(), Arc::clone(&planned.marks));
+            let (hands_over, as_of) = (job.part.hands_over(), job.as_of);
+            tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
+                let started = Instant::now();
+                let view = report_files(hands_over, &tmp, &summary, &data, as_of, &marks)?;
+                Ok((view, started.elapsed().as_millis() as u64))
+            })
+        };
+        Writing {
+            folder,
+            results: Some(results),
+            reports: Some(reports),
+        }
+    }
+
+    /// Waits for both writers: the time the results took (ms), the report view, and the time
+    /// the reports took.
+    async fn finish(&mut self) -> Result<(u64, ReportView, u64)> {
+        let write_ms = take(&mut self.results)?
             .await
             .context("results writer task")?
-            .map_err(|e| out_err("writing results", &format!("{e:#}")))?;
-        let (mut view, reports_ms) = take(&mut reporter)?
+            .map_err(|e| self.folder.err("writing results", &format!("{e:#}")))?;
+        let (view, reports_ms) = take(&mut self.reports)?
             .await
             .context("report writer task")?
-            .map_err(|e| out_err("writing reports", &format!("{e:#}")))?;
-        let mut data = Arc::try_unwrap(data)
-            .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
-        if !conflicts.is_empty() {
-            // Rare: someone moved payments between load and write. Say so in the results and
-            // the reports.
-            for c in conflicts {
-                let row = &mut data.rows[c.row];
-                row.action = Action::Conflict(c.wanted);
-                if let Some((outcome, detail)) = c.ticket {
-                    row.outcome = outcome;
-                    row.detail = detail.into();
-                }
-            }
-            data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
-            summary.outcomes = summary::outcome_stats(&data.totals);
-            write_results(&tmp_dir, &data)
-                .map_err(|e| out_err("results.csv", &format!("{e:#}")))?;
-            view = if shard.is_some() {
-                view_only(&summary, &data, as_of, &marks)
-            } else {
-                reports::write_files(
-                    &tmp_dir,
-                    &summary,
-                    &data.totals,
-                    &data.rows,
-                    &data.payments,
-                    &data.lines,
-                    as_of,
-                    &marks,
-                )
-                .map_err(|e| out_err("writing reports", &format!("{e:#}")))?
-            };
+            .map_err(|e| self.folder.err("writing reports", &format!("{e:#}")))?;
+        Ok((write_ms, view, reports_ms))
+    }
+
+    /// After a failure before the commit: the writers may still be at work in the folder: let
+    /// them finish, then remove it.
+    async fn abandon(mut self) {
+        if let Some(w) = self.results.take() {
+            let _ = w.await;
         }
-        // A shard leaves the cases that span shards (a line named across partitions) to the
-        // gather, which sees every shard's rows and groups them as one process does.
-        let all_cases = (!data.crossing.is_empty()).then(|| view.cases.clone());
-        let held = crate::report::shard::take_crossing_cases(&mut view, &data.crossing);
-        if !opts.dry_run {
-            // The run's cases, in its transaction: what decisions are checked against.
-            let started = Instant::now();
-            // The view a case's evidence is of: the run's as-of (a run as of an earlier
-            // moment saw less; of the same moment, the later run's word stands).
-            let seen = format!("{as_of:020}");
-            let mut judged = crate::decisions::record::Judged::of_rows(
+        if let Some(r) = self.reports.take() {
+            let _ = r.await;
+        }
+        if let Err(rm) = std::fs::remove_dir_all(&self.folder.tmp_dir) {
+            tracing::warn!(folder = %self.folder.tmp_dir.display(), error = %rm, "Cannot remove the unfinished output folder; the next run removes it.");
+        }
+    }
+}
+
+/// The report view of `data`, with the report files written into `dir`; a shard's rows go to
+/// the gather (shard.json), which writes the night's reports.
+fn report_files(
+    hands_over: bool,
+    dir: &std::path::Path,
+    summary: &summary::Summary,
+    data: &RunData,
+    as_of: crate::timeparse::Micros,
+    marks: &crate::report::cases::Marks,
+) -> Result<ReportView> {
+    if hands_over {
+        return Ok(view_only(summary, data, as_of, marks));
+    }
+    reports::write_files(
+        dir,
+        summary,
+        &data.totals,
+        &data.rows,
+        &data.payments,
+        &data.lines,
+        as_of,
+        marks,
+    )
+}
+
+/// A day's rows, summary and report view, as the commit leaves them.
+struct Results {
+    data: RunData,
+    summary: summary::Summary,
+    view: ReportView,
+}
+
+/// The day committed (or, in a dry run, rolled back): its results, and the moment the commit
+/// recorded.
+struct Committed {
+    day: Results,
+    now: String,
+}
+
+/// Applies the day in one transaction: the effects (transitions, tickets, follow-ups), the
+/// written results and reports (again, with any conflict the effects met), the cases,
+/// summary.json (and a shard's shard.json, sealed in the transaction); then commits. A dry run
+/// rolls back.
+async fn commit(
+    job: Job<'_>,
+    opts: &RunOptions,
+    run_id: &str,
+    planned: Planned,
+    writing: &mut Writing,
+    range_cases: Option<&mut RangeCases>,
+) -> Result<Committed> {
+    let Job {
+        cfg,
+        rules,
+        db,
+        as_of,
+        part,
+    } = job;
+    let Planned {
+        data,
+        matched,
+        mut summary,
+        t0,
+        marks,
+    } = planned;
+    let started = Instant::now();
+    let mut tx = db.begin().await?;
+    let now = timeparse::to_db(Utc::now().timestamp_micros());
+    let conflicts = if !opts.dry_run {
+        let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
+        stop::unless_stopped(
+            stop::BEFORE_COMMIT,
+            crate::effects::apply(
                 &mut tx,
-                (run_id, &seen),
-                &data.rows,
-                &data.payments,
-                &data.lines,
-            )
-            .await?;
-            judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
-            // A range's days are one run: the cases none of its days holds any more are
-            // closed by its last day, on what all of them judged and stored.
-            let judged = match range_cases {
-                Some(rc) => {
-                    judged
-                        .held_elsewhere
-                        .extend(view.cases.iter().map(|c| c.key.clone()));
-                    rc.judged.extend(judged);
-                    rc.days_left = rc.days_left.saturating_sub(1);
-                    (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))
-                }
-                None => Some(judged),
-            };
-            crate::decisions::record(
-                &mut tx,
-                &view,
-                &data.payments,
-                judged.as_ref(),
-                (run_id, &seen),
+                &data,
+                Arc::new(matched),
+                rules,
+                &mut summary,
+                (t0, as_of),
+                run_id,
+                opts,
                 &now,
+                &sources,
+            ),
+        )
+        .await?
+    } else {
+        summary.transitions.planned = data
+            .rows
+            .iter()
+            .filter(|r| matches!(r.action, Action::Transition(_)))
+            .count();
+        Vec::new()
+    };
+    summary
+        .timings_ms
+        .insert("apply".into(), started.elapsed().as_millis() as u64);
+    let (write_ms, view, reports_ms) = writing.finish().await?;
+    let data = Arc::try_unwrap(data)
+        .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
+    let mut day = Results {
+        data,
+        summary,
+        view,
+    };
+    if !conflicts.is_empty() {
+        day.show_conflicts(conflicts, job, &writing.folder, &marks)?;
+    }
+    // A shard leaves the cases that span shards (a line named across partitions) to the
+    // gather, which sees every shard's rows and groups them as one process does.
+    let all_cases = (!day.data.crossing.is_empty()).then(|| day.view.cases.clone());
+    let held = crate::report::shard::take_crossing_cases(&mut day.view, &day.data.crossing);
+    if !opts.dry_run {
+        let cases = day.record_cases(&mut tx, job, (run_id, &now), &held, range_cases);
+        Box::pin(cases).await?;
+    }
+    if let Some(all) = all_cases {
+        day.view.cases = all;
+    }
+    day.summary.timings_ms.insert("write".into(), write_ms);
+    day.summary.timings_ms.insert("reports".into(), reports_ms);
+    day.view.complete_summary(&mut day.summary);
+    day.view.summary = day.summary.clone();
+    day.view.committed = !opts.dry_run;
+    day.write_summary(job, &writing.folder, &held)?;
+    if part.hands_over() {
+        // What the gather will read, sealed in the commit of what it stands for.
+        crate::report::shard::seal_in(&mut tx, run_id, &writing.folder.tmp_dir).await?;
+    }
+    if !opts.dry_run {
+        crate::fault::point("before_commit");
+        // The last safe point: from here on the commit is not interrupted.
+        stop::check(stop::BEFORE_COMMIT)?;
+        let started = Instant::now();
+        tx.commit().await?;
+        tracing::debug!(
+            run_id,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "Committed."
+        );
+        crate::fault::point("after_commit");
+    } else {
+        tx.rollback().await?;
+    }
+    Ok(Committed { day, now })
+}
+
+impl Results {
+    /// Rare: someone moved payments between load and write. Says so in the results and the
+    /// reports (written again).
+    fn show_conflicts(
+        &mut self,
+        conflicts: Vec<crate::effects::Conflict>,
+        job: Job<'_>,
+        folder: &Folder,
+        marks: &crate::report::cases::Marks,
+    ) -> Result<()> {
+        let data = &mut self.data;
+        for c in conflicts {
+            let row = &mut data.rows[c.row];
+            row.action = Action::Conflict(c.wanted);
+            if let Some((outcome, detail)) = c.ticket {
+                row.outcome = outcome;
+                row.detail = detail.into();
+            }
+        }
+        data.totals = summary::outcome_totals(&data.rows, &data.payments, &data.lines);
+        self.summary.outcomes = summary::outcome_stats(&data.totals);
+        write_results(&folder.tmp_dir, data)
+            .map_err(|e| folder.err("results.csv", &format!("{e:#}")))?;
+        let hands_over = job.part.hands_over();
+        self.view = report_files(
+            hands_over,
+            &folder.tmp_dir,
+            &self.summary,
+            data,
+            job.as_of,
+            marks,
+        )
+        .map_err(|e| folder.err("writing reports", &format!("{e:#}")))?;
+        Ok(())
+    }
+
+    /// The run's cases, in its transaction: what decisions are checked against. `held`: the
+    /// cases a shard leaves to the gather.
+    async fn record_cases(
+        &mut self,
+        tx: &mut crate::store::Tx,
+        job: Job<'_>,
+        (run_id, now): (&str, &str),
+        held: &[crate::report::cases::Case],
+        range_cases: Option<&mut RangeCases>,
+    ) -> Result<()> {
+        let (data, view, as_of) = (&self.data, &mut self.view, job.as_of);
+        let started = Instant::now();
+        // The view a case's evidence is of: the run's as-of (a run as of an earlier
+        // moment saw less; of the same moment, the later run's word stands).
+        let seen = format!("{as_of:020}");
+        let mut judged = crate::decisions::record::Judged::of_rows(
+            tx,
+            (run_id, &seen),
+            &data.rows,
+            &data.payments,
+            &data.lines,
+        )
+        .await?;
+        judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
+        // A range's days are one run: the cases none of its days holds any more are
+        // closed by its last day, on what all of them judged and stored.
+        let judged = match range_cases {
+            Some(rc) => {
+                judged
+                    .held_elsewhere
+                    .extend(view.cases.iter().map(|c| c.key.clone()));
+                rc.judged.extend(judged);
+                rc.days_left = rc.days_left.saturating_sub(1);
+                (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))
+            }
+            None => Some(judged),
+        };
+        let seen = (run_id, seen.as_str());
+        crate::decisions::record(tx, view, &data.payments, judged.as_ref(), seen, now).await?;
+        // What changed about each case since the last morning, for the email (a shard's
+        // gather finds them for the whole night).
+        if !job.part.hands_over() {
+            view.marks.markers = crate::decisions::markers(
+                tx,
+                view,
+                &[run_id.to_string()],
+                Utc::now().timestamp_micros(),
             )
             .await?;
-            // What changed about each case since the last morning, for the email (a shard's
-            // gather finds them for the whole night).
-            if shard.is_none() {
-                view.marks.markers = crate::decisions::markers(
-                    &mut tx,
-                    &view,
-                    &[run_id.to_string()],
-                    Utc::now().timestamp_micros(),
-                )
-                .await?;
-            }
-            summary
-                .timings_ms
-                .insert("cases".into(), started.elapsed().as_millis() as u64);
         }
-        if let Some(all) = all_cases {
-            view.cases = all;
-        }
-        summary.timings_ms.insert("write".into(), write_ms);
-        summary.timings_ms.insert("reports".into(), reports_ms);
-        view.complete_summary(&mut summary);
-        view.summary = summary.clone();
-        view.committed = !opts.dry_run;
-        if let Some((shard, group)) = shard {
-            let partitions = cfg
+        self.summary
+            .timings_ms
+            .insert("cases".into(), started.elapsed().as_millis() as u64);
+        Ok(())
+    }
+
+    /// Writes summary.json into the folder, and a shard's shard.json (what the gather reads).
+    fn write_summary(
+        &self,
+        job: Job<'_>,
+        folder: &Folder,
+        held: &[crate::report::cases::Case],
+    ) -> Result<()> {
+        let data = &self.data;
+        if let Part::Shard(shard, group) = job.part {
+            let partitions = job
+                .cfg
                 .partition
                 .as_ref()
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
-            crate::report::shard::ShardRecord::of(group, shard, partitions, &view, &data.handed)
-                .with_crossing(&data.crossing, &held, &data.payments)
-                .write(&tmp_dir)
-                .map_err(|e| out_err("shard.json", &format!("{e:#}")))?;
+            crate::report::shard::ShardRecord::of(
+                group,
+                shard,
+                partitions,
+                &self.view,
+                &data.handed,
+            )
+            .with_crossing(&data.crossing, held, &data.payments)
+            .write(&folder.tmp_dir)
+            .map_err(|e| folder.err("shard.json", &format!("{e:#}")))?;
         }
-        let json = serde_json::to_string_pretty(&summary).context("summary.json")?;
-        std::fs::write(tmp_dir.join("summary.json"), json + "\n")
-            .map_err(|e| out_err("summary.json", &e))?;
-        if shard.is_some() {
-            // What the gather will read, sealed in the commit of what it stands for.
-            crate::report::shard::seal_in(&mut tx, run_id, &tmp_dir).await?;
-        }
-        if !opts.dry_run {
-            crate::fault::point("before_commit");
-            // The last safe point: from here on the commit is not interrupted.
-            stop::check(stop::BEFORE_COMMIT)?;
-            let started = Instant::now();
-            tx.commit().await?;
-            tracing::debug!(
-                run_id,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "Committed."
-            );
-            crate::fault::point("after_commit");
-        } else {
-            tx.rollback().await?;
-        }
-        Ok::<_, anyhow::Error>((data, view, now))
+        let json = serde_json::to_string_pretty(&self.summary).context("summary.json")?;
+        std::fs::write(folder.tmp_dir.join("summary.json"), json + "\n")
+            .map_err(|e| folder.err("summary.json", &e))?;
+        Ok(())
     }
-    .await;
-    let (data, view, now) = match committed {
-        Ok(done) => done,
-        Err(e) => {
-            // The writers may still be at work in the folder: let them finish, then remove it.
-            if let Some(w) = writer.take() {
-                let _ = w.await;
-            }
-            if let Some(r) = reporter.take() {
-                let _ = r.await;
-            }
-            if let Err(rm) = std::fs::remove_dir_all(&tmp_dir) {
-                tracing::warn!(folder = %tmp_dir.display(), error = %rm, "Cannot remove the unfinished output folder; the next run removes it.");
-            }
-            return Err(e);
-        }
-    };
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
+}
+
+/// The day published: its folder in place, its run record COMPLETED.
+struct Published {
+    day: Results,
+    out_dir: PathBuf,
+}
+
+/// Publishes the committed day: `folder` renamed into place, then the run record marked
+/// COMPLETED.
+async fn publish(
+    job: Job<'_>,
+    opts: &RunOptions,
+    run_id: &str,
+    committed: Committed,
+    folder: Folder,
+) -> Result<Published> {
+    let Committed { day, now } = committed;
+    if folder.out_dir.exists() {
+        std::fs::remove_dir_all(&folder.out_dir).map_err(|e| folder.err("cannot replace", &e))?;
     }
-    std::fs::rename(&tmp_dir, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    std::fs::rename(&folder.tmp_dir, &folder.out_dir)
+        .map_err(|e| folder.err("cannot rename into place", &e))?;
     crate::fault::point("after_rename");
     if !opts.dry_run {
         // Completed only once the results are in place: a run killed before this line is
         // shown as interrupted by the next run (its effects, if committed, are re-found as
         // already applied).
-        let counts: BTreeMap<&str, usize> = summary
+        let counts: BTreeMap<&str, usize> = day
+            .summary
             .outcomes
             .iter()
             .map(|(k, v)| (k.as_str(), v.count))
             .collect();
-        let mut tx = db.begin().await?;
+        let mut tx = job.db.begin().await?;
         tx.complete_run(
             run_id,
-            &serde_json::to_string(&summary.inputs)?,
+            &serde_json::to_string(&day.summary.inputs)?,
             &serde_json::to_string(&counts)?,
             &now,
         )
         .await?;
         tx.commit().await?;
     }
-    // Only a range needs each item's outcome (its summary); a million cloned ids cost ~100 MB.
-    let finals = if in_range {
-        final_outcomes(&data)
-    } else {
-        FinalOutcomes::new()
-    };
-    free_in_background(data);
-    Ok((
-        RunReport {
+    Ok(Published {
+        day,
+        out_dir: folder.out_dir,
+    })
+}
+
+impl Published {
+    /// What the day's run reports to its driver: the run, each item's outcome (a range's day
+    /// only) and the report view.
+    fn report(self, part: Part<'_>, run_id: &str) -> (RunReport, FinalOutcomes, ReportView) {
+        let Results {
+            data,
+            summary,
+            view,
+        } = self.day;
+        // Only a range needs each item's outcome (its summary); a million cloned ids cost
+        // ~100 MB.
+        let finals = if let Part::RangeDay(_) = part {
+            final_outcomes(&data)
+        } else {
+            FinalOutcomes::new()
+        };
+        free_in_background(data);
+        let report = RunReport {
             run_id: run_id.to_string(),
-            out_dir,
+            out_dir: self.out_dir,
             summary,
             range: None,
             alert: Alert::disabled(),
-        },
-        finals,
-        view,
-    ))
+        };
+        (report, finals, view)
+    }
 }
 
 /// The view of a run's rows without writing the report files (a shard's: the gather writes

@@ -19,7 +19,9 @@
 //! `recovery.rs` cleans up after a run that was killed; `range.rs` runs `--from … --to …` day
 //! by day and writes the range's summary and reports; `day.rs` runs one day (its run record,
 //! effects and outputs); `plan.rs` loads, matches and classifies without any effect (also
-//! what `recon explain` re-plans).
+//! what `recon explain` re-plans). Both are lines of typed stages, each function taking the
+//! value the one before handed over. What a day's run is part of (the whole night, a range's
+//! day, a shard of a run group) is one `Part`, asked where the drivers differ.
 
 mod claims;
 mod day;
@@ -62,9 +64,40 @@ pub(crate) struct Job<'a> {
     pub db: &'a Db,
     /// The run's as-of moment.
     pub as_of: Micros,
-    /// The shard of a partitioned night this run reconciles (None: every partition), and its
-    /// run group.
-    pub shard: Option<(crate::partition::Shard, &'a str)>,
+    /// What this run is: the whole night, a day of a range, or a shard of a run group.
+    pub part: Part<'a>,
+}
+
+/// What a day's run is part of: where the whole night, a range's day and a shard differ in it
+/// (which partitions it plans, where its folder goes, who writes its reports).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Part<'a> {
+    /// Every partition in one process, into `<output_dir>/<run id>/` (also what `recon
+    /// explain` re-plans).
+    Whole,
+    /// One day of a `--from … --to …` range, into `<range folder>/<YYYY-MM-DD>/`: the range
+    /// writes the reports and the summary of all its days.
+    RangeDay(&'a std::path::Path),
+    /// One shard of a partitioned night (only its partitions' payments and sources) in its run
+    /// group: its rows, cases and settlement batches are handed over to the gather, which
+    /// writes the night's reports and pairs the shared sources.
+    Shard(crate::partition::Shard, &'a str),
+}
+
+impl Part<'_> {
+    /// The shard this run reconciles (None: every partition).
+    pub(crate) fn shard(self) -> Option<crate::partition::Shard> {
+        match self {
+            Part::Shard(shard, _) => Some(shard),
+            Part::Whole | Part::RangeDay(_) => None,
+        }
+    }
+
+    /// Whether the night's results are handed over to a gather (a shard) rather than
+    /// reported and paired here.
+    pub(crate) fn hands_over(self) -> bool {
+        matches!(self, Part::Shard(..))
+    }
 }
 
 use range::run_range;
@@ -166,11 +199,11 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
         rules: &rules,
         db: &db,
         as_of,
-        shard: None,
+        part: Part::Whole,
     };
     let result = if opts.from == opts.to {
         let mut read = ReadInRange::new();
-        match run_day(job, opts, opts.from, &run_id, None, &mut read, None).await {
+        match run_day(job, opts, opts.from, &run_id, &mut read, None).await {
             Ok((mut r, _, view)) => {
                 // After the commit and the rename: a failed alert never undoes the run, and
                 // the lock is released before the alert is sent.

@@ -1,19 +1,27 @@
 //! The plan of one day: statements and ledger loaded, the passes matched, every item
 //! classified; no effect yet. A run applies it; `recon explain` only reads it.
+//!
+//! [`plan`] is a line of stages, each taking what the one before handed over: [`Evidence`]
+//! (what was read: the ledger, the statement lines, the reviewers' confirmations, the late
+//! files) → [`Matched`] (what the passes found, over the older payments the lines name too) →
+//! [`Scoped`] (which payments the night reports or watches; the shared sources' batches) → the
+//! provider's status answers → [`Classified`] (the rows) → [`Plan`] (with the summary).
 
 use super::{Job, ReadInRange};
 use crate::db::Db;
+use crate::decisions::confirmed::Overlaid;
 use crate::ledger::Status;
 use crate::ledger::load::{LoadRange, LoadedLedger};
-use crate::matching;
+use crate::matching::{self, MatchResult};
 use crate::outcome::{self, Context};
 use crate::outputs::summary::{self, Summary};
 use crate::run_data::{RunData, RunOptions};
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
 use anyhow::{Context as _, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::foreign::Foreign;
 pub(crate) use super::load::{load_statements, statement_days};
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,60 +44,287 @@ impl Plan {
     }
 }
 
+/// Plans the days of `opts` (one, in a run): reads, matches, scopes and classifies; changes
+/// nothing (status answers asked are recorded, unless a dry run).
 pub(crate) async fn plan(
     job: Job<'_>,
     opts: &RunOptions,
     run_id: &str,
     read: &mut ReadInRange,
 ) -> Result<Plan> {
+    let span = Span::of(job, opts);
+    let evidence = Box::pin(read_evidence(job, &span, run_id, read)).await?;
+    let matched = Box::pin(match_night(job, &span, evidence)).await?;
+    let mut scoped = scope(job, &span, matched)?;
+    let status = Box::pin(ask_status(job, opts, run_id, &span, &mut scoped)).await?;
+    let classified = Box::pin(classify(job, &span, scoped, status)).await?;
+    Ok(summarize(job, opts, run_id, &span, classified))
+}
+
+/// The night's days and how far its evidence reaches around them.
+struct Span {
+    /// The first day.
+    from: chrono::NaiveDate,
+    /// The first day as the database records it (`YYYY-MM-DD`).
+    from_day: String,
+    /// Start of the first day (UTC micros).
+    t0: Micros,
+    /// Start of the day after the last.
+    t1: Micros,
+    /// The rules' evidence window: how long before a payment's start its lines may be
+    /// booked ...
+    before: Micros,
+    /// ... and how long after.
+    after: Micros,
+    /// How long an unresolved payment is carried into later nights (`carry_over_days`).
+    carry: Micros,
+    /// How old a SUBMITTING payment is stale (`stale_submitting_minutes`).
+    stale_after: Micros,
+    /// How long after its window a payout may still arrive (`settlement_lag_hours`).
+    lag: Micros,
+}
+
+impl Span {
+    fn of(job: Job<'_>, opts: &RunOptions) -> Span {
+        let (cfg, tz) = (job.cfg, job.cfg.timezone);
+        let (before, after) = job.rules.evidence_window();
+        Span {
+            from: opts.from,
+            from_day: opts.from.to_string(),
+            t0: timeparse::day_start(opts.from, tz),
+            t1: timeparse::day_start(opts.to.succ_opt().unwrap_or(opts.to), tz),
+            before,
+            after,
+            carry: cfg.carry_over_days * DAY,
+            stale_after: cfg.stale_submitting_minutes * MINUTE,
+            lag: cfg.settlement_lag_hours * HOUR,
+        }
+    }
+}
+
+/// What the night read before matching: the ledger, the statement lines (its own, then in a
+/// shard the other partitions' that name its payments), and which of them it reports.
+struct Evidence {
+    /// The ledger's payments that started in `ledger_range` (then also those lines name).
+    ledger: LoadedLedger,
+    /// The range of starts the ledger was loaded for.
+    ledger_range: (Micros, Micros),
+    /// The partitions the night loads (None: a job without `[partition]`).
+    partition: Option<crate::partition::Select>,
+    lines: Vec<StatementLine>,
+    /// What the statement files said besides their lines.
+    statements: Statements,
+    /// Per line: whether the night reports it ([`report_lines`]).
+    report_line: Vec<bool>,
+    /// The files no run of an earlier day read (their earlier lines are reported tonight).
+    late_files: LateFiles,
+    /// The lines reviewers confirmed as a payment's.
+    confirmed: Overlaid,
+    /// A shard: the other partitions' lines, and which payments are not its own to report.
+    foreign: Foreign,
+    /// How long each step took (ms), for summary.json.
+    timings: BTreeMap<String, u64>,
+}
+
+/// What the statement files said besides their lines.
+#[derive(Default)]
+struct Statements {
+    /// Per configured source: the intervals it covers completely.
+    coverage: Vec<Vec<(Micros, Micros)>>,
+    inputs: Vec<sources::InputFile>,
+    rejected: Vec<sources::Rejected>,
+    warnings: Vec<String>,
+    gates: Vec<sources::Gate>,
+    unreadable: Vec<sources::Unreadable>,
+}
+
+impl Statements {
+    /// The lines of `loads` (one per configured source of `cfg`) known by `as_of`, and what
+    /// else the files said.
+    fn absorb(
+        loads: Vec<sources::SourceLoad>,
+        cfg: &crate::config::Config,
+        as_of: Micros,
+    ) -> (Vec<StatementLine>, Statements) {
+        let mut lines: Vec<StatementLine> = Vec::new();
+        let mut s = Statements::default();
+        for load in loads {
+            s.gates.extend(load.gates);
+            s.unreadable.extend(load.unreadable);
+            sources::absorb(&mut lines, load.lines);
+            s.coverage.push(load.coverage);
+            s.inputs.extend(load.files);
+            s.warnings.extend(load.warnings);
+            s.rejected.extend(load.rejected);
+        }
+        if cfg.sources.is_empty() {
+            s.warnings
+                .push("no statement source configured: no payment can be resolved".into());
+        }
+        // Lines booked after the cut-off are not yet known at that time.
+        let known_lines = lines.len();
+        lines.retain(|l| l.booked_at <= as_of);
+        if lines.len() < known_lines {
+            s.warnings.push(format!(
+                "{} statement line(s) booked after the as-of time were ignored",
+                known_lines - lines.len()
+            ));
+        }
+        (lines, s)
+    }
+
+    /// Each source's complete coverage, by source name.
+    fn coverage_by_name<'a>(
+        &'a self,
+        cfg: &'a crate::config::Config,
+    ) -> HashMap<&'a str, &'a [(Micros, Micros)]> {
+        cfg.sources
+            .iter()
+            .zip(&self.coverage)
+            .map(|(s, c)| (s.name.as_str(), c.as_slice()))
+            .collect()
+    }
+}
+
+/// The statements and the ledger as first loaded, at the same time.
+struct Loaded {
+    ledger: LoadedLedger,
+    /// The range of starts the ledger was loaded for.
+    ledger_range: (Micros, Micros),
+    /// One per configured source.
+    loads: Vec<sources::SourceLoad>,
+    /// How long reading them took (ms).
+    statements_ms: u64,
+    /// A shard: the other partitions' sources being read, and the days they are read over.
+    foreign_load: Option<super::load::Loading>,
+    foreign_days: (chrono::NaiveDate, chrono::NaiveDate),
+}
+
+/// Reads the night's evidence: statements and ledger (see [`load_statements_and_ledger`]),
+/// the reviewers' confirmations, a shard's lines of other partitions, the ledger again over
+/// the lines' wider range if they need it, and which files are late.
+async fn read_evidence(
+    job: Job<'_>,
+    span: &Span,
+    run_id: &str,
+    read: &mut ReadInRange,
+) -> Result<Evidence> {
     let Job {
         cfg,
         rules,
         db,
         as_of,
-        shard,
+        part,
     } = job;
-    let partition = cfg
-        .partition
-        .as_ref()
-        .map(|p| p.select(shard.map(|(s, _)| s)));
+    let partition = cfg.partition.as_ref().map(|p| p.select(part.shard()));
     let mut timings = BTreeMap::new();
-    let tz = cfg.timezone;
-    let t0 = timeparse::day_start(opts.from, tz);
-    let t1 = timeparse::day_start(opts.to.succ_opt().unwrap_or(opts.to), tz);
-    let (before, after) = rules.evidence_window();
-    let carry = cfg.carry_over_days * DAY;
-
-    // Statements (on a blocking thread) and the ledger (here) load at the same time. The
-    // ledger range is the scope plus every window that reaches into it, with a day to spare;
-    // lines outside it (a wide fixed file) widen it with a second load afterwards.
     let started = Instant::now();
+    let Loaded {
+        mut ledger,
+        ledger_range: (lo0, hi0),
+        loads,
+        statements_ms,
+        foreign_load,
+        foreign_days,
+    } = Box::pin(load_statements_and_ledger(job, span, &partition)).await?;
+    let (mut lines, statements) = Statements::absorb(loads, cfg, as_of);
+    // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
+    // provider's reference now says otherwise (contested: a case naming both).
+    let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(db, &mut lines)).await?;
+    let foreign_loads = match foreign_load {
+        Some(h) => Some(
+            h.await
+                .context("statement loading task (other partitions)")??,
+        ),
+        None => None,
+    };
+    let mut foreign = Foreign::new(cfg, rules, part.shard(), foreign_loads, foreign_days, as_of);
+    Box::pin(foreign.overlay(db, &mut confirmed)).await?;
+    if let Some(ms) = foreign.load_ms {
+        timings.insert("load_other_partitions".to_string(), ms);
+    }
+    for w in &statements.warnings {
+        tracing::warn!(run_id, warning = %w, "Completeness warning.");
+    }
+    timings.insert("load_statements".to_string(), statements_ms);
+    // Every payment any loaded line could belong to must be a candidate (in a shard: any line
+    // of the night, as in one process).
+    let (t0, t1) = (span.t0, span.t1);
+    let (min_b, max_b) = foreign.booked_span(&lines).unwrap_or((t0, t1));
+    let (need_lo, need_hi) = (
+        (t0 - span.carry).min(min_b - span.after),
+        t1.max(max_b + span.before + 1),
+    );
+    let mut ledger_range = (lo0, hi0);
+    if need_lo < lo0 || need_hi > hi0 {
+        ledger_range = (need_lo.min(lo0), need_hi.max(hi0));
+        let what = "loading the ledger (the statement lines' wider range)";
+        ledger = load_ledger(job, span, &partition, ledger_range, what).await?;
+    }
+    timings.insert(
+        "load_ledger_and_statements".to_string(),
+        started.elapsed().as_millis() as u64,
+    );
+    // A shard: the other partitions' lines that name one of its payments join the night,
+    // after its own.
+    foreign.set_own_lines(lines.len());
+    foreign.take_named(&mut lines, rules, &ledger);
+
+    // Lines this run reports: booked in its days, or booked before them in a file that no
+    // run of an earlier day read (a late delivery surfaces in the first run that has it).
+    let all_inputs: std::borrow::Cow<'_, [sources::InputFile]> = if foreign.is_empty() {
+        std::borrow::Cow::Borrowed(&statements.inputs)
+    } else {
+        let all = statements.inputs.iter().chain(&foreign.inputs);
+        std::borrow::Cow::Owned(all.cloned().collect())
+    };
+    let late_files = late_files(db, &all_inputs, &span.from_day, read).await?;
+    drop(all_inputs);
+    let report_line = report_lines(&lines, (t0, t1), &late_files);
+    Ok(Evidence {
+        ledger,
+        ledger_range,
+        partition,
+        lines,
+        statements,
+        report_line,
+        late_files,
+        confirmed,
+        foreign,
+        timings,
+    })
+}
+
+/// Loads the statements (on a blocking thread) and the ledger (here) at the same time. The
+/// ledger range is the scope plus every window that reaches into it, with a day to spare;
+/// lines outside it (a wide fixed file) widen it with a second load afterwards
+/// ([`read_evidence`]).
+async fn load_statements_and_ledger(
+    job: Job<'_>,
+    span: &Span,
+    partition: &Option<crate::partition::Select>,
+) -> Result<Loaded> {
+    let Job {
+        cfg, rules, as_of, ..
+    } = job;
+    let Span {
+        t0,
+        t1,
+        before,
+        after,
+        carry,
+        ..
+    } = *span;
     let (first_day, last_day) = statement_days(cfg, rules, (t0, t1));
     let statements = load_statements(cfg, (first_day, last_day), as_of);
     // A shard also reads the other partitions' sources, for the lines naming its payments.
     let mut foreign_load = super::foreign::load(cfg, (first_day, last_day), as_of);
     let mut first_foreign_day = first_day;
-    let from_day = opts.from.to_string();
     let lo0 = t0 - carry - before - after - DAY;
     let hi0 = t1 + before + after + DAY;
-    let ledger = db
-        .bounded_any(
-            "loading the ledger",
-            crate::ledger::load::load(
-                db,
-                &cfg.ledger,
-                &LoadRange {
-                    lo: lo0,
-                    hi: hi0,
-                    attempts_lo: lo0 - carry,
-                    from_day: from_day.clone(),
-                    partition: partition.clone(),
-                },
-            ),
-        )
-        .await;
+    let ledger = load_ledger(job, span, partition, (lo0, hi0), "loading the ledger").await;
     let (mut loads, mut statements_ms) = statements.await.context("statement loading task")??;
-    let mut ledger = ledger?;
+    let ledger = ledger?;
     // "No line → FAILED / MISSING" needs the absence of evidence over every attempt that could
     // have paid: a retried payment of the run's days whose first attempt started before the
     // statements' range has those days loaded too (its lines are near misses, and every
@@ -107,7 +342,7 @@ pub(crate) async fn plan(
         })
         .filter_map(|p| p.absence_from())
         .min()
-        .map(|first| timeparse::local_date(first - before, tz));
+        .map(|first| timeparse::local_date(first - before, cfg.timezone));
     if let Some(day) = earliest_day.filter(|d| *d < first_day) {
         let (mut more, ms) = load_statements(cfg, (day, last_day), as_of)
             .await
@@ -127,222 +362,143 @@ pub(crate) async fn plan(
             first_foreign_day = day;
         }
     }
-    let mut lines: Vec<StatementLine> = Vec::new();
-    let mut coverage = Vec::new();
-    let mut inputs = Vec::new();
-    let mut rejected = Vec::new();
-    let mut warnings = Vec::new();
-    let mut gates = Vec::new();
-    let mut unreadable = Vec::new();
-    for load in loads {
-        gates.extend(load.gates);
-        unreadable.extend(load.unreadable);
-        sources::absorb(&mut lines, load.lines);
-        coverage.push(load.coverage);
-        inputs.extend(load.files);
-        warnings.extend(load.warnings);
-        rejected.extend(load.rejected);
-    }
-    if cfg.sources.is_empty() {
-        warnings.push("no statement source configured: no payment can be resolved".into());
-    }
-    // Lines booked after the cut-off are not yet known at that time.
-    let known_lines = lines.len();
-    lines.retain(|l| l.booked_at <= as_of);
-    if lines.len() < known_lines {
-        warnings.push(format!(
-            "{} statement line(s) booked after the as-of time were ignored",
-            known_lines - lines.len()
-        ));
-    }
-    // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
-    // provider's reference now says otherwise (contested: a case naming both).
-    let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(db, &mut lines)).await?;
-    let mut foreign = super::foreign::Foreign::new(
-        cfg,
-        rules,
-        shard.map(|(s, _)| s),
-        match foreign_load {
-            Some(h) => Some(
-                h.await
-                    .context("statement loading task (other partitions)")??,
-            ),
-            None => None,
-        },
-        (first_foreign_day, last_day),
-        as_of,
-    );
-    Box::pin(foreign.overlay(db, &mut confirmed)).await?;
-    if let Some(ms) = foreign.load_ms {
-        timings.insert("load_other_partitions".to_string(), ms);
-    }
-    for w in &warnings {
-        tracing::warn!(run_id, warning = %w, "Completeness warning.");
-    }
-    timings.insert("load_statements".to_string(), statements_ms);
-    // Every payment any loaded line could belong to must be a candidate (in a shard: any line
-    // of the night, as in one process).
-    let (min_b, max_b) = foreign.booked_span(&lines).unwrap_or((t0, t1));
-    let (need_lo, need_hi) = ((t0 - carry).min(min_b - after), t1.max(max_b + before + 1));
-    let mut ledger_range = (lo0, hi0);
-    if need_lo < lo0 || need_hi > hi0 {
-        let lo = need_lo.min(lo0);
-        ledger_range = (lo, need_hi.max(hi0));
-        ledger = db
-            .bounded_any(
-                "loading the ledger (the statement lines' wider range)",
-                crate::ledger::load::load(
-                    db,
-                    &cfg.ledger,
-                    &LoadRange {
-                        lo,
-                        hi: need_hi.max(hi0),
-                        attempts_lo: lo - carry,
-                        from_day: from_day.clone(),
-                        partition: partition.clone(),
-                    },
-                ),
-            )
-            .await?;
-    }
-    timings.insert(
-        "load_ledger_and_statements".to_string(),
-        started.elapsed().as_millis() as u64,
-    );
-    // A shard: the other partitions' lines that name one of its payments join the night,
-    // after its own.
-    foreign.set_own_lines(lines.len());
-    foreign.take_named(&mut lines, rules, &ledger);
+    Ok(Loaded {
+        ledger,
+        ledger_range: (lo0, hi0),
+        loads,
+        statements_ms,
+        foreign_load,
+        foreign_days: (first_foreign_day, last_day),
+    })
+}
 
-    // Lines this run reports: booked in its days, or booked before them in a file that no
-    // run of an earlier day read (a late delivery surfaces in the first run that has it).
-    let all_inputs: std::borrow::Cow<'_, [sources::InputFile]> = if foreign.is_empty() {
-        std::borrow::Cow::Borrowed(&inputs)
-    } else {
-        std::borrow::Cow::Owned(inputs.iter().chain(&foreign.inputs).cloned().collect())
+/// The ledger's payments that started in `[lo, hi)` (`what` says what a timeout interrupted).
+async fn load_ledger(
+    job: Job<'_>,
+    span: &Span,
+    partition: &Option<crate::partition::Select>,
+    (lo, hi): (Micros, Micros),
+    what: &str,
+) -> Result<LoadedLedger> {
+    let range = LoadRange {
+        lo,
+        hi,
+        attempts_lo: lo - span.carry,
+        from_day: span.from_day.clone(),
+        partition: partition.clone(),
     };
-    let late_files = late_files(db, &all_inputs, &from_day, read).await?;
-    let mut report_line = report_lines(&lines, (t0, t1), &late_files);
-    let stale_after = cfg.stale_submitting_minutes * MINUTE;
+    let load = crate::ledger::load::load(job.db, &job.cfg.ledger, &range);
+    job.db.bounded_any(what, load).await
+}
+
+/// The evidence matched: what the passes found, over the older payments its lines name too.
+struct Matched {
+    /// The evidence, its ledger with the payments the lookup found.
+    ev: Evidence,
+    m: MatchResult,
+    /// Per payment: loaded only because a line names it (empty: none).
+    named_only: Vec<bool>,
+    /// Per payment: the row start of the ones the lookup found (empty: none).
+    found_starts: Vec<Option<Micros>>,
+    /// How many lines are the night's own (a shard's lines of other partitions follow them).
+    own_lines: usize,
+    /// Every (line, payment) pair of a contested confirmation.
+    contested: Vec<(u32, u32)>,
+    /// Line → (payment id, difference) a reviewer accepted with `accept difference`.
+    accepted: HashMap<u32, (String, i64)>,
+}
+
+/// Per line, what the passes need to know besides the line: whether its reference has the
+/// shape of our ids, and whether a reviewer confirmed it (each empty: none).
+struct LineMarks {
+    own_reference: Vec<bool>,
+    confirmed: Vec<bool>,
+}
+
+impl LineMarks {
+    fn of(
+        shapes: &matching::shape::Shapes,
+        rules: &crate::rules::RuleSet,
+        lines: &[StatementLine],
+        confirmed: &mut Overlaid,
+    ) -> LineMarks {
+        let own_reference = shapes.lines(rules, lines);
+        confirmed.place(lines);
+        let mut read: Vec<u32> = confirmed.applied.keys().copied().collect();
+        read.sort_unstable();
+        LineMarks {
+            own_reference,
+            confirmed: per_line(&read, lines.len()),
+        }
+    }
+
+    /// Marks the lines from `n` on, which joined the night after the first match.
+    fn extend(
+        &mut self,
+        shapes: &matching::shape::Shapes,
+        rules: &crate::rules::RuleSet,
+        (lines, n): (&[StatementLine], usize),
+        confirmed: &mut Overlaid,
+    ) {
+        if !self.own_reference.is_empty() {
+            self.own_reference.extend(shapes.lines(rules, &lines[n..]));
+        }
+        confirmed.place(lines);
+        if !self.confirmed.is_empty() {
+            self.confirmed.resize(lines.len(), false);
+        }
+        for &l in confirmed.applied.keys().filter(|&&l| l as usize >= n) {
+            if self.confirmed.is_empty() {
+                self.confirmed = vec![false; lines.len()];
+            }
+            self.confirmed[l as usize] = true;
+        }
+    }
+}
+
+/// Matches the evidence; then a line no loaded payment claims by identifier may name an older
+/// one: looked up in the whole ledger, and matched again with what was found. (A shard looks
+/// in every partition: a line of its own may name another partition's payment, and a foreign
+/// line it took may name one besides its own.) Closes the settlement batches whose payout can
+/// no longer arrive.
+async fn match_night(job: Job<'_>, span: &Span, mut ev: Evidence) -> Result<Matched> {
+    let Job {
+        cfg, rules, as_of, ..
+    } = job;
     let started = Instant::now();
     // The shape of our ids in a reference: lines of that shape are evidence only for the
     // payment they name (DESIGN.md rule 12).
-    let shape = matching::shape::IdShape::for_run(cfg.reference_pattern.as_ref(), &ledger.payments);
-    let shapes = matching::shape::Shapes::for_run(
-        cfg.reference_pattern.as_ref(),
-        &ledger.payments,
-        cfg.partition.is_some(),
-        &shape,
-    );
-    let mut own_reference = shapes.lines(rules, &lines);
-    confirmed.place(&lines);
-    let mut confirmed_lines = {
-        let mut read: Vec<u32> = confirmed.applied.keys().copied().collect();
-        read.sort_unstable();
-        per_line(&read, lines.len())
-    };
-    let (ledger, mut lines, m) = match_blocking(
-        ledger,
-        lines,
-        rules,
-        as_of,
-        stale_after,
-        (&own_reference, &confirmed_lines),
-        &foreign,
-    )
-    .await?;
-    // A line no loaded payment claims by identifier may name an older one: looked up in the
-    // whole ledger, and matched again with what was found. (A shard looks in every partition:
-    // a line of its own may name another partition's payment, and a foreign line it took may
-    // name one besides its own.)
-    let mut keys = matching::shape::lookup_keys(&lines, &m, rules, &shape);
-    // A contested line's confirmed payment is a candidate of it, wherever its day is.
-    keys.payment_ids.extend(
-        confirmed
-            .contested
-            .iter()
-            .map(|(_, c)| c.payment_id.clone()),
-    );
-    let every_partition = partition.as_ref().map(|s| crate::partition::Select {
-        filter: None,
-        ..s.clone()
-    });
-    let found = db
-        .bounded_any(
-            "looking up the payments statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, every_partition.as_ref(), &keys, |id| {
-                crate::ledger::lookup::position(&ledger.payments, id).is_some()
-            }),
-        )
-        .await?;
-    let found = other_shards_named(
-        db,
-        cfg,
-        partition.as_ref(),
-        foreign.other_shard_keys(&lines, &m, &ledger, rules, &shape),
-        &ledger,
-        ledger_range,
-        found,
-    )
-    .await?;
-    let (ledger, lines, mut m, named_only, found_starts) = if found.is_empty() {
-        foreign.drop_waiting();
-        (ledger, lines, m, Vec::new(), Vec::new())
+    let pattern = cfg.reference_pattern.as_ref();
+    let shape = matching::shape::IdShape::for_run(pattern, &ev.ledger.payments);
+    let partitioned = cfg.partition.is_some();
+    let shapes =
+        matching::shape::Shapes::for_run(pattern, &ev.ledger.payments, partitioned, &shape);
+    let mut marks = LineMarks::of(&shapes, rules, &ev.lines, &mut ev.confirmed);
+    let m = match_blocking(job, span, &mut ev, &marks).await?;
+    let found = Box::pin(look_up_named(job, &ev, &m, &shape)).await?;
+    let (mut m, named_only, found_starts) = if found.is_empty() {
+        ev.foreign.drop_waiting();
+        (m, Vec::new(), Vec::new())
     } else {
-        let mut ledger = ledger;
-        let row_starts = found.row_starts.clone();
-        let named_only = crate::ledger::lookup::merge(&mut ledger, found);
-        let found_starts = super::foreign::found_starts(&named_only, &row_starts);
-        // The other partitions' lines that name a payment found here join the night too.
-        let n = lines.len();
-        if foreign
-            .take_named_again(
-                &mut lines,
-                rules,
-                &ledger,
-                |i| named_only[i],
-                (db, &mut confirmed),
-            )
-            .await?
-            > 0
-        {
-            if !own_reference.is_empty() {
-                own_reference.extend(shapes.lines(rules, &lines[n..]));
-            }
-            report_line.extend(report_lines(&lines[n..], (t0, t1), &late_files));
-            confirmed.place(&lines);
-            if !confirmed_lines.is_empty() {
-                confirmed_lines.resize(lines.len(), false);
-            }
-            for &l in confirmed.applied.keys().filter(|&&l| l as usize >= n) {
-                if confirmed_lines.is_empty() {
-                    confirmed_lines = vec![false; lines.len()];
-                }
-                confirmed_lines[l as usize] = true;
-            }
-        }
-        foreign.drop_waiting();
-        let (ledger, lines, m) = match_blocking(
-            ledger,
-            lines,
-            rules,
-            as_of,
-            stale_after,
-            (&own_reference, &confirmed_lines),
-            &foreign,
-        )
-        .await?;
-        (ledger, lines, m, named_only, found_starts)
+        drop(m);
+        Box::pin(match_found(
+            job,
+            span,
+            &mut ev,
+            found,
+            (&shapes, &mut marks),
+        ))
+        .await?
     };
-    drop(own_reference);
-    drop(confirmed_lines);
-    let own_lines = foreign.own_lines(lines.len());
-    if let Some(s) = super::foreign::own_settlement(&lines, own_lines, rules)? {
+    drop(marks);
+    let own_lines = ev.foreign.own_lines(ev.lines.len());
+    if let Some(s) = super::foreign::own_settlement(&ev.lines, own_lines, rules)? {
         m.settlement = s;
     }
-    let contested = super::claims::contested_pairs(&confirmed, &ledger.payments, &mut m);
+    let contested = super::claims::contested_pairs(&ev.confirmed, &ev.ledger.payments, &mut m);
     // Pairs a reviewer settled with `accept difference`: matched while the difference holds.
-    let accepted: std::collections::HashMap<u32, (String, i64)> = confirmed
+    let accepted: HashMap<u32, (String, i64)> = ev
+        .confirmed
         .applied
         .iter()
         .filter_map(|(&l, c)| {
@@ -350,50 +506,163 @@ pub(crate) async fn plan(
                 .map(|d| (l, (c.payment_id.clone(), d)))
         })
         .collect();
-    let LoadedLedger {
-        payments,
-        provider_ids: _,
-    } = ledger;
-    // A shard reports only its own payments (and an old one no other shard reports).
-    let elsewhere =
-        foreign.reported_elsewhere(&payments, &found_starts, ledger_range, &lines, &m, rules);
-    // Scope.
-    let mut in_scope: Vec<bool> = payments
-        .iter()
-        .map(|p| {
-            let a = p.anchor();
-            if a >= t0 && a < t1 {
-                return true;
-            }
-            a >= t0 - carry
-                && a < t0
-                && (matches!(
-                    p.current_status,
-                    Status::Unknown | Status::Submitting | Status::Review
-                ) || p
-                    .followup
-                    .as_deref()
-                    .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= from_day)))
-        })
-        .collect();
-    // Both sides of a contested confirmation are reported, whatever their day.
-    for &(_, p) in &contested {
-        in_scope[p as usize] = true;
-    }
-    let coverage_by_name: std::collections::HashMap<&str, &[(Micros, Micros)]> = cfg
-        .sources
-        .iter()
-        .zip(&coverage)
-        .map(|(s, c)| (s.name.as_str(), c.as_slice()))
-        .collect();
+    let coverage = ev.statements.coverage_by_name(cfg);
     crate::matching::settlement::close_unpaid(
         &mut m.settlement,
         &rules.settlements,
         as_of,
-        cfg.settlement_lag_hours * HOUR,
-        |name| coverage_by_name.get(name).copied(),
+        span.lag,
+        |name| coverage.get(name).copied(),
     );
-    timings.insert("match".to_string(), started.elapsed().as_millis() as u64);
+    drop(coverage);
+    ev.timings
+        .insert("match".to_string(), started.elapsed().as_millis() as u64);
+    Ok(Matched {
+        ev,
+        m,
+        named_only,
+        found_starts,
+        own_lines,
+        contested,
+        accepted,
+    })
+}
+
+/// The payments older than the evidence's ledger range that its lines name (and a contested
+/// line's confirmed payment), looked up in the whole ledger; in a shard, also those of the
+/// partitions other shards reconcile.
+async fn look_up_named(
+    job: Job<'_>,
+    ev: &Evidence,
+    m: &MatchResult,
+    shape: &matching::shape::IdShape,
+) -> Result<crate::ledger::lookup::Found> {
+    let Job { cfg, rules, db, .. } = job;
+    let mut keys = matching::shape::lookup_keys(&ev.lines, m, rules, shape);
+    // A contested line's confirmed payment is a candidate of it, wherever its day is.
+    keys.payment_ids.extend(
+        ev.confirmed
+            .contested
+            .iter()
+            .map(|(_, c)| c.payment_id.clone()),
+    );
+    let every_partition = ev.partition.as_ref().map(|s| crate::partition::Select {
+        filter: None,
+        ..s.clone()
+    });
+    let found = db
+        .bounded_any(
+            "looking up the payments statement lines name",
+            crate::ledger::lookup::named(db, &cfg.ledger, every_partition.as_ref(), &keys, |id| {
+                crate::ledger::lookup::position(&ev.ledger.payments, id).is_some()
+            }),
+        )
+        .await?;
+    other_shards_named(
+        db,
+        cfg,
+        ev.partition.as_ref(),
+        ev.foreign
+            .other_shard_keys(&ev.lines, m, &ev.ledger, rules, shape),
+        &ev.ledger,
+        ev.ledger_range,
+        found,
+    )
+    .await
+}
+
+/// Merges the payments the lookup `found` into the evidence's ledger, takes the other
+/// partitions' lines that name one of them, and matches again: what the passes found, and
+/// per payment whether it was loaded only because a line names it, and its row start.
+async fn match_found(
+    job: Job<'_>,
+    span: &Span,
+    ev: &mut Evidence,
+    found: crate::ledger::lookup::Found,
+    (shapes, marks): (&matching::shape::Shapes, &mut LineMarks),
+) -> Result<(MatchResult, Vec<bool>, Vec<Option<Micros>>)> {
+    let Job { rules, db, .. } = job;
+    let row_starts = found.row_starts.clone();
+    let named_only = crate::ledger::lookup::merge(&mut ev.ledger, found);
+    let found_starts = super::foreign::found_starts(&named_only, &row_starts);
+    // The other partitions' lines that name a payment found here join the night too.
+    let n = ev.lines.len();
+    let taken = ev
+        .foreign
+        .take_named_again(
+            &mut ev.lines,
+            rules,
+            &ev.ledger,
+            |i| named_only[i],
+            (db, &mut ev.confirmed),
+        )
+        .await?;
+    if taken > 0 {
+        let more = report_lines(&ev.lines[n..], (span.t0, span.t1), &ev.late_files);
+        ev.report_line.extend(more);
+        marks.extend(shapes, rules, (&ev.lines, n), &mut ev.confirmed);
+    }
+    ev.foreign.drop_waiting();
+    let m = match_blocking(job, span, ev, marks).await?;
+    Ok((m, named_only, found_starts))
+}
+
+/// Which payments the night reports and which it watches, with what the passes found, and
+/// the shared sources' settlement batches.
+struct Scoped {
+    ev: Evidence,
+    m: MatchResult,
+    /// Per payment: loaded only because a line names it (empty: none).
+    named_only: Vec<bool>,
+    /// How many lines are the night's own.
+    own_lines: usize,
+    /// Line → (payment id, difference) a reviewer accepted with `accept difference`.
+    accepted: HashMap<u32, (String, i64)>,
+    /// Per payment: reported tonight.
+    in_scope: Vec<bool>,
+    /// Per payment: recon's earlier decision re-checked against tonight's evidence.
+    watch: Vec<bool>,
+    /// A shard: per payment, whether another shard reports it (empty: none).
+    elsewhere: Vec<bool>,
+    /// The partition of each configured source (empty: a job without `[partition]`).
+    source_partitions: Vec<u32>,
+    /// The shared rules' batches a shard hands over to the gather.
+    handed: crate::shared::HandOver,
+    /// One process: those batches paired with the shared sources' lines.
+    shared: Option<crate::shared::Decided>,
+}
+
+/// Scopes the matched night: the payments of its days and those carried over, both sides of
+/// a contested confirmation, every payment a reported line belongs to, and the watched ones;
+/// then hands over or pairs the shared rules' batches.
+fn scope(job: Job<'_>, span: &Span, matched: Matched) -> Result<Scoped> {
+    let Job {
+        cfg, rules, as_of, ..
+    } = job;
+    let Matched {
+        mut ev,
+        m,
+        named_only,
+        found_starts,
+        own_lines,
+        contested,
+        accepted,
+    } = matched;
+    let payments = &ev.ledger.payments;
+    // A shard reports only its own payments (and an old one no other shard reports).
+    let elsewhere = ev.foreign.reported_elsewhere(
+        payments,
+        &found_starts,
+        ev.ledger_range,
+        &ev.lines,
+        &m,
+        rules,
+    );
+    let mut in_scope = in_days(span, payments);
+    // Both sides of a contested confirmation are reported, whatever their day.
+    for &(_, p) in &contested {
+        in_scope[p as usize] = true;
+    }
     // Evidence has no closing hour (DESIGN.md rule 8): a payment that a line this run reports
     // belongs to (or may belong to) is reported with it, whatever its day or status.
     for pair in m
@@ -403,41 +672,11 @@ pub(crate) async fn plan(
         .chain(&m.returns)
         .chain(&m.returns_ambiguous)
     {
-        if report_line[pair.line as usize] {
+        if ev.report_line[pair.line as usize] {
             in_scope[pair.payment as usize] = true;
         }
     }
-    // recon's own decisions of earlier days are re-checked for an evidence horizon (window
-    // after the start, plus the settlement lag, plus a day) after the payment's start or after
-    // the decision, whichever is later (DESIGN.md rule 8): a later line, status answer or
-    // webhook event that contradicts one is judged by the next nightly run, not only by a
-    // re-run of that day. Such a payment is reported only when the evidence contradicts the
-    // decision.
-    let lag = cfg.settlement_lag_hours * HOUR;
-    let reach = after + lag + DAY;
-    let mut watch: Vec<bool> = payments
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            // A reviewer's SUCCEEDED or FAILED: watched as long after their decision (made
-            // at the latest when this run started; a run as of an earlier moment counts it
-            // from its as-of).
-            let human = p
-                .human
-                .as_deref()
-                .is_some_and(|h| h.at.min(as_of).max(p.anchor()) + reach >= t0);
-            !in_scope[i]
-                && (human
-                    || p.recon.as_deref().is_some_and(|c| {
-                        let Ok(day) = c.day.parse::<chrono::NaiveDate>() else {
-                            return false;
-                        };
-                        day < opts.from
-                            && c.as_of.is_none_or(|t| t <= as_of)
-                            && p.anchor().max(timeparse::day_start(day, tz)) + reach >= t0
-                    }))
-        })
-        .collect();
+    let mut watch = watched(job, span, payments, &in_scope);
     super::foreign::leave_out(&elsewhere, &mut in_scope, &mut watch);
     let source_partitions: Vec<u32> = match &cfg.partition {
         Some(_) => cfg
@@ -454,129 +693,254 @@ pub(crate) async fn plan(
     // exactly as the gather pairs them.
     let own_links = super::foreign::own_links(&m.links, own_lines);
     let (handed, shared) = crate::shared::in_night(
-        &lines[..own_lines],
+        &ev.lines[..own_lines],
         &own_links,
         rules,
-        &mut report_line[..own_lines],
-        shard.is_none(),
+        &mut ev.report_line[..own_lines],
+        !job.part.hands_over(),
         &crate::shared::Night {
             as_of,
-            lag,
-            range: (t0, t1),
-            coverage: &coverage_by_name,
+            lag: span.lag,
+            range: (span.t0, span.t1),
+            coverage: &ev.statements.coverage_by_name(cfg),
         },
     )?;
+    drop(own_links);
+    Ok(Scoped {
+        ev,
+        m,
+        named_only,
+        own_lines,
+        accepted,
+        in_scope,
+        watch,
+        elsewhere,
+        source_partitions,
+        handed,
+        shared,
+    })
+}
+
+/// Per payment: anchored in the night's days, or carried over from the days before while
+/// unresolved or with a follow-up still open on the first day.
+fn in_days(span: &Span, payments: &[crate::ledger::Payment]) -> Vec<bool> {
+    let (t0, t1) = (span.t0, span.t1);
+    payments
+        .iter()
+        .map(|p| {
+            let a = p.anchor();
+            if a >= t0 && a < t1 {
+                return true;
+            }
+            a >= t0 - span.carry
+                && a < t0
+                && (matches!(
+                    p.current_status,
+                    Status::Unknown | Status::Submitting | Status::Review
+                ) || p
+                    .followup
+                    .as_deref()
+                    .is_some_and(|(_, closed)| closed.as_ref().is_none_or(|c| *c >= span.from_day)))
+        })
+        .collect()
+}
+
+/// recon's own decisions of earlier days are re-checked for an evidence horizon (window
+/// after the start, plus the settlement lag, plus a day) after the payment's start or after
+/// the decision, whichever is later (DESIGN.md rule 8): a later line, status answer or
+/// webhook event that contradicts one is judged by the next nightly run, not only by a
+/// re-run of that day. Such a payment is reported only when the evidence contradicts the
+/// decision. Per payment: whether it is watched (never one `in_scope`).
+fn watched(
+    job: Job<'_>,
+    span: &Span,
+    payments: &[crate::ledger::Payment],
+    in_scope: &[bool],
+) -> Vec<bool> {
+    let (as_of, tz, t0) = (job.as_of, job.cfg.timezone, span.t0);
+    let reach = span.after + span.lag + DAY;
+    payments
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            // A reviewer's SUCCEEDED or FAILED: watched as long after their decision (made
+            // at the latest when this run started; a run as of an earlier moment counts it
+            // from its as-of).
+            let human = p
+                .human
+                .as_deref()
+                .is_some_and(|h| h.at.min(as_of).max(p.anchor()) + reach >= t0);
+            !in_scope[i]
+                && (human
+                    || p.recon.as_deref().is_some_and(|c| {
+                        let Ok(day) = c.day.parse::<chrono::NaiveDate>() else {
+                            return false;
+                        };
+                        day < span.from
+                            && c.as_of.is_none_or(|t| t <= as_of)
+                            && p.anchor().max(timeparse::day_start(day, tz)) + reach >= t0
+                    }))
+        })
+        .collect()
+}
+
+/// Provider status answers (`[[status_api]]`) for the unresolved payments in scope, and for
+/// the watched ones that no statement line links (their decision rested on an answer, or
+/// on no line at all): the provider is asked again. None without a status API.
+async fn ask_status(
+    job: Job<'_>,
+    opts: &RunOptions,
+    run_id: &str,
+    span: &Span,
+    s: &mut Scoped,
+) -> Result<Option<crate::status_api::StatusEvidence>> {
+    let Job { cfg, db, as_of, .. } = job;
+    let Some(api) = &cfg.status_api else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let (payments, confirmed) = (&s.ev.ledger.payments, &s.ev.confirmed);
+    let lookalikes = Box::pin(super::claims::confirmation_lookalikes(
+        db, confirmed, payments,
+    ))
+    .await?;
+    let ask: Vec<bool> = if s.watch.iter().any(|&w| w) || !lookalikes.is_empty() {
+        let mut linked = vec![false; payments.len()];
+        for pair in &s.m.links {
+            linked[pair.payment as usize] = true;
+        }
+        let mut lookalike = vec![false; payments.len()];
+        for &i in &lookalikes {
+            lookalike[i as usize] = true;
+        }
+        // A reviewer's decision is asked about whatever links it: a line they
+        // confirmed does not make the provider's later word less of a claim.
+        (0..payments.len())
+            .map(|i| {
+                s.in_scope[i]
+                    || lookalike[i]
+                    || (s.watch[i] && (!linked[i] || payments[i].human.is_some()))
+            })
+            .collect()
+    } else {
+        s.in_scope.clone()
+    };
+    let mut targets = crate::status_api::targets(payments, &ask, as_of, span.stale_after);
+    // The look-alikes of a confirmation are asked whatever their status: their
+    // payout ids are claims about the confirmed line (one payout, one payment).
+    if !lookalikes.is_empty() {
+        targets.extend(&lookalikes);
+        targets.sort_unstable();
+        targets.dedup();
+    }
+    let ev = Box::pin(crate::status_api::ask_for_run(
+        api,
+        db,
+        run_id,
+        payments,
+        &targets,
+        opts.dry_run,
+        (span.after, span.lag, as_of),
+        &confirmed
+            .applied
+            .keys()
+            .filter_map(|&l| s.ev.lines[l as usize].provider_txn_id.as_deref())
+            .map(str::to_string)
+            .collect(),
+    ))
+    .await?;
+    s.ev.statements.warnings.extend(ev.warnings.iter().cloned());
+    s.ev.timings.insert(
+        "status_api".to_string(),
+        started.elapsed().as_millis() as u64,
+    );
+    Ok(Some(ev))
+}
+
+/// The night classified: its rows, and what goes with them to the writers and the commit.
+struct Classified {
+    ev: Evidence,
+    rows: Vec<outcome::ResultRow>,
+    matched: MatchResult,
+    /// settlement.csv.
+    settlement: Vec<crate::outputs::settlement::Row>,
+    /// A shard: the keys of the rows whose cases span shards (empty elsewhere).
+    crossing: HashSet<String>,
+    /// Payment index → the reviewers' confirmations its transition rests on.
+    confirmations: HashMap<u32, String>,
+    /// Payment index → the provider id a status answer gave it.
+    status_provider_ids: HashMap<u32, String>,
+    /// The shared rules' batches a shard hands over to the gather.
+    handed: crate::shared::HandOver,
+    /// Per payment: reported tonight (with those a row of tonight's evidence names).
+    in_scope: Vec<bool>,
+    /// How many lines are the night's own.
+    own_lines: usize,
+}
+
+/// Classifies every payment and line in scope (with the status answers, if asked), marks
+/// what confirmations and payout claims say about the rows, and puts them in the order one
+/// process writes them.
+async fn classify(
+    job: Job<'_>,
+    span: &Span,
+    scoped: Scoped,
+    status: Option<crate::status_api::StatusEvidence>,
+) -> Result<Classified> {
+    let Job {
+        cfg,
+        rules,
+        db,
+        as_of,
+        ..
+    } = job;
+    let Scoped {
+        mut ev,
+        m,
+        named_only,
+        own_lines,
+        accepted,
+        mut in_scope,
+        watch,
+        elsewhere,
+        source_partitions,
+        handed,
+        shared,
+    } = scoped;
+    let (payments, lines) = (&ev.ledger.payments, &ev.lines);
+    let started = Instant::now();
     let ctx = Context {
         as_of,
-        stale_after,
-        settlement_lag: lag,
-        coverage: &coverage,
+        stale_after: span.stale_after,
+        settlement_lag: span.lag,
+        coverage: &ev.statements.coverage,
         source_partitions: &source_partitions,
         in_scope: &in_scope,
         watch: &watch,
-        report_range: (t0, t1),
-        report_line: &report_line,
-        run_day: &from_day,
+        report_range: (span.t0, span.t1),
+        report_line: &ev.report_line,
+        run_day: &span.from_day,
         named_only: &named_only,
         accepted: &accepted,
     };
-    // Provider status answers (`[[status_api]]`) for the unresolved payments in scope, and for
-    // the watched ones that no statement line links (their decision rested on an answer, or
-    // on no line at all): the provider is asked again.
-    let status = match &cfg.status_api {
-        Some(api) => {
-            let started = Instant::now();
-            let lookalikes = Box::pin(super::claims::confirmation_lookalikes(
-                db, &confirmed, &payments,
-            ))
-            .await?;
-            let ask: Vec<bool> = if watch.iter().any(|&w| w) || !lookalikes.is_empty() {
-                let mut linked = vec![false; payments.len()];
-                for pair in &m.links {
-                    linked[pair.payment as usize] = true;
-                }
-                let mut lookalike = vec![false; payments.len()];
-                for &i in &lookalikes {
-                    lookalike[i as usize] = true;
-                }
-                // A reviewer's decision is asked about whatever links it: a line they
-                // confirmed does not make the provider's later word less of a claim.
-                (0..payments.len())
-                    .map(|i| {
-                        in_scope[i]
-                            || lookalike[i]
-                            || (watch[i] && (!linked[i] || payments[i].human.is_some()))
-                    })
-                    .collect()
-            } else {
-                in_scope.clone()
-            };
-            let mut targets = crate::status_api::targets(&payments, &ask, as_of, stale_after);
-            // The look-alikes of a confirmation are asked whatever their status: their
-            // payout ids are claims about the confirmed line (one payout, one payment).
-            if !lookalikes.is_empty() {
-                targets.extend(&lookalikes);
-                targets.sort_unstable();
-                targets.dedup();
-            }
-            let ev = Box::pin(crate::status_api::ask_for_run(
-                api,
-                db,
-                run_id,
-                &payments,
-                &targets,
-                opts.dry_run,
-                (rules.evidence_window().1, ctx.settlement_lag, as_of),
-                &confirmed
-                    .applied
-                    .keys()
-                    .filter_map(|&l| lines[l as usize].provider_txn_id.as_deref())
-                    .map(str::to_string)
-                    .collect(),
-            ))
-            .await?;
-            warnings.extend(ev.warnings.iter().cloned());
-            timings.insert(
-                "status_api".to_string(),
-                started.elapsed().as_millis() as u64,
-            );
-            Some(ev)
-        }
-        None => None,
-    };
-    let started = Instant::now();
     let mut rows = match &status {
-        Some(ev) => {
-            outcome::classify_with(&payments, &lines, &m, rules, &ctx, &|i, p, row, decided| {
-                ev.overlay(i, p, row, decided)
+        Some(answers) => {
+            outcome::classify_with(payments, lines, &m, rules, &ctx, &|i, p, row, decided| {
+                answers.overlay(i, p, row, decided)
             })
         }
-        None => outcome::classify(&payments, &lines, &m, rules, &ctx),
+        None => outcome::classify(payments, lines, &m, rules, &ctx),
     };
-    super::claims::mark_contested(&mut rows, &confirmed, &payments, &lines);
-    super::claims::mark_named_twice(&mut rows, &m, rules, &payments, &lines);
-    // One payout, one payment (DESIGN.md rule 14): a payout id that an answer gives a payment,
-    // or that a transition would record, while another payment holds it resolves neither.
-    let claimed = super::claims::payout_claims(
-        &rows,
-        &lines,
-        status
-            .as_ref()
-            .map(|ev| ev.provider_ids())
-            .unwrap_or_default(),
-    );
-    if !claimed.is_empty() {
-        let ids: Vec<&str> = claimed.values().map(String::as_str).collect();
-        let owners = db
-            .bounded_any(
-                "looking up who holds the payout ids this night would record",
-                Box::pin(crate::ledger::lookup::payout_owners(db, &cfg.ledger, &ids)),
-            )
-            .await?;
-        let held = super::claims::payout_holders(&claimed, &payments, &lines, &m, &owners);
-        let held_rows = super::claims::mark_held(&mut rows, &held, &payments, &lines);
-        rows.extend(held_rows);
-    }
+    super::claims::mark_contested(&mut rows, &ev.confirmed, payments, lines);
+    super::claims::mark_named_twice(&mut rows, &m, rules, payments, lines);
+    Box::pin(hold_claimed_payouts(
+        job,
+        &mut rows,
+        status.as_ref(),
+        &ev,
+        &m,
+    ))
+    .await?;
     // Another partition's line is reported by its own shard.
     super::foreign::drop_line_rows(&mut rows, own_lines);
     let shared_settlement = match shared {
@@ -594,35 +958,124 @@ pub(crate) async fn plan(
         }
     }
     if let Some(p) = &cfg.partition {
-        order_line_rows(p, &mut rows, &lines);
-        note_other_partitions(&mut rows, &payments, &lines);
+        order_line_rows(p, &mut rows, lines);
+        note_other_partitions(&mut rows, payments, lines);
     }
     // The rows whose cases span shards: the gather stores those cases.
     let crossing = super::foreign::crossing_rows(
         &rows,
-        &payments,
-        &lines,
+        payments,
+        lines,
         &matched_pairs(&m),
         own_lines,
         &elsewhere,
     );
-    let status_provider_ids = status.map(|ev| ev.provider_ids()).unwrap_or_default();
+    let status_provider_ids = status.map(|a| a.provider_ids()).unwrap_or_default();
     let confirmations = Box::pin(super::claims::confirmation_notes(
-        db, &confirmed, &rows, &payments, &lines,
+        db,
+        &ev.confirmed,
+        &rows,
+        payments,
+        lines,
     ))
     .await?;
-    let mut settlement = crate::outputs::settlement::rows(&m, &lines, rules, (t0, t1));
+    let mut settlement = crate::outputs::settlement::rows(&m, lines, rules, (span.t0, span.t1));
     settlement.extend(shared_settlement);
     if let Some(p) = &cfg.partition {
         crate::outputs::settlement::order_by_source(p, &mut settlement);
     }
-    let matched = m;
-    timings.insert("classify".to_string(), started.elapsed().as_millis() as u64);
+    ev.timings
+        .insert("classify".to_string(), started.elapsed().as_millis() as u64);
+    Ok(Classified {
+        ev,
+        rows,
+        matched: m,
+        settlement,
+        crossing,
+        confirmations,
+        status_provider_ids,
+        handed,
+        in_scope,
+        own_lines,
+    })
+}
 
+/// One payout, one payment (DESIGN.md rule 14): a payout id that an answer gives a payment,
+/// or that a transition would record, while another payment holds it resolves neither.
+async fn hold_claimed_payouts(
+    job: Job<'_>,
+    rows: &mut Vec<outcome::ResultRow>,
+    status: Option<&crate::status_api::StatusEvidence>,
+    ev: &Evidence,
+    m: &MatchResult,
+) -> Result<()> {
+    let (payments, lines) = (&ev.ledger.payments, &ev.lines);
+    let answered = status.map(|a| a.provider_ids()).unwrap_or_default();
+    let claimed = super::claims::payout_claims(rows, lines, answered);
+    if claimed.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = claimed.values().map(String::as_str).collect();
+    let owners = job
+        .db
+        .bounded_any(
+            "looking up who holds the payout ids this night would record",
+            Box::pin(crate::ledger::lookup::payout_owners(
+                job.db,
+                &job.cfg.ledger,
+                &ids,
+            )),
+        )
+        .await?;
+    let held = super::claims::payout_holders(&claimed, payments, lines, m, &owners);
+    let held_rows = super::claims::mark_held(rows, &held, payments, lines);
+    rows.extend(held_rows);
+    Ok(())
+}
+
+/// The plan of the classified night: its totals and summary, and the rows for the writers.
+fn summarize(
+    job: Job<'_>,
+    opts: &RunOptions,
+    run_id: &str,
+    span: &Span,
+    classified: Classified,
+) -> Plan {
+    let Job {
+        cfg, rules, as_of, ..
+    } = job;
+    let Classified {
+        ev,
+        rows,
+        matched,
+        settlement,
+        crossing,
+        confirmations,
+        status_provider_ids,
+        handed,
+        in_scope,
+        own_lines,
+    } = classified;
+    let Evidence {
+        ledger,
+        lines,
+        statements,
+        mut timings,
+        ..
+    } = ev;
+    let payments = ledger.payments;
     let started = Instant::now();
     let totals = summary::outcome_totals(&rows, &payments, &lines);
     let outcomes = summary::outcome_stats(&totals);
     timings.insert("summary".to_string(), started.elapsed().as_millis() as u64);
+    let Statements {
+        inputs,
+        rejected,
+        mut warnings,
+        gates,
+        unreadable,
+        ..
+    } = statements;
     // The reporting currency's rates for the night (its last day): a dated input like a
     // statement, what goes wrong with it said in the warnings.
     let reporting = cfg.reporting.as_ref().map(|r| {
@@ -660,7 +1113,7 @@ pub(crate) async fn plan(
         shards: Vec::new(),
         inbox: None,
     };
-    Ok(Plan {
+    Plan {
         data: RunData {
             payments,
             lines,
@@ -675,8 +1128,8 @@ pub(crate) async fn plan(
         matched,
         summary,
         rejected,
-        t0,
-    })
+        t0: span.t0,
+    }
 }
 
 /// A shard: what the lookup `found`, and the payments of the night's range (`range`, which
@@ -729,7 +1182,7 @@ fn matched_pairs(m: &matching::MatchResult) -> impl Iterator<Item = &matching::P
 fn report_lines(
     lines: &[StatementLine],
     (t0, t1): (Micros, Micros),
-    late_files: &std::collections::HashSet<(&str, &str)>,
+    late_files: &LateFiles,
 ) -> Vec<bool> {
     let mut last: Option<(&Arc<str>, bool)> = None;
     lines
@@ -741,7 +1194,7 @@ fn report_lines(
             match last {
                 Some((f, late)) if Arc::ptr_eq(f, &l.origin.file) => late,
                 _ => {
-                    let late = late_files.contains(&(l.source(), l.file()));
+                    let late = late_files.contains(l.source(), l.file());
                     last = Some((&l.origin.file, late));
                     late
                 }
@@ -802,24 +1255,25 @@ fn note_other_partitions(
     }
 }
 
-/// Matches `lines` with the ledger's payments on a blocking thread (Polars is CPU-bound and
-/// blocks): the eligibility at `as_of`, with `own_reference` and `confirmed` per line
-/// ([`matching::Eligibility`]). A payment of a partition another shard reconciles (`foreign`)
-/// is only ever named: no look-alike, no near miss.
+/// Matches the evidence's lines with its ledger's payments on a blocking thread (Polars is
+/// CPU-bound and blocks): the eligibility at the as-of, with `marks` per line
+/// ([`matching::Eligibility`]). A payment of a partition another shard reconciles (the
+/// evidence's `foreign`) is only ever named: no look-alike, no near miss.
 async fn match_blocking(
-    ledger: LoadedLedger,
-    lines: Vec<StatementLine>,
-    rules: &crate::rules::RuleSet,
-    as_of: Micros,
-    stale_after: Micros,
-    (own_reference, confirmed): (&[bool], &[bool]),
-    foreign: &super::foreign::Foreign,
-) -> Result<(LoadedLedger, Vec<StatementLine>, matching::MatchResult)> {
-    let mut elig = outcome::eligibility(&ledger.payments, as_of, stale_after);
-    elig.own_reference = own_reference.to_vec();
-    elig.confirmed = confirmed.to_vec();
-    foreign.only_named(&ledger.payments, &mut elig);
-    let rules = rules.clone();
+    job: Job<'_>,
+    span: &Span,
+    ev: &mut Evidence,
+    marks: &LineMarks,
+) -> Result<MatchResult> {
+    let mut elig = outcome::eligibility(&ev.ledger.payments, job.as_of, span.stale_after);
+    elig.own_reference = marks.own_reference.to_vec();
+    elig.confirmed = marks.confirmed.to_vec();
+    ev.foreign.only_named(&ev.ledger.payments, &mut elig);
+    let rules = job.rules.clone();
+    let (ledger, lines) = (
+        std::mem::take(&mut ev.ledger),
+        std::mem::take(&mut ev.lines),
+    );
     let (ledger, lines, m) = tokio::task::spawn_blocking(move || {
         let m = matching::run(
             &ledger.payments,
@@ -832,7 +1286,8 @@ async fn match_blocking(
     })
     .await
     .context("matching task")?;
-    Ok((ledger, lines, m?))
+    (ev.ledger, ev.lines) = (ledger, lines);
+    m
 }
 
 /// Per line of `n`: whether it is one of `lines` (empty when none is).
@@ -853,12 +1308,12 @@ fn per_line(lines: &[u32], n: usize) -> Vec<bool> {
 /// no run of an earlier day had configured has nothing late: this is its first day (a new job,
 /// or a new source), and its history is not news. Every run records its configured sources
 /// (an empty path), so a source whose first file arrives late still has earlier days.
-async fn late_files<'a>(
+async fn late_files(
     db: &Db,
-    inputs: &'a [sources::InputFile],
+    inputs: &[sources::InputFile],
     day: &str,
     read: &mut ReadInRange,
-) -> Result<std::collections::HashSet<(&'a str, &'a str)>> {
+) -> Result<LateFiles> {
     let keys: Vec<(&str, &str, &str)> = inputs
         .iter()
         .map(|f| (f.source.as_str(), f.path.as_str(), f.sha256.as_str()))
@@ -884,14 +1339,29 @@ async fn late_files<'a>(
         read.entry((source.to_string(), path.to_string(), sha.to_string()))
             .or_insert_with(|| day.to_string());
     }
-    Ok(keys
-        .into_iter()
-        .filter(|(source, path, sha)| {
-            sources.get(*source).is_some_and(|d| d.as_str() < day)
-                && first
-                    .get(&(source.to_string(), path.to_string(), sha.to_string()))
-                    .is_none_or(|d| d.as_str() >= day)
-        })
-        .map(|(source, path, _)| (source, path))
-        .collect())
+    let mut late = LateFiles::default();
+    for (source, path, sha) in keys {
+        if sources.get(source).is_some_and(|d| d.as_str() < day)
+            && first
+                .get(&(source.to_string(), path.to_string(), sha.to_string()))
+                .is_none_or(|d| d.as_str() >= day)
+        {
+            late.0
+                .entry(source.to_string())
+                .or_default()
+                .insert(path.to_string());
+        }
+    }
+    Ok(late)
+}
+
+/// The statement files (source → paths) no run of an earlier day read ([`late_files`]).
+#[derive(Default)]
+struct LateFiles(HashMap<String, HashSet<String>>);
+
+impl LateFiles {
+    /// Whether `source`'s file `path` is late.
+    fn contains(&self, source: &str, path: &str) -> bool {
+        self.0.get(source).is_some_and(|paths| paths.contains(path))
+    }
 }

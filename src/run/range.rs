@@ -2,7 +2,7 @@
 //! `summary.json`, one report and one alert for the whole range.
 
 use super::day::{FinalOutcomes, RangeCases, run_day};
-use super::{Job, ReadInRange, RunReport};
+use super::{Job, Part, ReadInRange, RunReport};
 use crate::exit::{Failure, fail};
 use crate::outcome::Outcome;
 use crate::outputs::summary;
@@ -151,11 +151,13 @@ pub(super) async fn run_range(
     while day <= opts.to {
         let day_id = format!("{run_id}-{}", day.format("%Y%m%d"));
         let (report, outcomes, view) = run_day(
-            job,
+            Job {
+                part: Part::RangeDay(&dir),
+                ..job
+            },
             opts,
             day,
             &day_id,
-            Some(&dir),
             &mut read,
             Some(&mut cases),
         )

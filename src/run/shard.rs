@@ -227,10 +227,10 @@ pub async fn run_shard(
         rules: &rules,
         db: &db,
         as_of,
-        shard: Some((shard, &group_id)),
+        part: super::Part::Shard(shard, &group_id),
     };
     let mut read = ReadInRange::new();
-    let result = run_day(job, opts, opts.from, &run_id, None, &mut read, None).await;
+    let result = run_day(job, opts, opts.from, &run_id, &mut read, None).await;
     drop(lock);
     db.close().await;
     let (report, _, view) = result?;

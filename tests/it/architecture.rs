@@ -937,5 +937,44 @@ fn no_module_has_an_import_cycle_between_its_submodules() {
         "move what the files share into one of them (the lower) or a small module of its \
          own:\n{}",
         problems.join("\n")
+/// Issue 43: the night's two long functions stay stages, not piles. `run::plan::plan` and
+/// `run::day::plan_and_apply` each stay under 150 lines (from their `fn` line to their closing
+/// brace); what they do belongs in the typed stages they hand over between.
+#[test]
+fn the_plan_and_the_day_stay_under_150_lines_each() {
+    /// The lines of top-level function `name` in `text`: from the line that declares it to the
+    /// first `}` at the start of a line after it (rustfmt closes a top-level item there).
+    fn span(text: &str, name: &str) -> Option<usize> {
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines.iter().position(|l| {
+            let l = l
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ")
+                .trim_start_matches("async ");
+            l.starts_with(&format!("fn {name}(")) || l.starts_with(&format!("fn {name}<"))
+        })?;
+        let end = lines[start..].iter().position(|l| *l == "}")?;
+        Some(end + 1)
+    }
+    // The finder itself: a function of three lines, and one it must not mistake for it.
+    let sample =
+        "fn plan_x() {\n}\npub(crate) async fn plan(\n    a: u8,\n) {\n    let _ = a;\n}\n";
+    assert_eq!(span(sample, "plan"), Some(5));
+    assert_eq!(span(sample, "absent"), None);
+
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/run");
+    let mut too_long = Vec::new();
+    for (file, name) in [("plan.rs", "plan"), ("day.rs", "plan_and_apply")] {
+        let text = std::fs::read_to_string(src.join(file)).expect("read src/run");
+        let n = span(&text, name).unwrap_or_else(|| panic!("no top-level fn {name} in {file}"));
+        if n >= 150 {
+            too_long.push(format!("src/run/{file}: {name} is {n} lines"));
+        }
+    }
+    assert!(
+        too_long.is_empty(),
+        "split these into stages with typed hand-offs (issue 43):\n{}",
+        too_long.join("\n")
     );
 }

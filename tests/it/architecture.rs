@@ -937,6 +937,9 @@ fn no_module_has_an_import_cycle_between_its_submodules() {
         "move what the files share into one of them (the lower) or a small module of its \
          own:\n{}",
         problems.join("\n")
+    );
+}
+
 /// Issue 43: the night's two long functions stay stages, not piles. `run::plan::plan` and
 /// `run::day::plan_and_apply` each stay under 150 lines (from their `fn` line to their closing
 /// brace); what they do belongs in the typed stages they hand over between.

@@ -328,7 +328,7 @@ async fn gather_group(
     let case_payments: Vec<crate::ledger::Payment> = records
         .iter()
         .flat_map(|r| &r.case_payments)
-        .map(case_payment)
+        .map(crate::report::shard::CasePaymentRecord::payment)
         .collect();
     let tmp = out_dir.with_extension("tmp");
     let mut view = write_night(
@@ -435,29 +435,6 @@ async fn gather_group(
         summary: Some(view.summary),
         alert,
     })
-}
-
-/// A payment of a case a shard left to the gather, as much of it as storing the case reads
-/// (its id, status and current attempt).
-fn case_payment(r: &crate::report::shard::CasePaymentRecord) -> crate::ledger::Payment {
-    let status = crate::model::Status::parse(&r.status).unwrap_or(crate::model::Status::Pending);
-    crate::ledger::Payment {
-        payment_id: r.payment_id.as_str().into(),
-        recipient: Default::default(),
-        amount_minor: 0,
-        currency: "",
-        current_status: status,
-        status,
-        attempt_id: r.attempt_id.as_deref().map(Into::into),
-        provider_payment_id: None,
-        started_at: None,
-        first_started_at: None,
-        created_at: 0,
-        followup: None,
-        recon: None,
-        human: None,
-        partition: crate::partition::NONE,
-    }
 }
 
 /// What each landed shard sealed when it committed ([`crate::report::shard::seal`]): the
@@ -600,12 +577,7 @@ impl Handover {
 /// Each landed shard's `shard.json`, in shard order, each checked against its seal (as are
 /// the files of the shard's folder that the merge does not read, such as summary.json).
 fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<Vec<ShardRecord>> {
-    let merged = [
-        "results.csv",
-        reports::DIFF_CSV_FILE,
-        "rejected.csv",
-        "settlement.csv",
-    ];
+    let merged = crate::report::shard::MERGED;
     let mut records = Vec::with_capacity(dirs.len());
     for (i, d) in dirs.iter().enumerate() {
         let r = match ShardRecord::read(d) {
@@ -720,10 +692,13 @@ async fn shared_night(
         .zip(&coverage)
         .map(|(s, c)| (s.name.as_str(), c.as_slice()))
         .collect();
+    // Every shard's handed lines of one file share one origin.
+    let mut origins = crate::report::shard::HandedOrigins::new();
     let handovers = records
         .iter_mut()
-        .map(|r| std::mem::take(&mut r.handed))
-        .collect();
+        .map(|r| std::mem::take(&mut r.handed).handover(&mut origins))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
     let decided = crate::shared::decide(
         handovers,
         lines,

@@ -25,7 +25,7 @@ use crate::exit::{Failure, fail};
 use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
 use crate::report::outbox::AlertStatus;
 use crate::report::outbox::{self, Alert};
-use crate::report::shard::{Hashing, ShardRecord};
+use crate::report::shard::ShardRecord;
 use crate::report::{self as reports, ReportView};
 use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
 use crate::timeparse;
@@ -34,6 +34,8 @@ use chrono::Utc;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+mod merge;
 
 /// What to gather.
 #[derive(Debug, Clone)]
@@ -326,7 +328,7 @@ async fn gather_group(
     let case_payments: Vec<crate::ledger::Payment> = records
         .iter()
         .flat_map(|r| &r.case_payments)
-        .map(case_payment)
+        .map(crate::report::shard::CasePaymentRecord::payment)
         .collect();
     let tmp = out_dir.with_extension("tmp");
     let mut view = write_night(
@@ -433,29 +435,6 @@ async fn gather_group(
         summary: Some(view.summary),
         alert,
     })
-}
-
-/// A payment of a case a shard left to the gather, as much of it as storing the case reads
-/// (its id, status and current attempt).
-fn case_payment(r: &crate::report::shard::CasePaymentRecord) -> crate::ledger::Payment {
-    let status = crate::model::Status::parse(&r.status).unwrap_or(crate::model::Status::Pending);
-    crate::ledger::Payment {
-        payment_id: r.payment_id.as_str().into(),
-        recipient: Default::default(),
-        amount_minor: 0,
-        currency: "",
-        current_status: status,
-        status,
-        attempt_id: r.attempt_id.as_deref().map(Into::into),
-        provider_payment_id: None,
-        started_at: None,
-        first_started_at: None,
-        created_at: 0,
-        followup: None,
-        recon: None,
-        human: None,
-        partition: crate::partition::NONE,
-    }
 }
 
 /// What each landed shard sealed when it committed ([`crate::report::shard::seal`]): the
@@ -598,12 +577,7 @@ impl Handover {
 /// Each landed shard's `shard.json`, in shard order, each checked against its seal (as are
 /// the files of the shard's folder that the merge does not read, such as summary.json).
 fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<Vec<ShardRecord>> {
-    let merged = [
-        "results.csv",
-        reports::DIFF_CSV_FILE,
-        "rejected.csv",
-        "settlement.csv",
-    ];
+    let merged = crate::report::shard::MERGED;
     let mut records = Vec::with_capacity(dirs.len());
     for (i, d) in dirs.iter().enumerate() {
         let r = match ShardRecord::read(d) {
@@ -718,10 +692,13 @@ async fn shared_night(
         .zip(&coverage)
         .map(|(s, c)| (s.name.as_str(), c.as_slice()))
         .collect();
+    // Every shard's handed lines of one file share one origin.
+    let mut origins = crate::report::shard::HandedOrigins::new();
     let handovers = records
         .iter_mut()
-        .map(|r| std::mem::take(&mut r.handed))
-        .collect();
+        .map(|r| std::mem::take(&mut r.handed).handover(&mut origins))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
     let decided = crate::shared::decide(
         handovers,
         lines,
@@ -765,6 +742,14 @@ async fn shared_night(
         warnings,
     }))
 }
+
+/// The columns (header names) the rows of results.csv and diff.csv are merged by: payment
+/// rows by payment id, line rows by the source of their first line.
+const RESULTS_KEY: [&str; 2] = ["payment_id", "source_lines"];
+/// The column the rows of rejected.csv are merged by (their source).
+const REJECTED_KEY: [&str; 1] = ["source"];
+/// The column the rows of settlement.csv are merged by (their provider source).
+const SETTLEMENT_KEY: [&str; 1] = ["provider"];
 
 /// Writes the night's files into `tmp` from the shards' folders and the shared settlement.
 #[allow(clippy::too_many_arguments)]
@@ -824,44 +809,58 @@ fn write_night(
                 .max_by_key(|(_, n)| n.len())
                 .map_or(usize::MAX, |(i, _)| i)
         };
-        let by_row = |r: &csv::ByteRecord| -> Key {
-            let pid = r.get(1).unwrap_or_default();
-            if pid.is_empty() {
-                (1, Vec::new(), source_of(r.get(13).unwrap_or_default()))
-            } else {
-                (0, pid.to_vec(), 0)
-            }
-        };
         // Each shard's file is checked against its seal once the merge has read it whole (the
-        // shared settlement's, the last folder, is this gather's own).
-        let verified = |name: &str, read: Vec<(String, u64)>| -> Result<()> {
+        // shared settlement's, the last folder, is this gather's own); a file the merge
+        // refuses is checked whole first (changed since it was sealed, or written so?).
+        let merge = |name: &str, order: &merge::Order<'_>| -> Result<()> {
+            let read =
+                merge::merge_csv(dirs, name, tmp, order, &|i| handover.verify_whole(i, name))?;
             for (i, got) in read.iter().enumerate().take(handover.shards.len()) {
                 handover.verify(i, name, got)?;
             }
             Ok(())
         };
+        // Payment rows by payment id, then line rows by the job-file place of their first
+        // line's source, as one process orders a partitioned night's rows.
+        let by_row = |v: &[&[u8]]| -> merge::Key {
+            let (pid, source_lines) = (v[0], v[1]);
+            if pid.is_empty() {
+                (1, Vec::new(), source_of(source_lines))
+            } else {
+                (0, pid.to_vec(), 0)
+            }
+        };
         for name in ["results.csv", reports::DIFF_CSV_FILE] {
-            verified(name, merge_csv(dirs, name, tmp, &by_row)?)?;
+            merge(
+                name,
+                &merge::Order {
+                    columns: &RESULTS_KEY,
+                    key: &by_row,
+                },
+            )?;
         }
-        verified(
+        merge(
             "rejected.csv",
-            merge_csv(dirs, "rejected.csv", tmp, &|r| {
-                (0, Vec::new(), source_of(r.get(0).unwrap_or_default()))
-            })?,
+            &merge::Order {
+                columns: &REJECTED_KEY,
+                key: &|v| (0, Vec::new(), source_of(v[0])),
+            },
         )?;
         // By provider source, as one process orders it
         // ([`crate::outputs::settlement::order_by_source`]).
-        verified(
+        merge(
             "settlement.csv",
-            merge_csv(dirs, "settlement.csv", tmp, &|r| {
-                let provider = r.get(1).unwrap_or_default();
-                let at = if provider.is_empty() {
-                    usize::MAX
-                } else {
-                    partition.source_index(&String::from_utf8_lossy(provider))
-                };
-                (0, Vec::new(), at)
-            })?,
+            &merge::Order {
+                columns: &SETTLEMENT_KEY,
+                key: &|v| {
+                    let at = if v[0].is_empty() {
+                        usize::MAX
+                    } else {
+                        partition.source_index(&String::from_utf8_lossy(v[0]))
+                    };
+                    (0, Vec::new(), at)
+                },
+            },
         )?;
         if shared.is_some() {
             let dir = tmp.join(".shared");
@@ -921,98 +920,6 @@ fn write_night(
                 Err(fail(Failure::Output, format!("{e:#}")))
             }
         }
-    }
-}
-
-/// Where a CSV record goes in the merged file: (section, payment id, source position).
-type Key = (u8, Vec<u8>, usize);
-/// The merge key of a record.
-type KeyOf<'a> = &'a dyn Fn(&csv::ByteRecord) -> Key;
-
-/// Merges the shards' `name` files (each ordered by `key`, which no two shards share) into
-/// one in `key` order, each record byte for byte; ties keep shard order. Returns the sha256
-/// and size of each file as read (whole), in `dirs` order.
-fn merge_csv(
-    dirs: &[PathBuf],
-    name: &str,
-    tmp: &Path,
-    key: KeyOf<'_>,
-) -> Result<Vec<(String, u64)>> {
-    let mut readers = Vec::new();
-    for d in dirs {
-        let path = d.join(name);
-        readers.push(
-            csv::ReaderBuilder::new()
-                .has_headers(false)
-                .flexible(true)
-                .from_reader(Hashing::new(
-                    std::fs::File::open(&path)
-                        .with_context(|| format!("opening {}", path.display()))?,
-                )),
-        );
-    }
-    let out_path = tmp.join(name);
-    let mut out =
-        csv::WriterBuilder::new()
-            .flexible(true)
-            .from_writer(std::io::BufWriter::with_capacity(
-                1 << 20,
-                std::fs::File::create(&out_path)
-                    .with_context(|| format!("creating {}", out_path.display()))?,
-            ));
-    let mut heads: Vec<Keyed> = Vec::new();
-    let mut header = None;
-    for (i, r) in readers.iter_mut().enumerate() {
-        let mut rec = csv::ByteRecord::new();
-        // The header (every shard writes the same one).
-        if r.read_byte_record(&mut rec)
-            .with_context(|| format!("reading {}", dirs[i].join(name).display()))?
-        {
-            header.get_or_insert_with(|| rec.clone());
-        }
-        heads.push(next(r, &dirs[i], name, key)?);
-    }
-    if let Some(h) = header {
-        out.write_byte_record(&h)?;
-    }
-    loop {
-        let best = heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.as_ref().map(|(_, k)| (i, k)))
-            .min_by(|(ia, ka), (ib, kb)| ka.cmp(kb).then(ia.cmp(ib)))
-            .map(|(i, _)| i);
-        let Some(i) = best else { break };
-        if let Some((rec, _)) = heads[i].take() {
-            out.write_byte_record(&rec)?;
-        }
-        heads[i] = next(&mut readers[i], &dirs[i], name, key)?;
-    }
-    out.flush()
-        .with_context(|| format!("writing {}", out_path.display()))?;
-    // Every reader has reached its end: all of each file went through its hash.
-    Ok(readers
-        .into_iter()
-        .map(|r| r.into_inner().finish())
-        .collect())
-}
-
-type Keyed = Option<(csv::ByteRecord, Key)>;
-
-fn next(
-    r: &mut csv::Reader<Hashing<std::fs::File>>,
-    dir: &Path,
-    name: &str,
-    key: KeyOf<'_>,
-) -> Result<Keyed> {
-    let mut rec = csv::ByteRecord::new();
-    if r.read_byte_record(&mut rec)
-        .with_context(|| format!("reading {}", dir.join(name).display()))?
-    {
-        let k = key(&rec);
-        Ok(Some((rec, k)))
-    } else {
-        Ok(None)
     }
 }
 
@@ -1083,4 +990,27 @@ fn merged_summary(
     s.unreadable_inputs
         .sort_by_key(|u| partition.source_index(&u.source));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    /// The gather merges by columns every shard writes (a renamed column is caught here, not
+    /// by a night whose merge refuses the shards' files).
+    #[test]
+    fn the_merge_keys_are_columns_of_the_files() {
+        for c in super::RESULTS_KEY {
+            assert!(crate::outputs::results::HEADER.contains(&c), "{c}");
+        }
+        for c in super::SETTLEMENT_KEY {
+            assert!(crate::outputs::settlement::HEADER.contains(&c), "{c}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rejected.csv");
+        crate::outputs::results::write_rejected(&path, &[]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header: Vec<&str> = text.trim_end().split(',').collect();
+        for c in super::REJECTED_KEY {
+            assert!(header.contains(&c), "{c}: {text}");
+        }
+    }
 }

@@ -10,7 +10,8 @@
 //! 1. Wherever the provider lines are read (one process, or each shard for its partitions),
 //!    the batches of the shared rules are summed (`hand_over`) but not paired: a shard hands
 //!    them to the gather in `shard.json`, with the few provider lines their rows may show (the
-//!    payout lines, or a batch's first line).
+//!    payout lines, or a batch's first line). This module computes them ([`HandOver`]); their
+//!    format in `shard.json` is the hand-over module's (`report::shard`).
 //! 2. Where the shared source is read (one process, or the gather, once for the night), the
 //!    batches of every partition are paired with its credits ([`decide`]): SETTLED, mismatch,
 //!    ambiguous, PAYOUT_MISSING_AT_BANK, UNMATCHED_BANK_CREDIT, and a ticket for every other
@@ -19,17 +20,15 @@
 //! One process and the gather run the same [`decide`] on the same values, so a sharded
 //! night's rows are the one process's.
 
-use crate::config::{Config, LineKind, Role};
+use crate::config::{Config, LineKind};
 use crate::matching::Pair;
 use crate::matching::settlement::{self, Batch, BatchStatus};
-use crate::model::Id;
 use crate::outcome::{self, Action, Outcome, ResultRow};
 use crate::rules::RuleSet;
-use crate::sources::{EntryRef, Origin, OriginalAmount, StatementLine};
+use crate::sources::StatementLine;
 use crate::timeparse::Micros;
 use anyhow::{Result, anyhow};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Whether `source` is shared by all partitions of the job.
@@ -38,8 +37,9 @@ pub fn is_shared(cfg: &Config, source: &crate::config::SourceConfig) -> bool {
 }
 
 /// The batches of the shared rules, summed where their provider lines were read, for
-/// [`decide`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// [`decide`]. A shard hands them to the gather in `shard.json` (its format is
+/// `report::shard`'s, the hand-over module).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HandOver {
     /// The batches, sorted by rule, key and currency.
     pub batches: Vec<HandedBatch>,
@@ -48,132 +48,39 @@ pub struct HandOver {
 }
 
 /// One batch of a shared rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandedBatch {
-    rule: String,
-    key: String,
-    currency: String,
-    net_minor: i64,
-    payout_minor: Option<i64>,
-    items: usize,
+    /// The settlement rule's id.
+    pub rule: String,
+    /// The batch's key.
+    pub key: String,
+    /// Its currency.
+    pub currency: &'static str,
+    /// The sum of its items.
+    pub net_minor: i64,
+    /// The sum of its payout lines, if it has any.
+    pub payout_minor: Option<i64>,
+    /// How many items it has.
+    pub items: usize,
     /// Items the ledger matched.
-    matched: usize,
+    pub matched: usize,
     /// One of its own lines is booked in the night.
-    touched: bool,
-    last_booked: Micros,
+    pub touched: bool,
+    /// When its last line was booked.
+    pub last_booked: Micros,
     /// Into [`HandOver::lines`].
-    payout_lines: Vec<u32>,
+    pub payout_lines: Vec<u32>,
     /// Into [`HandOver::lines`]: the first item, for a batch without payout lines.
-    first_item: Option<u32>,
+    pub first_item: Option<u32>,
 }
 
-/// A statement line in plain values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A provider line a handed batch's rows may show.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandedLine {
-    source: String,
-    file: String,
-    account: Option<String>,
-    line_no: u64,
-    provider_txn_id: Option<String>,
-    reference: Option<String>,
-    recipient: String,
-    amount_minor: i64,
-    currency: String,
-    booked_at: Micros,
-    booked_to: Micros,
-    booked_day: Option<chrono::NaiveDate>,
-    kind: String,
-    entry: Option<(u32, Option<u32>)>,
-    batch: Option<String>,
-    bank: bool,
-    content_id: u64,
-    original: Option<(i64, String)>,
+    /// The line.
+    pub line: StatementLine,
     /// The night reports it (a fee, payout or balance line no three-way row shows gets a row).
-    reported: bool,
-}
-
-fn currency(code: &str) -> Result<&'static str> {
-    crate::money::currency(code)
-        .map(|(c, _)| c)
-        .map_err(|e| anyhow!("currency {code:?}: {e}"))
-}
-
-impl HandedLine {
-    fn of(l: &StatementLine, reported: bool) -> HandedLine {
-        HandedLine {
-            source: l.origin.source.to_string(),
-            file: l.origin.file.to_string(),
-            account: l.origin.account.as_deref().map(str::to_string),
-            line_no: l.line_no,
-            provider_txn_id: l.provider_txn_id.as_deref().map(str::to_string),
-            reference: l.reference.as_ref().map(Id::to_string),
-            recipient: l.recipient.to_string(),
-            amount_minor: l.amount_minor,
-            currency: l.currency.to_string(),
-            booked_at: l.booked_at,
-            booked_to: l.booked_to,
-            booked_day: l.booked_day,
-            kind: l.kind.as_str().to_string(),
-            entry: l.entry.map(|e| (e.entry, e.detail)),
-            batch: l.batch.as_deref().map(str::to_string),
-            bank: l.role == Role::Bank,
-            content_id: l.content_id,
-            original: l
-                .original
-                .as_ref()
-                .map(|o| (o.amount_minor, o.currency.to_string())),
-            reported,
-        }
-    }
-
-    fn line(self, origins: &mut BTreeMap<(String, String), Arc<Origin>>) -> Result<StatementLine> {
-        let origin = origins
-            .entry((self.source.clone(), self.file.clone()))
-            .or_insert_with(|| {
-                Arc::new(Origin {
-                    partition: crate::partition::SHARED,
-                    ..(*Origin::new(
-                        Arc::from(self.source.as_str()),
-                        Arc::from(self.file.as_str()),
-                        self.account.as_deref().map(Arc::from),
-                    ))
-                    .clone()
-                })
-            })
-            .clone();
-        let kind = LineKind::parse(&self.kind)
-            .ok_or_else(|| anyhow!("unknown line kind {:?}", self.kind))?;
-        Ok(StatementLine {
-            origin,
-            line_no: self.line_no,
-            provider_txn_id: self.provider_txn_id.map(Into::into),
-            reference: self.reference.as_deref().map(Id::new),
-            recipient: self.recipient.into(),
-            amount_minor: self.amount_minor,
-            currency: currency(&self.currency)?,
-            booked_at: self.booked_at,
-            booked_to: self.booked_to,
-            booked_day: self.booked_day,
-            kind,
-            entry: self.entry.map(|(entry, detail)| EntryRef { entry, detail }),
-            batch: self.batch.map(Into::into),
-            role: if self.bank {
-                Role::Bank
-            } else {
-                Role::Provider
-            },
-            content_id: self.content_id,
-            original: self
-                .original
-                .map(|(amount_minor, c)| -> Result<_> {
-                    Ok(Box::new(OriginalAmount {
-                        amount_minor,
-                        currency: currency(&c)?,
-                    }))
-                })
-                .transpose()?,
-        })
-    }
+    pub reported: bool,
 }
 
 /// The shared rules' batches of `lines` (unpaired), and the indexes in `lines` of the handed
@@ -212,7 +119,7 @@ fn hand_over(
         out.batches.push(HandedBatch {
             rule: rules.settlements[b.rule].id.to_string(),
             key: b.key.clone(),
-            currency: b.currency.to_string(),
+            currency: b.currency,
             net_minor: b.net_minor,
             payout_minor: b.payout_minor,
             items: b.item_count,
@@ -225,7 +132,10 @@ fn hand_over(
     }
     out.lines = taken
         .iter()
-        .map(|&li| HandedLine::of(&lines[li as usize], reported[li as usize]))
+        .map(|&li| HandedLine {
+            line: lines[li as usize].clone(),
+            reported: reported[li as usize],
+        })
         .collect();
     Ok((out, taken))
 }
@@ -312,12 +222,11 @@ pub fn decide(
     let mut lines = Vec::new();
     let mut reported = Vec::new();
     let mut batches: Vec<(Batch, bool, usize)> = Vec::new();
-    let mut origins = BTreeMap::new();
     for h in handovers {
         let base = lines.len() as u32;
         for l in h.lines {
             reported.push(l.reported);
-            lines.push(l.line(&mut origins)?);
+            lines.push(l.line);
         }
         for b in h.batches {
             let rule = rules
@@ -334,7 +243,7 @@ pub fn decide(
                 Batch {
                     rule,
                     key: b.key,
-                    currency: currency(&b.currency)?,
+                    currency: b.currency,
                     net_minor: b.net_minor,
                     payout_minor: b.payout_minor,
                     items: b.first_item.map(|f| vec![base + f]).unwrap_or_default(),
@@ -406,53 +315,4 @@ pub fn decide(
         rows,
         settlement,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A handed line comes back as the line it was (its id, place, money and booking are what
-    /// the gather's rows show), read as the shared settlement's.
-    #[test]
-    fn a_handed_line_reads_back_as_itself() {
-        let origin = Origin::new(
-            Arc::from("provider-M01"),
-            Arc::from("statement-M01.csv"),
-            Some(Arc::from("DE89370400440532013000")),
-        );
-        let line = StatementLine {
-            origin,
-            line_no: 7,
-            provider_txn_id: None,
-            reference: Some(Id::new("P-1")),
-            recipient: "DE89370400440532013000".into(),
-            amount_minor: -12_345,
-            currency: "EUR",
-            booked_at: 1_000,
-            booked_to: 86_400_000_000,
-            booked_day: chrono::NaiveDate::from_ymd_opt(2026, 11, 28),
-            kind: LineKind::Payout,
-            entry: Some(EntryRef {
-                entry: 3,
-                detail: Some(2),
-            }),
-            batch: Some("B-7".into()),
-            role: Role::Provider,
-            content_id: (2 << 48) | 0xABC,
-            original: Some(Box::new(OriginalAmount {
-                amount_minor: -13_000,
-                currency: "USD",
-            })),
-        };
-        let json = serde_json::to_string(&HandedLine::of(&line, true)).unwrap();
-        let back: HandedLine = serde_json::from_str(&json).unwrap();
-        assert!(back.reported);
-        let got = back.line(&mut BTreeMap::new()).unwrap();
-        assert_eq!(got.uid(), line.uid());
-        assert_eq!(got.origin.partition, crate::partition::SHARED);
-        let mut want = line.clone();
-        want.origin = Arc::clone(&got.origin);
-        assert_eq!(got, want);
-    }
 }

@@ -1,17 +1,27 @@
-//! `shard.json`: what a shard hands the gather besides its CSV files: its summary, its
-//! outcome totals and its report rows (the [`ReportView`] items), in plain values, so that the
-//! gather builds the night's one report from exactly what each shard saw.
+//! The hand-over: everything a shard writes for the gather, in one format module.
 //!
-//! The whole hand-over is sealed ([`seal`]): the sha256 and size of every file of the shard's
-//! folder, recorded in the transaction that commits the shard's effects. The gather recomputes
-//! them as it reads ([`Hashing`]) and gathers nothing that differs (issue 41 point 6).
+//! - `shard.json` ([`ShardRecord`]): the shard's summary, its outcome totals and its report
+//!   rows (the [`ReportView`] items), in plain values, so that the gather builds the night's
+//!   one report from exactly what each shard saw; the batches of the settlement rules whose
+//!   bank source every partition shares ([`HandOverRecord`], computed by [`crate::shared`]);
+//!   the keys of its rows whose cases span shards ([`row_key`], [`take_crossing_cases`]) and
+//!   the payments of those cases ([`CasePaymentRecord`]).
+//! - Its CSV files ([`HANDED`]; the gather merges [`MERGED`] by their header names).
+//! - The seal ([`seal`]): the sha256 and size of every file of the shard's folder, recorded in
+//!   the transaction that commits the shard's effects. The gather recomputes them as it reads
+//!   ([`Hashing`]) and gathers nothing that differs (issue 41 point 6).
+//!
+//! What the gather computes from it (the shared settlement, the merge, the night's report) is
+//! not here.
 
+use crate::config::Role;
 use crate::model::{Action, Id, LineKind, Outcome, Status};
 use crate::outputs::summary::{OutcomeTotal, Summary};
 use crate::partition::Shard;
 use crate::report::{Item, ItemLine, Money, ReportView};
-use crate::sources::Origin;
+use crate::sources::{EntryRef, Origin, OriginalAmount, StatementLine};
 use crate::store::groups::HandoverFile;
+use crate::timeparse::Micros;
 use anyhow::{Context as _, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,6 +40,15 @@ pub const HANDED: [&str; 6] = [
     "rejected.csv",
     "settlement.csv",
     "summary.json",
+];
+
+/// The CSV files of a shard's folder that the gather merges into the night's (k-way, as it
+/// reads them, hashing each as it goes).
+pub const MERGED: [&str; 4] = [
+    "results.csv",
+    crate::report::DIFF_CSV_FILE,
+    "rejected.csv",
+    "settlement.csv",
 ];
 
 /// The seal of a shard's hand-over: every regular file of `dir` (its output folder, complete,
@@ -141,7 +160,7 @@ pub struct ShardRecord {
     pub items: Vec<ItemRecord>,
     /// Its batches of the settlement rules whose bank source every partition shares.
     #[serde(default)]
-    pub handed: crate::shared::HandOver,
+    pub handed: HandOverRecord,
     /// The keys ([`item_key`]) of its rows that share a line with another shard's rows (a line
     /// named across partitions): the cases they are in span shards, and the gather stores them
     /// (the shard stored its other cases).
@@ -163,6 +182,233 @@ pub struct CasePaymentRecord {
     pub status: String,
     /// Its current attempt.
     pub attempt_id: Option<String>,
+}
+
+/// A shard's batches of the settlement rules whose bank source every partition shares
+/// ([`crate::shared::HandOver`]) in plain values: what the gather pairs with the shared bank
+/// source's credits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandOverRecord {
+    /// The batches, sorted by rule, key and currency.
+    batches: Vec<BatchRecord>,
+    /// The provider lines their rows may show.
+    lines: Vec<HandedLineRecord>,
+}
+
+/// One batch of a shared rule in plain values ([`crate::shared::HandedBatch`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct BatchRecord {
+    rule: String,
+    key: String,
+    currency: String,
+    net_minor: i64,
+    payout_minor: Option<i64>,
+    items: usize,
+    /// Items the ledger matched.
+    matched: usize,
+    /// One of its own lines is booked in the night.
+    touched: bool,
+    last_booked: Micros,
+    /// Into [`HandOverRecord::lines`].
+    payout_lines: Vec<u32>,
+    /// Into [`HandOverRecord::lines`]: the first item, for a batch without payout lines.
+    first_item: Option<u32>,
+}
+
+/// A handed statement line in plain values ([`crate::shared::HandedLine`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct HandedLineRecord {
+    source: String,
+    file: String,
+    account: Option<String>,
+    line_no: u64,
+    provider_txn_id: Option<String>,
+    reference: Option<String>,
+    recipient: String,
+    amount_minor: i64,
+    currency: String,
+    booked_at: Micros,
+    booked_to: Micros,
+    booked_day: Option<chrono::NaiveDate>,
+    kind: String,
+    entry: Option<(u32, Option<u32>)>,
+    batch: Option<String>,
+    bank: bool,
+    content_id: u64,
+    original: Option<(i64, String)>,
+    /// The night reports it (a fee, payout or balance line no three-way row shows gets a row).
+    reported: bool,
+}
+
+/// Origins shared by the handed lines of one file (of every shard), by (source, file).
+pub type HandedOrigins = BTreeMap<(String, String), Arc<Origin>>;
+
+impl HandOverRecord {
+    /// The record of a shard's hand-over.
+    pub fn of(h: &crate::shared::HandOver) -> HandOverRecord {
+        HandOverRecord {
+            batches: h
+                .batches
+                .iter()
+                .map(|b| BatchRecord {
+                    rule: b.rule.clone(),
+                    key: b.key.clone(),
+                    currency: b.currency.to_string(),
+                    net_minor: b.net_minor,
+                    payout_minor: b.payout_minor,
+                    items: b.items,
+                    matched: b.matched,
+                    touched: b.touched,
+                    last_booked: b.last_booked,
+                    payout_lines: b.payout_lines.clone(),
+                    first_item: b.first_item,
+                })
+                .collect(),
+            lines: h
+                .lines
+                .iter()
+                .map(|l| HandedLineRecord::of(&l.line, l.reported))
+                .collect(),
+        }
+    }
+
+    /// The hand-over as the gather decides it: its lines are the shared settlement's (their
+    /// origin has the partition [`crate::partition::SHARED`]), one origin per file of
+    /// `origins`.
+    pub fn handover(self, origins: &mut HandedOrigins) -> Result<crate::shared::HandOver> {
+        Ok(crate::shared::HandOver {
+            batches: self
+                .batches
+                .into_iter()
+                .map(|b| -> Result<crate::shared::HandedBatch> {
+                    Ok(crate::shared::HandedBatch {
+                        rule: b.rule,
+                        key: b.key,
+                        currency: currency(&b.currency)?,
+                        net_minor: b.net_minor,
+                        payout_minor: b.payout_minor,
+                        items: b.items,
+                        matched: b.matched,
+                        touched: b.touched,
+                        last_booked: b.last_booked,
+                        payout_lines: b.payout_lines,
+                        first_item: b.first_item,
+                    })
+                })
+                .collect::<Result<_>>()?,
+            lines: self
+                .lines
+                .into_iter()
+                .map(|l| -> Result<crate::shared::HandedLine> {
+                    let reported = l.reported;
+                    Ok(crate::shared::HandedLine {
+                        line: l.line(origins)?,
+                        reported,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        })
+    }
+}
+
+impl HandedLineRecord {
+    fn of(l: &StatementLine, reported: bool) -> HandedLineRecord {
+        HandedLineRecord {
+            source: l.origin.source.to_string(),
+            file: l.origin.file.to_string(),
+            account: l.origin.account.as_deref().map(str::to_string),
+            line_no: l.line_no,
+            provider_txn_id: l.provider_txn_id.as_deref().map(str::to_string),
+            reference: l.reference.as_ref().map(Id::to_string),
+            recipient: l.recipient.to_string(),
+            amount_minor: l.amount_minor,
+            currency: l.currency.to_string(),
+            booked_at: l.booked_at,
+            booked_to: l.booked_to,
+            booked_day: l.booked_day,
+            kind: l.kind.as_str().to_string(),
+            entry: l.entry.map(|e| (e.entry, e.detail)),
+            batch: l.batch.as_deref().map(str::to_string),
+            bank: l.role == Role::Bank,
+            content_id: l.content_id,
+            original: l
+                .original
+                .as_ref()
+                .map(|o| (o.amount_minor, o.currency.to_string())),
+            reported,
+        }
+    }
+
+    fn line(self, origins: &mut HandedOrigins) -> Result<StatementLine> {
+        let origin = origins
+            .entry((self.source.clone(), self.file.clone()))
+            .or_insert_with(|| {
+                Arc::new(Origin {
+                    partition: crate::partition::SHARED,
+                    ..(*Origin::new(
+                        Arc::from(self.source.as_str()),
+                        Arc::from(self.file.as_str()),
+                        self.account.as_deref().map(Arc::from),
+                    ))
+                    .clone()
+                })
+            })
+            .clone();
+        Ok(StatementLine {
+            origin,
+            line_no: self.line_no,
+            provider_txn_id: self.provider_txn_id.map(Into::into),
+            reference: self.reference.as_deref().map(Id::new),
+            recipient: self.recipient.into(),
+            amount_minor: self.amount_minor,
+            currency: currency(&self.currency)?,
+            booked_at: self.booked_at,
+            booked_to: self.booked_to,
+            booked_day: self.booked_day,
+            kind: parse_kind(&self.kind)?,
+            entry: self.entry.map(|(entry, detail)| EntryRef { entry, detail }),
+            batch: self.batch.map(Into::into),
+            role: if self.bank {
+                Role::Bank
+            } else {
+                Role::Provider
+            },
+            content_id: self.content_id,
+            original: self
+                .original
+                .map(|(amount_minor, c)| -> Result<_> {
+                    Ok(Box::new(OriginalAmount {
+                        amount_minor,
+                        currency: currency(&c)?,
+                    }))
+                })
+                .transpose()?,
+        })
+    }
+}
+
+impl CasePaymentRecord {
+    /// The payment as much as storing its case reads it (its id, status and current attempt).
+    pub fn payment(&self) -> crate::ledger::Payment {
+        let status = Status::parse(&self.status).unwrap_or(Status::Pending);
+        crate::ledger::Payment {
+            payment_id: self.payment_id.as_str().into(),
+            recipient: Default::default(),
+            amount_minor: 0,
+            currency: "",
+            current_status: status,
+            status,
+            attempt_id: self.attempt_id.as_deref().map(Into::into),
+            provider_payment_id: None,
+            started_at: None,
+            first_started_at: None,
+            created_at: 0,
+            followup: None,
+            recon: None,
+            human: None,
+            partition: crate::partition::NONE,
+        }
+    }
 }
 
 /// The key of a result row as the report lists it: its payment, or its first line (a line
@@ -398,7 +644,7 @@ impl ShardRecord {
             transitions_planned: view.transitions_planned,
             ticket_rows: view.ticket_rows,
             items: view.items.iter().map(ItemRecord::of).collect(),
-            handed: handed.clone(),
+            handed: HandOverRecord::of(handed),
             crossing: Vec::new(),
             case_payments: Vec::new(),
         }
@@ -514,6 +760,125 @@ mod tests {
                     bytes: 3,
                 },
             ]
+        );
+    }
+
+    /// A handed line comes back as the line it was (its id, place, money and booking are what
+    /// the gather's rows show), read as the shared settlement's.
+    #[test]
+    fn a_handed_line_reads_back_as_itself() {
+        let origin = Origin::new(
+            Arc::from("provider-M01"),
+            Arc::from("statement-M01.csv"),
+            Some(Arc::from("DE89370400440532013000")),
+        );
+        let line = StatementLine {
+            origin,
+            line_no: 7,
+            provider_txn_id: None,
+            reference: Some(Id::new("P-1")),
+            recipient: "DE89370400440532013000".into(),
+            amount_minor: -12_345,
+            currency: "EUR",
+            booked_at: 1_000,
+            booked_to: 86_400_000_000,
+            booked_day: chrono::NaiveDate::from_ymd_opt(2026, 11, 28),
+            kind: LineKind::Payout,
+            entry: Some(EntryRef {
+                entry: 3,
+                detail: Some(2),
+            }),
+            batch: Some("B-7".into()),
+            role: Role::Provider,
+            content_id: (2 << 48) | 0xABC,
+            original: Some(Box::new(OriginalAmount {
+                amount_minor: -13_000,
+                currency: "USD",
+            })),
+        };
+        let json = serde_json::to_string(&HandedLineRecord::of(&line, true)).unwrap();
+        let back: HandedLineRecord = serde_json::from_str(&json).unwrap();
+        assert!(back.reported);
+        let got = back.line(&mut BTreeMap::new()).unwrap();
+        assert_eq!(got.uid(), line.uid());
+        assert_eq!(got.origin.partition, crate::partition::SHARED);
+        let mut want = line.clone();
+        want.origin = Arc::clone(&got.origin);
+        assert_eq!(got, want);
+    }
+
+    /// The shared settlement's part of shard.json, byte for byte as recon wrote it before the
+    /// format moved into this module (issue 43): a gather reads the folders of shards of
+    /// either version. The text is the one `serde_json` writes for the structs as they were
+    /// in `shared.rs` (fields in declaration order).
+    #[test]
+    fn the_handed_batches_keep_their_format() {
+        let origin = Origin::new(
+            Arc::from("psp-M1"),
+            Arc::from("psp-M1-2026-11-28.csv"),
+            None,
+        );
+        let line = StatementLine {
+            origin,
+            line_no: 2,
+            provider_txn_id: Some("T1".into()),
+            reference: None,
+            recipient: "NL91ABNA0417164300".into(),
+            amount_minor: -500,
+            currency: "EUR",
+            booked_at: 10,
+            booked_to: 20,
+            booked_day: None,
+            kind: LineKind::Payout,
+            entry: None,
+            batch: Some("B1".into()),
+            role: Role::Provider,
+            content_id: 9,
+            original: None,
+        };
+        let handed = crate::shared::HandOver {
+            batches: vec![crate::shared::HandedBatch {
+                rule: "payout-M1".into(),
+                key: "B1".into(),
+                currency: "EUR",
+                net_minor: 500,
+                payout_minor: Some(-500),
+                items: 3,
+                matched: 2,
+                touched: true,
+                last_booked: 10,
+                payout_lines: vec![0],
+                first_item: None,
+            }],
+            lines: vec![crate::shared::HandedLine {
+                line,
+                reported: false,
+            }],
+        };
+        let json = serde_json::to_string(&HandOverRecord::of(&handed)).unwrap();
+        assert_eq!(
+            json,
+            concat!(
+                r#"{"batches":[{"rule":"payout-M1","key":"B1","currency":"EUR","net_minor":500,"#,
+                r#""payout_minor":-500,"items":3,"matched":2,"touched":true,"last_booked":10,"#,
+                r#""payout_lines":[0],"first_item":null}],"lines":[{"source":"psp-M1","#,
+                r#""file":"psp-M1-2026-11-28.csv","account":null,"line_no":2,"#,
+                r#""provider_txn_id":"T1","reference":null,"recipient":"NL91ABNA0417164300","#,
+                r#""amount_minor":-500,"currency":"EUR","booked_at":10,"booked_to":20,"#,
+                r#""booked_day":null,"kind":"PAYOUT","entry":null,"batch":"B1","bank":false,"#,
+                r#""content_id":9,"original":null,"reported":false}]}"#
+            )
+        );
+        // And it reads back into the same hand-over, the line as the shared settlement's.
+        let back: HandOverRecord = serde_json::from_str(&json).unwrap();
+        let got = back.handover(&mut BTreeMap::new()).unwrap();
+        assert_eq!(got.batches, handed.batches);
+        assert_eq!(got.lines[0].line.origin.partition, crate::partition::SHARED);
+        assert_eq!(got.lines[0].line.uid(), handed.lines[0].line.uid());
+        // A shard.json without the key (a shard of a job with no shared bank) reads as none.
+        assert_eq!(
+            serde_json::from_str::<HandOverRecord>(r#"{"batches":[],"lines":[]}"#).unwrap(),
+            HandOverRecord::default()
         );
     }
 

@@ -16,6 +16,7 @@ use rust_xlsxwriter::{
     DataValidation, DataValidationErrorStyle, Format, Workbook, Worksheet, XlsxError,
 };
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 
 /// Rows an XLSX sheet holds besides its header.
@@ -168,15 +169,24 @@ fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxE
     Ok(())
 }
 
-/// Writes the workbook to `path`.
+/// Writes the workbook to `path`, as it is compressed: the whole file is never held (the
+/// bytes are [`to_buffer`]'s).
 pub fn write(path: &Path, view: &ReportView) -> Result<()> {
-    let bytes = to_buffer(view)?;
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    let mut wb = build(view).context("building report.xlsx")?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    wb.save_to_writer(&mut out)
+        .context("building report.xlsx")
+        .and_then(|()| out.flush().map_err(Into::into))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// The workbook as bytes.
 pub fn to_buffer(view: &ReportView) -> Result<Vec<u8>> {
-    build(view).context("building report.xlsx")
+    build(view)
+        .and_then(|mut wb| wb.save_to_buffer())
+        .context("building report.xlsx")
 }
 
 /// The decide-workbook the email carries when report.xlsx is too large: the Summary sheet and
@@ -218,7 +228,8 @@ fn workbook(view: &ReportView) -> (Workbook, Formats) {
     (wb, fmts)
 }
 
-fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
+/// The workbook, every sheet written (the family and Cases sheets to temporary files).
+fn build(view: &ReportView) -> Result<Workbook, XlsxError> {
     let (mut wb, mut fmts) = workbook(view);
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
@@ -228,7 +239,7 @@ fn build(view: &ReportView) -> Result<Vec<u8>, XlsxError> {
         // row, so their cells are not all held in memory until the workbook is saved.
         family_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view, f)?;
     }
-    wb.save_to_buffer()
+    Ok(wb)
 }
 
 fn summary_sheet(
@@ -728,6 +739,54 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// report.xlsx is written to its file as it is compressed, never held whole: the same
+    /// bytes as the workbook built in memory, for a view with rows in several sheets and cases
+    /// in the Decide sheet.
+    #[test]
+    fn the_workbook_written_to_its_file_is_the_one_built_in_memory() {
+        use crate::model::{Action, Outcome};
+        let item = |outcome: Outcome, id: &str, minor: i64| Item {
+            outcome,
+            severity: outcome.ticket_severity(),
+            status: None,
+            action: Action::Ticket,
+            payment_id: Some(id.into()),
+            lines: vec![],
+            amount: Some(Money {
+                minor,
+                currency: "EUR",
+            }),
+            recipient: "NL** **** 4300".into(),
+            started_at: Some(0),
+            age_days: 3,
+            rule: std::sync::Arc::from("r"),
+            detail: "why".into(),
+        };
+        let items = vec![
+            item(Outcome::FailedButPaid, "P-1", 12_345),
+            item(Outcome::MissingAtProvider, "P-2", 500),
+            item(Outcome::Ambiguous, "P-3", -70),
+        ];
+        let summary = crate::outputs::summary::Summary {
+            as_of: "2026-11-28T00:00:00Z".into(),
+            ..Default::default()
+        };
+        let view = ReportView::gathered(
+            summary,
+            BTreeMap::new(),
+            items,
+            crate::report::cases::Marks::default(),
+            (0, 3),
+        );
+        assert!(!view.cases.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.xlsx");
+        write(&path, &view).unwrap();
+        let written = std::fs::read(&path).unwrap();
+        assert_eq!(written, to_buffer(&view).unwrap());
+        assert!(written.starts_with(b"PK\x03\x04"), "a zip file");
+    }
 
     #[test]
     fn an_amount_a_double_would_change_is_not_a_number_cell() {

@@ -207,6 +207,18 @@ fn tampers() -> Vec<(&'static str, &'static str, Tamper)> {
             }),
         ),
         (
+            "a column of results.csv renamed in its header, same size",
+            "results.csv",
+            Box::new(|dir: &Path| {
+                let path = dir.join("results.csv");
+                let text = std::fs::read_to_string(&path).unwrap();
+                let edited = text.replacen("source_lines", "source_linez", 1);
+                assert_ne!(edited, text);
+                std::fs::write(&path, edited).unwrap();
+                "source_lines -> source_linez".to_string()
+            }),
+        ),
+        (
             "diff.csv removed",
             "diff.csv",
             Box::new(|dir: &Path| {
@@ -409,6 +421,124 @@ async fn a_hand_over_changed_after_its_shard_committed_is_refused_naming_the_sha
             .sum::<usize>()
     );
     assert!(v.out.join(NIGHT).join("email.eml").exists());
+}
+
+/// Writes `name` of `dir` again with `edit` applied to its header and records (a shard of
+/// another recon version would have written it so) and seals it again in the database, as
+/// the shard would have.
+async fn rewrite_sealed(
+    v: &Variant,
+    dir: &Path,
+    name: &str,
+    edit: &dyn Fn(&csv::StringRecord) -> csv::StringRecord,
+) {
+    let path = dir.join(name);
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_path(&path)
+        .unwrap();
+    let records: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+    let mut w = csv::WriterBuilder::new()
+        .flexible(true)
+        .from_path(&path)
+        .unwrap();
+    for r in &records {
+        w.write_record(&edit(r)).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let sealed = recon::report::shard::seal(dir).unwrap();
+    let file = sealed.iter().find(|f| f.file == name).unwrap();
+    let mut conn = connect(v).await;
+    let done = sqlx::query(
+        "UPDATE recon_shard_handover SET sha256 = $3, bytes = $4 WHERE run_id = $1 AND file = $2",
+    )
+    .bind(&run_id)
+    .bind(name)
+    .bind(&file.sha256)
+    .bind(file.bytes as i64)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(done.rows_affected(), 1);
+}
+
+/// Issue 43: the gather reads the shards' CSV files by their header names, not by column
+/// number. A shard whose results.csv and diff.csv have their columns in another order (as a
+/// shard of another version could write them, sealed so) is merged into the same night, byte
+/// for byte; a shard whose header lacks a column the merge orders the rows by is refused,
+/// naming its file and the column, and nothing is gathered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gather_reads_the_shards_files_by_their_header_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 200, 43);
+    let v = variant(&n, "names").await;
+    let folders = land_shards(&n, &v, 3).await;
+    let night_dir = v.out.join(NIGHT);
+    let files = ["results.csv", "diff.csv", "settlement.csv"];
+    let read_all = || -> Vec<String> {
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(night_dir.join(f)).unwrap())
+            .collect()
+    };
+    ok(
+        gather_with(&n, &v, &[]),
+        "the gather of the shards as written",
+    );
+    let want = read_all();
+    assert!(
+        want[0].lines().count() > 100,
+        "a night with rows: {}",
+        want[0].lines().count()
+    );
+    let mut conn = connect(&v).await;
+    let again = async |conn: &mut sqlx::PgConnection| {
+        std::fs::remove_dir_all(&night_dir).unwrap();
+        sqlx::query("UPDATE recon_run_groups SET gathered_at = NULL WHERE group_id = $1")
+            .bind(NIGHT)
+            .execute(conn)
+            .await
+            .unwrap();
+    };
+    again(&mut conn).await;
+    // Shard 1 wrote its columns in the reverse order.
+    for f in files {
+        rewrite_sealed(&v, &folders[1], f, &|r| r.iter().rev().collect()).await;
+    }
+    assert!(
+        std::fs::read_to_string(folders[1].join("results.csv"))
+            .unwrap()
+            .starts_with("detail,source_lines,")
+    );
+    ok(
+        gather_with(&n, &v, &[]),
+        "the gather of a shard in another column order",
+    );
+    assert!(
+        read_all() == want,
+        "the night differs when one shard orders its columns otherwise"
+    );
+    again(&mut conn).await;
+    // Shard 2 names the column of its rows' lines otherwise: refused.
+    rewrite_sealed(&v, &folders[2], "results.csv", &|r| {
+        r.iter()
+            .map(|f| if f == "source_lines" { "lines" } else { f })
+            .collect()
+    })
+    .await;
+    let out = gather_with(&n, &v, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(recon::exit::OUTPUT), "{stderr}");
+    let path = folders[2].join("results.csv").display().to_string();
+    assert!(
+        stderr.contains(&path) && stderr.contains("no column \"source_lines\""),
+        "{stderr}"
+    );
+    assert!(!night_dir.exists());
+    assert!(group_state(&v).await.0.is_none());
 }
 
 /// Starts `recon gather` paused at its `after_rename` fault point, waits until it is there and

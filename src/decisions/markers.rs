@@ -39,6 +39,7 @@ pub async fn markers(
     }
     let ours: HashSet<&str> = run_ids.iter().map(String::as_str).collect();
     let keys: Vec<&str> = listed.iter().map(|c| c.key.as_str()).collect();
+    let wanted: HashSet<&str> = keys.iter().copied().collect();
     let states = tx.case_states(&keys).await?;
     // New or reopened: what a recent decision may have caused.
     let mut new: HashSet<&str> = HashSet::new();
@@ -48,7 +49,7 @@ pub async fn markers(
         let by = s.status_by.clone().unwrap_or_default();
         if ours.contains(s.first_seen_run_id.as_str()) {
             mark.push(Marker::New);
-            if let Some(k) = keys.iter().find(|k| **k == s.key) {
+            if let Some(k) = wanted.get(s.key.as_str()) {
                 new.insert(k);
             }
         } else if s.status == "OPEN"
@@ -59,7 +60,7 @@ pub async fn markers(
                 .is_some_and(|r| ours.contains(r))
         {
             mark.push(Marker::Reopened { by: by.clone() });
-            if let Some(k) = keys.iter().find(|k| **k == s.key) {
+            if let Some(k) = wanted.get(s.key.as_str()) {
                 new.insert(k);
             }
         }
@@ -82,7 +83,6 @@ pub async fn markers(
             .or_default()
             .push(Marker::Escalated { by, note });
     }
-    let wanted: HashSet<&str> = keys.iter().copied().collect();
     for d in tx.waiting_decisions().await? {
         if wanted.contains(d.case_key.as_str()) {
             out.entry(d.case_key.clone())

@@ -317,17 +317,9 @@ async fn apply_row(
             ))
         }
         Plan::Confirm(c) => {
+            let approver = approves.as_ref().map(|_| actor);
             tx.confirm_line(
-                &crate::store::cases::Confirmation {
-                    source: c.source.clone(),
-                    line_id: c.line_id.clone(),
-                    payment_id: c.payment_id.clone(),
-                    case_key: case.key.clone(),
-                    actor: decider.clone(),
-                    approved_by: approves.as_ref().map(|_| actor.to_string()),
-                    reference: c.reference.clone(),
-                    accepted_difference_minor: None,
-                },
+                &confirmation(&c, &case.key, (&decider, approver), None),
                 now,
             )
             .await?;
@@ -343,17 +335,9 @@ async fn apply_row(
         }
         Plan::Accept(c, d) => {
             let diff = d.minor;
+            let approver = approves.as_ref().map(|_| actor);
             tx.confirm_line(
-                &crate::store::cases::Confirmation {
-                    source: c.source.clone(),
-                    line_id: c.line_id.clone(),
-                    payment_id: c.payment_id.clone(),
-                    case_key: case.key.clone(),
-                    actor: decider.clone(),
-                    approved_by: approves.as_ref().map(|_| actor.to_string()),
-                    reference: c.reference.clone(),
-                    accepted_difference_minor: Some(diff),
-                },
+                &confirmation(&c, &case.key, (&decider, approver), Some(diff)),
                 now,
             )
             .await?;
@@ -520,4 +504,25 @@ async fn settle(
         tx.supersede_waiting(&case.key).await?;
     }
     Ok(())
+}
+
+/// What `confirm N` and `accept difference` store for the candidate `c` of case `case_key`:
+/// the line is the payment's (with the accepted difference, minor units, for the latter),
+/// decided by `decider` and approved by `approver` when a second reviewer did.
+fn confirmation(
+    c: &crate::store::cases::CaseCandidate,
+    case_key: &str,
+    (decider, approver): (&str, Option<&str>),
+    accepted_difference_minor: Option<i64>,
+) -> crate::store::cases::Confirmation {
+    crate::store::cases::Confirmation {
+        source: c.source.clone(),
+        line_id: c.line_id.clone(),
+        payment_id: c.payment_id.clone(),
+        case_key: case_key.to_string(),
+        actor: decider.to_string(),
+        approved_by: approver.map(str::to_string),
+        reference: c.reference.clone(),
+        accepted_difference_minor,
+    }
 }

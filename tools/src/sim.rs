@@ -1474,24 +1474,14 @@ impl World {
                 let recipient = fresh(rng);
                 let p = self.push_payment(rng, &recipient, amount, pc, started, status, knows);
                 let booked = started + rng.between(10, 20 * 60) * MINUTE;
-                let pay = &self.payments[p];
-                let line = Line {
-                    source: Source::Psp,
-                    txn_id: pay.provider_id.clone(),
-                    reference: pay.id.clone(),
-                    recipient,
-                    amount_minor: line_amount,
-                    currency: lc,
-                    booked_at: booked,
-                    kind: "PAYMENT",
-                    role: LineRole::Payment { payment: p, nth: 0 },
-                    file_day: file_day_of(Source::Psp, start, booked),
-                };
-                let l = self.insert_line(line);
-                let pm = &mut self.payments[p];
-                pm.fate = Fate::PaidOnce;
-                pm.lines = vec![l];
-                pm.shape = Some(Shape::CurrencyMismatch { line: l });
+                let reference = self.payments[p].id.clone();
+                let l = self.paid_once(
+                    p,
+                    (reference, recipient.clone()),
+                    (line_amount, lc),
+                    (booked, start),
+                );
+                self.payments[p].shape = Some(Shape::CurrencyMismatch { line: l });
             }
             if rng.chance(pr.multi_currency) {
                 let recipient = fresh(rng);
@@ -1523,23 +1513,13 @@ impl World {
                     self.payments[p].shape = Some(Shape::MultiCurrency { first, n });
                     if paid {
                         let booked = started + rng.between(5, 6 * 60) * MINUTE;
-                        let pay = &self.payments[p];
-                        let line = Line {
-                            source: Source::Psp,
-                            txn_id: pay.provider_id.clone(),
-                            reference: String::new(),
-                            recipient: recipient.clone(),
-                            amount_minor: amount,
-                            currency: c,
-                            booked_at: booked / 1_000_000 * 1_000_000,
-                            kind: "PAYMENT",
-                            role: LineRole::Payment { payment: p, nth: 0 },
-                            file_day: file_day_of(Source::Psp, start, booked),
-                        };
-                        let l = self.insert_line(line);
-                        let pm = &mut self.payments[p];
-                        pm.fate = Fate::PaidOnce;
-                        pm.lines = vec![l];
+                        let reference = String::new();
+                        self.paid_once(
+                            p,
+                            (reference, recipient.clone()),
+                            (amount, c),
+                            (booked / 1_000_000 * 1_000_000, start),
+                        );
                     }
                 }
             }
@@ -1566,24 +1546,18 @@ impl World {
                 let recipient = fresh(rng);
                 let p = self.push_payment(rng, &recipient, amount, c, started, status, knows);
                 let booked = started + rng.between(10, 20 * 60) * MINUTE;
-                let pay = &self.payments[p];
-                let line = Line {
-                    source: Source::Psp,
-                    txn_id: pay.provider_id.clone(),
-                    reference: if named { pay.id.clone() } else { String::new() },
-                    recipient,
-                    amount_minor: amount - fee,
-                    currency: c,
-                    booked_at: booked,
-                    kind: "PAYMENT",
-                    role: LineRole::Payment { payment: p, nth: 0 },
-                    file_day: file_day_of(Source::Psp, start, booked),
+                let reference = if named {
+                    self.payments[p].id.clone()
+                } else {
+                    String::new()
                 };
-                let l = self.insert_line(line);
-                let pm = &mut self.payments[p];
-                pm.fate = Fate::PaidOnce;
-                pm.lines = vec![l];
-                pm.shape = Some(Shape::NettedFee {
+                let l = self.paid_once(
+                    p,
+                    (reference, recipient.clone()),
+                    (amount - fee, c),
+                    (booked, start),
+                );
+                self.payments[p].shape = Some(Shape::NettedFee {
                     line: l,
                     fee_minor: fee,
                     within_limit: within,
@@ -1729,6 +1703,35 @@ impl World {
         }
         out.insert("EUR", Decimal::ONE);
         out
+    }
+
+    /// Issue 42: payment `p` paid once by the provider (a `psp` payout with its provider id,
+    /// `reference` and `recipient`, of `amount_minor` `currency`, booked at `booked_at`): the
+    /// line joins its file's versions and is the payment's one line. Returns the line.
+    fn paid_once(
+        &mut self,
+        p: usize,
+        (reference, recipient): (String, String),
+        (amount_minor, currency): (i64, &'static str),
+        (booked_at, start): (Micros, NaiveDate),
+    ) -> usize {
+        let line = Line {
+            source: Source::Psp,
+            txn_id: self.payments[p].provider_id.clone(),
+            reference,
+            recipient,
+            amount_minor,
+            currency,
+            booked_at,
+            kind: "PAYMENT",
+            role: LineRole::Payment { payment: p, nth: 0 },
+            file_day: file_day_of(Source::Psp, start, booked_at),
+        };
+        let l = self.insert_line(line);
+        let pm = &mut self.payments[p];
+        pm.fate = Fate::PaidOnce;
+        pm.lines = vec![l];
+        l
     }
 
     /// Issue 42: line `line` is appended to the world and joins every version planned for its

@@ -469,12 +469,12 @@ async fn gather_cmd(
         run_id: None,
         wait: false,
     };
-    let g = recon::gather::GatherOptions {
+    let g = recon::run::gather::GatherOptions {
         group: group.unwrap_or_else(|| recon::run::default_group(&opts)),
         wait,
         poll: std::time::Duration::from_secs(5),
     };
-    let report = recon::gather::gather(&cfg, &g).await?;
+    let report = recon::run::gather::gather(&cfg, &g).await?;
     let Some(summary) = &report.summary else {
         outln!(
             "recon gather {}: already gathered into {}: nothing to do",

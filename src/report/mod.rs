@@ -25,7 +25,6 @@ pub mod email;
 pub mod html;
 pub mod markers;
 pub mod outbox;
-pub mod shard;
 pub mod xlsx;
 
 use crate::ledger::{Payment, Status};

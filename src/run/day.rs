@@ -10,7 +10,7 @@ use crate::outputs::results;
 use crate::outputs::summary;
 use crate::report::outbox::Alert;
 use crate::report::{self as reports, ReportView};
-use crate::run_data::{RunData, RunOptions};
+use crate::run::data::{RunData, RunOptions};
 use crate::timeparse::{self};
 use anyhow::{Context as _, Result};
 use chrono::{NaiveDate, Utc};
@@ -370,7 +370,7 @@ async fn commit(
         let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
         stop::unless_stopped(
             stop::BEFORE_COMMIT,
-            crate::effects::apply(
+            crate::run::effects::apply(
                 &mut tx,
                 &data,
                 Arc::new(matched),
@@ -409,7 +409,7 @@ async fn commit(
     // A shard leaves the cases that span shards (a line named across partitions) to the
     // gather, which sees every shard's rows and groups them as one process does.
     let all_cases = (!day.data.crossing.is_empty()).then(|| day.view.cases.clone());
-    let held = crate::report::shard::take_crossing_cases(&mut day.view, &day.data.crossing);
+    let held = crate::run::handover::take_crossing_cases(&mut day.view, &day.data.crossing);
     if !opts.dry_run {
         let cases = day.record_cases(&mut tx, job, (run_id, &now), &held, range_cases);
         Box::pin(cases).await?;
@@ -425,7 +425,7 @@ async fn commit(
     day.write_summary(job, &writing.folder, &held)?;
     if part.hands_over() {
         // What the gather will read, sealed in the commit of what it stands for.
-        crate::report::shard::seal_in(&mut tx, run_id, &writing.folder.tmp_dir).await?;
+        crate::run::handover::seal_in(&mut tx, run_id, &writing.folder.tmp_dir).await?;
     }
     if !opts.dry_run {
         crate::fault::point("before_commit");
@@ -450,7 +450,7 @@ impl Results {
     /// reports (written again).
     fn show_conflicts(
         &mut self,
-        conflicts: Vec<crate::effects::Conflict>,
+        conflicts: Vec<crate::run::effects::Conflict>,
         job: Job<'_>,
         folder: &Folder,
         marks: &crate::report::cases::Marks,
@@ -552,7 +552,7 @@ impl Results {
                 .as_ref()
                 .map(|p| p.values_of(shard).into_iter().map(str::to_string).collect())
                 .unwrap_or_default();
-            crate::report::shard::ShardRecord::of(
+            crate::run::handover::ShardRecord::of(
                 group,
                 shard,
                 partitions,

@@ -453,7 +453,7 @@ pub(super) fn drop_line_rows(rows: &mut Vec<crate::outcome::ResultRow>, own: usi
     rows.retain(|r| r.payment.is_some() || r.lines.first().is_none_or(|&l| (l as usize) < own));
 }
 
-/// The keys ([`crate::report::shard::row_key`]) of the rows that share a line with a row of
+/// The keys ([`crate::run::handover::row_key`]) of the rows that share a line with a row of
 /// another shard: a foreign line (from `own` on), or a line paired with a payment another shard
 /// reports (`elsewhere`). One process groups such rows into cases with the other shard's rows;
 /// a shard leaves those cases to the gather, which sees every shard's rows. Empty when nothing
@@ -480,7 +480,7 @@ pub(super) fn crossing_rows<'a>(
     }
     rows.iter()
         .filter(|r| r.lines.iter().any(|&l| shared[l as usize]))
-        .map(|r| crate::report::shard::row_key(r, payments, lines))
+        .map(|r| crate::run::handover::row_key(r, payments, lines))
         .collect()
 }
 

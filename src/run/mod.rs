@@ -22,15 +22,25 @@
 //! what `recon explain` re-plans). Both are lines of typed stages, each function taking the
 //! value the one before handed over. What a day's run is part of (the whole night, a range's
 //! day, a shard of a run group) is one `Part`, asked where the drivers differ.
+//!
+//! Beside them: `data.rs` (what one run works on), `effects.rs` (transitions, follow-ups and
+//! tickets inside the run's transaction), `shared.rs` (bank sources every partition shares),
+//! `handover.rs` (the one format of what a shard hands the gather: `shard.json` and the sealed
+//! files) and `gather.rs` (`recon gather`: a sharded night from its shards' folders).
 
 mod claims;
+pub mod data;
 mod day;
+pub(crate) mod effects;
 mod foreign;
+pub mod gather;
+pub mod handover;
 mod load;
 pub(crate) mod plan;
 mod range;
 mod recovery;
 mod shard;
+pub mod shared;
 pub mod stop;
 
 pub use shard::{ShardOutcome, check_group_id, config_hash, default_group, run_shard};
@@ -41,8 +51,8 @@ use crate::exit::{Failure, fail};
 use crate::outputs::summary::Summary;
 use crate::report::outbox::{self, Alert};
 use crate::rules::RuleSet;
-pub(crate) use crate::run_data::RunData;
-pub use crate::run_data::RunOptions;
+pub(crate) use crate::run::data::RunData;
+pub use crate::run::data::RunOptions;
 use crate::timeparse::Micros;
 use anyhow::Result;
 use chrono::Utc;

@@ -15,7 +15,7 @@ use crate::ledger::load::{LoadRange, LoadedLedger};
 use crate::matching::{self, MatchResult};
 use crate::outcome::{self, Context};
 use crate::outputs::summary::{self, Summary};
-use crate::run_data::{RunData, RunOptions};
+use crate::run::data::{RunData, RunOptions};
 use crate::sources::{self, StatementLine};
 use crate::timeparse::{self, DAY, HOUR, MINUTE, Micros};
 use anyhow::{Context as _, Result};
@@ -351,7 +351,7 @@ async fn load_statements_and_ledger(
         // A shared source is no payment's evidence: it keeps the night's days, which the
         // gather of a sharded night (that has no ledger) reads too.
         for ((new, old), src) in more.iter_mut().zip(&mut loads).zip(&cfg.sources) {
-            if crate::shared::is_shared(cfg, src) {
+            if crate::run::shared::is_shared(cfg, src) {
                 std::mem::swap(new, old);
             }
         }
@@ -627,9 +627,9 @@ struct Scoped {
     /// The partition of each configured source (empty: a job without `[partition]`).
     source_partitions: Vec<u32>,
     /// The shared rules' batches a shard hands over to the gather.
-    handed: crate::shared::HandOver,
+    handed: crate::run::shared::HandOver,
     /// One process: those batches paired with the shared sources' lines.
-    shared: Option<crate::shared::Decided>,
+    shared: Option<crate::run::shared::Decided>,
 }
 
 /// Scopes the matched night: the payments of its days and those carried over, both sides of
@@ -692,13 +692,13 @@ fn scope(job: Job<'_>, span: &Span, matched: Matched) -> Result<Scoped> {
     // The shared rules' batches: handed to the gather by a shard; paired here by one process,
     // exactly as the gather pairs them.
     let own_links = super::foreign::own_links(&m.links, own_lines);
-    let (handed, shared) = crate::shared::in_night(
+    let (handed, shared) = crate::run::shared::in_night(
         &ev.lines[..own_lines],
         &own_links,
         rules,
         &mut ev.report_line[..own_lines],
         !job.part.hands_over(),
-        &crate::shared::Night {
+        &crate::run::shared::Night {
             as_of,
             lag: span.lag,
             range: (span.t0, span.t1),
@@ -871,7 +871,7 @@ struct Classified {
     /// Payment index → the provider id a status answer gave it.
     status_provider_ids: HashMap<u32, String>,
     /// The shared rules' batches a shard hands over to the gather.
-    handed: crate::shared::HandOver,
+    handed: crate::run::shared::HandOver,
     /// Per payment: reported tonight (with those a row of tonight's evidence names).
     in_scope: Vec<bool>,
     /// How many lines are the night's own.

@@ -8,7 +8,7 @@ use crate::outcome::Outcome;
 use crate::outputs::summary;
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
-use crate::run_data::RunOptions;
+use crate::run::data::RunOptions;
 use crate::timeparse;
 use anyhow::{Context as _, Result};
 use std::collections::BTreeMap;

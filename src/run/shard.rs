@@ -18,7 +18,7 @@ use crate::db::{Db, GROUP_LOCK_CLASS, RUN_LOCK_KEY, SHARD_LOCK_CLASS};
 use crate::exit::{Failure, fail};
 use crate::partition::Shard;
 use crate::rules::RuleSet;
-use crate::run_data::RunOptions;
+use crate::run::data::RunOptions;
 use crate::store::groups::Group;
 use crate::timeparse;
 use anyhow::Result;

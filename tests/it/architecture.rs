@@ -41,11 +41,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("matching", &["matching"]),
     ("classification", &["outcome"]),
     ("evidence", &["evidence", "status_api"]),
-    ("outputs", &["outputs", "run_data", "shared"]),
-    ("effects and reports", &["effects", "report"]),
+    ("outputs", &["outputs"]),
+    ("reports", &["report"]),
     ("decisions", &["decisions"]),
     ("run", &["run"]),
-    ("cli", &["explain", "demo", "process", "gather"]),
+    ("cli", &["explain", "demo", "process"]),
 ];
 
 /// One use of another top-level module.

@@ -449,7 +449,7 @@ async fn rewrite_sealed(
     w.flush().unwrap();
     drop(w);
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
-    let sealed = recon::report::shard::seal(dir).unwrap();
+    let sealed = recon::run::handover::seal(dir).unwrap();
     let file = sealed.iter().find(|f| f.file == name).unwrap();
     let mut conn = connect(v).await;
     let done = sqlx::query(

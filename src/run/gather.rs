@@ -25,8 +25,8 @@ use crate::exit::{Failure, fail};
 use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
 use crate::report::outbox::AlertStatus;
 use crate::report::outbox::{self, Alert};
-use crate::report::shard::ShardRecord;
 use crate::report::{self as reports, ReportView};
+use crate::run::handover::ShardRecord;
 use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
 use crate::timeparse;
 use anyhow::{Context as _, Result};
@@ -308,7 +308,7 @@ async fn gather_group(
     let mut tx = db.begin().await?;
     let mut tickets = crate::outputs::summary::TicketStats::default();
     if let Some(s) = &shared {
-        tickets = crate::effects::line_tickets(
+        tickets = crate::run::effects::line_tickets(
             &mut tx,
             &s.data,
             rules,
@@ -328,7 +328,7 @@ async fn gather_group(
     let case_payments: Vec<crate::ledger::Payment> = records
         .iter()
         .flat_map(|r| &r.case_payments)
-        .map(crate::report::shard::CasePaymentRecord::payment)
+        .map(crate::run::handover::CasePaymentRecord::payment)
         .collect();
     let tmp = out_dir.with_extension("tmp");
     let mut view = write_night(
@@ -345,7 +345,7 @@ async fn gather_group(
     if !crossing.is_empty() {
         let all = view.cases.clone();
         // Only those: the shards stored the others.
-        view.cases = crate::report::shard::take_crossing_cases(&mut view, &crossing);
+        view.cases = crate::run::handover::take_crossing_cases(&mut view, &crossing);
         let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
             fail(
                 Failure::Database,
@@ -437,7 +437,7 @@ async fn gather_group(
     })
 }
 
-/// What each landed shard sealed when it committed ([`crate::report::shard::seal`]): the
+/// What each landed shard sealed when it committed ([`crate::run::handover::seal`]): the
 /// gather checks every file it reads against it, and gathers nothing that differs.
 struct Handover {
     group: String,
@@ -483,7 +483,7 @@ impl Handover {
                      trusted",
                 ));
             }
-            for name in crate::report::shard::HANDED {
+            for name in crate::run::handover::HANDED {
                 if !s.files.contains_key(name) {
                     return Err(h.refused(i, &format!("{name} is not in its sealed hand-over")));
                 }
@@ -564,7 +564,7 @@ impl Handover {
             return Ok(());
         };
         let path = s.dir.join(file);
-        let mut reader = crate::report::shard::Hashing::new(
+        let mut reader = crate::run::handover::Hashing::new(
             std::fs::File::open(&path)
                 .map_err(|e| self.refused(i, &format!("{}: {e}", path.display())))?,
         );
@@ -577,23 +577,23 @@ impl Handover {
 /// Each landed shard's `shard.json`, in shard order, each checked against its seal (as are
 /// the files of the shard's folder that the merge does not read, such as summary.json).
 fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<Vec<ShardRecord>> {
-    let merged = crate::report::shard::MERGED;
+    let merged = crate::run::handover::MERGED;
     let mut records = Vec::with_capacity(dirs.len());
     for (i, d) in dirs.iter().enumerate() {
         let r = match ShardRecord::read(d) {
             Ok((r, got)) => {
-                handover.verify(i, crate::report::shard::FILE, &got)?;
+                handover.verify(i, crate::run::handover::FILE, &got)?;
                 r
             }
             Err(e) => {
                 // Unreadable: changed, or broken as the shard wrote it?
-                handover.verify_whole(i, crate::report::shard::FILE)?;
+                handover.verify_whole(i, crate::run::handover::FILE)?;
                 return Err(fail(Failure::Output, format!("{e:#}")));
             }
         };
         if let Some(s) = handover.shards.get(i) {
             for file in s.files.keys() {
-                if file != crate::report::shard::FILE && !merged.contains(&file.as_str()) {
+                if file != crate::run::handover::FILE && !merged.contains(&file.as_str()) {
                     handover.verify_whole(i, file)?;
                 }
             }
@@ -619,7 +619,7 @@ fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<
 /// paired with every shard's batches.
 struct SharedNight {
     /// Its rows and lines (no payment).
-    data: crate::run_data::RunData,
+    data: crate::run::data::RunData,
     /// How many of its lines are the shards' handed provider lines.
     handed: usize,
     /// The group's as-of.
@@ -644,7 +644,7 @@ async fn shared_night(
     let mut shared_cfg = cfg.clone();
     shared_cfg
         .sources
-        .retain(|s| crate::shared::is_shared(cfg, s));
+        .retain(|s| crate::run::shared::is_shared(cfg, s));
     if shared_cfg.sources.is_empty() {
         return Ok(None);
     }
@@ -693,17 +693,17 @@ async fn shared_night(
         .map(|(s, c)| (s.name.as_str(), c.as_slice()))
         .collect();
     // Every shard's handed lines of one file share one origin.
-    let mut origins = crate::report::shard::HandedOrigins::new();
+    let mut origins = crate::run::handover::HandedOrigins::new();
     let handovers = records
         .iter_mut()
         .map(|r| std::mem::take(&mut r.handed).handover(&mut origins))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
-    let decided = crate::shared::decide(
+    let decided = crate::run::shared::decide(
         handovers,
         lines,
         rules,
-        &crate::shared::Night {
+        &crate::run::shared::Night {
             as_of,
             lag: cfg.settlement_lag_hours * timeparse::HOUR,
             range: (t0, t1),
@@ -721,7 +721,7 @@ async fn shared_night(
         as_of,
     );
     Ok(Some(SharedNight {
-        data: crate::run_data::RunData {
+        data: crate::run::data::RunData {
             payments: Vec::new(),
             lines: decided.lines,
             rows: decided.rows,

@@ -13,7 +13,7 @@
 //! night); records of equal keys keep the files' order. A file read out of order is merged all
 //! the same (the night's order then differs from one process's) and said in a warning.
 
-use crate::report::shard::Hashing;
+use crate::run::handover::Hashing;
 use anyhow::{Context as _, Result, anyhow};
 use std::path::{Path, PathBuf};
 
@@ -319,7 +319,7 @@ mod tests {
         // The sha256 of the whole file, as the seal holds it.
         assert_eq!(
             read[0].0,
-            crate::report::shard::seal(&dirs[0]).unwrap()[0].sha256
+            crate::run::handover::seal(&dirs[0]).unwrap()[0].sha256
         );
     }
 

@@ -185,7 +185,7 @@ pub struct CasePaymentRecord {
 }
 
 /// A shard's batches of the settlement rules whose bank source every partition shares
-/// ([`crate::shared::HandOver`]) in plain values: what the gather pairs with the shared bank
+/// ([`crate::run::shared::HandOver`]) in plain values: what the gather pairs with the shared bank
 /// source's credits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandOverRecord {
@@ -195,7 +195,7 @@ pub struct HandOverRecord {
     lines: Vec<HandedLineRecord>,
 }
 
-/// One batch of a shared rule in plain values ([`crate::shared::HandedBatch`]).
+/// One batch of a shared rule in plain values ([`crate::run::shared::HandedBatch`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct BatchRecord {
     rule: String,
@@ -215,7 +215,7 @@ struct BatchRecord {
     first_item: Option<u32>,
 }
 
-/// A handed statement line in plain values ([`crate::shared::HandedLine`]).
+/// A handed statement line in plain values ([`crate::run::shared::HandedLine`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct HandedLineRecord {
     source: String,
@@ -245,7 +245,7 @@ pub type HandedOrigins = BTreeMap<(String, String), Arc<Origin>>;
 
 impl HandOverRecord {
     /// The record of a shard's hand-over.
-    pub fn of(h: &crate::shared::HandOver) -> HandOverRecord {
+    pub fn of(h: &crate::run::shared::HandOver) -> HandOverRecord {
         HandOverRecord {
             batches: h
                 .batches
@@ -275,13 +275,13 @@ impl HandOverRecord {
     /// The hand-over as the gather decides it: its lines are the shared settlement's (their
     /// origin has the partition [`crate::partition::SHARED`]), one origin per file of
     /// `origins`.
-    pub fn handover(self, origins: &mut HandedOrigins) -> Result<crate::shared::HandOver> {
-        Ok(crate::shared::HandOver {
+    pub fn handover(self, origins: &mut HandedOrigins) -> Result<crate::run::shared::HandOver> {
+        Ok(crate::run::shared::HandOver {
             batches: self
                 .batches
                 .into_iter()
-                .map(|b| -> Result<crate::shared::HandedBatch> {
-                    Ok(crate::shared::HandedBatch {
+                .map(|b| -> Result<crate::run::shared::HandedBatch> {
+                    Ok(crate::run::shared::HandedBatch {
                         rule: b.rule,
                         key: b.key,
                         currency: currency(&b.currency)?,
@@ -299,9 +299,9 @@ impl HandOverRecord {
             lines: self
                 .lines
                 .into_iter()
-                .map(|l| -> Result<crate::shared::HandedLine> {
+                .map(|l| -> Result<crate::run::shared::HandedLine> {
                     let reported = l.reported;
-                    Ok(crate::shared::HandedLine {
+                    Ok(crate::run::shared::HandedLine {
                         line: l.line(origins)?,
                         reported,
                     })
@@ -620,7 +620,7 @@ impl ShardRecord {
         shard: Shard,
         partitions: Vec<String>,
         view: &ReportView,
-        handed: &crate::shared::HandOver,
+        handed: &crate::run::shared::HandOver,
     ) -> Self {
         ShardRecord {
             group: group.to_string(),
@@ -836,8 +836,8 @@ mod tests {
             content_id: 9,
             original: None,
         };
-        let handed = crate::shared::HandOver {
-            batches: vec![crate::shared::HandedBatch {
+        let handed = crate::run::shared::HandOver {
+            batches: vec![crate::run::shared::HandedBatch {
                 rule: "payout-M1".into(),
                 key: "B1".into(),
                 currency: "EUR",
@@ -850,7 +850,7 @@ mod tests {
                 payout_lines: vec![0],
                 first_item: None,
             }],
-            lines: vec![crate::shared::HandedLine {
+            lines: vec![crate::run::shared::HandedLine {
                 line,
                 reported: false,
             }],

@@ -1,5 +1,5 @@
-//! What one run works on, shared by `run`, which plans and writes it, `effects`, which
-//! applies it, and `explain`: the options ([`RunOptions`]) and the classified rows (`RunData`).
+//! What one run works on, shared by the night (which plans and writes it), `effects` (which
+//! applies it) and `explain`: the options ([`RunOptions`]) and the classified rows (`RunData`).
 
 use crate::ledger::Payment;
 use crate::outcome::{Outcome, ResultRow};
@@ -37,12 +37,12 @@ pub(crate) struct RunData {
     /// Payment index → the provider id a status answer gave it (its transition records it).
     pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
     /// A shard's batches of the shared settlement rules, for the gather ([`crate::shared`]).
-    pub(crate) handed: crate::shared::HandOver,
+    pub(crate) handed: crate::run::shared::HandOver,
     /// Payment index → the reviewers' confirmations its transition rests on (its history
     /// reason names them).
     pub(crate) confirmations: std::collections::HashMap<u32, String>,
     /// A shard's rows that share a line with a row another shard reports (a line that names a
-    /// payment of another shard's partition): the keys (`report::shard::row_key`) of
+    /// payment of another shard's partition): the keys (`run::handover::row_key`) of
     /// the rows whose cases the gather stores, as one process groups them. Empty elsewhere.
     pub(crate) crossing: std::collections::HashSet<String>,
 }

@@ -9,7 +9,7 @@ use crate::matching::MatchResult;
 use crate::outcome::{Action, Outcome, ResultRow};
 use crate::outputs::summary::{Summary, TicketStats};
 use crate::rules::RuleSet;
-use crate::run_data::{RunData, RunOptions};
+use crate::run::data::{RunData, RunOptions};
 use crate::store::STREAM_CHUNK;
 use crate::tickets::{self, NewTicket, Upserted};
 use crate::timeparse::Micros;

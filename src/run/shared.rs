@@ -11,7 +11,7 @@
 //!    the batches of the shared rules are summed (`hand_over`) but not paired: a shard hands
 //!    them to the gather in `shard.json`, with the few provider lines their rows may show (the
 //!    payout lines, or a batch's first line). This module computes them ([`HandOver`]); their
-//!    format in `shard.json` is the hand-over module's (`report::shard`).
+//!    format in `shard.json` is the hand-over module's (`run::handover`).
 //! 2. Where the shared source is read (one process, or the gather, once for the night), the
 //!    batches of every partition are paired with its credits ([`decide`]): SETTLED, mismatch,
 //!    ambiguous, PAYOUT_MISSING_AT_BANK, UNMATCHED_BANK_CREDIT, and a ticket for every other
@@ -38,7 +38,7 @@ pub fn is_shared(cfg: &Config, source: &crate::config::SourceConfig) -> bool {
 
 /// The batches of the shared rules, summed where their provider lines were read, for
 /// [`decide`]. A shard hands them to the gather in `shard.json` (its format is
-/// `report::shard`'s, the hand-over module).
+/// `run::handover`'s, the hand-over module).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HandOver {
     /// The batches, sorted by rule, key and currency.

@@ -27,6 +27,7 @@ use crate::report::outbox::AlertStatus;
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
 use crate::run::handover::ShardRecord;
+use crate::run::session::{Secrets, Session};
 use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
 use crate::timeparse;
 use anyhow::{Context as _, Result};
@@ -107,22 +108,27 @@ pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> 
         ));
     };
     crate::run::check_group_id(&opts.group)?;
-    let rules = crate::rules::RuleSet::for_job(cfg)?;
-    let db = Db::for_job(cfg).await?;
-    if !db.is_postgres() {
-        return Err(fail(
-            Failure::Config,
-            "recon gather needs PostgreSQL (a SQLite job runs the night in one process)"
-                .to_string(),
-        ));
-    }
-    let gathered = gather_group(cfg, opts, partition, &rules, &db).await;
+    // Nothing is checked up front but the rules: the gather asks no status API, and a failed
+    // email is said in its report, not refused before.
+    let secrets = Secrets {
+        status_api: false,
+        smtp: false,
+    };
+    let checked = Session::check(cfg, secrets)?;
+    // The night looks from its shards' as-of; the session's is the gather's start.
+    let session = checked.open(Utc::now().timestamp_micros()).await?;
+    session.require_postgres(NEEDS_POSTGRES)?;
+    let gathered = gather_group(&session, opts, partition).await;
     if let Err(e) = &gathered {
-        failed(cfg, &db, opts, e).await;
+        failed(cfg, &session.db, opts, e).await;
     }
-    db.close().await;
+    session.close().await;
     gathered
 }
+
+/// Why the gather refuses a SQLite job.
+const NEEDS_POSTGRES: &str =
+    "recon gather needs PostgreSQL (a SQLite job runs the night in one process)";
 
 /// The failure kind of an error chain (its outermost classification).
 fn failure_of(e: &anyhow::Error) -> Option<Failure> {
@@ -203,12 +209,11 @@ async fn failure_alert(
 
 /// Gathers the night of run group `opts.group` (see [`gather`]).
 async fn gather_group(
-    cfg: &Config,
+    session: &Session<'_>,
     opts: &GatherOptions,
     partition: &crate::partition::PartitionConfig,
-    rules: &crate::rules::RuleSet,
-    db: &Db,
 ) -> Result<GatherReport> {
+    let (cfg, rules, db) = (session.cfg, &session.rules, &session.db);
     let deadline = tokio::time::Instant::now() + opts.wait;
     let (group, landed) = loop {
         let mut tx = db.begin().await?;
@@ -283,7 +288,7 @@ async fn gather_group(
     }
     // Alerts an earlier gather could not send go first (also when this night is gathered
     // already: a retried gather delivers its queued email).
-    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, false).await;
+    let mut alert = session.queued_alerts(false).await;
     if gathered {
         tracing::info!(group = %group.group_id, "Already gathered.");
         if let Some(e) = released_error {

@@ -16,6 +16,8 @@
 //! scope of the range that closed them.
 //!
 //! The run is split by job: [`run`] (here) checks the config, takes the lock and dispatches;
+//! `session.rs` is what every driver (the whole night, a range, a shard, the gather) opens and
+//! closes: rules, secrets, database, lock, recovery, inbox, queued alerts;
 //! `recovery.rs` cleans up after a run that was killed; `range.rs` runs `--from … --to …` day
 //! by day and writes the range's summary and reports; `day.rs` runs one day (its run record,
 //! effects and outputs); `plan.rs` loads, matches and classifies without any effect (also
@@ -39,6 +41,7 @@ mod load;
 pub(crate) mod plan;
 mod range;
 mod recovery;
+mod session;
 mod shard;
 pub mod shared;
 pub mod stop;
@@ -46,7 +49,7 @@ pub mod stop;
 pub use shard::{ShardOutcome, check_group_id, config_hash, default_group, run_shard};
 
 use crate::config::Config;
-use crate::db::Db;
+use crate::db::{Db, RunLock};
 use crate::exit::{Failure, fail};
 use crate::outputs::summary::Summary;
 use crate::report::outbox::{self, Alert};
@@ -58,7 +61,6 @@ use anyhow::Result;
 use chrono::Utc;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use day::run_day;
 
@@ -111,7 +113,7 @@ impl Part<'_> {
 }
 
 use range::run_range;
-use recovery::recover_interrupted;
+use session::{Secrets, Session};
 
 pub(crate) use plan::plan;
 pub use range::{DaySummary, RangeSummary};
@@ -159,18 +161,13 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             format!("--from {} is after --to {}", opts.from, opts.to),
         ));
     }
-    let rules = RuleSet::for_job(cfg)?;
-    // Missing SMTP credentials are a configuration error, found before any data is read.
-    if let Some(email) = &cfg.email
-        && let crate::config::EmailTransport::Smtp(smtp) = &email.transport
-        && !opts.dry_run
-    {
-        smtp.credentials()?;
-    }
-    // So are the status API's secret headers.
-    if let Some(api) = &cfg.status_api {
-        api.header_values()?;
-    }
+    // Missing SMTP credentials or status API headers are configuration errors, found before
+    // any data is read.
+    let secrets = Secrets {
+        status_api: true,
+        smtp: !opts.dry_run,
+    };
+    let checked = Session::check(cfg, secrets)?;
     if let Some(warning) = future_warning(cfg, opts, Utc::now()) {
         tracing::warn!(warning = %warning, "Run in the future.");
     }
@@ -182,67 +179,55 @@ pub async fn run(cfg: &Config, opts: &RunOptions) -> Result<RunReport> {
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         )
     });
-    let opening = Instant::now();
-    let db = stop::unless_stopped(NOTHING_DONE, Db::for_job(cfg)).await?;
-    // A `recon decisions apply` that holds the lock is waited for (at most `apply_wait`).
-    let lock = stop::unless_stopped(
-        NOTHING_DONE,
-        crate::decisions::lock::for_run(&db, opts.wait, cfg.decisions.apply_wait),
-    )
-    .await?;
-    tracing::debug!(
-        elapsed_ms = opening.elapsed().as_millis() as u64,
-        "Database open, schema checked, run lock held."
-    );
+    let session = checked.open_unless_stopped(as_of).await?;
+    let lock = session.lock_for_run(opts.wait).await?;
     if !opts.dry_run {
-        recover_interrupted(&db, cfg).await?;
-        // Reviewers' decision files first, so the night reconciles on them. Nothing there
-        // stops the night: what was skipped is recorded under the run id, and the run's
-        // summary.json and email name it.
-        crate::decisions::inbox::apply_for_run(&db, &cfg.decisions, &run_id).await;
+        session.recover().await?;
+        // Reviewers' decision files first, so the night reconciles on them.
+        session.apply_inbox_for_run(&run_id).await;
     }
     stop::check(NOTHING_DONE)?;
     // Alerts an earlier run could not send go first (under the lock: sent once).
-    let mut alert = outbox::before_run(cfg.email.as_ref(), &cfg.output_dir, opts.dry_run).await;
-    let job = Job {
-        cfg,
-        rules: &rules,
-        db: &db,
-        as_of,
-        part: Part::Whole,
-    };
+    let alert = session.queued_alerts(opts.dry_run).await;
+    let job = session.job(Part::Whole);
     let result = if opts.from == opts.to {
         let mut read = ReadInRange::new();
         match run_day(job, opts, opts.from, &run_id, &mut read, None).await {
-            Ok((mut r, _, view)) => {
-                // After the commit and the rename: a failed alert never undoes the run, and
-                // the lock is released before the alert is sent.
-                outbox::after_run(
-                    cfg.email.as_ref(),
-                    &mut alert,
-                    &view,
-                    &cfg.output_dir,
-                    &r.out_dir,
-                    opts.dry_run,
-                    lock,
-                )
-                .await;
-                r.alert = alert;
-                free_in_background(view);
-                Ok(r)
-            }
+            Ok((r, _, view)) => Ok(alert_night(job, opts, r, view, alert, lock).await),
+            // A failed day's lock is released at the end, after the database closed.
             Err(e) => Err(e),
         }
     } else {
         run_range(job, opts, &run_id, alert, lock).await
     };
-    let closing = Instant::now();
-    db.close().await;
-    tracing::debug!(
-        elapsed_ms = closing.elapsed().as_millis() as u64,
-        "Database closed."
-    );
+    session.close().await;
     result
+}
+
+/// The whole night's alert, after its commit and rename (a failed alert never undoes the run):
+/// the lock is released before the alert is sent.
+async fn alert_night(
+    job: Job<'_>,
+    opts: &RunOptions,
+    mut r: RunReport,
+    view: crate::report::ReportView,
+    mut alert: Alert,
+    lock: RunLock,
+) -> RunReport {
+    let cfg = job.cfg;
+    outbox::after_run(
+        cfg.email.as_ref(),
+        &mut alert,
+        &view,
+        &cfg.output_dir,
+        &r.out_dir,
+        opts.dry_run,
+        lock,
+    )
+    .await;
+    r.alert = alert;
+    free_in_background(view);
+    r
 }
 
 /// The one warning for a run asked about the future (issue 33: accepted silently before): an

@@ -12,11 +12,12 @@
 //!    It writes its results and `shard.json` for the gather; no report and no email.
 
 use super::day::run_day;
-use super::{Job, ReadInRange, RunReport, recovery, stop};
+use super::session::{Secrets, Session};
+use super::{Job, ReadInRange, RunReport, stop};
 use crate::config::Config;
-use crate::db::{Db, GROUP_LOCK_CLASS, RUN_LOCK_KEY, SHARD_LOCK_CLASS};
+use crate::db::{Db, GROUP_LOCK_CLASS, RUN_LOCK_KEY, RunLock, SHARD_LOCK_CLASS};
 use crate::exit::{Failure, fail};
-use crate::partition::Shard;
+use crate::partition::{PartitionConfig, Shard};
 use crate::rules::RuleSet;
 use crate::run::data::RunOptions;
 use crate::store::groups::Group;
@@ -68,13 +69,9 @@ fn range_refused(opts: &RunOptions, shard: Shard) -> anyhow::Error {
     )
 }
 
-/// Runs shard `shard` of the night `opts` in run group `group`.
-pub async fn run_shard(
-    cfg: &Config,
-    opts: &RunOptions,
-    shard: Shard,
-    group: Option<&str>,
-) -> Result<ShardOutcome> {
+/// The job's partitioning, if `opts` may run as `shard` of it: one night, partitioned, a shard
+/// the partitioning has, not a dry run. Checked before anything is opened.
+fn shardable<'c>(cfg: &'c Config, opts: &RunOptions, shard: Shard) -> Result<&'c PartitionConfig> {
     if opts.from != opts.to {
         return Err(range_refused(opts, shard));
     }
@@ -96,28 +93,88 @@ pub async fn run_shard(
                 .to_string(),
         ));
     }
-    let rules = RuleSet::for_job(cfg)?;
-    if let Some(api) = &cfg.status_api {
-        api.header_values()?;
-    }
+    Ok(partition)
+}
+
+/// Why a shard refuses a SQLite job.
+const NEEDS_POSTGRES: &str = "--shard needs PostgreSQL: shards are processes on several \
+     machines sharing one ledger, and a SQLite ledger is one file on one machine (hint: run the \
+     night without --shard; it reconciles every partition in one process)";
+
+/// Runs shard `shard` of the night `opts` in run group `group`.
+pub async fn run_shard(
+    cfg: &Config,
+    opts: &RunOptions,
+    shard: Shard,
+    group: Option<&str>,
+) -> Result<ShardOutcome> {
+    let partition = shardable(cfg, opts, shard)?;
+    // A shard sends no email: the gather does.
+    let secrets = Secrets {
+        status_api: true,
+        smtp: false,
+    };
+    let checked = Session::check(cfg, secrets)?;
     let group_id = group
         .map(str::to_string)
         .unwrap_or_else(|| default_group(opts));
     check_group_id(&group_id)?;
-    let hash = config_hash(cfg, &rules)?;
-    let db = stop::unless_stopped(super::NOTHING_DONE, Db::for_job(cfg)).await?;
-    if !db.is_postgres() {
-        return Err(fail(
-            Failure::Config,
-            "--shard needs PostgreSQL: shards are processes on several machines sharing one \
-             ledger, and a SQLite ledger is one file on one machine (hint: run the night \
-             without --shard; it reconciles every partition in one process)"
-                .to_string(),
-        ));
+    let hash = config_hash(cfg, &checked.rules)?;
+    // Opened with the moment it began; it runs with its group's as-of.
+    let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
+    let mut session = checked.open_unless_stopped(as_of).await?;
+    session.require_postgres(NEEDS_POSTGRES)?;
+    session.as_of = join(&session, opts, shard, &group_id, hash).await?;
+    let landed_as =
+        |run_id: String| ShardOutcome::Landed(run_id.clone(), cfg.output_dir.join(run_id));
+    if let Some(done) = landed(&session.db, &group_id, shard.index).await? {
+        return Ok(landed_as(done));
     }
+    let lock = lock_shard(&session, opts, shard).await?;
+    // Landed while this process waited for the lock?
+    if let Some(done) = landed(&session.db, &group_id, shard.index).await? {
+        return Ok(landed_as(done));
+    }
+    session.recover_shard(&group_id, shard.index).await?;
+    stop::check(super::NOTHING_DONE)?;
+    let job_cfg = shard_job(cfg, partition, shard);
+    let run_id = format!(
+        "{group_id}-s{}of{}-{}",
+        shard.index,
+        shard.count,
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    tracing::info!(
+        run_id,
+        shard = %shard,
+        partitions = ?partition.values_of(shard),
+        sources = job_cfg.sources.len(),
+        "Shard started."
+    );
+    let job = Job {
+        cfg: &job_cfg,
+        ..session.job(super::Part::Shard(shard, &group_id))
+    };
+    let mut read = ReadInRange::new();
+    let result = run_day(job, opts, opts.from, &run_id, &mut read, None).await;
+    drop(lock);
+    session.close().await;
+    let (report, _, view) = result?;
+    super::free_in_background(view);
+    Ok(ShardOutcome::Ran(Box::new(report)))
+}
+
+/// Joins the night's run group under the group lock and returns the group's as-of: the first
+/// shard creates the group and applies the decisions inbox while the others wait for the lock.
+async fn join(
+    session: &Session<'_>,
+    opts: &RunOptions,
+    shard: Shard,
+    group_id: &str,
+    config_hash: String,
+) -> Result<timeparse::Micros> {
+    let db = &session.db;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
-    // The group: created by the first shard, which applies the decisions inbox while the
-    // others wait for the group lock.
     let group = {
         let _group_lock = db
             .pg_locks(
@@ -130,11 +187,11 @@ pub async fn run_shard(
             .await?;
         let as_of = opts.as_of.unwrap_or_else(Utc::now).timestamp_micros();
         let wanted = Group {
-            group_id: group_id.clone(),
+            group_id: group_id.to_string(),
             range_from: opts.from.to_string(),
             range_to: opts.to.to_string(),
             as_of: timeparse::format_utc(as_of),
-            config_hash: hash.clone(),
+            config_hash,
             shards: shard.count,
             gathered_at: None,
             gather_folder: None,
@@ -145,23 +202,23 @@ pub async fn run_shard(
         tx.commit().await?;
         agrees(&stored, &wanted, opts.as_of.is_some())?;
         if created {
-            crate::decisions::apply_inbox(&db, &cfg.decisions).await?;
+            session.apply_inbox().await?;
         }
         stored
     };
-    let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
+    timeparse::parse_ledger(&group.as_of).map_err(|e| {
         fail(
             Failure::Database,
             format!("run group {group_id}: as_of: {e}"),
         )
-    })?;
-    if let Some(done) = landed(&db, &group_id, shard.index).await? {
-        return Ok(ShardOutcome::Landed(
-            done.clone(),
-            cfg.output_dir.join(done),
-        ));
-    }
-    let lock = db
+    })
+}
+
+/// Takes this shard's own lock (two shards run at once; the same shard twice is refused) and
+/// a shared hold on the run lock (a plain `recon run` excludes every shard).
+async fn lock_shard(session: &Session<'_>, opts: &RunOptions, shard: Shard) -> Result<RunLock> {
+    session
+        .db
         .pg_locks(
             &format!("another process runs shard {shard} (or a whole night holds the run lock)"),
             &[
@@ -181,19 +238,12 @@ pub async fn run_shard(
                 ][..],
             ),
         )
-        .await?;
-    // Landed while this process waited for the lock?
-    if let Some(done) = landed(&db, &group_id, shard.index).await? {
-        return Ok(ShardOutcome::Landed(
-            done.clone(),
-            cfg.output_dir.join(done),
-        ));
-    }
-    recovery::recover_shard(&db, cfg, &group_id, shard.index).await?;
-    stop::check(super::NOTHING_DONE)?;
-    // The job as this shard runs it: its partitions' sources; the other partitions' sources
-    // are read only for the lines that name one of its payments (a shared bank source is the
-    // gather's).
+        .await
+}
+
+/// The job as `shard` runs it: its partitions' sources; the other partitions' sources are read
+/// only for the lines that name one of its payments (a shared bank source is the gather's).
+fn shard_job(cfg: &Config, partition: &PartitionConfig, shard: Shard) -> Config {
     let mut job_cfg = cfg.clone();
     let (own, others): (Vec<_>, Vec<_>) = std::mem::take(&mut job_cfg.sources)
         .into_iter()
@@ -209,33 +259,7 @@ pub async fn run_shard(
             .filter(|s| s.partition.is_some())
             .collect();
     }
-    let run_id = format!(
-        "{group_id}-s{}of{}-{}",
-        shard.index,
-        shard.count,
-        &uuid::Uuid::new_v4().simple().to_string()[..6]
-    );
-    tracing::info!(
-        run_id,
-        shard = %shard,
-        partitions = ?partition.values_of(shard),
-        sources = job_cfg.sources.len(),
-        "Shard started."
-    );
-    let job = Job {
-        cfg: &job_cfg,
-        rules: &rules,
-        db: &db,
-        as_of,
-        part: super::Part::Shard(shard, &group_id),
-    };
-    let mut read = ReadInRange::new();
-    let result = run_day(job, opts, opts.from, &run_id, &mut read, None).await;
-    drop(lock);
-    db.close().await;
-    let (report, _, view) = result?;
-    super::free_in_background(view);
-    Ok(ShardOutcome::Ran(Box::new(report)))
+    job_cfg
 }
 
 /// A group id is part of folder names and run ids.

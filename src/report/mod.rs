@@ -692,20 +692,30 @@ pub fn write_files(
     let started = std::time::Instant::now();
     let mut view = ReportView::build(summary, totals, rows, payments, lines, as_of);
     view.marks = marks.clone();
-    let built_ms = started.elapsed().as_millis() as u64;
-    xlsx::write(&dir.join(XLSX_FILE), &view)?;
+    tracing::debug!(
+        rows = view.items.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "Report view built."
+    );
+    write_view(dir, &view)?;
+    Ok(view)
+}
+
+/// Writes `view` as report.xlsx and report.html into `dir`.
+pub fn write_view(dir: &Path, view: &ReportView) -> Result<()> {
+    let started = std::time::Instant::now();
+    xlsx::write(&dir.join(XLSX_FILE), view)?;
     let xlsx_ms = started.elapsed().as_millis() as u64;
     let path = dir.join(HTML_FILE);
-    std::fs::write(&path, html::report(&view))
+    std::fs::write(&path, html::report(view))
         .with_context(|| format!("writing {}", path.display()))?;
     tracing::debug!(
         rows = view.items.len(),
-        view_ms = built_ms,
-        xlsx_ms = xlsx_ms - built_ms,
+        xlsx_ms,
         html_ms = started.elapsed().as_millis() as u64 - xlsx_ms,
         "Reports written."
     );
-    Ok(view)
+    Ok(())
 }
 
 /// Formats UTC micros as RFC 3339 for reports.

@@ -233,7 +233,14 @@ fn build(view: &ReportView) -> Result<Workbook, XlsxError> {
     let (mut wb, mut fmts) = workbook(view);
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
-    decide_sheet(wb.add_worksheet(), &mut fmts, view, MAX_ROWS)?;
+    // Every open case: as large as the Cases sheet, streamed the same way (its strings inline,
+    // not in the shared table a small decide.xlsx uses).
+    decide_sheet(
+        wb.add_worksheet_with_constant_memory()?,
+        &mut fmts,
+        view,
+        MAX_ROWS,
+    )?;
     for f in Family::ALL {
         // Family sheets can hold 100k+ rows at scale: streamed to a temporary file row by
         // row, so their cells are not all held in memory until the workbook is saved.
@@ -593,9 +600,14 @@ fn decide_sheet(
     if let Some(c) = layout.value {
         ws.set_column_width(c, 14.0)?;
     }
+    // Before the rows: a streamed sheet writes its columns' settings with its first row.
+    ws.set_column_hidden(decide_col("check"))?;
     let names: Vec<&str> = layout.header.iter().map(String::as_str).collect();
     header(ws, fmts, &names)?;
     let mut r = 0u32;
+    // The rows of each drop-down: one validation per list of offered decisions, over all its
+    // rows (a few lists for tens of thousands of rows, not one validation a row).
+    let mut dropdowns: BTreeMap<Vec<String>, Vec<u32>> = BTreeMap::new();
     for c in view.listed_cases().into_iter().take(limit.min(MAX_ROWS)) {
         r += 1;
         let choices = view.marks.offered_texts(&c.choices(&view.items));
@@ -647,13 +659,7 @@ fn decide_sheet(
         for col in ["decision", "note", "reviewer"] {
             ws.write_blank(r, decide_col(col), &input)?;
         }
-        ws.add_data_validation(
-            r,
-            decide_col("decision"),
-            r,
-            decide_col("decision"),
-            &decide_validation(&choices)?,
-        )?;
+        dropdowns.entry(choices).or_default().push(r);
         if let Some(s) = view.marks.status.get(&c.key) {
             write_text(ws, r, decide_col("status"), s)?;
         }
@@ -664,9 +670,38 @@ fn decide_sheet(
             &check_text(&c.key, &c.fingerprint),
         )?;
     }
-    ws.set_column_hidden(decide_col("check"))?;
+    let col = decide_col("decision");
+    for (choices, rows) in &dropdowns {
+        let first = rows[0];
+        let cells = row_ranges(rows, col);
+        let validation = decide_validation(choices)?.set_multi_range(cells);
+        ws.add_data_validation(first, col, first, col, &validation)?;
+    }
     ws.autofilter(0, 0, r.max(1), (layout.header.len() - 1) as u16)?;
     Ok(())
+}
+
+/// The cells of column `col` in `rows` (ascending) as Excel's space-separated ranges
+/// (`J2:J4 J7`).
+fn row_ranges(rows: &[u32], col: u16) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i;
+        while j + 1 < rows.len() && rows[j + 1] == rows[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&crate::workbook::cell_name(rows[i], col.into()));
+        if j > i {
+            out.push(':');
+            out.push_str(&crate::workbook::cell_name(rows[j], col.into()));
+        }
+        i = j + 1;
+    }
+    out
 }
 
 fn family_sheet(
@@ -739,6 +774,15 @@ fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drop-down covers exactly its rows: runs of consecutive rows as one range, others
+    /// alone (0-based rows, Excel's 1-based names).
+    #[test]
+    fn a_dropdown_names_its_rows_as_ranges() {
+        assert_eq!(row_ranges(&[1], 9), "J2");
+        assert_eq!(row_ranges(&[1, 2, 3, 6, 8, 9], 9), "J2:J4 J7 J9:J10");
+        assert_eq!(row_ranges(&[27], 26), "AA28");
+    }
 
     /// report.xlsx is written to its file as it is compressed, never held whole: the same
     /// bytes as the workbook built in memory, for a view with rows in several sheets and cases

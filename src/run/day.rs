@@ -228,8 +228,12 @@ struct Writing {
     folder: Folder,
     /// results.csv, diff.csv, rejected.csv and settlement.csv: the time they took (ms).
     results: Option<tokio::task::JoinHandle<Result<u64>>>,
-    /// The reports: their view and the time they took (ms).
-    reports: Option<tokio::task::JoinHandle<Result<(ReportView, u64)>>>,
+    /// The reports: their view (handed over as soon as it is built, before the files are
+    /// written) and the time they took (ms).
+    reports: Option<tokio::task::JoinHandle<Result<(Arc<ReportView>, u64)>>>,
+    /// The view, as soon as the report writer has built it: the cases are recorded from it
+    /// while report.xlsx and report.html are still being written.
+    view: Option<tokio::sync::oneshot::Receiver<Arc<ReportView>>>,
 }
 
 impl Writing {
@@ -252,13 +256,19 @@ impl Writing {
                 Ok(started.elapsed().as_millis() as u64)
             })
         };
+        let (view_tx, view_rx) = tokio::sync::oneshot::channel();
         let reports = {
             let (data, tmp) = (Arc::clone(&planned.data), folder.tmp_dir.clone());
             let (summary, marks) = (planned.summary.clone(), Arc::clone(&planned.marks));
             let (hands_over, as_of) = (job.part.hands_over(), job.as_of);
-            tokio::task::spawn_blocking(move || -> Result<(ReportView, u64)> {
+            tokio::task::spawn_blocking(move || -> Result<(Arc<ReportView>, u64)> {
                 let started = Instant::now();
-                let view = report_files(hands_over, &tmp, &summary, &data, as_of, &marks)?;
+                let view = Arc::new(view_only(&summary, &data, as_of, &marks));
+                // The commit may record the cases now; nobody waiting is not an error.
+                let _ = view_tx.send(Arc::clone(&view));
+                if !hands_over {
+                    reports::write_view(&tmp, &view)?;
+                }
                 Ok((view, started.elapsed().as_millis() as u64))
             })
         };
@@ -266,12 +276,21 @@ impl Writing {
             folder,
             results: Some(results),
             reports: Some(reports),
+            view: Some(view_rx),
         }
+    }
+
+    /// The report view as soon as it is built (the report files may still be being written);
+    /// `None` when the writer failed before it had one (`finish` says why).
+    async fn view(&mut self) -> Option<Arc<ReportView>> {
+        self.view.take()?.await.ok()
     }
 
     /// Waits for both writers: the time the results took (ms), the report view, and the time
     /// the reports took.
     async fn finish(&mut self) -> Result<(u64, ReportView, u64)> {
+        // A view nobody took early is dropped with its channel.
+        drop(self.view.take());
         let write_ms = take(&mut self.results)?
             .await
             .context("results writer task")?
@@ -280,6 +299,9 @@ impl Writing {
             .await
             .context("report writer task")?
             .map_err(|e| self.folder.err("writing reports", &format!("{e:#}")))?;
+        // Whoever borrowed the view early has let it go by now.
+        let view = Arc::try_unwrap(view)
+            .map_err(|_| fail(Failure::Output, "the report view is still borrowed"))?;
         Ok((write_ms, view, reports_ms))
     }
 
@@ -308,19 +330,11 @@ fn report_files(
     as_of: crate::timeparse::Micros,
     marks: &crate::report::cases::Marks,
 ) -> Result<ReportView> {
-    if hands_over {
-        return Ok(view_only(summary, data, as_of, marks));
+    let view = view_only(summary, data, as_of, marks);
+    if !hands_over {
+        reports::write_view(dir, &view)?;
     }
-    reports::write_files(
-        dir,
-        summary,
-        &data.totals,
-        &data.rows,
-        &data.payments,
-        &data.lines,
-        as_of,
-        marks,
-    )
+    Ok(view)
 }
 
 /// A day's rows, summary and report view, as the commit leaves them.
@@ -395,6 +409,27 @@ async fn commit(
     summary
         .timings_ms
         .insert("apply".into(), started.elapsed().as_millis() as u64);
+    // The cases are recorded from the report view as soon as it is built, while report.xlsx
+    // and report.html are still being written, unless something changes the view first: a
+    // conflict (the reports are written again) or a shard's cases that span shards.
+    let mut range_cases = range_cases;
+    let early = if conflicts.is_empty() && data.crossing.is_empty() && !opts.dry_run {
+        writing.view().await
+    } else {
+        None
+    };
+    let mut recorded = None;
+    if let Some(view) = early {
+        let cases = record_cases(
+            &mut tx,
+            job,
+            (run_id, &now),
+            (&data, &view),
+            &[],
+            range_cases.as_deref_mut(),
+        );
+        recorded = Some(Box::pin(cases).await?);
+    }
     let (write_ms, view, reports_ms) = writing.finish().await?;
     let data = Arc::try_unwrap(data)
         .map_err(|_| fail(Failure::Output, "results writer still holds the rows"))?;
@@ -403,19 +438,35 @@ async fn commit(
         summary,
         view,
     };
-    if !conflicts.is_empty() {
-        day.show_conflicts(conflicts, job, &writing.folder, &marks)?;
+    let mut held = Vec::new();
+    if recorded.is_none() {
+        if !conflicts.is_empty() {
+            day.show_conflicts(conflicts, job, &writing.folder, &marks)?;
+        }
+        // A shard leaves the cases that span shards (a line named across partitions) to the
+        // gather, which sees every shard's rows and groups them as one process does.
+        let all_cases = (!day.data.crossing.is_empty()).then(|| day.view.cases.clone());
+        held = crate::run::handover::take_crossing_cases(&mut day.view, &day.data.crossing);
+        if !opts.dry_run {
+            let cases = record_cases(
+                &mut tx,
+                job,
+                (run_id, &now),
+                (&day.data, &day.view),
+                &held,
+                range_cases,
+            );
+            recorded = Some(Box::pin(cases).await?);
+        }
+        if let Some(all) = all_cases {
+            day.view.cases = all;
+        }
     }
-    // A shard leaves the cases that span shards (a line named across partitions) to the
-    // gather, which sees every shard's rows and groups them as one process does.
-    let all_cases = (!day.data.crossing.is_empty()).then(|| day.view.cases.clone());
-    let held = crate::run::handover::take_crossing_cases(&mut day.view, &day.data.crossing);
-    if !opts.dry_run {
-        let cases = day.record_cases(&mut tx, job, (run_id, &now), &held, range_cases);
-        Box::pin(cases).await?;
-    }
-    if let Some(all) = all_cases {
-        day.view.cases = all;
+    if let Some((markers, cases_ms)) = recorded {
+        if let Some(markers) = markers {
+            day.view.marks.markers = markers;
+        }
+        day.summary.timings_ms.insert("cases".into(), cases_ms);
     }
     day.summary.timings_ms.insert("write".into(), write_ms);
     day.summary.timings_ms.insert("reports".into(), reports_ms);
@@ -481,61 +532,6 @@ impl Results {
         Ok(())
     }
 
-    /// The run's cases, in its transaction: what decisions are checked against. `held`: the
-    /// cases a shard leaves to the gather.
-    async fn record_cases(
-        &mut self,
-        tx: &mut crate::store::Tx,
-        job: Job<'_>,
-        (run_id, now): (&str, &str),
-        held: &[crate::report::cases::Case],
-        range_cases: Option<&mut RangeCases>,
-    ) -> Result<()> {
-        let (data, view, as_of) = (&self.data, &mut self.view, job.as_of);
-        let started = Instant::now();
-        // The view a case's evidence is of: the run's as-of (a run as of an earlier
-        // moment saw less; of the same moment, the later run's word stands).
-        let seen = format!("{as_of:020}");
-        let mut judged = crate::decisions::record::Judged::of_rows(
-            tx,
-            (run_id, &seen),
-            &data.rows,
-            &data.payments,
-            &data.lines,
-        )
-        .await?;
-        judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
-        // A range's days are one run: the cases none of its days holds any more are
-        // closed by its last day, on what all of them judged and stored.
-        let judged = match range_cases {
-            Some(rc) => {
-                judged
-                    .held_elsewhere
-                    .extend(view.cases.iter().map(|c| c.key.clone()));
-                rc.judged.extend(judged);
-                rc.days_left = rc.days_left.saturating_sub(1);
-                (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))
-            }
-            None => Some(judged),
-        };
-        let seen = (run_id, seen.as_str());
-        crate::decisions::record(tx, view, &data.payments, judged.as_ref(), seen, now).await?;
-        // What changed about each case since the last morning, for the email (a shard's
-        // gather finds them for the whole night).
-        if !job.part.hands_over() {
-            view.marks.markers = crate::decisions::markers(
-                tx,
-                view,
-                &[run_id.to_string()],
-                Utc::now().timestamp_micros(),
-            )
-            .await?;
-        }
-        self.summary
-            .timings_ms
-            .insert("cases".into(), started.elapsed().as_millis() as u64);
-        Ok(())
-    }
 
     /// Writes summary.json into the folder, and a shard's shard.json (what the gather reads).
     fn write_summary(
@@ -644,6 +640,64 @@ impl Published {
         };
         (report, finals, view)
     }
+}
+
+/// What recording a day's cases found: the markers of what changed about each case since the
+/// last morning (None for a shard: its gather finds them for the whole night), and the time it
+/// took (ms).
+type Recorded = (
+    Option<std::collections::HashMap<String, Vec<crate::report::markers::Marker>>>,
+    u64,
+);
+
+/// The run's cases, in its transaction: what decisions are checked against. `held`: the cases
+/// a shard leaves to the gather.
+async fn record_cases(
+    tx: &mut crate::store::Tx,
+    job: Job<'_>,
+    (run_id, now): (&str, &str),
+    (data, view): (&RunData, &ReportView),
+    held: &[crate::report::cases::Case],
+    range_cases: Option<&mut RangeCases>,
+) -> Result<Recorded> {
+    let as_of = job.as_of;
+    let started = Instant::now();
+    // The view a case's evidence is of: the run's as-of (a run as of an earlier moment saw
+    // less; of the same moment, the later run's word stands).
+    let seen = format!("{as_of:020}");
+    let mut judged = crate::decisions::record::Judged::of_rows(
+        tx,
+        (run_id, &seen),
+        &data.rows,
+        &data.payments,
+        &data.lines,
+    )
+    .await?;
+    judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
+    // A range's days are one run: the cases none of its days holds any more are closed by its
+    // last day, on what all of them judged and stored.
+    let judged = match range_cases {
+        Some(rc) => {
+            judged
+                .held_elsewhere
+                .extend(view.cases.iter().map(|c| c.key.clone()));
+            rc.judged.extend(judged);
+            rc.days_left = rc.days_left.saturating_sub(1);
+            (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))
+        }
+        None => Some(judged),
+    };
+    let seen = (run_id, seen.as_str());
+    crate::decisions::record(tx, view, &data.payments, judged.as_ref(), seen, now).await?;
+    // What changed about each case since the last morning, for the email (a shard's gather
+    // finds them for the whole night).
+    let markers = if job.part.hands_over() {
+        None
+    } else {
+        let now = Utc::now().timestamp_micros();
+        Some(crate::decisions::markers(tx, view, &[run_id.to_string()], now).await?)
+    };
+    Ok((markers, started.elapsed().as_millis() as u64))
 }
 
 /// The view of a run's rows without writing the report files (a shard's: the gather writes

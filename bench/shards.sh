@@ -6,7 +6,8 @@
 #   bench/shards.sh [N] [K] [S ...]        default: 1000000 8 4 8
 #   e.g. CARGO_TARGET_DIR=/var/tmp/recon-release bench/shards.sh 10000000 8 4 8
 # The data stays in /var/tmp/recon-bench/shards-n<N>-k<K>/ (BENCH_DIR to move it); the imported
-# ledger is the PostgreSQL template database recon_bench_shards_n<N>_k<K>.
+# ledger is the PostgreSQL template database recon_bench_shards_n<N>_k<K>. BIN=path/to/recon
+# (TOOLS=path/to/recon-tools, default beside it) times another build instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-1000000}"
@@ -20,10 +21,16 @@ as_of=2026-12-02T00:00:00Z
 dir="${BENCH_DIR:-/var/tmp/recon-bench}/shards-n$n-k$k"
 pg_admin="${RECON_TEST_PG_URL:-postgres://root@127.0.0.1:5432/test}"
 pg_base="${pg_admin%/*}"
-cargo build --release --quiet -p recon -p recon-tools
-release="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release"
-bin="$release/recon"
-tools="$release/recon-tools"
+if [ -n "${BIN:-}" ]; then
+    # Another build (say, the one before a change): BIN=path/to/recon TOOLS=path/to/recon-tools.
+    bin="$BIN"
+    tools="${TOOLS:-$(dirname "$BIN")/recon-tools}"
+else
+    cargo build --release --quiet -p recon -p recon-tools
+    release="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release"
+    bin="$release/recon"
+    tools="$release/recon-tools"
+fi
 fmt="wall %e s, user %U s, sys %S s, peak RSS %M KiB"
 
 if [ ! -f "$dir/expected.csv" ]; then

@@ -123,14 +123,32 @@ pub async fn record(
             )
         })
         .collect();
-    let keys: Vec<String> = view
-        .cases
+    // A chunk of cases at a time: a night of fifty thousand cases never holds all their
+    // stored forms (JSON texts) at once.
+    for cases in view.cases.chunks(CASES_A_CHUNK) {
+        let out = stored_cases(tx, view, cases, &states).await?;
+        tx.upsert_cases(&out, (run_id, seen), now).await?;
+    }
+    Ok(())
+}
+
+/// Cases stored a chunk at a time.
+const CASES_A_CHUNK: usize = 4096;
+
+/// `cases` as the store keeps them, with the tickets of their rows.
+async fn stored_cases(
+    tx: &mut Tx,
+    view: &ReportView,
+    cases: &[crate::report::cases::Case],
+    states: &HashMap<&Id, (&str, Option<String>)>,
+) -> Result<Vec<NewCase>> {
+    let keys: Vec<String> = cases
         .iter()
         .flat_map(|c| c.members.iter().map(|&i| dedupe_key(&view.items[i])))
         .collect();
     let ids = tx.ticket_ids_by_key(&keys).await?;
-    let mut out = Vec::with_capacity(view.cases.len());
-    for c in &view.cases {
+    let mut out = Vec::with_capacity(cases.len());
+    for c in cases {
         let case_payments: Vec<CasePayment> = c
             .payments
             .iter()
@@ -212,7 +230,7 @@ pub async fn record(
             lines: serde_json::to_string(&case_lines)?,
         });
     }
-    tx.upsert_cases(&out, (run_id, seen), now).await
+    Ok(out)
 }
 
 /// Closes as SUPERSEDED every open case (OPEN or ESCALATED) that this run judged — it has a

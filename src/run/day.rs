@@ -532,7 +532,6 @@ impl Results {
         Ok(())
     }
 
-
     /// Writes summary.json into the folder, and a shard's shard.json (what the gather reads).
     fn write_summary(
         &self,

@@ -36,7 +36,7 @@ pub(crate) struct RunData {
     pub(crate) settlement: Vec<crate::outputs::settlement::Row>,
     /// Payment index → the provider id a status answer gave it (its transition records it).
     pub(crate) status_provider_ids: std::collections::HashMap<u32, String>,
-    /// A shard's batches of the shared settlement rules, for the gather ([`crate::shared`]).
+    /// A shard's batches of the shared settlement rules, for the gather ([`crate::run::shared`]).
     pub(crate) handed: crate::run::shared::HandOver,
     /// Payment index → the reviewers' confirmations its transition rests on (its history
     /// reason names them).

@@ -222,6 +222,9 @@ impl Folder {
     }
 }
 
+/// The report view and the time its files took (ms).
+type ViewWritten = (Arc<ReportView>, u64);
+
 /// The output files being written on blocking threads while the database work runs; both
 /// must succeed before the commit and the rename.
 struct Writing {
@@ -230,7 +233,7 @@ struct Writing {
     results: Option<tokio::task::JoinHandle<Result<u64>>>,
     /// The reports: their view (handed over as soon as it is built, before the files are
     /// written) and the time they took (ms).
-    reports: Option<tokio::task::JoinHandle<Result<(Arc<ReportView>, u64)>>>,
+    reports: Option<tokio::task::JoinHandle<Result<ViewWritten>>>,
     /// The view, as soon as the report writer has built it: the cases are recorded from it
     /// while report.xlsx and report.html are still being written.
     view: Option<tokio::sync::oneshot::Receiver<Arc<ReportView>>>,
@@ -261,7 +264,7 @@ impl Writing {
             let (data, tmp) = (Arc::clone(&planned.data), folder.tmp_dir.clone());
             let (summary, marks) = (planned.summary.clone(), Arc::clone(&planned.marks));
             let (hands_over, as_of) = (job.part.hands_over(), job.as_of);
-            tokio::task::spawn_blocking(move || -> Result<(Arc<ReportView>, u64)> {
+            tokio::task::spawn_blocking(move || -> Result<ViewWritten> {
                 let started = Instant::now();
                 let view = Arc::new(view_only(&summary, &data, as_of, &marks));
                 // The commit may record the cases now; nobody waiting is not an error.

@@ -279,7 +279,7 @@ pub(crate) async fn apply(
 }
 
 /// The tickets of rows that name no payment (a gather's shared settlement rows:
-/// [`crate::shared`]), upserted inside `tx`, and how many were new or known. No matcher pair
+/// [`crate::run::shared`]), upserted inside `tx`, and how many were new or known. No matcher pair
 /// touches their lines, so their evidence is the rows' own lines.
 pub(crate) async fn line_tickets(
     tx: &mut crate::store::Tx,

@@ -620,7 +620,7 @@ fn read_records(group: &Group, dirs: &[PathBuf], handover: &Handover) -> Result<
     Ok(records)
 }
 
-/// The night's shared settlement ([`crate::shared`]): the shared bank sources, read once,
+/// The night's shared settlement ([`crate::run::shared`]): the shared bank sources, read once,
 /// paired with every shard's batches.
 struct SharedNight {
     /// Its rows and lines (no payment).

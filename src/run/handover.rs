@@ -3,7 +3,7 @@
 //! - `shard.json` ([`ShardRecord`]): the shard's summary, its outcome totals and its report
 //!   rows (the [`ReportView`] items), in plain values, so that the gather builds the night's
 //!   one report from exactly what each shard saw; the batches of the settlement rules whose
-//!   bank source every partition shares ([`HandOverRecord`], computed by [`crate::shared`]);
+//!   bank source every partition shares ([`HandOverRecord`], computed by [`crate::run::shared`]);
 //!   the keys of its rows whose cases span shards ([`row_key`], [`take_crossing_cases`]) and
 //!   the payments of those cases ([`CasePaymentRecord`]).
 //! - Its CSV files ([`HANDED`]; the gather merges [`MERGED`] by their header names).

@@ -498,6 +498,41 @@ fn sheet_text(path: &Path, sheet: &str) -> (String, calamine::Range<Data>) {
     (text, range)
 }
 
+/// The list drop-downs of a sheet's XML: for each, the cells it covers (its ranges expanded,
+/// one column) and its list as written (`a,b,c`).
+fn dropdowns(xml: &str) -> Vec<(Vec<String>, String)> {
+    let mut out = Vec::new();
+    for part in xml.split("<dataValidation ").skip(1) {
+        let sqref = part
+            .split("sqref=\"")
+            .nth(1)
+            .and_then(|s| s.split('"').next());
+        let list = part
+            .split("<formula1>")
+            .nth(1)
+            .and_then(|s| s.split("</formula1>").next());
+        let (Some(sqref), Some(list)) = (sqref, list) else {
+            continue;
+        };
+        let mut cells = Vec::new();
+        for range in sqref.split(' ') {
+            let (from, to) = range.split_once(':').unwrap_or((range, range));
+            let split = |c: &str| {
+                let i = c.find(|ch: char| ch.is_ascii_digit()).expect("row");
+                (
+                    c[..i].to_string(),
+                    c[i..].parse::<u32>().expect("row number"),
+                )
+            };
+            let ((col, a), (_, b)) = (split(from), split(to));
+            cells.extend((a..=b).map(|r| format!("{col}{r}")));
+        }
+        let list = list.replace("&quot;", "\"");
+        out.push((cells, list.trim_matches('"').to_string()));
+    }
+    out
+}
+
 /// A file inside an XLSX (a zip), through Python's zipfile: the sheet XML holds what calamine
 /// does not expose (frozen panes, the autofilter, number formats).
 fn xlsx_part(path: &Path, member: &str) -> String {
@@ -665,6 +700,31 @@ async fn xlsx_report_has_family_sheets_money_as_numbers_masked_accounts_and_no_f
     );
     assert!(decide.contains("<autoFilter ref=\"A1:N"), "{decide}");
     assert!(decide.contains("<dataValidation type=\"list\""), "{decide}");
+    // Every row's decision cell has exactly one drop-down, and it lists exactly the decisions
+    // the row offers (one validation serves all the rows with the same list).
+    let (_, range) = sheet_text(&path, "Decide");
+    let header: Vec<String> = range
+        .rows()
+        .next()
+        .expect("header")
+        .iter()
+        .map(cell)
+        .collect();
+    let at = |name: &str| header.iter().position(|h| h == name).expect(name);
+    let (offered, decision) = (at("offered"), at("decision"));
+    let lists = dropdowns(&decide);
+    let rows = range.rows().count();
+    assert!(rows > 2, "several cases in the Decide sheet");
+    for r in 1..rows {
+        let cell_name = format!("{}{}", (b'A' + decision as u8) as char, r + 1);
+        let found: Vec<&String> = lists
+            .iter()
+            .filter(|(cells, _)| cells.contains(&cell_name))
+            .map(|(_, list)| list)
+            .collect();
+        let want = cell(&range.get((r, offered)).cloned().unwrap_or_default()).replace(", ", ",");
+        assert_eq!(found, vec![&want], "the drop-down of {cell_name}");
+    }
 
     // Frozen header, autofilter and the currency formats, from the sheet XML.
     let xml = xlsx_part(&path, "xl/worksheets/sheet4.xml");

@@ -604,6 +604,20 @@ fn inner_graphs(src: &Path) -> BTreeMap<String, (BTreeSet<String>, Graph)> {
     out
 }
 
+/// A cycle's modules and, one line each, the imports that close it with where they are:
+/// `a, b:\n  a -> b at src/a.rs:3\n  b -> a at src/b.rs:9`.
+fn cycle_text(c: &[String], g: &Graph) -> String {
+    let mut why = Vec::new();
+    for a in c {
+        for (b, at) in &g[a] {
+            if c.contains(b) {
+                why.push(format!("  {a} -> {b} at {}", at.join(", ")));
+            }
+        }
+    }
+    format!("{}:\n{}", c.join(", "), why.join("\n"))
+}
+
 /// The strongly connected components of more than one module (Tarjan).
 fn cycles(mods: &BTreeSet<String>, g: &Graph) -> Vec<Vec<String>> {
     struct T<'a> {
@@ -741,19 +755,7 @@ fn the_module_graph_has_no_cycle_and_no_upward_edge() {
         }
     }
     for c in cycles(&mods, &g) {
-        let mut why = Vec::new();
-        for a in &c {
-            for (b, at) in &g[a] {
-                if c.contains(b) {
-                    why.push(format!("  {a} -> {b} at {}", at.join(", ")));
-                }
-            }
-        }
-        problems.push(format!(
-            "import cycle between {}:\n{}",
-            c.join(", "),
-            why.join("\n")
-        ));
+        problems.push(format!("import cycle between {}", cycle_text(&c, &g)));
     }
     for (a, targets) in &g {
         let Some(&la) = layer_of.get(a.as_str()) else {
@@ -917,18 +919,9 @@ fn no_module_has_an_import_cycle_between_its_submodules() {
     let mut problems = Vec::new();
     for (parent, (nodes, g)) in &inner {
         for c in cycles(nodes, g) {
-            let mut why = Vec::new();
-            for a in &c {
-                for (b, at) in &g[a] {
-                    if c.contains(b) {
-                        why.push(format!("  {a} -> {b} at {}", at.join(", ")));
-                    }
-                }
-            }
             problems.push(format!(
-                "import cycle inside {parent} between {}:\n{}",
-                c.join(", "),
-                why.join("\n")
+                "import cycle inside {parent} between {}",
+                cycle_text(&c, g)
             ));
         }
     }

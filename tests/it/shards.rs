@@ -447,6 +447,24 @@ pub(crate) struct Variant {
     pub(crate) out: PathBuf,
 }
 
+/// The night `n` as a job on a SQLite file in `dir` (`r.db`, outputs in `out/`), written as
+/// `dir/<name>`: what a sharded night refuses.
+fn sqlite_variant(dir: &Path, n: &Night, name: &str) -> Variant {
+    let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
+    let v = Variant {
+        database: None,
+        url: format!("sqlite://{}", dir.join("r.db").display()),
+        config: dir.join(name),
+        out: dir.join("out"),
+    };
+    std::fs::write(
+        &v.config,
+        base.replace("@URL@", &v.url).replace("@OUT@", "out"),
+    )
+    .unwrap();
+    v
+}
+
 impl Drop for Variant {
     fn drop(&mut self) {
         if let Some(name) = &self.database {
@@ -1093,18 +1111,8 @@ async fn a_gather_past_its_deadline_names_the_shards_never_started() {
 fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
     let dir = tempfile::tempdir().unwrap();
     let n = night(dir.path(), 50, 37);
+    let v = sqlite_variant(dir.path(), &n, "sqlite.toml");
     let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
-    let v = Variant {
-        database: None,
-        url: format!("sqlite://{}", dir.path().join("r.db").display()),
-        config: dir.path().join("sqlite.toml"),
-        out: dir.path().join("out"),
-    };
-    std::fs::write(
-        &v.config,
-        base.replace("@URL@", &v.url).replace("@OUT@", "out"),
-    )
-    .unwrap();
     let cfg = v.config.display().to_string();
     let out = recon(
         &[
@@ -1174,18 +1182,7 @@ fn sqlite_jobs_and_unbound_sources_are_refused_at_config_time() {
 fn a_range_is_not_sharded_but_refused_naming_the_day_by_day_commands() {
     let dir = tempfile::tempdir().unwrap();
     let n = night(dir.path(), 20, 41);
-    let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
-    let v = Variant {
-        database: None,
-        url: format!("sqlite://{}", dir.path().join("r.db").display()),
-        config: dir.path().join("range.toml"),
-        out: dir.path().join("out"),
-    };
-    std::fs::write(
-        &v.config,
-        base.replace("@URL@", &v.url).replace("@OUT@", "out"),
-    )
-    .unwrap();
+    let v = sqlite_variant(dir.path(), &n, "range.toml");
     let cfg = v.config.display().to_string();
     let range = ["--from", "2026-11-27", "--to", "2026-11-29"];
     for (shard, env_index) in [(["--shard", "1/3"], None), (["--shards", "3"], Some("1"))] {

@@ -47,38 +47,12 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
             None,
         ),
         _ => {
-            let mut tx = db.begin().await?;
-            let found = tx.find_run(opts.run.as_deref()).await?;
-            tx.rollback().await?;
-            let Some((run_id, from, as_of, inputs)) = found else {
-                return Err(fail(
-                    Failure::Input,
-                    match &opts.run {
-                        Some(r) => format!("no run {r:?} in the database"),
-                        None => "no completed run yet (hint: pass --date)".to_string(),
-                    },
-                ));
-            };
-            let day: NaiveDate = from.parse().map_err(|_| {
-                fail(
-                    Failure::Database,
-                    format!("run {run_id}: bad range_from {from:?}"),
-                )
-            })?;
-            let as_of = DateTime::parse_from_rfc3339(&as_of)
-                .map_err(|e| {
-                    fail(
-                        Failure::Database,
-                        format!("run {run_id}: bad as_of {as_of:?}: {e}"),
-                    )
-                })?
-                .timestamp_micros();
+            let (run_id, day, as_of, inputs) = recorded_night(&db, opts.run.as_deref()).await?;
             let _ = writeln!(
                 out,
-                "run {run_id}: {day}, as of {}",
+                "{run_id}: {day}, as of {}",
                 timeparse::format_utc(as_of)
             );
-            let inputs: Vec<serde_json::Value> = serde_json::from_str(&inputs).unwrap_or_default();
             (day, as_of, Some(inputs))
         }
     };
@@ -153,6 +127,109 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         ));
     }
     Ok(for_terminal(&out))
+}
+
+/// The recorded night to explain: run `run` (default: the latest completed run), or the
+/// sharded night of run group `run`, or the night a shard run belongs to. A sharded night is
+/// explained whole, as one process plans it (its shards and gather equal one process): its day
+/// and as-of are the group's, its inputs those of every landed shard and of the gather.
+/// Returns (what it is, in words; day; as-of; the inputs it read).
+async fn recorded_night(
+    db: &Db,
+    run: Option<&str>,
+) -> Result<(String, NaiveDate, timeparse::Micros, Vec<serde_json::Value>)> {
+    let mut tx = db.begin().await?;
+    let group = match run {
+        Some(r) => tx.group(r).await?,
+        None => None,
+    };
+    let found = match &group {
+        Some(_) => None,
+        None => tx.find_run(run).await?,
+    };
+    let group = match (&group, &found) {
+        (Some(g), _) => Some(g.clone()),
+        (None, Some((run_id, ..))) => match tx.group_of_run(run_id).await? {
+            Some(g) => tx.group(&g).await?,
+            None => None,
+        },
+        (None, None) => None,
+    };
+    let Some(g) = group else {
+        tx.rollback().await?;
+        let Some((run_id, from, as_of, inputs)) = found else {
+            return Err(fail(
+                Failure::Input,
+                match run {
+                    Some(r) => format!("no run or run group {r:?} in the database"),
+                    None => "no completed run yet (hint: pass --date)".to_string(),
+                },
+            ));
+        };
+        let day = night_day(&run_id, &from)?;
+        let as_of = DateTime::parse_from_rfc3339(&as_of)
+            .map_err(|e| {
+                fail(
+                    Failure::Database,
+                    format!("run {run_id}: bad as_of {as_of:?}: {e}"),
+                )
+            })?
+            .timestamp_micros();
+        let inputs = serde_json::from_str(&inputs).unwrap_or_default();
+        return Ok((format!("run {run_id}"), day, as_of, inputs));
+    };
+    let runs = tx.shard_runs(&g.group_id).await?;
+    let mut inputs: Vec<serde_json::Value> = Vec::new();
+    let landed: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.status == "COMPLETED")
+        .map(|r| r.run_id.as_str())
+        .collect();
+    for run_id in &landed {
+        if let Some((_, _, _, text)) = tx.find_run(Some(run_id)).await? {
+            let read: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap_or_default();
+            inputs.extend(read);
+        }
+    }
+    tx.rollback().await?;
+    // The gather's own reads (a shared bank source) are in the night's summary.
+    if let Some(folder) = &g.gather_folder
+        && let Ok(text) = std::fs::read_to_string(std::path::Path::new(folder).join("summary.json"))
+        && let Ok(summary) = serde_json::from_str::<serde_json::Value>(&text)
+        && let Some(read) = summary["inputs"].as_array()
+    {
+        inputs.extend(read.iter().cloned());
+    }
+    let day = night_day(&g.group_id, &g.range_from)?;
+    let as_of = timeparse::parse_ledger(&g.as_of).map_err(|e| {
+        fail(
+            Failure::Database,
+            format!("run group {}: as_of: {e}", g.group_id),
+        )
+    })?;
+    let state = match &g.gathered_at {
+        Some(_) => "gathered".to_string(),
+        None => format!(
+            "{} of {} shards landed, not gathered",
+            landed.len(),
+            g.shards
+        ),
+    };
+    let what = format!(
+        "night {} ({} shards, {state}; explained as one process plans it)",
+        g.group_id, g.shards
+    );
+    Ok((what, day, as_of, inputs))
+}
+
+/// The day a recorded night begins on (`range_from`).
+fn night_day(what: &str, from: &str) -> Result<NaiveDate> {
+    from.parse().map_err(|_| {
+        fail(
+            Failure::Database,
+            format!("run {what}: bad range_from {from:?}"),
+        )
+    })
 }
 
 /// `text` line by line as the terminal shows it: control characters (escape sequences) and

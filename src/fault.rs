@@ -43,3 +43,18 @@ pub fn point(stage: &str) {
 #[cfg(not(feature = "fault-injection"))]
 #[inline(always)]
 pub fn point(_stage: &str) {}
+
+/// The recon build a process states to its run group (`run::recon_build`): with the
+/// feature, `RECON_FAULT_BUILD` stands for another build, so a test can run a night's shards
+/// as two versions of recon.
+#[cfg(feature = "fault-injection")]
+pub fn build_override() -> Option<String> {
+    std::env::var("RECON_FAULT_BUILD").ok()
+}
+
+/// Without the feature `fault-injection`: never (see the module docs).
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub fn build_override() -> Option<String> {
+    None
+}

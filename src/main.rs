@@ -67,6 +67,15 @@ enum Command {
         /// The night's run group, shared by its shards and the gather (default: the date).
         #[arg(long)]
         group: Option<String>,
+        /// With a shard: once it has landed, gather the night if every shard has (the last
+        /// shard to land gathers it; docs/sharding.md).
+        #[arg(long)]
+        gather: bool,
+        /// With a shard: how often Kubernetes retries a failed index (the Job's
+        /// backoffLimitPerIndex). The attempt whose $RECON_INDEX_FAILURE_COUNT reaches it is
+        /// the last: if it fails, the night's failure is recorded and alerted at once.
+        #[arg(long, value_name = "N")]
+        index_retries: Option<u32>,
     },
     /// Write a sharded night's one report, results and email once every shard has landed.
     Gather {
@@ -413,35 +422,142 @@ fn which_shard(
     }
 }
 
+/// Refuses the options of `recon run` that do not apply to how it runs: `--run-id` and
+/// `--pull` with a shard, `--group` without one. Each would otherwise be ignored without a
+/// word. Checked before anything is opened.
+fn refuse_unsharded_options(
+    shard: Option<recon::partition::Shard>,
+    run_id: Option<&str>,
+    pull: bool,
+    group: Option<&str>,
+) -> Result<()> {
+    let refuse = |why: String| Err(exit::fail(exit::Failure::Config, why));
+    match shard {
+        Some(s) if run_id.is_some() => refuse(format!(
+            "--run-id does not apply to shard {s}: a shard's run id is made from its run group \
+             and index (<group>-s{}of{}-…) so the gather and a retried index find it. Nothing \
+             was run. Name the night with --group instead",
+            s.index, s.count
+        )),
+        Some(s) => match pull {
+            true => refuse(format!(
+                "--pull does not apply to shard {s}: {} shards pulling into one inbox at once \
+                 would race on the same files. Nothing was run. Pull once before the shards \
+                 start (`recon pull --config F --date D`, e.g. the shards' init container or a \
+                 Job before them; docs/sharding.md)",
+                s.count
+            )),
+            false => Ok(()),
+        },
+        None => match group {
+            Some(g) => refuse(format!(
+                "--group {g} names a sharded night's run group, but this run is not a shard \
+                 (no --shard I/N, no --shards N with $JOB_COMPLETION_INDEX). Nothing was run. \
+                 Add --shard I/N, or drop --group (name a one-process night with --run-id)"
+            )),
+            None => Ok(()),
+        },
+    }
+}
+
+/// What a shard does after it ran: gather the night if it landed last (`--gather`), and
+/// whether its failure can be its index's last (`--index-retries`).
+#[derive(Debug, Clone, Copy)]
+struct Then {
+    gather: bool,
+    index_retries: Option<u32>,
+}
+
+impl Then {
+    /// Whether a shard that failed with `e` fails for good: Kubernetes fails the index at once
+    /// on a config error (exit 3, the manifests' FailIndex), and after `--index-retries`
+    /// failures ($RECON_INDEX_FAILURE_COUNT, the pod's `job-index-failure-count` annotation).
+    fn last_attempt(self, e: &anyhow::Error) -> bool {
+        let Some(retries) = self.index_retries else {
+            return false;
+        };
+        let failures: u32 = std::env::var("RECON_INDEX_FAILURE_COUNT")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        exit::code_for(e) == exit::CONFIG || failures >= retries
+    }
+}
+
 async fn shard_cmd(
     cfg: &Config,
     opts: &recon::run::RunOptions,
     shard: recon::partition::Shard,
     group: Option<&str>,
+    then: Then,
 ) -> Result<i32> {
-    match recon::run::run_shard(cfg, opts, shard, group).await? {
+    let group_id = group
+        .map(str::to_string)
+        .unwrap_or_else(|| recon::run::default_group(opts));
+    let outcome = match recon::run::run_shard(cfg, opts, shard, group).await {
+        Ok(o) => o,
+        Err(e) => {
+            if then.last_attempt(&e) {
+                let alert =
+                    recon::run::gather::shard_failed_for_good(cfg, &group_id, shard, &e).await;
+                eprintln!(
+                    "recon run: shard {shard} failed for good: the night {group_id} is not \
+                     gathered ({})",
+                    recon::report::outbox::Alert {
+                        status: alert,
+                        ..recon::report::outbox::Alert::disabled()
+                    }
+                    .text()
+                );
+            }
+            return Err(e);
+        }
+    };
+    let code = match outcome {
         recon::run::ShardOutcome::Landed(run_id, dir) => {
             outln!(
                 "recon run: shard {shard} already landed (run {run_id}, {}): nothing to do",
                 dir.display()
             );
-            Ok(exit::OK)
+            exit::OK
         }
         recon::run::ShardOutcome::Ran(report) => {
             let out_dir = report.out_dir.display().to_string();
             out!("{}", report.summary.text(&out_dir));
-            outln!("  shard {shard}: the night's report and email come from recon gather");
-            if !report.unreadable_inputs().is_empty() {
+            if !then.gather {
+                outln!("  shard {shard}: the night's report and email come from recon gather");
+            }
+            if report.unreadable_inputs().is_empty() {
+                exit::OK
+            } else {
                 eprintln!(
                     "warning: the shard completed, but {} statement file(s) could not be read (exit code {})",
                     report.unreadable_inputs().len(),
                     exit::INPUT_UNREADABLE
                 );
-                return Ok(exit::INPUT_UNREADABLE);
+                exit::INPUT_UNREADABLE
             }
-            Ok(exit::OK)
         }
+    };
+    if !then.gather {
+        return Ok(code);
     }
+    let g = recon::run::gather::GatherOptions {
+        group: group_id,
+        wait: std::time::Duration::ZERO,
+        poll: std::time::Duration::from_secs(5),
+        if_complete: true,
+    };
+    let report = recon::run::gather::gather(cfg, &g).await?;
+    if let Some(why) = &report.skipped {
+        outln!(
+            "  shard {shard}: not gathering the night {}: {why}",
+            g.group
+        );
+        return Ok(code);
+    }
+    let gathered = gather_report(&report);
+    Ok(if code == exit::OK { gathered } else { code })
 }
 
 async fn gather_cmd(
@@ -473,8 +589,14 @@ async fn gather_cmd(
         group: group.unwrap_or_else(|| recon::run::default_group(&opts)),
         wait,
         poll: std::time::Duration::from_secs(5),
+        if_complete: false,
     };
     let report = recon::run::gather::gather(&cfg, &g).await?;
+    Ok(gather_report(&report))
+}
+
+/// Prints what a gather did; its exit code.
+fn gather_report(report: &recon::run::gather::GatherReport) -> i32 {
     let Some(summary) = &report.summary else {
         outln!(
             "recon gather {}: already gathered into {}: nothing to do",
@@ -494,11 +616,11 @@ async fn gather_cmd(
                 a.outbox_left
             );
         }
-        return Ok(if report.alert.failed() {
+        return if report.alert.failed() {
             exit::ALERT_FAILED
         } else {
             exit::OK
-        });
+        };
     };
     out!("{}", summary.text(&report.out_dir.display().to_string()));
     for s in &summary.shards {
@@ -513,12 +635,12 @@ async fn gather_cmd(
     }
     outln!("  {}", report.alert.text());
     if report.alert.failed() {
-        return Ok(exit::ALERT_FAILED);
+        return exit::ALERT_FAILED;
     }
     if !summary.unreadable_inputs.is_empty() {
-        return Ok(exit::INPUT_UNREADABLE);
+        return exit::INPUT_UNREADABLE;
     }
-    Ok(exit::OK)
+    exit::OK
 }
 
 async fn dispatch(command: Command) -> Result<i32> {
@@ -542,12 +664,25 @@ async fn dispatch(command: Command) -> Result<i32> {
             shard,
             shards,
             group,
+            gather,
+            index_retries,
         } => {
             // SIGTERM / SIGINT stop a run at its next safe point (recon::run::stop).
             recon::run::stop::install()?;
             let cfg = Config::load(&config)?;
             let (from, to) = days(&cfg, date, from, to);
-            if let Some(shard) = which_shard(&cfg, shard.as_deref(), shards)? {
+            let sharded = which_shard(&cfg, shard.as_deref(), shards)?;
+            refuse_unsharded_options(sharded, run_id.as_deref(), pull, group.as_deref())?;
+            if sharded.is_none() && (gather || index_retries.is_some()) {
+                return Err(exit::fail(
+                    exit::Failure::Config,
+                    "--gather and --index-retries apply to a shard (--shard I/N, or --shards N \
+                     with $JOB_COMPLETION_INDEX): the last shard to land gathers its night. \
+                     Nothing was run. A night in one process writes its report itself"
+                        .to_string(),
+                ));
+            }
+            if let Some(shard) = sharded {
                 let as_of = as_of.map(|a| parse_as_of(&a, &cfg)).transpose()?;
                 let opts = recon::run::RunOptions {
                     from,
@@ -557,7 +692,11 @@ async fn dispatch(command: Command) -> Result<i32> {
                     run_id: None,
                     wait,
                 };
-                return shard_cmd(&cfg, &opts, shard, group.as_deref()).await;
+                let then = Then {
+                    gather,
+                    index_retries,
+                };
+                return shard_cmd(&cfg, &opts, shard, group.as_deref(), then).await;
             }
             let pulled = match pull {
                 true => Some(

@@ -47,6 +47,9 @@ pub struct GatherOptions {
     pub wait: Duration,
     /// How often to look again while waiting.
     pub poll: Duration,
+    /// Gather only if every shard has landed and no other process gathers; else do nothing
+    /// (`recon run --shard … --gather`: the last shard to land gathers the night).
+    pub if_complete: bool,
 }
 
 /// What `recon gather` did.
@@ -56,8 +59,12 @@ pub struct GatherReport {
     pub group: String,
     /// The night's folder.
     pub out_dir: PathBuf,
-    /// The night's summary (None: the group had been gathered already).
+    /// The night's summary (None: the group had been gathered already, or was not gathered:
+    /// see `skipped`).
     pub summary: Option<Summary>,
+    /// Why an `if_complete` gather did nothing: shards still to land, or another process
+    /// gathers.
+    pub skipped: Option<String>,
     /// The email.
     pub alert: Alert,
 }
@@ -163,7 +170,20 @@ async fn failed(cfg: &Config, db: &Db, opts: &GatherOptions, e: &anyhow::Error) 
         return;
     }
     if let Some(email) = &cfg.email {
-        let status = failure_alert(email, &cfg.output_dir, &opts.group, kind, &error).await;
+        let what = match kind {
+            Some(Failure::HandoverChanged) => "a shard's hand-over changed since it committed",
+            Some(Failure::ShardsMissing) => "shards missing",
+            _ => "the gather failed",
+        };
+        let code = kind.map_or(crate::exit::INTERNAL, Failure::code);
+        let status = failure_alert(
+            email,
+            &cfg.output_dir,
+            (&opts.group, &format!("{}-gather-failed", opts.group)),
+            (what, code),
+            &error,
+        )
+        .await;
         match &status {
             AlertStatus::Sent(_) | AlertStatus::Written(_) => {
                 tracing::info!(group = %opts.group, "The gather's failure was alerted.")
@@ -180,31 +200,87 @@ async fn failed(cfg: &Config, db: &Db, opts: &GatherOptions, e: &anyhow::Error) 
 async fn failure_alert(
     email: &crate::config::EmailConfig,
     output_dir: &Path,
-    group: &str,
-    kind: Option<Failure>,
+    (group, id): (&str, &str),
+    (what, code): (&str, i32),
     error: &str,
 ) -> AlertStatus {
-    let what = match kind {
-        Some(Failure::HandoverChanged) => "a shard's hand-over changed since it committed",
-        Some(Failure::ShardsMissing) => "shards missing",
-        _ => "the gather failed",
-    };
     let subject = format!("CRITICAL night {group} NOT gathered: {what}");
     let body = format!(
         "The night of run group {group} was not gathered: no report and no results were \
          written, and the night is not marked gathered.\n\n{error}\n\n\
          Its shards' results stay committed. See docs/operations.md, \"A failed gather\" \
-         (recon exit {}).",
-        kind.map_or(crate::exit::INTERNAL, Failure::code),
+         (recon exit {code}).",
     );
-    outbox::alert_failure(
-        email,
-        output_dir,
-        &format!("{group}-gather-failed"),
-        &subject,
-        &body,
-    )
-    .await
+    outbox::alert_failure(email, output_dir, id, &subject, &body).await
+}
+
+/// Shard `shard` of run group `group` failed for good (`error`; Kubernetes runs its index no
+/// more): the night cannot be gathered until someone re-runs the index. Records why in the
+/// group and sends the night's "NOT gathered" alert now, not at a gather's deadline. Best
+/// effort, as a failing process does it: returns what became of the alert.
+pub async fn shard_failed_for_good(
+    cfg: &Config,
+    group: &str,
+    shard: crate::partition::Shard,
+    error: &anyhow::Error,
+) -> AlertStatus {
+    let code = failure_of(error).map_or(crate::exit::INTERNAL, Failure::code);
+    let error = crate::exit::bounded(&format!(
+        "shard {shard} failed for good (recon exit {code}; its retries are used): {error:#}\n\
+         Re-run the index once the cause is fixed (recon run --shard {shard} --group {group}); \
+         the gather then completes the night."
+    ))
+    .into_owned();
+    if let Ok(db) = Db::for_job(cfg).await {
+        let now = timeparse::to_db(Utc::now().timestamp_micros());
+        let recorded = tokio::time::timeout(db.limits().statement_timeout, async {
+            let mut tx = db.begin().await?;
+            tx.record_gather_failure(group, &error, &now).await?;
+            tx.commit().await
+        })
+        .await;
+        if !matches!(recorded, Ok(Ok(()))) {
+            tracing::warn!(group, "Cannot record the failed shard in its run group.");
+        }
+        db.close().await;
+    }
+    match &cfg.email {
+        Some(email) => {
+            let what = format!("shard {shard} failed for good");
+            let id = format!("{group}-shard-{}-failed", shard.index);
+            failure_alert(email, &cfg.output_dir, (group, &id), (&what, code), &error).await
+        }
+        None => AlertStatus::Disabled,
+    }
+}
+
+/// What an `if_complete` gather that did nothing reports.
+fn skipped(cfg: &Config, group: &str, why: String) -> GatherReport {
+    GatherReport {
+        group: group.to_string(),
+        out_dir: cfg.output_dir.join(group),
+        summary: None,
+        skipped: Some(why),
+        alert: Alert::disabled(),
+    }
+}
+
+/// Refuses to gather a group whose shards ran with another job file, other rules or another
+/// recon build than this gather (`here`, [`crate::run::config_hash`]): its settlement, shared
+/// sources and report would follow settings the shards' rows did not.
+fn refuse_disagreement(group: &Group, here: &str) -> Result<()> {
+    match crate::run::disagreement(&group.config_hash, here) {
+        None => Ok(()),
+        Some(what) => Err(fail(
+            Failure::Config,
+            format!(
+                "run group {}: this gather differs from the night's shards in {what}. Nothing \
+                 was gathered (hint: gather with the job file, rules and recon build the shards \
+                 ran with; to change them, run the night again under another --group)",
+                group.group_id
+            ),
+        )),
+    }
 }
 
 /// Gathers the night of run group `opts.group` (see [`gather`]).
@@ -215,6 +291,7 @@ async fn gather_group(
 ) -> Result<GatherReport> {
     let (cfg, rules, db) = (session.cfg, &session.rules, &session.db);
     let deadline = tokio::time::Instant::now() + opts.wait;
+    let here = crate::run::config_hash(cfg, rules)?;
     let (group, landed) = loop {
         let mut tx = db.begin().await?;
         let group = tx.group(&opts.group).await?;
@@ -229,6 +306,7 @@ async fn gather_group(
                 opts.group, opts.group
             )],
             Some(g) => {
+                refuse_disagreement(g, &here)?;
                 let (landed, missing) = shard_states(g, &runs);
                 if missing.is_empty() {
                     break (g.clone(), landed);
@@ -236,6 +314,13 @@ async fn gather_group(
                 missing
             }
         };
+        if opts.if_complete {
+            return Ok(skipped(
+                cfg,
+                &opts.group,
+                format!("{} shard(s) still to land", missing.len()),
+            ));
+        }
         if tokio::time::Instant::now() >= deadline {
             return Err(fail(
                 Failure::ShardsMissing,
@@ -255,11 +340,37 @@ async fn gather_group(
         crate::run::stop::check("while waiting for shards: nothing was gathered")?;
         tokio::time::sleep(opts.poll.min(deadline - tokio::time::Instant::now())).await;
     };
-    let lock = db
+    let lock = match db
         .pg_locks(
             "another recon gather is at work",
             &[format!(
                 "SELECT pg_try_advisory_lock({GATHER_LOCK_CLASS}, 0)"
+            )],
+            None,
+        )
+        .await
+    {
+        Ok(l) => l,
+        // Another shard that landed last at the same moment gathers.
+        Err(e) if opts.if_complete && failure_of(&e) == Some(Failure::Locked) => {
+            return Ok(skipped(
+                cfg,
+                &opts.group,
+                "another process gathers the night".to_string(),
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+    // A shared hold on the run lock, as a shard's: a whole-night `recon run` (which removes
+    // every `.tmp` folder as an interrupted run's output) cannot start while this gather writes
+    // `<group>.tmp`, and this gather does not start while one runs.
+    let _run_hold = db
+        .pg_locks(
+            "a whole-night recon run holds the run lock (the gather writes beside it only once \
+             it ended)",
+            &[format!(
+                "SELECT pg_try_advisory_lock_shared({})",
+                crate::db::RUN_LOCK_KEY
             )],
             None,
         )
@@ -298,6 +409,7 @@ async fn gather_group(
             group: group.group_id,
             out_dir,
             summary: None,
+            skipped: None,
             alert,
         });
     }
@@ -347,6 +459,7 @@ async fn gather_group(
         marks,
         &tmp,
     )?;
+    crate::fault::point("gather_written");
     if !crossing.is_empty() {
         let all = view.cases.clone();
         // Only those: the shards stored the others.
@@ -438,6 +551,7 @@ async fn gather_group(
         group: group.group_id,
         out_dir,
         summary: Some(view.summary),
+        skipped: None,
         alert,
     })
 }

@@ -46,7 +46,9 @@ mod shard;
 pub mod shared;
 pub mod stop;
 
-pub use shard::{ShardOutcome, check_group_id, config_hash, default_group, run_shard};
+pub use shard::{
+    ShardOutcome, check_group_id, config_hash, default_group, disagreement, recon_build, run_shard,
+};
 
 use crate::config::Config;
 use crate::db::{Db, RunLock};

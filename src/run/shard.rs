@@ -34,13 +34,68 @@ pub enum ShardOutcome {
     Landed(String, std::path::PathBuf),
 }
 
-/// The hash every shard of a group must run with: the job file's bytes and the rules.
+/// What every process of a run group must run with, as the group stores it: the job file's
+/// bytes, the rules and the recon build, each named (`job <sha> rules <sha> recon <build>`) so
+/// a refusal can say which differs ([`disagreement`]).
 pub fn config_hash(cfg: &Config, rules: &RuleSet) -> Result<String> {
     let text = std::fs::read(&cfg.path)
         .map_err(|e| fail(Failure::Config, format!("{}: {e}", cfg.path.display())))?;
-    let mut bytes = text;
-    bytes.extend_from_slice(rules.hash.as_bytes());
-    Ok(crate::sources::sha256_hex(&bytes)[..16].to_string())
+    let job = &crate::sources::sha256_hex(&text)[..16];
+    let rules = &crate::sources::sha256_hex(rules.hash.as_bytes())[..16];
+    Ok(format!("job {job} rules {rules} recon {}", recon_build()))
+}
+
+/// This binary's build: its version, and the build id the image was made with
+/// (`RECON_BUILD` at compile time, e.g. the commit; deploy/Dockerfile sets it). Shards and the
+/// gather of one night must be one build.
+pub fn recon_build() -> String {
+    if let Some(b) = crate::fault::build_override() {
+        return b;
+    }
+    match option_env!("RECON_BUILD") {
+        Some(id) if !id.is_empty() => format!("{}+{id}", env!("CARGO_PKG_VERSION")),
+        _ => env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+/// What differs between a group's stored agreement (`stored`) and a process's (`wanted`), in
+/// words (None: they agree). A group stored before the agreement named its parts differs as a
+/// whole.
+pub fn disagreement(stored: &str, wanted: &str) -> Option<String> {
+    if stored == wanted {
+        return None;
+    }
+    let parts = |s: &str| -> Option<Vec<(String, String)>> {
+        let words: Vec<&str> = s.split(' ').collect();
+        (words.len() == 6)
+            .then(|| {
+                words
+                    .chunks(2)
+                    .map(|kv| (kv[0].to_string(), kv[1].to_string()))
+                    .collect()
+            })
+            .filter(|kv: &Vec<(String, String)>| {
+                kv.iter()
+                    .map(|(k, _)| k.as_str())
+                    .eq(["job", "rules", "recon"])
+            })
+    };
+    let (Some(a), Some(b)) = (parts(stored), parts(wanted)) else {
+        return Some(format!(
+            "the job file, rules and recon build (stored as {stored}, here {wanted})"
+        ));
+    };
+    let named: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .filter(|(x, y)| x.1 != y.1)
+        .map(|((k, x), (_, y))| match k.as_str() {
+            "job" => format!("the job file (sha256 {x}… for the group, {y}… here)"),
+            "rules" => format!("the rules (sha256 {x}… for the group, {y}… here)"),
+            _ => format!("the recon build ({x} for the group, {y} here)"),
+        })
+        .collect();
+    Some(named.join(", and "))
 }
 
 /// The default run group of a night: its day (`YYYY-MM-DD`).
@@ -296,11 +351,15 @@ pub fn agrees(stored: &Group, wanted: &Group, explicit_as_of: bool) -> Result<()
     if (&stored.range_from, &stored.range_to) != (&wanted.range_from, &wanted.range_to) {
         return Err(differ("the night", &stored.range_from, &wanted.range_from));
     }
-    if stored.config_hash != wanted.config_hash {
-        return Err(differ(
-            "the config hash (job file + rules)",
-            &stored.config_hash,
-            &wanted.config_hash,
+    if let Some(what) = disagreement(&stored.config_hash, &wanted.config_hash) {
+        return Err(fail(
+            Failure::Config,
+            format!(
+                "run group {}: this shard differs from the group in {what} (hint: every shard \
+                 and the gather of a night run one recon build with the same job file and \
+                 rules; a re-run with other settings needs another --group)",
+                stored.group_id
+            ),
         ));
     }
     if stored.shards != wanted.shards {

@@ -117,6 +117,15 @@ impl Tx {
         Ok(())
     }
 
+    /// The run group run `run_id` is a shard of, if it is one.
+    pub async fn group_of_run(&mut self, run_id: &str) -> Result<Option<String>> {
+        let mut q = self.sql("SELECT group_id FROM recon_run_shards WHERE run_id = $1");
+        q.bind(run_id);
+        self.fetch_optional(q, |r| r.text(0))
+            .await
+            .map_err(db_err("reading the shard run's group"))
+    }
+
     /// Every run of the group's shards, oldest first.
     pub async fn shard_runs(&mut self, group_id: &str) -> Result<Vec<ShardRunRecord>> {
         let mut q = self.sql(

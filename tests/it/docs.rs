@@ -63,7 +63,7 @@ enum Kind {
     Rules { file: String, fragment: bool },
 }
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -575,7 +575,7 @@ impl Invocation {
 }
 
 /// Every YAML file under `deploy/`, recursively, as (name relative to the repository, text).
-fn deploy_manifests() -> Vec<(String, String)> {
+pub(crate) fn deploy_manifests() -> Vec<(String, String)> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

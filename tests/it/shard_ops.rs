@@ -1,0 +1,477 @@
+//! A sharded night as a platform team runs it (issue 44, points 1–4 and 8): the gather and
+//! every shard run one job file, one set of rules and one recon build, or are refused naming
+//! what differs; a whole-night run cannot remove a running gather's output; options that do not
+//! apply to a shard (or to a run that is not one) are refused, not ignored; `recon explain`
+//! knows a sharded night by its run group and by any of its shard runs.
+
+use crate::shards::{NIGHT, Variant, night, ok, recon, variant};
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The night's shards, `count` of them one after the other, without the gather.
+fn shards(v: &Variant, date: &str, as_of: &str, count: u32, env: &[(&str, &str)]) {
+    for i in 0..count {
+        let out = run_shard(v, date, as_of, &format!("{i}/{count}"), env);
+        ok(out, &format!("shard {i}/{count}"));
+    }
+}
+
+fn run_shard(v: &Variant, date: &str, as_of: &str, shard: &str, env: &[(&str, &str)]) -> Output {
+    let cfg = v.config.display().to_string();
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "run", "--config", &cfg, "--date", date, "--as-of", as_of, "--shard", shard, "--group",
+            NIGHT,
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn gather_with(v: &Variant, config: &Path, date: &str, env: &[(&str, &str)]) -> Output {
+    let cfg = config.display().to_string();
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(["gather", "--config", &cfg, "--date", date, "--group", NIGHT])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn refused(out: &Output, code: i32, what: &str) -> String {
+    let text = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(code), "{what}: {text}");
+    text
+}
+
+/// Point 1 and 8: the gather with another job file (here the shards' with one line more), or
+/// as another recon build, is refused (exit 3) naming what differs; nothing is written and the
+/// night is not marked gathered, so the right gather still gathers it. A shard of another
+/// build is refused the same way when it joins the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gather_or_shard_with_another_job_file_or_recon_build_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 240, 441);
+    let v = variant(&n, "agree").await;
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    // Shard 1 as another build: refused when it joins the group shard 0 created.
+    ok(run_shard(&v, &date, &as_of, "0/2", &[]), "shard 0/2");
+    let skew = run_shard(&v, &date, &as_of, "1/2", &[("RECON_FAULT_BUILD", "0.0.9")]);
+    let text = refused(&skew, recon::exit::CONFIG, "shard of another build");
+    assert!(
+        text.contains("the recon build (0.1.0 for the group, 0.0.9 here)"),
+        "{text}"
+    );
+    ok(run_shard(&v, &date, &as_of, "1/2", &[]), "shard 1/2");
+
+    let other = dir.path().join("gather-elsewhere.toml");
+    let mut job = std::fs::read_to_string(&v.config).unwrap();
+    job.push_str("\n# the gather's own copy, edited since the shards ran\n");
+    std::fs::write(&other, job).unwrap();
+    let text = refused(
+        &gather_with(&v, &other, &date, &[]),
+        recon::exit::CONFIG,
+        "gather with another job file",
+    );
+    assert!(
+        text.contains("differs from the night's shards in the job file"),
+        "{text}"
+    );
+    assert!(!text.contains("the rules"), "{text}");
+    let text = refused(
+        &gather_with(&v, &v.config, &date, &[("RECON_FAULT_BUILD", "0.2.0")]),
+        recon::exit::CONFIG,
+        "gather of another build",
+    );
+    assert!(
+        text.contains("the recon build (0.1.0 for the group, 0.2.0 here)"),
+        "{text}"
+    );
+    assert!(!v.out.join(NIGHT).exists(), "nothing written");
+    let text = ok(gather_with(&v, &v.config, &date, &[]), "the right gather");
+    assert!(!text.contains("already gathered"), "{text}");
+    assert!(v.out.join(NIGHT).join("results.csv").exists());
+}
+
+/// Point 2: a whole-night `recon run` of the same date (another run id) while the gather writes
+/// its `.tmp` folder is refused (exit 6) and leaves the folder; the gather completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_night_run_cannot_remove_a_running_gathers_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 200, 442);
+    let v = variant(&n, "gatherlock").await;
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    shards(&v, &date, &as_of, 2, &[]);
+    let marker = dir.path().join("gather-paused");
+    let cfg = v.config.display().to_string();
+    let gather = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env(
+            "RECON_FAULT_PAUSE",
+            format!("gather_written:{}", marker.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let tmp = v.out.join(format!("{NIGHT}.tmp"));
+    assert!(tmp.join("results.csv").exists());
+    let whole = recon(
+        &[
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--run-id", "other",
+        ],
+        &v,
+    );
+    refused(&whole, recon::exit::LOCKED, "whole night beside the gather");
+    assert!(
+        tmp.join("results.csv").exists(),
+        "the gather's output is kept"
+    );
+    std::fs::remove_file(&marker).unwrap();
+    let text = ok(
+        gather.wait_with_output().unwrap(),
+        "the gather after its pause",
+    );
+    assert!(text.contains("shard 1:"), "{text}");
+    assert!(v.out.join(NIGHT).join("report.xlsx").exists());
+}
+
+/// Point 3: `--run-id` and `--pull` with a shard, `--group` without one: refused (exit 3)
+/// saying why, before anything is opened (no run folder, no run record).
+#[tokio::test]
+async fn options_a_shard_cannot_honour_are_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 60, 443);
+    let v = variant(&n, "options").await;
+    let cfg = v.config.display().to_string();
+    let date = n.report.date.to_string();
+    let base = ["run", "--config", &cfg, "--date", &date];
+    // (arguments, $JOB_COMPLETION_INDEX, what the refusal says)
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
+        (
+            &["--shard", "0/2", "--run-id", "mine"],
+            None,
+            "--run-id does not apply to shard 0/2",
+        ),
+        (
+            &["--shard", "1/2", "--pull"],
+            None,
+            "--pull does not apply to shard 1/2",
+        ),
+        (
+            &["--group", "g1"],
+            None,
+            "--group g1 names a sharded night's run group",
+        ),
+        (
+            &["--shards", "2", "--run-id", "x"],
+            Some("1"),
+            "--run-id does not apply to shard 1/2",
+        ),
+    ];
+    for (extra, index, says) in cases {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_recon"));
+        cmd.args(&args)
+            .env("RECON_DATABASE_URL", &v.url)
+            .env_remove("JOB_COMPLETION_INDEX");
+        if let Some(i) = index {
+            cmd.env("JOB_COMPLETION_INDEX", i);
+        }
+        let out = cmd.output().unwrap();
+        let text = refused(&out, recon::exit::CONFIG, &args.join(" "));
+        assert!(text.contains(says), "{}: {text}", args.join(" "));
+        assert!(text.contains("Nothing was run"), "{text}");
+    }
+    assert!(!v.out.exists(), "nothing written");
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM recon_runs")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(runs, 0);
+}
+
+/// Point 4: `recon explain P --run <group>` explains the gathered night (its day and as-of, the
+/// inputs every shard read), and without `--run` the latest shard run stands for its night: the
+/// payment's own statement file is not "not read by the run", and the outcome is the one the
+/// gathered results.csv gives it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_knows_a_sharded_night_by_its_group_and_by_its_shard_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 200, 444);
+    let v = variant(&n, "explain").await;
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    shards(&v, &date, &as_of, 3, &[]);
+    ok(gather_with(&v, &v.config, &date, &[]), "gather");
+    // A payment of each outcome the night has, as the gathered results say.
+    let mut rd = csv::Reader::from_path(v.out.join(NIGHT).join("results.csv")).unwrap();
+    let h = rd.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (pid, outcome) = (col("payment_id"), col("outcome"));
+    let mut by_outcome = std::collections::BTreeMap::new();
+    for r in rd.records() {
+        let r = r.unwrap();
+        if !r[pid].is_empty() {
+            by_outcome
+                .entry(r[outcome].to_string())
+                .or_insert(r[pid].to_string());
+        }
+    }
+    assert!(by_outcome.len() >= 3, "{by_outcome:?}");
+    let cfg = v.config.display().to_string();
+    for (want, payment) in &by_outcome {
+        for run in [Some(NIGHT), None] {
+            let mut args = vec!["explain", "--config", &cfg, payment.as_str()];
+            if let Some(r) = run {
+                args.extend(["--run", r]);
+            }
+            let text = ok(recon(&args, &v), &args.join(" "));
+            assert!(
+                text.starts_with(&format!("night {NIGHT} (3 shards, gathered;")),
+                "{}: {text}",
+                args.join(" ")
+            );
+            assert!(text.contains(&format!("outcome: {want} ")), "{text}");
+            assert!(!text.contains("was not read by the run"), "{text}");
+        }
+    }
+    let out = recon(&["explain", "--config", &cfg, "x", "--run", "nope"], &v);
+    let text = refused(&out, recon::exit::INPUT, "an unknown run");
+    assert!(text.contains("no run or run group \"nope\""), "{text}");
+}
+
+/// The shard with `--gather`, as the Indexed Job runs it.
+fn run_shard_gathering(
+    v: &Variant,
+    date: &str,
+    as_of: &str,
+    shard: &str,
+    env: &[(&str, &str)],
+) -> Output {
+    let cfg = v.config.display().to_string();
+    Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "run",
+            "--config",
+            &cfg,
+            "--date",
+            date,
+            "--as-of",
+            as_of,
+            "--shard",
+            shard,
+            "--group",
+            NIGHT,
+            "--gather",
+            "--index-retries",
+            "2",
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env_remove("RECON_INDEX_FAILURE_COUNT")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// The engine sequences the night: each shard runs with `--gather`; those that land while
+/// others are missing say so and write nothing of the night; the last to land gathers it (the
+/// night's folder, its email, the group marked gathered); a retried index afterwards finds it
+/// gathered. Run again with all shards at once: exactly one gathers, every shard exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_shard_to_land_gathers_the_night() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 240, 445);
+    let v = variant(&n, "lastgathers").await;
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    for (i, still) in [(2, 2), (0, 1)] {
+        let text = ok(
+            run_shard_gathering(&v, &date, &as_of, &format!("{i}/3"), &[]),
+            &format!("shard {i}/3"),
+        );
+        assert!(
+            text.contains(&format!(
+                "shard {i}/3: not gathering the night {NIGHT}: {still} shard(s) still to land"
+            )),
+            "{text}"
+        );
+        assert!(!v.out.join(NIGHT).exists());
+    }
+    let text = ok(
+        run_shard_gathering(&v, &date, &as_of, "1/3", &[]),
+        "the last shard",
+    );
+    assert!(
+        text.contains("shard 2:"),
+        "the gathered night's shards: {text}"
+    );
+    let night_dir = v.out.join(NIGHT);
+    for file in ["results.csv", "report.xlsx", "report.html", "summary.json"] {
+        assert!(night_dir.join(file).exists(), "{file}");
+    }
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    let gathered: Option<String> =
+        sqlx::query_scalar("SELECT gathered_at FROM recon_run_groups WHERE group_id = $1")
+            .bind(NIGHT)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert!(gathered.is_some());
+    let text = ok(
+        run_shard_gathering(&v, &date, &as_of, "0/3", &[]),
+        "a retried index",
+    );
+    assert!(text.contains("already landed"), "{text}");
+    assert!(text.contains("already gathered"), "{text}");
+
+    // All at once, on a second night (another group): one of them gathers.
+    let cfg = v.config.display().to_string();
+    let children: Vec<_> = (0..3)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_recon"))
+                .args([
+                    "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shards", "3",
+                    "--group", "at-once", "--gather",
+                ])
+                .env("RECON_DATABASE_URL", &v.url)
+                .env("JOB_COMPLETION_INDEX", i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let texts: Vec<String> = children
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            ok(
+                c.wait_with_output().unwrap(),
+                &format!("shard {i}/3 at once"),
+            )
+        })
+        .collect();
+    let gatherers = texts.iter().filter(|t| t.contains("  shard 2:")).count();
+    assert_eq!(gatherers, 1, "{texts:#?}");
+    assert!(v.out.join("at-once").join("report.xlsx").exists());
+}
+
+/// A shard that fails for good fails the night visibly at once: on its index's last attempt
+/// (`RECON_INDEX_FAILURE_COUNT` = `--index-retries`), or on a config error (exit 3, which the
+/// Job does not retry), it records why in the run group and sends the night's "NOT gathered"
+/// alert. An attempt that Kubernetes will retry does neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_fails_for_good_alerts_the_night_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 120, 446);
+    let v = variant(&n, "forgood").await;
+    // The night's email, as files in the output folder.
+    let job = std::fs::read_to_string(&v.config).unwrap();
+    std::fs::write(&v.config, format!("{job}\n{}", crate::report::file_email())).unwrap();
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    ok(
+        run_shard_gathering(&v, &date, &as_of, "0/2", &[]),
+        "shard 0/2",
+    );
+    let alert = v.out.join(format!("{NIGHT}-shard-1-failed.eml"));
+    let gather_error = || async {
+        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+            .await
+            .unwrap();
+        let e: Option<String> =
+            sqlx::query_scalar("SELECT gather_error FROM recon_run_groups WHERE group_id = $1")
+                .bind(NIGHT)
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        e
+    };
+    // Shard 1 is busy elsewhere (paused holding its lock): each attempt exits 6.
+    let marker = dir.path().join("paused");
+    let cfg = v.config.display().to_string();
+    let busy = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/2",
+            "--group", NIGHT,
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env(
+            "RECON_FAULT_PAUSE",
+            format!("after_plan:{}", marker.display()),
+        )
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(started.elapsed() < std::time::Duration::from_secs(120));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for failures in ["0", "1"] {
+        let out = run_shard_gathering(
+            &v,
+            &date,
+            &as_of,
+            "1/2",
+            &[("RECON_INDEX_FAILURE_COUNT", failures)],
+        );
+        refused(&out, recon::exit::LOCKED, "an attempt to be retried");
+        assert!(!alert.exists(), "no alert while retries remain");
+        assert_eq!(gather_error().await, None);
+    }
+    let out = run_shard_gathering(
+        &v,
+        &date,
+        &as_of,
+        "1/2",
+        &[("RECON_INDEX_FAILURE_COUNT", "2")],
+    );
+    let text = refused(&out, recon::exit::LOCKED, "the last attempt");
+    assert!(text.contains("shard 1/2 failed for good"), "{text}");
+    let mail = std::fs::read_to_string(&alert)
+        .unwrap_or_else(|e| panic!("{}: {e}: {text}", alert.display()));
+    let unfolded = mail.replace("\r\n ", " ").replace("\n ", " ");
+    assert!(
+        unfolded.contains(&format!(
+            "CRITICAL night {NIGHT} NOT gathered: shard 1/2 failed for good"
+        )),
+        "{mail}"
+    );
+    let recorded = gather_error().await.expect("recorded in the group");
+    assert!(
+        recorded.contains("shard 1/2 failed for good (recon exit 6"),
+        "{recorded}"
+    );
+    std::fs::remove_file(&marker).unwrap();
+    ok(busy.wait_with_output().unwrap(), "shard 1 after its pause");
+    std::fs::remove_file(&alert).unwrap();
+
+    // Exit 3 (another build) is the last attempt at once.
+    let out = run_shard_gathering(&v, &date, &as_of, "1/2", &[("RECON_FAULT_BUILD", "9.9.9")]);
+    let text = refused(&out, recon::exit::CONFIG, "another build");
+    assert!(text.contains("failed for good"), "{text}");
+    assert!(alert.exists());
+    // The index re-run by hand lands (it had landed) and gathers the night; the group forgets
+    // the failure.
+    let text = ok(run_shard_gathering(&v, &date, &as_of, "1/2", &[]), "re-run");
+    assert!(text.contains("  shard 1:"), "{text}");
+    assert_eq!(gather_error().await, None);
+}

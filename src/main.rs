@@ -93,6 +93,22 @@ enum Command {
         #[arg(long)]
         wait: Option<String>,
     },
+    /// How a partitioned night splits over its shards: payments and estimated memory per
+    /// shard, with a warning where one exceeds the pods' memory limit.
+    PlanShards {
+        /// Job configuration (TOML) with a [partition] section.
+        #[arg(long)]
+        config: PathBuf,
+        /// The night (default: yesterday in the configured time zone).
+        #[arg(long)]
+        date: Option<NaiveDate>,
+        /// How many shards (default: `shards` in [partition]).
+        #[arg(long)]
+        shards: Option<u32>,
+        /// The pods' memory limit (a Kubernetes quantity; deploy/k8s/recon-shards.yaml's).
+        #[arg(long, default_value = "6Gi")]
+        memory_limit: String,
+    },
     /// Fetch the files of remote sources (sftp://, s3://, https://) into the local inbox.
     Pull {
         /// Job configuration (TOML).
@@ -751,6 +767,27 @@ async fn dispatch(command: Command) -> Result<i32> {
                 );
                 return Ok(exit::PULL_INCOMPLETE);
             }
+            Ok(exit::OK)
+        }
+        Command::PlanShards {
+            config,
+            date,
+            shards,
+            memory_limit,
+        } => {
+            let cfg = Config::load(&config)?;
+            let limit = recon::run::shard_plan::parse_memory(&memory_limit)?;
+            let (from, to) = days(&cfg, date, None, None);
+            let opts = recon::run::RunOptions {
+                from,
+                to,
+                as_of: None,
+                dry_run: true,
+                run_id: None,
+                wait: false,
+            };
+            let plan = recon::run::shard_plan::plan_shards(&cfg, &opts, shards, limit).await?;
+            out!("{}", plan.text());
             Ok(exit::OK)
         }
         Command::Pull {

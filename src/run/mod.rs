@@ -43,6 +43,7 @@ mod range;
 mod recovery;
 mod session;
 mod shard;
+pub mod shard_plan;
 pub mod shared;
 pub mod stop;
 

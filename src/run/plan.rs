@@ -100,6 +100,24 @@ impl Span {
             lag: cfg.settlement_lag_hours * HOUR,
         }
     }
+
+    /// The starts a night loads its ledger for: its days widened by the carry-over, the
+    /// evidence window and a day each side.
+    fn ledger_range(&self) -> (Micros, Micros) {
+        (
+            self.t0 - self.carry - self.before - self.after - DAY,
+            self.t1 + self.before + self.after + DAY,
+        )
+    }
+}
+
+/// The payments every shard of night `opts` loads together, with their partitions: the
+/// night's ledger window, every partition (what `recon plan-shards` counts).
+pub(crate) async fn night_ledger(job: Job<'_>, opts: &RunOptions) -> Result<LoadedLedger> {
+    let span = Span::of(job, opts);
+    let partition = job.cfg.partition.as_ref().map(|p| p.select(None));
+    let range = span.ledger_range();
+    load_ledger(job, &span, &partition, range, "loading the ledger").await
 }
 
 /// What the night read before matching: the ledger, the statement lines (its own, then in a
@@ -311,7 +329,6 @@ async fn load_statements_and_ledger(
         t0,
         t1,
         before,
-        after,
         carry,
         ..
     } = *span;
@@ -320,8 +337,7 @@ async fn load_statements_and_ledger(
     // A shard also reads the other partitions' sources, for the lines naming its payments.
     let mut foreign_load = super::foreign::load(cfg, (first_day, last_day), as_of);
     let mut first_foreign_day = first_day;
-    let lo0 = t0 - carry - before - after - DAY;
-    let hi0 = t1 + before + after + DAY;
+    let (lo0, hi0) = span.ledger_range();
     let ledger = load_ledger(job, span, partition, (lo0, hi0), "loading the ledger").await;
     let (mut loads, mut statements_ms) = statements.await.context("statement loading task")??;
     let ledger = ledger?;

@@ -475,3 +475,124 @@ async fn a_shard_that_fails_for_good_alerts_the_night_at_once() {
     assert!(text.contains("  shard 1:"), "{text}");
     assert_eq!(gather_error().await, None);
 }
+
+/// `recon plan-shards` counts the payments each shard of a night would load, partition by
+/// partition, as the job's assignment splits them (here on SQLite: a plan needs no cluster),
+/// and warns for every shard above the pods' memory limit, naming `[partition.assign]`.
+#[test]
+fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = crate::shards::generated_night(dir.path(), 400, 447, 5);
+    let v = crate::shards::sqlite_variant(dir.path(), &n, "plan.toml");
+    let cfg = v.config.display().to_string();
+    let date = n.report.date.to_string();
+    ok(recon(&["migrate", "--config", &cfg], &v), "migrate");
+    let (payments, attempts) = (
+        n.dir.join("payments.csv").display().to_string(),
+        n.dir.join("attempts.csv").display().to_string(),
+    );
+    ok(
+        recon(
+            &[
+                "ledger",
+                "import",
+                "--config",
+                &cfg,
+                "--payments",
+                &payments,
+                "--attempts",
+                &attempts,
+            ],
+            &v,
+        ),
+        "import",
+    );
+    // What the ledger holds per merchant, and where the job's partitioning puts each.
+    let job = recon::config::Config::load(&v.config).unwrap();
+    let partition = job.partition.as_ref().unwrap();
+    let mut rd = csv::Reader::from_path(n.dir.join("payments.csv")).unwrap();
+    let m = rd
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|c| c == "merchant_id")
+        .unwrap();
+    let mut by_merchant: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in rd.records() {
+        *by_merchant.entry(r.unwrap()[m].to_string()).or_default() += 1;
+    }
+    assert_eq!(by_merchant.len(), 5, "{by_merchant:?}");
+    let mut per_shard = [0usize; 3];
+    for (merchant, count) in &by_merchant {
+        per_shard[partition.shard_of(merchant, 3) as usize] += count;
+    }
+    let out = recon(
+        &[
+            "plan-shards",
+            "--config",
+            &cfg,
+            "--date",
+            &date,
+            "--shards",
+            "3",
+        ],
+        &v,
+    );
+    let text = ok(out, "plan-shards");
+    let total: usize = by_merchant.values().sum();
+    assert!(
+        text.starts_with(&format!(
+            "night {date}: {total} payments loaded by 3 shard(s)"
+        )),
+        "{text}"
+    );
+    for (i, want) in per_shard.iter().enumerate() {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{i}/3 ")))
+            .unwrap_or_else(|| panic!("no line for shard {i}/3: {text}"));
+        let got: usize = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(got, *want, "{line}");
+        for (merchant, count) in &by_merchant {
+            if partition.shard_of(merchant, 3) as usize == i {
+                assert!(line.contains(&format!("{merchant} ({count})")), "{line}");
+            }
+        }
+    }
+    assert!(!text.contains("warning"), "{text}");
+    // A limit no shard fits: one warning per shard, with the fix.
+    let out = recon(
+        &[
+            "plan-shards",
+            "--config",
+            &cfg,
+            "--date",
+            &date,
+            "--shards",
+            "3",
+            "--memory-limit",
+            "50Mi",
+        ],
+        &v,
+    );
+    let text = ok(out, "plan-shards under a small limit");
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 3, "{text}");
+    assert!(
+        warnings.iter().all(|w| w.contains("[partition.assign]")),
+        "{text}"
+    );
+    let out = recon(
+        &[
+            "plan-shards",
+            "--config",
+            &cfg,
+            "--date",
+            &date,
+            "--memory-limit",
+            "6 GB",
+        ],
+        &v,
+    );
+    assert_eq!(out.status.code(), Some(recon::exit::CONFIG));
+}

@@ -46,7 +46,7 @@ pub(crate) struct Night {
 /// `recon-tools generate --partitions k`: the bundled schema's merchant_id column, one
 /// provider file per merchant, scenario groups inside one merchant, and cross-merchant
 /// look-alikes that only the wall tells apart.
-fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
+pub(crate) fn generated_night(dir: &Path, payments: usize, seed: u64, k: u32) -> Night {
     let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
     let report = generate::generate(&GenerateOptions {
         partitions: k,
@@ -449,7 +449,7 @@ pub(crate) struct Variant {
 
 /// The night `n` as a job on a SQLite file in `dir` (`r.db`, outputs in `out/`), written as
 /// `dir/<name>`: what a sharded night refuses.
-fn sqlite_variant(dir: &Path, n: &Night, name: &str) -> Variant {
+pub(crate) fn sqlite_variant(dir: &Path, n: &Night, name: &str) -> Variant {
     let base = std::fs::read_to_string(n.dir.join("recon.toml.in")).unwrap();
     let v = Variant {
         database: None,

@@ -171,8 +171,10 @@ fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxE
 
 /// Writes the workbook to `path`, as it is compressed: the whole file is never held (the
 /// bytes are [`to_buffer`]'s).
+/// The streamed sheets' temporary files go beside `path` (a run's own `.tmp` folder), not to
+/// the system's temp folder: a pod with a read-only root needs no writable /tmp for its report.
 pub fn write(path: &Path, view: &ReportView) -> Result<()> {
-    let mut wb = build(view).context("building report.xlsx")?;
+    let mut wb = build(view, path.parent()).context("building report.xlsx")?;
     let file =
         std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
@@ -184,7 +186,7 @@ pub fn write(path: &Path, view: &ReportView) -> Result<()> {
 
 /// The workbook as bytes.
 pub fn to_buffer(view: &ReportView) -> Result<Vec<u8>> {
-    build(view)
+    build(view, None)
         .and_then(|mut wb| wb.save_to_buffer())
         .context("building report.xlsx")
 }
@@ -228,9 +230,13 @@ fn workbook(view: &ReportView) -> (Workbook, Formats) {
     (wb, fmts)
 }
 
-/// The workbook, every sheet written (the family and Cases sheets to temporary files).
-fn build(view: &ReportView) -> Result<Workbook, XlsxError> {
+/// The workbook, every sheet written (the family and Cases sheets to temporary files, in
+/// `tempdir` when given, else the system's temp folder).
+fn build(view: &ReportView, tempdir: Option<&Path>) -> Result<Workbook, XlsxError> {
     let (mut wb, mut fmts) = workbook(view);
+    if let Some(dir) = tempdir.filter(|d| !d.as_os_str().is_empty()) {
+        wb.set_tempdir(dir)?;
+    }
     summary_sheet(wb.add_worksheet(), &mut fmts, view)?;
     cases_sheet(wb.add_worksheet_with_constant_memory()?, &mut fmts, view)?;
     // Every open case: as large as the Cases sheet, streamed the same way (its strings inline,

@@ -596,3 +596,52 @@ fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
     );
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG));
 }
+
+/// Point 6: a pod with a read-only root filesystem has no writable temp folder unless one is
+/// mounted. The night's workbook is assembled beside its own output (in the run's `.tmp`
+/// folder), so a night whose temp folder cannot be written still writes its report.
+#[test]
+fn a_night_writes_its_report_without_a_writable_temp_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = crate::shards::generated_night(dir.path(), 200, 448, 3);
+    let v = crate::shards::sqlite_variant(dir.path(), &n, "notmp.toml");
+    let cfg = v.config.display().to_string();
+    ok(recon(&["migrate", "--config", &cfg], &v), "migrate");
+    let (payments, attempts) = (
+        n.dir.join("payments.csv").display().to_string(),
+        n.dir.join("attempts.csv").display().to_string(),
+    );
+    ok(
+        recon(
+            &[
+                "ledger", "import", "--config", &cfg, "--payments", &payments, "--attempts",
+                &attempts,
+            ],
+            &v,
+        ),
+        "import",
+    );
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    let out = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args([
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--run-id", "notmp",
+        ])
+        .env("RECON_DATABASE_URL", &v.url)
+        .env("TMPDIR", dir.path().join("no-such-folder"))
+        .output()
+        .unwrap();
+    ok(out, "a night without a temp folder");
+    // The sheets' temporary files were anonymous: nothing of them is left in the folder.
+    let left: Vec<String> = std::fs::read_dir(v.out.join("notmp"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') || n.contains("tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    let report = v.out.join("notmp").join("report.xlsx");
+    let mut wb: calamine::Xlsx<_> = calamine::open_workbook(&report).unwrap();
+    use calamine::Reader as _;
+    assert!(wb.sheet_names().iter().any(|s| s == "Cases"));
+    let cases = wb.worksheet_range("Cases").unwrap();
+    assert!(cases.height() > 1, "the Cases sheet has its rows");
+}

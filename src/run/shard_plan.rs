@@ -152,7 +152,10 @@ impl ShardPlan {
             BYTES_PER_PAYMENT,
             gb(self.limit)
         );
-        out.push_str("shard   payments   share   memory     partitions (payments)\n");
+        out.push_str(&format!(
+            "{:<7} {:>9}  {:>7}  {:>9}  partitions (payments)\n",
+            "shard", "payments", "share", "memory"
+        ));
         for s in &self.shards {
             let share = if self.total == 0 {
                 0.0

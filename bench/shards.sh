@@ -2,7 +2,9 @@
 # Sharded nights (issue 34): one generated night of N payments in K merchants on PostgreSQL,
 # reconciled as one process and as S shard processes side by side plus `recon gather`, each on
 # a fresh copy of the imported ledger. Prints per process wall time, CPU and peak RSS (GNU
-# time), the shards' total CPU, and whether the gathered results.csv is the one process's.
+# time), the shards' total CPU, the local PostgreSQL server's CPU over the one process and over
+# the shards plus gather (every postgres process's time read from /proc: run it on an
+# otherwise idle server), and whether the gathered results.csv is the one process's.
 #   bench/shards.sh [N] [K] [S ...]        default: 1000000 8 4 8
 #   e.g. CARGO_TARGET_DIR=/var/tmp/recon-release bench/shards.sh 10000000 8 4 8
 # The data stays in /var/tmp/recon-bench/shards-n<N>-k<K>/ (BENCH_DIR to move it); the imported
@@ -55,6 +57,26 @@ fresh() {
     psql "$pg_admin" -qc "CREATE DATABASE $1 TEMPLATE $master"
     echo "$pg_base/$1?sslmode=disable"
 }
+pg_cpu() { # CPU seconds the local PostgreSQL server has used so far: every postgres process's
+    # own user+sys time, plus the reaped backends' (the postmaster's children's times)
+    python3 - <<'PY'
+import os
+tick = os.sysconf("SC_CLK_TCK")
+total = 0
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        if open(f"/proc/{pid}/comm").read().strip() != "postgres":
+            continue
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        total += int(f[11]) + int(f[12])
+        parent = open(f"/proc/{int(f[1])}/comm").read().strip() if int(f[1]) > 1 else ""
+        if parent != "postgres":  # the postmaster: its reaped children's times
+            total += int(f[13]) + int(f[14])
+    except (OSError, IndexError, ValueError):
+        pass
+print(f"{total / tick:.1f}")
+PY
+}
 cpu() { # total user+sys seconds of GNU time lines in the files given
     cat "$@" | sed -E 's/.*user ([0-9.]+) s, sys ([0-9.]+) s.*/\1 \2/' | awk '{t += $1 + $2} END {printf "%.1f", t}'
 }
@@ -64,9 +86,12 @@ if [ "${SHARDS_ONLY:-0}" != 1 ] || [ ! -f "$dir/out/whole/results.csv" ]; then
     rm -rf "$dir/out"
     echo "== one process"
     url="$(fresh recon_bench_shards_whole)"
+    pg0=$(pg_cpu)
     RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/whole" -f "$fmt" "$bin" run \
         --config "$dir/recon.toml" --date "$date" --as-of "$as_of" --run-id whole >/dev/null
+    pg1=$(pg_cpu)
     echo "  recon run: $(cat "$dir/times/whole")"
+    echo "  PostgreSQL CPU: $(echo "$pg1 - $pg0" | bc) s"
     psql "$pg_admin" -qc "DROP DATABASE IF EXISTS recon_bench_shards_whole WITH (FORCE)"
 fi
 
@@ -74,6 +99,7 @@ for s in "${counts[@]}"; do
     echo "== $s shards side by side, then the gather"
     rm -rf "$dir/out/s$s" "$dir"/out/s$s-s*
     url="$(fresh recon_bench_shards_s$s)"
+    pg0=$(pg_cpu)
     started=$(date +%s.%N)
     pids=()
     for ((i = 0; i < s; i++)); do
@@ -87,6 +113,7 @@ for s in "${counts[@]}"; do
     RECON_DATABASE_URL="$url" /usr/bin/time -o "$dir/times/s$s-gather" -f "$fmt" "$bin" gather \
         --config "$dir/recon.toml" --date "$date" --group "s$s" >"$dir/times/s$s-gather.out"
     ended=$(date +%s.%N)
+    pg1=$(pg_cpu)
     for ((i = 0; i < s; i++)); do
         echo "  shard $i/$s: $(cat "$dir/times/s$s-$i")  [$(grep -Eo '[0-9]+ payments in scope' "$dir/times/s$s-$i.out" || true)]"
     done
@@ -94,6 +121,7 @@ for s in "${counts[@]}"; do
     printf '  night: shards %.1f s side by side, gather %.1f s; shards total CPU %s s\n' \
         "$(echo "$shards_done - $started" | bc)" "$(echo "$ended - $shards_done" | bc)" \
         "$(cpu $(for ((i = 0; i < s; i++)); do echo "$dir/times/s$s-$i"; done))"
+    echo "  PostgreSQL CPU, shards and gather: $(echo "$pg1 - $pg0" | bc) s"
     if cmp -s "$dir/out/whole/results.csv" "$dir/out/s$s/results.csv"; then
         echo "  results.csv: identical to one process's"
     else

@@ -572,7 +572,10 @@ async fn shard_cmd(
         );
         return Ok(code);
     }
-    outln!("  shard {shard}: the last to land: the night {} gathered", g.group);
+    outln!(
+        "  shard {shard}: the last to land: the night {} gathered",
+        g.group
+    );
     let gathered = gather_report(&report);
     Ok(if code == exit::OK { gathered } else { code })
 }

@@ -246,27 +246,46 @@ impl PartitionConfig {
         format!("coalesce(CAST({} AS text), '')", self.column)
     }
 
-    /// What the ledger load of shard `shard` selects (None: every payment).
+    /// What the ledger load of shard `shard` selects (None: every payment). A shard's filter
+    /// is PostgreSQL's SQL (shards need PostgreSQL): the partition compared as bytes
+    /// (`COLLATE "C"`, the order Rust sorts [`PartitionConfig::values`] in, and the expression
+    /// of the index `payments_partition_started`), so each shard's rows are index ranges.
+    /// Shard 0 also takes the payments of no bound partition: the ranges between the bound
+    /// values (an index can serve them, where `NOT IN` reads the whole night), and `NOT IN`
+    /// besides, so no bound value can slip in whatever the ranges.
     pub fn select(&self, shard: Option<Shard>) -> Select {
         let expr = self.sql_value();
         let filter = shard.map(|shard| {
+            let bytes = format!("{expr} COLLATE \"C\"");
+            let lit = |v: &str| format!("'{}'", v.replace('\'', "''"));
+            let list = |vs: &[&str]| vs.iter().map(|v| lit(v)).collect::<Vec<_>>().join(", ");
             let mine = self.values_of(shard);
-            let list = |vs: &mut dyn Iterator<Item = &str>| {
-                vs.map(|v| format!("'{}'", v.replace('\'', "''")))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
             let own = if mine.is_empty() {
                 "1 = 0".to_string()
             } else {
-                format!("{expr} IN ({})", list(&mut mine.iter().copied()))
+                format!("{bytes} IN ({})", list(&mine))
             };
-            if shard.index == 0 {
-                let all = list(&mut self.values.iter().map(String::as_str));
-                format!("({own} OR {expr} NOT IN ({all}))")
-            } else {
-                own
+            if shard.index != 0 {
+                return own;
             }
+            let all: Vec<&str> = self.values.iter().map(String::as_str).collect();
+            let (Some(first), Some(last)) = (all.first(), all.last()) else {
+                return "1 = 1".to_string();
+            };
+            let mut gaps = vec![format!("{bytes} < {}", lit(first))];
+            for w in all.windows(2) {
+                gaps.push(format!(
+                    "({bytes} > {} AND {bytes} < {})",
+                    lit(w[0]),
+                    lit(w[1])
+                ));
+            }
+            gaps.push(format!("{bytes} > {}", lit(last)));
+            format!(
+                "({own} OR (({}) AND {bytes} NOT IN ({})))",
+                gaps.join(" OR "),
+                list(&all)
+            )
         });
         Select {
             column: expr,
@@ -437,12 +456,17 @@ mod tests {
     fn a_shard_filter_quotes_values_and_shard_zero_takes_the_unbound() {
         let c = cfg(&["O'Brien", "M02"], &[("O'Brien", 1), ("M02", 0)]);
         let s1 = c.select(Some(Shard::new(1, 2).unwrap()));
-        assert_eq!(
-            s1.filter.as_deref(),
-            Some("coalesce(CAST(merchant_id AS text), '') IN ('O''Brien')")
-        );
+        let v = "coalesce(CAST(merchant_id AS text), '') COLLATE \"C\"";
+        assert_eq!(s1.filter.as_deref(), Some(&*format!("{v} IN ('O''Brien')")));
         let s0 = c.select(Some(Shard::new(0, 2).unwrap()));
-        assert!(s0.filter.unwrap().contains("NOT IN ('M02', 'O''Brien')"));
+        // Its own, or between/around the bound values (in byte order) and none of them.
+        assert_eq!(
+            s0.filter.as_deref(),
+            Some(&*format!(
+                "({v} IN ('M02') OR (({v} < 'M02' OR ({v} > 'M02' AND {v} < 'O''Brien') OR \
+                 {v} > 'O''Brien') AND {v} NOT IN ('M02', 'O''Brien')))"
+            ))
+        );
         assert_eq!(c.select(None).filter, None);
     }
 }

@@ -1,10 +1,11 @@
 -- A shard reads only its own partitions' payments (issue 44 point 9): its ledger query is
 -- `coalesce(merchant_id, '') IN (…its merchants…) AND started_at in the night`, which without
 -- this index read the whole night's rows of every merchant in every shard (N shards, N times the
--- reading). The expression is the one recon's query writes (`coalesce(CAST(merchant_id AS text),
--- '')`; the cast of a text column to text is no cast), so the planner ranges over one merchant's
--- night at a time. Shard 0 also takes payments of no bound partition (`NOT IN`), which no index
--- serves: it reads the night through payments_started_at as before.
+-- reading). The expression is the one recon's shard filter writes (`coalesce(CAST(merchant_id AS
+-- text), '') COLLATE "C"`; the cast of a text column to text is no cast), so the planner ranges
+-- over one merchant's night at a time. Byte order ("C"), whatever the database's collation: shard
+-- 0 also takes the payments of no bound partition, written as the ranges between the bound
+-- values in byte order (the order recon sorts them in), which this index serves too.
 -- The second index serves the branch for payments that never started (`started_at IS NULL AND
 -- created_at in the night`), which read every payment created in the night through
 -- payments_created_at to keep the few without a start, in one process and in every shard.
@@ -17,9 +18,9 @@ BEGIN
                WHERE c.oid = to_regclass('payments') AND c.relkind = 'r'
                  AND a.attname = 'merchant_id' AND NOT a.attisdropped) THEN
         CREATE INDEX IF NOT EXISTS payments_partition_started
-            ON payments ((coalesce(merchant_id, '')), started_at);
+            ON payments ((coalesce(merchant_id, '') COLLATE "C"), started_at);
         CREATE INDEX IF NOT EXISTS payments_unstarted_created
-            ON payments ((coalesce(merchant_id, '')), created_at) WHERE started_at IS NULL;
+            ON payments ((coalesce(merchant_id, '') COLLATE "C"), created_at) WHERE started_at IS NULL;
     END IF;
 END
 $$;

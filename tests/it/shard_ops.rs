@@ -614,7 +614,13 @@ fn a_night_writes_its_report_without_a_writable_temp_folder() {
     ok(
         recon(
             &[
-                "ledger", "import", "--config", &cfg, "--payments", &payments, "--attempts",
+                "ledger",
+                "import",
+                "--config",
+                &cfg,
+                "--payments",
+                &payments,
+                "--attempts",
                 &attempts,
             ],
             &v,

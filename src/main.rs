@@ -488,10 +488,14 @@ impl Then {
     /// Whether a shard that failed with `e` fails for good: Kubernetes fails the index at once
     /// on a config error (exit 3, the manifests' FailIndex), and after `--index-retries`
     /// failures ($RECON_INDEX_FAILURE_COUNT, the pod's `job-index-failure-count` annotation).
+    /// A stop signal is not: a drained or preempted pod is retried without counting.
     fn last_attempt(self, e: &anyhow::Error) -> bool {
         let Some(retries) = self.index_retries else {
             return false;
         };
+        if exit::interrupted_by(e).is_some() {
+            return false;
+        }
         let failures: u32 = std::env::var("RECON_INDEX_FAILURE_COUNT")
             .ok()
             .and_then(|v| v.trim().parse().ok())

@@ -722,6 +722,38 @@ impl Db {
             _pg: Some(conn),
         })
     }
+
+    /// Whether no process holds shard `index`'s lock (a run of it that is RUNNING was
+    /// killed). Takes the lock and gives it back at once, on the same connection.
+    pub async fn shard_lock_free(&self, index: u32) -> Result<bool> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Ok(false);
+        };
+        let mut conn = p
+            .acquire()
+            .await
+            .map_err(|e| db_error(&self.url, "cannot connect to probe a shard lock", e))?;
+        let got: bool = self
+            .bounded(
+                "cannot probe the shard lock",
+                sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+                    .bind(SHARD_LOCK_CLASS)
+                    .bind(index as i32)
+                    .fetch_one(&mut *conn),
+            )
+            .await?;
+        if got {
+            self.bounded(
+                "cannot release the probed shard lock",
+                sqlx::query_scalar::<_, bool>("SELECT pg_advisory_unlock($1, $2)")
+                    .bind(SHARD_LOCK_CLASS)
+                    .bind(index as i32)
+                    .fetch_one(&mut *conn),
+            )
+            .await?;
+        }
+        Ok(got)
+    }
 }
 
 /// Held while a run works; dropping it releases the lock.

@@ -101,6 +101,15 @@ fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<Str
     (landed, missing)
 }
 
+/// The index of a "still running" line of [`shard_states`].
+fn still_running(line: &str, group: &Group) -> Option<u32> {
+    let rest = line.strip_prefix("shard ")?;
+    let (index, after) = rest.split_once('/')?;
+    after
+        .strip_prefix(&format!("{}: still running", group.shards))
+        .and_then(|_| index.parse().ok())
+}
+
 /// Gathers the night of run group `opts.group`. A gather that fails after it found the
 /// group records why in the group (`gather_error`) and, where it can, alerts
 /// (a "NOT gathered" email).
@@ -307,9 +316,22 @@ async fn gather_group(
             )],
             Some(g) => {
                 refuse_disagreement(g, &here)?;
-                let (landed, missing) = shard_states(g, &runs);
+                let (landed, mut missing) = shard_states(g, &runs);
                 if missing.is_empty() {
                     break (g.clone(), landed);
+                }
+                // A run RUNNING whose shard lock nobody holds was killed: say so, not "still
+                // running".
+                for m in &mut missing {
+                    if let Some(index) = still_running(m, g)
+                        && db.shard_lock_free(index).await?
+                    {
+                        *m = m.replace(
+                            "still running",
+                            "killed (its run is RUNNING but no process holds the shard's \
+                             lock; a retry of the index recovers it)",
+                        );
+                    }
                 }
                 missing
             }

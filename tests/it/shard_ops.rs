@@ -651,3 +651,51 @@ fn a_night_writes_its_report_without_a_writable_temp_folder() {
     let cases = wb.worksheet_range("Cases").unwrap();
     assert!(cases.height() > 1, "the Cases sheet has its rows");
 }
+
+/// A shard killed mid-run leaves its run RUNNING until a retry recovers it: the gather says it
+/// was killed (nobody holds its shard lock), not "still running"; a shard that does hold its
+/// lock is still running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gather_tells_a_killed_shard_from_a_running_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = night(dir.path(), 120, 449);
+    let v = variant(&n, "killed").await;
+    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
+    let cfg = v.config.display().to_string();
+    let paused = |shard: &str, marker: &Path| {
+        let child = Command::new(env!("CARGO_BIN_EXE_recon"))
+            .args([
+                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", shard,
+                "--group", NIGHT,
+            ])
+            .env("RECON_DATABASE_URL", &v.url)
+            .env(
+                "RECON_FAULT_PAUSE",
+                format!("after_plan:{}", marker.display()),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !marker.exists() {
+            assert!(started.elapsed() < std::time::Duration::from_secs(120));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    };
+    let (m0, m1) = (dir.path().join("p0"), dir.path().join("p1"));
+    let mut killed = paused("0/2", &m0);
+    let mut running = paused("1/2", &m1);
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let out = gather_with(&v, &v.config, &date, &[]);
+    let text = refused(&out, recon::exit::SHARDS_MISSING, "two shards missing");
+    assert!(
+        text.contains("shard 0/2: killed (its run is RUNNING"),
+        "{text}"
+    );
+    assert!(text.contains("shard 1/2: still running (run"), "{text}");
+    std::fs::remove_file(&m1).unwrap();
+    running.wait().unwrap();
+}

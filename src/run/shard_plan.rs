@@ -251,7 +251,10 @@ mod tests {
         ] {
             let est = memory_for(payments);
             assert!(est >= peak * 97 / 100, "{payments}: {est} < {peak}");
-            assert!(est <= peak * 125 / 100, "{payments}: {est} far above {peak}");
+            assert!(
+                est <= peak * 125 / 100,
+                "{payments}: {est} far above {peak}"
+            );
         }
     }
 }

@@ -127,9 +127,19 @@ pub async fn plan_shards(
     })
 }
 
-/// `1.23 GB`.
+/// `1.23 GB` (rounded to the nearest 10 MB; integers only).
 fn gb(bytes: u64) -> String {
-    format!("{:.2} GB", bytes as f64 / 1e9)
+    let hundredths = bytes.saturating_add(5_000_000) / 10_000_000;
+    format!("{}.{:02} GB", hundredths / 100, hundredths % 100)
+}
+
+/// `part` of `whole` as `12.3 %` (rounded to a tenth).
+fn share(part: usize, whole: usize) -> String {
+    if whole == 0 {
+        return "0.0 %".to_string();
+    }
+    let tenths = (part as u128 * 1000 + whole as u128 / 2) / whole as u128;
+    format!("{}.{} %", tenths / 10, tenths % 10)
 }
 
 impl ShardPlan {
@@ -158,21 +168,16 @@ impl ShardPlan {
             "shard", "payments", "share", "memory"
         ));
         for s in &self.shards {
-            let share = if self.total == 0 {
-                0.0
-            } else {
-                100.0 * s.payments as f64 / self.total as f64
-            };
             let parts: Vec<String> = s
                 .partitions
                 .iter()
                 .map(|(v, n)| format!("{} ({n})", if v.is_empty() { "(none)" } else { v }))
                 .collect();
             out.push_str(&format!(
-                "{:<7} {:>9}  {:>5.1} %  {:>9}  {}\n",
+                "{:<7} {:>9}  {:>7}  {:>9}  {}\n",
                 s.shard.to_string(),
                 s.payments,
-                share,
+                share(s.payments, self.total),
                 gb(s.bytes),
                 if parts.is_empty() {
                     "-".to_string()
@@ -239,6 +244,19 @@ mod tests {
         for bad in ["6 GB", "Gi", "-1Gi", "6gi", ""] {
             assert!(parse_memory(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sizes_and_shares_are_rounded_in_integers() {
+        assert_eq!(gb(0), "0.00 GB");
+        assert_eq!(gb(6 << 30), "6.44 GB");
+        assert_eq!(gb(394_999_999), "0.39 GB");
+        assert_eq!(gb(395_000_000), "0.40 GB");
+        assert_eq!(share(3942, 20040), "19.7 %");
+        assert_eq!(share(12102, 20040), "60.4 %");
+        assert_eq!(share(1, 3), "33.3 %");
+        assert_eq!(share(2, 3), "66.7 %");
+        assert_eq!(share(5, 0), "0.0 %");
     }
 
     #[test]

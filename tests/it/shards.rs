@@ -1017,9 +1017,12 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     child.wait().unwrap();
     std::fs::remove_file(&marker).unwrap();
     ok(shard(2), "shard 2");
-    // The gather sees shard 1 missing and says so.
+    // The gather sees shard 1 missing and says so: killed (its run RUNNING, its lock free).
     let text = gather_missing(&v, &date, &["--group", NIGHT]);
-    assert!(text.contains("shard 1/3: still running"), "{text}");
+    assert!(
+        text.contains("shard 1/3: killed (its run is RUNNING"),
+        "{text}"
+    );
     assert!(!v.out.join(NIGHT).exists(), "nothing gathered");
     // Re-run index 1 only: it recovers its killed run and lands.
     ok(shard(1), "shard 1 again");

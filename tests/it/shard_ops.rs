@@ -4,7 +4,7 @@
 //! apply to a shard (or to a run that is not one) are refused, not ignored; `recon explain`
 //! knows a sharded night by its run group and by any of its shard runs.
 
-use crate::shards::{NIGHT, Variant, night, ok, recon, variant};
+use crate::shards::{NIGHT, Night, Variant, night, ok, recon, variant};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -39,6 +39,54 @@ fn gather_with(v: &Variant, config: &Path, date: &str, env: &[(&str, &str)]) -> 
         .envs(env.iter().copied())
         .output()
         .unwrap()
+}
+
+/// `recon ARGS` against the variant's database, paused at fault point `stage` (it creates
+/// `marker` there and waits until the file is gone): returns once it is there.
+fn paused_at(v: &Variant, args: &[&str], stage: &str, marker: &Path) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env("RECON_FAULT_PAUSE", format!("{stage}:{}", marker.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "{args:?} never reached {stage}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// A generated night of `payments` in `k` merchants with its ledger imported into a SQLite
+/// file (what needs no cluster): the night and its variant.
+fn sqlite_night(dir: &Path, payments: usize, seed: u64, k: u32) -> (Night, Variant) {
+    let n = crate::shards::generated_night(dir, payments, seed, k);
+    let v = crate::shards::sqlite_variant(dir, &n, "sqlite.toml");
+    let cfg = v.config.display().to_string();
+    ok(recon(&["migrate", "--config", &cfg], &v), "migrate");
+    let (payments, attempts) = (
+        n.dir.join("payments.csv").display().to_string(),
+        n.dir.join("attempts.csv").display().to_string(),
+    );
+    let import = [
+        "ledger",
+        "import",
+        "--config",
+        &cfg,
+        "--payments",
+        &payments,
+        "--attempts",
+        &attempts,
+    ];
+    ok(recon(&import, &v), "import");
+    (n, v)
 }
 
 fn refused(out: &Output, code: i32, what: &str) -> String {
@@ -107,24 +155,14 @@ async fn a_whole_night_run_cannot_remove_a_running_gathers_output() {
     shards(&v, &date, &as_of, 2, &[]);
     let marker = dir.path().join("gather-paused");
     let cfg = v.config.display().to_string();
-    let gather = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args([
+    let gather = paused_at(
+        &v,
+        &[
             "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
-        ])
-        .env("RECON_DATABASE_URL", &v.url)
-        .env(
-            "RECON_FAULT_PAUSE",
-            format!("gather_written:{}", marker.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !marker.exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(120));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ],
+        "gather_written",
+        &marker,
+    );
     let tmp = v.out.join(format!("{NIGHT}.tmp"));
     assert!(tmp.join("results.csv").exists());
     let whole = recon(
@@ -406,25 +444,15 @@ async fn a_shard_that_fails_for_good_alerts_the_night_at_once() {
     // Shard 1 is busy elsewhere (paused holding its lock): each attempt exits 6.
     let marker = dir.path().join("paused");
     let cfg = v.config.display().to_string();
-    let busy = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args([
+    let busy = paused_at(
+        &v,
+        &[
             "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/2",
             "--group", NIGHT,
-        ])
-        .env("RECON_DATABASE_URL", &v.url)
-        .env(
-            "RECON_FAULT_PAUSE",
-            format!("after_plan:{}", marker.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !marker.exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(120));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        ],
+        "after_plan",
+        &marker,
+    );
     for failures in ["0", "1"] {
         let out = run_shard_gathering(
             &v,
@@ -482,31 +510,9 @@ async fn a_shard_that_fails_for_good_alerts_the_night_at_once() {
 #[test]
 fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let n = crate::shards::generated_night(dir.path(), 400, 447, 5);
-    let v = crate::shards::sqlite_variant(dir.path(), &n, "plan.toml");
+    let (n, v) = sqlite_night(dir.path(), 400, 447, 5);
     let cfg = v.config.display().to_string();
     let date = n.report.date.to_string();
-    ok(recon(&["migrate", "--config", &cfg], &v), "migrate");
-    let (payments, attempts) = (
-        n.dir.join("payments.csv").display().to_string(),
-        n.dir.join("attempts.csv").display().to_string(),
-    );
-    ok(
-        recon(
-            &[
-                "ledger",
-                "import",
-                "--config",
-                &cfg,
-                "--payments",
-                &payments,
-                "--attempts",
-                &attempts,
-            ],
-            &v,
-        ),
-        "import",
-    );
     // What the ledger holds per merchant, and where the job's partitioning puts each.
     let job = recon::config::Config::load(&v.config).unwrap();
     let partition = job.partition.as_ref().unwrap();
@@ -603,30 +609,8 @@ fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
 #[test]
 fn a_night_writes_its_report_without_a_writable_temp_folder() {
     let dir = tempfile::tempdir().unwrap();
-    let n = crate::shards::generated_night(dir.path(), 200, 448, 3);
-    let v = crate::shards::sqlite_variant(dir.path(), &n, "notmp.toml");
+    let (n, v) = sqlite_night(dir.path(), 200, 448, 3);
     let cfg = v.config.display().to_string();
-    ok(recon(&["migrate", "--config", &cfg], &v), "migrate");
-    let (payments, attempts) = (
-        n.dir.join("payments.csv").display().to_string(),
-        n.dir.join("attempts.csv").display().to_string(),
-    );
-    ok(
-        recon(
-            &[
-                "ledger",
-                "import",
-                "--config",
-                &cfg,
-                "--payments",
-                &payments,
-                "--attempts",
-                &attempts,
-            ],
-            &v,
-        ),
-        "import",
-    );
     let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
     let out = Command::new(env!("CARGO_BIN_EXE_recon"))
         .args([
@@ -663,26 +647,11 @@ async fn the_gather_tells_a_killed_shard_from_a_running_one() {
     let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
     let cfg = v.config.display().to_string();
     let paused = |shard: &str, marker: &Path| {
-        let child = Command::new(env!("CARGO_BIN_EXE_recon"))
-            .args([
-                "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", shard,
-                "--group", NIGHT,
-            ])
-            .env("RECON_DATABASE_URL", &v.url)
-            .env(
-                "RECON_FAULT_PAUSE",
-                format!("after_plan:{}", marker.display()),
-            )
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        while !marker.exists() {
-            assert!(started.elapsed() < std::time::Duration::from_secs(120));
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child
+        let args = [
+            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", shard,
+            "--group", NIGHT,
+        ];
+        paused_at(&v, &args, "after_plan", marker)
     };
     let (m0, m1) = (dir.path().join("p0"), dir.path().join("p1"));
     let mut killed = paused("0/2", &m0);

@@ -89,6 +89,20 @@ fn sqlite_night(dir: &Path, payments: usize, seed: u64, k: u32) -> (Night, Varia
     (n, v)
 }
 
+/// Column `column` of the night's run group, as the database holds it.
+async fn group_column(v: &Variant, column: &str) -> Option<String> {
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
+        .await
+        .unwrap();
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {column} FROM recon_run_groups WHERE group_id = $1"
+    )))
+    .bind(NIGHT)
+    .fetch_one(&mut conn)
+    .await
+    .unwrap()
+}
+
 fn refused(out: &Output, code: i32, what: &str) -> String {
     let text = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(code), "{what}: {text}");
@@ -362,16 +376,7 @@ async fn the_last_shard_to_land_gathers_the_night() {
     for file in ["results.csv", "report.xlsx", "report.html", "summary.json"] {
         assert!(night_dir.join(file).exists(), "{file}");
     }
-    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
-        .await
-        .unwrap();
-    let gathered: Option<String> =
-        sqlx::query_scalar("SELECT gathered_at FROM recon_run_groups WHERE group_id = $1")
-            .bind(NIGHT)
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-    assert!(gathered.is_some());
+    assert!(group_column(&v, "gathered_at").await.is_some());
     let text = ok(
         run_shard_gathering(&v, &date, &as_of, "0/3", &[]),
         "a retried index",
@@ -429,18 +434,7 @@ async fn a_shard_that_fails_for_good_alerts_the_night_at_once() {
         "shard 0/2",
     );
     let alert = v.out.join(format!("{NIGHT}-shard-1-failed.eml"));
-    let gather_error = || async {
-        let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&v.url)
-            .await
-            .unwrap();
-        let e: Option<String> =
-            sqlx::query_scalar("SELECT gather_error FROM recon_run_groups WHERE group_id = $1")
-                .bind(NIGHT)
-                .fetch_one(&mut conn)
-                .await
-                .unwrap();
-        e
-    };
+    let gather_error = || group_column(&v, "gather_error");
     // Shard 1 is busy elsewhere (paused holding its lock): each attempt exits 6.
     let marker = dir.path().join("paused");
     let cfg = v.config.display().to_string();

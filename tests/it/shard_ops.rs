@@ -526,19 +526,12 @@ fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
     for (merchant, count) in &by_merchant {
         per_shard[partition.shard_of(merchant, 3) as usize] += count;
     }
-    let out = recon(
-        &[
-            "plan-shards",
-            "--config",
-            &cfg,
-            "--date",
-            &date,
-            "--shards",
-            "3",
-        ],
-        &v,
-    );
-    let text = ok(out, "plan-shards");
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan-shards", "--config", &cfg, "--date", &date];
+        args.extend_from_slice(extra);
+        recon(&args, &v)
+    };
+    let text = ok(plan(&["--shards", "3"]), "plan-shards");
     let total: usize = by_merchant.values().sum();
     assert!(
         text.starts_with(&format!(
@@ -561,20 +554,7 @@ fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
     }
     assert!(!text.contains("warning"), "{text}");
     // A limit no shard fits: one warning per shard, with the fix.
-    let out = recon(
-        &[
-            "plan-shards",
-            "--config",
-            &cfg,
-            "--date",
-            &date,
-            "--shards",
-            "3",
-            "--memory-limit",
-            "50Mi",
-        ],
-        &v,
-    );
+    let out = plan(&["--shards", "3", "--memory-limit", "50Mi"]);
     let text = ok(out, "plan-shards under a small limit");
     let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
     assert_eq!(warnings.len(), 3, "{text}");
@@ -582,18 +562,7 @@ fn plan_shards_counts_each_shards_payments_and_warns_above_the_pod_limit() {
         warnings.iter().all(|w| w.contains("[partition.assign]")),
         "{text}"
     );
-    let out = recon(
-        &[
-            "plan-shards",
-            "--config",
-            &cfg,
-            "--date",
-            &date,
-            "--memory-limit",
-            "6 GB",
-        ],
-        &v,
-    );
+    let out = plan(&["--memory-limit", "6 GB"]);
     assert_eq!(out.status.code(), Some(recon::exit::CONFIG));
 }
 

@@ -13,13 +13,17 @@ use anyhow::Result;
 use chrono::Utc;
 use std::collections::BTreeMap;
 
-/// A shard's peak memory per payment it loads, and what a process needs besides: fitted to
-/// the shards measured on PostgreSQL (docs/benchmark.md: 389 MB for 174k payments and 613 MB
-/// for 485k at 1M in 8 merchants; 0.78 GB for 0.86M … 3.8 GB for 4.9M at 10M), rounded up so
-/// that no measured shard is above its estimate by more than a few percent.
-pub const BYTES_PER_PAYMENT: u64 = 750;
+/// A shard's peak memory per payment it loads, per payment of the whole night (a shard also
+/// reads the other partitions' statement files: its peak, while it loads, grows with the
+/// night), and what a process needs besides. Fitted to the shards measured on PostgreSQL, 4 at
+/// once (docs/benchmark.md, 2026-12-05): 389 MB for 174k and 613 MB for 485k payments of a 1M
+/// night, 3.40 GB for 1.72M and 4.66 GB for 4.86M of a 10M night; no measured shard is above
+/// its estimate by more than a few percent.
+pub const BYTES_PER_PAYMENT: u64 = 650;
 /// See [`BYTES_PER_PAYMENT`].
-pub const FIXED_BYTES: u64 = 256 << 20;
+pub const BYTES_PER_NIGHT_PAYMENT: u64 = 230;
+/// See [`BYTES_PER_PAYMENT`].
+pub const FIXED_BYTES: u64 = 64 << 20;
 
 /// One shard of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,9 +51,9 @@ pub struct ShardPlan {
     pub limit: u64,
 }
 
-/// The estimated peak memory of a process that loads `payments` payments.
-pub fn memory_for(payments: usize) -> u64 {
-    FIXED_BYTES + BYTES_PER_PAYMENT * payments as u64
+/// The estimated peak memory of a shard that loads `payments` of a night of `night` payments.
+pub fn memory_for(payments: usize, night: usize) -> u64 {
+    FIXED_BYTES + BYTES_PER_PAYMENT * payments as u64 + BYTES_PER_NIGHT_PAYMENT * night as u64
 }
 
 /// Counts night `opts.from`'s payments per partition and splits them over `count` shards
@@ -114,10 +118,11 @@ pub async fn plan_shards(
         s.payments += n;
         s.partitions.push((value, n));
     }
+    let night = ledger.payments.len();
     for s in &mut shards {
         s.partitions
             .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        s.bytes = memory_for(s.payments);
+        s.bytes = memory_for(s.payments, night);
     }
     Ok(ShardPlan {
         night: opts.from,
@@ -155,12 +160,14 @@ impl ShardPlan {
     pub fn text(&self) -> String {
         let mut out = format!(
             "night {}: {} payments loaded by {} shard(s); memory estimated as {} + {} bytes a \
-             payment (docs/benchmark.md), pod limit {}\n",
+             payment of the shard + {} bytes a payment of the night (docs/benchmark.md), pod \
+             limit {}\n",
             self.night,
             self.total,
             self.shards.len(),
             gb(FIXED_BYTES),
             BYTES_PER_PAYMENT,
+            BYTES_PER_NIGHT_PAYMENT,
             gb(self.limit)
         );
         out.push_str(&format!(
@@ -261,18 +268,17 @@ mod tests {
 
     #[test]
     fn the_estimate_follows_the_measured_shards() {
-        // docs/benchmark.md: (payments loaded, peak RSS) of measured shards.
-        for (payments, peak) in [
-            (173_517, 379_708 * 1024),
-            (485_182, 598_324 * 1024),
-            (4_900_000, 3_800_000_000),
+        // docs/benchmark.md, 2026-12-05: (payments loaded, the night's payments, peak RSS in
+        // KiB) of shards measured 4 at once.
+        for (payments, night, peak_kib) in [
+            (173_517, 1_002_002, 379_944_u64),
+            (485_182, 1_002_002, 598_324),
+            (1_720_416, 10_020_010, 3_316_088),
+            (4_860_053, 10_020_010, 4_555_028),
         ] {
-            let est = memory_for(payments);
+            let (est, peak) = (memory_for(payments, night), peak_kib * 1024);
             assert!(est >= peak * 97 / 100, "{payments}: {est} < {peak}");
-            assert!(
-                est <= peak * 125 / 100,
-                "{payments}: {est} far above {peak}"
-            );
+            assert!(est <= peak * 125 / 100, "{payments}: {est} far above {peak}");
         }
     }
 }

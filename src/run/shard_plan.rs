@@ -278,7 +278,10 @@ mod tests {
         ] {
             let (est, peak) = (memory_for(payments, night), peak_kib * 1024);
             assert!(est >= peak * 97 / 100, "{payments}: {est} < {peak}");
-            assert!(est <= peak * 125 / 100, "{payments}: {est} far above {peak}");
+            assert!(
+                est <= peak * 125 / 100,
+                "{payments}: {est} far above {peak}"
+            );
         }
     }
 }

@@ -511,6 +511,20 @@ fn reviewers(path: &Path, raw: Vec<RawReviewer>) -> Result<Vec<Reviewer>> {
 }
 
 impl Config {
+    /// The job's `[partition]` section, which `needer` (a command or option of a sharded
+    /// night) requires: without one, a config error naming the file and the section.
+    pub fn partition_for(&self, needer: &str) -> Result<&crate::partition::PartitionConfig> {
+        self.partition.as_ref().ok_or_else(|| {
+            fail(
+                Failure::Config,
+                format!(
+                    "{}: {needer} needs a [partition] section (what splits the night)",
+                    self.path.display()
+                ),
+            )
+        })
+    }
+
     /// Reads and validates a job configuration file.
     pub fn load(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path)

@@ -114,15 +114,7 @@ fn still_running(line: &str, group: &Group) -> Option<u32> {
 /// group records why in the group (`gather_error`) and, where it can, alerts
 /// (a "NOT gathered" email).
 pub async fn gather(cfg: &Config, opts: &GatherOptions) -> Result<GatherReport> {
-    let Some(partition) = &cfg.partition else {
-        return Err(fail(
-            Failure::Config,
-            format!(
-                "{}: recon gather needs a [partition] section (a night run as shards)",
-                cfg.path.display()
-            ),
-        ));
-    };
+    let partition = cfg.partition_for("recon gather")?;
     crate::run::check_group_id(&opts.group)?;
     // Nothing is checked up front but the rules: the gather asks no status API, and a failed
     // email is said in its report, not refused before.

@@ -130,15 +130,7 @@ fn shardable<'c>(cfg: &'c Config, opts: &RunOptions, shard: Shard) -> Result<&'c
     if opts.from != opts.to {
         return Err(range_refused(opts, shard));
     }
-    let Some(partition) = &cfg.partition else {
-        return Err(fail(
-            Failure::Config,
-            format!(
-                "{}: --shard needs a [partition] section (what splits the night)",
-                cfg.path.display()
-            ),
-        ));
-    };
+    let partition = cfg.partition_for("--shard")?;
     partition.check_shard(shard)?;
     if opts.dry_run {
         return Err(fail(

@@ -64,15 +64,7 @@ pub async fn plan_shards(
     count: Option<u32>,
     limit: u64,
 ) -> Result<ShardPlan> {
-    let Some(partition) = &cfg.partition else {
-        return Err(fail(
-            Failure::Config,
-            format!(
-                "{}: recon plan-shards needs a [partition] section (what splits the night)",
-                cfg.path.display()
-            ),
-        ));
-    };
+    let partition = cfg.partition_for("recon plan-shards")?;
     let Some(count) = count.or(partition.shards) else {
         return Err(fail(
             Failure::Config,

@@ -4,7 +4,7 @@
 //! apply to a shard (or to a run that is not one) are refused, not ignored; `recon explain`
 //! knows a sharded night by its run group and by any of its shard runs.
 
-use crate::shards::{NIGHT, Night, Variant, night, ok, recon, variant};
+use crate::shards::{NIGHT, Night, Variant, night, ok, paused_at, recon, variant};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -39,29 +39,6 @@ fn gather_with(v: &Variant, config: &Path, date: &str, env: &[(&str, &str)]) -> 
         .envs(env.iter().copied())
         .output()
         .unwrap()
-}
-
-/// `recon ARGS` against the variant's database, paused at fault point `stage` (it creates
-/// `marker` there and waits until the file is gone): returns once it is there.
-fn paused_at(v: &Variant, args: &[&str], stage: &str, marker: &Path) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(args)
-        .env("RECON_DATABASE_URL", &v.url)
-        .env_remove("JOB_COMPLETION_INDEX")
-        .env("RECON_FAULT_PAUSE", format!("{stage}:{}", marker.display()))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(120),
-            "{args:?} never reached {stage}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child
 }
 
 /// A generated night of `payments` in `k` merchants with its ledger imported into a SQLite

@@ -577,6 +577,34 @@ fn gather_missing(v: &Variant, date: &str, extra: &[&str]) -> String {
     text
 }
 
+/// `recon ARGS` against the variant's database, paused at fault point `stage` (it creates
+/// `marker` there and waits until the file is gone): returns once it is there.
+pub(crate) fn paused_at(
+    v: &Variant,
+    args: &[&str],
+    stage: &str,
+    marker: &Path,
+) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_recon"))
+        .args(args)
+        .env("RECON_DATABASE_URL", &v.url)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env("RECON_FAULT_PAUSE", format!("{stage}:{}", marker.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "{args:?} never reached {stage}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
 pub(crate) fn ok(out: std::process::Output, what: &str) -> String {
     let text = format!(
         "{}{}",
@@ -993,26 +1021,11 @@ async fn a_shard_killed_mid_run_is_re_run_alone_and_lands_once() {
     // Shard 1 is killed after its commit, before its folder is in place: its effects are
     // in the database, its run record says RUNNING.
     let marker = dir.path().join("paused");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args([
-            "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/3",
-            "--group", NIGHT,
-        ])
-        .env("RECON_DATABASE_URL", &v.url)
-        .env(
-            "RECON_FAULT_PAUSE",
-            format!("after_commit:{}", marker.display()),
-        )
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !marker.exists() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(120),
-            "shard 1 never reached its commit"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let args = [
+        "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shard", "1/3", "--group",
+        NIGHT,
+    ];
+    let mut child = paused_at(&v, &args, "after_commit", &marker);
     child.kill().unwrap();
     child.wait().unwrap();
     std::fs::remove_file(&marker).unwrap();
@@ -1240,22 +1253,12 @@ async fn two_shards_run_at_once_but_the_same_shard_twice_or_a_whole_night_is_ref
     };
     // Shard 0 holds its lock, paused after planning.
     let marker = dir.path().join("paused");
-    let first = Command::new(env!("CARGO_BIN_EXE_recon"))
-        .args(args("0/2"))
-        .env("RECON_DATABASE_URL", &v.url)
-        .env(
-            "RECON_FAULT_PAUSE",
-            format!("after_plan:{}", marker.display()),
-        )
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !marker.exists() {
-        assert!(started.elapsed() < std::time::Duration::from_secs(120));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let first = paused_at(
+        &v,
+        &args("0/2").iter().map(String::as_str).collect::<Vec<_>>(),
+        "after_plan",
+        &marker,
+    );
     let arg_refs = |a: &[String]| a.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
     let twice = Command::new(env!("CARGO_BIN_EXE_recon"))
         .args(args("0/2"))

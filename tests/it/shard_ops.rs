@@ -362,32 +362,7 @@ async fn the_last_shard_to_land_gathers_the_night() {
     assert!(text.contains("already gathered"), "{text}");
 
     // All at once, on a second night (another group): one of them gathers.
-    let cfg = v.config.display().to_string();
-    let children: Vec<_> = (0..3)
-        .map(|i| {
-            Command::new(env!("CARGO_BIN_EXE_recon"))
-                .args([
-                    "run", "--config", &cfg, "--date", &date, "--as-of", &as_of, "--shards", "3",
-                    "--group", "at-once", "--gather",
-                ])
-                .env("RECON_DATABASE_URL", &v.url)
-                .env("JOB_COMPLETION_INDEX", i.to_string())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let texts: Vec<String> = children
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            ok(
-                c.wait_with_output().unwrap(),
-                &format!("shard {i}/3 at once"),
-            )
-        })
-        .collect();
+    let texts = crate::shards::indexed_shards(&n, &v, 3, &["--group", "at-once", "--gather"]);
     let gatherers = texts.iter().filter(|t| t.contains("  shard 2:")).count();
     assert_eq!(gatherers, 1, "{texts:#?}");
     assert!(v.out.join("at-once").join("report.xlsx").exists());

@@ -638,34 +638,8 @@ pub(crate) const NIGHT: &str = "the-night";
 /// The night as `count` shard processes at once, then the gather: its folder.
 fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
     let cfg = v.config.display().to_string();
-    let (date, as_of) = (n.report.date.to_string(), n.report.as_of_rfc3339());
-    let children: Vec<_> = (0..count)
-        .map(|i| {
-            Command::new(env!("CARGO_BIN_EXE_recon"))
-                .args([
-                    "run",
-                    "--config",
-                    &cfg,
-                    "--date",
-                    &date,
-                    "--as-of",
-                    &as_of,
-                    "--shards",
-                    &count.to_string(),
-                    "--group",
-                    NIGHT,
-                ])
-                .env("RECON_DATABASE_URL", &v.url)
-                .env("JOB_COMPLETION_INDEX", i.to_string())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for (i, c) in children.into_iter().enumerate() {
-        ok(c.wait_with_output().unwrap(), &format!("shard {i}/{count}"));
-    }
+    let date = n.report.date.to_string();
+    indexed_shards(n, v, count, &["--group", NIGHT]);
     let out = recon(
         &[
             "gather", "--config", &cfg, "--date", &date, "--group", NIGHT,
@@ -675,6 +649,47 @@ fn sharded(n: &Night, v: &Variant, count: u32) -> PathBuf {
     let text = ok(out, "gather");
     assert!(text.contains(&format!("shard {}:", count - 1)), "{text}");
     v.out.join(NIGHT)
+}
+
+/// The night's `count` shards started at once as a Kubernetes Indexed Job starts them (`recon
+/// run --shards N` with `$JOB_COMPLETION_INDEX`, and `extra` arguments), each of which must
+/// succeed: their outputs, in index order.
+pub(crate) fn indexed_shards(n: &Night, v: &Variant, count: u32, extra: &[&str]) -> Vec<String> {
+    let cfg = v.config.display().to_string();
+    let (date, as_of, count_text) = (
+        n.report.date.to_string(),
+        n.report.as_of_rfc3339(),
+        count.to_string(),
+    );
+    let mut args = vec![
+        "run",
+        "--config",
+        &cfg,
+        "--date",
+        &date,
+        "--as-of",
+        &as_of,
+        "--shards",
+        &count_text,
+    ];
+    args.extend_from_slice(extra);
+    let children: Vec<_> = (0..count)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_recon"))
+                .args(&args)
+                .env("RECON_DATABASE_URL", &v.url)
+                .env("JOB_COMPLETION_INDEX", i.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ok(c.wait_with_output().unwrap(), &format!("shard {i}/{count}")))
+        .collect()
 }
 
 /// What must be equal: results, diff, report sheets but the summary, the summary's counts,

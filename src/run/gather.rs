@@ -32,7 +32,7 @@ use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
 use crate::timeparse;
 use anyhow::{Context as _, Result};
 use chrono::Utc;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -70,7 +70,12 @@ pub struct GatherReport {
 }
 
 /// The state of each shard of a group: the run that landed it, or what became of its last run.
-fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<String>) {
+/// `killed`: the shards whose last run is RUNNING but whose lock nobody holds.
+fn shard_states(
+    group: &Group,
+    runs: &[ShardRunRecord],
+    killed: &BTreeSet<u32>,
+) -> (Vec<String>, Vec<String>) {
     let mut landed = Vec::new();
     let mut missing = Vec::new();
     for i in 0..group.shards {
@@ -79,6 +84,11 @@ fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<Str
             Some(r) => landed.push(r.run_id.clone()),
             None => missing.push(match mine.last() {
                 None => format!("shard {i}/{}: never started", group.shards),
+                Some(r) if r.status == "RUNNING" && killed.contains(&i) => format!(
+                    "shard {i}/{}: killed (its run is RUNNING but no process holds the shard's \
+                     lock; a retry of the index recovers it) (run {})",
+                    group.shards, r.run_id
+                ),
                 Some(r) if r.status == "RUNNING" => {
                     format!(
                         "shard {i}/{}: still running (run {})",
@@ -101,13 +111,15 @@ fn shard_states(group: &Group, runs: &[ShardRunRecord]) -> (Vec<String>, Vec<Str
     (landed, missing)
 }
 
-/// The index of a "still running" line of [`shard_states`].
-fn still_running(line: &str, group: &Group) -> Option<u32> {
-    let rest = line.strip_prefix("shard ")?;
-    let (index, after) = rest.split_once('/')?;
-    after
-        .strip_prefix(&format!("{}: still running", group.shards))
-        .and_then(|_| index.parse().ok())
+/// The shards that have not landed and whose last run is RUNNING.
+fn running_without_landing(group: &Group, runs: &[ShardRunRecord]) -> Vec<u32> {
+    (0..group.shards)
+        .filter(|&i| {
+            let mine: Vec<&ShardRunRecord> = runs.iter().filter(|r| r.shard == i).collect();
+            !mine.iter().any(|r| r.status == "COMPLETED")
+                && mine.last().is_some_and(|r| r.status == "RUNNING")
+        })
+        .collect()
 }
 
 /// Gathers the night of run group `opts.group`. A gather that fails after it found the
@@ -308,22 +320,17 @@ async fn gather_group(
             )],
             Some(g) => {
                 refuse_disagreement(g, &here)?;
-                let (landed, mut missing) = shard_states(g, &runs);
+                // A run RUNNING whose shard lock nobody holds was killed: said so, not
+                // "still running".
+                let mut killed = BTreeSet::new();
+                for i in running_without_landing(g, &runs) {
+                    if db.shard_lock_free(i).await? {
+                        killed.insert(i);
+                    }
+                }
+                let (landed, missing) = shard_states(g, &runs, &killed);
                 if missing.is_empty() {
                     break (g.clone(), landed);
-                }
-                // A run RUNNING whose shard lock nobody holds was killed: say so, not "still
-                // running".
-                for m in &mut missing {
-                    if let Some(index) = still_running(m, g)
-                        && db.shard_lock_free(index).await?
-                    {
-                        *m = m.replace(
-                            "still running",
-                            "killed (its run is RUNNING but no process holds the shard's \
-                             lock; a retry of the index recovers it)",
-                        );
-                    }
                 }
                 missing
             }

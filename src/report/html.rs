@@ -239,7 +239,7 @@ fn item_table<'a>(
     if total > limit {
         let _ = writeln!(
             out,
-            "<p class=\"muted\">{} more row(s) not shown: see report.xlsx and results.csv.</p>",
+            "<p class=\"muted\">{} more row(s) not shown: every row is in diff.csv.</p>",
             total - limit
         );
     }
@@ -310,7 +310,7 @@ pub fn report(view: &ReportView) -> String {
     totals(&mut out, view);
     case_table(&mut out, view);
     for f in Family::ALL {
-        let n = view.family(f).count();
+        let n = view.family_rows(f);
         if n == 0 {
             continue;
         }

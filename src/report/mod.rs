@@ -226,6 +226,109 @@ impl Item {
     }
 }
 
+/// How many rows of each family that needs no human (pending, resolved, informational) the
+/// reports list one by one: the first in report order ([`sort_items`]: the largest and oldest
+/// first), every row counted. Reviewers work the cases (money at risk and review rows, all of
+/// them listed); a sheet of a hundred thousand resolved rows is read by nobody, was most of
+/// report.xlsx's bytes and made a gather hold every row of the night. Every listed row is in
+/// diff.csv (and results.csv), and the reports say how many they leave out.
+pub const ROWS_PER_FAMILY: usize = 10_000;
+
+/// The listed rows of a view as they are collected: every row that needs a human (the cases
+/// are made of them) and, with `keep`, only the first `keep` of each other family in report
+/// order, pruned as rows come, so the rest are never held together; with the number of rows of
+/// each family it was given.
+pub(crate) struct Listed<'v> {
+    valuation: Option<&'v crate::rates::Valuation>,
+    keep: Option<usize>,
+    kept: Vec<Item>,
+    others: BTreeMap<Family, Vec<Item>>,
+    rows: BTreeMap<Family, usize>,
+}
+
+impl<'v> Listed<'v> {
+    /// An empty collection; `capacity` rows are kept whatever comes (those that need a human,
+    /// or every row without `keep`).
+    pub(crate) fn new(
+        valuation: Option<&'v crate::rates::Valuation>,
+        keep: Option<usize>,
+        capacity: usize,
+    ) -> Self {
+        Listed {
+            valuation,
+            keep,
+            kept: Vec::with_capacity(capacity),
+            others: BTreeMap::new(),
+            rows: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a listed row and counts it.
+    pub(crate) fn push(&mut self, item: Item) {
+        *self.rows.entry(item.family()).or_default() += 1;
+        self.hold(item);
+    }
+
+    /// Adds rows another view kept and the number of rows of each family it listed (a shard's,
+    /// for the gather).
+    pub(crate) fn extend_counted(
+        &mut self,
+        items: impl IntoIterator<Item = Item>,
+        rows: &BTreeMap<Family, usize>,
+    ) {
+        for (f, n) in rows {
+            *self.rows.entry(*f).or_default() += n;
+        }
+        for item in items {
+            self.hold(item);
+        }
+    }
+
+    fn hold(&mut self, item: Item) {
+        let f = item.family();
+        match self.keep {
+            Some(keep) if !f.needs_review() => {
+                let v = self.others.entry(f).or_default();
+                v.push(item);
+                // Pruned at twice the rows kept: a sort of 2k rows every k rows.
+                if v.len() >= keep.saturating_mul(2).max(1) {
+                    sort_items(v, self.valuation);
+                    v.truncate(keep);
+                }
+            }
+            _ => self.kept.push(item),
+        }
+    }
+
+    /// The rows held (in no particular order; [`ReportView`] sorts them) and the number of
+    /// rows of each family given.
+    pub(crate) fn finish(mut self) -> (Vec<Item>, BTreeMap<Family, usize>) {
+        for (_, mut v) in std::mem::take(&mut self.others) {
+            if let Some(keep) = self.keep.filter(|k| v.len() > *k) {
+                sort_items(&mut v, self.valuation);
+                v.truncate(keep);
+            }
+            self.kept.append(&mut v);
+        }
+        (self.kept, self.rows)
+    }
+}
+
+/// Keeps, of sorted `items`, every row that needs a human and the first `keep` rows of each
+/// other family.
+fn keep_first(items: &mut Vec<Item>, keep: usize) {
+    let mut seen: BTreeMap<Family, usize> = BTreeMap::new();
+    items.retain(|i| {
+        let f = i.family();
+        if f.needs_review() {
+            return true;
+        }
+        let n = seen.entry(f).or_default();
+        *n += 1;
+        *n <= keep
+    });
+}
+
 /// Sorts `items` by the one ordering of cases and review rows ([`cases::order_key`]): by
 /// ticket severity (rows without a ticket last); with a reporting currency (`valuation`) the
 /// rows valued in it before those whose currency has no rate, by value, largest first;
@@ -274,8 +377,11 @@ pub struct ReportView {
     pub summary: Summary,
     /// Every outcome with its count and sums (zeros included), in vocabulary order.
     pub totals: BTreeMap<Outcome, OutcomeTotal>,
-    /// The listed rows, most severe first.
+    /// The listed rows, most severe first: every row that needs a human, and the first
+    /// [`ROWS_PER_FAMILY`] of each other family (all of them for a range's day).
     pub items: Vec<Item>,
+    /// How many rows each family lists (before the cut to [`ROWS_PER_FAMILY`]).
+    pub family_rows: BTreeMap<Family, usize>,
     /// The review rows grouped into cases, most severe first ([`cases`]).
     pub cases: Vec<cases::Case>,
     /// What reviewers' earlier decisions left on the cases (the Decide sheet leaves out the
@@ -319,15 +425,17 @@ impl ReportView {
         payments: &[Payment],
         lines: &[StatementLine],
         as_of: Micros,
+        keep: Option<usize>,
     ) -> ReportView {
+        let valuation = summary.reporting.as_ref().map(|r| &r.valuation);
         // Sized once (the totals count the rows of each outcome): pushing a hundred thousand
         // items would copy them each time it grows.
-        let listed: usize = totals
+        let review: usize = totals
             .iter()
-            .filter(|(o, _)| is_listed(**o))
+            .filter(|(o, _)| is_listed(**o) && (keep.is_none() || Family::of(**o).needs_review()))
             .map(|(_, t)| t.count)
             .sum();
-        let mut items = Vec::with_capacity(listed);
+        let mut listed = Listed::new(valuation, keep, review);
         let (mut transitions_planned, mut ticket_rows) = (0, 0);
         for r in rows {
             match r.action {
@@ -354,7 +462,7 @@ impl ReportView {
             let since = started_at
                 .or_else(|| ls.iter().map(|l| l.booked_at).min())
                 .or(p.map(|p| p.created_at));
-            items.push(Item {
+            listed.push(Item {
                 outcome: r.outcome,
                 severity: r.outcome.ticket_severity(),
                 status: p.map(|p| p.status),
@@ -369,10 +477,11 @@ impl ReportView {
                 detail: r.detail.clone(),
             });
         }
+        let (items, family_rows) = listed.finish();
         Self::of_items(
             summary.clone(),
             totals.clone(),
-            items,
+            (items, family_rows, keep),
             cases::Marks::default(),
             (transitions_planned, ticket_rows),
             false,
@@ -402,38 +511,56 @@ impl ReportView {
             }
         }
         let items: Vec<Item> = by_key.into_values().collect();
+        let mut family_rows = BTreeMap::new();
+        for i in &items {
+            *family_rows.entry(i.family()).or_default() += 1;
+        }
         Self::of_items(
             summary,
             totals,
-            items,
+            (items, family_rows, Some(ROWS_PER_FAMILY)),
             marks,
             (transitions_planned, ticket_rows),
             committed,
         )
     }
 
-    /// The view of a night gathered from its shards (`recon gather`): every shard's rows,
-    /// sorted and grouped into cases exactly as one process sorts its own.
+    /// The view of a night gathered from its shards (`recon gather`): the rows each shard
+    /// kept (every row that needs a human, the first [`ROWS_PER_FAMILY`] of each other family)
+    /// with the number of rows of each family the shards listed, sorted, cut and grouped into
+    /// cases exactly as one process does its own.
     pub fn gathered(
         summary: Summary,
         totals: BTreeMap<Outcome, OutcomeTotal>,
-        items: Vec<Item>,
+        (items, family_rows): (Vec<Item>, BTreeMap<Family, usize>),
         marks: cases::Marks,
         counts: (usize, usize),
     ) -> ReportView {
-        Self::of_items(summary, totals, items, marks, counts, true)
+        Self::of_items(
+            summary,
+            totals,
+            (items, family_rows, Some(ROWS_PER_FAMILY)),
+            marks,
+            counts,
+            true,
+        )
     }
 
-    /// Items sorted and grouped into cases: every view is built this one way.
+    /// Items sorted, cut to the first `keep` of each family that needs no human, and grouped
+    /// into cases: every view is built this one way. `family_rows` counts the rows of each
+    /// family before the cut.
     fn of_items(
         summary: Summary,
         totals: BTreeMap<Outcome, OutcomeTotal>,
-        mut items: Vec<Item>,
+        (mut items, family_rows, keep): (Vec<Item>, BTreeMap<Family, usize>, Option<usize>),
         marks: cases::Marks,
         (transitions_planned, ticket_rows): (usize, usize),
         committed: bool,
     ) -> ReportView {
         sort_items(&mut items, summary.reporting.as_ref().map(|r| &r.valuation));
+        if let Some(keep) = keep {
+            keep_first(&mut items, keep);
+        }
         let mut summary = summary;
         let cases = cases::group(&items, summary.reporting.as_ref().map(|r| &r.valuation));
         if let Some(r) = &summary.reporting {
@@ -447,6 +574,7 @@ impl ReportView {
             cases,
             marks,
             items,
+            family_rows,
             transitions_planned,
             ticket_rows,
             committed,
@@ -624,9 +752,15 @@ impl ReportView {
         case.members.iter().map(|&i| &self.items[i])
     }
 
-    /// Rows of one family, most severe first.
+    /// Rows of one family, most severe first (the first [`ROWS_PER_FAMILY`] of a family that
+    /// needs no human).
     pub fn family(&self, f: Family) -> impl Iterator<Item = &Item> {
         self.items.iter().filter(move |i| i.family() == f)
+    }
+
+    /// How many rows a family lists in all (diff.csv holds every one).
+    pub fn family_rows(&self, f: Family) -> usize {
+        self.family_rows.get(&f).copied().unwrap_or(0)
     }
 
     /// Rows that need a human (money at risk and review), most severe first.
@@ -674,32 +808,6 @@ pub const DIFF_CSV_FILE: &str = "diff.csv";
 pub const DECIDE_XLSX_FILE: &str = "decide.xlsx";
 /// The alert message when the file transport is used, or in a dry run.
 pub const EML_FILE: &str = "email.eml";
-
-/// Writes `report.xlsx` and `report.html` into `dir` and returns the view they show (`diff.csv`
-/// is written with results.csv, in one pass over the rows). `marks` are what earlier
-/// decisions left on the cases.
-#[allow(clippy::too_many_arguments)]
-pub fn write_files(
-    dir: &Path,
-    summary: &Summary,
-    totals: &BTreeMap<Outcome, OutcomeTotal>,
-    rows: &[ResultRow],
-    payments: &[Payment],
-    lines: &[StatementLine],
-    as_of: Micros,
-    marks: &cases::Marks,
-) -> Result<ReportView> {
-    let started = std::time::Instant::now();
-    let mut view = ReportView::build(summary, totals, rows, payments, lines, as_of);
-    view.marks = marks.clone();
-    tracing::debug!(
-        rows = view.items.len(),
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "Report view built."
-    );
-    write_view(dir, &view)?;
-    Ok(view)
-}
 
 /// Writes `view` as report.xlsx and report.html into `dir`.
 pub fn write_view(dir: &Path, view: &ReportView) -> Result<()> {
@@ -759,6 +867,78 @@ mod tests {
             rule: Arc::from(""),
             detail: Cow::Borrowed(""),
         }
+    }
+
+    /// The view keeps every row that needs a human and the first `keep` of each other family,
+    /// counting all of them: the same rows, in the same order, as sorting everything and cutting
+    /// afterwards, whatever order they come in (pruned as they come).
+    #[test]
+    fn a_view_keeps_the_first_rows_of_families_without_cases_and_counts_every_row() {
+        let outcomes = [
+            Outcome::AwaitingEvidence,
+            Outcome::ResolvedSucceeded,
+            Outcome::Refund,
+            Outcome::Ambiguous,
+            Outcome::MissingAtProvider,
+        ];
+        let mut all = Vec::new();
+        let mut x: u64 = 7;
+        for n in 0..1000i64 {
+            // A fixed pseudo-random sequence: amounts and ages in no order, some equal.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let o = outcomes[(x >> 33) as usize % outcomes.len()];
+            let mut i = item(
+                o,
+                ((x >> 40) % 50) as i64 * 100,
+                "EUR",
+                (x >> 20) as i64 % 9,
+            );
+            i.payment_id = Some(format!("P-{n:04}").into());
+            all.push(i);
+        }
+        let keep = 7;
+        let mut listed = Listed::new(None, Some(keep), 0);
+        for i in all.iter().cloned() {
+            listed.push(i);
+        }
+        let (items, rows) = listed.finish();
+        let view = ReportView::of_items(
+            Summary::default(),
+            BTreeMap::new(),
+            (items, rows, Some(keep)),
+            cases::Marks::default(),
+            (0, 0),
+            false,
+        );
+        let mut expected = all.clone();
+        sort_items(&mut expected, None);
+        keep_first(&mut expected, keep);
+        assert_eq!(view.items, expected);
+        for f in [Family::Pending, Family::Resolved, Family::Informational] {
+            assert_eq!(view.family(f).count(), keep, "{f:?}");
+            let given = all.iter().filter(|i| i.family() == f).count();
+            assert!(given > 3 * keep, "{f:?}: {given} rows, enough to be pruned");
+            assert_eq!(view.family_rows(f), given, "{f:?}");
+        }
+        for f in [Family::Review, Family::MoneyAtRisk] {
+            let given = all.iter().filter(|i| i.family() == f).count();
+            assert_eq!(view.family(f).count(), given, "{f:?}: every row kept");
+            assert_eq!(view.family_rows(f), given, "{f:?}");
+        }
+        // The first of a family are its largest amounts.
+        let first: Vec<i64> = view
+            .family(Family::Pending)
+            .map(|i| i.amount.unwrap().minor)
+            .collect();
+        let mut amounts: Vec<i64> = all
+            .iter()
+            .filter(|i| i.family() == Family::Pending)
+            .map(|i| i.amount.unwrap().minor)
+            .collect();
+        amounts.sort_unstable_by(|a, b| b.cmp(a));
+        assert_eq!(first, amounts[..keep]);
     }
 
     #[test]

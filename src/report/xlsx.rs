@@ -360,13 +360,15 @@ fn summary_sheet(
         facts.push(("completeness warning".into(), w.clone()));
     }
     for f in Family::ALL {
-        let n = view.family(f).count();
-        if n > MAX_ROWS {
+        let (shown, n) = (family_sheet_rows(view, f), view.family_rows(f));
+        if shown < n {
             facts.push((
-                "truncated".into(),
+                "not listed".into(),
                 format!(
-                    "sheet {} shows {MAX_ROWS} of {n} rows; all are in results.csv",
-                    f.title()
+                    "sheet {} lists the first {} of {} rows; every row is in diff.csv",
+                    f.title(),
+                    crate::money::count(shown),
+                    crate::money::count(n),
                 ),
             ));
         }
@@ -735,7 +737,26 @@ fn family_sheet(
         item_row(ws, fmts, r, item)?;
     }
     ws.autofilter(0, 0, r.max(1), (COLUMNS.len() - 1) as u16)?;
+    let (shown, n) = (r as usize, view.family_rows(family));
+    if shown < n {
+        // Below the filtered rows, so sorting them leaves it last.
+        write_text(
+            ws,
+            r + 2,
+            0,
+            &format!(
+                "The first {} of {} rows (largest and oldest first); every row is in diff.csv.",
+                crate::money::count(shown),
+                crate::money::count(n)
+            ),
+        )?;
+    }
     Ok(())
+}
+
+/// How many rows a family's sheet lists.
+fn family_sheet_rows(view: &ReportView, f: Family) -> usize {
+    view.family(f).take(MAX_ROWS).count()
 }
 
 fn item_row(ws: &mut Worksheet, fmts: &mut Formats, r: u32, i: &Item) -> Result<(), XlsxError> {
@@ -825,7 +846,7 @@ mod tests {
         let view = ReportView::gathered(
             summary,
             BTreeMap::new(),
-            items,
+            (items, BTreeMap::new()),
             crate::report::cases::Marks::default(),
             (0, 3),
         );

@@ -264,9 +264,10 @@ impl Writing {
             let (data, tmp) = (Arc::clone(&planned.data), folder.tmp_dir.clone());
             let (summary, marks) = (planned.summary.clone(), Arc::clone(&planned.marks));
             let (hands_over, as_of) = (job.part.hands_over(), job.as_of);
+            let keep = job.part.rows_per_family();
             tokio::task::spawn_blocking(move || -> Result<ViewWritten> {
                 let started = Instant::now();
-                let view = Arc::new(view_only(&summary, &data, as_of, &marks));
+                let view = Arc::new(view_only((&summary, keep), &data, as_of, &marks));
                 // The commit may record the cases now; nobody waiting is not an error.
                 let _ = view_tx.send(Arc::clone(&view));
                 if !hands_over {
@@ -326,15 +327,15 @@ impl Writing {
 /// The report view of `data`, with the report files written into `dir`; a shard's rows go to
 /// the gather (shard.json), which writes the night's reports.
 fn report_files(
-    hands_over: bool,
+    part: Part<'_>,
     dir: &std::path::Path,
     summary: &summary::Summary,
     data: &RunData,
     as_of: crate::timeparse::Micros,
     marks: &crate::report::cases::Marks,
 ) -> Result<ReportView> {
-    let view = view_only(summary, data, as_of, marks);
-    if !hands_over {
+    let view = view_only((summary, part.rows_per_family()), data, as_of, marks);
+    if !part.hands_over() {
         reports::write_view(dir, &view)?;
     }
     Ok(view)
@@ -522,9 +523,8 @@ impl Results {
         self.summary.outcomes = summary::outcome_stats(&data.totals);
         write_results(&folder.tmp_dir, data)
             .map_err(|e| folder.err("results.csv", &format!("{e:#}")))?;
-        let hands_over = job.part.hands_over();
         self.view = report_files(
-            hands_over,
+            job.part,
             &folder.tmp_dir,
             &self.summary,
             data,
@@ -705,7 +705,7 @@ async fn record_cases(
 /// The view of a run's rows without writing the report files (a shard's: the gather writes
 /// the night's).
 fn view_only(
-    summary: &summary::Summary,
+    (summary, keep): (&summary::Summary, Option<usize>),
     data: &RunData,
     as_of: crate::timeparse::Micros,
     marks: &crate::report::cases::Marks,
@@ -717,6 +717,7 @@ fn view_only(
         &data.payments,
         &data.lines,
         as_of,
+        keep,
     );
     view.marks = marks.clone();
     view

@@ -852,6 +852,7 @@ async fn shared_night(
     )
     .map_err(|e| fail(Failure::Output, format!("shared settlement: {e:#}")))?;
     let totals = summary::outcome_totals(&decided.rows, &[], &decided.lines);
+    // Every row (no cut): the gather ranks them among the shards' in the night's order.
     let view = ReportView::build(
         &Summary::default(),
         &totals,
@@ -859,6 +860,7 @@ async fn shared_night(
         &[],
         &decided.lines,
         as_of,
+        None,
     );
     Ok(Some(SharedNight {
         data: crate::run::data::RunData {
@@ -1007,8 +1009,6 @@ fn write_night(
             std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
         }
         let mut totals: BTreeMap<crate::model::Outcome, OutcomeTotal> = BTreeMap::new();
-        let mut items = Vec::new();
-        let mut origins = BTreeMap::new();
         let (mut planned, mut ticket_rows) = (0, 0);
         let mut add = |more: &BTreeMap<crate::model::Outcome, OutcomeTotal>| {
             for (o, t) in more {
@@ -1019,20 +1019,32 @@ fn write_night(
                 }
             }
         };
-        for r in &mut records {
+        for r in &records {
             add(&r.totals()?);
-            items.extend(r.items(&mut origins)?);
             planned += r.transitions_planned;
             ticket_rows += r.ticket_rows;
         }
         if let Some(s) = shared {
             add(&s.data.totals);
-            items.extend(s.view.items.iter().cloned());
             ticket_rows += s.view.ticket_rows;
         }
         let mut summary = merged_summary(partition, group, &records, shared, &totals);
         summary.tickets.add(tickets);
-        let mut view = ReportView::gathered(summary, totals, items, marks, (planned, ticket_rows));
+        // Every shard's rows that need a human, and the first of each other family: of those,
+        // the night's first are kept as they come (one shard's at a time).
+        let valuation = summary.reporting.as_ref().map(|r| r.valuation.clone());
+        let mut listed =
+            crate::report::Listed::new(valuation.as_ref(), Some(crate::report::ROWS_PER_FAMILY), 0);
+        let mut origins = BTreeMap::new();
+        for r in &mut records {
+            let rows = r.family_rows()?;
+            listed.extend_counted(r.items(&mut origins)?, &rows);
+        }
+        if let Some(s) = shared {
+            listed.extend_counted(s.view.items.iter().cloned(), &s.view.family_rows);
+        }
+        let listed = listed.finish();
+        let mut view = ReportView::gathered(summary, totals, listed, marks, (planned, ticket_rows));
         let mut night = view.summary.clone();
         view.complete_summary(&mut night);
         view.summary = night;

@@ -156,6 +156,9 @@ pub struct ShardRecord {
     pub transitions_planned: usize,
     /// Its rows that raise a ticket.
     pub ticket_rows: usize,
+    /// How many rows each family listed (by family name): the shard hands over every row
+    /// that needs a human but only the first of the others ([`crate::report::ROWS_PER_FAMILY`]).
+    pub family_rows: BTreeMap<String, usize>,
     /// Its report rows.
     pub items: Vec<ItemRecord>,
     /// Its batches of the settlement rules whose bank source every partition shares.
@@ -644,6 +647,11 @@ impl ShardRecord {
             transitions_planned: view.transitions_planned,
             ticket_rows: view.ticket_rows,
             items: view.items.iter().map(ItemRecord::of).collect(),
+            family_rows: view
+                .family_rows
+                .iter()
+                .map(|(f, n)| (f.as_str().to_string(), *n))
+                .collect(),
             handed: HandOverRecord::of(handed),
             crossing: Vec::new(),
             case_payments: Vec::new(),
@@ -717,6 +725,18 @@ impl ShardRecord {
             );
         }
         Ok(out)
+    }
+
+    /// How many rows each family listed.
+    pub fn family_rows(&self) -> Result<BTreeMap<crate::model::Family, usize>> {
+        self.family_rows
+            .iter()
+            .map(|(f, n)| {
+                crate::model::Family::parse(f)
+                    .map(|f| (f, *n))
+                    .ok_or_else(|| anyhow!("family {f:?}"))
+            })
+            .collect()
     }
 
     /// Its report rows.

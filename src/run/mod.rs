@@ -113,6 +113,15 @@ impl Part<'_> {
     pub(crate) fn hands_over(self) -> bool {
         matches!(self, Part::Shard(..))
     }
+
+    /// How many rows of each family that needs no human its report view keeps: every one for
+    /// a range's day (the range's view merges its days' rows, then cuts).
+    pub(crate) fn rows_per_family(self) -> Option<usize> {
+        match self {
+            Part::RangeDay(_) => None,
+            Part::Whole | Part::Shard(..) => Some(crate::report::ROWS_PER_FAMILY),
+        }
+    }
 }
 
 use range::run_range;

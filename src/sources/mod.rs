@@ -30,6 +30,7 @@ pub mod remote;
 pub mod tabular;
 pub(crate) mod text;
 pub mod xlsx;
+pub(crate) mod xml;
 
 mod coverage;
 mod daily;

@@ -175,8 +175,8 @@ enum Command {
     },
     /// Print the canonical statement lines recon reads from files, as CSV.
     Parse {
-        /// Format: csv, xlsx, camt053, camt054, mt940 (MT942 too) or bai2. Default: the
-        /// source's format with --config, else required.
+        /// Format: csv, xlsx, camt053, camt054, camt052, mt940 (MT942 too), bai2, ofx (QFX
+        /// too) or jsonl. Default: the source's format with --config, else required.
         #[arg(long)]
         format: Option<String>,
         /// Column mapping for csv/xlsx (the keys of one `[[source]]` table). Bank formats

@@ -378,21 +378,30 @@ pub enum Format {
     Camt053,
     /// ISO 20022 camt.054 debit/credit notification.
     Camt054,
+    /// ISO 20022 camt.052 intraday account report (never proves a day complete).
+    Camt052,
     /// SWIFT MT940 statement / MT942 interim report.
     Mt940,
     /// BAI2 cash management balance report.
     Bai2,
+    /// OFX / QFX bank download (SGML 1.x or XML 2.x).
+    Ofx,
+    /// JSON lines provider export, one object a line, with a mapping of JSON pointers.
+    Jsonl,
 }
 
 impl Format {
     /// Every format, in documentation order.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 9] = [
         Format::Csv,
         Format::Xlsx,
         Format::Camt053,
         Format::Camt054,
+        Format::Camt052,
         Format::Mt940,
         Format::Bai2,
+        Format::Ofx,
+        Format::Jsonl,
     ];
 
     /// The name used in configs and on the command line.
@@ -402,8 +411,11 @@ impl Format {
             Format::Xlsx => "xlsx",
             Format::Camt053 => "camt053",
             Format::Camt054 => "camt054",
+            Format::Camt052 => "camt052",
             Format::Mt940 => "mt940",
             Format::Bai2 => "bai2",
+            Format::Ofx => "ofx",
+            Format::Jsonl => "jsonl",
         }
     }
 
@@ -414,15 +426,24 @@ impl Format {
             "xlsx" | "xls" => Some(Format::Xlsx),
             "camt053" | "camt.053" => Some(Format::Camt053),
             "camt054" | "camt.054" => Some(Format::Camt054),
+            "camt052" | "camt.052" => Some(Format::Camt052),
             "mt940" | "mt942" => Some(Format::Mt940),
             "bai2" => Some(Format::Bai2),
+            "ofx" | "qfx" => Some(Format::Ofx),
+            "jsonl" | "ndjson" | "json-lines" => Some(Format::Jsonl),
             _ => None,
         }
     }
 
     /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
     pub fn needs_mapping(self) -> bool {
-        matches!(self, Format::Csv | Format::Xlsx)
+        matches!(self, Format::Csv | Format::Xlsx | Format::Jsonl)
+    }
+
+    /// Whether the format's files never prove a period complete (camt.052: an intraday report
+    /// is a snapshot of a day still going on), so `completeness` can only be `none`.
+    pub fn intraday(self) -> bool {
+        matches!(self, Format::Camt052)
     }
 }
 

@@ -1,5 +1,6 @@
-//! ISO 20022 camt.053 (bank-to-customer statement) and camt.054 (debit/credit notification),
-//! any version (.001.02 to .001.08+), read with quick-xml one entry at a time: each `Ntry`
+//! ISO 20022 camt.053 (bank-to-customer statement), camt.054 (debit/credit notification) and
+//! camt.052 (intraday account report: `BkToCstmrAcctRpt/Rpt`, otherwise the statement's
+//! elements; its source never proves a day complete), any version (.001.02 to .001.08+), read with quick-xml one entry at a time: each `Ntry`
 //! is a small element tree, read into lines and dropped when its end tag is read.
 //!
 //! One line per booked entry (`Ntry`), or one line per transaction detail (`TxDtls`) when a
@@ -143,6 +144,11 @@ pub fn parse(ctx: &ParseContext, bytes: &[u8], format: Format) -> Result<Parsed>
             msg: "BkToCstmrDbtCdtNtfctn",
             stmt: "Ntfctn",
             want: "camt.054",
+        },
+        Format::Camt052 => Names {
+            msg: "BkToCstmrAcctRpt",
+            stmt: "Rpt",
+            want: "camt.052",
         },
         _ => Names {
             msg: "BkToCstmrStmt",

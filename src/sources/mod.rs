@@ -3,8 +3,9 @@
 //! facts a statement declares about itself ([`StatementFacts`]: period, balances, control
 //! totals) for completeness gates.
 //!
-//! One module per format: [`csv`], [`xlsx`], [`camt`] (camt.053 and camt.054), [`mt940`]
-//! (MT940 and MT942) and [`bai2`]. Sources know nothing of matching. Normalisation (trim,
+//! One module per format: [`csv`], [`xlsx`], [`jsonl`], [`camt`] (camt.053, camt.054 and
+//! camt.052), [`mt940`] (MT940 and MT942), [`bai2`] and [`ofx`] (OFX/QFX). Sources know
+//! nothing of matching. Normalisation (trim,
 //! width, IBAN spaces, time zone → UTC, currency case, exact minor units) happens here, once.
 //!
 //! Amounts are signed as booked on the statement's account for the bank formats: credits
@@ -22,10 +23,12 @@ pub mod bai2;
 pub mod camt;
 pub mod config;
 pub mod csv;
+pub mod jsonl;
 pub mod keys;
 pub mod limits;
 pub mod manifest;
 pub mod mt940;
+pub mod ofx;
 pub mod remote;
 pub mod tabular;
 pub(crate) mod text;
@@ -456,10 +459,11 @@ impl ParseContext {
 /// its position: bank files are read whole or not at all.
 pub fn parse_bank_bytes(format: Format, ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
     match format {
-        Format::Camt053 | Format::Camt054 => camt::parse(ctx, bytes, format),
+        Format::Camt053 | Format::Camt054 | Format::Camt052 => camt::parse(ctx, bytes, format),
         Format::Mt940 => mt940::parse(ctx, bytes),
         Format::Bai2 => bai2::parse(ctx, bytes),
-        Format::Csv | Format::Xlsx => Err(ctx.error(
+        Format::Ofx => ofx::parse(ctx, bytes),
+        Format::Csv | Format::Xlsx | Format::Jsonl => Err(ctx.error(
             "1",
             format!("{format} is not a bank format (it needs a column mapping)"),
         )),

@@ -56,6 +56,20 @@ const FILES: &[(&str, Format, Expect)] = &[
             "recon_latin1_crlf.csv:2: column #9 (\"Name\"): not valid UTF-8 (hint: set the source's `encoding = \"windows-1252\"`",
         ),
     ),
+    ("camt052/recon_intraday.xml", Format::Camt052, Golden),
+    ("ofx/recon_sgml_checking.ofx", Format::Ofx, Golden),
+    ("ofx/recon_xml_creditcard.qfx", Format::Ofx, Golden),
+    (
+        "ofx/recon_bad_amount.ofx",
+        Format::Ofx,
+        Rejected("recon_bad_amount.ofx:49: <TRNAMT>: "),
+    ),
+    ("jsonl/recon_provider_export.jsonl", Format::Jsonl, Golden),
+    (
+        "jsonl/recon_missing_key.jsonl",
+        Format::Jsonl,
+        Rejected("recon_missing_key.jsonl:2: column \"/amount/value\": empty amount"),
+    ),
     (
         "mt940/recon_ibm852.sta",
         Format::Mt940,
@@ -542,10 +556,10 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
         e.contains("job.toml") && e.contains("source[0].delimiter") && e.contains("camt053"),
         "{e}"
     );
-    std::fs::write(&cfg_path, base.replace("camt053", "ofx")).expect("w");
+    std::fs::write(&cfg_path, base.replace("camt053", "parquet")).expect("w");
     let e = format!("{:#}", recon::config::Config::load(&cfg_path).unwrap_err());
     assert!(
-        e.contains("source[0].format") && e.contains("\"ofx\""),
+        e.contains("source[0].format") && e.contains("\"parquet\""),
         "{e}"
     );
 }
@@ -612,7 +626,9 @@ proptest! {
         no_panic(*format, &bytes);
         no_panic(Format::Mt940, &bytes);
         no_panic(Format::Bai2, &bytes);
+        no_panic(Format::Ofx, &bytes);
     }
+
 }
 
 /// A status column keeps pending and authorised rows out: counted, named in a warning, never

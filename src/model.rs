@@ -447,6 +447,44 @@ impl Format {
     }
 }
 
+/// A format of the files a bank sends back about payouts we made, which are no statements:
+/// their records are statuses of payouts (the `sources::payout` model), not statement lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PayoutFormat {
+    /// ISO 20022 pain.002 customer payment status report.
+    Pain002,
+    /// NACHA ACH file: returns (addenda 99) and notifications of change (addenda 98).
+    Nacha,
+}
+
+impl PayoutFormat {
+    /// Every payout format, in documentation order.
+    pub const ALL: [PayoutFormat; 2] = [PayoutFormat::Pain002, PayoutFormat::Nacha];
+
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayoutFormat::Pain002 => "pain002",
+            PayoutFormat::Nacha => "nacha",
+        }
+    }
+
+    /// Parses a payout format name (case-insensitive).
+    pub fn parse(name: &str) -> Option<PayoutFormat> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "pain002" | "pain.002" => Some(PayoutFormat::Pain002),
+            "nacha" | "ach" => Some(PayoutFormat::Nacha),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for PayoutFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

@@ -154,6 +154,16 @@ pub fn no_panic(format: Format, bytes: &[u8]) {
     }
 }
 
+/// Parses `bytes` as payout status `format`; an error or records are fine, a panic fails.
+pub fn no_panic_payout(format: recon::model::PayoutFormat, bytes: &[u8]) {
+    let _ = sources::parse_payout_bytes(
+        format,
+        &std::sync::Arc::from("f"),
+        bytes,
+        &sources::InputLimits::default(),
+    );
+}
+
 /// `bytes` (at most the first 20,000) with `edits` (position, byte) applied, then cut at
 /// `cut`: nearly valid input that reaches deep into each parser.
 pub fn mutated(

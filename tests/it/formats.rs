@@ -79,6 +79,27 @@ const FILES: &[(&str, Format, Expect)] = &[
     ),
 ];
 
+/// The payout status fixtures (`tests/formats/payout/`), for the never-panic property; what
+/// they read as is checked in `payout_formats.rs`.
+const PAYOUT_FILES: &[(&str, recon::model::PayoutFormat)] = &[
+    (
+        "pain002/recon_tx_level_v10.xml",
+        recon::model::PayoutFormat::Pain002,
+    ),
+    (
+        "pain002/recon_group_level_v03.xml",
+        recon::model::PayoutFormat::Pain002,
+    ),
+    (
+        "nacha/recon_returns_and_noc.ach",
+        recon::model::PayoutFormat::Nacha,
+    ),
+    (
+        "nacha/recon_ordinary_debits.ach",
+        recon::model::PayoutFormat::Nacha,
+    ),
+];
+
 /// The own fixtures' folder.
 fn inputs() -> PathBuf {
     repo().join("tests/formats/input")
@@ -610,6 +631,9 @@ proptest! {
         for f in Format::ALL {
             no_panic(f, &bytes);
         }
+        for f in recon::model::PayoutFormat::ALL {
+            crate::format_files::no_panic_payout(f, &bytes);
+        }
     }
 
     /// Own fixtures with a few bytes changed or cut short: nearly valid input reaches deep
@@ -629,6 +653,19 @@ proptest! {
         no_panic(Format::Ofx, &bytes);
     }
 
+    /// The payout status fixtures (pain.002, NACHA) with a few bytes changed or cut short.
+    #[test]
+    fn payout_readers_never_panic_on_mutated_fixtures(
+        pick in 0usize..PAYOUT_FILES.len(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in proptest::option::of(any::<prop::sample::Index>()),
+    ) {
+        let (rel, format) = PAYOUT_FILES[pick];
+        let path = repo().join("tests/formats/payout").join(rel);
+        let bytes = std::fs::read(path).expect("read");
+        let bytes = crate::format_files::mutated(bytes, edits, cut);
+        crate::format_files::no_panic_payout(format, &bytes);
+    }
 }
 
 /// A status column keeps pending and authorised rows out: counted, named in a warning, never

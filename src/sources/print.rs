@@ -148,8 +148,9 @@ const ACCOUNT_CHANGE_CODES: [&str; 4] = ["C01", "C03", "C06", "C07"];
 
 /// `recon parse --format pain002|nacha`: reads every file whole (any error stops before a row
 /// is printed) and writes its status records as CSV to `out`, one row each, in file order;
-/// what the files hold that is no record goes to `notes`. Accounts (and corrected data that
-/// holds one) are masked unless `recipients` says otherwise.
+/// what the files hold that is no record goes to `notes`. Accounts (the DFI account, corrected
+/// data that holds one, account numbers quoted in the additional information) are masked
+/// unless `recipients` says otherwise.
 pub fn print_payouts<W: std::io::Write, N: std::io::Write>(
     format: crate::model::PayoutFormat,
     files: &[std::path::PathBuf],
@@ -189,6 +190,11 @@ pub fn print_payouts<W: std::io::Write, N: std::io::Write>(
         Recipients::Unmasked => csv_safe(v).into_owned(),
     };
     let text = |v: &Option<String>| csv_safe(v.as_deref().unwrap_or("")).into_owned();
+    // Free text may quote an account (`0999;CH72… Lastkonto unbekannt`).
+    let free = |v: &Option<String>| match (recipients, v) {
+        (Recipients::Masked, Some(t)) => csv_safe(&crate::mask::accounts_in_text(t)).into_owned(),
+        _ => text(v),
+    };
     let mut w = ::csv::Writer::from_writer(out);
     w.write_record(PAYOUT_HEADER)?;
     for r in read.iter().flat_map(|f| &f.records) {
@@ -225,7 +231,7 @@ pub fn print_payouts<W: std::io::Write, N: std::io::Write>(
             r.date.map(|d| d.to_string()).unwrap_or_default(),
             r.date_of_death.map(|d| d.to_string()).unwrap_or_default(),
             corrected,
-            text(&r.additional_info),
+            free(&r.additional_info),
             r.inherited_from
                 .map(|l| l.as_str())
                 .unwrap_or("")

@@ -80,7 +80,7 @@ fn pain002_transaction_statuses_keep_ids_that_differ_in_case_or_are_prefixes_apa
     assert_eq!(rejected.reason.as_deref(), Some("AC04"));
     assert_eq!(
         rejected.additional_info.as_deref(),
-        Some("Account closed / since 2026-10-01")
+        Some("Account closed / DE89370400440532013000 closed since 2026-10-01")
     );
     assert_eq!(rejected.amount, Some((5000, "JPY")));
     // No requested execution date: the report's creation day.
@@ -361,6 +361,33 @@ fn recon_parse_prints_status_records_with_accounts_masked() {
         "{out}"
     );
     assert!(notes.contains("4 status record(s): 0 accepted, 0 pending, 0 partial, 0 rejected, 3 returned, 1 notification(s) of change"), "{notes}");
+}
+
+#[test]
+fn recon_parse_masks_an_account_quoted_in_the_additional_information() {
+    let print = |recipients| {
+        let mut out = Vec::new();
+        sources::print_payouts(
+            PayoutFormat::Pain002,
+            &[fixture("pain002/recon_tx_level_v10.xml")],
+            &InputLimits::default(),
+            recipients,
+            &mut out,
+            std::io::sink(),
+        )
+        .expect("print");
+        String::from_utf8(out).expect("utf-8")
+    };
+    let masked = print(Recipients::Masked);
+    assert!(
+        masked.contains("Account closed / ****3000 closed since 2026-10-01"),
+        "{masked}"
+    );
+    assert!(!masked.contains("DE89370400440532013000"), "{masked}");
+    assert!(
+        print(Recipients::Unmasked).contains("DE89370400440532013000 closed"),
+        "unmasked on request"
+    );
 }
 
 #[test]

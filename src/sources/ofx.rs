@@ -165,7 +165,10 @@ fn entities(raw: &str) -> Result<String, String> {
     while let Some(p) = rest.find('&') {
         out.push_str(&rest[..p]);
         rest = &rest[p..];
-        let end = rest[..rest.len().min(12)].find(';');
+        // Byte-wise: an entity is ASCII, and `;` never sits inside a multi-byte character.
+        let end = rest.as_bytes()[..rest.len().min(12)]
+            .iter()
+            .position(|&b| b == b';');
         let decoded = end.and_then(|e| {
             let name = &rest[1..e];
             let c = match name {
@@ -212,7 +215,7 @@ fn decode<'b>(ctx: &ParseContext, bytes: &'b [u8]) -> Result<(Cow<'b, str>, usiz
         let declared = head.find("encoding=").and_then(|p| {
             let rest = &head[p + 9..];
             let q = rest.chars().next()?;
-            let rest = &rest[1..];
+            let rest = &rest[q.len_utf8()..];
             rest.find(q).map(|e| rest[..e].to_string())
         });
         c.encoding = match declared.as_deref().map(str::trim) {
@@ -688,6 +691,18 @@ mod tests {
         ] {
             assert!(datetime(&c, bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn entities_decode_and_a_bare_ampersand_stays() {
+        assert_eq!(
+            entities("A &amp; B &#233;&#xE9; &lt;x&gt;").unwrap(),
+            "A & B éé <x>"
+        );
+        assert_eq!(entities("AT&T").unwrap(), "AT&T");
+        // Non-ASCII right after a bare `&` (SGML files write them) is kept, not cut.
+        assert_eq!(entities("Caf&éééééé;").unwrap(), "Caf&éééééé;");
+        assert_eq!(entities("&unknown;").unwrap(), "&unknown;");
     }
 
     #[test]

@@ -196,7 +196,7 @@ pub(crate) fn decode_xml<'b>(
         .and_then(|p| {
             let rest = &head[p + 9..];
             let q = rest.chars().next()?;
-            let rest = &rest[1..];
+            let rest = &rest[q.len_utf8()..];
             rest.find(q).map(|e| rest[..e].to_string())
         })
         .filter(|_| head.trim_start_matches('\u{feff}').starts_with("<?xml"));

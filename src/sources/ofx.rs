@@ -719,5 +719,54 @@ mod tests {
             ]
         );
         assert!(tags(&c, "<OFX><A", 1).is_err());
+        let e = format!(
+            "{:#}",
+            parse(&c, b"OFXHEADER:100\n\n<OFX>\n</STMTRS>\n</OFX>\n").unwrap_err()
+        );
+        assert!(
+            e.contains("f.ofx:4: </STMTRS> closes no open element (open: OFX)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_transaction_names_its_line_and_tag() {
+        let c = ctx();
+        let file = |trn: &str| {
+            format!(
+                "OFXHEADER:100\nDATA:OFXSGML\n\n<OFX>\n<BANKMSGSRSV1><STMTTRNRS><STMTRS>\n<CURDEF>EUR\n\
+                 <BANKACCTFROM><ACCTID>DE89370400440532013000</BANKACCTFROM>\n<BANKTRANLIST>\n\
+                 <STMTTRN>\n{trn}\n</STMTTRN>\n</BANKTRANLIST></STMTRS></STMTTRNRS></BANKMSGSRSV1>\n</OFX>\n"
+            )
+        };
+        let ok = parse(
+            &c,
+            file("<TRNTYPE>DEBIT<DTPOSTED>20261126<TRNAMT>-1.5<FITID>A").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(ok.lines.len(), 1);
+        assert_eq!(ok.lines[0].amount_minor, -150);
+        assert_eq!(ok.lines[0].account(), Some("DE89370400440532013000"));
+        for (trn, want) in [
+            (
+                "<TRNTYPE>DEBIT<DTPOSTED>20261126<TRNAMT>-1.5",
+                "f.ofx:9: <STMTTRN> without <FITID>",
+            ),
+            (
+                "<TRNTYPE>DEBIT<DTPOSTED>20261126<TRNAMT>-1.505<FITID>A",
+                "f.ofx:10: <TRNAMT>: ",
+            ),
+            (
+                "<TRNTYPE>GIFT<DTPOSTED>20261126<TRNAMT>-1<FITID>A",
+                "f.ofx:10: <TRNTYPE> \"GIFT\" is no OFX transaction type",
+            ),
+            (
+                "<TRNTYPE>DEBIT<DTPOSTED>2026-11-26<TRNAMT>-1<FITID>A",
+                "f.ofx:10: <DTPOSTED>: \"2026-11-26\" is not an OFX date",
+            ),
+        ] {
+            let e = format!("{:#}", parse(&c, file(trn).as_bytes()).unwrap_err());
+            assert!(e.contains(want), "{e}\nwanted: {want}");
+        }
     }
 }

@@ -173,10 +173,12 @@ enum Command {
         #[command(subcommand)]
         command: DecisionsCommand,
     },
-    /// Print the canonical statement lines recon reads from files, as CSV.
+    /// Print the canonical statement lines recon reads from files, as CSV (or, for pain002
+    /// and nacha, the payout status records).
     Parse {
-        /// Format: csv, xlsx, camt053, camt054, mt940 (MT942 too) or bai2. Default: the
-        /// source's format with --config, else required.
+        /// Format: csv, xlsx, camt053, camt054, camt052, mt940 (MT942 too), bai2, ofx (QFX
+        /// too) or jsonl; or a payout status format, pain002 or nacha, printed as a table of
+        /// status records. Default: the source's format with --config, else required.
         #[arg(long)]
         format: Option<String>,
         /// Column mapping for csv/xlsx (the keys of one `[[source]]` table). Bank formats
@@ -945,17 +947,41 @@ async fn dispatch(command: Command) -> Result<i32> {
             unmasked,
             files,
         } => {
+            let recipients = if unmasked {
+                recon::sources::Recipients::Unmasked
+            } else {
+                recon::sources::Recipients::Masked
+            };
+            // The files a bank sends back about payouts are no statements: a table of status
+            // records, not canonical lines.
+            if let Some(payout) = format
+                .as_deref()
+                .and_then(recon::model::PayoutFormat::parse)
+            {
+                if mapping.is_some() || config.is_some() {
+                    return Err(exit::fail(
+                        exit::Failure::Config,
+                        format!(
+                            "--format {payout} takes no --mapping or --config (a {payout} file declares its own layout)"
+                        ),
+                    ));
+                }
+                recon::sources::print_payouts(
+                    payout,
+                    &files,
+                    &recon::sources::InputLimits::default(),
+                    recipients,
+                    std::io::stdout().lock(),
+                    std::io::stderr().lock(),
+                )?;
+                return Ok(exit::OK);
+            }
             let src = recon::config::parse_settings(
                 format.as_deref(),
                 mapping.as_deref(),
                 config.as_deref(),
                 source.as_deref(),
             )?;
-            let recipients = if unmasked {
-                recon::sources::Recipients::Unmasked
-            } else {
-                recon::sources::Recipients::Masked
-            };
             recon::sources::print_canonical(
                 &src,
                 &files,

@@ -30,6 +30,35 @@ pub fn write_account(buf: &mut String, value: &str) {
     }
 }
 
+/// Masks what looks like an account number inside free text (a bank's `AddtlInf`, an addenda's
+/// information): every run of letters and digits of at least 8 characters with at least 6
+/// digits (an IBAN, a domestic account number) becomes `****` and its last 4 characters, as
+/// [`account`] masks a whole value; everything else is kept, so `0999;CH7280005000088877766
+/// Lastkonto unbekannt` reads `0999;****7766 Lastkonto unbekannt`.
+pub fn accounts_in_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let digits = run.chars().filter(char::is_ascii_digit).count();
+        if run.chars().count() >= 8 && digits >= 6 {
+            write_account(out, run);
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_alphanumeric() {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 /// Hides the password of a database URL, read from the URL's structure
 /// (`scheme://userinfo@host…`): everything between the first `:` of the userinfo and the
 /// **last** `@` of the value is the password, whatever it holds (`# / ? @ :`, spaces,
@@ -253,6 +282,20 @@ fn hide_spans(text: &str, mut hide: Vec<(usize, usize)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn account_numbers_in_free_text_are_masked_and_other_words_kept() {
+        assert_eq!(
+            accounts_in_text("0999;CH7280005000088877766 Lastkonto unbekannt"),
+            "0999;****7766 Lastkonto unbekannt"
+        );
+        assert_eq!(
+            accounts_in_text("904114;ControlSum fehlerhaft, ref 2026-11-26"),
+            "904114;ControlSum fehlerhaft, ref 2026-11-26"
+        );
+        assert_eq!(accounts_in_text("acct 12345678901."), "acct ****8901.");
+        assert_eq!(accounts_in_text(""), "");
+    }
 
     #[test]
     fn accounts_keep_only_the_last_four() {

@@ -378,21 +378,30 @@ pub enum Format {
     Camt053,
     /// ISO 20022 camt.054 debit/credit notification.
     Camt054,
+    /// ISO 20022 camt.052 intraday account report (never proves a day complete).
+    Camt052,
     /// SWIFT MT940 statement / MT942 interim report.
     Mt940,
     /// BAI2 cash management balance report.
     Bai2,
+    /// OFX / QFX bank download (SGML 1.x or XML 2.x).
+    Ofx,
+    /// JSON lines provider export, one object a line, with a mapping of JSON pointers.
+    Jsonl,
 }
 
 impl Format {
     /// Every format, in documentation order.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 9] = [
         Format::Csv,
         Format::Xlsx,
         Format::Camt053,
         Format::Camt054,
+        Format::Camt052,
         Format::Mt940,
         Format::Bai2,
+        Format::Ofx,
+        Format::Jsonl,
     ];
 
     /// The name used in configs and on the command line.
@@ -402,8 +411,11 @@ impl Format {
             Format::Xlsx => "xlsx",
             Format::Camt053 => "camt053",
             Format::Camt054 => "camt054",
+            Format::Camt052 => "camt052",
             Format::Mt940 => "mt940",
             Format::Bai2 => "bai2",
+            Format::Ofx => "ofx",
+            Format::Jsonl => "jsonl",
         }
     }
 
@@ -414,15 +426,62 @@ impl Format {
             "xlsx" | "xls" => Some(Format::Xlsx),
             "camt053" | "camt.053" => Some(Format::Camt053),
             "camt054" | "camt.054" => Some(Format::Camt054),
+            "camt052" | "camt.052" => Some(Format::Camt052),
             "mt940" | "mt942" => Some(Format::Mt940),
             "bai2" => Some(Format::Bai2),
+            "ofx" | "qfx" => Some(Format::Ofx),
+            "jsonl" | "ndjson" | "json-lines" => Some(Format::Jsonl),
             _ => None,
         }
     }
 
     /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
     pub fn needs_mapping(self) -> bool {
-        matches!(self, Format::Csv | Format::Xlsx)
+        matches!(self, Format::Csv | Format::Xlsx | Format::Jsonl)
+    }
+
+    /// Whether the format's files never prove a period complete (camt.052: an intraday report
+    /// is a snapshot of a day still going on), so `completeness` can only be `none`.
+    pub fn intraday(self) -> bool {
+        matches!(self, Format::Camt052)
+    }
+}
+
+/// A format of the files a bank sends back about payouts we made, which are no statements:
+/// their records are statuses of payouts (the `sources::payout` model), not statement lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PayoutFormat {
+    /// ISO 20022 pain.002 customer payment status report.
+    Pain002,
+    /// NACHA ACH file: returns (addenda 99) and notifications of change (addenda 98).
+    Nacha,
+}
+
+impl PayoutFormat {
+    /// Every payout format, in documentation order.
+    pub const ALL: [PayoutFormat; 2] = [PayoutFormat::Pain002, PayoutFormat::Nacha];
+
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayoutFormat::Pain002 => "pain002",
+            PayoutFormat::Nacha => "nacha",
+        }
+    }
+
+    /// Parses a payout format name (case-insensitive).
+    pub fn parse(name: &str) -> Option<PayoutFormat> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "pain002" | "pain.002" => Some(PayoutFormat::Pain002),
+            "nacha" | "ach" => Some(PayoutFormat::Nacha),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for PayoutFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -7,9 +7,11 @@
 //! | csv: `encoding`, `delimiter`, `quote` + the tabular keys | [`super::csv::RawCsv`] |
 //! | xlsx: `sheet` + the tabular keys | [`super::xlsx::RawXlsx`] |
 //! | the tabular keys of csv and xlsx (`timestamp_format`, `columns`, `kinds`, …) | [`super::tabular::RawTabular`] |
-//! | camt053, camt054: none | [`super::camt::RawCamt`] |
+//! | camt053, camt054, camt052: none | [`super::camt::RawCamt`] |
 //! | mt940: `encoding` | [`super::mt940::RawMt940`] |
 //! | bai2: `encoding` | [`super::bai2::RawBai2`] |
+//! | ofx: none | [`super::ofx::RawOfx`] |
+//! | jsonl: the tabular keys but `has_header`, `skip_lines`, `skip_footer`; columns are JSON pointers | [`super::jsonl`] |
 //!
 //! Every raw struct has `#[serde(deny_unknown_fields)]`. serde cannot combine that with
 //! `flatten`, nor default the tag of an internally tagged enum (`format` defaults to `csv`), so
@@ -25,7 +27,7 @@
 use super::keys::{KeyAt, config_error, join_clean, keys_of, split_off, toml_error, unknown_tz};
 use super::remote;
 use super::text::TextEncoding;
-use super::{bai2, camt, csv, mt940, tabular, xlsx};
+use super::{bai2, camt, csv, jsonl, mt940, ofx, tabular, xlsx};
 use crate::model::{Format, Role};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -44,7 +46,8 @@ pub struct RawCommon {
     /// `provider` (default): lines are what the provider paid out for us; `bank`: our own
     /// bank account, where payments appear as debits and provider payouts as credits.
     role: Option<String>,
-    /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `mt940` or `bai2`.
+    /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `camt052`, `mt940`,
+    /// `bai2`, `ofx` or `jsonl`.
     format: Option<String>,
     /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
     /// one file per day, each complete for its day when present.
@@ -107,10 +110,16 @@ pub enum FormatSettings {
     Camt053(camt::CamtSettings),
     /// camt.054 (debit/credit notifications).
     Camt054(camt::CamtSettings),
+    /// camt.052 (intraday account reports).
+    Camt052(camt::CamtSettings),
     /// MT940 / MT942.
     Mt940(mt940::Mt940Settings),
     /// BAI2.
     Bai2(bai2::Bai2Settings),
+    /// OFX / QFX.
+    Ofx(ofx::OfxSettings),
+    /// JSON lines with a mapping of JSON pointers.
+    Jsonl(jsonl::JsonlSettings),
 }
 
 impl FormatSettings {
@@ -121,8 +130,11 @@ impl FormatSettings {
             FormatSettings::Xlsx(_) => Format::Xlsx,
             FormatSettings::Camt053(_) => Format::Camt053,
             FormatSettings::Camt054(_) => Format::Camt054,
+            FormatSettings::Camt052(_) => Format::Camt052,
             FormatSettings::Mt940(_) => Format::Mt940,
             FormatSettings::Bai2(_) => Format::Bai2,
+            FormatSettings::Ofx(_) => Format::Ofx,
+            FormatSettings::Jsonl(_) => Format::Jsonl,
         }
     }
 
@@ -131,9 +143,11 @@ impl FormatSettings {
         match format {
             Format::Csv => csv::keys(),
             Format::Xlsx => xlsx::keys(),
-            Format::Camt053 | Format::Camt054 => camt::keys(),
+            Format::Camt053 | Format::Camt054 | Format::Camt052 => camt::keys(),
             Format::Mt940 => mt940::keys(),
             Format::Bai2 => bai2::keys(),
+            Format::Ofx => ofx::keys(),
+            Format::Jsonl => jsonl::keys(),
         }
     }
 
@@ -145,8 +159,11 @@ impl FormatSettings {
             Format::Xlsx => FormatSettings::Xlsx(xlsx::settings(table, at)?),
             Format::Camt053 => FormatSettings::Camt053(camt::settings(table, at)?),
             Format::Camt054 => FormatSettings::Camt054(camt::settings(table, at)?),
+            Format::Camt052 => FormatSettings::Camt052(camt::settings(table, at)?),
             Format::Mt940 => FormatSettings::Mt940(mt940::settings(table, at)?),
             Format::Bai2 => FormatSettings::Bai2(bai2::settings(table, at)?),
+            Format::Ofx => FormatSettings::Ofx(ofx::settings(table, at)?),
+            Format::Jsonl => FormatSettings::Jsonl(jsonl::settings(table, at)?),
         })
     }
 
@@ -158,8 +175,11 @@ impl FormatSettings {
             Format::Xlsx => FormatSettings::Xlsx(xlsx::XlsxSettings::default()),
             Format::Camt053 => FormatSettings::Camt053(camt::CamtSettings::default()),
             Format::Camt054 => FormatSettings::Camt054(camt::CamtSettings::default()),
+            Format::Camt052 => FormatSettings::Camt052(camt::CamtSettings::default()),
             Format::Mt940 => FormatSettings::Mt940(mt940::Mt940Settings::default()),
             Format::Bai2 => FormatSettings::Bai2(bai2::Bai2Settings::default()),
+            Format::Ofx => FormatSettings::Ofx(ofx::OfxSettings::default()),
+            Format::Jsonl => FormatSettings::Jsonl(jsonl::JsonlSettings::default()),
         }
     }
 
@@ -174,16 +194,19 @@ impl FormatSettings {
         }
     }
 
-    /// The text encoding of a csv, mt940 or bai2 source (`None`: strict UTF-8; xlsx and camt
-    /// declare their own).
+    /// The text encoding of a csv, mt940 or bai2 source (`None`: strict UTF-8; xlsx, camt and
+    /// ofx declare their own, jsonl is UTF-8).
     pub fn encoding(&self) -> Option<TextEncoding> {
         match self {
             FormatSettings::Csv(s) => s.encoding,
             FormatSettings::Mt940(s) => s.encoding,
             FormatSettings::Bai2(s) => s.encoding,
-            FormatSettings::Xlsx(_) | FormatSettings::Camt053(_) | FormatSettings::Camt054(_) => {
-                None
-            }
+            FormatSettings::Xlsx(_)
+            | FormatSettings::Camt053(_)
+            | FormatSettings::Camt054(_)
+            | FormatSettings::Camt052(_)
+            | FormatSettings::Ofx(_)
+            | FormatSettings::Jsonl(_) => None,
         }
     }
 
@@ -192,6 +215,7 @@ impl FormatSettings {
         match self {
             FormatSettings::Csv(s) => Some(&s.table),
             FormatSettings::Xlsx(s) => Some(&s.table),
+            FormatSettings::Jsonl(s) => Some(&s.table),
             _ => None,
         }
     }
@@ -201,6 +225,7 @@ impl FormatSettings {
         match self {
             FormatSettings::Csv(s) => Some(&mut s.table),
             FormatSettings::Xlsx(s) => Some(&mut s.table),
+            FormatSettings::Jsonl(s) => Some(&mut s.table),
             _ => None,
         }
     }
@@ -303,7 +328,7 @@ fn read_source<'i>(
         Some(f) => Some(Format::parse(f).ok_or_else(|| {
             at.bad(
                 "format",
-                format!("unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, mt940, bai2)"),
+                format!("unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, camt052, mt940, bai2, ofx, jsonl)"),
             )
         })?),
     };
@@ -367,8 +392,17 @@ fn common_settings(
         .as_deref()
         .map(|v| (v, Completeness::parse(v)))
     {
-        None if format.needs_mapping() => Completeness::None,
+        None if format.needs_mapping() || format.intraday() => Completeness::None,
         None => Completeness::Statement,
+        Some((_, Some(c))) if format.intraday() && c != Completeness::None => {
+            return Err(at.bad(
+                "completeness",
+                format!(
+                    "a {format} file is an intraday report: it never proves a day complete, \
+                     so `completeness` can only be `none`"
+                ),
+            ));
+        }
         Some((_, Some(Completeness::Statement))) if format.needs_mapping() => {
             return Err(at.bad(
                 "completeness",
@@ -623,7 +657,7 @@ impl SourceConfig {
                 complete: None,
             },
             timezone: Tz::UTC,
-            completeness: if format.needs_mapping() {
+            completeness: if format.needs_mapping() || format.intraday() {
                 Completeness::None
             } else {
                 Completeness::Statement
@@ -767,6 +801,63 @@ mod tests {
         // The list names what this format takes, not every format's keys.
         assert!(!msg.contains("sheet"), "{msg}");
         assert_eq!(crate::exit::code_for(&err), crate::exit::CONFIG);
+    }
+
+    #[test]
+    fn an_intraday_report_never_proves_a_day_complete() {
+        let cfg = parse("format = \"camt052\"\n").unwrap();
+        assert_eq!(cfg.sources[0].format(), Format::Camt052);
+        assert_eq!(cfg.sources[0].completeness, Completeness::None);
+        assert_eq!(
+            SourceConfig::bank_default(Format::Camt052).completeness,
+            Completeness::None
+        );
+        for c in ["statement", "control_file", "last_line"] {
+            let err =
+                parse(&format!("format = \"camt052\"\ncompleteness = \"{c}\"\n")).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(msg.contains("key `source[0].completeness`"), "{msg}");
+            assert!(msg.contains("never proves a day complete"), "{msg}");
+        }
+        assert!(parse("format = \"camt052\"\ncompleteness = \"none\"\n").is_ok());
+        // A statement still proves its days.
+        assert_eq!(
+            parse("format = \"camt053\"\n").unwrap().sources[0].completeness,
+            Completeness::Statement
+        );
+    }
+
+    #[test]
+    fn a_jsonl_mapping_takes_json_pointers_and_no_header_keys() {
+        let mapping =
+            "format = \"jsonl\"\ntimestamp_format = \"rfc3339\"\ncompleteness = \"none\"\n";
+        let ok = parse(&format!(
+            "{mapping}[source.columns]\nbooked_at = \"/t\"\namount = \"/a/v\"\ncurrency = \"/a/c\"\nreference = [\"/r\", \"/m/x\"]\n"
+        ))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(ok.sources[0].format(), Format::Jsonl);
+        assert_eq!(
+            ok.sources[0]
+                .tabular()
+                .and_then(|t| t.columns.amount.as_deref()),
+            Some("/a/v")
+        );
+        let err = parse(&format!(
+            "{mapping}[source.columns]\nbooked_at = \"/t\"\namount = \"#2\"\ncurrency = \"/c\"\n"
+        ))
+        .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("key `source[0].columns.amount`"), "{msg}");
+        assert!(msg.contains("\"#2\" is not a JSON pointer"), "{msg}");
+        let err = parse(&format!(
+            "{mapping}has_header = false\n[source.columns]\nbooked_at = \"/t\"\namount = \"/a\"\ncurrency = \"/c\"\n"
+        ))
+        .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("key `source[0].has_header`: not used by format jsonl"),
+            "{msg}"
+        );
     }
 
     #[test]

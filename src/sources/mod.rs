@@ -3,8 +3,13 @@
 //! facts a statement declares about itself ([`StatementFacts`]: period, balances, control
 //! totals) for completeness gates.
 //!
-//! One module per format: [`csv`], [`xlsx`], [`camt`] (camt.053 and camt.054), [`mt940`]
-//! (MT940 and MT942) and [`bai2`]. Sources know nothing of matching. Normalisation (trim,
+//! One module per format: [`csv`], [`xlsx`], [`jsonl`], [`camt`] (camt.053, camt.054 and
+//! camt.052), [`mt940`] (MT940 and MT942), [`bai2`] and [`ofx`] (OFX/QFX). Sources know
+//! nothing of matching.
+//!
+//! The files a bank sends back about payouts are no statements: [`pain002`] (ISO 20022
+//! payment status reports) and [`nacha`] (ACH returns and notifications of change) read them
+//! into [`payout::PayoutStatus`] records, the model [`payout`] defines. Normalisation (trim,
 //! width, IBAN spaces, time zone → UTC, currency case, exact minor units) happens here, once.
 //!
 //! Amounts are signed as booked on the statement's account for the bank formats: credits
@@ -22,14 +27,20 @@ pub mod bai2;
 pub mod camt;
 pub mod config;
 pub mod csv;
+pub mod jsonl;
 pub mod keys;
 pub mod limits;
 pub mod manifest;
 pub mod mt940;
+pub mod nacha;
+pub mod ofx;
+pub mod pain002;
+pub mod payout;
 pub mod remote;
 pub mod tabular;
 pub(crate) mod text;
 pub mod xlsx;
+pub(crate) mod xml;
 
 mod coverage;
 mod daily;
@@ -39,7 +50,7 @@ mod gates;
 mod print;
 mod read;
 
-use crate::model::{Format, Id, IdText, LineKind, Role};
+use crate::model::{Format, Id, IdText, LineKind, PayoutFormat, Role};
 use crate::timeparse::{self, Micros};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -55,7 +66,7 @@ pub use dedupe::{DedupeIndex, assign_line_ids};
 pub use facts::{Balance, StatementFacts};
 pub use gates::Gate;
 pub use limits::InputLimits;
-pub use print::{CANONICAL_HEADER, Recipients, print_canonical};
+pub use print::{CANONICAL_HEADER, PAYOUT_HEADER, Recipients, print_canonical, print_payouts};
 pub use read::read_file;
 pub use text::TextEncoding;
 
@@ -455,13 +466,41 @@ impl ParseContext {
 /// its position: bank files are read whole or not at all.
 pub fn parse_bank_bytes(format: Format, ctx: &ParseContext, bytes: &[u8]) -> Result<Parsed> {
     match format {
-        Format::Camt053 | Format::Camt054 => camt::parse(ctx, bytes, format),
+        Format::Camt053 | Format::Camt054 | Format::Camt052 => camt::parse(ctx, bytes, format),
         Format::Mt940 => mt940::parse(ctx, bytes),
         Format::Bai2 => bai2::parse(ctx, bytes),
-        Format::Csv | Format::Xlsx => Err(ctx.error(
+        Format::Ofx => ofx::parse(ctx, bytes),
+        Format::Csv | Format::Xlsx | Format::Jsonl => Err(ctx.error(
             "1",
             format!("{format} is not a bank format (it needs a column mapping)"),
         )),
+    }
+}
+
+/// Reads one payout status file of `format` (pain.002, NACHA) whole, within `limits` (its
+/// size and line length): its [`payout::PayoutStatus`] records, or an error naming the file,
+/// the line and the element or field.
+pub fn read_payout_file(
+    format: PayoutFormat,
+    path: &std::path::Path,
+    limits: &InputLimits,
+) -> Result<payout::PayoutFile> {
+    let file: Arc<str> = Arc::from(path.display().to_string());
+    let bytes = limits.read(path)?;
+    parse_payout_bytes(format, &file, &bytes, limits)
+}
+
+/// Parses the bytes of one payout status file (see [`read_payout_file`]).
+pub fn parse_payout_bytes(
+    format: PayoutFormat,
+    file: &Arc<str>,
+    bytes: &[u8],
+    limits: &InputLimits,
+) -> Result<payout::PayoutFile> {
+    limits.check_lines(file, bytes, 1)?;
+    match format {
+        PayoutFormat::Pain002 => pain002::parse(file, bytes),
+        PayoutFormat::Nacha => nacha::parse(file, bytes),
     }
 }
 

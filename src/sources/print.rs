@@ -116,3 +116,129 @@ pub fn print_canonical<W: std::io::Write, N: std::io::Write>(
     w.flush()?;
     Ok(())
 }
+
+/// Header of `recon parse` output for payout status files (pain.002, NACHA).
+pub const PAYOUT_HEADER: [&str; 21] = [
+    "position",
+    "element",
+    "level",
+    "status",
+    "code",
+    "reason",
+    "original_message_id",
+    "original_payment_information_id",
+    "original_end_to_end_id",
+    "original_instruction_id",
+    "trace_number",
+    "individual_id",
+    "account",
+    "amount",
+    "currency",
+    "date",
+    "date_of_death",
+    "corrected_data",
+    "additional_info",
+    "inherited_from",
+    "applies_to",
+];
+
+/// NACHA change codes whose corrected data holds an account number (C01 account, C03
+/// routing and account, C06 account and transaction code, C07 all three).
+const ACCOUNT_CHANGE_CODES: [&str; 4] = ["C01", "C03", "C06", "C07"];
+
+/// `recon parse --format pain002|nacha`: reads every file whole (any error stops before a row
+/// is printed) and writes its status records as CSV to `out`, one row each, in file order;
+/// what the files hold that is no record goes to `notes`. Accounts (the DFI account, corrected
+/// data that holds one, account numbers quoted in the additional information) are masked
+/// unless `recipients` says otherwise.
+pub fn print_payouts<W: std::io::Write, N: std::io::Write>(
+    format: crate::model::PayoutFormat,
+    files: &[std::path::PathBuf],
+    limits: &super::InputLimits,
+    recipients: Recipients,
+    out: W,
+    mut notes: N,
+) -> Result<()> {
+    use crate::textsafe::csv_safe;
+    let mut read = Vec::new();
+    for f in files {
+        read.push(super::read_payout_file(format, f, limits)?);
+    }
+    for r in &read {
+        for n in &r.notes {
+            writeln!(notes, "{n}")?;
+        }
+        if r.records.is_empty() {
+            continue;
+        }
+        let count = |s: super::payout::State| r.records.iter().filter(|x| x.state == s).count();
+        let file = &r.records[0].file;
+        writeln!(
+            notes,
+            "{file}: {} status record(s): {} accepted, {} pending, {} partial, {} rejected, {} returned, {} notification(s) of change",
+            r.records.len(),
+            count(super::payout::State::Accepted),
+            count(super::payout::State::Pending),
+            count(super::payout::State::Partial),
+            count(super::payout::State::Rejected),
+            count(super::payout::State::Returned),
+            count(super::payout::State::NotificationOfChange),
+        )?;
+    }
+    let mask = |v: &str| match recipients {
+        Recipients::Masked => crate::mask::account(v),
+        Recipients::Unmasked => csv_safe(v).into_owned(),
+    };
+    let text = |v: &Option<String>| csv_safe(v.as_deref().unwrap_or("")).into_owned();
+    // Free text may quote an account (`0999;CH72… Lastkonto unbekannt`).
+    let free = |v: &Option<String>| match (recipients, v) {
+        (Recipients::Masked, Some(t)) => csv_safe(&crate::mask::accounts_in_text(t)).into_owned(),
+        _ => text(v),
+    };
+    let mut w = ::csv::Writer::from_writer(out);
+    w.write_record(PAYOUT_HEADER)?;
+    for r in read.iter().flat_map(|f| &f.records) {
+        let (amount, currency) = match r.amount {
+            Some((m, c)) => (crate::money::format_minor(m, c), c),
+            None => (String::new(), ""),
+        };
+        let corrected = match &r.corrected_data {
+            Some(c)
+                if r.reason
+                    .as_deref()
+                    .is_some_and(|x| ACCOUNT_CHANGE_CODES.contains(&x)) =>
+            {
+                mask(c)
+            }
+            c => text(c),
+        };
+        w.write_record([
+            csv_safe(&format!("{}:{}", r.file, r.line)).into_owned(),
+            csv_safe(&r.position).into_owned(),
+            r.level.as_str().to_string(),
+            r.state.as_str().to_string(),
+            csv_safe(&r.code).into_owned(),
+            text(&r.reason),
+            text(&r.original_message_id),
+            text(&r.original_payment_information_id),
+            text(&r.original_end_to_end_id),
+            text(&r.original_instruction_id),
+            text(&r.trace_number),
+            text(&r.individual_id),
+            r.account.as_deref().map(mask).unwrap_or_default(),
+            amount,
+            currency.to_string(),
+            r.date.map(|d| d.to_string()).unwrap_or_default(),
+            r.date_of_death.map(|d| d.to_string()).unwrap_or_default(),
+            corrected,
+            free(&r.additional_info),
+            r.inherited_from
+                .map(|l| l.as_str())
+                .unwrap_or("")
+                .to_string(),
+            csv_safe(&r.applies_to()).into_owned(),
+        ])?;
+    }
+    w.flush()?;
+    Ok(())
+}

@@ -4,7 +4,7 @@
 
 use super::config::{FormatSettings, SourceConfig};
 use super::{
-    InputFile, ParseContext, Rejected, SourceLoad, StatementLine, csv, parse_bank_bytes,
+    InputFile, ParseContext, Rejected, SourceLoad, StatementLine, csv, jsonl, parse_bank_bytes,
     sha256_hex, text, xlsx,
 };
 use crate::model::Format;
@@ -19,6 +19,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     let clean = match &cfg.settings {
         FormatSettings::Csv(c) => csv::read_file(cfg.table_source(), c, path, &mut one)?,
         FormatSettings::Xlsx(x) => xlsx::read_file(cfg.table_source(), x, path, &mut one)?,
+        FormatSettings::Jsonl(j) => jsonl::read_file(cfg.table_source(), j, path, &mut one)?,
         settings => return read_bank_file(cfg, settings.format(), path, load),
     };
     let mut file = one.files.pop().unwrap_or_else(|| InputFile {
@@ -59,7 +60,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
     Ok(clean)
 }
 
-/// [`read_file`] for a file of a bank format (camt, MT940, BAI2).
+/// [`read_file`] for a file of a bank format (camt, MT940, BAI2, OFX).
 fn read_bank_file(
     cfg: &SourceConfig,
     format: Format,

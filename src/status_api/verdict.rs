@@ -14,6 +14,8 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::sources::jsonl::raw_at;
+
 /// What one payment's query yielded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -381,128 +383,6 @@ pub fn overlay(
                 ),
                 _ => note(row, says),
             }
-        }
-    }
-}
-
-/// The raw JSON text of the value at `pointer` (RFC 6901) in valid JSON `text`: a number's
-/// digits exactly as written, so amounts never pass through `f64`.
-pub fn raw_at<'a>(text: &'a str, pointer: &str) -> Option<&'a str> {
-    let b = text.as_bytes();
-    let mut pos = ws(b, 0);
-    if pointer.is_empty() {
-        let end = skip_value(b, pos)?;
-        return Some(&text[pos..end]);
-    }
-    for token in pointer.strip_prefix('/')?.split('/') {
-        let token = token.replace("~1", "/").replace("~0", "~");
-        match *b.get(pos)? {
-            b'{' => {
-                pos = ws(b, pos + 1);
-                let mut found = None;
-                while *b.get(pos)? != b'}' {
-                    let (key, end) = string(text, pos)?;
-                    pos = ws(b, end);
-                    if *b.get(pos)? != b':' {
-                        return None;
-                    }
-                    pos = ws(b, pos + 1);
-                    if key == token && found.is_none() {
-                        found = Some(pos);
-                    }
-                    pos = ws(b, skip_value(b, pos)?);
-                    if *b.get(pos)? == b',' {
-                        pos = ws(b, pos + 1);
-                    }
-                }
-                pos = found?;
-            }
-            b'[' => {
-                let want: usize = token.parse().ok()?;
-                pos = ws(b, pos + 1);
-                let mut i = 0;
-                loop {
-                    if *b.get(pos)? == b']' {
-                        return None;
-                    }
-                    if i == want {
-                        break;
-                    }
-                    pos = ws(b, skip_value(b, pos)?);
-                    if *b.get(pos)? == b',' {
-                        pos = ws(b, pos + 1);
-                    }
-                    i += 1;
-                }
-            }
-            _ => return None,
-        }
-    }
-    let end = skip_value(b, pos)?;
-    Some(&text[pos..end])
-}
-
-fn ws(b: &[u8], mut pos: usize) -> usize {
-    while pos < b.len() && matches!(b[pos], b' ' | b'\t' | b'\n' | b'\r') {
-        pos += 1;
-    }
-    pos
-}
-
-/// A JSON string at `pos`: its decoded text and the position after it.
-fn string(text: &str, pos: usize) -> Option<(String, usize)> {
-    let b = text.as_bytes();
-    if *b.get(pos)? != b'"' {
-        return None;
-    }
-    let end = skip_value(b, pos)?;
-    let decoded: String = serde_json::from_str(&text[pos..end]).ok()?;
-    Some((decoded, end))
-}
-
-/// The position after the JSON value at `pos`.
-fn skip_value(b: &[u8], pos: usize) -> Option<usize> {
-    match *b.get(pos)? {
-        b'"' => {
-            let mut i = pos + 1;
-            while i < b.len() {
-                match b[i] {
-                    b'\\' => i += 2,
-                    b'"' => return Some(i + 1),
-                    _ => i += 1,
-                }
-            }
-            None
-        }
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = pos;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => {
-                        i = skip_value(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
-        _ => {
-            let mut i = pos;
-            while i < b.len() && !matches!(b[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            {
-                i += 1;
-            }
-            (i > pos).then_some(i)
         }
     }
 }

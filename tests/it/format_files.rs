@@ -107,7 +107,11 @@ fn fuzz_cfg(format: Format) -> SourceConfig {
     if format.needs_mapping() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("m.toml");
-        std::fs::write(&p, "timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\n[columns]\namount = \"#2\"\nbooked_at = \"#1\"\nreference = \"#3\"\n").expect("w");
+        let (amount, booked_at, reference) = match format {
+            Format::Jsonl => ("/a/v", "/d", "/r"),
+            _ => ("#2", "#1", "#3"),
+        };
+        std::fs::write(&p, format!("timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\n[columns]\namount = \"{amount}\"\nbooked_at = \"{booked_at}\"\nreference = \"{reference}\"\n")).expect("w");
         SourceConfig::load_mapping(&p, format).expect("mapping")
     } else {
         SourceConfig::bank_default(format)
@@ -137,10 +141,27 @@ pub fn no_panic(format: Format, bytes: &[u8]) {
             };
             let _ = sources::xlsx::parse_bytes(cfg.table_source(), x, "f", bytes, &mut out);
         }
+        Format::Jsonl => {
+            let cfg = fuzz_cfg(format);
+            let FormatSettings::Jsonl(j) = &cfg.settings else {
+                panic!("{} is no jsonl source", cfg.name)
+            };
+            let _ = sources::jsonl::parse_bytes(cfg.table_source(), j, "f", bytes);
+        }
         f => {
             let _ = sources::parse_bank_bytes(f, &ctx("f"), bytes);
         }
     }
+}
+
+/// Parses `bytes` as payout status `format`; an error or records are fine, a panic fails.
+pub fn no_panic_payout(format: recon::model::PayoutFormat, bytes: &[u8]) {
+    let _ = sources::parse_payout_bytes(
+        format,
+        &std::sync::Arc::from("f"),
+        bytes,
+        &sources::InputLimits::default(),
+    );
 }
 
 /// `bytes` (at most the first 20,000) with `edits` (position, byte) applied, then cut at

@@ -56,12 +56,47 @@ const FILES: &[(&str, Format, Expect)] = &[
             "recon_latin1_crlf.csv:2: column #9 (\"Name\"): not valid UTF-8 (hint: set the source's `encoding = \"windows-1252\"`",
         ),
     ),
+    ("camt052/recon_intraday.xml", Format::Camt052, Golden),
+    ("ofx/recon_sgml_checking.ofx", Format::Ofx, Golden),
+    ("ofx/recon_xml_creditcard.qfx", Format::Ofx, Golden),
+    (
+        "ofx/recon_bad_amount.ofx",
+        Format::Ofx,
+        Rejected("recon_bad_amount.ofx:49: <TRNAMT>: "),
+    ),
+    ("jsonl/recon_provider_export.jsonl", Format::Jsonl, Golden),
+    (
+        "jsonl/recon_missing_key.jsonl",
+        Format::Jsonl,
+        Rejected("recon_missing_key.jsonl:2: column \"/amount/value\": empty amount"),
+    ),
     (
         "mt940/recon_ibm852.sta",
         Format::Mt940,
         Rejected(
             "recon_ibm852.sta:6: not valid UTF-8 (hint: set the source's `encoding = \"ibm852\"`; the file decodes cleanly as ibm852)",
         ),
+    ),
+];
+
+/// The payout status fixtures (`tests/formats/payout/`), for the never-panic property; what
+/// they read as is checked in `payout_formats.rs`.
+const PAYOUT_FILES: &[(&str, recon::model::PayoutFormat)] = &[
+    (
+        "pain002/recon_tx_level_v10.xml",
+        recon::model::PayoutFormat::Pain002,
+    ),
+    (
+        "pain002/recon_group_level_v03.xml",
+        recon::model::PayoutFormat::Pain002,
+    ),
+    (
+        "nacha/recon_returns_and_noc.ach",
+        recon::model::PayoutFormat::Nacha,
+    ),
+    (
+        "nacha/recon_ordinary_debits.ach",
+        recon::model::PayoutFormat::Nacha,
     ),
 ];
 
@@ -542,10 +577,10 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
         e.contains("job.toml") && e.contains("source[0].delimiter") && e.contains("camt053"),
         "{e}"
     );
-    std::fs::write(&cfg_path, base.replace("camt053", "ofx")).expect("w");
+    std::fs::write(&cfg_path, base.replace("camt053", "parquet")).expect("w");
     let e = format!("{:#}", recon::config::Config::load(&cfg_path).unwrap_err());
     assert!(
-        e.contains("source[0].format") && e.contains("\"ofx\""),
+        e.contains("source[0].format") && e.contains("\"parquet\""),
         "{e}"
     );
 }
@@ -596,6 +631,9 @@ proptest! {
         for f in Format::ALL {
             no_panic(f, &bytes);
         }
+        for f in recon::model::PayoutFormat::ALL {
+            crate::format_files::no_panic_payout(f, &bytes);
+        }
     }
 
     /// Own fixtures with a few bytes changed or cut short: nearly valid input reaches deep
@@ -612,6 +650,21 @@ proptest! {
         no_panic(*format, &bytes);
         no_panic(Format::Mt940, &bytes);
         no_panic(Format::Bai2, &bytes);
+        no_panic(Format::Ofx, &bytes);
+    }
+
+    /// The payout status fixtures (pain.002, NACHA) with a few bytes changed or cut short.
+    #[test]
+    fn payout_readers_never_panic_on_mutated_fixtures(
+        pick in 0usize..PAYOUT_FILES.len(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in proptest::option::of(any::<prop::sample::Index>()),
+    ) {
+        let (rel, format) = PAYOUT_FILES[pick];
+        let path = repo().join("tests/formats/payout").join(rel);
+        let bytes = std::fs::read(path).expect("read");
+        let bytes = crate::format_files::mutated(bytes, edits, cut);
+        crate::format_files::no_panic_payout(format, &bytes);
     }
 }
 

@@ -20,6 +20,7 @@ mod format_files;
 mod adyen;
 
 mod formats;
+mod payouts;
 mod threeway;
 
 use std::path::PathBuf;

@@ -227,10 +227,10 @@ impl Item {
 }
 
 /// How many rows of each family that needs no human (pending, resolved, informational) the
-/// reports list one by one: the first in report order ([`sort_items`]: the largest and oldest
-/// first), every row counted. Reviewers work the cases (money at risk and review rows, all of
-/// them listed); a sheet of a hundred thousand resolved rows is read by nobody, was most of
-/// report.xlsx's bytes and made a gather hold every row of the night. Every listed row is in
+/// reports list one by one: the first in report order (the one ordering of the rows: the
+/// largest and oldest first), every row counted. Reviewers work the cases (money at risk and
+/// review rows, all of them listed); nobody reads a sheet of a hundred thousand resolved rows,
+/// and holding every such row made a gather grow with the night. Every listed row is in
 /// diff.csv (and results.csv), and the reports say how many they leave out.
 pub const ROWS_PER_FAMILY: usize = 10_000;
 

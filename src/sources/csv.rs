@@ -935,11 +935,26 @@ pub fn read_file(
     path: &Path,
     load: &mut SourceLoad,
 ) -> Result<bool> {
+    read_table_file(src, &csv.table, path, load, |file, bytes| {
+        parse_bytes(src, csv, file, bytes)
+    })
+}
+
+/// Reads one file of a tabular format (CSV, XLSX, JSON lines) into `load`: its bytes within
+/// the input limits, their sha256, `parse` (file name, bytes → the collected rows), then
+/// [`finish_file`]. Returns whether every row was accepted.
+pub fn read_table_file(
+    src: TableSource<'_>,
+    table: &TabularSettings,
+    path: &Path,
+    load: &mut SourceLoad,
+    parse: impl FnOnce(&str, &[u8]) -> Result<Collector>,
+) -> Result<bool> {
     let file = path.display().to_string();
     let bytes = src.limits.read(path)?;
     let sha256 = sha256_hex(&bytes);
-    let out = parse_bytes(src, csv, &file, &bytes)?;
-    Ok(finish_file(src, &csv.table, file, sha256, out, load))
+    let out = parse(&file, &bytes)?;
+    Ok(finish_file(src, table, file, sha256, out, load))
 }
 
 /// Records one csv/xlsx file's collected rows in `load`: lines, rejected rows, counts, and a

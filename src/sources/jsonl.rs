@@ -16,7 +16,7 @@
 use super::csv::{Collector, Mapping, Row, TableSource};
 use super::keys::{KeyAt, keys_of};
 use super::tabular::{self, RawTabular, TabularSettings};
-use super::{ParseContext, SourceLoad, sha256_hex, text};
+use super::{ParseContext, SourceLoad, text};
 use crate::model::Format;
 use anyhow::Result;
 use std::path::Path;
@@ -145,13 +145,9 @@ pub fn read_file(
     path: &Path,
     load: &mut SourceLoad,
 ) -> Result<bool> {
-    let file = path.display().to_string();
-    let bytes = src.limits.read(path)?;
-    let sha256 = sha256_hex(&bytes);
-    let out = parse_bytes(src, j, &file, &bytes)?;
-    Ok(super::csv::finish_file(
-        src, &j.table, file, sha256, out, load,
-    ))
+    super::csv::read_table_file(src, &j.table, path, load, |file, bytes| {
+        parse_bytes(src, j, file, bytes)
+    })
 }
 
 /// Parses JSON lines bytes: accepted lines, rejected and not-booked lines, dropped

@@ -8,10 +8,10 @@
 //! rejected as too precise, never rounded); a native date-time is taken in the source's time
 //! zone. Error cells are rejected with their row.
 
+use super::SourceLoad;
 use super::csv::{Collector, Mapping, Row, TableSource};
 use super::keys::{KeyAt, keys_of, split_off};
 use super::tabular::{self, RawTabular, TabularSettings};
-use super::{SourceLoad, sha256_hex};
 use crate::exit::{Failure, fail};
 use crate::model::Format;
 use anyhow::Result;
@@ -155,15 +155,12 @@ pub fn read_file(
     path: &Path,
     load: &mut SourceLoad,
 ) -> Result<bool> {
-    let file = path.display().to_string();
-    let bytes = src.limits.read(path)?;
-    let sha256 = sha256_hex(&bytes);
-    let mut out = Collector::new(src.name, &file, 0);
-    parse_bytes(src, x, &file, &bytes, &mut out)?;
-    src.limits.check_rejected(&file, &out.rejected)?;
-    Ok(super::csv::finish_file(
-        src, &x.table, file, sha256, out, load,
-    ))
+    super::csv::read_table_file(src, &x.table, path, load, |file, bytes| {
+        let mut out = Collector::new(src.name, file, 0);
+        parse_bytes(src, x, file, bytes, &mut out)?;
+        src.limits.check_rejected(file, &out.rejected)?;
+        Ok(out)
+    })
 }
 
 /// Parses workbook bytes into `out`. A workbook that cannot be opened, a missing sheet or a

@@ -240,7 +240,7 @@ fn item_table<'a>(
         let _ = writeln!(
             out,
             "<p class=\"muted\">{} more row(s) not shown: every row is in diff.csv.</p>",
-            total - limit
+            crate::money::count(total - limit)
         );
     }
 }
@@ -940,7 +940,31 @@ mod tests {
             }
         }
     }
-    use super::{Severity, escape, severity_color};
+    use super::{Severity, escape, item_table, severity_color};
+
+    /// A table cut to its first rows says how many it leaves out as people read counts
+    /// (`56,000`, not `56000`).
+    #[test]
+    fn the_rows_a_table_leaves_out_are_counted_in_thousands() {
+        let view = crate::report::ReportView::build(
+            &crate::outputs::summary::Summary::default(),
+            &std::collections::BTreeMap::new(),
+            &[],
+            &[],
+            &[],
+            0,
+            None,
+        );
+        let mut out = String::new();
+        item_table(&mut out, &view, std::iter::empty(), 10_000, 66_000);
+        assert!(
+            out.contains("56,000 more row(s) not shown: every row is in diff.csv."),
+            "{out}"
+        );
+        let mut whole = String::new();
+        item_table(&mut whole, &view, std::iter::empty(), 10_000, 10_000);
+        assert!(!whole.contains("not shown"), "{whole}");
+    }
 
     #[test]
     fn markup_and_quotes_are_escaped() {

@@ -296,16 +296,90 @@ fn refuse_disagreement(group: &Group, here: &str) -> Result<()> {
     }
 }
 
-/// Gathers the night of run group `opts.group` (see [`gather`]).
+/// Gathers the night of run group `opts.group` (see [`gather`]): waits for its shards, takes
+/// the gather lock, then writes, records and publishes the night once.
 async fn gather_group(
     session: &Session<'_>,
     opts: &GatherOptions,
     partition: &crate::partition::PartitionConfig,
 ) -> Result<GatherReport> {
-    let (cfg, rules, db) = (session.cfg, &session.rules, &session.db);
+    let (cfg, db) = (session.cfg, &session.db);
+    let (group, landed) = match wait_for_shards(session, opts).await? {
+        Waited::Landed(group, landed) => (group, landed),
+        Waited::Skipped(why) => return Ok(skipped(cfg, &opts.group, why)),
+    };
+    let Some(lock) = gather_locks(db, opts).await? else {
+        return Ok(skipped(
+            cfg,
+            &opts.group,
+            "another process gathers the night".to_string(),
+        ));
+    };
+    // Gathered while this process waited? And what each shard sealed when it committed.
+    let mut tx = db.begin().await?;
+    let group = tx.group(&group.group_id).await?.unwrap_or(group);
+    let mut seals = Vec::with_capacity(landed.len());
+    for run_id in &landed {
+        seals.push(tx.handover(run_id).await?);
+    }
+    tx.rollback().await?;
+    let out_dir = cfg.output_dir.join(&group.group_id);
+    let gathered = group.gathered_at.is_some() && out_dir.join("summary.json").exists();
+    let released_error = if gathered {
+        release_left_alert(cfg, &out_dir, &group.group_id)
+    } else {
+        None
+    };
+    // Alerts an earlier gather could not send go first (also when this night is gathered
+    // already: a retried gather delivers its queued email).
+    let mut alert = session.queued_alerts(false).await;
+    if gathered {
+        tracing::info!(group = %group.group_id, "Already gathered.");
+        if let Some(e) = released_error {
+            alert.outbox_error.get_or_insert(e);
+        }
+        return Ok(GatherReport {
+            group: group.group_id,
+            out_dir,
+            summary: None,
+            skipped: None,
+            alert,
+        });
+    }
+    let night = Night {
+        group: &group,
+        landed: &landed,
+        out_dir: &out_dir,
+        now: timeparse::to_db(Utc::now().timestamp_micros()),
+    };
+    let (view, kept, tx) = Box::pin(write_and_record(session, partition, &night, seals)).await?;
+    let tmp = out_dir.with_extension("tmp");
+    publish_night(cfg, &night, (tx, &tmp), (kept, &mut alert), lock).await?;
+    Ok(GatherReport {
+        group: group.group_id,
+        out_dir,
+        summary: Some(view.summary),
+        skipped: None,
+        alert,
+    })
+}
+
+/// What waiting for a group's shards came to.
+enum Waited {
+    /// Every shard landed: the group and its shards' run ids.
+    Landed(Group, Vec<String>),
+    /// An `if_complete` gather found shards still to land: why it did nothing.
+    Skipped(String),
+}
+
+/// Waits (up to `opts.wait`, polling) until every shard of the group has a COMPLETED run;
+/// past the deadline names the missing shards ([`Failure::ShardsMissing`]). A group whose
+/// shards ran with another job file, other rules or another build is refused.
+async fn wait_for_shards(session: &Session<'_>, opts: &GatherOptions) -> Result<Waited> {
+    let db = &session.db;
     let deadline = tokio::time::Instant::now() + opts.wait;
-    let here = crate::run::config_hash(cfg, rules)?;
-    let (group, landed) = loop {
+    let here = crate::run::config_hash(session.cfg, &session.rules)?;
+    loop {
         let mut tx = db.begin().await?;
         let group = tx.group(&opts.group).await?;
         let runs = match &group {
@@ -330,17 +404,16 @@ async fn gather_group(
                 }
                 let (landed, missing) = shard_states(g, &runs, &killed);
                 if missing.is_empty() {
-                    break (g.clone(), landed);
+                    return Ok(Waited::Landed(g.clone(), landed));
                 }
                 missing
             }
         };
         if opts.if_complete {
-            return Ok(skipped(
-                cfg,
-                &opts.group,
-                format!("{} shard(s) still to land", missing.len()),
-            ));
+            return Ok(Waited::Skipped(format!(
+                "{} shard(s) still to land",
+                missing.len()
+            )));
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(fail(
@@ -360,7 +433,18 @@ async fn gather_group(
         tracing::info!(group = %opts.group, missing = missing.len(), "Waiting for shards.");
         crate::run::stop::check("while waiting for shards: nothing was gathered")?;
         tokio::time::sleep(opts.poll.min(deadline - tokio::time::Instant::now())).await;
-    };
+    }
+}
+
+/// The gather lock (one gather a night), and a shared hold on the run lock, as a shard's: a
+/// whole-night `recon run` (which removes every `.tmp` folder as an interrupted run's output)
+/// cannot start while this gather writes `<group>.tmp`, and this gather does not start while
+/// one runs. `None`: an `if_complete` gather found another gather at work (the shard that
+/// landed last at the same moment gathers).
+async fn gather_locks(
+    db: &Db,
+    opts: &GatherOptions,
+) -> Result<Option<(crate::db::RunLock, crate::db::RunLock)>> {
     let lock = match db
         .pg_locks(
             "another recon gather is at work",
@@ -372,20 +456,10 @@ async fn gather_group(
         .await
     {
         Ok(l) => l,
-        // Another shard that landed last at the same moment gathers.
-        Err(e) if opts.if_complete && failure_of(&e) == Some(Failure::Locked) => {
-            return Ok(skipped(
-                cfg,
-                &opts.group,
-                "another process gathers the night".to_string(),
-            ));
-        }
+        Err(e) if opts.if_complete && failure_of(&e) == Some(Failure::Locked) => return Ok(None),
         Err(e) => return Err(e),
     };
-    // A shared hold on the run lock, as a shard's: a whole-night `recon run` (which removes
-    // every `.tmp` folder as an interrupted run's output) cannot start while this gather writes
-    // `<group>.tmp`, and this gather does not start while one runs.
-    let _run_hold = db
+    let run_hold = db
         .pg_locks(
             "a whole-night recon run holds the run lock (the gather writes beside it only once \
              it ended)",
@@ -396,53 +470,70 @@ async fn gather_group(
             None,
         )
         .await?;
-    // Gathered while this process waited? And what each shard sealed when it committed.
-    let mut tx = db.begin().await?;
-    let group = tx.group(&group.group_id).await?.unwrap_or(group);
-    let mut seals = Vec::with_capacity(landed.len());
-    for run_id in &landed {
-        seals.push(tx.handover(run_id).await?);
-    }
-    tx.rollback().await?;
-    let out_dir = cfg.output_dir.join(&group.group_id);
-    let gathered = group.gathered_at.is_some() && out_dir.join("summary.json").exists();
-    let mut released_error = None;
-    if gathered {
-        // A gather killed after its folder was in place left the night's alert there: it
-        // goes to the outbox now, and out with the queued ones below.
-        match outbox::release(&cfg.output_dir, &out_dir, &group.group_id) {
-            Ok(Some(r)) => {
-                tracing::warn!(group = %group.group_id, queued = %r.path().display(), "The night's alert had not left: queued now.")
-            }
-            Ok(None) => {}
-            Err(e) => released_error = Some(format!("{e:#}")),
+    Ok(Some((lock, run_hold)))
+}
+
+/// A gather killed after its folder was in place left the night's alert there: it goes to
+/// the outbox now (and out with the queued ones). Returns why it could not, if it could not.
+fn release_left_alert(cfg: &Config, out_dir: &Path, group: &str) -> Option<String> {
+    match outbox::release(&cfg.output_dir, out_dir, group) {
+        Ok(Some(r)) => {
+            tracing::warn!(group, queued = %r.path().display(), "The night's alert had not left: queued now.");
+            None
         }
+        Ok(None) => None,
+        Err(e) => Some(format!("{e:#}")),
     }
-    // Alerts an earlier gather could not send go first (also when this night is gathered
-    // already: a retried gather delivers its queued email).
-    let mut alert = session.queued_alerts(false).await;
-    if gathered {
-        tracing::info!(group = %group.group_id, "Already gathered.");
-        if let Some(e) = released_error {
-            alert.outbox_error.get_or_insert(e);
-        }
-        return Ok(GatherReport {
-            group: group.group_id,
-            out_dir,
-            summary: None,
-            skipped: None,
-            alert,
-        });
+}
+
+/// The night being gathered: its group, its shards' run ids and its folder.
+struct Night<'a> {
+    group: &'a Group,
+    landed: &'a [String],
+    out_dir: &'a Path,
+    /// When the gather recorded its tickets and cases, and marked the night gathered.
+    now: String,
+}
+
+impl Night<'_> {
+    /// The gather's own run id (its tickets and cases are recorded under it).
+    fn run_id(&self) -> String {
+        format!("{}-gather", self.group.group_id)
     }
+}
+
+/// Removes the unfinished `<group>.tmp` of a gather that failed, then hands the error on.
+fn abandoned<T>(tmp: &Path, e: anyhow::Error) -> Result<T> {
+    let _ = std::fs::remove_dir_all(tmp);
+    Err(e)
+}
+
+/// Reads the landed shards' hand-overs (checked against their seals), writes the night into
+/// `<group>.tmp/` and records in one open transaction what the shards left to the gather:
+/// the shared sources' tickets and cases, the cases that span shards, and what changed about
+/// each case since the last morning. Returns the night's view, its alert kept in the folder,
+/// and the transaction (committed by [`publish_night`]).
+async fn write_and_record(
+    session: &Session<'_>,
+    partition: &crate::partition::PartitionConfig,
+    night: &Night<'_>,
+    seals: Vec<Vec<HandoverFile>>,
+) -> Result<(ReportView, outbox::Kept, crate::store::Tx)> {
+    let (cfg, rules, db) = (session.cfg, &session.rules, &session.db);
+    let Night {
+        group,
+        landed,
+        out_dir,
+        ref now,
+    } = *night;
     let dirs: Vec<PathBuf> = landed.iter().map(|r| cfg.output_dir.join(r)).collect();
-    let handover = Handover::check(&group, &landed, &dirs, seals)?;
+    let handover = Handover::check(group, landed, &dirs, seals)?;
     let marks = crate::decisions::marks(db, &cfg.decisions.dismiss_reasons).await?;
-    let mut records = read_records(&group, &dirs, &handover)?;
-    let shared = shared_night(cfg, rules, &group, &mut records).await?;
+    let mut records = read_records(group, &dirs, &handover)?;
+    let shared = shared_night(cfg, rules, group, &mut records).await?;
     // The shared rows' tickets and cases, the group marked gathered: one transaction, committed
     // once the night's files are written (a gather that fails leaves neither).
-    let now = timeparse::to_db(Utc::now().timestamp_micros());
-    let run_id = format!("{}-gather", group.group_id);
+    let run_id = night.run_id();
     let mut tx = db.begin().await?;
     let mut tickets = crate::outputs::summary::TicketStats::default();
     if let Some(s) = &shared {
@@ -451,11 +542,11 @@ async fn gather_group(
             &s.data,
             rules,
             (&group.range_to, s.as_of),
-            (&run_id, &now),
+            (&run_id, now),
         )
         .await?;
         let seen = format!("{:020}", s.as_of);
-        crate::decisions::record(&mut tx, &s.view, &[], None, (&run_id, &seen), &now).await?;
+        crate::decisions::record(&mut tx, &s.view, &[], None, (&run_id, &seen), now).await?;
     }
     // The cases that span shards (a line named across partitions): each shard left them to
     // the gather, with the payments as it loaded them.
@@ -471,7 +562,7 @@ async fn gather_group(
     let tmp = out_dir.with_extension("tmp");
     let mut view = write_night(
         partition,
-        &group,
+        group,
         &dirs,
         &handover,
         records,
@@ -493,12 +584,11 @@ async fn gather_group(
         })?;
         let seen = format!("{as_of:020}");
         let recorded =
-            crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), &now)
+            crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), now)
                 .await;
         view.cases = all;
         if let Err(e) = recorded {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
+            return abandoned(&tmp, e);
         }
     }
     // What changed about each case since the last morning: the shards and this gather
@@ -506,43 +596,54 @@ async fn gather_group(
     let night_runs: Vec<String> = landed
         .iter()
         .cloned()
-        .chain(std::iter::once(run_id.clone()))
+        .chain(std::iter::once(run_id))
         .collect();
     match crate::decisions::markers(&mut tx, &view, &night_runs, Utc::now().timestamp_micros())
         .await
     {
         Ok(m) => view.marks.markers = m,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
-        }
+        Err(e) => return abandoned(&tmp, e),
     }
     // The night's alert is kept in its folder before the commit that marks the night
     // gathered: the folder and its alert appear together, and a gather killed before the
     // alert left the folder has the next gather release it (once).
-    let kept = match outbox::keep(cfg.email.as_ref(), &view, &tmp, &out_dir) {
+    let kept = match outbox::keep(cfg.email.as_ref(), &view, &tmp, out_dir) {
         Ok(k) => k,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(fail(
-                Failure::Output,
-                format!("{}: keeping the night's alert: {e:#}", tmp.display()),
-            ));
+            return abandoned(
+                &tmp,
+                fail(
+                    Failure::Output,
+                    format!("{}: keeping the night's alert: {e:#}", tmp.display()),
+                ),
+            );
         }
     };
-    tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &now)
+    Ok((view, kept, tx))
+}
+
+/// Marks the night gathered (the commit), renames `<group>.tmp/` into place, then releases
+/// the night's alert from the folder into the outbox and sends it (under the gather lock).
+async fn publish_night(
+    cfg: &Config,
+    night: &Night<'_>,
+    (mut tx, tmp): (crate::store::Tx, &Path),
+    (kept, alert): (outbox::Kept, &mut Alert),
+    (lock, _run_hold): (crate::db::RunLock, crate::db::RunLock),
+) -> Result<()> {
+    let (group, out_dir) = (night.group, night.out_dir);
+    tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &night.now)
         .await?;
     if let Err(e) = tx.commit().await {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(e);
+        return abandoned(tmp, e);
     }
     let out_err = |what: &str, e: &dyn std::fmt::Display| {
         fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
     };
     if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir).map_err(|e| out_err("cannot replace", &e))?;
+        std::fs::remove_dir_all(out_dir).map_err(|e| out_err("cannot replace", &e))?;
     }
-    std::fs::rename(&tmp, &out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
+    std::fs::rename(tmp, out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
     crate::fault::point("after_rename");
     alert.status = match kept {
         outbox::Kept::Disabled => AlertStatus::Disabled,
@@ -550,7 +651,7 @@ async fn gather_group(
         outbox::Kept::Pending => {
             match (
                 cfg.email.as_ref(),
-                outbox::release(&cfg.output_dir, &out_dir, &group.group_id),
+                outbox::release(&cfg.output_dir, out_dir, &group.group_id),
             ) {
                 (Some(email), Ok(Some(released))) => released.send(email, lock).await,
                 (_, Ok(_)) => AlertStatus::Failed(format!(
@@ -568,13 +669,7 @@ async fn gather_group(
     if matches!(alert.status, AlertStatus::Queued { .. }) {
         alert.outbox_left += 1;
     }
-    Ok(GatherReport {
-        group: group.group_id,
-        out_dir,
-        summary: Some(view.summary),
-        skipped: None,
-        alert,
-    })
+    Ok(())
 }
 
 /// What each landed shard sealed when it committed ([`crate::run::handover::seal`]): the

@@ -1,6 +1,7 @@
 //! One day of a run: its run record, the plan, the effects in one transaction, the outputs
 //! written into `<folder>.tmp/` and renamed into place, the record marked COMPLETED.
 
+use super::folder::Folder;
 use super::plan::{Plan, plan};
 use super::stop;
 use super::{Job, Part, ReadInRange, RunReport, free_in_background};
@@ -193,35 +194,6 @@ async fn prepare(
     Ok((planned, rejected))
 }
 
-/// A day's output folder: written into `<folder>.tmp/`, renamed into place once committed.
-struct Folder {
-    out_dir: PathBuf,
-    tmp_dir: PathBuf,
-}
-
-impl Folder {
-    /// `<parent>/<folder>.tmp/`, created empty.
-    fn create(parent: &std::path::Path, folder: &str) -> Result<Folder> {
-        let out = Folder {
-            out_dir: parent.join(folder),
-            tmp_dir: parent.join(format!("{folder}.tmp")),
-        };
-        if out.tmp_dir.exists() {
-            std::fs::remove_dir_all(&out.tmp_dir).map_err(|e| out.err("cannot clear", &e))?;
-        }
-        std::fs::create_dir_all(&out.tmp_dir).map_err(|e| out.err("cannot create", &e))?;
-        Ok(out)
-    }
-
-    /// An output failure: `<folder>.tmp: <what>: <e>`.
-    fn err(&self, what: &str, e: &dyn std::fmt::Display) -> anyhow::Error {
-        fail(
-            Failure::Output,
-            format!("{}: {what}: {e}", self.tmp_dir.display()),
-        )
-    }
-}
-
 /// The report view and the time its files took (ms).
 type ViewWritten = (Arc<ReportView>, u64);
 
@@ -318,9 +290,7 @@ impl Writing {
         if let Some(r) = self.reports.take() {
             let _ = r.await;
         }
-        if let Err(rm) = std::fs::remove_dir_all(&self.folder.tmp_dir) {
-            tracing::warn!(folder = %self.folder.tmp_dir.display(), error = %rm, "Cannot remove the unfinished output folder; the next run removes it.");
-        }
+        self.folder.remove();
     }
 }
 
@@ -584,12 +554,7 @@ async fn publish(
     folder: Folder,
 ) -> Result<Published> {
     let Committed { day, now } = committed;
-    if folder.out_dir.exists() {
-        std::fs::remove_dir_all(&folder.out_dir).map_err(|e| folder.err("cannot replace", &e))?;
-    }
-    std::fs::rename(&folder.tmp_dir, &folder.out_dir)
-        .map_err(|e| folder.err("cannot rename into place", &e))?;
-    crate::fault::point("after_rename");
+    folder.rename_into_place()?;
     if !opts.dry_run {
         // Completed only once the results are in place: a run killed before this line is
         // shown as interrupted by the next run (its effects, if committed, are re-found as
@@ -725,21 +690,7 @@ fn view_only(
 
 /// Writes `results.csv` and the reports' `diff.csv` (its listed rows) into `dir`.
 fn write_results(dir: &std::path::Path, data: &RunData) -> Result<()> {
-    let path = dir.join("results.csv");
-    let diff = dir.join(reports::DIFF_CSV_FILE);
-    let create = |path: &std::path::Path| {
-        std::fs::File::create(path)
-            .map(|f| std::io::BufWriter::with_capacity(1 << 20, f))
-            .with_context(|| format!("creating {}", path.display()))
-    };
-    results::write(
-        create(&path)?,
-        create(&diff)?,
-        &data.rows,
-        &data.payments,
-        &data.lines,
-    )
-    .with_context(|| format!("writing {} and {}", path.display(), diff.display()))
+    super::folder::write_results(dir, &data.rows, &data.payments, &data.lines)
 }
 
 /// The task in `slot`, which is there until it is awaited once.

@@ -26,6 +26,7 @@ use crate::outputs::summary::{self, OutcomeTotal, ShardCount, Summary};
 use crate::report::outbox::AlertStatus;
 use crate::report::outbox::{self, Alert};
 use crate::report::{self as reports, ReportView};
+use crate::run::folder::Folder;
 use crate::run::handover::ShardRecord;
 use crate::run::session::{Secrets, Session};
 use crate::store::groups::{Group, HandoverFile, ShardRunRecord};
@@ -352,9 +353,9 @@ async fn gather_group(
         out_dir: &out_dir,
         now: timeparse::to_db(Utc::now().timestamp_micros()),
     };
-    let (view, kept, tx) = Box::pin(write_and_record(session, partition, &night, seals)).await?;
-    let tmp = out_dir.with_extension("tmp");
-    publish_night(cfg, &night, (tx, &tmp), (kept, &mut alert), lock).await?;
+    let (view, kept, tx, folder) =
+        Box::pin(write_and_record(session, partition, &night, seals)).await?;
+    publish_night(cfg, &night, (tx, &folder), (kept, &mut alert), lock).await?;
     Ok(GatherReport {
         group: group.group_id,
         out_dir,
@@ -503,8 +504,8 @@ impl Night<'_> {
 }
 
 /// Removes the unfinished `<group>.tmp` of a gather that failed, then hands the error on.
-fn abandoned<T>(tmp: &Path, e: anyhow::Error) -> Result<T> {
-    let _ = std::fs::remove_dir_all(tmp);
+fn abandoned<T>(folder: &Folder, e: anyhow::Error) -> Result<T> {
+    folder.remove();
     Err(e)
 }
 
@@ -518,7 +519,7 @@ async fn write_and_record(
     partition: &crate::partition::PartitionConfig,
     night: &Night<'_>,
     seals: Vec<Vec<HandoverFile>>,
-) -> Result<(ReportView, outbox::Kept, crate::store::Tx)> {
+) -> Result<(ReportView, outbox::Kept, crate::store::Tx, Folder)> {
     let (cfg, rules, db) = (session.cfg, &session.rules, &session.db);
     let Night {
         group,
@@ -559,7 +560,7 @@ async fn write_and_record(
         .flat_map(|r| &r.case_payments)
         .map(crate::run::handover::CasePaymentRecord::payment)
         .collect();
-    let tmp = out_dir.with_extension("tmp");
+    let folder = Folder::create(&cfg.output_dir, &group.group_id)?;
     let mut view = write_night(
         partition,
         group,
@@ -569,7 +570,7 @@ async fn write_and_record(
         shared.as_ref(),
         &tickets,
         marks,
-        &tmp,
+        &folder,
     )?;
     crate::fault::point("gather_written");
     if !crossing.is_empty() {
@@ -588,7 +589,7 @@ async fn write_and_record(
                 .await;
         view.cases = all;
         if let Err(e) = recorded {
-            return abandoned(&tmp, e);
+            return abandoned(&folder, e);
         }
     }
     // What changed about each case since the last morning: the shards and this gather
@@ -602,24 +603,19 @@ async fn write_and_record(
         .await
     {
         Ok(m) => view.marks.markers = m,
-        Err(e) => return abandoned(&tmp, e),
+        Err(e) => return abandoned(&folder, e),
     }
     // The night's alert is kept in its folder before the commit that marks the night
     // gathered: the folder and its alert appear together, and a gather killed before the
     // alert left the folder has the next gather release it (once).
-    let kept = match outbox::keep(cfg.email.as_ref(), &view, &tmp, out_dir) {
+    let kept = match outbox::keep(cfg.email.as_ref(), &view, &folder.tmp_dir, out_dir) {
         Ok(k) => k,
         Err(e) => {
-            return abandoned(
-                &tmp,
-                fail(
-                    Failure::Output,
-                    format!("{}: keeping the night's alert: {e:#}", tmp.display()),
-                ),
-            );
+            let e = folder.err("keeping the night's alert", &format!("{e:#}"));
+            return abandoned(&folder, e);
         }
     };
-    Ok((view, kept, tx))
+    Ok((view, kept, tx, folder))
 }
 
 /// Marks the night gathered (the commit), renames `<group>.tmp/` into place, then releases
@@ -627,7 +623,7 @@ async fn write_and_record(
 async fn publish_night(
     cfg: &Config,
     night: &Night<'_>,
-    (mut tx, tmp): (crate::store::Tx, &Path),
+    (mut tx, folder): (crate::store::Tx, &Folder),
     (kept, alert): (outbox::Kept, &mut Alert),
     (lock, _run_hold): (crate::db::RunLock, crate::db::RunLock),
 ) -> Result<()> {
@@ -635,16 +631,9 @@ async fn publish_night(
     tx.mark_gathered(&group.group_id, &out_dir.display().to_string(), &night.now)
         .await?;
     if let Err(e) = tx.commit().await {
-        return abandoned(tmp, e);
+        return abandoned(folder, e);
     }
-    let out_err = |what: &str, e: &dyn std::fmt::Display| {
-        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
-    };
-    if out_dir.exists() {
-        std::fs::remove_dir_all(out_dir).map_err(|e| out_err("cannot replace", &e))?;
-    }
-    std::fs::rename(tmp, out_dir).map_err(|e| out_err("cannot rename into place", &e))?;
-    crate::fault::point("after_rename");
+    folder.rename_into_place()?;
     alert.status = match kept {
         outbox::Kept::Disabled => AlertStatus::Disabled,
         outbox::Kept::Written(path) => AlertStatus::Written(path),
@@ -999,15 +988,9 @@ fn write_night(
     shared: Option<&SharedNight>,
     tickets: &crate::outputs::summary::TicketStats,
     marks: crate::report::cases::Marks,
-    tmp: &Path,
+    folder: &Folder,
 ) -> Result<ReportView> {
-    let out_err = |what: &str, e: &dyn std::fmt::Display| {
-        fail(Failure::Output, format!("{}: {what}: {e}", tmp.display()))
-    };
-    if tmp.exists() {
-        std::fs::remove_dir_all(tmp).map_err(|e| out_err("cannot clear", &e))?;
-    }
-    std::fs::create_dir_all(tmp).map_err(|e| out_err("cannot create", &e))?;
+    let tmp = folder.tmp_dir.as_path();
     let written = (|| -> Result<ReportView> {
         // The shared settlement's files, merged after the shards' (their rows go after a
         // source's own, as one process orders them).
@@ -1015,20 +998,7 @@ fn write_night(
         if let Some(s) = shared {
             let dir = tmp.join(".shared");
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            let create = |name: &str| -> Result<std::io::BufWriter<std::fs::File>> {
-                let path = dir.join(name);
-                Ok(std::io::BufWriter::new(
-                    std::fs::File::create(&path)
-                        .with_context(|| format!("creating {}", path.display()))?,
-                ))
-            };
-            crate::outputs::results::write(
-                create("results.csv")?,
-                create(reports::DIFF_CSV_FILE)?,
-                &s.data.rows,
-                &[],
-                &s.data.lines,
-            )?;
+            crate::run::folder::write_results(&dir, &s.data.rows, &[], &s.data.lines)?;
             crate::outputs::results::write_rejected(&dir.join("rejected.csv"), &s.rejected)?;
             crate::outputs::settlement::write(&dir.join("settlement.csv"), &s.data.settlement)?;
             dirs.push(dir);
@@ -1146,10 +1116,7 @@ fn write_night(
         // The report files say what the rows ask for, as one process's (written beside its
         // commit); the email says what the commits did.
         view.committed = false;
-        crate::report::xlsx::write(&tmp.join(reports::XLSX_FILE), &view)?;
-        let html = tmp.join(reports::HTML_FILE);
-        std::fs::write(&html, crate::report::html::report(&view))
-            .with_context(|| format!("writing {}", html.display()))?;
+        reports::write_view(tmp, &view)?;
         let json = serde_json::to_string_pretty(&view.summary).context("summary.json")?;
         std::fs::write(tmp.join("summary.json"), json + "\n")
             .with_context(|| format!("writing {}", tmp.join("summary.json").display()))?;
@@ -1159,7 +1126,7 @@ fn write_night(
     match written {
         Ok(v) => Ok(v),
         Err(e) => {
-            let _ = std::fs::remove_dir_all(tmp);
+            folder.remove();
             // A refused hand-over keeps its own exit code.
             if failure_of(&e).is_some() {
                 Err(e)

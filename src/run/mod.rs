@@ -34,6 +34,7 @@ mod claims;
 pub mod data;
 mod day;
 pub(crate) mod effects;
+mod folder;
 mod foreign;
 pub mod gather;
 pub mod handover;

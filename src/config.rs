@@ -5,6 +5,7 @@
 //! `database_url`.
 
 pub mod database;
+pub mod payout_status;
 pub mod status_api;
 
 use crate::exit::{Failure, fail};
@@ -94,6 +95,10 @@ struct RawConfig {
     /// Provider status queries (`[[status_api]]`, at most one).
     #[serde(default)]
     status_api: Vec<status_api::RawStatusApi>,
+    /// The files a bank sends back about payouts (`[[payout_status]]`): only checked to be a
+    /// list here; each table is read with its spans by [`payout_status`].
+    #[serde(default)]
+    payout_status: Vec<serde::de::IgnoredAny>,
     /// Folder of reviewers' decision files (relative to this file): one sub-folder per
     /// reviewer, named as the actor; the next `recon run` applies what is there first.
     decisions_inbox: Option<PathBuf>,
@@ -433,6 +438,8 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
     pub status_api: Option<status_api::StatusApiConfig>,
+    /// The bank's payout status files (`[[payout_status]]`), in the file's order.
+    pub payout_status: Vec<payout_status::PayoutStatusConfig>,
     /// Reviewers' decisions.
     pub decisions: DecisionSettings,
     /// Bounds on every database wait (`[database]`).
@@ -665,7 +672,25 @@ impl Config {
             src.limits = limits;
             sources.push(src);
         }
+        let mut payout_status = payout_status::read_all(&payout_status::Job {
+            file: path,
+            text,
+            base: &base,
+            timezone,
+            source_names: sources.iter().map(|s| s.name.as_str()).collect(),
+        })?;
+        debug_assert_eq!(payout_status.len(), raw.payout_status.len());
+        for block in &mut payout_status {
+            block.limits = limits;
+        }
         let database = raw.database.validate(path)?;
+        if raw.partition.is_some() && !payout_status.is_empty() {
+            return Err(config_error(
+                path,
+                "[[payout_status]] in a job with [partition] (hint: the payout status files are \
+                 read by nights of one process; sharded nights do not read them yet)",
+            ));
+        }
         let partition = match raw.partition {
             Some(p) => Some(p.validate(path, &sources)?),
             None => {
@@ -706,6 +731,7 @@ impl Config {
             evidence_window,
             reference_pattern,
             sources,
+            payout_status,
             inbox,
             decisions,
             email,

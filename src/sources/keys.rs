@@ -32,7 +32,7 @@ pub(crate) fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
 }
 
 /// Why `value` is no time zone.
-pub(super) fn unknown_tz(value: &str) -> String {
+pub(crate) fn unknown_tz(value: &str) -> String {
     format!("unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)")
 }
 
@@ -91,7 +91,7 @@ impl<'a> KeyAt<'a> {
     /// Names the keys of `table` too, so that an error about one of them is on its value's
     /// line ([`KeyAt::on`]); `header`: the table has a header line of its own (a job's
     /// `[[source]]`, not a mapping file).
-    pub(super) fn with_values(mut self, table: &Spanned<DeTable<'_>>, header: bool) -> KeyAt<'a> {
+    pub(crate) fn with_values(mut self, table: &Spanned<DeTable<'_>>, header: bool) -> KeyAt<'a> {
         fn walk(
             name: String,
             value: &Spanned<DeValue<'_>>,

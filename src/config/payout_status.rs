@@ -29,8 +29,21 @@ struct RawPayoutStatus {
     /// positions 40–54) or `trace_number` (the original entry's trace number, addenda
     /// positions 7–21).
     payment_id_field: Option<String>,
+    /// Which key of the ledger that field is compared with: `payment_id` (default) or
+    /// `provider_payment_id` (the provider id the ledger recorded on the payment or one of its
+    /// attempts, e.g. the ACH trace number of the payout).
+    ledger_key: Option<String>,
     /// Time zone of a file's creation time when it writes no offset (default: the job's).
     timezone: Option<String>,
+}
+
+/// The key of the ledger a record's id is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LedgerKey {
+    /// The payment id.
+    PaymentId,
+    /// The provider id recorded on the payment or one of its attempts.
+    ProviderPaymentId,
 }
 
 /// The field of a payout status record that names our payment.
@@ -87,6 +100,8 @@ pub struct PayoutStatusConfig {
     pub path: PathBuf,
     /// Which field of a record names our payment.
     pub id_field: IdField,
+    /// Which key of the ledger that field is compared with.
+    pub ledger_key: LedgerKey,
     /// The zone of a creation time written without an offset.
     pub timezone: Tz,
     /// The job's bounds on one input file.
@@ -185,6 +200,16 @@ fn read_one(
             )
         })?,
     };
+    let ledger_key = match raw.ledger_key.as_deref() {
+        None | Some("payment_id") => LedgerKey::PaymentId,
+        Some("provider_payment_id") => LedgerKey::ProviderPaymentId,
+        Some(other) => {
+            return Err(at.bad(
+                "ledger_key",
+                format!("unknown value {other:?} (hint: `payment_id` or `provider_payment_id`)"),
+            ));
+        }
+    };
     let timezone = match &raw.timezone {
         Some(t) => t
             .parse::<Tz>()
@@ -196,6 +221,7 @@ fn read_one(
         format,
         path: join_clean(job.base, path),
         id_field,
+        ledger_key,
         timezone,
         limits: crate::sources::InputLimits::default(),
     })

@@ -23,8 +23,8 @@
 
 pub mod verdict;
 
-use crate::config::payout_status::PayoutStatusConfig;
-use crate::ledger::Payment;
+use crate::config::payout_status::{LedgerKey, PayoutStatusConfig};
+use crate::ledger::load::LoadedLedger;
 use crate::model::PayoutFormat;
 use crate::sources::payout::{Created, Level, PayoutStatus};
 use crate::sources::{InputFile, Unreadable};
@@ -265,13 +265,17 @@ impl Night {
         }
     }
 
-    /// The ids the reported claims name, to look up in the whole ledger (a return may name a
-    /// payment paid weeks ago).
-    pub fn reported_ids(&self) -> impl Iterator<Item = String> + '_ {
-        self.claims
-            .iter()
-            .filter(|c| c.reported)
-            .filter_map(|c| self.id_of(c).map(str::to_string))
+    /// The keys the reported claims name, to look up in the whole ledger (a return may name
+    /// a payment paid weeks ago): payment ids, and provider ids.
+    pub fn lookup_keys(&self, keys: &mut crate::ledger::lookup::Keys) {
+        for c in self.claims.iter().filter(|c| c.reported) {
+            if let Some(id) = self.id_of(c) {
+                match self.blocks[c.block].ledger_key {
+                    LedgerKey::PaymentId => keys.payment_ids.insert(id.to_string()),
+                    LedgerKey::ProviderPaymentId => keys.provider_ids.insert(id.to_string()),
+                };
+            }
+        }
     }
 
     /// The id `c` names, by its block's field.
@@ -279,15 +283,27 @@ impl Night {
         self.blocks[c.block].id_field.value(&c.record)
     }
 
-    /// Binds every claim to the payment of `payments` its id names exactly; the reported ones
-    /// that name none are kept apart (a ticket each).
-    pub fn bind(&mut self, payments: &[Payment]) {
+    /// Binds every claim to the payment of `ledger` its id names exactly (its payment id, or
+    /// the one payment holding it as a provider id); the reported ones that name none are kept
+    /// apart (a ticket each).
+    pub fn bind(&mut self, ledger: &LoadedLedger) {
         self.by_payment.clear();
         self.unknown.clear();
+        let payments = &ledger.payments;
+        let by_provider = self.provider_ids(ledger);
         for (k, c) in self.claims.iter().enumerate() {
             let id = self.id_of(c);
-            match id.and_then(|id| crate::ledger::lookup::position(payments, id)) {
-                Some(i) => self.by_payment.entry(i as u32).or_default().push(k as u32),
+            let found = id.and_then(|id| match self.blocks[c.block].ledger_key {
+                LedgerKey::PaymentId => {
+                    crate::ledger::lookup::position(payments, id).map(|i| i as u32)
+                }
+                LedgerKey::ProviderPaymentId => match by_provider.get(id).map(Vec::as_slice) {
+                    Some([i]) => Some(*i),
+                    _ => None,
+                },
+            });
+            match found {
+                Some(i) => self.by_payment.entry(i).or_default().push(k as u32),
                 None if c.reported => self
                     .unknown
                     .entry((c.block, id.unwrap_or("").to_string()))
@@ -296,6 +312,25 @@ impl Night {
                 None => {}
             }
         }
+    }
+
+    /// Provider id → the payments holding it (row or attempt), for the blocks that compare
+    /// with provider ids (empty otherwise).
+    fn provider_ids<'l>(&self, ledger: &'l LoadedLedger) -> HashMap<&'l str, Vec<u32>> {
+        let mut out: HashMap<&str, Vec<u32>> = HashMap::new();
+        if !(self.blocks.iter()).any(|b| b.ledger_key == LedgerKey::ProviderPaymentId) {
+            return out;
+        }
+        let rows = (ledger.payments.iter().enumerate())
+            .filter_map(|(i, p)| p.provider_payment_id.as_deref().map(|id| (i as u32, id)));
+        let attempts = (ledger.provider_ids.iter()).map(|(i, id)| (*i, id.as_str()));
+        for (i, id) in rows.chain(attempts) {
+            let held = out.entry(id).or_default();
+            if !held.contains(&i) {
+                held.push(i);
+            }
+        }
+        out
     }
 
     /// The payments a reported claim names (bound first).

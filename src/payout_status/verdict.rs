@@ -15,6 +15,7 @@
 //!   is CONTRADICTED.
 
 use super::{Claim, Night, format_name};
+use crate::config::payout_status::LedgerKey;
 use crate::ledger::{Payment, Status};
 use crate::outcome::{Action, Outcome, ResultRow};
 use crate::sources::payout::State;
@@ -263,6 +264,14 @@ impl Night {
         }
         let unresolved = matches!(p.status, Status::Unknown | Status::Submitting);
         if row.outcome == Outcome::AwaitingEvidence && unresolved {
+            if let Some(why) = other_attempt(p, c) {
+                return ticket(
+                    row,
+                    Outcome::Ambiguous,
+                    self.rule(c),
+                    format!("{says}, but {why}"),
+                );
+            }
             return ResultRow {
                 outcome: Outcome::ResolvedFailed,
                 action: Action::Transition(Status::Failed),
@@ -358,10 +367,15 @@ impl Night {
                 .iter()
                 .map(|&k| self.said(&self.claims[k as usize]))
                 .collect();
-            let names = if id.is_empty() {
-                format!("has no {field}, so it names no payment")
-            } else {
-                format!("names {field} {id:?}, which is no payment of the ledger")
+            let names = match (id.is_empty(), self.blocks[*b].ledger_key) {
+                (true, _) => format!("has no {field}, so it names no payment"),
+                (false, LedgerKey::PaymentId) => {
+                    format!("names {field} {id:?}, which is no payment of the ledger")
+                }
+                (false, LedgerKey::ProviderPaymentId) => format!(
+                    "names {field} {id:?}, which is the provider id of no payment of the ledger \
+                     (or of more than one)"
+                ),
             };
             out.push(ResultRow {
                 outcome: Outcome::OrphanAtProvider,
@@ -378,6 +392,31 @@ impl Night {
         }
         out
     }
+}
+
+/// Why a rejection may be about another attempt than the payment's current one (DESIGN.md
+/// rule 11: the current attempt's clock), if it may: its file was written before the current
+/// attempt started, or the payment was sent more than once (the record names the payment, not
+/// the attempt; a retry may have paid).
+fn other_attempt(p: &Payment, c: &Claim) -> Option<String> {
+    let start = p.started_at?;
+    if c.known_at < start {
+        return Some(format!(
+            "its file was written at {}, before the current attempt started ({}): it is about \
+             an earlier attempt, not evidence about this one",
+            crate::timeparse::format_utc(c.known_at),
+            crate::timeparse::format_utc(start)
+        ));
+    }
+    if p.first_started_at.is_some_and(|f| f < start) {
+        return Some(format!(
+            "the payment was sent more than once (first at {}, the current attempt at {}) and \
+             the record names the payment, not an attempt: a human decides which it rejects",
+            crate::timeparse::format_utc(p.first_started_at.unwrap_or(start)),
+            crate::timeparse::format_utc(start)
+        ));
+    }
+    None
 }
 
 /// `row` as a ticket of `outcome` decided by `rule`, saying `detail`.

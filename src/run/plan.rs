@@ -585,7 +585,7 @@ async fn look_up_named(
     let Job { cfg, rules, db, .. } = job;
     let mut keys = matching::shape::lookup_keys(&ev.lines, m, rules, shape);
     // A payout status record the night reports names its payment however old (a return).
-    keys.payment_ids.extend(ev.payouts.reported_ids());
+    ev.payouts.lookup_keys(&mut keys);
     // A contested line's confirmed payment is a candidate of it, wherever its day is.
     keys.payment_ids.extend(
         ev.confirmed
@@ -708,7 +708,7 @@ fn scope(job: Job<'_>, span: &Span, matched: Matched) -> Result<Scoped> {
     let mut in_scope = in_days(span, payments);
     // An unresolved payment a payout status record of the night names is reported with it,
     // however old (its record is its evidence).
-    ev.payouts.bind(payments);
+    ev.payouts.bind(&ev.ledger);
     for i in ev.payouts.reported_payments() {
         let p = &payments[i as usize];
         let open = matches!(

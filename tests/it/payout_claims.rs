@@ -577,6 +577,93 @@ async fn a_trace_number_names_the_payment_when_configured_so() {
     assert_ne!(row_of(&r, "P-1").0, "RETURNED");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_number_names_the_payout_by_the_provider_id_the_ledger_recorded() {
+    let env = job(
+        Backend::Sqlite,
+        "nacha",
+        "payment_id_field = \"trace_number\"\nledger_key = \"provider_payment_id\"",
+    )
+    .await;
+    // P-1's row and attempt hold the ACH trace number of its payout; P-2's a longer one that
+    // starts with it (a prefix is no match).
+    env.import(
+        &format!(
+            "P-1,{IBAN},1.00,USD,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-1,091000019900001\n\
+             P-2,{IBAN},1.00,USD,SUCCEEDED,2026-11-10T09:00:00Z,2026-11-10T09:00:00Z,A-2,0910000199000011"
+        ),
+        "A-1,P-1,2026-11-10T09:00:00Z,,SUCCEEDED,091000019900001,\n\
+         A-2,P-2,2026-11-10T09:00:00Z,,SUCCEEDED,0910000199000011,",
+    )
+    .await;
+    env.write(
+        "status/r.ach",
+        &nacha(
+            "261110",
+            &[
+                Entry("x", "1", 100, "99", "R01", ""),
+                Entry("y", "1", 100, "99", "R01", ""),
+            ],
+        ),
+    );
+    let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
+    assert_eq!(row_of(&r, "P-1").0, "RETURNED");
+    assert_ne!(row_of(&r, "P-2").0, "RETURNED");
+    // The second entry's original trace number (…00002) is nobody's provider id.
+    let rows = read_columns(
+        &r.out_dir.join("results.csv"),
+        &["outcome", "rule", "detail"],
+    );
+    let orphan = rows
+        .iter()
+        .find(|r| r[1] == "payout_status:bank#091000019900002")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(orphan[0], "ORPHAN_AT_PROVIDER");
+    assert!(
+        orphan[2].contains("the provider id of no payment"),
+        "{}",
+        orphan[2]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_that_may_be_about_another_attempt_resolves_nothing() {
+    let env = job(Backend::Sqlite, "pain002", "").await;
+    // P-1 was sent twice (a retry); P-2 once, at 12:00, after the bank wrote its file.
+    env.import(
+        &format!(
+            "P-1,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T08:00:00Z,2026-11-10T09:00:00Z,A-1b,\n\
+             P-2,{IBAN},10.00,EUR,UNKNOWN,2026-11-10T08:00:00Z,2026-11-10T12:00:00Z,A-2,"
+        ),
+        "A-1a,P-1,2026-11-10T08:00:00Z,2026-11-10T08:01:00Z,FAILED,,declined\n\
+         A-1b,P-1,2026-11-10T09:00:00Z,,UNKNOWN,,timeout\n\
+         A-2,P-2,2026-11-10T12:00:00Z,,UNKNOWN,,timeout",
+    )
+    .await;
+    env.write(
+        "status/sts.xml",
+        &pain002(
+            "2026-11-10T11:00:00Z",
+            &[
+                Tx("P-1", "RJCT", Some("AC01"), None),
+                Tx("P-2", "RJCT", Some("AC01"), None),
+            ],
+        ),
+    );
+    let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
+    let (outcome, detail, _) = row_of(&r, "P-1");
+    assert_eq!(outcome, "AMBIGUOUS");
+    assert!(detail.contains("sent more than once"), "{detail}");
+    let (outcome, detail, _) = row_of(&r, "P-2");
+    assert_eq!(outcome, "AMBIGUOUS");
+    assert!(
+        detail.contains("before the current attempt started"),
+        "{detail}"
+    );
+    assert_eq!(r.summary.transitions.planned, 0);
+    assert_eq!(status(&env, "P-1").await, "UNKNOWN");
+}
+
 #[test]
 fn a_bad_payout_status_block_names_the_file_line_and_key() {
     let cases = [
@@ -594,6 +681,11 @@ fn a_bad_payout_status_block_names_the_file_line_and_key() {
             "format = \"nacha\"\npath = \"s\"\npayment_id_field = \"OrgnlEndToEndId\"\n",
             "payment_id_field = \"OrgnlEndToEndId\"",
             "key `payout_status[0].payment_id_field`: \"OrgnlEndToEndId\" is no field of a nacha record",
+        ),
+        (
+            "format = \"nacha\"\npath = \"s\"\nledger_key = \"iban\"\n",
+            "ledger_key = \"iban\"",
+            "key `payout_status[0].ledger_key`: unknown value",
         ),
         (
             "format = \"pain002\"\npath = \"s\"\ntimezone = \"Mars/Base\"\n",

@@ -12,7 +12,7 @@ use crate::exit::{Failure, fail};
 pub use crate::model::{Format, LineKind, Role, TimestampFormat};
 pub use crate::sources::config::{Completeness, FormatSettings, SourceConfig, SourcePath};
 pub use crate::sources::keys::join_clean;
-use crate::sources::keys::{config_error, parse_tz, toml_error};
+use crate::sources::keys::{config_error, parse_tz};
 pub use crate::sources::remote;
 pub use crate::sources::tabular::{
     Columns, NetAmount, Sign, SkipRow, TabularSettings, column_index, column_rest,
@@ -24,8 +24,6 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
-use toml::de::{DeTable, DeValue};
 
 /// The file as written (`#[serde(deny_unknown_fields)]`: a misspelt key is an error).
 #[derive(Debug, Clone, Deserialize)]
@@ -651,15 +649,7 @@ impl Config {
             write_off_limit: write_off_limit(path, &raw.write_off_limit)?,
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
-        let tables = match DeTable::parse(text)
-            .map_err(|e| toml_error(path, text, e))?
-            .into_inner()
-            .remove("source")
-            .map(Spanned::into_inner)
-        {
-            Some(DeValue::Array(a)) => a.into_iter().collect::<Vec<_>>(),
-            _ => Vec::new(),
-        };
+        let tables = crate::sources::keys::array_tables(path, text, "source")?;
         let job = crate::sources::config::Job {
             file: path,
             text,

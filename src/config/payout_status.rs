@@ -4,13 +4,13 @@
 //! the line and the key. What a night does with the records: [`crate::payout_status`].
 
 use crate::model::PayoutFormat;
-use crate::sources::keys::{KeyAt, join_clean, unknown_tz};
+use crate::sources::keys::{array_table, array_tables, join_clean, unknown_tz};
 use anyhow::Result;
 use chrono_tz::Tz;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
-use toml::de::{DeTable, DeValue};
+use toml::de::DeValue;
 
 /// One block as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -125,15 +125,7 @@ pub(crate) struct Job<'a> {
 
 /// Reads and validates every `[[payout_status]]` table of the job file.
 pub(crate) fn read_all(job: &Job<'_>) -> Result<Vec<PayoutStatusConfig>> {
-    let tables = match DeTable::parse(job.text)
-        .map_err(|e| crate::sources::keys::toml_error(job.file, job.text, e))?
-        .into_inner()
-        .remove("payout_status")
-        .map(Spanned::into_inner)
-    {
-        Some(DeValue::Array(a)) => a.into_iter().collect::<Vec<_>>(),
-        _ => Vec::new(),
-    };
+    let tables = array_tables(job.file, job.text, "payout_status")?;
     let mut out: Vec<PayoutStatusConfig> = Vec::with_capacity(tables.len());
     for (i, value) in tables.into_iter().enumerate() {
         let block = read_one(job, i, value, &out)?;
@@ -149,16 +141,7 @@ fn read_one(
     value: Spanned<DeValue<'_>>,
     taken: &[PayoutStatusConfig],
 ) -> Result<PayoutStatusConfig> {
-    let at = KeyAt::new(job.file, format!("payout_status[{i}]."), job.text);
-    let span = value.span();
-    let DeValue::Table(table) = value.into_inner() else {
-        return Err(at.at(
-            span,
-            format!("key `payout_status[{i}]`: not a table (each [[payout_status]] is one)"),
-        ));
-    };
-    let table = Spanned::new(span, table);
-    let at = at.with_values(&table, true);
+    let (at, table) = array_table((job.file, job.text), "payout_status", i, value)?;
     let raw: RawPayoutStatus = at.read(table)?;
     let missing = |k: &str| at.on(k, format!("key `{}` is missing", at.key(k)));
     let name = raw.name.clone().ok_or_else(|| missing("name"))?;

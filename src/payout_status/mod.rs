@@ -85,17 +85,32 @@ fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 /// The instant a file's records are known from: its creation time (in `tz` when the file
-/// writes no offset), or the last instant of its creation day when it gives no time.
+/// writes no offset), or the last instant of its creation day when it gives no time. A local
+/// time the clock shows twice (the autumn fold) is the later instant, one it skips (the spring
+/// gap) the first instant after the gap: the records are known only once they surely exist.
 fn known_at(c: &Created, tz: chrono_tz::Tz) -> Option<Micros> {
+    use chrono::TimeZone as _;
     let Some(time) = c.time else {
         let next = c.date.succ_opt()?;
         return Some(crate::timeparse::day_start(next, tz) - 1);
     };
     let naive = c.date.and_time(time);
-    match c.offset {
-        Some(off) => Some((naive - off).and_utc().timestamp_micros()),
-        None => crate::timeparse::local_to_utc(naive, tz).ok(),
+    if let Some(off) = c.offset {
+        return Some((naive - off).and_utc().timestamp_micros());
     }
+    // A gap lasts at most an hour (or two, in a few zones' history).
+    (0..=2).find_map(|h| {
+        tz.from_local_datetime(&(naive + chrono::Duration::hours(h)))
+            .latest()
+            .map(|t| {
+                let t = t.timestamp_micros();
+                if h == 0 {
+                    t
+                } else {
+                    t - t.rem_euclid(crate::timeparse::HOUR)
+                }
+            })
+    })
 }
 
 /// The format's name as people know it.
@@ -152,16 +167,7 @@ impl Night {
         let block = &self.blocks[b];
         let limits = &block.limits;
         let path = file.display().to_string();
-        let mut input = InputFile {
-            source: block.name.clone(),
-            path: path.clone(),
-            sha256: String::new(),
-            lines: 0,
-            rejected: 0,
-            duplicates: 0,
-            not_booked: 0,
-            skipped: 0,
-        };
+        let mut input = InputFile::new(&block.name, path.clone());
         let unreadable = |e: anyhow::Error| Unreadable {
             source: block.name.clone(),
             path: path.clone(),
@@ -368,4 +374,48 @@ pub fn merge_rows(
     rows.sort_by_key(|r| r.payment);
     rows.extend(tail);
     rows.extend(without);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{NaiveDate, NaiveTime};
+
+    fn at(d: &str, t: &str) -> Created {
+        Created {
+            date: d.parse::<NaiveDate>().unwrap(),
+            time: Some(t.parse::<NaiveTime>().unwrap()),
+            offset: None,
+        }
+    }
+
+    #[test]
+    fn a_local_creation_time_in_a_fold_or_gap_is_known_once_it_surely_exists() {
+        let tz = chrono_tz::Europe::Berlin;
+        let utc = |s: &str| {
+            chrono::DateTime::parse_from_rfc3339(s)
+                .unwrap()
+                .timestamp_micros()
+        };
+        // 02:46 on 2026-10-25 is shown twice (00:46Z in summer time, 01:46Z in winter time).
+        assert_eq!(
+            known_at(&at("2026-10-25", "02:46:00"), tz),
+            Some(utc("2026-10-25T01:46:00Z"))
+        );
+        // 02:30 on 2026-03-29 is never shown: the first instant after the gap, 03:00 CEST.
+        assert_eq!(
+            known_at(&at("2026-03-29", "02:30:00"), tz),
+            Some(utc("2026-03-29T01:00:00Z"))
+        );
+        assert_eq!(
+            known_at(&at("2026-11-10", "09:30:00"), tz),
+            Some(utc("2026-11-10T08:30:00Z"))
+        );
+        // A day without a time: its last instant.
+        let day = Created {
+            time: None,
+            ..at("2026-11-10", "00:00:00")
+        };
+        assert_eq!(known_at(&day, tz), Some(utc("2026-11-10T23:00:00Z") - 1));
+    }
 }

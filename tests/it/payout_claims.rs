@@ -173,6 +173,25 @@ fn row_of(report: &recon::run::RunReport, id: &str) -> (String, String, String) 
     .unwrap_or_else(|| panic!("no row for {id} in {:?}", outcomes(report)))
 }
 
+/// Payment `id`'s row has `outcome`, and its detail holds `text`; its detail.
+#[track_caller]
+fn says(report: &recon::run::RunReport, id: &str, outcome: &str, text: &str) -> String {
+    let (got, detail, _) = row_of(report, id);
+    assert_eq!(got, outcome, "{id}: {detail}");
+    assert!(detail.contains(text), "{id}: {detail}");
+    detail
+}
+
+/// A warning of the run's summary holds every one of `parts`.
+#[track_caller]
+fn warned(report: &recon::run::RunReport, parts: &[&str]) {
+    let w = &report.summary.warnings;
+    assert!(
+        w.iter().any(|w| parts.iter().all(|p| w.contains(p))),
+        "{parts:?} in {w:?}"
+    );
+}
+
 async fn status(env: &TestEnv, id: &str) -> String {
     let sql: &'static str = Box::leak(
         format!("SELECT status FROM payments WHERE payment_id = '{id}'").into_boxed_str(),
@@ -198,16 +217,10 @@ async fn a_rejection_names_exactly_one_payment_never_a_prefix_or_another_case(b:
     );
     env.write("status/sts-1.xml", &xml);
     let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
-    let (outcome, detail, rule) = row_of(&r, "PAY-1");
-    assert_eq!(outcome, "RESOLVED_FAILED");
-    assert_eq!(rule, "payout_status:bank");
-    assert!(
-        detail.contains(&format!(
-            "pain.002 sts-1.xml:{} RJCT rejected (AC01)",
-            tx_line(&xml, 0)
-        )),
-        "{detail}"
-    );
+    let at = tx_line(&xml, 0);
+    let text = format!("pain.002 sts-1.xml:{at} RJCT rejected (AC01)");
+    says(&r, "PAY-1", "RESOLVED_FAILED", &text);
+    assert_eq!(row_of(&r, "PAY-1").2, "payout_status:bank");
     assert_eq!(status(&env, "PAY-1").await, "FAILED");
     for other in ["PAY-10", "pay-1", "XPAY-1"] {
         let (outcome, detail, _) = row_of(&r, other);
@@ -274,18 +287,10 @@ async fn an_acceptance_alone_leaves_the_payment_awaiting_with_the_banks_word(b: 
     );
     env.write("status/sts-1.xml", &xml);
     let r = run(&env, "2026-11-10", "2026-11-20T00:00:00Z", "r1").await;
-    let (outcome, detail, _) = row_of(&r, "PAY-1");
-    assert_eq!(outcome, "AWAITING_EVIDENCE");
-    assert!(
-        detail.contains(&format!(
-            "pain.002 sts-1.xml:{} ACSC accepted: an acceptance is not money",
-            tx_line(&xml, 0)
-        )),
-        "{detail}"
-    );
-    let (outcome, detail, _) = row_of(&r, "PAY-2");
-    assert_eq!(outcome, "AWAITING_EVIDENCE");
-    assert!(detail.contains("PDNG pending"), "{detail}");
+    let at = tx_line(&xml, 0);
+    let text = format!("pain.002 sts-1.xml:{at} ACSC accepted: an acceptance is not money");
+    says(&r, "PAY-1", "AWAITING_EVIDENCE", &text);
+    says(&r, "PAY-2", "AWAITING_EVIDENCE", "PDNG pending");
     assert_eq!(r.summary.transitions.planned, 0);
     assert_eq!(status(&env, "PAY-1").await, "UNKNOWN");
     assert!(tickets(&env).await.is_empty());
@@ -334,9 +339,7 @@ async fn an_ach_return_after_recon_resolved_succeeded_is_a_returned_case_the_nex
         detail.contains("NACHA returns-1111.ach:3 returned (R01: INSUFFICIENT FUNDS)"),
         "{detail}"
     );
-    let (outcome, detail, _) = row_of(&r, "P-OLD");
-    assert_eq!(outcome, "RETURNED");
-    assert!(detail.contains("returned (R97)"), "{detail}");
+    says(&r, "P-OLD", "RETURNED", "returned (R97)");
     // Nothing moves back: a human decides.
     assert_eq!(status(&env, "P-1").await, "SUCCEEDED");
     assert_eq!(status(&env, "P-OLD").await, "SUCCEEDED");
@@ -419,11 +422,11 @@ async fn a_record_stating_other_money_is_not_evidence() {
         ),
     );
     let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
-    let (outcome, detail, _) = row_of(&r, "PAY-1");
-    assert_eq!(outcome, "AMOUNT_MISMATCH");
-    assert!(
-        detail.contains("states 12.00 EUR, the ledger 10.00 EUR: not evidence"),
-        "{detail}"
+    says(
+        &r,
+        "PAY-1",
+        "AMOUNT_MISMATCH",
+        "states 12.00 EUR, the ledger 10.00 EUR: not evidence",
     );
     assert_eq!(row_of(&r, "PAY-2").0, "CURRENCY_MISMATCH");
     assert_eq!(r.summary.transitions.planned, 0);
@@ -446,14 +449,7 @@ async fn a_redelivered_file_counts_once_and_reruns_are_byte_identical() {
         .await;
     let (_, detail, _) = row_of(&r1, "PAY-1");
     assert_eq!(detail.matches("ACSP accepted").count(), 1, "{detail}");
-    assert!(
-        r1.summary
-            .warnings
-            .iter()
-            .any(|w| w.contains("b.xml holds the same bytes as") && w.contains("a.xml")),
-        "{:?}",
-        r1.summary.warnings
-    );
+    warned(&r1, &["b.xml holds the same bytes as", "a.xml"]);
     let read = |r: &recon::run::RunReport| std::fs::read(r.out_dir.join("results.csv")).unwrap();
     assert_eq!(read(&r1), read(&r2));
 }
@@ -473,13 +469,9 @@ async fn a_night_as_of_before_the_file_was_written_does_not_read_it() {
         .run("2026-11-10", "2026-11-12T06:59:59Z", true, "d1")
         .await;
     assert_eq!(row_of(&r, "PAY-1").0, "AWAITING_EVIDENCE");
-    assert!(
-        r.summary
-            .warnings
-            .iter()
-            .any(|w| w.contains("1 record(s) of files created after the run's as-of were left out")),
-        "{:?}",
-        r.summary.warnings
+    warned(
+        &r,
+        &["1 record(s) of files created after the run's as-of were left out"],
     );
     let r = env
         .run("2026-11-10", "2026-11-12T07:00:00Z", true, "d2")
@@ -501,16 +493,13 @@ async fn a_group_status_without_transactions_names_no_payment_and_is_a_warning()
     let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
     assert_eq!(row_of(&r, "PAY-1").0, "AWAITING_EVIDENCE");
     assert_eq!(status(&env, "PAY-1").await, "UNKNOWN");
-    let w = r
-        .summary
-        .warnings
-        .iter()
-        .find(|w| w.contains("group.xml:5 says RJCT (rejected) at group level"))
-        .unwrap_or_else(|| panic!("{:?}", r.summary.warnings));
-    assert!(
-        w.contains("every transaction of original message PAYOUTS-1")
-            && w.contains("names no payment and resolves nothing"),
-        "{w}"
+    warned(
+        &r,
+        &[
+            "group.xml:5 says RJCT (rejected) at group level",
+            "every transaction of original message PAYOUTS-1",
+            "names no payment and resolves nothing",
+        ],
     );
 }
 
@@ -535,11 +524,11 @@ async fn a_notification_of_change_is_a_note_with_the_corrected_account_masked() 
         ),
     );
     let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
-    let (outcome, detail, _) = row_of(&r, "P-1");
-    assert_eq!(outcome, "AWAITING_EVIDENCE");
-    assert!(
-        detail.contains("notification-of-change (C01: corrected data ****1614)"),
-        "{detail}"
+    says(
+        &r,
+        "P-1",
+        "AWAITING_EVIDENCE",
+        "notification-of-change (C01: corrected data ****1614)",
     );
     let text = std::fs::read_to_string(r.out_dir.join("results.csv")).unwrap();
     assert!(!text.contains("1918171614"));
@@ -651,15 +640,8 @@ async fn a_rejection_that_may_be_about_another_attempt_resolves_nothing() {
         ),
     );
     let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
-    let (outcome, detail, _) = row_of(&r, "P-1");
-    assert_eq!(outcome, "AMBIGUOUS");
-    assert!(detail.contains("sent more than once"), "{detail}");
-    let (outcome, detail, _) = row_of(&r, "P-2");
-    assert_eq!(outcome, "AMBIGUOUS");
-    assert!(
-        detail.contains("before the current attempt started"),
-        "{detail}"
-    );
+    says(&r, "P-1", "AMBIGUOUS", "sent more than once");
+    says(&r, "P-2", "AMBIGUOUS", "before the current attempt started");
     assert_eq!(r.summary.transitions.planned, 0);
     assert_eq!(status(&env, "P-1").await, "UNKNOWN");
 }

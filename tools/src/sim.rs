@@ -1495,14 +1495,20 @@ impl World {
                 continue;
             }
             let created = started + rng.between(60, 20 * 60) * MINUTE;
-            let arrival = self.first_night_at(created) + rng.below(2) as u32;
-            self.notices.push(BankNotice {
-                payment: p,
-                kind: NoticeKind::Rejection,
-                created,
-                arrival,
-            });
+            let late = rng.below(2) as u32;
+            self.add_notice(p, NoticeKind::Rejection, created, late);
         }
+    }
+
+    /// Issue 46: the bank writes a file of `kind` about payment `p` at `created`; it is in the
+    /// job's folder `late` nights after the first night whose as-of is at or after that.
+    fn add_notice(&mut self, p: usize, kind: NoticeKind, created: Micros, late: u32) {
+        self.notices.push(BankNotice {
+            payment: p,
+            kind,
+            created,
+            arrival: self.first_night_at(created) + late,
+        });
         self.notices.sort_by_key(|n| (n.created, n.payment));
     }
 
@@ -1540,17 +1546,10 @@ impl World {
             self.paid_once(p, (id, recipient), (amount, "USD"), (booked, start));
             self.payments[p].fate = Fate::Returned;
             let created = booked + rng.between(20, 48) * HOUR;
-            let arrival = self.first_night_at(created);
-            if arrival < nights {
-                self.notices.push(BankNotice {
-                    payment: p,
-                    kind: NoticeKind::Return,
-                    created,
-                    arrival,
-                });
+            if self.first_night_at(created) < nights {
+                self.add_notice(p, NoticeKind::Return, created, 0);
             }
         }
-        self.notices.sort_by_key(|n| (n.created, n.payment));
     }
 
     /// Issue 42: lines in another currency than their payment's, a recipient paid in several

@@ -646,6 +646,39 @@ async fn a_rejection_that_may_be_about_another_attempt_resolves_nothing() {
     assert_eq!(status(&env, "P-1").await, "UNKNOWN");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_after_a_reviewers_succeeded_is_a_critical_contradiction() {
+    let env = job(Backend::Sqlite, "pain002", "").await;
+    unknown(&env, &["PAY-1"]).await;
+    // A reviewer moved PAY-1 to SUCCEEDED at noon (anyone but recon is a person's word).
+    env.exec("UPDATE payments SET status = 'SUCCEEDED' WHERE payment_id = 'PAY-1'")
+        .await;
+    env.exec(
+        "INSERT INTO payment_status_history (payment_id, from_status, to_status, attempt_id, \
+         actor, reason, changed_at) VALUES ('PAY-1', 'UNKNOWN', 'SUCCEEDED', 'A-PAY-1', 'alice', \
+         'paid, says the bank', '2026-11-10 12:00:00.000000')",
+    )
+    .await;
+    env.write(
+        "status/sts.xml",
+        &pain002(
+            "2026-11-10T18:00:00Z",
+            &[Tx("PAY-1", "RJCT", Some("AC01"), None)],
+        ),
+    );
+    let r = run(&env, "2026-11-10", "2026-11-11T00:00:00Z", "r1").await;
+    let detail = says(
+        &r,
+        "PAY-1",
+        "CONTRADICTED",
+        "reviewer alice decided this payment SUCCEEDED",
+    );
+    assert!(detail.contains("RJCT rejected (AC01)"), "{detail}");
+    assert_eq!(status(&env, "PAY-1").await, "SUCCEEDED");
+    assert_eq!(r.summary.transitions.planned, 0);
+    assert_eq!(tickets(&env).await, ["CONTRADICTED|CRITICAL|PAY-1"]);
+}
+
 #[test]
 fn a_bad_payout_status_block_names_the_file_line_and_key() {
     let cases = [

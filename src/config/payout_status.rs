@@ -1,7 +1,8 @@
 //! The `[[payout_status]]` blocks: the files a bank sends back about our payouts (pain.002
 //! status reports, NACHA returns), where they are and which of their fields names our
 //! payment. Validated before any data is read; an unknown key or a bad value names the file,
-//! the line and the key. What a night does with the records: [`crate::payout_status`].
+//! the line and the key. What a night does with the records is the evidence layer's
+//! (`src/payout_status/`).
 
 use crate::model::PayoutFormat;
 use crate::sources::keys::{array_table, array_tables, join_clean, unknown_tz};

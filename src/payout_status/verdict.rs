@@ -108,8 +108,12 @@ impl Night {
         claims: &[&Claim],
         decided: Option<(Status, &str)>,
     ) -> ResultRow {
-        if let Some(row) = self.money_gate(p, row.clone(), claims) {
-            return row;
+        if let Some((outcome, c, why)) = self.money_gate(p, claims) {
+            return if row.action == Action::Ticket {
+                note(row, why)
+            } else {
+                ticket(row, outcome, self.rule(c), why)
+            };
         }
         let mut said = Said::default();
         for &c in claims {
@@ -152,9 +156,13 @@ impl Night {
         self.accepted(row, &said, decided)
     }
 
-    /// A ticket when a claim states money other than the ledger's: it is not about this
-    /// payment's payout, so none of the claims is evidence.
-    fn money_gate(&self, p: &Payment, row: ResultRow, claims: &[&Claim]) -> Option<ResultRow> {
+    /// The first claim that states money other than the ledger's, with the ticket's outcome
+    /// and why: it is not about this payment's payout, so none of the claims is evidence.
+    fn money_gate<'c>(
+        &self,
+        p: &Payment,
+        claims: &[&'c Claim],
+    ) -> Option<(Outcome, &'c Claim, String)> {
         let (c, (minor, currency)) = claims.iter().find_map(|c| {
             c.record
                 .amount
@@ -174,11 +182,7 @@ impl Night {
             crate::money::format_minor(p.amount_minor, p.currency),
             p.currency
         );
-        Some(if row.action == Action::Ticket {
-            note(row, why)
-        } else {
-            ticket(row, outcome, self.rule(c), why)
-        })
+        Some((outcome, c, why))
     }
 
     /// The notifications of change, as notes.

@@ -5,8 +5,8 @@
 //! group or payment information the bank answers for at once.
 //!
 //! What a night does with these claims (a rejection as evidence of FAILED, a return as a
-//! RETURNED case, an acceptance as no money) is not decided here but in
-//! [`crate::payout_status`]. `sources::read_payout_file` reads one file whole or fails with
+//! RETURNED case, an acceptance as no money) is not decided here but in the evidence layer
+//! (`src/payout_status/`). `sources::read_payout_file` reads one file whole or fails with
 //! its file, line and element (or field).
 
 use chrono::{FixedOffset, NaiveDate, NaiveTime};

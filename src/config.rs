@@ -5,13 +5,14 @@
 //! `database_url`.
 
 pub mod database;
+pub mod payout_status;
 pub mod status_api;
 
 use crate::exit::{Failure, fail};
 pub use crate::model::{Format, LineKind, Role, TimestampFormat};
 pub use crate::sources::config::{Completeness, FormatSettings, SourceConfig, SourcePath};
 pub use crate::sources::keys::join_clean;
-use crate::sources::keys::{config_error, parse_tz, toml_error};
+use crate::sources::keys::{config_error, parse_tz};
 pub use crate::sources::remote;
 pub use crate::sources::tabular::{
     Columns, NetAmount, Sign, SkipRow, TabularSettings, column_index, column_rest,
@@ -23,8 +24,6 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use toml::Spanned;
-use toml::de::{DeTable, DeValue};
 
 /// The file as written (`#[serde(deny_unknown_fields)]`: a misspelt key is an error).
 #[derive(Debug, Clone, Deserialize)]
@@ -94,6 +93,10 @@ struct RawConfig {
     /// Provider status queries (`[[status_api]]`, at most one).
     #[serde(default)]
     status_api: Vec<status_api::RawStatusApi>,
+    /// The files a bank sends back about payouts (`[[payout_status]]`): only checked to be a
+    /// list here; each table is read with its spans by [`payout_status`].
+    #[serde(default)]
+    payout_status: Vec<serde::de::IgnoredAny>,
     /// Folder of reviewers' decision files (relative to this file): one sub-folder per
     /// reviewer, named as the actor; the next `recon run` applies what is there first.
     decisions_inbox: Option<PathBuf>,
@@ -433,6 +436,8 @@ pub struct Config {
     pub email: Option<EmailConfig>,
     /// The provider status API (`[[status_api]]`); `None`: recon asks no one.
     pub status_api: Option<status_api::StatusApiConfig>,
+    /// The bank's payout status files (`[[payout_status]]`), in the file's order.
+    pub payout_status: Vec<payout_status::PayoutStatusConfig>,
     /// Reviewers' decisions.
     pub decisions: DecisionSettings,
     /// Bounds on every database wait (`[database]`).
@@ -644,15 +649,7 @@ impl Config {
             write_off_limit: write_off_limit(path, &raw.write_off_limit)?,
         };
         let mut sources = Vec::with_capacity(raw.sources.len());
-        let tables = match DeTable::parse(text)
-            .map_err(|e| toml_error(path, text, e))?
-            .into_inner()
-            .remove("source")
-            .map(Spanned::into_inner)
-        {
-            Some(DeValue::Array(a)) => a.into_iter().collect::<Vec<_>>(),
-            _ => Vec::new(),
-        };
+        let tables = crate::sources::keys::array_tables(path, text, "source")?;
         let job = crate::sources::config::Job {
             file: path,
             text,
@@ -665,7 +662,25 @@ impl Config {
             src.limits = limits;
             sources.push(src);
         }
+        let mut payout_status = payout_status::read_all(&payout_status::Job {
+            file: path,
+            text,
+            base: &base,
+            timezone,
+            source_names: sources.iter().map(|s| s.name.as_str()).collect(),
+        })?;
+        debug_assert_eq!(payout_status.len(), raw.payout_status.len());
+        for block in &mut payout_status {
+            block.limits = limits;
+        }
         let database = raw.database.validate(path)?;
+        if raw.partition.is_some() && !payout_status.is_empty() {
+            return Err(config_error(
+                path,
+                "[[payout_status]] in a job with [partition] (hint: the payout status files are \
+                 read by nights of one process; sharded nights do not read them yet)",
+            ));
+        }
         let partition = match raw.partition {
             Some(p) => Some(p.validate(path, &sources)?),
             None => {
@@ -706,6 +721,7 @@ impl Config {
             evidence_window,
             reference_pattern,
             sources,
+            payout_status,
             inbox,
             decisions,
             email,

@@ -27,6 +27,7 @@ pub mod normalize;
 pub mod outcome;
 pub mod outputs;
 pub mod partition;
+pub mod payout_status;
 pub mod process;
 pub mod pull;
 pub mod rates;

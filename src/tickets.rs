@@ -45,10 +45,12 @@ pub struct NewTicket {
 
 /// The stable key of a ticket: `OUTCOME|payment_id|` for a payment's ticket (its lines are
 /// evidence: a new candidate line changes the evidence, not the ticket), `OUTCOME||lines` for a
-/// ticket about a statement line alone.
-pub fn dedupe_key(kind: &str, payment_id: Option<&str>, line_ids: &str) -> String {
+/// ticket about a statement line alone, and `OUTCOME||rule` for a ticket of neither (a payout
+/// status record that names no payment: its rule `payout_status:<name>#<id>` names it).
+pub fn dedupe_key(kind: &str, payment_id: Option<&str>, line_ids: &str, rule: &str) -> String {
     match payment_id {
         Some(p) => format!("{kind}|{p}|"),
+        None if line_ids.is_empty() => format!("{kind}||{rule}"),
         None => format!("{kind}||{line_ids}"),
     }
 }

@@ -22,6 +22,7 @@ fn dedupe_key(item: &crate::report::Item) -> String {
         item.outcome.as_str(),
         item.payment_id.as_ref().map(Id::to_string).as_deref(),
         &lines.join(";"),
+        &item.rule,
     )
 }
 

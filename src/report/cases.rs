@@ -669,7 +669,11 @@ fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
         .collect();
     let key = {
         let mut h = Sha256::new();
-        if payments.is_empty() {
+        if payments.is_empty() && line_ids.is_empty() {
+            // A row of neither (a payout status record that names no payment): its rule
+            // names the record's block and id.
+            h.update(format!("R\u{1f}{}\u{1e}", lead.rule).as_bytes());
+        } else if payments.is_empty() {
             for (source, id) in &line_ids {
                 h.update(format!("L\u{1f}{source}\u{1f}{id}\u{1e}").as_bytes());
             }

@@ -355,7 +355,10 @@ async fn commit(
     let mut tx = db.begin().await?;
     let now = timeparse::to_db(Utc::now().timestamp_micros());
     let conflicts = if !opts.dry_run {
-        let sources: Vec<&str> = cfg.sources.iter().map(|s| s.name.as_str()).collect();
+        // The payout status blocks are inputs like sources (a late file is news).
+        let sources: Vec<&str> = (cfg.sources.iter().map(|s| s.name.as_str()))
+            .chain(cfg.payout_status.iter().map(|b| b.name.as_str()))
+            .collect();
         stop::unless_stopped(
             stop::BEFORE_COMMIT,
             crate::run::effects::apply(

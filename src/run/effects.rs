@@ -392,6 +392,7 @@ fn ticket_of(
             row.outcome.as_str(),
             p.map(|p| p.payment_id.text()).as_deref(),
             &line_ids,
+            &row.rule,
         ),
         kind: row.outcome.as_str().to_string(),
         severity: sev.as_str().to_string(),

@@ -140,6 +140,8 @@ struct Evidence {
     confirmed: Overlaid,
     /// A shard: the other partitions' lines, and which payments are not its own to report.
     foreign: Foreign,
+    /// The bank's payout status records (`[[payout_status]]`).
+    payouts: crate::payout_status::Night,
     /// How long each step took (ms), for summary.json.
     timings: BTreeMap<String, u64>,
 }
@@ -245,7 +247,8 @@ async fn read_evidence(
         foreign_load,
         foreign_days,
     } = Box::pin(load_statements_and_ledger(job, span, &partition)).await?;
-    let (mut lines, statements) = Statements::absorb(loads, cfg, as_of);
+    let (mut lines, mut statements) = Statements::absorb(loads, cfg, as_of);
+    let mut payouts = read_payouts(cfg, as_of, &mut statements).await?;
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
     // provider's reference now says otherwise (contested: a case naming both).
     let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(db, &mut lines)).await?;
@@ -298,6 +301,7 @@ async fn read_evidence(
     };
     let late_files = late_files(db, &all_inputs, &span.from_day, read).await?;
     drop(all_inputs);
+    payouts.mark_reported((t0, t1), |source, path| late_files.contains(source, path));
     let report_line = report_lines(&lines, (t0, t1), &late_files);
     Ok(Evidence {
         ledger,
@@ -309,8 +313,33 @@ async fn read_evidence(
         late_files,
         confirmed,
         foreign,
+        payouts,
         timings,
     })
+}
+
+/// Reads the bank's payout status files (`[[payout_status]]`) on a blocking thread; their
+/// files are inputs of the night like statement files (a late one is reported by the first
+/// night that reads it), an unreadable one is named as a statement file is.
+async fn read_payouts(
+    cfg: &crate::config::Config,
+    as_of: Micros,
+    statements: &mut Statements,
+) -> Result<crate::payout_status::Night> {
+    if cfg.payout_status.is_empty() {
+        return Ok(crate::payout_status::Night::default());
+    }
+    let blocks = cfg.payout_status.clone();
+    let night =
+        tokio::task::spawn_blocking(move || crate::payout_status::Night::read(&blocks, as_of))
+            .await
+            .context("payout status reading task")?;
+    statements.inputs.extend(night.inputs.iter().cloned());
+    statements
+        .unreadable
+        .extend(night.unreadable.iter().cloned());
+    statements.warnings.extend(night.warnings.iter().cloned());
+    Ok(night)
 }
 
 /// Loads the statements (on a blocking thread) and the ledger (here) at the same time. The
@@ -555,6 +584,8 @@ async fn look_up_named(
 ) -> Result<crate::ledger::lookup::Found> {
     let Job { cfg, rules, db, .. } = job;
     let mut keys = matching::shape::lookup_keys(&ev.lines, m, rules, shape);
+    // A payout status record the night reports names its payment however old (a return).
+    ev.payouts.lookup_keys(&mut keys);
     // A contested line's confirmed payment is a candidate of it, wherever its day is.
     keys.payment_ids.extend(
         ev.confirmed
@@ -675,6 +706,19 @@ fn scope(job: Job<'_>, span: &Span, matched: Matched) -> Result<Scoped> {
         rules,
     );
     let mut in_scope = in_days(span, payments);
+    // An unresolved payment a payout status record of the night names is reported with it,
+    // however old (its record is its evidence).
+    ev.payouts.bind(&ev.ledger);
+    for i in ev.payouts.reported_payments() {
+        let p = &payments[i as usize];
+        let open = matches!(
+            p.current_status,
+            Status::Unknown | Status::Submitting | Status::Review
+        );
+        if open && outcome::unresolved(p, as_of, span.stale_after) {
+            in_scope[i as usize] = true;
+        }
+    }
     // Both sides of a contested confirmation are reported, whatever their day.
     for &(_, p) in &contested {
         in_scope[p as usize] = true;
@@ -939,14 +983,23 @@ async fn classify(
         named_only: &named_only,
         accepted: &accepted,
     };
-    let mut rows = match &status {
-        Some(answers) => {
-            outcome::classify_with(payments, lines, &m, rules, &ctx, &|i, p, row, decided| {
-                answers.overlay(i, p, row, decided)
-            })
-        }
-        None => outcome::classify(payments, lines, &m, rules, &ctx),
-    };
+    let payouts = &ev.payouts;
+    let mut rows =
+        outcome::classify_with(payments, lines, &m, rules, &ctx, &|i, p, row, decided| {
+            let row = match &status {
+                Some(answers) => answers.overlay(i, p, row, decided),
+                None => row,
+            };
+            payouts.overlay(i, p, row, decided)
+        });
+    // The payments a payout status record names that the night does not classify (a return
+    // of a payment paid weeks ago), and the records that name no payment.
+    if !payouts.is_empty() {
+        let classified: Vec<bool> = (0..payments.len())
+            .map(|i| in_scope[i] || watch.get(i).copied().unwrap_or(false))
+            .collect();
+        crate::payout_status::merge_rows(&mut rows, payouts.extra_rows(payments, &classified));
+    }
     super::claims::mark_contested(&mut rows, &ev.confirmed, payments, lines);
     super::claims::mark_named_twice(&mut rows, &m, rules, payments, lines);
     Box::pin(hold_claimed_payouts(

@@ -458,16 +458,7 @@ pub(crate) fn job_source(
     value: Spanned<DeValue<'_>>,
     taken: &[SourceConfig],
 ) -> Result<SourceConfig> {
-    let at = KeyAt::new(job.file, format!("source[{i}]."), job.text);
-    let span = value.span();
-    let DeValue::Table(table) = value.into_inner() else {
-        return Err(at.at(
-            span,
-            format!("key `source[{i}]`: not a table (each [[source]] is one)"),
-        ));
-    };
-    let table = Spanned::new(span, table);
-    let at = at.with_values(&table, true);
+    let (at, table) = super::keys::array_table((job.file, job.text), "source", i, value)?;
     let key = |k: &str| at.key(k);
     let ReadSource {
         common: mut s,

@@ -32,7 +32,7 @@ pub(crate) fn parse_tz(path: &Path, key: &str, value: &str) -> Result<Tz> {
 }
 
 /// Why `value` is no time zone.
-pub(super) fn unknown_tz(value: &str) -> String {
+pub(crate) fn unknown_tz(value: &str) -> String {
     format!("unknown time zone {value:?} (hint: an IANA name such as Europe/Berlin or UTC)")
 }
 
@@ -91,7 +91,7 @@ impl<'a> KeyAt<'a> {
     /// Names the keys of `table` too, so that an error about one of them is on its value's
     /// line ([`KeyAt::on`]); `header`: the table has a header line of its own (a job's
     /// `[[source]]`, not a mapping file).
-    pub(super) fn with_values(mut self, table: &Spanned<DeTable<'_>>, header: bool) -> KeyAt<'a> {
+    pub(crate) fn with_values(mut self, table: &Spanned<DeTable<'_>>, header: bool) -> KeyAt<'a> {
         fn walk(
             name: String,
             value: &Spanned<DeValue<'_>>,
@@ -186,6 +186,45 @@ impl<'a> KeyAt<'a> {
         )))
         .map_err(|e| toml_error(self.file, self.text, e))
     }
+}
+
+/// The tables of `[[name]]` in job file `file` (text `text`), each with its span.
+pub(crate) fn array_tables<'i>(
+    file: &Path,
+    text: &'i str,
+    name: &str,
+) -> Result<Vec<Spanned<DeValue<'i>>>> {
+    Ok(
+        match DeTable::parse(text)
+            .map_err(|e| toml_error(file, text, e))?
+            .into_inner()
+            .remove(name)
+            .map(Spanned::into_inner)
+        {
+            Some(DeValue::Array(a)) => a.into_iter().collect(),
+            _ => Vec::new(),
+        },
+    )
+}
+
+/// Table number `i` of `[[name]]` (`value`, from [`array_tables`]) with where its keys are
+/// written (named `name[i].key`), or the error that it is no table.
+pub(crate) fn array_table<'a, 'i>(
+    (file, text): (&'a Path, &'a str),
+    name: &str,
+    i: usize,
+    value: Spanned<DeValue<'i>>,
+) -> Result<(KeyAt<'a>, Spanned<DeTable<'i>>)> {
+    let at = KeyAt::new(file, format!("{name}[{i}]."), text);
+    let span = value.span();
+    let DeValue::Table(table) = value.into_inner() else {
+        return Err(at.at(
+            span,
+            format!("key `{name}[{i}]`: not a table (each [[{name}]] is one)"),
+        ));
+    };
+    let table = Spanned::new(span, table);
+    Ok((at.with_values(&table, true), table))
 }
 
 /// Splits off the entries of `table` whose key is in `keys`, as a table of their own (with

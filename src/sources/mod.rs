@@ -386,6 +386,22 @@ pub struct Unreadable {
     pub error: String,
 }
 
+impl InputFile {
+    /// File `path` of source `source`, with nothing read from it yet (no sha256, no lines).
+    pub fn new(source: &str, path: String) -> InputFile {
+        InputFile {
+            source: source.to_string(),
+            path,
+            sha256: String::new(),
+            lines: 0,
+            rejected: 0,
+            duplicates: 0,
+            not_booked: 0,
+            skipped: 0,
+        }
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }

@@ -20,9 +20,9 @@
 //! gives no record, and the file's notes count them. Not read: IAT and dishonored/contested
 //! return layouts beyond their reason code, the entry hash and the control sums.
 
-use super::payout::{Level, PayoutFile, PayoutStatus, State, error};
+use super::payout::{Created, Level, PayoutFile, PayoutStatus, State, error};
 use anyhow::Result;
-use chrono::NaiveDate;
+use chrono::{NaiveDate, NaiveTime};
 use std::sync::Arc;
 
 /// One 94-character record with the line it is on.
@@ -135,6 +135,33 @@ fn records<'b>(file: &str, text: &'b str) -> Result<Vec<Record<'b>>> {
     Ok(out)
 }
 
+/// The file header's creation date (positions 24–29) and time (30–33, `HHMM`, optional).
+fn created(file: &str, header: &Record<'_>) -> Result<Option<Created>> {
+    let Some(date) = date(file, header, 24, "file header: file creation date")? else {
+        return Ok(None);
+    };
+    let t = header.at(30, 33);
+    let time = if t.trim().is_empty() {
+        None
+    } else {
+        let hm = (t.len() == 4 && t.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| NaiveTime::from_hms_opt(t[..2].parse().ok()?, t[2..].parse().ok()?, 0))
+            .flatten();
+        Some(hm.ok_or_else(|| {
+            error(
+                file,
+                header.line,
+                format!("file header: file creation time (positions 30-33) {t:?} is not HHMM"),
+            )
+        })?)
+    };
+    Ok(Some(Created {
+        date,
+        time,
+        offset: None,
+    }))
+}
+
 /// Parses NACHA bytes into return and notification-of-change records; any problem fails the
 /// whole file with its line and field (positions).
 pub fn parse(file: &Arc<str>, bytes: &[u8]) -> Result<PayoutFile> {
@@ -183,6 +210,7 @@ pub fn parse(file: &Arc<str>, bytes: &[u8]) -> Result<PayoutFile> {
             ),
         ));
     }
+    out.created = created(f, first)?;
     let mut batch: Option<Batch> = None;
     let mut entry: Option<Entry<'_>> = None;
     let mut batches = 0u64;

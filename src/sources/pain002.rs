@@ -19,7 +19,7 @@
 //! the file with its line and element, rather than being guessed. Not read: `NbOfTxsPerSts`,
 //! charges, the original transaction's parties and remittance information.
 
-use super::payout::{Level, PayoutFile, PayoutStatus, State};
+use super::payout::{Created, Level, PayoutFile, PayoutStatus, State};
 use super::xml::{El, decode_xml, money, tree};
 use super::{ParseContext, text};
 use anyhow::Result;
@@ -93,6 +93,35 @@ fn day(ctx: &ParseContext, el: &El, path: &str) -> Result<NaiveDate> {
         })
 }
 
+/// The creation date-time of `GrpHdr/CreDtTm` (ISO 8601: a date, a time with optional
+/// fractions, and an optional `Z` or `±hh:mm`), or the error naming it.
+fn creation(ctx: &ParseContext, el: &El) -> Result<Created> {
+    let t = el.text.trim();
+    let bad = || {
+        ctx.error(
+            el.line,
+            format!(
+                "GrpHdr/CreDtTm: {:?} is not an ISO date-time",
+                super::cut(t)
+            ),
+        )
+    };
+    if let Ok(dt) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(Created {
+            date: dt.naive_local().date(),
+            time: Some(dt.naive_local().time()),
+            offset: Some(*dt.offset()),
+        });
+    }
+    let naive =
+        chrono::NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f").map_err(|_| bad())?;
+    Ok(Created {
+        date: naive.date(),
+        time: Some(naive.time()),
+        offset: None,
+    })
+}
+
 /// Parses pain.002 bytes into status records; any problem fails the whole file with its line
 /// and element path.
 pub fn parse(file: &Arc<str>, bytes: &[u8]) -> Result<PayoutFile> {
@@ -124,9 +153,12 @@ pub fn parse(file: &Arc<str>, bytes: &[u8]) -> Result<PayoutFile> {
             ),
         ));
     };
-    let created = match rpt.path(&["GrpHdr", "CreDtTm"]) {
-        Some(c) => Some(day(ctx, c, "GrpHdr/CreDtTm")?),
-        None => None,
+    let (created, created_at) = match rpt.path(&["GrpHdr", "CreDtTm"]) {
+        Some(c) => (
+            Some(day(ctx, c, "GrpHdr/CreDtTm")?),
+            Some(creation(ctx, c)?),
+        ),
+        None => (None, None),
     };
     let Some(grp) = rpt.child("OrgnlGrpInfAndSts") else {
         return Err(ctx.error(rpt.line, "CstmrPmtStsRpt: no OrgnlGrpInfAndSts"));
@@ -135,7 +167,10 @@ pub fn parse(file: &Arc<str>, bytes: &[u8]) -> Result<PayoutFile> {
     if msg_id.is_none() {
         return Err(ctx.error(grp.line, "OrgnlGrpInfAndSts: no OrgnlMsgId"));
     }
-    let mut out = PayoutFile::default();
+    let mut out = PayoutFile {
+        created: created_at,
+        ..PayoutFile::default()
+    };
     let group = match grp.child("GrpSts") {
         Some(s) => Some(status(ctx, s, "OrgnlGrpInfAndSts", Level::Group)?),
         None => None,

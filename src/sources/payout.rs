@@ -4,12 +4,12 @@
 //! because of them); each record is one claim about one payout, or about every payout of a
 //! group or payment information the bank answers for at once.
 //!
-//! The readers are used by `recon parse` only; what a night does with these claims (a
-//! rejection as evidence of FAILED, a return as a RETURNED case, an acceptance as no money)
-//! is not decided here. `sources::read_payout_file` reads one file whole or fails with its
-//! file, line and element (or field).
+//! What a night does with these claims (a rejection as evidence of FAILED, a return as a
+//! RETURNED case, an acceptance as no money) is not decided here but in the evidence layer
+//! (`src/payout_status/`). `sources::read_payout_file` reads one file whole or fails with
+//! its file, line and element (or field).
 
-use chrono::NaiveDate;
+use chrono::{FixedOffset, NaiveDate, NaiveTime};
 use std::sync::Arc;
 
 /// What the record's status applies to.
@@ -182,6 +182,19 @@ impl PayoutStatus {
     }
 }
 
+/// When the bank wrote a file, as the file says it (pain.002 `GrpHdr/CreDtTm`, NACHA file
+/// header creation date and time, positions 24–33): what a night reads the file's records as
+/// known from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// The day.
+    pub date: NaiveDate,
+    /// The time of day, when the file gives one (a NACHA creation time is optional).
+    pub time: Option<NaiveTime>,
+    /// The UTC offset, when the file writes one (a pain.002 `CreDtTm` may; NACHA never does).
+    pub offset: Option<FixedOffset>,
+}
+
 /// What one payout file holds: its records, and what it holds that is no record (NACHA
 /// entries without return or change addenda), for people.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,6 +203,8 @@ pub struct PayoutFile {
     pub records: Vec<PayoutStatus>,
     /// What was read but is no status (ordinary entries), one sentence each.
     pub notes: Vec<String>,
+    /// When the bank wrote the file, if it says.
+    pub created: Option<Created>,
 }
 
 /// An input error naming the file and a position.

@@ -22,16 +22,8 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
         FormatSettings::Jsonl(j) => jsonl::read_file(cfg.table_source(), j, path, &mut one)?,
         settings => return read_bank_file(cfg, settings.format(), path, load),
     };
-    let mut file = one.files.pop().unwrap_or_else(|| InputFile {
-        source: cfg.name.clone(),
-        path: path.display().to_string(),
-        sha256: String::new(),
-        lines: 0,
-        rejected: 0,
-        duplicates: 0,
-        not_booked: 0,
-        skipped: 0,
-    });
+    let mut file =
+        (one.files.pop()).unwrap_or_else(|| InputFile::new(&cfg.name, path.display().to_string()));
     let dropped_before = file.duplicates;
     for l in &mut one.lines {
         l.role = cfg.role;
@@ -80,14 +72,11 @@ fn read_bank_file(
     let (kept, rejected) = load.add(lines, false);
     debug_assert!(rejected.is_empty());
     load.files.push(InputFile {
-        source: cfg.name.clone(),
-        path: file,
         sha256: sha256_hex(&bytes),
         lines: kept,
         rejected: bad.len(),
         duplicates: total - kept,
-        not_booked: 0,
-        skipped: 0,
+        ..InputFile::new(&cfg.name, file)
     });
     load.facts.extend(parsed.facts);
     let clean = bad.is_empty();

@@ -40,7 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("storage", &["db", "ledger", "tickets", "store"]),
     ("matching", &["matching"]),
     ("classification", &["outcome"]),
-    ("evidence", &["evidence", "status_api"]),
+    ("evidence", &["evidence", "status_api", "payout_status"]),
     ("outputs", &["outputs"]),
     ("reports", &["report"]),
     ("decisions", &["decisions"]),

@@ -38,6 +38,7 @@ mod mappings;
 mod markers;
 mod nights;
 mod partitions;
+mod payout_claims;
 mod payout_formats;
 mod pg_uuid;
 mod properties;

@@ -46,6 +46,13 @@
 //! lines hold only what took effect, `cases list --open` lists no case a committed run left, one
 //! payout is one payment's, and contradicting evidence after a wrong decision is a ticket.
 //!
+//! The bank's payout status files (issue 46, `recon_tools::bank_files`): a pain.002 rejection
+//! of a payout truly never paid (`bank_rejection`) and a NACHA return of an ACH payout truly
+//! paid and returned (`ach_return`), files in the `[[payout_status]]` folders the job reads. A
+//! `→FAILED` on a rejection the run had may come before the window closes (it is still held to
+//! the truth), and a return is a ticket naming the payment by the nightly run that reports
+//! its file.
+//!
 //! Money in several currencies (issue 42, `nights_currencies.rs`, a child module): lines in
 //! another currency than their payment's, a recipient paid in EUR, GBP, USD and JPY, netted
 //! fees; the job values its cases in EUR with ECB rates files the simulator writes, and every
@@ -85,6 +92,13 @@ mod reviewers;
 /// recipient paid in several currencies, netted fees, and the email's order by value.
 #[path = "nights_currencies.rs"]
 mod currencies;
+
+/// What issue 46's bank files must play in CI's worlds: a rejection recon resolved FAILED
+/// on, and a NACHA return surfaced as a ticket naming its payment.
+const BANK_FILES_PLAYED: [&str; 2] = [
+    "transitions on a bank rejection",
+    "bank files: NACHA returns surfaced",
+];
 
 /// The seed CI plays.
 const CI_SEED: u64 = 20_261_021;
@@ -236,6 +250,8 @@ struct LateFact {
     complete_window: bool,
     /// Only when recon itself resolved the payment SUCCEEDED before `due`.
     after_recon_success: bool,
+    /// The ticket must be seen by a run as of `due` or later (the fact arrived then).
+    fresh: bool,
 }
 
 struct Harness {
@@ -392,6 +408,7 @@ impl Harness {
                     due: s + sim::WINDOW_AFTER + sim::LAG,
                     complete_window: true,
                     after_recon_success: false,
+                    fresh: false,
                 });
             }
             if !p.fate.paid()
@@ -406,6 +423,7 @@ impl Harness {
                     due: s + sim::WINDOW_AFTER + sim::LAG,
                     complete_window: true,
                     after_recon_success: true,
+                    fresh: false,
                 });
             }
             // A later event contradicts the PAID event recon took: the next night's run judges
@@ -421,8 +439,26 @@ impl Harness {
                         due: w[1].at,
                         complete_window: false,
                         after_recon_success: true,
+                        fresh: false,
                     });
                 }
+            }
+        }
+        // Issue 46: a NACHA return names the payout by its trace number: a ticket naming the
+        // payment by the nightly run that reports the file (its creation day's, or the one it
+        // arrives before, whichever is later), seen by a run as of then or later.
+        for x in &world.notices {
+            if x.kind == sim::NoticeKind::Return {
+                let day = (timeparse::local_date(x.created, sim::JOB_TZ) - opts.start).num_days();
+                let night = x.arrival.max(u32::try_from(day).unwrap_or(0));
+                late_facts.push(LateFact {
+                    payment: x.payment,
+                    what: "money returned (a NACHA return file of the bank)",
+                    due: sim::night_as_of(opts.start, night),
+                    complete_window: false,
+                    after_recon_success: false,
+                    fresh: true,
+                });
             }
         }
         let mut h = Harness {
@@ -657,7 +693,9 @@ impl Harness {
     /// See [`DayRun::extra_key`].
     fn extra_key(&self, night: u32, as_of: Micros) -> String {
         let mut key = String::new();
-        for (rel, bytes) in self.world.hook_files(night) {
+        for (rel, bytes) in
+            (self.world.hook_files(night).into_iter()).chain(self.world.notice_files(night))
+        {
             let _ = write!(key, "{rel}={};", recon::sources::sha256_hex(&bytes));
         }
         if self.decisions_applied > 0 {
@@ -736,10 +774,13 @@ impl Harness {
         let extra_key = self.extra_key(night, as_of);
         for (k, r) in days.into_iter().enumerate() {
             let day = from + k as i64;
+            // The bank's payout status files are no statement files (their bytes are in the
+            // extra key).
             let inputs: Vec<(String, String)> = r
                 .summary
                 .inputs
                 .iter()
+                .filter(|i| !sim::PAYOUT_STATUS_BLOCKS.contains(&i.source.as_str()))
                 .map(|i| {
                     let rel = i.path[i.path.find("inbox/").unwrap_or(0)..].to_string();
                     (rel, i.sha256.clone())
@@ -1332,7 +1373,21 @@ impl Harness {
                         fmt_t(r.as_of)
                     ));
                 }
-                if h.to == "FAILED" {
+                // A rejection the bank wrote about the payout, which the run had, is final
+                // (issue 46): it may come before the window closes.
+                let rejected = self.world.notices.iter().any(|x| {
+                    x.payment == p
+                        && x.kind == sim::NoticeKind::Rejection
+                        && x.arrival <= r.night
+                        && x.created <= r.as_of
+                });
+                if rejected && h.to == "FAILED" {
+                    *self
+                        .stats
+                        .entry("transitions on a bank rejection")
+                        .or_insert(0) += 1;
+                }
+                if h.to == "FAILED" && !rejected {
                     if r.as_of < c + sim::WINDOW_AFTER + sim::LAG {
                         clock.push(format!(
                             "its current attempt {} started {}: its window and the settlement lag end {}, after the run's as-of {} (rules 2, 11)",
@@ -1855,6 +1910,8 @@ impl Harness {
                 } else {
                     fact.due
                 }
+            } else if fact.fresh {
+                fact.due
             } else {
                 i64::MIN
             };
@@ -1869,6 +1926,12 @@ impl Harness {
                             .is_some_and(|r| !r.dry && r.as_of >= threshold))
             });
             if ok {
+                if fact.fresh {
+                    *self
+                        .stats
+                        .entry("bank files: NACHA returns surfaced")
+                        .or_insert(0) += 1;
+                }
                 continue;
             }
             let mut s = format!(
@@ -2396,7 +2459,10 @@ fn nights_on_sqlite() {
         && std::env::var_os("RECON_SIM_PROBS").is_none()
         && std::env::var_os("RECON_SIM_DAYS").is_none()
         && std::env::var_os("RECON_SIM_PAYMENTS").is_none();
-    finish_played(done, if ci { reviewers::PLAYED_IN_CI } else { &[] });
+    let played: Vec<&str> = (reviewers::PLAYED_IN_CI.iter().copied())
+        .chain(BANK_FILES_PLAYED)
+        .collect();
+    finish_played(done, if ci { &played } else { &[] });
 }
 
 #[test]
@@ -2999,6 +3065,86 @@ mod world {
     };
     use std::collections::{BTreeMap, BTreeSet};
 
+    /// Issue 46's bank files: a rejection only of a payout truly never paid (one attempt, no
+    /// other shape, written after it started), a NACHA return only of an ACH payout truly paid
+    /// and returned (USD, its trace number the ledger's provider id); each file reads whole with
+    /// recon's own readers and names its payment so; off means off, and the rest of the world
+    /// stays as it was.
+    #[test]
+    fn issue_46_bank_files_look_right_and_off_means_off() {
+        use recon::model::PayoutFormat;
+        use recon::sources::payout::State;
+        use recon_tools::sim::NoticeKind;
+        let mut o = SimOptions::new(5);
+        o.days = 10;
+        o.probs.bank_rejection = 5_000;
+        let w = World::build(&o);
+        let count = |k: NoticeKind| w.notices.iter().filter(|x| x.kind == k).count();
+        assert!(count(NoticeKind::Rejection) > 0 && count(NoticeKind::Return) > 0);
+        for x in &w.notices {
+            let p = &w.payments[x.payment];
+            assert!(x.arrival >= w.first_night_at(x.created), "{x:?}");
+            match x.kind {
+                NoticeKind::Rejection => {
+                    assert!(!p.fate.paid() && p.attempts.len() == 1 && p.shape.is_none());
+                    assert!(x.created > p.started_at.unwrap());
+                }
+                NoticeKind::Return => {
+                    assert_eq!((p.fate, p.currency), (Fate::Returned, "USD"));
+                    assert_eq!(p.ledger_provider_id, p.provider_id);
+                    let l = &w.lines[p.lines[0]];
+                    assert!(matches!(l.role, LineRole::Payment { .. }));
+                    assert!(x.created > l.booked_at);
+                }
+            }
+        }
+        let files = w.notice_files(u32::MAX - 1);
+        assert_eq!(files.len(), w.notices.len());
+        for ((rel, bytes), x) in files.iter().zip(&w.notices) {
+            let format = if rel.ends_with(".xml") {
+                PayoutFormat::Pain002
+            } else {
+                PayoutFormat::Nacha
+            };
+            let file = recon::sources::parse_payout_bytes(
+                format,
+                &std::sync::Arc::from(rel.as_str()),
+                bytes,
+                &recon::sources::InputLimits::default(),
+            )
+            .unwrap_or_else(|e| panic!("{rel}: {e:#}"));
+            let [r] = &file.records[..] else {
+                panic!("{rel}: {:?}", file.records)
+            };
+            let p = &w.payments[x.payment];
+            match x.kind {
+                NoticeKind::Rejection => {
+                    assert_eq!(r.state, State::Rejected);
+                    assert_eq!(r.original_end_to_end_id.as_deref(), Some(p.id.as_str()));
+                    assert_eq!(r.amount, Some((p.amount_minor, p.currency)));
+                }
+                NoticeKind::Return => {
+                    assert_eq!(r.state, State::Returned);
+                    assert_eq!(r.original_instruction_id, p.provider_id);
+                    assert_eq!(r.amount, Some((p.amount_minor, "USD")));
+                }
+            }
+            assert!(file.created.is_some(), "{rel}");
+        }
+        let mut off = o.clone();
+        off.probs.bank_rejection = 0;
+        off.probs.ach_return = 0;
+        let w0 = World::build(&off);
+        assert!(w0.notices.is_empty());
+        let n0 = w0.payments.len();
+        assert_eq!(&w.payments[..n0], &w0.payments[..]);
+        assert!(
+            !w0.config_toml("sqlite://x.db")
+                .contains("[[payout_status]]")
+        );
+        assert!(w.config_toml("sqlite://x.db").contains("[[payout_status]]"));
+    }
+
     /// The shapes of issue 30 are what the issue describes, and off means off.
     #[test]
     fn shapes_look_like_issue_30() {
@@ -3223,6 +3369,9 @@ mod world {
         use rust_decimal::Decimal;
         let mut o = SimOptions::new(12);
         o.days = 10;
+        // Issue 46's ACH payments are appended after these: off here, so the two worlds end
+        // alike.
+        o.probs.ach_return = 0;
         let w = World::build(&o);
         let mut off = o.clone();
         off.probs.currency_mismatch = 0;
@@ -3464,7 +3613,9 @@ mod world {
             assert!(uuid::Uuid::parse_str(&p.id).is_ok());
             assert_eq!(p.recipient.len(), 22);
             if let Some(id) = &p.provider_id {
-                assert_eq!(id.len(), 27);
+                // A provider's id, or an ACH payout's 15-digit trace number (issue 46).
+                let trace = id.len() == 15 && id.bytes().all(|b| b.is_ascii_digit());
+                assert!(id.len() == 27 || trace, "{id}");
             }
             if let Some(s) = p.started_at {
                 assert_eq!(

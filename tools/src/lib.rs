@@ -4,12 +4,14 @@
 //!
 //! - [`generate`]: a seeded synthetic ledger + statement with the outcome every row must get,
 //!   and [`generate::score`], which compares a run's `results.csv` with it;
-//! - [`sim`]: a seeded world of payment nights (the simulator `tests/it/nights.rs` plays);
+//! - [`sim`]: a seeded world of payment nights (the simulator `tests/it/nights.rs` plays),
+//!   and [`bank_files`], its bank's payout status files (pain.002 rejections, NACHA returns);
 //! - [`bench_load`]: how fast the ledger comes out of the database;
 //! - [`bench_status`]: status-API query throughput against a stub on loopback;
 //! - [`cli`]: the `recon-tools` command line over them (`generate`, `score`, `bench-load`,
 //!   `bench-status`).
 
+pub mod bank_files;
 pub mod bench_load;
 pub mod bench_status;
 pub mod cli;

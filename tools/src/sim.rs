@@ -211,6 +211,15 @@ pub struct Probs {
     /// Reviewers (issue 42): a reviewer decides `accept difference` where a case offers it.
     /// Per such case.
     pub accept_difference: u64,
+    /// Bank files (issue 46): the bank rejects a payout that was truly never paid (a pain.002
+    /// `RJCT` naming the payment's end-to-end id, written hours after its attempt started).
+    /// Per sent, never-paid payment with one attempt and no other shape; 0 switches it off.
+    pub bank_rejection: u64,
+    /// Bank files (issue 46): a USD payment paid over ACH (its provider id is the payout's
+    /// 15-digit trace number) whose money comes back: a NACHA return (addenda 99) naming the
+    /// trace number, written a day or two after the payout. Per business day; 0 switches it
+    /// off.
+    pub ach_return: u64,
 }
 
 impl Default for Probs {
@@ -270,6 +279,8 @@ impl Default for Probs {
             fixed_rate: 5_000,
             dismiss_bad_reason: 2_500,
             accept_difference: 7_000,
+            bank_rejection: 1_500,
+            ach_return: 5_000,
         }
     }
 }
@@ -332,6 +343,8 @@ impl Probs {
             "fixed_rate" => &mut self.fixed_rate,
             "dismiss_bad_reason" => &mut self.dismiss_bad_reason,
             "accept_difference" => &mut self.accept_difference,
+            "bank_rejection" => &mut self.bank_rejection,
+            "ach_return" => &mut self.ach_return,
             other => anyhow::bail!("no probability named {other:?}"),
         };
         *field = per_10k.min(10_000);
@@ -511,7 +524,8 @@ pub enum Fate {
     PaidOnce,
     /// Paid twice (a second line hours or days later).
     PaidTwice,
-    /// Paid, then the money came back (a return line 1–10 days later).
+    /// Paid, then the money came back (a return line 1–10 days later, or a NACHA return file
+    /// of the bank: [`BankNotice`]).
     Returned,
 }
 
@@ -956,7 +970,51 @@ pub struct World {
     pub rates: BTreeMap<NaiveDate, Vec<(&'static str, Option<Decimal>)>>,
     /// Issue 42: the job file's `[rates.fixed]`.
     pub fixed_rates: BTreeMap<&'static str, Decimal>,
+    /// Issue 46: the bank's payout status files (pain.002 rejections, NACHA returns), in
+    /// creation order.
+    pub notices: Vec<BankNotice>,
 }
+
+/// Issue 46: what the bank writes back about one payout, as a file of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BankNotice {
+    /// The payment.
+    pub payment: usize,
+    /// A rejection (pain.002 RJCT) or a return (NACHA addenda 99).
+    pub kind: NoticeKind,
+    /// When the bank wrote the file.
+    pub created: Micros,
+    /// The night before whose run it is in the job's folder.
+    pub arrival: u32,
+}
+
+/// What a [`BankNotice`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// pain.002 `RJCT` (reason AC01): the payout was not made.
+    Rejection,
+    /// NACHA return (R01): the payout was made and its money came back.
+    Return,
+}
+
+/// The job's `[[payout_status]]` blocks of a world with bank notices: pain.002 files name the
+/// payment id, NACHA files the payout's trace number (the provider id the ledger recorded).
+pub const PAYOUT_STATUS_CONFIG: &str = r#"
+[[payout_status]]
+name = "bank-pain002"
+format = "pain002"
+path = "payouts/pain002"
+
+[[payout_status]]
+name = "bank-ach"
+format = "nacha"
+path = "payouts/nacha"
+payment_id_field = "trace_number"
+ledger_key = "provider_payment_id"
+"#;
+
+/// The names of [`PAYOUT_STATUS_CONFIG`]'s blocks (summary.json's inputs name their files so).
+pub const PAYOUT_STATUS_BLOCKS: [&str; 2] = ["bank-pain002", "bank-ach"];
 
 /// The simulator's dice for code outside this crate (the night harness decides its re-runs and
 /// human actions with it): the same xoshiro256** stream as the world, seeded separately.
@@ -1402,6 +1460,7 @@ impl World {
             four_eyes: false,
             rates: BTreeMap::new(),
             fixed_rates: BTreeMap::new(),
+            notices: Vec::new(),
         };
         // The shapes draw from their own stream: with every shape off the world is the one
         // earlier versions of the simulator built for the same seed.
@@ -1414,7 +1473,83 @@ impl World {
         // payment, line and delivery of a seed is the one it was without them.
         world.add_currency_shapes(&mut Rng::new(opts.seed ^ 0x4242_c0de_0000_0005));
         world.add_rates(&mut Rng::new(opts.seed ^ 0x4242_7a7e_0000_0006));
+        // Issue 46's bank files, last and from their own streams: every earlier payment, line,
+        // delivery and rate of a seed is the one it was without them.
+        world.add_bank_rejections(&mut Rng::new(opts.seed ^ 0x4646_4a77_0000_0007));
+        world.add_ach_returns(&mut Rng::new(opts.seed ^ 0x4646_ac40_0000_0008));
         world
+    }
+
+    /// Issue 46: a pain.002 rejection of some payouts truly never paid ([`Probs::bank_rejection`]).
+    fn add_bank_rejections(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.bank_rejection;
+        for p in 0..self.payments.len() {
+            let pay = &self.payments[p];
+            let Some(started) = pay.started_at else {
+                continue;
+            };
+            if pay.fate.paid() || pay.attempts.len() != 1 || pay.shape.is_some() {
+                continue;
+            }
+            if !rng.chance(pr) {
+                continue;
+            }
+            let created = started + rng.between(60, 20 * 60) * MINUTE;
+            let late = rng.below(2) as u32;
+            self.add_notice(p, NoticeKind::Rejection, created, late);
+        }
+    }
+
+    /// Issue 46: the bank writes a file of `kind` about payment `p` at `created`; it is in the
+    /// job's folder `late` nights after the first night whose as-of is at or after that.
+    fn add_notice(&mut self, p: usize, kind: NoticeKind, created: Micros, late: u32) {
+        self.notices.push(BankNotice {
+            payment: p,
+            kind,
+            created,
+            arrival: self.first_night_at(created) + late,
+        });
+        self.notices.sort_by_key(|n| (n.created, n.payment));
+    }
+
+    /// Issue 46: USD payments paid over ACH whose money comes back by a NACHA return
+    /// ([`Probs::ach_return`]): appended with their payouts (named by reference, booked within
+    /// two hours) and ledger SUCCEEDED or UNKNOWN; the return file is written one or two days
+    /// after the payout.
+    fn add_ach_returns(&mut self, rng: &mut Rng) {
+        let pr = self.opts.probs.clone();
+        let start = self.opts.start;
+        let nights = self.opts.nights();
+        for d in 0..self.opts.days as i64 {
+            if !rng.chance(pr.ach_return) {
+                continue;
+            }
+            let (t0, t1) = (day_start(start, d), day_start(start, d + 1));
+            let started = t0 + rng.between(0, (t1 - t0) / 1_000_000 - 1) * 1_000_000;
+            let status = if rng.chance(5_000) {
+                LedgerStatus::Succeeded
+            } else {
+                LedgerStatus::Unknown
+            };
+            let recipient = iban(rng);
+            let amount = rng.between(1_000, 90_000);
+            let p = self.push_payment(rng, &recipient, amount, "USD", started, status, true);
+            let trace = format!("09100001{:07}", p);
+            let pm = &mut self.payments[p];
+            pm.provider_id = Some(trace.clone());
+            pm.ledger_provider_id = Some(trace.clone());
+            for a in &mut pm.attempts {
+                a.provider_id = Some(trace.clone());
+            }
+            let id = pm.id.clone();
+            let booked = started + rng.between(2, 120) * MINUTE;
+            self.paid_once(p, (id, recipient), (amount, "USD"), (booked, start));
+            self.payments[p].fate = Fate::Returned;
+            let created = booked + rng.between(20, 48) * HOUR;
+            if self.first_night_at(created) < nights {
+                self.add_notice(p, NoticeKind::Return, created, 0);
+            }
+        }
     }
 
     /// Issue 42: lines in another currency than their payment's, a recipient paid in several
@@ -2757,6 +2892,14 @@ impl World {
     /// bytes of its newest arrived version; a control file that version lacks is removed.
     /// The webhook events stored by then are written too. Returns the versions present.
     pub fn deliver(&self, dir: &Path, n: u32) -> Result<BTreeMap<(Source, i64), usize>> {
+        for (rel, bytes) in self.notice_files(n) {
+            let path = dir.join(&rel);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .with_context(|| format!("creating {}", parent.display()))?;
+            }
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
         if self.has_hooks() {
             let hooks = dir.join("hooks");
             std::fs::create_dir_all(&hooks)
@@ -2932,7 +3075,11 @@ RETURN = "REFUND"
             } else {
                 ""
             },
-        )
+        ) + if self.notices.is_empty() {
+            ""
+        } else {
+            PAYOUT_STATUS_CONFIG
+        }
     }
 
     /// One line per payment: its truth and its lines (for people reading a failure, and for
@@ -3048,6 +3195,15 @@ RETURN = "REFUND"
                 timeparse::format_utc(e.at)
             );
         }
+        for x in self.notices.iter().filter(|x| x.payment == p) {
+            let _ = write!(
+                s,
+                "\n      bank file: {:?} written {}, in the job's folder before night {}",
+                x.kind,
+                timeparse::format_utc(x.created),
+                x.arrival
+            );
+        }
         for &i in &pay.lines {
             let _ = write!(s, "\n      {}", self.lines[i].describe(i, self.opts.start));
             let _ = write!(s, "; {}", self.delivery_of(i));
@@ -3103,6 +3259,9 @@ RETURN = "REFUND"
             files += 1;
         }
         for (rel, bytes) in self.hook_files(u32::MAX - 1) {
+            write(&rel, &bytes)?;
+        }
+        for (rel, bytes) in self.notice_files(u32::MAX - 1) {
             write(&rel, &bytes)?;
         }
         for (rel, bytes) in self.rates_files() {

@@ -521,3 +521,26 @@ fn the_same_statement_as_csv_and_as_parquet_gives_the_same_lines() {
         ]
     );
 }
+
+proptest::proptest! {
+    // Failing cases are kept under the target folder: a run leaves the clone as it found it.
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 64,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
+            concat!(env!("CARGO_TARGET_TMPDIR"), "/proptest-regressions/parquet.txt"),
+        ))),
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// The own fixture with a few bytes changed or cut short: an error or lines, never a
+    /// panic out of the reader (the footer, the page headers and the data all reach Polars).
+    #[test]
+    fn the_reader_never_panics_on_a_mutated_file(
+        edits in proptest::collection::vec((proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 1..6),
+        cut in proptest::option::of(proptest::prelude::any::<proptest::sample::Index>()),
+    ) {
+        let bytes = std::fs::read(fixture()).expect("read");
+        let bytes = crate::format_files::mutated(bytes, edits, cut);
+        crate::format_files::no_panic(Format::Parquet, &bytes);
+    }
+}

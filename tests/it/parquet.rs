@@ -169,11 +169,11 @@ fn typed_statement() -> DataFrame {
         ),
         Column::new(
             "amount_float".into(),
-            // 0.1 + 0.2 is 0.30000000000000004 as a float: too precise for EUR, rejected.
+            // 0.1 + 0.2 as a float is 0.30000000000000004: too precise for EUR, rejected.
             [
                 Some(12.3f64),
                 Some(0.1),
-                Some(0.1 + 0.2),
+                Some(0.300_000_000_000_000_04),
                 None,
                 Some(-1234.56),
             ],

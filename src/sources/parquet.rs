@@ -199,14 +199,14 @@ pub fn parse_bytes(
     }
     let metadata = guarded(|| reader.get_metadata().cloned()).map_err(unreadable)?;
     check_bounds(&metadata, &header, &used, bytes.len(), src.limits).map_err(input)?;
+    let projection = used.clone();
     let df = guarded(move || {
         reader
-            .with_projection(Some(used.clone()))
+            .with_projection(Some(projection))
             .set_rechunk(true)
             .finish()
     })
     .map_err(unreadable)?;
-    let used = mapping.columns();
     let columns = df.columns();
     if columns.len() != used.len() {
         return Err(unreadable(format!(

@@ -759,7 +759,7 @@ pub fn parse_settings(
             Format::parse(f).ok_or_else(|| {
                 fail(
                     Failure::Config,
-                    format!("--format {f:?}: unsupported (hint: one of csv, xlsx, camt053, camt054, camt052, mt940, bai2, ofx, jsonl; or pain002, nacha)"),
+                    format!("--format {f:?}: unsupported (hint: one of csv, xlsx, camt053, camt054, camt052, mt940, bai2, ofx, jsonl, parquet; or pain002, nacha)"),
                 )
             })
         })

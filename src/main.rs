@@ -177,12 +177,12 @@ enum Command {
     /// and nacha, the payout status records).
     Parse {
         /// Format: csv, xlsx, camt053, camt054, camt052, mt940 (MT942 too), bai2, ofx (QFX
-        /// too) or jsonl; or a payout status format, pain002 or nacha, printed as a table of
-        /// status records. Default: the source's format with --config, else required.
+        /// too), jsonl or parquet; or a payout status format, pain002 or nacha, printed as a
+        /// table of status records. Default: the source's format with --config, else required.
         #[arg(long)]
         format: Option<String>,
-        /// Column mapping for csv/xlsx (the keys of one `[[source]]` table). Bank formats
-        /// need none (it may set `encoding` or `timezone`).
+        /// Column mapping for csv, xlsx, jsonl and parquet (the keys of one `[[source]]`
+        /// table). Bank formats need none (it may set `encoding` or `timezone`).
         #[arg(long, conflicts_with_all = ["config", "source"])]
         mapping: Option<PathBuf>,
         /// Job configuration whose source mapping to use (instead of --mapping).

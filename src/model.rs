@@ -388,11 +388,13 @@ pub enum Format {
     Ofx,
     /// JSON lines provider export, one object a line, with a mapping of JSON pointers.
     Jsonl,
+    /// Parquet provider export (read by Polars), with the csv mapping by column name.
+    Parquet,
 }
 
 impl Format {
     /// Every format, in documentation order.
-    pub const ALL: [Format; 9] = [
+    pub const ALL: [Format; 10] = [
         Format::Csv,
         Format::Xlsx,
         Format::Camt053,
@@ -402,6 +404,7 @@ impl Format {
         Format::Bai2,
         Format::Ofx,
         Format::Jsonl,
+        Format::Parquet,
     ];
 
     /// The name used in configs and on the command line.
@@ -416,6 +419,7 @@ impl Format {
             Format::Bai2 => "bai2",
             Format::Ofx => "ofx",
             Format::Jsonl => "jsonl",
+            Format::Parquet => "parquet",
         }
     }
 
@@ -431,13 +435,17 @@ impl Format {
             "bai2" => Some(Format::Bai2),
             "ofx" | "qfx" => Some(Format::Ofx),
             "jsonl" | "ndjson" | "json-lines" => Some(Format::Jsonl),
+            "parquet" => Some(Format::Parquet),
             _ => None,
         }
     }
 
     /// Whether the format needs a column mapping (`columns`, `timestamp_format`).
     pub fn needs_mapping(self) -> bool {
-        matches!(self, Format::Csv | Format::Xlsx | Format::Jsonl)
+        matches!(
+            self,
+            Format::Csv | Format::Xlsx | Format::Jsonl | Format::Parquet
+        )
     }
 
     /// Whether the format's files never prove a period complete (camt.052: an intraday report

@@ -12,6 +12,7 @@
 //! | bai2: `encoding` | [`super::bai2::RawBai2`] |
 //! | ofx: none | [`super::ofx::RawOfx`] |
 //! | jsonl: the tabular keys but `has_header`, `skip_lines`, `skip_footer`; columns are JSON pointers | [`super::jsonl`] |
+//! | parquet: the tabular keys but `has_header`, `skip_lines`, `skip_footer`; columns by name or `#N` | [`super::parquet`] |
 //!
 //! Every raw struct has `#[serde(deny_unknown_fields)]`. serde cannot combine that with
 //! `flatten`, nor default the tag of an internally tagged enum (`format` defaults to `csv`), so
@@ -27,7 +28,7 @@
 use super::keys::{KeyAt, config_error, join_clean, keys_of, split_off, toml_error, unknown_tz};
 use super::remote;
 use super::text::TextEncoding;
-use super::{bai2, camt, csv, jsonl, mt940, ofx, tabular, xlsx};
+use super::{bai2, camt, csv, jsonl, mt940, ofx, parquet, tabular, xlsx};
 use crate::model::{Format, Role};
 use anyhow::Result;
 use chrono::NaiveDate;
@@ -47,7 +48,7 @@ pub struct RawCommon {
     /// bank account, where payments appear as debits and provider payouts as credits.
     role: Option<String>,
     /// File format: `csv` (default), `xlsx`, `camt053`, `camt054`, `camt052`, `mt940`,
-    /// `bai2`, `ofx` or `jsonl`.
+    /// `bai2`, `ofx`, `jsonl` or `parquet`.
     format: Option<String>,
     /// File path (relative to the config). `{date}` is replaced by each day (YYYY-MM-DD):
     /// one file per day, each complete for its day when present.
@@ -120,6 +121,8 @@ pub enum FormatSettings {
     Ofx(ofx::OfxSettings),
     /// JSON lines with a mapping of JSON pointers.
     Jsonl(jsonl::JsonlSettings),
+    /// Parquet with the tabular mapping.
+    Parquet(parquet::ParquetSettings),
 }
 
 impl FormatSettings {
@@ -135,6 +138,7 @@ impl FormatSettings {
             FormatSettings::Bai2(_) => Format::Bai2,
             FormatSettings::Ofx(_) => Format::Ofx,
             FormatSettings::Jsonl(_) => Format::Jsonl,
+            FormatSettings::Parquet(_) => Format::Parquet,
         }
     }
 
@@ -148,6 +152,7 @@ impl FormatSettings {
             Format::Bai2 => bai2::keys(),
             Format::Ofx => ofx::keys(),
             Format::Jsonl => jsonl::keys(),
+            Format::Parquet => parquet::keys(),
         }
     }
 
@@ -164,6 +169,7 @@ impl FormatSettings {
             Format::Bai2 => FormatSettings::Bai2(bai2::settings(table, at)?),
             Format::Ofx => FormatSettings::Ofx(ofx::settings(table, at)?),
             Format::Jsonl => FormatSettings::Jsonl(jsonl::settings(table, at)?),
+            Format::Parquet => FormatSettings::Parquet(parquet::settings(table, at)?),
         })
     }
 
@@ -180,6 +186,7 @@ impl FormatSettings {
             Format::Bai2 => FormatSettings::Bai2(bai2::Bai2Settings::default()),
             Format::Ofx => FormatSettings::Ofx(ofx::OfxSettings::default()),
             Format::Jsonl => FormatSettings::Jsonl(jsonl::JsonlSettings::default()),
+            Format::Parquet => FormatSettings::Parquet(parquet::ParquetSettings::default()),
         }
     }
 
@@ -195,7 +202,7 @@ impl FormatSettings {
     }
 
     /// The text encoding of a csv, mt940 or bai2 source (`None`: strict UTF-8; xlsx, camt and
-    /// ofx declare their own, jsonl is UTF-8).
+    /// ofx declare their own, jsonl is UTF-8, parquet's strings are UTF-8 by the format).
     pub fn encoding(&self) -> Option<TextEncoding> {
         match self {
             FormatSettings::Csv(s) => s.encoding,
@@ -206,7 +213,8 @@ impl FormatSettings {
             | FormatSettings::Camt054(_)
             | FormatSettings::Camt052(_)
             | FormatSettings::Ofx(_)
-            | FormatSettings::Jsonl(_) => None,
+            | FormatSettings::Jsonl(_)
+            | FormatSettings::Parquet(_) => None,
         }
     }
 
@@ -216,6 +224,7 @@ impl FormatSettings {
             FormatSettings::Csv(s) => Some(&s.table),
             FormatSettings::Xlsx(s) => Some(&s.table),
             FormatSettings::Jsonl(s) => Some(&s.table),
+            FormatSettings::Parquet(s) => Some(&s.table),
             _ => None,
         }
     }
@@ -226,6 +235,7 @@ impl FormatSettings {
             FormatSettings::Csv(s) => Some(&mut s.table),
             FormatSettings::Xlsx(s) => Some(&mut s.table),
             FormatSettings::Jsonl(s) => Some(&mut s.table),
+            FormatSettings::Parquet(s) => Some(&mut s.table),
             _ => None,
         }
     }
@@ -328,7 +338,7 @@ fn read_source<'i>(
         Some(f) => Some(Format::parse(f).ok_or_else(|| {
             at.bad(
                 "format",
-                format!("unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, camt052, mt940, bai2, ofx, jsonl)"),
+                format!("unsupported format {f:?} (hint: one of csv, xlsx, camt053, camt054, camt052, mt940, bai2, ofx, jsonl, parquet)"),
             )
         })?),
     };

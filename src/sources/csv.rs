@@ -194,8 +194,14 @@ pub trait Row {
     fn is_number(&self, _i: usize) -> bool {
         false
     }
-    /// A native date-time cell.
+    /// A native date-time cell: a wall-clock time in the source's time zone (a time of
+    /// exactly midnight without `booked_time` is read as the whole day).
     fn date(&self, _i: usize) -> Option<NaiveDateTime> {
+        None
+    }
+    /// A native instant (a Parquet timestamp): exact, no time zone applies; `Err` when the
+    /// cell's time does not exist or is ambiguous in the source's time zone.
+    fn instant(&self, _i: usize) -> Option<Result<crate::timeparse::Micros, String>> {
         None
     }
     /// Whether every cell is blank.
@@ -338,6 +344,46 @@ impl<'c> Mapping<'c> {
             skip,
             origin: super::Origin::new(Arc::from(src.name), Arc::from(file), None),
         })
+    }
+
+    /// Every column the mapping reads (0-based, ascending, once each); a `#N..` field
+    /// counts its first column only.
+    pub fn columns(&self) -> Vec<usize> {
+        let picks = [&self.txn, &self.reference, &self.recipient, &self.batch]
+            .into_iter()
+            .flatten()
+            .map(|p| match *p {
+                Pick::One(i) | Pick::Rest(i) => i,
+            });
+        let single = [
+            self.amount,
+            self.debit,
+            self.credit,
+            self.sign,
+            self.currency,
+            Some(self.booked_at),
+            self.booked_time,
+            self.kind,
+            self.status,
+            self.original_amount,
+            self.original_currency,
+            self.fee,
+            self.balance,
+        ]
+        .into_iter()
+        .flatten();
+        let mut all: Vec<usize> = picks
+            .chain(single)
+            .chain(self.skip.iter().map(|(i, _)| *i))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// The column of `booked_at`.
+    pub fn booked_at_column(&self) -> usize {
+        self.booked_at
     }
 
     fn field<'r, R: Row>(&self, row: &'r R, i: usize, name: &str) -> Result<&'r str, String> {
@@ -590,21 +636,28 @@ impl<'c> Mapping<'c> {
             }
             _ => None,
         };
-        let (booked_at, booked_day) = match row.date(self.booked_at) {
+        let (booked_at, booked_day) = match (row.instant(self.booked_at), row.date(self.booked_at))
+        {
+            (Some(t), _) => (
+                t.map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
+                None,
+            ),
             // A spreadsheet date cell without a time of day is a date (a booking exactly at
             // midnight is far rarer than a date-formatted cell).
-            Some(naive) if naive.time() == chrono::NaiveTime::MIN && self.booked_time.is_none() => {
+            (None, Some(naive))
+                if naive.time() == chrono::NaiveTime::MIN && self.booked_time.is_none() =>
+            {
                 (
                     timeparse::day_start(naive.date(), self.src.timezone),
                     Some(naive.date()),
                 )
             }
-            Some(naive) => (
+            (None, Some(naive)) => (
                 timeparse::local_to_utc(naive, self.src.timezone)
                     .map_err(|e| format!("column {:?}: {e}", c.booked_at))?,
                 None,
             ),
-            None => {
+            (None, None) => {
                 let booked_text = self.field(row, self.booked_at, &c.booked_at)?;
                 let joined;
                 let text = match self.booked_time {

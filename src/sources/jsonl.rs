@@ -42,22 +42,15 @@ pub fn keys() -> Vec<&'static str> {
 
 /// Reads and validates the jsonl keys of a source (`table`: its keys besides the common ones).
 pub fn settings(table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<JsonlSettings> {
-    let written: Vec<String> = table
-        .get_ref()
-        .keys()
-        .map(|k| k.get_ref().to_string())
-        .collect();
-    for key in ["has_header", "skip_lines", "skip_footer"] {
-        if written.iter().any(|k| k == key) {
-            return Err(at.bad(
-                key,
-                "not used by format jsonl (each line is one JSON object: no header, preamble or footer)",
-            ));
-        }
-    }
+    tabular::refuse(
+        &table,
+        at,
+        &["has_header", "skip_lines", "skip_footer"],
+        "not used by format jsonl (each line is one JSON object: no header, preamble or footer)",
+    )?;
     let shared: RawTabular = at.read(table)?;
     let table = tabular::settings(at, shared, Format::Jsonl)?;
-    for (key, pointer) in pointers(&table) {
+    for (key, pointer) in tabular::mapped_columns(&table) {
         if !pointer.starts_with('/') {
             return Err(at.bad(
                 &key,
@@ -68,43 +61,6 @@ pub fn settings(table: Spanned<DeTable<'_>>, at: &KeyAt<'_>) -> Result<JsonlSett
         }
     }
     Ok(JsonlSettings { table })
-}
-
-/// Every column the mapping names, with its config key: the "header" of a JSON lines file.
-fn pointers(t: &TabularSettings) -> Vec<(String, String)> {
-    let c = &t.columns;
-    let mut out = Vec::new();
-    let mut add = |key: &str, v: &Option<String>| {
-        if let Some(v) = v {
-            out.push((format!("columns.{key}"), v.clone()));
-        }
-    };
-    add("provider_txn_id", &c.provider_txn_id);
-    add("reference", &c.reference);
-    add("recipient", &c.recipient);
-    add("amount", &c.amount);
-    add("debit", &c.debit);
-    add("credit", &c.credit);
-    add("sign", &c.sign);
-    add("currency", &c.currency);
-    add("booked_at", &Some(c.booked_at.clone()));
-    add("booked_time", &c.booked_time);
-    add("kind", &c.kind);
-    add("batch", &c.batch);
-    add("status", &c.status);
-    add("original_amount", &c.original_amount);
-    add("original_currency", &c.original_currency);
-    add("fee", &c.fee);
-    add("balance", &c.balance);
-    for (key, more) in &c.more {
-        for m in more {
-            out.push((format!("columns.{key}"), m.clone()));
-        }
-    }
-    for (i, r) in t.skip_rows.iter().enumerate() {
-        out.push((format!("skip_rows[{i}].column"), r.column.clone()));
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,7 +74,8 @@ struct Cell {
     number: bool,
 }
 
-/// One line: the value at each pointer of the mapping (in [`pointers`] order, deduplicated).
+/// One line: the value at each pointer of the mapping (in [`tabular::mapped_columns`] order,
+/// deduplicated).
 #[derive(Debug, Clone, Default)]
 struct JRow(Vec<Cell>);
 
@@ -169,7 +126,7 @@ pub fn parse_bytes(
     let body = text::decode(&ctx, bytes)?;
     src.limits.check_lines(file, body.as_bytes(), 1)?;
     let mut header: Vec<String> = Vec::new();
-    for (_, p) in pointers(&j.table) {
+    for (_, p) in tabular::mapped_columns(&j.table) {
         if !header.contains(&p) {
             header.push(p);
         }

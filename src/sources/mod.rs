@@ -3,7 +3,7 @@
 //! facts a statement declares about itself ([`StatementFacts`]: period, balances, control
 //! totals) for completeness gates.
 //!
-//! One module per format: [`csv`], [`xlsx`], [`jsonl`], [`camt`] (camt.053, camt.054 and
+//! One module per format: [`csv`], [`xlsx`], [`jsonl`], [`parquet`], [`camt`] (camt.053, camt.054 and
 //! camt.052), [`mt940`] (MT940 and MT942), [`bai2`] and [`ofx`] (OFX/QFX). Sources know
 //! nothing of matching.
 //!
@@ -35,6 +35,7 @@ pub mod mt940;
 pub mod nacha;
 pub mod ofx;
 pub mod pain002;
+pub mod parquet;
 pub mod payout;
 pub mod remote;
 pub mod tabular;
@@ -486,7 +487,7 @@ pub fn parse_bank_bytes(format: Format, ctx: &ParseContext, bytes: &[u8]) -> Res
         Format::Mt940 => mt940::parse(ctx, bytes),
         Format::Bai2 => bai2::parse(ctx, bytes),
         Format::Ofx => ofx::parse(ctx, bytes),
-        Format::Csv | Format::Xlsx | Format::Jsonl => Err(ctx.error(
+        Format::Csv | Format::Xlsx | Format::Jsonl | Format::Parquet => Err(ctx.error(
             "1",
             format!("{format} is not a bank format (it needs a column mapping)"),
         )),

@@ -4,8 +4,8 @@
 
 use super::config::{FormatSettings, SourceConfig};
 use super::{
-    InputFile, ParseContext, Rejected, SourceLoad, StatementLine, csv, jsonl, parse_bank_bytes,
-    sha256_hex, text, xlsx,
+    InputFile, ParseContext, Rejected, SourceLoad, StatementLine, csv, jsonl, parquet,
+    parse_bank_bytes, sha256_hex, text, xlsx,
 };
 use crate::model::Format;
 use anyhow::Result;
@@ -20,6 +20,7 @@ pub fn read_file(cfg: &SourceConfig, path: &Path, load: &mut SourceLoad) -> Resu
         FormatSettings::Csv(c) => csv::read_file(cfg.table_source(), c, path, &mut one)?,
         FormatSettings::Xlsx(x) => xlsx::read_file(cfg.table_source(), x, path, &mut one)?,
         FormatSettings::Jsonl(j) => jsonl::read_file(cfg.table_source(), j, path, &mut one)?,
+        FormatSettings::Parquet(p) => parquet::read_file(cfg.table_source(), p, path, &mut one)?,
         settings => return read_bank_file(cfg, settings.format(), path, load),
     };
     let mut file =

@@ -704,6 +704,63 @@ fn skip_rows(at: &KeyAt<'_>, raw: Vec<RawSkipRow>, has_header: bool) -> Result<V
     Ok(skip_rows)
 }
 
+/// Every column the mapping names, with its config key (`columns.amount`,
+/// `skip_rows[0].column`), in the order of [`Columns`]: what a jsonl source reads as its
+/// "header", and what a parquet source checks and decodes.
+pub fn mapped_columns(t: &TabularSettings) -> Vec<(String, String)> {
+    let c = &t.columns;
+    let mut out = Vec::new();
+    let mut add = |key: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            out.push((format!("columns.{key}"), v.clone()));
+        }
+    };
+    add("provider_txn_id", &c.provider_txn_id);
+    add("reference", &c.reference);
+    add("recipient", &c.recipient);
+    add("amount", &c.amount);
+    add("debit", &c.debit);
+    add("credit", &c.credit);
+    add("sign", &c.sign);
+    add("currency", &c.currency);
+    add("booked_at", &Some(c.booked_at.clone()));
+    add("booked_time", &c.booked_time);
+    add("kind", &c.kind);
+    add("batch", &c.batch);
+    add("status", &c.status);
+    add("original_amount", &c.original_amount);
+    add("original_currency", &c.original_currency);
+    add("fee", &c.fee);
+    add("balance", &c.balance);
+    for (key, more) in &c.more {
+        for m in more {
+            out.push((format!("columns.{key}"), m.clone()));
+        }
+    }
+    for (i, r) in t.skip_rows.iter().enumerate() {
+        out.push((format!("skip_rows[{i}].column"), r.column.clone()));
+    }
+    out
+}
+
+/// Fails on the first of `keys` written in `table` (a tabular key a format has no use for),
+/// saying `why` on its line.
+pub fn refuse(
+    table: &toml::Spanned<toml::de::DeTable<'_>>,
+    at: &KeyAt<'_>,
+    keys: &[&str],
+    why: &str,
+) -> Result<()> {
+    match table
+        .get_ref()
+        .keys()
+        .find(|k| keys.contains(&k.get_ref().as_ref()))
+    {
+        Some(k) => Err(at.bad(k.get_ref(), why)),
+        None => Ok(()),
+    }
+}
+
 /// The one character of key `k`'s `value`, one of `allowed`.
 pub(crate) fn single_char(at: &KeyAt<'_>, k: &str, value: &str, allowed: &[char]) -> Result<char> {
     let mut chars = value.chars();

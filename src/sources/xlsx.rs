@@ -89,10 +89,10 @@ impl Row for XRow {
     }
 }
 
-/// The shortest decimal text that reads back as `v` (Rust's `Display` for `f64` is exactly
-/// that, without exponent notation).
-fn float_text(v: f64) -> Result<String, String> {
-    if !v.is_finite() {
+/// The shortest decimal text that reads back as `v` (Rust's `Display` for `f64` and `f32` is
+/// exactly that, without exponent notation). Shared with the parquet reader.
+pub(super) fn float_text<F: std::fmt::Display + Into<f64> + Copy>(v: F) -> Result<String, String> {
+    if !v.into().is_finite() {
         return Err(format!("numeric cell {v} is not a finite number"));
     }
     Ok(format!("{v}"))

@@ -188,13 +188,13 @@ fn the_common_keys_and_the_name_quote_their_lines() {
         "timezone = \"Mars/Olympus\"",
         "key `source[0].timezone`: unknown time zone \"Mars/Olympus\"",
     );
-    let text = job("format = \"parquet\"\n");
+    let text = job("format = \"avro\"\n");
     on_line(
         &job_error(&text),
         "job.toml",
         &text,
-        "format = \"parquet\"",
-        "key `source[0].format`: unsupported format \"parquet\"",
+        "format = \"avro\"",
+        "key `source[0].format`: unsupported format \"avro\"",
     );
     let one = csv("currency = \"EUR\"\n", "amount = \"a\"\n");
     let text =

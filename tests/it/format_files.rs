@@ -109,6 +109,7 @@ fn fuzz_cfg(format: Format) -> SourceConfig {
         let p = dir.path().join("m.toml");
         let (amount, booked_at, reference) = match format {
             Format::Jsonl => ("/a/v", "/d", "/r"),
+            Format::Parquet => ("amount", "booked_at", "reference"),
             _ => ("#2", "#1", "#3"),
         };
         std::fs::write(&p, format!("timestamp_format = \"%Y-%m-%d\"\ncurrency = \"EUR\"\n[columns]\namount = \"{amount}\"\nbooked_at = \"{booked_at}\"\nreference = \"{reference}\"\n")).expect("w");
@@ -147,6 +148,13 @@ pub fn no_panic(format: Format, bytes: &[u8]) {
                 panic!("{} is no jsonl source", cfg.name)
             };
             let _ = sources::jsonl::parse_bytes(cfg.table_source(), j, "f", bytes);
+        }
+        Format::Parquet => {
+            let cfg = fuzz_cfg(format);
+            let FormatSettings::Parquet(p) = &cfg.settings else {
+                panic!("{} is no parquet source", cfg.name)
+            };
+            let _ = sources::parquet::parse_bytes(cfg.table_source(), p, "f", bytes);
         }
         f => {
             let _ = sources::parse_bank_bytes(f, &ctx("f"), bytes);

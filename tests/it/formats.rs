@@ -71,6 +71,11 @@ const FILES: &[(&str, Format, Expect)] = &[
         Rejected("recon_missing_key.jsonl:2: column \"/amount/value\": empty amount"),
     ),
     (
+        "parquet/recon_provider_export.parquet",
+        Format::Parquet,
+        Golden,
+    ),
+    (
         "mt940/recon_ibm852.sta",
         Format::Mt940,
         Rejected(
@@ -577,10 +582,10 @@ fn job_config_reads_bank_formats_and_rejects_mapping_keys_for_them() {
         e.contains("job.toml") && e.contains("source[0].delimiter") && e.contains("camt053"),
         "{e}"
     );
-    std::fs::write(&cfg_path, base.replace("camt053", "parquet")).expect("w");
+    std::fs::write(&cfg_path, base.replace("camt053", "avro")).expect("w");
     let e = format!("{:#}", recon::config::Config::load(&cfg_path).unwrap_err());
     assert!(
-        e.contains("source[0].format") && e.contains("\"parquet\""),
+        e.contains("source[0].format") && e.contains("\"avro\""),
         "{e}"
     );
 }

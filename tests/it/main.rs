@@ -37,6 +37,7 @@ mod manifests;
 mod mappings;
 mod markers;
 mod nights;
+mod parquet;
 mod partitions;
 mod payout_claims;
 mod payout_formats;

@@ -578,12 +578,11 @@ impl Db {
                     .await
                     .map_err(|e| db_error(&self.url, "cannot connect for the run lock", e))?
                     .detach();
-                let got: bool = self
-                    .bounded(
+                let got = self
+                    .try_pg_lock(
+                        &mut conn,
                         "cannot take the run lock",
-                        sqlx::query_scalar("SELECT pg_try_advisory_lock($1)")
-                            .bind(RUN_LOCK_KEY)
-                            .fetch_one(&mut conn),
+                        &format!("SELECT pg_try_advisory_lock({RUN_LOCK_KEY})"),
                     )
                     .await?;
                 if !got {
@@ -655,6 +654,11 @@ impl Db {
     }
 }
 
+/// How long taking a PostgreSQL advisory lock keeps trying before it says another process
+/// holds it: the time a server may take to end the backend of a connection its process closed
+/// (and with it that connection's locks).
+const LOCK_GRACE: Duration = Duration::from_secs(2);
+
 /// Advisory locks of partitioned nights (the two-key form, a key space apart from
 /// [`RUN_LOCK_KEY`]): the first key names what is locked, the second which one.
 pub const SHARD_LOCK_CLASS: i32 = 0x7265_6301;
@@ -691,11 +695,8 @@ impl Db {
             .map_err(|e| db_error(&self.url, "cannot connect for the lock", e))?
             .detach();
         for (i, q) in tries.iter().enumerate() {
-            let got: bool = self
-                .bounded(
-                    "cannot take the lock",
-                    sqlx::query_scalar(sqlx::AssertSqlSafe(q.clone())).fetch_one(&mut conn),
-                )
+            let got = self
+                .try_pg_lock(&mut conn, "cannot take the lock", q)
                 .await?;
             if got {
                 continue;
@@ -721,6 +722,33 @@ impl Db {
             _file: None,
             _pg: Some(conn),
         })
+    }
+
+    /// Runs `try_query` (a `pg_try_advisory_lock…` that returns whether it got its lock) on
+    /// `conn`, and while it does not, again for up to [`LOCK_GRACE`]: a process that just
+    /// released the lock by closing its connection (every recon process, on exit) holds it
+    /// until its server backend has noticed, and a run started right after it must not be
+    /// refused as if another run were at work.
+    async fn try_pg_lock(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        what: &str,
+        try_query: &str,
+    ) -> Result<bool> {
+        let deadline = tokio::time::Instant::now() + LOCK_GRACE;
+        loop {
+            let got: bool = self
+                .bounded(
+                    what,
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(try_query.to_string()))
+                        .fetch_one(&mut *conn),
+                )
+                .await?;
+            if got || tokio::time::Instant::now() >= deadline {
+                return Ok(got);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Whether no process holds shard `index`'s lock (a run of it that is RUNNING was

@@ -516,7 +516,44 @@ async fn a_rerun_still_links_through_the_attempts_provider_id(b: Backend) {
     assert_eq!(count(&env, HISTORY).await, 2, "no repeated transitions");
 }
 
+/// A run lock given back is free for the next run at once, and a held one still refuses: a
+/// PostgreSQL server ends a closed connection's backend (and with it the advisory lock) a
+/// moment after the process let it go, and a run started right after another ended must not
+/// be refused as if the other were still at work (it was, now and then, on a busy CI host).
+async fn a_run_lock_given_back_is_free_for_the_next_run_at_once(b: Backend) {
+    let env = TestEnv::on(b, Settings::default()).await;
+    let db = env.db().await;
+    for i in 0..30 {
+        let lock = db
+            .lock(false)
+            .await
+            .unwrap_or_else(|e| panic!("take {i} right after the last was given back: {e:#}"));
+        drop(lock);
+    }
+    let held = db.lock(false).await.expect("take");
+    let refused = db.lock(false).await.expect_err("a held lock refuses");
+    assert!(
+        format!("{refused:#}").contains("another recon run holds the run lock"),
+        "{refused:#}"
+    );
+    drop(held);
+    if b == Backend::Postgres {
+        // A lock its holder gives back a moment later (as a server ends the backend of a
+        // process that just exited) is taken, not refused.
+        let held = db.lock(false).await.expect("take");
+        let giving_back = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            drop(held);
+        });
+        let next = db.lock(false).await;
+        giving_back.await.expect("given back");
+        assert!(next.is_ok(), "{:#}", next.err().expect("refused"));
+    }
+    db.close().await;
+}
+
 on_both_backends!(
+    a_run_lock_given_back_is_free_for_the_next_run_at_once,
     rerun_is_identical_and_changes_nothing_more,
     someone_elses_update_between_load_and_write_is_a_conflict,
     two_runs_at_once_are_serialised,

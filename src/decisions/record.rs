@@ -5,7 +5,7 @@
 use crate::ledger::Payment;
 use crate::model::Id;
 use crate::report::ReportView;
-use crate::report::cases::Marks;
+use crate::report::cases::{Case, Marks};
 use crate::store::Tx;
 use crate::store::cases::{CaseCandidate, CasePayment, NewCase};
 use anyhow::Result;
@@ -107,10 +107,25 @@ pub async fn record(
     if let Some(j) = judged {
         supersede(tx, view, j, (run_id, seen), now).await?;
     }
-    if view.cases.is_empty() {
+    let cases: Vec<&Case> = view.cases.iter().collect();
+    store_cases(tx, view, &cases, payments, (run_id, seen), now).await
+}
+
+/// Stores `cases` (cases of `view`) as [`record`] stores all of them, closing none: the
+/// gather's, which stores only the cases that span shards (each shard stored its others)
+/// without a second copy of the night's cases.
+pub async fn store_cases(
+    tx: &mut Tx,
+    view: &ReportView,
+    cases: &[&Case],
+    payments: &[Payment],
+    (run_id, seen): (&str, &str),
+    now: &str,
+) -> Result<()> {
+    if cases.is_empty() {
         return Ok(());
     }
-    let wanted: HashSet<&Id> = view.cases.iter().flat_map(|c| c.payments.iter()).collect();
+    let wanted: HashSet<&Id> = cases.iter().flat_map(|c| c.payments.iter()).collect();
     let states: HashMap<&Id, (&str, Option<String>)> = payments
         .iter()
         .filter(|p| wanted.contains(&p.payment_id))
@@ -126,7 +141,7 @@ pub async fn record(
         .collect();
     // A chunk of cases at a time: a night of fifty thousand cases never holds all their
     // stored forms (JSON texts) at once.
-    for cases in view.cases.chunks(CASES_A_CHUNK) {
+    for cases in cases.chunks(CASES_A_CHUNK) {
         let out = stored_cases(tx, view, cases, &states).await?;
         tx.upsert_cases(&out, (run_id, seen), now).await?;
     }
@@ -140,7 +155,7 @@ const CASES_A_CHUNK: usize = 4096;
 async fn stored_cases(
     tx: &mut Tx,
     view: &ReportView,
-    cases: &[crate::report::cases::Case],
+    cases: &[&Case],
     states: &HashMap<&Id, (&str, Option<String>)>,
 ) -> Result<Vec<NewCase>> {
     let keys: Vec<String> = cases

@@ -574,9 +574,12 @@ async fn write_and_record(
     )?;
     crate::fault::point("gather_written");
     if !crossing.is_empty() {
-        let all = view.cases.clone();
         // Only those: the shards stored the others.
-        view.cases = crate::run::handover::take_crossing_cases(&mut view, &crossing);
+        let spanning: Vec<&crate::report::cases::Case> = view
+            .cases
+            .iter()
+            .filter(|c| crate::run::handover::is_crossing(&view, c, &crossing))
+            .collect();
         let as_of = timeparse::parse_ledger(&group.as_of).map_err(|e| {
             fail(
                 Failure::Database,
@@ -584,10 +587,15 @@ async fn write_and_record(
             )
         })?;
         let seen = format!("{as_of:020}");
-        let recorded =
-            crate::decisions::record(&mut tx, &view, &case_payments, None, (&run_id, &seen), now)
-                .await;
-        view.cases = all;
+        let recorded = crate::decisions::record::store_cases(
+            &mut tx,
+            &view,
+            &spanning,
+            &case_payments,
+            (&run_id, &seen),
+            now,
+        )
+        .await;
         if let Err(e) = recorded {
             return abandoned(&folder, e);
         }

@@ -440,6 +440,18 @@ pub fn item_key(item: &Item) -> String {
     }
 }
 
+/// Whether case `c` of `view` has a member whose key is in `crossing` (it spans shards: the
+/// gather stores it).
+pub fn is_crossing(
+    view: &ReportView,
+    c: &crate::report::cases::Case,
+    crossing: &std::collections::HashSet<String>,
+) -> bool {
+    c.members
+        .iter()
+        .any(|&i| crossing.contains(&item_key(&view.items[i])))
+}
+
 /// Takes out of `view` the cases with a member whose key is in `crossing` (they span shards:
 /// the gather stores them), and returns them.
 pub fn take_crossing_cases(
@@ -449,12 +461,10 @@ pub fn take_crossing_cases(
     if crossing.is_empty() {
         return Vec::new();
     }
-    let (out, keep): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut view.cases).into_iter().partition(|c| {
-            c.members
-                .iter()
-                .any(|&i| crossing.contains(&item_key(&view.items[i])))
-        });
+    let all = std::mem::take(&mut view.cases);
+    let (out, keep): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|c| is_crossing(view, c, crossing));
     view.cases = keep;
     out
 }

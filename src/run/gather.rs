@@ -992,7 +992,7 @@ fn write_night(
     group: &Group,
     dirs: &[PathBuf],
     handover: &Handover,
-    mut records: Vec<ShardRecord>,
+    records: Vec<ShardRecord>,
     shared: Option<&SharedNight>,
     tickets: &crate::outputs::summary::TicketStats,
     marks: crate::report::cases::Marks,
@@ -1109,9 +1109,19 @@ fn write_night(
         let mut listed =
             crate::report::Listed::new(valuation.as_ref(), Some(crate::report::ROWS_PER_FAMILY), 0);
         let mut origins = BTreeMap::new();
-        for r in &mut records {
-            let rows = r.family_rows()?;
-            listed.extend_counted(r.items(&mut origins)?, &rows);
+        for (i, r) in records.iter().enumerate() {
+            // One shard's rows at a time, read again from its sealed file.
+            let file = crate::run::handover::FILE;
+            let (items, got) = match ShardRecord::read_items(&dirs[i]) {
+                Ok(read) => read,
+                // Unreadable now: changed since it was sealed (and read first)?
+                Err(e) => {
+                    handover.verify_whole(i, file)?;
+                    return Err(e);
+                }
+            };
+            handover.verify(i, file, &got)?;
+            listed.extend_counted(ShardRecord::items(items, &mut origins)?, &r.family_rows()?);
         }
         if let Some(s) = shared {
             listed.extend_counted(s.view.items.iter().cloned(), &s.view.family_rows);

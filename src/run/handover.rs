@@ -159,7 +159,10 @@ pub struct ShardRecord {
     /// How many rows each family listed (by family name): the shard hands over every row
     /// that needs a human but only the first of the others ([`crate::report::ROWS_PER_FAMILY`]).
     pub family_rows: BTreeMap<String, usize>,
-    /// Its report rows.
+    /// Its report rows: written with the record, but not read with it ([`ShardRecord::read`]):
+    /// the gather reads them one shard at a time ([`ShardRecord::read_items`]), so it never
+    /// holds every shard's rows twice (as read and as listed).
+    #[serde(skip_deserializing)]
     pub items: Vec<ItemRecord>,
     /// Its batches of the settlement rules whose bank source every partition shares.
     #[serde(default)]
@@ -701,19 +704,23 @@ impl ShardRecord {
             .with_context(|| format!("writing {}", path.display()))
     }
 
-    /// Reads the record in a shard's folder, with the sha256 and size of the bytes it read
-    /// (the whole file), to be checked against the seal.
+    /// Reads the record in a shard's folder but its report rows (see
+    /// [`ShardRecord::read_items`]), with the sha256 and size of the bytes it read (the whole
+    /// file), to be checked against the seal.
     pub fn read(dir: &Path) -> Result<(ShardRecord, (String, u64))> {
-        let path = dir.join(FILE);
-        let file =
-            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, Hashing::new(file));
-        let record = serde_json::from_reader(&mut reader)
-            .with_context(|| format!("reading {}", path.display()))?;
-        // Every byte goes through the hash, whatever the parser left unread.
-        std::io::copy(&mut reader, &mut std::io::sink())
-            .with_context(|| format!("reading {}", path.display()))?;
-        Ok((record, reader.into_inner().finish()))
+        read_hashed(dir)
+    }
+
+    /// Reads the report rows of the record in a shard's folder, with the sha256 and size of
+    /// the bytes it read (the whole file, again), to be checked against the seal.
+    pub fn read_items(dir: &Path) -> Result<(Vec<ItemRecord>, (String, u64))> {
+        /// The record's report rows alone (every other key is skipped as it is read).
+        #[derive(Deserialize)]
+        struct Items {
+            items: Vec<ItemRecord>,
+        }
+        let (Items { items }, got) = read_hashed(dir)?;
+        Ok((items, got))
     }
 
     /// Its totals as the report counts them.
@@ -749,16 +756,26 @@ impl ShardRecord {
             .collect()
     }
 
-    /// Its report rows.
+    /// `records` (its report rows, [`ShardRecord::read_items`]) as report items.
     pub fn items(
-        &mut self,
+        records: Vec<ItemRecord>,
         origins: &mut BTreeMap<(String, String, Option<String>), Arc<Origin>>,
     ) -> Result<Vec<Item>> {
-        std::mem::take(&mut self.items)
-            .into_iter()
-            .map(|i| i.item(origins))
-            .collect()
+        records.into_iter().map(|i| i.item(origins)).collect()
     }
+}
+
+/// `T` read from the shard.json in `dir` as a stream, with the sha256 and size of every byte
+/// of the file (whatever the parser left unread).
+fn read_hashed<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<(T, (String, u64))> {
+    let path = dir.join(FILE);
+    let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, Hashing::new(file));
+    let value = serde_json::from_reader(&mut reader)
+        .with_context(|| format!("reading {}", path.display()))?;
+    std::io::copy(&mut reader, &mut std::io::sink())
+        .with_context(|| format!("reading {}", path.display()))?;
+    Ok((value, reader.into_inner().finish()))
 }
 
 #[cfg(test)]

@@ -71,17 +71,11 @@ pub struct Night {
 /// The files of `path`: itself, or a folder's files (names not starting with `.`) in name
 /// order.
 fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    if !path.is_dir() {
-        return std::fs::metadata(path).map(|_| vec![path.to_path_buf()]);
-    }
-    let mut v: Vec<PathBuf> = std::fs::read_dir(path)?
-        .filter_map(|e| e.ok())
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .collect();
-    v.sort();
-    Ok(v)
+    crate::sources::file_or_folder(path, |p| {
+        !p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            && std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
+    })
 }
 
 /// The instant a file's records are known from: its creation time (in `tz` when the file

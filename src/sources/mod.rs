@@ -68,7 +68,7 @@ pub use facts::{Balance, StatementFacts};
 pub use gates::Gate;
 pub use limits::InputLimits;
 pub use print::{CANONICAL_HEADER, PAYOUT_HEADER, Recipients, print_canonical, print_payouts};
-pub use read::read_file;
+pub use read::{file_or_folder, read_file};
 pub use text::TextEncoding;
 
 type ContentKey<'a> = (

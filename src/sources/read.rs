@@ -125,3 +125,20 @@ fn without_control_characters(lines: Vec<StatementLine>) -> (Vec<StatementLine>,
         .collect();
     (kept, bad)
 }
+
+/// The files of `path`: itself, or the entries of a folder that `keep` accepts, in name order
+/// (the webhook files of `[[status_api]]`, the files of `[[payout_status]]`).
+pub fn file_or_folder(
+    path: &Path,
+    keep: impl Fn(&Path) -> bool,
+) -> std::io::Result<Vec<std::path::PathBuf>> {
+    if !path.is_dir() {
+        return std::fs::metadata(path).map(|_| vec![path.to_path_buf()]);
+    }
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(path)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| keep(p))
+        .collect();
+    v.sort();
+    Ok(v)
+}

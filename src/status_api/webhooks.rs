@@ -29,16 +29,7 @@ pub type Answers = Vec<(u32, Answer, String)>;
 
 /// The files of `path`: itself, or a folder's `*.jsonl` in name order.
 fn files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
-    if path.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-            .collect();
-        v.sort();
-        Ok(v)
-    } else {
-        std::fs::metadata(path).map(|_| vec![path.to_path_buf()])
-    }
+    crate::sources::file_or_folder(path, |p| p.extension().is_some_and(|x| x == "jsonl"))
 }
 
 /// The answer the latest webhook event gives each of `targets`, and warnings for summary.json

@@ -56,6 +56,11 @@ pub const SHARDS_MISSING: i32 = 13;
 /// run group records why. A retry cannot help: restore the shard's folder as it was written,
 /// or run the night's shards again under a new `--group`.
 pub const HANDOVER_CHANGED: i32 = 14;
+/// `recon backtest`: the candidate rules would contradict a reviewer's decision, or (without
+/// `--allow-new-transitions`) turn a case into an automatic transition. The outputs are
+/// written; the summary on stdout names the flips. A CI job of the rules' owners gates a rules
+/// change on it.
+pub const BACKTEST_GATE: i32 = 15;
 /// `recon run` stopped on SIGINT (Ctrl-C) at a safe point: 128 + 2, the code a shell reports
 /// for a process that SIGINT ended, so schedulers and scripts read it as "stopped by a signal".
 /// A signal before the commit rolled back (nothing committed, the run record FAILED

@@ -77,6 +77,7 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         db: &db,
         as_of,
         part: crate::run::Part::Whole,
+        rewind: None,
     };
     let plan = Box::pin(crate::run::plan(
         job,
@@ -134,7 +135,7 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
 /// explained whole, as one process plans it (its shards and gather equal one process): its day
 /// and as-of are the group's, its inputs those of every landed shard and of the gather.
 /// Returns (what it is, in words; day; as-of; the inputs it read).
-async fn recorded_night(
+pub(crate) async fn recorded_night(
     db: &Db,
     run: Option<&str>,
 ) -> Result<(String, NaiveDate, timeparse::Micros, Vec<serde_json::Value>)> {

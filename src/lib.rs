@@ -8,6 +8,7 @@
 //! `bench-status`) are the separate workspace crate `recon-tools` (`tools/`), which uses this
 //! library as any other program would; nothing here depends on it.
 
+pub mod backtest;
 pub mod config;
 pub mod db;
 pub mod decisions;

@@ -124,6 +124,28 @@ enum Command {
         #[arg(long, requires = "from")]
         to: Option<NaiveDate>,
     },
+    /// Replay recorded nights with candidate rules: what would change, and against what
+    /// reviewers decided. Writes nothing to the database.
+    Backtest {
+        /// Job configuration (its rules are the live ones).
+        #[arg(long)]
+        config: PathBuf,
+        /// The candidate rules folder.
+        #[arg(long)]
+        rules: PathBuf,
+        /// First day.
+        #[arg(long)]
+        from: NaiveDate,
+        /// Last day (inclusive).
+        #[arg(long)]
+        to: NaiveDate,
+        /// Output folder (default `<output_dir>/backtest-<from>_<to>`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// New automatic transitions are expected: exit 0 unless a reviewer is contradicted.
+        #[arg(long)]
+        allow_new_transitions: bool,
+    },
     /// Why a payment or statement line got its outcome: pass, rule, candidates and reasons.
     Explain {
         /// Job configuration.
@@ -814,6 +836,29 @@ async fn dispatch(command: Command) -> Result<i32> {
             } else {
                 exit::PULL_INCOMPLETE
             })
+        }
+        Command::Backtest {
+            config,
+            rules,
+            from,
+            to,
+            out,
+            allow_new_transitions,
+        } => {
+            let cfg = Config::load(&config)?;
+            let report = recon::backtest::backtest(
+                &cfg,
+                &recon::backtest::BacktestOptions {
+                    rules_dir: rules,
+                    from,
+                    to,
+                    out_dir: out,
+                    allow_new_transitions,
+                },
+            )
+            .await?;
+            out!("{}", recon::backtest::output::text(&report));
+            Ok(report.exit_code(allow_new_transitions))
         }
         Command::Explain {
             config,

@@ -68,10 +68,16 @@ impl Overlaid {
 }
 
 /// Sets the reference of every confirmed line among `lines` to its payment's id, unless the
-/// provider's reference contradicts the confirmation.
-pub async fn overlay(db: &Db, lines: &mut [StatementLine]) -> Result<Overlaid> {
+/// provider's reference contradicts the confirmation. `until`: only the confirmations made
+/// up to then (a replay of a recorded night, `recon backtest`).
+pub async fn overlay(
+    db: &Db,
+    lines: &mut [StatementLine],
+    until: Option<crate::timeparse::Micros>,
+) -> Result<Overlaid> {
+    let until = until.map(crate::timeparse::to_db);
     let mut tx = db.begin().await?;
-    let confirmed = tx.confirmed_lines().await?;
+    let confirmed = tx.confirmed_lines(until.as_deref()).await?;
     tx.rollback().await?;
     Ok(apply(&confirmed, lines))
 }

@@ -30,6 +30,9 @@ pub struct LoadRange {
     pub from_day: String,
     /// A partitioned job: each payment's partition column, and a shard's filter.
     pub partition: Option<crate::partition::Select>,
+    /// Rebuild the payments as they were at this moment (`recon backtest`): the status changes
+    /// recorded after it are taken back (see [`History`]). None: as they are now.
+    pub rewind: Option<Micros>,
 }
 
 /// The loaded ledger.
@@ -40,6 +43,33 @@ pub struct LoadedLedger {
     /// (index into `payments`, provider id) recorded on the payments' attempts, by index
     /// (the id on the payment row itself is in [`Payment::provider_payment_id`]).
     pub provider_ids: Vec<(u32, String)>,
+}
+
+impl LoadedLedger {
+    /// Drops the payments created after `t` (a night rebuilt as of `t` had not seen them);
+    /// returns how many.
+    pub fn keep_created_by(&mut self, t: Micros) -> usize {
+        let before = self.payments.len();
+        if self.payments.iter().all(|p| p.created_at <= t) {
+            return 0;
+        }
+        let mut new_index = Vec::with_capacity(before);
+        let mut kept = 0u32;
+        for p in &self.payments {
+            if p.created_at <= t {
+                new_index.push(Some(kept));
+                kept += 1;
+            } else {
+                new_index.push(None);
+            }
+        }
+        self.payments.retain(|p| p.created_at <= t);
+        self.provider_ids = std::mem::take(&mut self.provider_ids)
+            .into_iter()
+            .filter_map(|(i, id)| new_index[i as usize].map(|j| (j, id)))
+            .collect();
+        before - self.payments.len()
+    }
 }
 
 /// `+col` stops SQLite from using the index on `col`: a plain scan is about 5× faster than
@@ -307,7 +337,7 @@ async fn load_sqlite(
     // On the current attempt's clock (DESIGN.md rule 11).
     let attempts_scan = queries.attempts_query.is_none()
         && wide_range(&mut conn, "payment_attempts", "started_at", &lo, &hi).await?;
-    let payments = super::clock::settle(
+    let mut payments = super::clock::settle(
         &mut super::clock::Conn::Sqlite(&mut conn),
         queries,
         (range.lo, range.hi),
@@ -320,17 +350,20 @@ async fn load_sqlite(
 
     // recon's own latest transition: classify on the status before it, so that re-running a
     // range reproduces RESOLVED_* instead of reporting recon's own result back as MATCHED.
-    let mut latest: Latest = HashMap::new();
-    let history = history_sql("h.payment_id", "?1");
-    sqlite_raw::query(&mut conn, &history, &[&lo], |row| {
+    let mut history = History::new(range.rewind);
+    let history_query = history_sql("h.payment_id", "?1");
+    sqlite_raw::query(&mut conn, &history_query, &[&lo], |row| {
         if let Some((pid, change)) = Change::from_sqlite(row)
             && let Some(i) = positions.get(pid.as_str())
         {
-            note_latest(&mut latest, i, change);
+            history.note(i, change);
         }
         Ok(())
     })
     .await?;
+    let positions = positions.into_index();
+    let latest = history.rewind(&mut payments);
+    let positions = super::rows::Positions::again(&payments, positions);
     let mut followups: Vec<(u32, (String, Option<String>))> = Vec::new();
     sqlite_raw::query(&mut conn, FOLLOWUPS_SQL, &[&range.from_day], |row| {
         if let (Some(pid), Some(opened)) = (row.text(0), row.text(1))
@@ -463,13 +496,64 @@ impl Change {
 /// The latest history row per payment index.
 pub(super) type Latest = HashMap<u32, Change>;
 
-/// Keeps the later of two history rows for a payment.
-pub(super) fn note_latest(latest: &mut Latest, i: u32, c: Change) {
-    match latest.get(&i) {
-        Some(seen) if seen.id > c.id => {}
-        _ => {
-            latest.insert(i, c);
+/// The history rows read for the loaded payments: the latest per payment, and when the
+/// ledger is rebuilt as of a moment (`recon backtest`), the earliest row recorded after it.
+pub(super) struct History {
+    latest: Latest,
+    /// Per payment, the earliest change made after `rewind`: it is taken back.
+    undone: Latest,
+    rewind: Option<Micros>,
+}
+
+impl History {
+    pub(super) fn new(rewind: Option<Micros>) -> History {
+        History {
+            latest: HashMap::new(),
+            undone: HashMap::new(),
+            rewind,
         }
+    }
+
+    /// Notes history row `c` of payment `i`.
+    pub(super) fn note(&mut self, i: u32, c: Change) {
+        let after = self.rewind.is_some_and(|t| {
+            c.changed_at
+                .as_deref()
+                .and_then(|at| timeparse::from_db(at).ok())
+                .is_some_and(|at| at > t)
+        });
+        if after {
+            match self.undone.get(&i) {
+                Some(seen) if seen.id < c.id => {}
+                _ => {
+                    self.undone.insert(i, c);
+                }
+            }
+            return;
+        }
+        match self.latest.get(&i) {
+            Some(seen) if seen.id > c.id => {}
+            _ => {
+                self.latest.insert(i, c);
+            }
+        }
+    }
+
+    /// Takes back, on `payments`, every change made after the rewind moment: a payment's
+    /// status becomes the one its earliest later change moved it from, and its provider id
+    /// the one that change found (when recorded). Returns the latest change up to then.
+    pub(super) fn rewind(self, payments: &mut [Payment]) -> Latest {
+        for (i, c) in self.undone {
+            let p = &mut payments[i as usize];
+            if let Some(from) = Status::parse(&c.from) {
+                p.current_status = from;
+                p.status = from;
+            }
+            if let Some(prior) = c.prior.as_deref() {
+                p.provider_payment_id = (!prior.is_empty()).then(|| prior.into());
+            }
+        }
+        self.latest
     }
 }
 
@@ -598,7 +682,7 @@ async fn load_pg(
     .await?;
     crate::keysort::sort_by_id_key(&mut payments, |p| &p.payment_id);
     // On the current attempt's clock (DESIGN.md rule 11).
-    let payments = super::clock::settle(
+    let mut payments = super::clock::settle(
         &mut super::clock::Conn::Pg(&mut conn),
         queries,
         (range.lo, range.hi),
@@ -615,13 +699,16 @@ async fn load_pg(
             .fetch_all(&mut *conn)
             .await
             .map_err(db_err)?;
-    let mut latest: Latest = HashMap::new();
+    let mut changes = History::new(range.rewind);
     for row in history {
         let (pid, change) = Change::from_pg(row);
         if let Some(i) = positions.get(pid.as_str()) {
-            note_latest(&mut latest, i, change);
+            changes.note(i, change);
         }
     }
+    let positions = positions.into_index();
+    let latest = changes.rewind(&mut payments);
+    let positions = super::rows::Positions::again(&payments, positions);
     let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
         "SELECT payment_id, opened_on, closed_on FROM recon_followups
          WHERE closed_on IS NULL OR closed_on >= $1",

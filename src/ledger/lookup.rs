@@ -5,13 +5,12 @@
 //! and the provider-id indexes (`payments`, `payment_attempts`), or through the job's own
 //! ledger queries.
 
-use super::load::{self, Change, Latest};
+use super::load::{self, Change};
 use super::{Payment, rows, sqlite_raw};
 use crate::config::LedgerQueries;
 use crate::db::{Db, IdColumn, IdTypes, Pool};
 use crate::exit::{Failure, fail};
 use anyhow::Result;
-use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -208,13 +207,15 @@ const BATCH: usize = 500;
 /// Looks `keys` up in the whole ledger; `loaded` says whether a payment id is among the run's
 /// payments already.
 /// In a partitioned job `partition` adds each payment's partition, and a shard finds only
-/// its own partitions' payments.
+/// its own partitions' payments. `rewind`: the payments as they were then
+/// ([`load::LoadRange::rewind`]).
 pub async fn named(
     db: &Db,
     queries: &LedgerQueries,
     partition: Option<&crate::partition::Select>,
     keys: &Keys,
     loaded: impl Fn(&str) -> bool,
+    rewind: Option<crate::timeparse::Micros>,
 ) -> Result<Found> {
     if keys.is_empty() {
         return Ok(Found::default());
@@ -277,12 +278,15 @@ pub async fn named(
         .map(|p| p.payment_id.text().to_string())
         .collect();
     let found_refs: Vec<&str> = found_ids.iter().map(String::as_str).collect();
-    let mut latest: Latest = HashMap::new();
+    let mut history = load::History::new(rewind);
     for (pid, c) in reader.history(&found_refs).await? {
         if let Some(i) = positions.get(&pid) {
-            load::note_latest(&mut latest, i, c);
+            history.note(i, c);
         }
     }
+    let positions = positions.into_index();
+    let latest = history.rewind(&mut payments);
+    let positions = rows::Positions::again(&payments, positions);
     let provider_ids: Vec<(u32, String)> = attempts
         .into_iter()
         .filter_map(|(pid, ppid)| positions.get(&pid).map(|i| (i, ppid)))

@@ -91,7 +91,13 @@ pub(super) struct Positions<'a> {
     index: KeyIndex,
 }
 
-impl Positions<'_> {
+impl<'a> Positions<'a> {
+    /// The index [`Positions::into_index`] gave back, over the same payments (changed in
+    /// between, their ids and order kept).
+    pub(super) fn again(payments: &'a [Payment], index: KeyIndex) -> Positions<'a> {
+        Positions { payments, index }
+    }
+
     /// The index alone, to look ids up while the payments change (`get` with their ids).
     pub(super) fn into_index(self) -> KeyIndex {
         self.index

@@ -44,7 +44,7 @@ pub const COLUMNS: [&str; 17] = [
 ];
 
 /// Cell formats, one money format per currency.
-struct Formats {
+pub(crate) struct Formats {
     header: Format,
     money: BTreeMap<&'static str, Format>,
     /// Plain amounts by the number of decimals (the currency is in a column of its own).
@@ -52,6 +52,15 @@ struct Formats {
 }
 
 impl Formats {
+    /// A bold header and no money format yet.
+    pub(crate) fn new() -> Formats {
+        Formats {
+            header: Format::new().set_bold(),
+            money: BTreeMap::new(),
+            decimals: BTreeMap::new(),
+        }
+    }
+
     /// `#,##0.00` with the currency's number of decimals and no currency code: for a sheet
     /// whose currency stands in its own column.
     fn decimals(&mut self, currency: &str) -> &Format {
@@ -92,7 +101,7 @@ fn number(d: rust_decimal::Decimal) -> Option<f64> {
 }
 
 /// An amount as a number cell in its currency format, or as exact text (see [`number`]).
-fn write_amount(
+pub(crate) fn write_amount(
     ws: &mut Worksheet,
     fmts: &mut Formats,
     (row, col): (u32, u16),
@@ -140,7 +149,7 @@ fn fit_cell(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A text cell from any source, neutralised and cut to Excel's cell limit.
-fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), XlsxError> {
+pub(crate) fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), XlsxError> {
     if !s.is_empty() {
         ws.write_string(row, col, fit_cell(&csv_safe(s)).as_ref())?;
     }
@@ -149,7 +158,7 @@ fn write_text(ws: &mut Worksheet, row: u32, col: u16, s: &str) -> Result<(), Xls
 
 /// A count or a number of days as a number cell: a double holds every integer up to 2^53
 /// exactly, and these never come near it (saturates there rather than round).
-fn exact_number(n: impl TryInto<i64>) -> f64 {
+pub(crate) fn exact_number(n: impl TryInto<i64>) -> f64 {
     const MAX_EXACT: i64 = 1 << 53;
     let n = n
         .try_into()
@@ -161,7 +170,7 @@ fn exact_number(n: impl TryInto<i64>) -> f64 {
     x
 }
 
-fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxError> {
+pub(crate) fn header(ws: &mut Worksheet, fmts: &Formats, cols: &[&str]) -> Result<(), XlsxError> {
     for (c, name) in cols.iter().enumerate() {
         ws.write_string_with_format(0, c as u16, *name, &fmts.header)?;
     }
@@ -222,12 +231,7 @@ fn workbook(view: &ReportView) -> (Workbook, Formats) {
                 .set_creation_datetime(&t),
         );
     }
-    let fmts = Formats {
-        header: Format::new().set_bold(),
-        money: BTreeMap::new(),
-        decimals: BTreeMap::new(),
-    };
-    (wb, fmts)
+    (wb, Formats::new())
 }
 
 /// The workbook, every sheet written (the family and Cases sheets to temporary files, in

@@ -44,6 +44,7 @@ pub(super) async fn run_day(
         db,
         as_of,
         part,
+        ..
     } = job;
     let now = || timeparse::to_db(Utc::now().timestamp_micros());
     let day_opts = RunOptions {
@@ -343,6 +344,7 @@ async fn commit(
         db,
         as_of,
         part,
+        ..
     } = job;
     let Planned {
         data,

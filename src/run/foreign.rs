@@ -138,7 +138,7 @@ impl Foreign {
         into: &mut crate::decisions::confirmed::Overlaid,
     ) -> Result<()> {
         if !self.waiting.is_empty() {
-            into.extend(crate::decisions::confirmed::overlay(db, &mut self.waiting).await?);
+            into.extend(crate::decisions::confirmed::overlay(db, &mut self.waiting, None).await?);
         }
         Ok(())
     }
@@ -239,7 +239,7 @@ impl Foreign {
                 }
             }
         }
-        confirmed.extend(crate::decisions::confirmed::overlay(db, &mut picked).await?);
+        confirmed.extend(crate::decisions::confirmed::overlay(db, &mut picked, None).await?);
         // A file replaced since it was read: only lines that still name one are taken.
         picked.retain(|l| index.may_name(l));
         let n = picked.len();

@@ -82,6 +82,9 @@ pub(crate) struct Job<'a> {
     pub as_of: Micros,
     /// What this run is: the whole night, a day of a range, or a shard of a run group.
     pub part: Part<'a>,
+    /// A replay of a recorded night (`recon backtest`): the ledger rebuilt as it was at this
+    /// moment, the reviewers' confirmations made up to it, no status API asked. None: a run.
+    pub rewind: Option<Micros>,
 }
 
 /// What a day's run is part of: where the whole night, a range's day and a shard differ in it

@@ -235,6 +235,7 @@ async fn read_evidence(
         db,
         as_of,
         part,
+        ..
     } = job;
     let partition = cfg.partition.as_ref().map(|p| p.select(part.shard()));
     let mut timings = BTreeMap::new();
@@ -251,7 +252,10 @@ async fn read_evidence(
     let mut payouts = read_payouts(cfg, as_of, &mut statements).await?;
     // Lines reviewers confirmed as a payment's name that payment (`confirm N`), unless the
     // provider's reference now says otherwise (contested: a case naming both).
-    let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(db, &mut lines)).await?;
+    let mut confirmed = Box::pin(crate::decisions::confirmed::overlay(
+        db, &mut lines, job.rewind,
+    ))
+    .await?;
     let foreign_loads = match foreign_load {
         Some(h) => Some(
             h.await
@@ -431,9 +435,14 @@ async fn load_ledger(
         attempts_lo: lo - span.carry,
         from_day: span.from_day.clone(),
         partition: partition.clone(),
+        rewind: job.rewind,
     };
     let load = crate::ledger::load::load(job.db, &job.cfg.ledger, &range);
-    job.db.bounded_any(what, load).await
+    let mut ledger = job.db.bounded_any(what, load).await?;
+    if let Some(t) = job.rewind {
+        ledger.keep_created_by(t);
+    }
+    Ok(ledger)
 }
 
 /// The evidence matched: what the passes found, over the older payments its lines name too.
@@ -600,9 +609,14 @@ async fn look_up_named(
     let found = db
         .bounded_any(
             "looking up the payments statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, every_partition.as_ref(), &keys, |id| {
-                crate::ledger::lookup::position(&ev.ledger.payments, id).is_some()
-            }),
+            crate::ledger::lookup::named(
+                db,
+                &cfg.ledger,
+                every_partition.as_ref(),
+                &keys,
+                |id| crate::ledger::lookup::position(&ev.ledger.payments, id).is_some(),
+                job.rewind,
+            ),
         )
         .await?;
     other_shards_named(
@@ -858,6 +872,10 @@ async fn ask_status(
     let Some(api) = &cfg.status_api else {
         return Ok(None);
     };
+    // A replay (`recon backtest`) asks no provider: today's answer is not the night's.
+    if job.rewind.is_some() {
+        return Ok(None);
+    }
     let started = Instant::now();
     let (payments, confirmed) = (&s.ev.ledger.payments, &s.ev.confirmed);
     let lookalikes = Box::pin(super::claims::confirmation_lookalikes(
@@ -1223,9 +1241,14 @@ async fn other_shards_named(
     let mut more = db
         .bounded_any(
             "looking up the payments of other partitions statement lines name",
-            crate::ledger::lookup::named(db, &cfg.ledger, Some(&others), &keys, |id| {
-                crate::ledger::lookup::position(&ledger.payments, id).is_some()
-            }),
+            crate::ledger::lookup::named(
+                db,
+                &cfg.ledger,
+                Some(&others),
+                &keys,
+                |id| crate::ledger::lookup::position(&ledger.payments, id).is_some(),
+                None,
+            ),
         )
         .await?;
     more.retain(|_, start| start >= range.0 && start < range.1);

@@ -157,6 +157,7 @@ impl Session<'_> {
             db: &self.db,
             as_of: self.as_of,
             part,
+            rewind: None,
         }
     }
 

@@ -98,6 +98,18 @@ pub struct SourceConfig {
     /// `partition`: the partition of a partitioned job that every line of this source belongs
     /// to (`None`: the source is not bound to one; see the partition module).
     pub partition: Option<String>,
+    /// A replayed night (`recon backtest`): the only files of this source it may read, the
+    /// ones its run read (by path). `None`: every file there is.
+    pub replay: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
+}
+
+impl SourceConfig {
+    /// Whether the night may read the file at `path` (see [`SourceConfig::replay`]).
+    pub fn may_read(&self, path: &std::path::Path) -> bool {
+        self.replay
+            .as_ref()
+            .is_none_or(|r| r.contains(path.display().to_string().as_str()))
+    }
 }
 
 /// A source's format and the settings of that format (each defined in the format's module).
@@ -583,6 +595,7 @@ pub(crate) fn job_source(
         settings,
         limits: super::InputLimits::default(),
         partition: s.partition.clone(),
+        replay: None,
     })
 }
 
@@ -644,6 +657,7 @@ impl SourceConfig {
             settings,
             limits: super::InputLimits::default(),
             partition: None,
+            replay: None,
         })
     }
 
@@ -668,6 +682,7 @@ impl SourceConfig {
             settings: FormatSettings::defaults(format),
             limits: super::InputLimits::default(),
             partition: None,
+            replay: None,
         }
     }
 }

@@ -55,7 +55,10 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                     path.display()
                 ));
             }
-            for path in pulled_versions(cfg, path).iter().filter(|_| !unpulled) {
+            for path in pulled_versions(cfg, path)
+                .iter()
+                .filter(|p| !unpulled && cfg.may_read(p))
+            {
                 let path = path.as_path();
                 let (lines0, facts0) = (load.lines.len(), load.facts.len());
                 let period = complete
@@ -94,7 +97,9 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                 let path = Path::new(&path_text);
                 let span = span_of(day, day);
                 let ended = span.1 <= as_of;
-                let present = path.exists();
+                // A replayed night reads only the files its run read.
+                let present =
+                    path.exists() && pulled_versions(cfg, path).iter().any(|p| cfg.may_read(p));
                 holes.extend(pull_holes(cfg, Some(day), Some(span), &mut load));
                 if ended || present {
                     load.gates.push(Gate {
@@ -110,7 +115,10 @@ pub fn load(cfg: &SourceConfig, days: (NaiveDate, NaiveDate), as_of: Micros) -> 
                         },
                     });
                 }
-                for path in pulled_versions(cfg, path).iter().filter(|_| present) {
+                for path in pulled_versions(cfg, path)
+                    .iter()
+                    .filter(|p| present && cfg.may_read(p))
+                {
                     let path = path.as_path();
                     let path_text = path.display().to_string();
                     let (lines0, facts0) = (load.lines.len(), load.facts.len());

@@ -831,12 +831,22 @@ impl Tx {
     }
 
     /// Every confirmed line.
-    pub async fn confirmed_lines(&mut self) -> Result<Vec<Confirmation>> {
-        let q = self.sql(
-            "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference,
-                    accepted_difference_minor
-             FROM confirmed_lines ORDER BY source, line_id",
-        );
+    pub async fn confirmed_lines(&mut self, until: Option<&str>) -> Result<Vec<Confirmation>> {
+        let mut q = match until {
+            None => self.sql(
+                "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference,
+                        accepted_difference_minor
+                 FROM confirmed_lines ORDER BY source, line_id",
+            ),
+            Some(_) => self.sql(
+                "SELECT source, line_id, payment_id, case_key, actor, approved_by, line_reference,
+                        accepted_difference_minor
+                 FROM confirmed_lines WHERE decided_at <= $1 ORDER BY source, line_id",
+            ),
+        };
+        if let Some(t) = until {
+            q.bind(Bind::Ts(t));
+        }
         self.fetch_all(q, |r| {
             Ok(Confirmation {
                 source: r.text(0)?,

@@ -157,6 +157,50 @@ impl Tx {
             .map_err(db_err("reading run records"))
     }
 
+    /// The completed runs (not shards of a run group) whose days lie within `[from, to]`
+    /// (YYYY-MM-DD), oldest first: (run_id, range_from, range_to, as_of, started_at, inputs
+    /// JSON). What `recon backtest` replays.
+    pub async fn completed_runs_within(
+        &mut self,
+        from: &str,
+        to: &str,
+    ) -> Result<Vec<(String, String, String, String, String, String)>> {
+        let mut q = self.sql(
+            "SELECT run_id, range_from, range_to, as_of, started_at, inputs FROM recon_runs
+             WHERE status = 'COMPLETED' AND range_from >= $1 AND range_to <= $2
+               AND run_id NOT IN (SELECT run_id FROM recon_run_shards)
+             ORDER BY range_from, range_to, started_at, run_id",
+        );
+        q.bind(from);
+        q.bind(to);
+        self.fetch_all(q, |r| {
+            Ok((
+                r.text(0)?,
+                r.text(1)?,
+                r.text(2)?,
+                r.text(3)?,
+                r.ts(4)?,
+                r.text(5)?,
+            ))
+        })
+        .await
+        .map_err(db_err("reading run records"))
+    }
+
+    /// The run groups (sharded nights) whose days lie within `[from, to]`, oldest first.
+    pub async fn groups_within(&mut self, from: &str, to: &str) -> Result<Vec<String>> {
+        let mut q = self.sql(
+            "SELECT group_id FROM recon_run_groups
+             WHERE range_from >= $1 AND range_to <= $2 AND gathered_at IS NOT NULL
+             ORDER BY range_from, created_at, group_id",
+        );
+        q.bind(from);
+        q.bind(to);
+        self.fetch_all(q, |r| r.text(0))
+            .await
+            .map_err(db_err("reading run groups"))
+    }
+
     /// The latest `limit` run records, newest first.
     pub async fn list_runs(&mut self, limit: i64) -> Result<Vec<RunRecord>> {
         let mut q = self.sql(

@@ -170,6 +170,19 @@ impl Tx {
         Ok(out)
     }
 
+    /// Every status change a person made (any actor but recon), oldest first: (payment id,
+    /// to status, actor). What `recon backtest` compares a candidate rule's decisions with.
+    pub async fn human_status_changes(&mut self) -> Result<Vec<(String, String, String)>> {
+        let mut q = self.sql("SELECT ");
+        q.push_id_text(IdColumn::HistoryPaymentId, "payment_id")
+            .push(
+                ", to_status, actor FROM payment_status_history WHERE actor <> 'recon' ORDER BY id",
+            );
+        self.fetch_all(q, |r| Ok((r.text(0)?, r.text(1)?, r.text(2)?)))
+            .await
+            .map_err(db_err("payment status history"))
+    }
+
     /// (status, attempt_id, provider_payment_id) of each of `ids` now.
     pub async fn payment_states(&mut self, ids: &[String]) -> Result<HashMap<String, PaymentNow>> {
         let mut out = HashMap::new();

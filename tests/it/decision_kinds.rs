@@ -366,7 +366,7 @@ async fn accept_difference_within_the_limit_settles_a_netted_fee_in_one_decision
 async fn confirmed(env: &TestEnv) -> Vec<(String, String, Option<i64>, String, Option<String>)> {
     let db = env.db().await;
     let mut tx = db.begin().await.expect("tx");
-    let c = tx.confirmed_lines().await.expect("confirmed");
+    let c = tx.confirmed_lines(None).await.expect("confirmed");
     tx.rollback().await.expect("rollback");
     db.close().await;
     c.into_iter()
@@ -547,7 +547,7 @@ async fn accept_difference_under_four_eyes_waits_for_a_second_reviewer() {
     let db = env.db().await;
     let confirmed = {
         let mut tx = db.begin().await.expect("tx");
-        let c = tx.confirmed_lines().await.expect("confirmed");
+        let c = tx.confirmed_lines(None).await.expect("confirmed");
         tx.rollback().await.expect("rollback");
         c
     };

@@ -9,6 +9,7 @@ mod adyen;
 mod architecture;
 mod attachments;
 mod backends;
+mod backtest;
 mod bank_codes;
 mod bombs;
 mod bounds;

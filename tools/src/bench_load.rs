@@ -22,6 +22,7 @@ pub async fn bench_load(cfg: &Config, repeat: usize) -> Result<String> {
         attempts_lo: 0,
         from_day: "1970-01-01".into(),
         partition: None,
+        rewind: None,
     };
     let mut out = String::new();
     let (db_ref, ledger, range) = (&db, &cfg.ledger, &range);

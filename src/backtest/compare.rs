@@ -1,0 +1,424 @@
+//! The two plans of a night side by side: every row whose outcome or action differs is a
+//! [`Flip`], grouped by [`Risk`]; a flip into an automatic transition is set against what
+//! reviewers decided on that payment ([`Verdict`]).
+
+use crate::model::{Action, Outcome, Status};
+use crate::rates::Valuation;
+use crate::run::RunData;
+use anyhow::Result;
+use chrono::NaiveDate;
+use rust_decimal::Decimal;
+use std::collections::{BTreeMap, HashMap};
+
+/// How dangerous a flip is, most dangerous first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Risk {
+    /// Review (or nothing to do) → an automatic transition, or a transition that changes
+    /// (another status, or the same on other lines): money moves on the candidate's word.
+    ToTransition,
+    /// An automatic transition → a review case (or nothing): the candidate is more careful.
+    FromTransition,
+    /// The outcome changes, no transition either side.
+    OutcomeOnly,
+}
+
+impl Risk {
+    /// The group's heading.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Risk::ToTransition => "review → automatic transition",
+            Risk::FromTransition => "automatic transition → review",
+            Risk::OutcomeOnly => "outcome changes, no transition",
+        }
+    }
+
+    /// The column value in backtest.csv.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::ToTransition => "to_transition",
+            Risk::FromTransition => "from_transition",
+            Risk::OutcomeOnly => "outcome_only",
+        }
+    }
+}
+
+/// One side of a flip: the row a rule set produced for the id (None: no row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Side {
+    /// The outcome (None: the rule set reported no row for it).
+    pub outcome: Option<Outcome>,
+    /// What recon would do.
+    pub action: Action,
+    /// The rule (pass id) that decided, or a gate name.
+    pub rule: String,
+    /// The row's explanation.
+    pub why: String,
+    /// Its lines, as (source, line id).
+    pub lines: Vec<(String, String)>,
+}
+
+impl Side {
+    /// `AMBIGUOUS (ticket)`, `RESOLVED_SUCCEEDED → SUCCEEDED`, `no row`.
+    pub fn label(&self) -> String {
+        match (self.outcome, self.action) {
+            (None, _) => "no row".into(),
+            (Some(o), Action::Transition(s)) => format!("{} → {}", o.as_str(), s.as_str()),
+            (Some(o), Action::Ticket) => format!("{} (review)", o.as_str()),
+            (Some(o), _) => o.as_str().to_string(),
+        }
+    }
+
+    fn transition(&self) -> Option<Status> {
+        match self.action {
+            Action::Transition(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// A row whose outcome or action the candidate rules change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Flip {
+    /// The run replayed.
+    pub run: String,
+    /// Its day.
+    pub day: NaiveDate,
+    /// The payment id, or `source:line id` for a row of a line alone.
+    pub id: String,
+    /// The payment's id (None: a line's row).
+    pub payment_id: Option<String>,
+    /// The money: `120.00 EUR`.
+    pub amount: String,
+    /// In the reporting currency (None: none configured, or no rate).
+    pub value: Option<Decimal>,
+    /// With the live rules.
+    pub before: Side,
+    /// With the candidate rules.
+    pub after: Side,
+    /// How dangerous.
+    pub risk: Risk,
+    /// What reviewers decided on it (for a flip into a transition; None otherwise).
+    pub reviewers: Option<Verdict>,
+}
+
+/// A night's rows by id: the first row of each (payment id, or `source:line id`).
+fn by_id(data: &RunData) -> BTreeMap<String, (Option<u32>, usize)> {
+    let mut out = BTreeMap::new();
+    for (ri, r) in data.rows.iter().enumerate() {
+        let key = match r.payment {
+            Some(p) => data.payments[p as usize].payment_id.text().to_string(),
+            None => match r.lines.first() {
+                Some(&l) => line_key(data, l).join(":"),
+                None => continue,
+            },
+        };
+        out.entry(key).or_insert((r.payment, ri));
+    }
+    out
+}
+
+fn line_key(data: &RunData, li: u32) -> [String; 2] {
+    let l = &data.lines[li as usize];
+    [l.source().to_string(), l.uid().into_owned()]
+}
+
+fn side(data: &RunData, row: Option<usize>) -> Side {
+    let Some(r) = row.map(|ri| &data.rows[ri]) else {
+        return Side {
+            outcome: None,
+            action: Action::None,
+            rule: String::new(),
+            why: String::new(),
+            lines: Vec::new(),
+        };
+    };
+    Side {
+        outcome: Some(r.outcome),
+        action: r.action,
+        rule: r.rule.to_string(),
+        why: r.detail.to_string(),
+        lines: r
+            .lines
+            .iter()
+            .map(|&l| {
+                let [s, id] = line_key(data, l);
+                (s, id)
+            })
+            .collect(),
+    }
+}
+
+/// The flips of one night: `before` planned with the live rules, `after` with the candidate,
+/// in the order of their ids.
+pub(crate) fn flips(
+    (run, day): (&str, NaiveDate),
+    (before, after): (&RunData, &RunData),
+    valuation: Option<&Valuation>,
+) -> Vec<Flip> {
+    let (b, a) = (by_id(before), by_id(after));
+    let mut ids: Vec<&String> = b.keys().chain(a.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut out = Vec::new();
+    for id in ids {
+        let (bp, ap) = (b.get(id), a.get(id));
+        let sb = side(before, bp.map(|x| x.1));
+        let sa = side(after, ap.map(|x| x.1));
+        // A transition on other lines is another decision, whatever its outcome's name.
+        let changed = sb.outcome != sa.outcome
+            || sb.action != sa.action
+            || (sa.transition().is_some() && sb.lines != sa.lines);
+        if !changed {
+            continue;
+        }
+        let risk = match (sb.transition(), sa.transition()) {
+            (_, Some(_)) => Risk::ToTransition,
+            (Some(_), None) => Risk::FromTransition,
+            (None, None) => Risk::OutcomeOnly,
+        };
+        // The money: the payment's, else the first line's.
+        let (data, payment, row) = match (ap, bp) {
+            (Some(x), _) => (after, x.0, x.1),
+            (None, Some(x)) => (before, x.0, x.1),
+            (None, None) => continue,
+        };
+        let (minor, currency) = match payment {
+            Some(p) => {
+                let p = &data.payments[p as usize];
+                (p.amount_minor, p.currency)
+            }
+            None => match data.rows[row].lines.first() {
+                Some(&l) => {
+                    let l = &data.lines[l as usize];
+                    (l.amount_minor, l.currency)
+                }
+                None => (0, "EUR"),
+            },
+        };
+        let exponent = crate::money::currency(currency).map_or(2, |(_, e)| e);
+        let amount = Decimal::new(minor, exponent);
+        out.push(Flip {
+            run: run.to_string(),
+            day,
+            id: id.clone(),
+            payment_id: payment.map(|p| data.payments[p as usize].payment_id.text().to_string()),
+            amount: format!("{} {currency}", crate::money::format_minor(minor, currency)),
+            value: valuation.and_then(|v| v.value(amount.abs(), currency)),
+            before: sb,
+            after: sa,
+            risk,
+            reviewers: None,
+        });
+    }
+    // A line's own row that flips because its payment's does (an orphan or a near miss now
+    // linked) is shown with the payment's flip, not as a second one.
+    let with_payments: std::collections::HashSet<String> = out
+        .iter()
+        .filter(|f| f.payment_id.is_some())
+        .flat_map(|f| f.before.lines.iter().chain(&f.after.lines))
+        .map(|(s, l)| format!("{s}:{l}"))
+        .collect();
+    out.retain(|f| f.payment_id.is_some() || !with_payments.contains(&f.id));
+    out
+}
+
+/// What reviewers decided on a payment, against the candidate's automatic decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// They decided the same: set the same status, or confirmed the same line.
+    Same(String),
+    /// They decided otherwise (another status, another line): the candidate contradicts them.
+    Different(String),
+    /// They dismissed the case.
+    Dismissed(String),
+    /// They escalated it.
+    Escalated(String),
+    /// Nobody decided on it yet.
+    Undecided,
+}
+
+impl Verdict {
+    /// backtest.csv's `reviewers` column.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Same(_) => "same",
+            Verdict::Different(_) => "different",
+            Verdict::Dismissed(_) => "dismissed",
+            Verdict::Escalated(_) => "escalated",
+            Verdict::Undecided => "undecided",
+        }
+    }
+
+    /// What they did, in words.
+    pub fn text(&self) -> &str {
+        match self {
+            Verdict::Same(t) | Verdict::Different(t) | Verdict::Dismissed(t) => t,
+            Verdict::Escalated(t) => t,
+            Verdict::Undecided => "not decided yet",
+        }
+    }
+}
+
+/// Everything reviewers decided, by payment id.
+#[derive(Debug, Default)]
+pub struct Reviewers {
+    /// The latest status a person set: (status, who).
+    status: HashMap<String, (String, String)>,
+    /// Lines confirmed as the payment's: (source, line id, who).
+    confirmed: HashMap<String, Vec<(String, String, String)>>,
+    /// The latest dismiss or escalate on a case naming the payment: (decision, who).
+    cases: HashMap<String, (String, String)>,
+}
+
+impl Reviewers {
+    /// Reads what reviewers decided (reads only).
+    pub async fn read(db: &crate::db::Db) -> Result<Reviewers> {
+        let mut tx = db.begin().await?;
+        let changes = tx.human_status_changes().await?;
+        let confirmed = tx.confirmed_lines(None).await?;
+        let decisions = tx
+            .decisions_applied_since(&crate::timeparse::to_db(0))
+            .await?;
+        tx.rollback().await?;
+        let mut out = Reviewers::default();
+        for (pid, to, actor) in changes {
+            out.status.insert(pid, (to, actor));
+        }
+        for c in confirmed {
+            let who = c.who();
+            out.confirmed
+                .entry(c.payment_id)
+                .or_default()
+                .push((c.source, c.line_id, who));
+        }
+        for d in decisions {
+            if d.decision.starts_with("dismiss") || d.decision == "escalate" {
+                for p in d.payments {
+                    out.cases.insert(p, (d.decision.clone(), d.actor.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// What reviewers decided on the payment of `f`, a flip into an automatic transition
+    /// (None for another flip: the candidate decides nothing there).
+    pub fn verdict(&self, f: &Flip) -> Option<Verdict> {
+        let status = f.after.transition()?;
+        if f.risk != Risk::ToTransition {
+            return None;
+        }
+        let pid = f.payment_id.as_deref()?;
+        if let Some((to, who)) = self.status.get(pid) {
+            return Some(if to == status.as_str() {
+                Verdict::Same(format!("{who} set {to}"))
+            } else {
+                Verdict::Different(format!(
+                    "{who} set {to}; the candidate would set {}",
+                    status.as_str()
+                ))
+            });
+        }
+        if let Some(lines) = self.confirmed.get(pid) {
+            let same = status == Status::Succeeded
+                && lines
+                    .iter()
+                    .all(|(s, l, _)| f.after.lines.iter().any(|(fs, fl)| fs == s && fl == l));
+            let (s, l, who) = &lines[0];
+            return Some(if same {
+                Verdict::Same(format!("{who} confirmed line {s}:{l}, the same"))
+            } else {
+                Verdict::Different(format!(
+                    "{who} confirmed line {s}:{l}; the candidate would set {} on {}",
+                    status.as_str(),
+                    lines_text(&f.after.lines)
+                ))
+            });
+        }
+        if let Some((decision, who)) = self.cases.get(pid) {
+            return Some(if decision == "escalate" {
+                Verdict::Escalated(format!("{who} escalated the case"))
+            } else {
+                Verdict::Dismissed(format!("{who} dismissed the case"))
+            });
+        }
+        Some(Verdict::Undecided)
+    }
+}
+
+/// `psp:tx-1, psp:tx-2` or `no line`.
+pub fn lines_text(lines: &[(String, String)]) -> String {
+    if lines.is_empty() {
+        return "no line".into();
+    }
+    lines
+        .iter()
+        .map(|(s, l)| format!("{s}:{l}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The candidate's automatic decisions against reviewers': counts by verdict, and every
+/// disagreement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Agreement {
+    /// Flips into an automatic transition (each a payment the candidate would decide).
+    pub decided: usize,
+    /// Reviewers decided the same.
+    pub same: usize,
+    /// Reviewers dismissed the case.
+    pub dismissed: usize,
+    /// Reviewers escalated it.
+    pub escalated: usize,
+    /// Nobody decided yet.
+    pub undecided: usize,
+    /// (night, payment id, what reviewers did, what the candidate would do) where they differ.
+    pub different: Vec<(String, String, String)>,
+}
+
+impl Agreement {
+    /// Counts `f` with its verdict (which it then carries).
+    pub fn add(&mut self, f: &mut Flip, verdict: Option<Verdict>) {
+        let Some(v) = verdict else {
+            return;
+        };
+        self.decided += 1;
+        match &v {
+            Verdict::Same(_) => self.same += 1,
+            Verdict::Dismissed(_) => self.dismissed += 1,
+            Verdict::Escalated(_) => self.escalated += 1,
+            Verdict::Undecided => self.undecided += 1,
+            Verdict::Different(t) => {
+                self.different
+                    .push((f.run.clone(), f.id.clone(), t.clone()));
+            }
+        }
+        f.reviewers = Some(v);
+    }
+
+    /// How many decisions the candidate would make differently from reviewers.
+    pub fn disagreements(&self) -> usize {
+        self.different.len()
+    }
+
+    /// "This candidate would resolve 812 payments; reviewers decided 806 the same way, 6
+    /// differently, …".
+    pub fn sentence(&self) -> String {
+        if self.decided == 0 {
+            return "The candidate rules would resolve no payment that the live rules leave \
+                    to reviewers."
+                .into();
+        }
+        format!(
+            "The candidate rules would resolve {} payment(s) automatically that the live rules \
+             do not; reviewers decided {} the same way and {} differently; {} dismissed, {} \
+             escalated, {} not decided yet.",
+            self.decided,
+            self.same,
+            self.different.len(),
+            self.dismissed,
+            self.escalated,
+            self.undecided
+        )
+    }
+}

@@ -41,6 +41,8 @@ struct RawConfig {
     output_dir: PathBuf,
     /// Folder of `*.toml` rule files; the bundled default rules when absent.
     rules_dir: Option<PathBuf>,
+    /// `[shadow]`: rules each night also plans with, applying nothing (see [`ShadowConfig`]).
+    shadow: Option<RawShadow>,
     /// A SUBMITTING payment older than this (at the run's as-of) is treated like UNKNOWN.
     #[serde(default = "default_stale_minutes")]
     stale_submitting_minutes: i64,
@@ -147,6 +149,23 @@ struct RawRates {
     /// does not hold.
     #[serde(default)]
     fixed: BTreeMap<String, String>,
+}
+
+/// `[shadow]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShadow {
+    /// The shadow rules folder (relative to the job file).
+    rules_dir: PathBuf,
+}
+
+/// `[shadow]`: a candidate rules folder each night also plans with, on the same evidence,
+/// applying nothing: the report and the email say what it would change (`recon backtest`
+/// replays recorded nights with one instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowConfig {
+    /// The shadow rules folder.
+    pub rules_dir: PathBuf,
 }
 
 /// The reporting currency and where its rates come from (`reporting_currency`, `[rates]`).
@@ -415,6 +434,8 @@ pub struct Config {
     pub output_dir: PathBuf,
     /// Rule folder, or `None` for the bundled rules.
     pub rules_dir: Option<PathBuf>,
+    /// `[shadow]` (None: no shadow rules).
+    pub shadow: Option<ShadowConfig>,
     /// Stale SUBMITTING age in minutes.
     pub stale_submitting_minutes: i64,
     /// Settlement lag in hours.
@@ -674,6 +695,13 @@ impl Config {
             block.limits = limits;
         }
         let database = raw.database.validate(path)?;
+        if raw.partition.is_some() && raw.shadow.is_some() {
+            return Err(config_error(
+                path,
+                "[shadow] in a job with [partition] (hint: shadow rules are planned by nights of \
+                 one process; run `recon backtest` for a sharded job)",
+            ));
+        }
         if raw.partition.is_some() && !payout_status.is_empty() {
             return Err(config_error(
                 path,
@@ -715,6 +743,9 @@ impl Config {
             ledger: raw.ledger,
             output_dir,
             rules_dir: raw.rules_dir.map(|d| join_clean(&base, d)),
+            shadow: raw.shadow.map(|s| ShadowConfig {
+                rules_dir: join_clean(&base, s.rules_dir),
+            }),
             stale_submitting_minutes: raw.stale_submitting_minutes,
             settlement_lag_hours: raw.settlement_lag_hours,
             carry_over_days: raw.carry_over_days,

@@ -78,6 +78,7 @@ pub async fn explain(cfg: &Config, opts: &ExplainOptions) -> Result<String> {
         as_of,
         part: crate::run::Part::Whole,
         rewind: None,
+        ask_providers: true,
     };
     let plan = Box::pin(crate::run::plan(
         job,

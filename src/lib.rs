@@ -17,6 +17,7 @@ pub mod evidence;
 pub mod exit;
 pub mod explain;
 pub mod fault;
+pub mod flips;
 pub mod keyindex;
 pub mod keysort;
 pub mod ledger;

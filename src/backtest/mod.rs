@@ -17,10 +17,9 @@
 //! message. What the payment service itself changed on a payment since (its amount, recipient
 //! or a new attempt) cannot be rebuilt: the replay counts and names such payments.
 //!
-//! `compare.rs` pairs the two plans' rows into flips and sets them against reviewers'
+//! [`crate::flips`] pairs the two plans' rows into flips and sets them against reviewers'
 //! decisions; `output.rs` writes `backtest.csv`, `backtest.html` and `backtest.xlsx`.
 
-pub mod compare;
 pub mod output;
 
 use crate::config::Config;
@@ -35,7 +34,8 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use compare::{Agreement, Flip, Risk, Verdict};
+use crate::flips as compare;
+pub use crate::flips::{Agreement, Flip, Risk, Verdict};
 
 /// What to backtest.
 #[derive(Debug, Clone)]
@@ -215,7 +215,7 @@ async fn replay_all(
         let valuation = cfg.reporting.as_ref().map(|r| r.valuation(night.day).0);
         let mut night_flips = compare::flips(
             (&night.label, night.day),
-            (&before.data, &after.data),
+            (rows_of(&before.data), rows_of(&after.data)),
             valuation.as_ref(),
         );
         for f in &mut night_flips {
@@ -251,6 +251,14 @@ async fn replay_all(
     Ok((done, skipped, flips, agreement))
 }
 
+fn rows_of(data: &crate::run::RunData) -> compare::Rows<'_> {
+    compare::Rows {
+        payments: &data.payments,
+        lines: &data.lines,
+        rows: &data.rows,
+    }
+}
+
 /// Plans `night` with `rules`, as that run saw the ledger; changes nothing.
 async fn replay(
     cfg: &Config,
@@ -265,6 +273,7 @@ async fn replay(
         as_of: night.as_of,
         part: Part::Whole,
         rewind: Some(night.rewind),
+        ask_providers: false,
     };
     let opts = RunOptions {
         from: night.day,

@@ -4,9 +4,9 @@
 //! reviewer reads: what would change, grouped by risk, and how it compares with what they
 //! decided).
 
-use super::compare::{Flip, Risk, lines_text};
 use super::{BacktestReport, NightResult};
 use crate::exit::{Failure, fail};
+use crate::flips::{Flip, Risk, lines_text};
 use crate::outputs::csv_safe;
 use crate::report::html::escape;
 use anyhow::{Context as _, Result};
@@ -241,7 +241,7 @@ fn value_text(report: &BacktestReport, (_, sum, unvalued): (usize, Decimal, usiz
     match report.reporting_currency {
         None => String::new(),
         Some(cur) => {
-            let mut s = crate::report::cases::display_value(sum, cur);
+            let mut s = format!("{} {cur}", crate::report::cases::display_value(sum, cur));
             if unvalued > 0 {
                 let _ = write!(s, " (+{unvalued} without a rate)");
             }

@@ -166,6 +166,133 @@ pub struct Summary {
     /// without `reporting_currency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporting: Option<ReportingSummary>,
+    /// `[shadow]`: what the shadow rules would change on the same evidence (nothing of it
+    /// applied). Absent without `[shadow]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowSummary>,
+}
+
+/// What a night's `[shadow]` rules would change (`summary.json` `shadow`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ShadowSummary {
+    /// The shadow rules folder.
+    pub rules_dir: String,
+    /// Why the shadow rules were not planned (they do not validate, or their plan failed);
+    /// the night itself is unaffected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Rows that would become automatic transitions (or change their transition).
+    pub to_transition: usize,
+    /// Their value in the reporting currency (`90.00 EUR`), when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_transition_value: Option<String>,
+    /// Automatic transitions that would become review cases.
+    pub from_transition: usize,
+    /// Outcomes that would change without a transition either side.
+    pub outcome_only: usize,
+    /// Rows a provider's status answer decided tonight: the shadow plan asks no provider, so
+    /// they are not compared.
+    pub not_compared: usize,
+    /// The first flips, most dangerous first.
+    pub first: Vec<ShadowFlip>,
+    /// The shadow's new automatic decisions against reviewers' decisions so far: decided the
+    /// same, differently, dismissed, escalated, not yet.
+    pub reviewers_same: usize,
+    /// See `reviewers_same`.
+    pub reviewers_different: usize,
+    /// See `reviewers_same`.
+    pub reviewers_dismissed: usize,
+    /// See `reviewers_same`.
+    pub reviewers_escalated: usize,
+    /// See `reviewers_same`.
+    pub reviewers_undecided: usize,
+}
+
+/// One flip the shadow rules would make (see [`ShadowSummary::first`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ShadowFlip {
+    /// The payment id, or `source:line id`.
+    pub id: String,
+    /// `40.00 EUR`.
+    pub amount: String,
+    /// With the live rules (`AMBIGUOUS (review)`).
+    pub before: String,
+    /// With the shadow rules (`RESOLVED_SUCCEEDED → SUCCEEDED`).
+    pub after: String,
+    /// The shadow rule that decided.
+    pub rule: String,
+    /// What reviewers decided on it, in words (empty: not a new transition).
+    pub reviewers: String,
+}
+
+impl ShadowSummary {
+    /// The rows the shadow rules would change.
+    pub fn flips(&self) -> usize {
+        self.to_transition + self.from_transition + self.outcome_only
+    }
+
+    /// One sentence for the report and the email.
+    pub fn sentence(&self) -> String {
+        if let Some(e) = &self.error {
+            return format!(
+                "The shadow rules ({}) were not planned: {e}",
+                self.rules_dir
+            );
+        }
+        if self.flips() == 0 {
+            return format!(
+                "The shadow rules ({}) would change nothing tonight.",
+                self.rules_dir
+            );
+        }
+        let mut parts = Vec::new();
+        if self.to_transition > 0 {
+            let value = self
+                .to_transition_value
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default();
+            parts.push(format!(
+                "{} would become automatic transitions{value}",
+                self.to_transition
+            ));
+        }
+        if self.from_transition > 0 {
+            parts.push(format!(
+                "{} automatic transition(s) would go to review instead",
+                self.from_transition
+            ));
+        }
+        if self.outcome_only > 0 {
+            parts.push(format!(
+                "{} would get another outcome, with no transition either way",
+                self.outcome_only
+            ));
+        }
+        let decided = self.reviewers_same
+            + self.reviewers_different
+            + self.reviewers_dismissed
+            + self.reviewers_escalated
+            + self.reviewers_undecided;
+        let mut s = format!(
+            "The shadow rules ({}) would change {} row(s) tonight: {}.",
+            self.rules_dir,
+            self.flips(),
+            parts.join("; ")
+        );
+        if decided > 0 {
+            s.push_str(&format!(
+                " Against reviewers so far: {} decided the same, {} differently, {} dismissed, \
+                 {} escalated, {} not yet.",
+                self.reviewers_same,
+                self.reviewers_different,
+                self.reviewers_dismissed,
+                self.reviewers_escalated,
+                self.reviewers_undecided
+            ));
+        }
+        s
+    }
 }
 
 /// The money at risk in the reporting currency (`summary.json` `reporting`): values for

@@ -221,6 +221,13 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
         }
         out.push('\n');
     }
+    if let Some((sentence, flips)) = html::shadow_lines(view, html::EMAIL_SHADOW_FLIPS) {
+        let _ = writeln!(out, "Shadow rules: {}", text_safe(&sentence));
+        for f in flips {
+            let _ = writeln!(out, "  - {}", text_safe(&f));
+        }
+        out.push('\n');
+    }
     out.push_str("Counts per outcome:\n");
     for (_, o, t) in view.outcomes_by_family() {
         let amounts: Vec<String> = t

@@ -309,6 +309,7 @@ pub fn report(view: &ReportView) -> String {
     out.push_str(&chart(view));
     totals(&mut out, view);
     case_table(&mut out, view);
+    shadow(&mut out, view);
     for f in Family::ALL {
         let n = view.family_rows(f);
         if n == 0 {
@@ -398,6 +399,72 @@ fn case_table(out: &mut String, view: &ReportView) {
             out,
             "<p class=\"muted\">{} more case(s) not shown: see the Cases sheet of report.xlsx.</p>",
             n - REPORT_ROWS_PER_FAMILY
+        );
+    }
+}
+
+/// How many of the shadow rules' flips the email lists (the report lists the summary's).
+pub const EMAIL_SHADOW_FLIPS: usize = 5;
+
+/// `[shadow]`: what the shadow rules would change, as one sentence and a line per listed flip
+/// (`P-1 · 40.00 EUR · AMBIGUOUS (review) → RESOLVED_SUCCEEDED → SUCCEEDED · rule wide ·
+/// reviewers: alice confirmed line psp:L-1, the same`). None without `[shadow]`.
+pub fn shadow_lines(view: &ReportView, most: usize) -> Option<(String, Vec<String>)> {
+    let s = view.summary.shadow.as_ref()?;
+    let lines = s
+        .first
+        .iter()
+        .take(most)
+        .map(|f| {
+            let mut line = format!("{} · {} · {} → {}", f.id, f.amount, f.before, f.after);
+            if !f.rule.is_empty() {
+                let _ = write!(line, " · rule {}", f.rule);
+            }
+            if !f.reviewers.is_empty() {
+                let _ = write!(line, " · reviewers: {}", f.reviewers);
+            }
+            line
+        })
+        .collect();
+    Some((s.sentence(), lines))
+}
+
+/// The report's "Shadow rules would change" section.
+fn shadow(out: &mut String, view: &ReportView) {
+    let Some(s) = view.summary.shadow.as_ref() else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "<h2>Shadow rules would change</h2>\n<p>{}</p>",
+        escape(&s.sentence())
+    );
+    if s.first.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<div style=\"overflow-x:auto\"><table>\n<tr><th>payment or line</th><th>amount</th>\
+         <th>live rules</th><th>shadow rules</th><th>rule</th><th>reviewers</th></tr>\n",
+    );
+    for f in &s.first {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&f.id),
+            escape(&f.amount),
+            escape(&f.before),
+            escape(&f.after),
+            escape(&f.rule),
+            escape(&f.reviewers)
+        );
+    }
+    out.push_str("</table></div>\n");
+    if s.flips() > s.first.len() {
+        let _ = writeln!(
+            out,
+            "<p class=\"muted\">{} more: run <code>recon backtest</code> with the shadow rules \
+             for every row.</p>",
+            s.flips() - s.first.len()
         );
     }
 }
@@ -734,6 +801,20 @@ pub fn email(view: &ReportView, prose: &MailProse) -> String {
                 out,
                 "<div style=\"background:#fff8e1;border:1px solid #ffe082;padding:6px 10px;margin:0 0 6px;font-size:14px\">{}</div>",
                 escape(w)
+            );
+        }
+    }
+    if let Some((sentence, flips)) = shadow_lines(view, EMAIL_SHADOW_FLIPS) {
+        let _ = writeln!(
+            out,
+            "<h2 style=\"{h2}\">Shadow rules would change</h2>\n<p style=\"margin:0 0 4px;font-size:14px;color:#333\">{}</p>",
+            escape(&sentence)
+        );
+        for f in flips {
+            let _ = writeln!(
+                out,
+                "<p style=\"margin:0 0 4px;font-size:13px;color:#333\">{}</p>",
+                escape(&f)
             );
         }
     }

@@ -121,7 +121,18 @@ async fn plan_and_apply(
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
     let day = Box::pin(plan(job, opts, run_id, read));
-    let day = stop::unless_stopped(stop::BEFORE_COMMIT, day).await?;
+    let mut day = stop::unless_stopped(stop::BEFORE_COMMIT, day).await?;
+    // `[shadow]`: the same evidence planned with the shadow rules, before anything is applied.
+    if !job.part.hands_over() {
+        let started = std::time::Instant::now();
+        let shadow = Box::pin(async { Ok(super::shadow::compare(job, opts, &day).await) });
+        if let Some(s) = stop::unless_stopped(stop::BEFORE_COMMIT, shadow).await? {
+            day.summary.shadow = Some(s);
+            day.summary
+                .timings_ms
+                .insert("shadow".into(), started.elapsed().as_millis() as u64);
+        }
+    }
     let (planned, rejected) = Box::pin(prepare(job, opts, run_id, day)).await?;
     let folder = Folder::create(parent, folder)?;
     let mut writing = Writing::start(job, folder, &planned, rejected);

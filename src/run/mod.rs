@@ -43,6 +43,7 @@ pub(crate) mod plan;
 mod range;
 mod recovery;
 mod session;
+mod shadow;
 mod shard;
 pub mod shard_plan;
 pub mod shared;
@@ -83,8 +84,12 @@ pub(crate) struct Job<'a> {
     /// What this run is: the whole night, a day of a range, or a shard of a run group.
     pub part: Part<'a>,
     /// A replay of a recorded night (`recon backtest`): the ledger rebuilt as it was at this
-    /// moment, the reviewers' confirmations made up to it, no status API asked. None: a run.
+    /// moment, the reviewers' confirmations made up to it. None: as it is now.
     pub rewind: Option<Micros>,
+    /// Whether the plan asks the providers' status APIs (`[[status_api]]`): a run does; a
+    /// replay and the shadow rules' plan do not (today's answer is not the night's, and one
+    /// night asks once).
+    pub ask_providers: bool,
 }
 
 /// What a day's run is part of: where the whole night, a range's day and a shard differ in it

@@ -872,8 +872,7 @@ async fn ask_status(
     let Some(api) = &cfg.status_api else {
         return Ok(None);
     };
-    // A replay (`recon backtest`) asks no provider: today's answer is not the night's.
-    if job.rewind.is_some() {
+    if !job.ask_providers {
         return Ok(None);
     }
     let started = Instant::now();
@@ -1178,6 +1177,7 @@ fn summarize(
     });
     let summary = Summary {
         reporting,
+        shadow: None,
         run_id: run_id.to_string(),
         range_from: opts.from.to_string(),
         range_to: opts.to.to_string(),

@@ -158,6 +158,7 @@ impl Session<'_> {
             as_of: self.as_of,
             part,
             rewind: None,
+            ask_providers: true,
         }
     }
 

@@ -39,13 +39,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("pull", &["pull"]),
     ("storage", &["db", "ledger", "tickets", "store"]),
     ("matching", &["matching"]),
-    ("classification", &["outcome"]),
+    ("classification", &["outcome", "flips"]),
     ("evidence", &["evidence", "status_api", "payout_status"]),
     ("outputs", &["outputs"]),
     ("reports", &["report"]),
     ("decisions", &["decisions"]),
     ("run", &["run"]),
-    ("cli", &["explain", "demo", "process"]),
+    ("cli", &["explain", "backtest", "demo", "process"]),
 ];
 
 /// One use of another top-level module.

@@ -462,3 +462,92 @@ async fn the_command_gates_on_new_transitions_and_refuses_invalid_rules() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `[shadow]`: each night also plans with the shadow rules and applies nothing of them; the
+/// summary (and from it the report and the email) says what they would change. Shadow rules
+/// that do not validate are said there too, and the night is unaffected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_rules_are_planned_beside_the_night_and_change_nothing() {
+    let env = job(Backend::Sqlite).await;
+    let cfg = std::fs::read_to_string(&env.config_path).expect("config");
+    env.write(
+        "recon.toml",
+        &cfg.replacen(
+            "[[source]]",
+            "[shadow]\nrules_dir = \"rules-next\"\n\n[[source]]",
+            1,
+        ),
+    );
+    let r1 = env
+        .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1")
+        .await;
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r1.out_dir.join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    let shadow = &summary["shadow"];
+    assert_eq!(shadow["to_transition"], 2, "{shadow}");
+    assert_eq!(shadow["to_transition_value"], "90.00 EUR", "{shadow}");
+    assert_eq!(shadow["outcome_only"], 1, "{shadow}");
+    assert_eq!(shadow["from_transition"], 0, "{shadow}");
+    assert_eq!(shadow["reviewers_undecided"], 2, "{shadow}");
+    let first: Vec<(String, String)> = shadow["first"]
+        .as_array()
+        .expect("first")
+        .iter()
+        .map(|f| {
+            (
+                f["id"].as_str().unwrap_or_default().to_string(),
+                f["after"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        first,
+        vec![
+            (
+                "P-1".to_string(),
+                "RESOLVED_SUCCEEDED → SUCCEEDED".to_string()
+            ),
+            (
+                "P-2".to_string(),
+                "RESOLVED_SUCCEEDED → SUCCEEDED".to_string()
+            ),
+            ("P-5".to_string(), "AMOUNT_MISMATCH (review)".to_string()),
+        ]
+    );
+    // Nothing of it was applied: the live rules' near misses stand.
+    let statuses = env
+        .texts("SELECT payment_id || '=' || status FROM payments ORDER BY payment_id")
+        .await;
+    assert_eq!(
+        statuses,
+        [
+            "P-1=UNKNOWN",
+            "P-2=UNKNOWN",
+            "P-3=UNKNOWN",
+            "P-4=UNKNOWN",
+            "P-5=UNKNOWN"
+        ]
+    );
+    let html = std::fs::read_to_string(r1.out_dir.join("report.html")).expect("html");
+    assert!(
+        html.contains("<h2>Shadow rules would change</h2>")
+            && html.contains("2 would become automatic transitions (90.00 EUR)"),
+        "{html}"
+    );
+    // Shadow rules that do not validate: said in the summary, the night runs.
+    env.write(
+        "rules-next/rules.toml",
+        "[[pass]]\nid = \"x\"\nkind = \"fuzzy\"\n",
+    );
+    let r2 = env
+        .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1-again")
+        .await;
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r2.out_dir.join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    let error = summary["shadow"]["error"].as_str().expect("an error");
+    assert!(error.contains("rules.toml"), "{error}");
+}

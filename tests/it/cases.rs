@@ -11,12 +11,7 @@ use std::path::Path;
 pub(crate) async fn demo() -> (tempfile::TempDir, RunReport) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let sample = tmp.path().join("sample-data");
-    std::fs::create_dir_all(&sample).expect("sample dir");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for f in std::fs::read_dir(repo.join("sample-data")).expect("sample-data") {
-        let f = f.expect("entry").path();
-        std::fs::copy(&f, sample.join(f.file_name().expect("name"))).expect("copy");
-    }
+    crate::support::copy_sample_data(&sample);
     let report = recon::demo::run(&sample).await.expect("demo");
     (tmp, report)
 }

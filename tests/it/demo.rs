@@ -29,21 +29,11 @@ fn ok(out: &Output) -> String {
     stdout
 }
 
-/// A folder laid out as the repository's root for the quick start: `sample-data/` copied.
+/// A folder laid out as the repository's root for the quick start: `sample-data/` copied
+/// (with its `rules-next/`).
 fn checkout() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-data");
-    std::fs::create_dir(dir.path().join("sample-data")).expect("mkdir");
-    for e in std::fs::read_dir(&from).expect("sample-data") {
-        let p = e.expect("entry").path();
-        std::fs::copy(
-            &p,
-            dir.path()
-                .join("sample-data")
-                .join(p.file_name().expect("name")),
-        )
-        .expect("copy");
-    }
+    crate::support::copy_sample_data(&dir.path().join("sample-data"));
     dir
 }
 
@@ -133,7 +123,35 @@ fn the_quick_start_demo_prints_payments_and_lines_apart_and_names_the_next_steps
             run_dir.display()
         );
     }
+    // The demo's job names shadow rules (a 1.50 tolerance): the report and the email say
+    // what they would change, and nothing of it was applied.
+    let html = std::fs::read_to_string(run_dir.join("report.html")).expect("report.html");
+    let shadow = html
+        .split("<h2>Shadow rules would change</h2>")
+        .nth(1)
+        .expect("a shadow section in report.html");
+    assert!(
+        shadow.contains("would change 1 row(s) tonight")
+            && shadow.contains("P-1016")
+            && shadow.contains("AMOUNT_MISMATCH (review)"),
+        "{shadow}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).expect("json"))
+            .expect("summary.json");
+    assert_eq!(
+        summary["shadow"]["outcome_only"], 1,
+        "{}",
+        summary["shadow"]
+    );
+    assert_eq!(summary["shadow"]["to_transition"], 0);
     let results_csv = std::fs::read_to_string(run_dir.join("results.csv")).expect("results");
+    assert!(
+        results_csv
+            .lines()
+            .any(|l| l.contains("P-1016") && l.contains("AMBIGUOUS")),
+        "the live rules' outcome is the one reported"
+    );
     assert_eq!(
         results_csv
             .lines()
@@ -199,6 +217,27 @@ fn the_quick_start_demo_prints_payments_and_lines_apart_and_names_the_next_steps
         queue.lines().count(),
         1 + 9,
         "a header and the demo's 9 cases: {queue}"
+    );
+
+    // The same candidate replayed over the recorded night: one flip, no new transition.
+    let out = recon(
+        dir.path(),
+        &[
+            "backtest",
+            "--config",
+            "sample-data/recon.toml",
+            "--rules",
+            "sample-data/rules-next",
+            "--from",
+            "2026-11-27",
+            "--to",
+            "2026-11-27",
+        ],
+    );
+    let text = ok(&out);
+    assert!(
+        text.contains("The candidate rules change 1 row(s) on 1 night(s): 0 would become automatic transitions."),
+        "{text}"
     );
 
     // The repository's sample is not what the demo writes into.

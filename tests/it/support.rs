@@ -584,6 +584,26 @@ output_dir = "out"
     }
 }
 
+/// Copies the repository's `sample-data/` (with its sub-folders, `rules-next/`) to `to`.
+pub fn copy_sample_data(to: &Path) {
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("folder") {
+            let p = e.expect("entry").path();
+            let dest = to.join(p.file_name().expect("name"));
+            if p.is_dir() {
+                copy_dir(&p, &dest);
+            } else {
+                std::fs::copy(&p, &dest).expect("copy");
+            }
+        }
+    }
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-data"),
+        to,
+    );
+}
+
 /// The `[[source]]` table of the provider source `psp` every test job has: a CSV of
 /// [`STATEMENT_HEADER`]'s columns at `path` (`{date}` for daily files), proven complete by
 /// control files; `extra` holds further keys of the table (e.g. `complete_from`).

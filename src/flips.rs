@@ -1,10 +1,14 @@
-//! The two plans of a night side by side: every row whose outcome or action differs is a
-//! [`Flip`], grouped by [`Risk`]; a flip into an automatic transition is set against what
-//! reviewers decided on that payment ([`Verdict`]).
+//! Two plans of the same night side by side (the live rules' and a candidate's: `recon
+//! backtest`, and a nightly run's `[shadow]` rules): every row whose outcome or action differs
+//! is a [`Flip`], grouped by [`Risk`]; a flip into an automatic transition is set against what
+//! reviewers decided on that payment ([`Verdict`]). A leaf beside `outcome`: it reads a plan's
+//! rows ([`Rows`]) and the review store, and knows nothing of how a night is run.
 
+use crate::ledger::Payment;
 use crate::model::{Action, Outcome, Status};
+use crate::outcome::ResultRow;
 use crate::rates::Valuation;
-use crate::run::RunData;
+use crate::sources::StatementLine;
 use anyhow::Result;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
@@ -101,8 +105,19 @@ pub struct Flip {
     pub reviewers: Option<Verdict>,
 }
 
+/// A plan's rows, with the payments and lines they point into.
+#[derive(Clone, Copy)]
+pub struct Rows<'a> {
+    /// The plan's payments.
+    pub payments: &'a [Payment],
+    /// Its statement lines.
+    pub lines: &'a [StatementLine],
+    /// Its rows.
+    pub rows: &'a [ResultRow],
+}
+
 /// A night's rows by id: the first row of each (payment id, or `source:line id`).
-fn by_id(data: &RunData) -> BTreeMap<String, (Option<u32>, usize)> {
+fn by_id(data: Rows<'_>) -> BTreeMap<String, (Option<u32>, usize)> {
     let mut out = BTreeMap::new();
     for (ri, r) in data.rows.iter().enumerate() {
         let key = match r.payment {
@@ -117,12 +132,12 @@ fn by_id(data: &RunData) -> BTreeMap<String, (Option<u32>, usize)> {
     out
 }
 
-fn line_key(data: &RunData, li: u32) -> [String; 2] {
+fn line_key(data: Rows<'_>, li: u32) -> [String; 2] {
     let l = &data.lines[li as usize];
     [l.source().to_string(), l.uid().into_owned()]
 }
 
-fn side(data: &RunData, row: Option<usize>) -> Side {
+fn side(data: Rows<'_>, row: Option<usize>) -> Side {
     let Some(r) = row.map(|ri| &data.rows[ri]) else {
         return Side {
             outcome: None,
@@ -150,9 +165,9 @@ fn side(data: &RunData, row: Option<usize>) -> Side {
 
 /// The flips of one night: `before` planned with the live rules, `after` with the candidate,
 /// in the order of their ids.
-pub(crate) fn flips(
+pub fn flips(
     (run, day): (&str, NaiveDate),
-    (before, after): (&RunData, &RunData),
+    (before, after): (Rows<'_>, Rows<'_>),
     valuation: Option<&Valuation>,
 ) -> Vec<Flip> {
     let (b, a) = (by_id(before), by_id(after));

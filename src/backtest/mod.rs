@@ -143,7 +143,7 @@ impl BacktestReport {
 pub async fn backtest(cfg: &Config, opts: &BacktestOptions) -> Result<BacktestReport> {
     if opts.from > opts.to {
         return Err(fail(
-            Failure::Input,
+            Failure::Config,
             format!("--from {} is after --to {}", opts.from, opts.to),
         ));
     }

@@ -138,6 +138,43 @@ fn write_xlsx(report: &BacktestReport, path: &Path) -> Result<(), rust_xlsxwrite
     for (c, w) in [(0u16, 22.0), (2, 38.0), (4, 30.0), (5, 30.0), (8, 60.0)] {
         flips.set_column_width(c, w)?;
     }
+    // The flip table, for all nights and for each: before → after, rows and value.
+    let table = wb.add_worksheet();
+    table.set_name("Flip table")?;
+    let value_head = report
+        .reporting_currency
+        .map_or_else(|| "value".to_string(), |c| format!("value_{c}"));
+    header(
+        table,
+        &fmts,
+        &["night", "before", "after", "rows", value_head.as_str()],
+    )?;
+    let mut r = 1u32;
+    let mut write_rows =
+        |night: &str, rows: Vec<TableRow>, r: &mut u32| -> Result<(), rust_xlsxwriter::XlsxError> {
+            for row in rows {
+                write_text(table, *r, 0, night)?;
+                write_text(table, *r, 1, &row.before)?;
+                write_text(table, *r, 2, &row.after)?;
+                table.write_number(*r, 3, exact_number(row.total.0))?;
+                if let Some(cur) = report.reporting_currency {
+                    write_amount(table, &mut fmts, (*r, 4), row.total.1, cur)?;
+                }
+                *r += 1;
+            }
+            Ok(())
+        };
+    write_rows("all", flip_table(&report.flips), &mut r)?;
+    for n in &report.nights {
+        write_rows(
+            &n.run,
+            flip_table(report.flips.iter().filter(|f| f.run == n.run)),
+            &mut r,
+        )?;
+    }
+    for (c, w) in [(0u16, 22.0), (1, 30.0), (2, 34.0)] {
+        table.set_column_width(c, w)?;
+    }
     let nights = wb.add_worksheet();
     nights.set_name("Nights")?;
     header(
@@ -251,14 +288,40 @@ fn value_text(report: &BacktestReport, (_, sum, unvalued): (usize, Decimal, usiz
 }
 
 /// `outcome before → after` counts of one risk group: the flip table.
-fn flip_table(flips: &[&Flip]) -> Vec<(String, String, usize)> {
-    let mut by: BTreeMap<(String, String), usize> = BTreeMap::new();
+/// One row of a flip table: before, after, and the count and value of its flips.
+struct TableRow {
+    before: String,
+    after: String,
+    /// (rows, value of those with one, rows without a value).
+    total: (usize, Decimal, usize),
+}
+
+fn flip_table<'f>(flips: impl IntoIterator<Item = &'f Flip>) -> Vec<TableRow> {
+    let mut by: BTreeMap<(String, String), (usize, Decimal, usize)> = BTreeMap::new();
     for f in flips {
-        *by.entry((f.before.label(), f.after.label())).or_insert(0) += 1;
+        let t = by
+            .entry((f.before.label(), f.after.label()))
+            .or_insert((0, Decimal::ZERO, 0));
+        t.0 += 1;
+        match f.value {
+            Some(v) => t.1 += v,
+            None => t.2 += 1,
+        }
     }
-    let mut rows: Vec<(String, String, usize)> =
-        by.into_iter().map(|((b, a), n)| (b, a, n)).collect();
-    rows.sort_by(|x, y| y.2.cmp(&x.2).then_with(|| (&x.0, &x.1).cmp(&(&y.0, &y.1))));
+    let mut rows: Vec<TableRow> = by
+        .into_iter()
+        .map(|((before, after), total)| TableRow {
+            before,
+            after,
+            total,
+        })
+        .collect();
+    rows.sort_by(|x, y| {
+        y.total
+            .0
+            .cmp(&x.total.0)
+            .then_with(|| (&x.before, &x.after).cmp(&(&y.before, &y.after)))
+    });
     rows
 }
 
@@ -269,7 +332,8 @@ h2{font-size:1.1em;margin-top:1.6em;border-bottom:1px solid #ddd}\
 font-size:.9em}td,th{border-bottom:1px solid #eee;padding:4px 8px;text-align:left;\
 vertical-align:top}th{background:#f6f6f6}.num{text-align:right;white-space:nowrap}\
 .danger{color:#a40000}.ok{color:#1a7f37}.lead{font-size:1.05em;background:#fff8e5;\
-padding:8px 10px;border-left:4px solid #e0a800}.id{font-family:monospace;word-break:break-all}";
+padding:8px 10px;border-left:4px solid #e0a800}.id{font-family:monospace;overflow-wrap:anywhere}\
+.flip{border-bottom:1px solid #eee;padding:6px 0;font-size:.92em}.muted{color:#666}";
 
 /// The page a reviewer reads.
 pub fn html(report: &BacktestReport) -> String {
@@ -377,45 +441,68 @@ pub fn html(report: &BacktestReport) -> String {
         let _ = write!(
             h,
             "<h2>{} ({})</h2><div class=\"scroll\"><table><tr><th>before</th><th>after</th>\
-             <th class=\"num\">rows</th></tr>",
+             <th class=\"num\">rows</th>{}</tr>",
             escape(risk.heading()),
-            group.len()
+            group.len(),
+            report
+                .reporting_currency
+                .map(|c| format!("<th class=\"num\">value ({c})</th>"))
+                .unwrap_or_default()
         );
-        for (b, a, n) in flip_table(&group) {
+        for row in flip_table(group.iter().copied()) {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td class=\"num\">{n}</td></tr>",
-                escape(&b),
-                escape(&a)
-            );
-        }
-        h.push_str("</table></div><div class=\"scroll\"><table><tr><th>night</th><th>id</th>\
-                    <th class=\"num\">amount</th><th>before → after</th><th>why</th><th>reviewers</th></tr>");
-        for f in group.iter().take(LISTED_PER_GROUP) {
-            let _ = write!(
-                h,
-                "<tr><td>{}</td><td class=\"id\">{}</td><td class=\"num\">{}</td>\
-                 <td>{} → {}<br><small>rule {} → {}</small></td><td>{}</td><td>{}</td></tr>",
-                f.day,
-                escape(&f.id),
-                escape(&f.amount),
-                escape(&f.before.label()),
-                escape(&f.after.label()),
-                escape(if f.before.rule.is_empty() {
-                    "—"
+                "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td>{}</tr>",
+                escape(&row.before),
+                escape(&row.after),
+                row.total.0,
+                if report.reporting_currency.is_some() {
+                    format!(
+                        "<td class=\"num\">{}</td>",
+                        escape(&value_text(report, row.total))
+                    )
                 } else {
-                    &f.before.rule
-                }),
-                escape(if f.after.rule.is_empty() {
-                    "—"
-                } else {
-                    &f.after.rule
-                }),
-                escape(&f.after.why),
-                escape(f.reviewers.as_ref().map_or("", |v| v.text()))
+                    String::new()
+                }
             );
         }
         h.push_str("</table></div>");
+        // One block per flip: it reads on a phone as on a desktop, however long the id.
+        for f in group.iter().take(LISTED_PER_GROUP) {
+            let rule = |r: &str| {
+                if r.is_empty() {
+                    "—".to_string()
+                } else {
+                    r.to_string()
+                }
+            };
+            let _ = write!(
+                h,
+                "<div class=\"flip\"><div><b class=\"id\">{}</b> · {} · night of {}</div>\
+                 <div>{} → <b>{}</b></div><div class=\"muted\">rule {} → {}{}</div>",
+                escape(&f.id),
+                escape(&f.amount),
+                f.day,
+                escape(&f.before.label()),
+                escape(&f.after.label()),
+                escape(&rule(&f.before.rule)),
+                escape(&rule(&f.after.rule)),
+                if f.after.why.is_empty() {
+                    String::new()
+                } else {
+                    format!(" · {}", escape(&f.after.why))
+                }
+            );
+            if let Some(v) = &f.reviewers {
+                let class = if matches!(v, crate::flips::Verdict::Different(_)) {
+                    " class=\"danger\""
+                } else {
+                    ""
+                };
+                let _ = write!(h, "<div{class}>Reviewers: {}</div>", escape(v.text()));
+            }
+            h.push_str("</div>");
+        }
         if group.len() > LISTED_PER_GROUP {
             let _ = write!(
                 h,
@@ -463,6 +550,13 @@ pub fn html(report: &BacktestReport) -> String {
 /// The page's first sentence, and the command's summary line.
 pub fn headline(report: &BacktestReport, new_transitions: usize) -> String {
     let flips = report.flips.len();
+    if report.nights.is_empty() && report.skipped.is_empty() {
+        return format!(
+            "No night between {} and {} was recorded: nothing to replay (a night is recorded by \
+             `recon run`, not by a dry run).",
+            report.from, report.to
+        );
+    }
     if flips == 0 {
         return format!(
             "The candidate rules change nothing on {} night(s).",

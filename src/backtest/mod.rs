@@ -3,12 +3,12 @@
 //! evidence and what reviewers decided (issue 45).
 //!
 //! A backtest is the night's stages with another rule set and a publisher that compares
-//! instead of writing: each recorded night is planned twice ([`crate::run::plan`], as
+//! instead of writing: each recorded night is planned twice (`run::plan`, as
 //! `recon explain` plans it), with the job's rules and with the candidate's, on the same
 //! evidence:
 //! - the same input files: each run's record names them by sha256; a file gone or changed
 //!   since, or a file the run did not read, skips the night with the reason (never guessed);
-//! - the ledger as that run saw it ([`crate::run::Job::rewind`]): every status change recorded
+//! - the ledger as that run saw it (`run::Job::rewind`): every status change recorded
 //!   after the run began (recon's own and reviewers') is taken back, payments created since
 //!   are left out, and only the confirmations reviewers had made by then are evidence;
 //! - the same as-of; no provider is asked (`[[status_api]]` answers are not replayed).

@@ -31,7 +31,7 @@ pub struct LoadRange {
     /// A partitioned job: each payment's partition column, and a shard's filter.
     pub partition: Option<crate::partition::Select>,
     /// Rebuild the payments as they were at this moment (`recon backtest`): the status changes
-    /// recorded after it are taken back (see [`History`]). None: as they are now.
+    /// recorded after it are taken back (`History`). None: as they are now.
     pub rewind: Option<Micros>,
 }
 

@@ -215,7 +215,7 @@ async fn replay_all(
         let valuation = cfg.reporting.as_ref().map(|r| r.valuation(night.day).0);
         let mut night_flips = compare::flips(
             (&night.label, night.day),
-            (rows_of(&before.data), rows_of(&after.data)),
+            (before.data.flip_rows(), after.data.flip_rows()),
             valuation.as_ref(),
         );
         for f in &mut night_flips {
@@ -249,14 +249,6 @@ async fn replay_all(
         flips.extend(night_flips);
     }
     Ok((done, skipped, flips, agreement))
-}
-
-fn rows_of(data: &crate::run::RunData) -> compare::Rows<'_> {
-    compare::Rows {
-        payments: &data.payments,
-        lines: &data.lines,
-        rows: &data.rows,
-    }
 }
 
 /// Plans `night` with `rules`, as that run saw the ledger; changes nothing.

@@ -46,3 +46,14 @@ pub(crate) struct RunData {
     /// the rows whose cases the gather stores, as one process groups them. Empty elsewhere.
     pub(crate) crossing: std::collections::HashSet<String>,
 }
+
+impl RunData {
+    /// The rows as [`crate::flips`] compares two plans' (`recon backtest`, `[shadow]`).
+    pub(crate) fn flip_rows(&self) -> crate::flips::Rows<'_> {
+        crate::flips::Rows {
+            payments: &self.payments,
+            lines: &self.lines,
+            rows: &self.rows,
+        }
+    }
+}

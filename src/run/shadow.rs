@@ -8,7 +8,7 @@
 
 use super::plan::Plan;
 use super::{Job, RunOptions};
-use crate::flips::{self, Rows};
+use crate::flips;
 use crate::outputs::summary::{ShadowFlip, ShadowSummary};
 use crate::rules::RuleSet;
 use anyhow::Result;
@@ -55,14 +55,6 @@ pub(super) async fn compare(job: Job<'_>, opts: &RunOptions, live: &Plan) -> Opt
     Some(summary)
 }
 
-fn rows_of(data: &crate::run::RunData) -> Rows<'_> {
-    Rows {
-        payments: &data.payments,
-        lines: &data.lines,
-        rows: &data.rows,
-    }
-}
-
 async fn plan_and_compare(
     job: Job<'_>,
     opts: &RunOptions,
@@ -91,7 +83,7 @@ async fn plan_and_compare(
     let valuation = job.cfg.reporting.as_ref().map(|r| r.valuation(opts.from).0);
     let mut found = flips::flips(
         ("tonight", opts.from),
-        (rows_of(&live.data), rows_of(&planned.data)),
+        (live.data.flip_rows(), planned.data.flip_rows()),
         valuation.as_ref(),
     );
     drop(planned);

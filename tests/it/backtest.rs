@@ -5,6 +5,7 @@
 //! is the same after as before (a dump of every table), and a file changed since its night
 //! skips that night with the file named.
 
+use crate::decision_kinds::{case_of, cases};
 use crate::support::{Backend, Settings, TestEnv, psp_source, write_decide_file};
 use recon::backtest::{BacktestOptions, BacktestReport, Risk, Verdict};
 use recon::store::cases::StoredCase;
@@ -16,43 +17,18 @@ const IBAN_C: &str = "GB33BUKB20201555555555";
 const IBAN_D: &str = "FR7630006000011234567890189";
 const IBAN_E: &str = "BE68539007547034";
 
-/// The live rules: identifiers, then recipient + amount + currency within 2 hours, exact.
-const LIVE: &str = r#"
-[[pass]]
-id = "identifier"
-kind = "identifier"
-identifiers = ["reference", "provider_txn_id"]
-auto_apply_succeeded = true
-auto_apply_unknown = true
-
-[[pass]]
-id = "recipient_amount_2h"
-kind = "fuzzy"
-window_before = "10m"
-window_after = "2h"
-amount_tolerance_minor = 0
-auto_apply_succeeded = true
-auto_apply_unknown = true
-"#;
-
-/// The candidate: the same identifiers; a 72-hour window and a 50-cent tolerance.
-const CANDIDATE: &str = r#"
-[[pass]]
-id = "identifier"
-kind = "identifier"
-identifiers = ["reference", "provider_txn_id"]
-auto_apply_succeeded = true
-auto_apply_unknown = true
-
-[[pass]]
-id = "recipient_amount_72h_50c"
-kind = "fuzzy"
-window_before = "10m"
-window_after = "72h"
-amount_tolerance_minor = 50
-auto_apply_succeeded = true
-auto_apply_unknown = true
-"#;
+/// Identifiers, then recipient + amount + currency: pass `id` accepts a line up to
+/// `window_after` after the payment was sent, `tolerance` cents apart.
+fn rules(id: &str, window_after: &str, tolerance: u32) -> String {
+    format!(
+        "[[pass]]\nid = \"identifier\"\nkind = \"identifier\"\n\
+         identifiers = [\"reference\", \"provider_txn_id\"]\n\
+         auto_apply_succeeded = true\nauto_apply_unknown = true\n\n\
+         [[pass]]\nid = \"{id}\"\nkind = \"fuzzy\"\nwindow_before = \"10m\"\n\
+         window_after = \"{window_after}\"\namount_tolerance_minor = {tolerance}\n\
+         auto_apply_succeeded = true\nauto_apply_unknown = true\n"
+    )
+}
 
 /// A job reading one provider file per day (`psp-<day>.csv`), so each night's files stay as
 /// its run read them, with the live rules and a reporting currency.
@@ -60,7 +36,8 @@ async fn job(b: Backend) -> TestEnv {
     let env = TestEnv::on(
         b,
         Settings {
-            rules: Some(LIVE.into()),
+            // The live rules: within 2 hours, exact.
+            rules: Some(rules("recipient_amount_2h", "2h", 0)),
             complete: None,
             ..Settings::default()
         },
@@ -76,7 +53,11 @@ async fn job(b: Backend) -> TestEnv {
         ),
     );
     std::fs::create_dir_all(env.path("rules-next")).expect("rules-next");
-    env.write("rules-next/rules.toml", CANDIDATE);
+    // The candidate: a 72-hour window and a 50-cent tolerance.
+    env.write(
+        "rules-next/rules.toml",
+        &rules("recipient_amount_72h_50c", "72h", 50),
+    );
     // P-1, P-2 and P-5 are sent on the 10th, P-3 on the 11th, P-4 on the 12th; every call
     // timed out (UNKNOWN).
     env.import(
@@ -113,24 +94,6 @@ fn deliver_day(env: &TestEnv, day: &str) {
         _ => format!("L-4,,{IBAN_D},70.00,EUR,2026-11-12T14:00:00Z,PAYMENT\n"),
     };
     env.deliver(&format!("psp-{day}.csv"), &rows);
-}
-
-async fn cases(env: &TestEnv) -> Vec<StoredCase> {
-    let db = env.db().await;
-    let list = recon::decisions::queue::list(&db, false)
-        .await
-        .expect("cases");
-    db.close().await;
-    list
-}
-
-fn case_of<'a>(cases: &'a [StoredCase], payment: &str) -> &'a StoredCase {
-    let found: Vec<&StoredCase> = cases
-        .iter()
-        .filter(|c| c.payments.iter().any(|p| p.payment_id == payment))
-        .collect();
-    assert_eq!(found.len(), 1, "{payment}: {cases:#?}");
-    found[0]
 }
 
 /// Applies a Decide sheet of `rows` (case, decision) as alice.
@@ -463,6 +426,11 @@ async fn the_command_gates_on_new_transitions_and_refuses_invalid_rules() {
     );
 }
 
+fn summary_json(r: &recon::run::RunReport) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(r.out_dir.join("summary.json")).expect("summary"))
+        .expect("summary.json")
+}
+
 /// `[shadow]`: each night also plans with the shadow rules and applies nothing of them; the
 /// summary (and from it the report and the email) says what they would change. Shadow rules
 /// that do not validate are said there too, and the night is unaffected.
@@ -481,10 +449,7 @@ async fn shadow_rules_are_planned_beside_the_night_and_change_nothing() {
     let r1 = env
         .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1")
         .await;
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(r1.out_dir.join("summary.json")).expect("summary"),
-    )
-    .expect("json");
+    let summary = summary_json(&r1);
     let shadow = &summary["shadow"];
     assert_eq!(shadow["to_transition"], 2, "{shadow}");
     assert_eq!(shadow["to_transition_value"], "90.00 EUR", "{shadow}");
@@ -544,10 +509,7 @@ async fn shadow_rules_are_planned_beside_the_night_and_change_nothing() {
     let r2 = env
         .run("2026-11-10", "2026-11-11T02:00:00Z", false, "n1-again")
         .await;
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(r2.out_dir.join("summary.json")).expect("summary"),
-    )
-    .expect("json");
+    let summary = summary_json(&r2);
     let error = summary["shadow"]["error"].as_str().expect("an error");
     assert!(error.contains("rules.toml"), "{error}");
 }

@@ -44,7 +44,7 @@ async fn job(extra: &str) -> TestEnv {
 
 /// The stored cases, by a payment or a line they name (P-1, or L-6 … L-9 through their
 /// candidates-free `what`).
-async fn cases(env: &TestEnv) -> Vec<StoredCase> {
+pub(crate) async fn cases(env: &TestEnv) -> Vec<StoredCase> {
     let db = env.db().await;
     let list = recon::decisions::queue::list(&db, false)
         .await
@@ -53,7 +53,7 @@ async fn cases(env: &TestEnv) -> Vec<StoredCase> {
     list
 }
 
-fn case_of<'a>(cases: &'a [StoredCase], id: &str) -> &'a StoredCase {
+pub(crate) fn case_of<'a>(cases: &'a [StoredCase], id: &str) -> &'a StoredCase {
     let found: Vec<&StoredCase> = cases
         .iter()
         .filter(|c| {

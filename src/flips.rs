@@ -13,6 +13,7 @@ use anyhow::Result;
 use chrono::NaiveDate;
 use rust_decimal::Decimal;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// How dangerous a flip is, most dangerous first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -116,20 +117,13 @@ pub struct Rows<'a> {
     pub rows: &'a [ResultRow],
 }
 
-/// A night's rows by id: the first row of each (payment id, or `source:line id`).
-fn by_id(data: Rows<'_>) -> BTreeMap<String, (Option<u32>, usize)> {
-    let mut out = BTreeMap::new();
-    for (ri, r) in data.rows.iter().enumerate() {
-        let key = match r.payment {
-            Some(p) => data.payments[p as usize].payment_id.text().to_string(),
-            None => match r.lines.first() {
-                Some(&l) => line_key(data, l).join(":"),
-                None => continue,
-            },
-        };
-        out.entry(key).or_insert((r.payment, ri));
+/// The id a row is compared by: the payment id, or `source:line id` for a line's own row
+/// (None: a row with neither).
+fn row_key(data: Rows<'_>, r: &ResultRow) -> Option<String> {
+    match r.payment {
+        Some(p) => Some(data.payments[p as usize].payment_id.text().to_string()),
+        None => r.lines.first().map(|&l| line_key(data, l).join(":")),
     }
-    out
 }
 
 fn line_key(data: Rows<'_>, li: u32) -> [String; 2] {
@@ -137,8 +131,125 @@ fn line_key(data: Rows<'_>, li: u32) -> [String; 2] {
     [l.source().to_string(), l.uid().into_owned()]
 }
 
-fn side(data: Rows<'_>, row: Option<usize>) -> Side {
-    let Some(r) = row.map(|ri| &data.rows[ri]) else {
+/// Separates a line's source from its id, and two lines, in [`Projected::lines`].
+const UNIT: char = '\u{1f}';
+const RECORD: char = '\u{1e}';
+
+/// One row reduced to what a comparison needs.
+#[derive(Debug, Clone)]
+struct Projected {
+    /// A payment's row (its key is the payment id).
+    payment: bool,
+    /// The money: the payment's, else the first line's.
+    minor: i64,
+    currency: &'static str,
+    outcome: Outcome,
+    action: Action,
+    rule: Arc<str>,
+    why: std::borrow::Cow<'static, str>,
+    /// The row's lines, `source` [`UNIT`] `id`, joined by [`RECORD`]: one allocation a row.
+    lines: Box<str>,
+    /// Met by a row of the other plan.
+    seen: bool,
+}
+
+impl Projected {
+    fn side(&self) -> Side {
+        Side {
+            outcome: Some(self.outcome),
+            action: self.action,
+            rule: self.rule.to_string(),
+            why: self.why.to_string(),
+            lines: self
+                .lines
+                .split(RECORD)
+                .filter(|l| !l.is_empty())
+                .map(|l| {
+                    let (s, id) = l.split_once(UNIT).unwrap_or((l, ""));
+                    (s.to_string(), id.to_string())
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A plan's rows by id (the first row of each), reduced to what a comparison needs, so the
+/// plan itself can be dropped before the other is made: `[shadow]` plans the shadow rules
+/// first, keeps this, and lets their evidence go before the night's own plan loads its own
+/// (the two never hold their evidence at once).
+#[derive(Debug, Default)]
+pub struct Projection(BTreeMap<Box<str>, Projected>);
+
+impl Projection {
+    /// Projects `data`'s rows.
+    pub fn of(data: Rows<'_>) -> Projection {
+        let mut out = BTreeMap::new();
+        for r in data.rows {
+            let Some(key) = row_key(data, r) else {
+                continue;
+            };
+            if out.contains_key(key.as_str()) {
+                continue;
+            }
+            let (minor, currency) = money_of(data, r);
+            let mut lines = String::new();
+            for (i, &l) in r.lines.iter().enumerate() {
+                if i > 0 {
+                    lines.push(RECORD);
+                }
+                let [s, id] = line_key(data, l);
+                lines.push_str(&s);
+                lines.push(UNIT);
+                lines.push_str(&id);
+            }
+            out.insert(
+                key.into_boxed_str(),
+                Projected {
+                    payment: r.payment.is_some(),
+                    minor,
+                    currency,
+                    outcome: r.outcome,
+                    action: r.action,
+                    rule: Arc::clone(&r.rule),
+                    why: r.detail.clone(),
+                    lines: lines.into_boxed_str(),
+                    seen: false,
+                },
+            );
+        }
+        Projection(out)
+    }
+
+    /// Rows projected.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no row was projected.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The money of row `r`: its payment's, else its first line's.
+fn money_of(data: Rows<'_>, r: &ResultRow) -> (i64, &'static str) {
+    match r.payment {
+        Some(p) => {
+            let p = &data.payments[p as usize];
+            (p.amount_minor, p.currency)
+        }
+        None => match r.lines.first() {
+            Some(&l) => {
+                let l = &data.lines[l as usize];
+                (l.amount_minor, l.currency)
+            }
+            None => (0, "EUR"),
+        },
+    }
+}
+
+fn side(data: Rows<'_>, r: Option<&ResultRow>) -> Side {
+    let Some(r) = r else {
         return Side {
             outcome: None,
             action: Action::None,
@@ -163,68 +274,63 @@ fn side(data: Rows<'_>, row: Option<usize>) -> Side {
     }
 }
 
-/// The flips of one night: `before` planned with the live rules, `after` with the candidate,
-/// in the order of their ids.
+/// The flips of one night, in the order of their ids: `before` planned with the live rules,
+/// `after` with the candidate (projected, [`Projection::of`]; its rows are marked as met).
 pub fn flips(
     (run, day): (&str, NaiveDate),
-    (before, after): (Rows<'_>, Rows<'_>),
+    before: Rows<'_>,
+    after: &mut Projection,
     valuation: Option<&Valuation>,
 ) -> Vec<Flip> {
-    let (b, a) = (by_id(before), by_id(after));
-    let mut ids: Vec<&String> = b.keys().chain(a.keys()).collect();
-    ids.sort();
-    ids.dedup();
+    let none = Side {
+        outcome: None,
+        action: Action::None,
+        rule: String::new(),
+        why: String::new(),
+        lines: Vec::new(),
+    };
     let mut out = Vec::new();
-    for id in ids {
-        let (bp, ap) = (b.get(id), a.get(id));
-        let sb = side(before, bp.map(|x| x.1));
-        let sa = side(after, ap.map(|x| x.1));
-        // A transition on other lines is another decision, whatever its outcome's name.
-        let changed = sb.outcome != sa.outcome
-            || sb.action != sa.action
-            || (sa.transition().is_some() && sb.lines != sa.lines);
-        if !changed {
+    let mut only_before: std::collections::HashSet<String> = Default::default();
+    for r in before.rows {
+        let Some(key) = row_key(before, r) else {
+            continue;
+        };
+        let a = after.0.get_mut(key.as_str());
+        let first_of_key = match &a {
+            Some(p) => !p.seen,
+            None => !only_before.contains(&key),
+        };
+        if !first_of_key {
             continue;
         }
-        let risk = match (sb.transition(), sa.transition()) {
-            (_, Some(_)) => Risk::ToTransition,
-            (Some(_), None) => Risk::FromTransition,
-            (None, None) => Risk::OutcomeOnly,
-        };
-        // The money: the payment's, else the first line's.
-        let (data, payment, row) = match (ap, bp) {
-            (Some(x), _) => (after, x.0, x.1),
-            (None, Some(x)) => (before, x.0, x.1),
-            (None, None) => continue,
-        };
-        let (minor, currency) = match payment {
+        let sb = side(before, Some(r));
+        let (sa, money, payment) = match a {
             Some(p) => {
-                let p = &data.payments[p as usize];
-                (p.amount_minor, p.currency)
+                p.seen = true;
+                (p.side(), (p.minor, p.currency), p.payment)
             }
-            None => match data.rows[row].lines.first() {
-                Some(&l) => {
-                    let l = &data.lines[l as usize];
-                    (l.amount_minor, l.currency)
-                }
-                None => (0, "EUR"),
-            },
+            None => {
+                // Rare: a row the candidate does not report at all.
+                only_before.insert(key.clone());
+                (none.clone(), money_of(before, r), r.payment.is_some())
+            }
         };
-        let exponent = crate::money::currency(currency).map_or(2, |(_, e)| e);
-        let amount = Decimal::new(minor, exponent);
-        out.push(Flip {
-            run: run.to_string(),
-            day,
-            id: id.clone(),
-            payment_id: payment.map(|p| data.payments[p as usize].payment_id.text().to_string()),
-            amount: format!("{} {currency}", crate::money::format_minor(minor, currency)),
-            value: valuation.and_then(|v| v.value(amount.abs(), currency)),
-            before: sb,
-            after: sa,
-            risk,
-            reviewers: None,
-        });
+        if let Some(f) = flip((run, day), key, (sb, sa), (money, payment), valuation) {
+            out.push(f);
+        }
     }
+    for (key, p) in after.0.iter().filter(|(_, p)| !p.seen) {
+        if let Some(f) = flip(
+            (run, day),
+            key.to_string(),
+            (none.clone(), p.side()),
+            ((p.minor, p.currency), p.payment),
+            valuation,
+        ) {
+            out.push(f);
+        }
+    }
+    out.sort_by(|x, y| x.id.cmp(&y.id));
     // A line's own row that flips because its payment's does (an orphan or a near miss now
     // linked) is shown with the payment's flip, not as a second one.
     let with_payments: std::collections::HashSet<String> = out
@@ -235,6 +341,42 @@ pub fn flips(
         .collect();
     out.retain(|f| f.payment_id.is_some() || !with_payments.contains(&f.id));
     out
+}
+
+/// The flip of one id, if the two sides differ.
+fn flip(
+    (run, day): (&str, NaiveDate),
+    id: String,
+    (sb, sa): (Side, Side),
+    ((minor, currency), payment): ((i64, &'static str), bool),
+    valuation: Option<&Valuation>,
+) -> Option<Flip> {
+    // A transition on other lines is another decision, whatever its outcome's name.
+    let changed = sb.outcome != sa.outcome
+        || sb.action != sa.action
+        || (sa.transition().is_some() && sb.lines != sa.lines);
+    if !changed {
+        return None;
+    }
+    let risk = match (sb.transition(), sa.transition()) {
+        (_, Some(_)) => Risk::ToTransition,
+        (Some(_), None) => Risk::FromTransition,
+        (None, None) => Risk::OutcomeOnly,
+    };
+    let exponent = crate::money::currency(currency).map_or(2, |(_, e)| e);
+    let amount = Decimal::new(minor, exponent);
+    Some(Flip {
+        run: run.to_string(),
+        day,
+        payment_id: payment.then(|| id.clone()),
+        id,
+        amount: format!("{} {currency}", crate::money::format_minor(minor, currency)),
+        value: valuation.and_then(|v| v.value(amount.abs(), currency)),
+        before: sb,
+        after: sa,
+        risk,
+        reviewers: None,
+    })
 }
 
 /// What reviewers decided on a payment, against the candidate's automatic decision.

@@ -200,10 +200,15 @@ async fn replay_all(
         }
         // The night reads the files its run read, and no other (a file delivered since).
         let cfg = &night_config(cfg, &night.inputs);
-        let before = Box::pin(replay(cfg, live, db, &night)).await?;
+        // The candidate first, kept as its projection: the two plans never hold their
+        // evidence at once.
         let after = Box::pin(replay(cfg, candidate, db, &night)).await?;
-        if let Some(why) = unrecorded_inputs(&night.inputs, &after.summary_inputs())
-            .or_else(|| unrecorded_inputs(&night.inputs, &before.summary_inputs()))
+        let unrecorded = unrecorded_inputs(&night.inputs, &after.summary_inputs());
+        let mut projected = compare::Projection::of(after.data.flip_rows());
+        drop(after);
+        let before = Box::pin(replay(cfg, live, db, &night)).await?;
+        if let Some(why) =
+            unrecorded.or_else(|| unrecorded_inputs(&night.inputs, &before.summary_inputs()))
         {
             skipped.push(Skipped {
                 run: night.label,
@@ -215,7 +220,8 @@ async fn replay_all(
         let valuation = cfg.reporting.as_ref().map(|r| r.valuation(night.day).0);
         let mut night_flips = compare::flips(
             (&night.label, night.day),
-            (before.data.flip_rows(), after.data.flip_rows()),
+            before.data.flip_rows(),
+            &mut projected,
             valuation.as_ref(),
         );
         for f in &mut night_flips {

@@ -120,18 +120,24 @@ async fn plan_and_apply(
     read: &mut ReadInRange,
     range_cases: Option<&mut RangeCases>,
 ) -> Result<(RunReport, FinalOutcomes, ReportView)> {
+    // `[shadow]`: the same evidence planned with the shadow rules first, kept as its rows'
+    // projection, and compared with the night's own plan before anything is applied.
+    let shadow = if job.part.hands_over() {
+        None
+    } else {
+        let planned = Box::pin(async { Ok(super::shadow::plan_first(job, opts).await) });
+        stop::unless_stopped(stop::BEFORE_COMMIT, planned).await?
+    };
     let day = Box::pin(plan(job, opts, run_id, read));
     let mut day = stop::unless_stopped(stop::BEFORE_COMMIT, day).await?;
-    // `[shadow]`: the same evidence planned with the shadow rules, before anything is applied.
-    if !job.part.hands_over() {
+    if let Some((projected, planned_ms)) = shadow {
         let started = std::time::Instant::now();
-        let shadow = Box::pin(async { Ok(super::shadow::compare(job, opts, &day).await) });
-        if let Some(s) = stop::unless_stopped(stop::BEFORE_COMMIT, shadow).await? {
-            day.summary.shadow = Some(s);
-            day.summary
-                .timings_ms
-                .insert("shadow".into(), started.elapsed().as_millis() as u64);
-        }
+        let compared = super::shadow::compare(job, opts, projected, &day).await;
+        day.summary.shadow = compared;
+        day.summary.timings_ms.insert(
+            "shadow".into(),
+            planned_ms + started.elapsed().as_millis() as u64,
+        );
     }
     let (planned, rejected) = Box::pin(prepare(job, opts, run_id, day)).await?;
     let folder = Folder::create(parent, folder)?;

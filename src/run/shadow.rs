@@ -20,12 +20,61 @@ const FIRST: usize = 10;
 /// The longest error text the summary keeps.
 const MAX_ERROR: usize = 400;
 
-/// The shadow rules' verdict on the night `live` planned (None without `[shadow]`).
-pub(super) async fn compare(job: Job<'_>, opts: &RunOptions, live: &Plan) -> Option<ShadowSummary> {
+/// The shadow rules' plan of the night, projected ([`flips::Projection`]), or why it could
+/// not be made; None without `[shadow]`. Made before the night's own plan, so the two never
+/// hold their evidence at once.
+pub(super) async fn plan_first(
+    job: Job<'_>,
+    opts: &RunOptions,
+) -> Option<(Result<flips::Projection>, u64)> {
     let shadow = job.cfg.shadow.as_ref()?;
     let started = Instant::now();
+    let projected = Box::pin(plan_projected(job, opts, &shadow.rules_dir)).await;
+    Some((projected, started.elapsed().as_millis() as u64))
+}
+
+async fn plan_projected(
+    job: Job<'_>,
+    opts: &RunOptions,
+    dir: &std::path::Path,
+) -> Result<flips::Projection> {
+    let mut cfg = job.cfg.clone();
+    cfg.rules_dir = Some(dir.to_path_buf());
+    let rules = RuleSet::for_job(&cfg)?;
+    let shadow_job = Job {
+        rules: &rules,
+        ask_providers: false,
+        ..job
+    };
+    let shadow_opts = RunOptions {
+        dry_run: true,
+        ..opts.clone()
+    };
+    let planned = Box::pin(super::plan::plan(
+        shadow_job,
+        &shadow_opts,
+        "shadow",
+        &mut Default::default(),
+    ))
+    .await?;
+    Ok(flips::Projection::of(planned.data.flip_rows()))
+}
+
+/// What the shadow rules (`projected`, from [`plan_first`]) would change on the night `live`
+/// planned.
+pub(super) async fn compare(
+    job: Job<'_>,
+    opts: &RunOptions,
+    projected: Result<flips::Projection>,
+    live: &Plan,
+) -> Option<ShadowSummary> {
+    let shadow = job.cfg.shadow.as_ref()?;
     let rules_dir = shadow.rules_dir.display().to_string();
-    let summary = match Box::pin(plan_and_compare(job, opts, live, &shadow.rules_dir)).await {
+    let compared = match projected {
+        Ok(mut p) => Box::pin(compare_with(job, opts, &mut p, live)).await,
+        Err(e) => Err(e),
+    };
+    let summary = match compared {
         Ok(s) => s,
         Err(e) => {
             let mut why = format!("{e:#}");
@@ -49,44 +98,30 @@ pub(super) async fn compare(job: Job<'_>, opts: &RunOptions, live: &Plan) -> Opt
         rules = %rules_dir,
         flips = summary.flips(),
         new_transitions = summary.to_transition,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "Shadow rules planned."
+        "Shadow rules compared."
     );
     Some(summary)
 }
 
-async fn plan_and_compare(
+async fn compare_with(
     job: Job<'_>,
     opts: &RunOptions,
+    projected: &mut flips::Projection,
     live: &Plan,
-    dir: &std::path::Path,
 ) -> Result<ShadowSummary> {
-    let mut cfg = job.cfg.clone();
-    cfg.rules_dir = Some(dir.to_path_buf());
-    let rules = RuleSet::for_job(&cfg)?;
-    let shadow_job = Job {
-        rules: &rules,
-        ask_providers: false,
-        ..job
-    };
-    let shadow_opts = RunOptions {
-        dry_run: true,
-        ..opts.clone()
-    };
-    let planned = Box::pin(super::plan::plan(
-        shadow_job,
-        &shadow_opts,
-        "shadow",
-        &mut Default::default(),
-    ))
-    .await?;
+    let dir = job
+        .cfg
+        .shadow
+        .as_ref()
+        .map(|s| s.rules_dir.clone())
+        .unwrap_or_default();
     let valuation = job.cfg.reporting.as_ref().map(|r| r.valuation(opts.from).0);
     let mut found = flips::flips(
         ("tonight", opts.from),
-        (live.data.flip_rows(), planned.data.flip_rows()),
+        live.data.flip_rows(),
+        projected,
         valuation.as_ref(),
     );
-    drop(planned);
     // A row a provider's answer decided tonight: the shadow asked no provider.
     let all = found.len();
     found.retain(|f| !f.before.rule.starts_with("status_api:"));

@@ -36,7 +36,8 @@ pub const EMAIL_CASES: usize = 20;
 
 const STYLE: &str = "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#1a1a1a;margin:24px;max-width:1200px}\
 h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:24px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
-table{border-collapse:collapse;font-size:13px;margin:4px 0 12px}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}\
+table{border-collapse:collapse;font-size:13px;margin:4px 0 12px;display:block;overflow-x:auto;max-width:100%}\
+svg{max-width:100%;height:auto}@media (max-width:600px){body{margin:10px}}th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}\
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\
 .ok{background:#e8f5e9;border:1px solid #a5d6a7;padding:8px 12px;font-weight:600}\
 .warn{background:#fff8e1;border:1px solid #ffe082;padding:6px 12px;margin:4px 0}\
@@ -47,6 +48,7 @@ fn head(out: &mut String, title: &str) {
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n\
          <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
         escape(title)
     );
@@ -164,8 +166,8 @@ pub fn chart(view: &ReportView) -> String {
     let height = bars.len() * row_h + 10;
     let _ = writeln!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" role=\"img\" aria-label=\"exceptions per outcome\" font-family=\"sans-serif\" font-size=\"12\">",
-        label_w + bar_w + 60
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{height}\" viewBox=\"0 0 {w} {height}\" role=\"img\" aria-label=\"exceptions per outcome\" font-family=\"sans-serif\" font-size=\"12\">",
+        w = label_w + bar_w + 60
     );
     for (k, (name, n)) in bars.iter().enumerate() {
         let y = 5 + k * row_h;

@@ -124,11 +124,14 @@ impl BacktestReport {
             .count()
     }
 
-    /// The exit code: [`crate::exit::BACKTEST_GATE`] when a flip contradicts a reviewer's
-    /// decision, or turns a case into an automatic transition (unless `allow_new_transitions`);
-    /// OK otherwise.
+    /// The exit code: [`crate::exit::INPUT`] when every recorded night was skipped (nothing
+    /// was compared: a gate must not pass on that); [`crate::exit::BACKTEST_GATE`] when a flip
+    /// contradicts a reviewer's decision, or turns a case into an automatic transition (unless
+    /// `allow_new_transitions`); OK otherwise.
     pub fn exit_code(&self, allow_new_transitions: bool) -> i32 {
-        if self.agreement.disagreements() > 0
+        if self.nights.is_empty() && !self.skipped.is_empty() {
+            crate::exit::INPUT
+        } else if self.agreement.disagreements() > 0
             || (!allow_new_transitions && self.new_transitions() > 0)
         {
             crate::exit::BACKTEST_GATE
@@ -203,12 +206,14 @@ async fn replay_all(
         // The candidate first, kept as its projection: the two plans never hold their
         // evidence at once.
         let after = Box::pin(replay(cfg, candidate, db, &night)).await?;
-        let unrecorded = unrecorded_inputs(&night.inputs, &after.summary_inputs());
+        let unrecorded = unrecorded_inputs(&night.inputs, &after.summary_inputs())
+            .or_else(|| unread_inputs(&night.inputs, &after.summary_inputs()));
         let mut projected = compare::Projection::of(after.data.flip_rows());
         drop(after);
         let before = Box::pin(replay(cfg, live, db, &night)).await?;
-        if let Some(why) =
-            unrecorded.or_else(|| unrecorded_inputs(&night.inputs, &before.summary_inputs()))
+        if let Some(why) = unrecorded
+            .or_else(|| unrecorded_inputs(&night.inputs, &before.summary_inputs()))
+            .or_else(|| unread_inputs(&night.inputs, &before.summary_inputs()))
         {
             skipped.push(Skipped {
                 run: night.label,
@@ -347,10 +352,18 @@ async fn recorded_nights(db: &Db, from: NaiveDate, to: NaiveDate) -> Result<Vec<
 fn night_config(cfg: &Config, inputs: &[serde_json::Value]) -> Config {
     let mut cfg = cfg.clone();
     for s in &mut cfg.sources {
+        // Each path as the run wrote it and as it resolves now (the run may have named the
+        // job file otherwise: `SourceConfig::may_read`).
         let read: std::collections::BTreeSet<String> = inputs
             .iter()
             .filter(|i| i["source"].as_str() == Some(s.name.as_str()))
-            .filter_map(|i| i["path"].as_str().map(str::to_string))
+            .filter_map(|i| i["path"].as_str())
+            .flat_map(|p| {
+                let resolved = std::fs::canonicalize(p)
+                    .ok()
+                    .map(|c| c.display().to_string());
+                std::iter::once(p.to_string()).chain(resolved)
+            })
             .collect();
         s.replay = Some(std::sync::Arc::new(read));
     }
@@ -401,6 +414,31 @@ fn unrecorded_inputs(
         format!(
             "{}: not read by the run (delivered since, or changed)",
             unknown.join(", ")
+        )
+    })
+}
+
+/// Why the replay did not read every statement file the run read (None: it read them all):
+/// a night replayed without some of its evidence would compare two blind plans and find
+/// nothing, so it is skipped instead.
+fn unread_inputs(
+    recorded: &[serde_json::Value],
+    read: &[crate::sources::InputFile],
+) -> Option<String> {
+    let missing: Vec<&str> = recorded
+        .iter()
+        .filter(|r| {
+            r["sha256"]
+                .as_str()
+                .is_some_and(|sha| !read.iter().any(|f| f.sha256 == sha))
+        })
+        .filter_map(|r| r["path"].as_str())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{}: read by the run, not by the replay (hint: a source whose path changed in the \
+             job file since)",
+            missing.join(", ")
         )
     })
 }

@@ -105,10 +105,15 @@ pub struct SourceConfig {
 
 impl SourceConfig {
     /// Whether the night may read the file at `path` (see [`SourceConfig::replay`]).
+    /// The run and the replay may name a file differently (`--config recon.toml` by hand,
+    /// an absolute path in the scheduler): the paths are compared as written and as resolved.
     pub fn may_read(&self, path: &std::path::Path) -> bool {
-        self.replay
-            .as_ref()
-            .is_none_or(|r| r.contains(path.display().to_string().as_str()))
+        let Some(read) = &self.replay else {
+            return true;
+        };
+        read.contains(path.display().to_string().as_str())
+            || std::fs::canonicalize(path)
+                .is_ok_and(|c| read.contains(c.display().to_string().as_str()))
     }
 }
 

@@ -378,6 +378,21 @@ async fn a_file_changed_since_its_night_skips_that_night(b: Backend) {
         r.skipped[0].why
     );
     assert!(r.flips.iter().all(|f| f.day.to_string() != "2026-11-12"));
+    // Nothing compared at all is no pass: every night of a range skipped is exit 4.
+    let only = recon::backtest::backtest(
+        &env.config(),
+        &BacktestOptions {
+            rules_dir: env.path("rules-next"),
+            from: "2026-11-12".parse().expect("day"),
+            to: "2026-11-12".parse().expect("day"),
+            out_dir: Some(env.path("bt-12")),
+            allow_new_transitions: true,
+        },
+    )
+    .await
+    .expect("backtest");
+    assert_eq!((only.nights.len(), only.skipped.len()), (0, 1));
+    assert_eq!(only.exit_code(true), recon::exit::INPUT);
 }
 
 on_both_backends!(
@@ -390,12 +405,12 @@ on_both_backends!(
 async fn the_command_gates_on_new_transitions_and_refuses_invalid_rules() {
     let env = job(Backend::Sqlite).await;
     record_three_nights(&env).await;
+    // The nights were run with the job file's absolute path; by hand it is named from its
+    // folder: the replay still reads the files each run read.
     let run = |rules: &str, extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_recon"))
-            .args(["backtest", "--config"])
-            .arg(&env.config_path)
-            .arg("--rules")
-            .arg(env.path(rules))
+            .current_dir(env.dir.path())
+            .args(["backtest", "--config", "recon.toml", "--rules", rules])
             .args(["--from", "2026-11-10", "--to", "2026-11-12"])
             .args(extra)
             .output()
@@ -406,6 +421,10 @@ async fn the_command_gates_on_new_transitions_and_refuses_invalid_rules() {
     assert_eq!(out.status.code(), Some(15), "{stdout}");
     assert!(
         stdout.contains("against a reviewer: P-2 (night n1): alice set FAILED"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.starts_with("The candidate rules change 8 row(s) on 3 night(s)"),
         "{stdout}"
     );
     assert!(

@@ -178,6 +178,9 @@ grep -q '^amount_tolerance_minor = 50$' "$dir/rules-candidate/default.toml"
 rm -rf "$dir/out/backtest"
 echo "== backtest $first .. $last"
 status=0
+# The job file under the same path as the recording runs had it: a night's replay reads the
+# files whose paths, as resolved from that spelling, its run recorded (another spelling of the
+# same folder reads none of them; docs/benchmark.md "Backtest").
 /usr/bin/time -o "$dir/backtest-time.txt" -f "$fmt" \
     "$bin" backtest --config "$dir/recon.toml" --rules "$dir/rules-candidate" \
     --from "$first" --to "$last" --out "$dir/out/backtest" >"$dir/backtest.out" 2>"$dir/backtest.log" ||

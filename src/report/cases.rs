@@ -327,13 +327,13 @@ pub struct Case {
     pub members: Vec<usize>,
     /// The payments, sorted.
     pub payments: Vec<Id>,
-    /// The lines' ids, sorted and distinct.
-    pub lines: Vec<String>,
+    /// The lines' ids, sorted and distinct (inline: a provider id fits).
+    pub lines: Vec<compact_str::CompactString>,
     /// The lines' statement references that name none of the case's payments, sorted and
     /// distinct (raw statement text): what identifies a line the ledger does not know.
     pub references: Vec<String>,
     /// Masked recipient of the most severe row.
-    pub recipient: String,
+    pub recipient: compact_str::CompactString,
     /// Numbered candidates.
     pub candidates: Vec<Candidate>,
     /// The oldest row's age in days.
@@ -384,7 +384,7 @@ impl Case {
             ));
         }
         if !self.lines.is_empty() {
-            let mut lines = list("line", self.lines.clone());
+            let mut lines = list("line", self.lines.iter().map(|l| l.to_string()).collect());
             if !self.references.is_empty() {
                 let refs: Vec<&str> = self.references.iter().map(String::as_str).collect();
                 lines.push_str(&format!(
@@ -543,29 +543,37 @@ pub fn group(items: &[Item], valuation: Option<&Valuation>) -> Vec<Case> {
             }
         }
     }
-    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (k, &i) in review.iter().enumerate() {
-        let root = groups.find(k);
-        members.entry(root).or_default().push(i);
-    }
-    let mut cases: Vec<Case> = members.into_values().map(|m| case_of(items, m)).collect();
+    // Each review row by its group's root (rows of one group in row order), so the groups
+    // are cut from one sorted list instead of a map of small vectors.
+    let mut by_root: Vec<(usize, usize)> = review
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| (groups.find(k), i))
+        .collect();
+    by_root.sort_unstable();
+    let mut cases: Vec<Case> = by_root
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|g| case_of(items, g.iter().map(|&(_, i)| i).collect()))
+        .collect();
+    drop(by_root);
     if let Some(v) = valuation {
         for c in &mut cases {
             c.value = value_of(&c.at_risk, v);
         }
     }
-    // The ordering key is computed once per case (the weight looks the currency up), not
-    // twice per comparison.
+    // Ties are broken by the key (two cases share no payment and no line; rows of neither
+    // are keyed by their rule, and those of one rule keep the rows' order): sorted by it
+    // first, in place, then by the ordering key with a stable sort. The ordering key is
+    // computed once per case (the weight looks the currency up), not twice per comparison.
+    let first = |c: &Case| c.members.iter().min().copied();
+    cases.sort_unstable_by(|a, b| a.key.cmp(&b.key).then_with(|| first(a).cmp(&first(b))));
     cases.sort_by_cached_key(|c| {
-        (
-            order_key(
-                Some(c.severity),
-                c.value,
-                c.weight(),
-                valuation.is_some(),
-                c.age_days,
-            ),
-            c.key.clone(),
+        order_key(
+            Some(c.severity),
+            c.value,
+            c.weight(),
+            valuation.is_some(),
+            c.age_days,
         )
     });
     cases
@@ -751,9 +759,9 @@ fn case_of(items: &[Item], mut members: Vec<usize>) -> Case {
             line,
         })
         .collect();
-    let lines: Vec<String> = line_ids
+    let lines: Vec<compact_str::CompactString> = line_ids
         .iter()
-        .map(|(_, id)| id.to_string())
+        .map(|(_, id)| compact_str::CompactString::new(id))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();

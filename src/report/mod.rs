@@ -99,8 +99,8 @@ pub struct Item {
     pub lines: Vec<ItemLine>,
     /// The payment's amount.
     pub amount: Option<Money>,
-    /// Recipient account, masked to the last 4 characters.
-    pub recipient: String,
+    /// Recipient account, masked to the last 4 characters (inline: a masked IBAN fits).
+    pub recipient: CompactString,
     /// When the payment's current attempt started (UTC micros).
     pub started_at: Option<Micros>,
     /// Whole days between the payment's start (or the first booking) and the run's as-of.
@@ -276,15 +276,22 @@ impl<'v> Listed<'v> {
         items: impl IntoIterator<Item = Item>,
         rows: &BTreeMap<Family, usize>,
     ) {
-        for (f, n) in rows {
-            *self.rows.entry(*f).or_default() += n;
-        }
+        self.count(rows);
         for item in items {
             self.hold(item);
         }
     }
 
-    fn hold(&mut self, item: Item) {
+    /// Counts the rows of each family another view listed (a shard's, for the gather), whose
+    /// kept rows come by [`Listed::hold`].
+    pub(crate) fn count(&mut self, rows: &BTreeMap<Family, usize>) {
+        for (f, n) in rows {
+            *self.rows.entry(*f).or_default() += n;
+        }
+    }
+
+    /// Adds a row another view kept, counted by [`Listed::count`].
+    pub(crate) fn hold(&mut self, item: Item) {
         let f = item.family();
         match self.keep {
             Some(keep) if !f.needs_review() => {
@@ -456,7 +463,7 @@ impl ReportView {
             let recipient = p
                 .map(|p| p.recipient.as_str())
                 .or_else(|| ls.first().map(|l| l.recipient.as_str()))
-                .map(mask::account)
+                .map(|r| CompactString::new(mask::account(r)))
                 .unwrap_or_default();
             let started_at = p.and_then(|p| p.started_at);
             let since = started_at
@@ -861,7 +868,7 @@ mod tests {
             payment_id: Some(format!("P-{minor}-{age_days}").into()),
             lines: vec![],
             amount: Some(Money { minor, currency }),
-            recipient: String::new(),
+            recipient: CompactString::default(),
             started_at: None,
             age_days,
             rule: Arc::from(""),

@@ -1106,14 +1106,25 @@ fn write_night(
         // Every shard's rows that need a human, and the first of each other family: of those,
         // the night's first are kept as they come (one shard's at a time).
         let valuation = summary.reporting.as_ref().map(|r| r.valuation.clone());
-        let mut listed =
-            crate::report::Listed::new(valuation.as_ref(), Some(crate::report::ROWS_PER_FAMILY), 0);
-        let mut origins = BTreeMap::new();
+        // Sized for every row that needs a human at once (growing it would hold two copies).
+        let mut listed = crate::report::Listed::new(
+            valuation.as_ref(),
+            Some(crate::report::ROWS_PER_FAMILY),
+            ticket_rows,
+        );
+        let mut interned = crate::run::handover::Interned::default();
         for (i, r) in records.iter().enumerate() {
-            // One shard's rows at a time, read again from its sealed file.
+            // One shard's rows at a time, read again from its sealed file, each listed as it
+            // is read; a file that differs from its seal fails the gather before anything is
+            // written from it.
             let file = crate::run::handover::FILE;
-            let (items, got) = match ShardRecord::read_items(&dirs[i]) {
-                Ok(read) => read,
+            listed.count(&r.family_rows()?);
+            let mut list = |row: crate::run::handover::ItemRecord| -> Result<()> {
+                listed.hold(row.item(&mut interned)?);
+                Ok(())
+            };
+            let got = match ShardRecord::read_items_each(&dirs[i], &mut list) {
+                Ok(got) => got,
                 // Unreadable now: changed since it was sealed (and read first)?
                 Err(e) => {
                     handover.verify_whole(i, file)?;
@@ -1121,7 +1132,6 @@ fn write_night(
                 }
             };
             handover.verify(i, file, &got)?;
-            listed.extend_counted(ShardRecord::items(items, &mut origins)?, &r.family_rows()?);
         }
         if let Some(s) = shared {
             listed.extend_counted(s.view.items.iter().cloned(), &s.view.family_rows);

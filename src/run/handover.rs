@@ -23,6 +23,7 @@ use crate::sources::{EntryRef, Origin, OriginalAmount, StatementLine};
 use crate::store::groups::HandoverFile;
 use crate::timeparse::Micros;
 use anyhow::{Context as _, Result, anyhow};
+use compact_str::CompactString;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -160,7 +161,7 @@ pub struct ShardRecord {
     /// that needs a human but only the first of the others ([`crate::report::ROWS_PER_FAMILY`]).
     pub family_rows: BTreeMap<String, usize>,
     /// Its report rows: written with the record, but not read with it ([`ShardRecord::read`]):
-    /// the gather reads them one shard at a time ([`ShardRecord::read_items`]), so it never
+    /// the gather reads them one shard at a time ([`ShardRecord::read_items_each`]), so it never
     /// holds every shard's rows twice (as read and as listed).
     #[serde(skip_deserializing)]
     pub items: Vec<ItemRecord>,
@@ -483,6 +484,14 @@ pub struct TotalRecord {
     pub amounts: Vec<(String, String)>,
 }
 
+/// What report rows read back share: the origins of their lines (by source, file and
+/// account) and their rules' names.
+#[derive(Default)]
+pub struct Interned {
+    origins: BTreeMap<(String, String, Option<String>), Arc<Origin>>,
+    rules: BTreeMap<String, Arc<str>>,
+}
+
 /// A report row in plain values.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ItemRecord {
@@ -559,7 +568,7 @@ impl ItemRecord {
                 })
                 .collect(),
             amount: i.amount.map(|m| (m.minor, m.currency.to_string())),
-            recipient: i.recipient.clone(),
+            recipient: i.recipient.to_string(),
             started_at: i.started_at,
             age_days: i.age_days,
             rule: i.rule.to_string(),
@@ -567,25 +576,26 @@ impl ItemRecord {
         }
     }
 
-    /// The row as the report renders it. Lines of one file share one origin, as in a run.
-    fn item(
-        self,
-        origins: &mut BTreeMap<(String, String, Option<String>), Arc<Origin>>,
-    ) -> Result<Item> {
+    /// The row as the report renders it. Lines of one file share one origin, and rows of one
+    /// rule one name, as in a run.
+    pub fn item(self, shared: &mut Interned) -> Result<Item> {
+        let Interned { origins, rules } = shared;
         let outcome =
             Outcome::parse(&self.outcome).ok_or_else(|| anyhow!("outcome {:?}", self.outcome))?;
         let mut lines = Vec::with_capacity(self.lines.len());
         for l in self.lines {
-            let origin = origins
-                .entry((l.source.clone(), l.file.clone(), l.account.clone()))
-                .or_insert_with(|| {
-                    Origin::new(
-                        Arc::from(l.source.as_str()),
-                        Arc::from(l.file.as_str()),
-                        l.account.as_deref().map(Arc::from),
-                    )
-                })
-                .clone();
+            let key = (l.source, l.file, l.account);
+            let origin = match origins.get(&key) {
+                Some(o) => Arc::clone(o),
+                None => {
+                    let o = Origin::new(
+                        Arc::from(key.0.as_str()),
+                        Arc::from(key.1.as_str()),
+                        key.2.as_deref().map(Arc::from),
+                    );
+                    Arc::clone(origins.entry(key).or_insert(o))
+                }
+            };
             lines.push(ItemLine {
                 id: l.id.into(),
                 amount: Money {
@@ -620,10 +630,17 @@ impl ItemRecord {
                     })
                 })
                 .transpose()?,
-            recipient: self.recipient,
+            recipient: CompactString::new(&self.recipient),
             started_at: self.started_at,
             age_days: self.age_days,
-            rule: Arc::from(self.rule.as_str()),
+            rule: match rules.get(self.rule.as_str()) {
+                Some(r) => Arc::clone(r),
+                None => Arc::clone(
+                    rules
+                        .entry(self.rule.clone())
+                        .or_insert_with(|| Arc::from(self.rule.as_str())),
+                ),
+            },
             detail: self.detail.into(),
         })
     }
@@ -705,22 +722,36 @@ impl ShardRecord {
     }
 
     /// Reads the record in a shard's folder but its report rows (see
-    /// [`ShardRecord::read_items`]), with the sha256 and size of the bytes it read (the whole
+    /// [`ShardRecord::read_items_each`]), with the sha256 and size of the bytes it read (the whole
     /// file), to be checked against the seal.
     pub fn read(dir: &Path) -> Result<(ShardRecord, (String, u64))> {
         read_hashed(dir)
     }
 
-    /// Reads the report rows of the record in a shard's folder, with the sha256 and size of
-    /// the bytes it read (the whole file, again), to be checked against the seal.
-    pub fn read_items(dir: &Path) -> Result<(Vec<ItemRecord>, (String, u64))> {
-        /// The record's report rows alone (every other key is skipped as it is read).
-        #[derive(Deserialize)]
-        struct Items {
-            items: Vec<ItemRecord>,
+    /// Reads the report rows of the record in a shard's folder one at a time, handing each to
+    /// `each` as soon as it is parsed (a shard's rows are never all held as read), with the
+    /// sha256 and size of the bytes it read (the whole file, again), to be checked against the
+    /// seal. The first error of `each` stops the reading and is returned as it is.
+    pub fn read_items_each(
+        dir: &Path,
+        each: &mut dyn FnMut(ItemRecord) -> Result<()>,
+    ) -> Result<(String, u64)> {
+        let mut failed = None;
+        let read = read_hashed_with(dir, |r| {
+            let mut de = serde_json::Deserializer::from_reader(r);
+            serde::de::DeserializeSeed::deserialize(
+                EachItem {
+                    each,
+                    failed: &mut failed,
+                },
+                &mut de,
+            )?;
+            de.end()
+        });
+        match (failed, read) {
+            (Some(e), _) => Err(e),
+            (None, read) => Ok(read?.1),
         }
-        let (Items { items }, got) = read_hashed(dir)?;
-        Ok((items, got))
     }
 
     /// Its totals as the report counts them.
@@ -755,27 +786,98 @@ impl ShardRecord {
             })
             .collect()
     }
-
-    /// `records` (its report rows, [`ShardRecord::read_items`]) as report items.
-    pub fn items(
-        records: Vec<ItemRecord>,
-        origins: &mut BTreeMap<(String, String, Option<String>), Arc<Origin>>,
-    ) -> Result<Vec<Item>> {
-        records.into_iter().map(|i| i.item(origins)).collect()
-    }
 }
 
 /// `T` read from the shard.json in `dir` as a stream, with the sha256 and size of every byte
 /// of the file (whatever the parser left unread).
 fn read_hashed<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<(T, (String, u64))> {
+    read_hashed_with(dir, |r| serde_json::from_reader(r))
+}
+
+/// What `read` reads from the shard.json in `dir`, with the sha256 and size of every byte of
+/// the file (whatever `read` left unread).
+fn read_hashed_with<T>(
+    dir: &Path,
+    read: impl FnOnce(&mut dyn std::io::Read) -> serde_json::Result<T>,
+) -> Result<(T, (String, u64))> {
     let path = dir.join(FILE);
     let file = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = std::io::BufReader::with_capacity(1 << 20, Hashing::new(file));
-    let value = serde_json::from_reader(&mut reader)
-        .with_context(|| format!("reading {}", path.display()))?;
+    let value = read(&mut reader).with_context(|| format!("reading {}", path.display()))?;
     std::io::copy(&mut reader, &mut std::io::sink())
         .with_context(|| format!("reading {}", path.display()))?;
     Ok((value, reader.into_inner().finish()))
+}
+
+/// A shard.json read for its report rows alone (every other key skipped as it is read), each
+/// row handed to `each` as it is parsed; `each`'s first error is kept in `failed` and stops
+/// the reading.
+struct EachItem<'a> {
+    each: &'a mut dyn FnMut(ItemRecord) -> Result<()>,
+    failed: &'a mut Option<anyhow::Error>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for EachItem<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EachItem<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a shard record")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let EachItem { each, failed } = self;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                map.next_value_seed(EachRow {
+                    each: &mut *each,
+                    failed: &mut *failed,
+                })?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `items` array of a shard.json, each row handed on as it is parsed.
+struct EachRow<'a> {
+    each: &'a mut dyn FnMut(ItemRecord) -> Result<()>,
+    failed: &'a mut Option<anyhow::Error>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for EachRow<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for EachRow<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of report rows")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(row) = seq.next_element::<ItemRecord>()? {
+            if let Err(e) = (self.each)(row) {
+                *self.failed = Some(e);
+                return Err(serde::de::Error::custom("a report row was refused"));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -940,5 +1042,86 @@ mod tests {
             assert_eq!(parse_action(&a.label()).unwrap(), a);
         }
         assert!(parse_action("transition:NOPE").is_err());
+    }
+
+    fn row(payment: &str) -> ItemRecord {
+        ItemRecord {
+            outcome: "MISSING_AT_PROVIDER".into(),
+            status: Some("UNKNOWN".into()),
+            action: "ticket".into(),
+            payment_id: Some(payment.into()),
+            lines: Vec::new(),
+            amount: Some((12_345, "EUR".into())),
+            recipient: "NL** **** 4300".into(),
+            started_at: Some(1_764_000_000_000_000),
+            age_days: 3,
+            rule: "window".into(),
+            detail: "no line".into(),
+        }
+    }
+
+    /// The report rows of a shard.json are handed on one at a time in file order, the keys
+    /// around them skipped, and the sha256 and size are the whole file's; a row refused stops
+    /// the reading with the refusal itself, not a parser's message.
+    #[test]
+    fn report_rows_are_read_one_at_a_time_and_a_refusal_stops_the_reading() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rows: Vec<serde_json::Value> = ["P-1", "P-2", "P-3"]
+            .iter()
+            .map(|p| serde_json::to_value(row(p)).expect("row"))
+            .collect();
+        rows[2]["outcome"] = "NO_SUCH_OUTCOME".into();
+        let record = serde_json::json!({
+            "group": "g",
+            "summary": {"run_id": "r", "warnings": ["x"]},
+            "items": rows,
+            "crossing": ["k"],
+        });
+        let bytes = serde_json::to_vec(&record).expect("json");
+        std::fs::write(dir.path().join(FILE), &bytes).expect("write");
+        let whole = (hex::encode(Sha256::digest(&bytes)), bytes.len() as u64);
+
+        let mut seen = Vec::new();
+        let mut keep_two = |r: ItemRecord| -> Result<()> {
+            seen.push(r.payment_id.clone().unwrap_or_default());
+            if seen.len() > 2 {
+                return Err(anyhow!("enough"));
+            }
+            Ok(())
+        };
+        let err = ShardRecord::read_items_each(dir.path(), &mut keep_two).unwrap_err();
+        assert_eq!(format!("{err:#}"), "enough");
+        assert_eq!(seen, ["P-1", "P-2", "P-3"]);
+
+        let mut interned = Interned::default();
+        let mut items = Vec::new();
+        let mut list = |r: ItemRecord| -> Result<()> {
+            items.push(r.item(&mut interned)?);
+            Ok(())
+        };
+        let err = ShardRecord::read_items_each(dir.path(), &mut list).unwrap_err();
+        assert!(format!("{err:#}").contains("NO_SUCH_OUTCOME"), "{err:#}");
+        assert_eq!(items.len(), 2);
+        assert!(
+            Arc::ptr_eq(&items[0].rule, &items[1].rule),
+            "one rule, one name"
+        );
+
+        rows.truncate(2);
+        let record = serde_json::json!({"items": rows, "group": "g"});
+        let bytes = serde_json::to_vec(&record).expect("json");
+        std::fs::write(dir.path().join(FILE), &bytes).expect("write");
+        let mut n = 0;
+        let got = ShardRecord::read_items_each(dir.path(), &mut |_| {
+            n += 1;
+            Ok(())
+        })
+        .expect("read");
+        assert_eq!(n, 2);
+        assert_eq!(
+            got,
+            (hex::encode(Sha256::digest(&bytes)), bytes.len() as u64)
+        );
+        assert_ne!(got, whole);
     }
 }

@@ -129,7 +129,7 @@ pub async fn markers(
                     .max();
                 if let Some(i) = hit {
                     let d = &applied[i];
-                    let mark = out.entry(c.key.clone()).or_default();
+                    let mark = out.entry(c.key.to_string()).or_default();
                     // Reopened by what a reviewer decided on it: that is the news.
                     mark.retain(|m| !matches!(m, Marker::Reopened { .. }));
                     mark.push(Marker::AfterDecision {

@@ -215,14 +215,14 @@ async fn stored_cases(
         tickets.sort_unstable();
         tickets.dedup();
         out.push(NewCase {
-            key: c.key.clone(),
+            key: c.key.to_string(),
             kind: c.kind.as_str().to_string(),
             severity: c.severity.as_str().to_string(),
             outcome: c.outcome.as_str().to_string(),
             fingerprint: c.fingerprint.clone(),
             // What and whose, as the email says it: `AMBIGUOUS: payments P-1, P-2, line L-9`.
             what: format!("{}: {}", c.what(), c.whose()),
-            why: c.why.clone(),
+            why: c.why(&view.items),
             at_risk: c.amount_text(),
             // What `recon cases list` orders by, as the reports do: the value in the reporting
             // currency (with it), else the units of the largest amount (currency left empty,

@@ -151,7 +151,7 @@ pub fn text(view: &ReportView, prose: &html::MailProse) -> String {
                 format!("{}, to {}", c.whose(), c.recipient)
             };
             let _ = writeln!(out, "   {}", text_safe(&whose));
-            let _ = writeln!(out, "   {}", text_safe(&c.why));
+            let _ = writeln!(out, "   {}", text_safe(&c.why(&view.items)));
             for t in markers.iter().filter_map(|m| m.text()) {
                 let _ = writeln!(out, "   {}", text_safe(&t));
             }

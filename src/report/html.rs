@@ -386,7 +386,7 @@ fn case_table(out: &mut String, view: &ReportView) {
                 .map(|a| escape(a).into_owned())
                 .collect::<Vec<_>>()
                 .join("<br>"),
-            escape(&c.why),
+            escape(&c.why(&view.items)),
             candidates
                 .iter()
                 .map(|t| escape(t).into_owned())
@@ -640,7 +640,7 @@ fn case_block(out: &mut String, view: &ReportView, number: usize, c: &Case) {
         amounts.join("<br>"),
         escape(step.next),
         escape(&whose),
-        escape(&c.why),
+        escape(&c.why(&view.items)),
     );
     for t in markers.iter().filter_map(|m| m.text()) {
         let _ = writeln!(

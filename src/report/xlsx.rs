@@ -448,7 +448,7 @@ fn cases_sheet(ws: &mut Worksheet, fmts: &mut Formats, view: &ReportView) -> Res
                 write_text(ws, r, 7, &curs.join(";"))?;
             }
         }
-        write_text(ws, r, 8, &c.why)?;
+        write_text(ws, r, 8, &c.why(&view.items))?;
         let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
         write_text(ws, r, 9, &candidates.join("\n"))?;
         ws.write_number(r, 10, exact_number(c.members.len()))?;
@@ -657,7 +657,7 @@ fn decide_sheet(
                 None => ws.write_string(r, col, d.to_string())?,
             };
         }
-        write_text(ws, r, decide_col("why"), &c.why)?;
+        write_text(ws, r, decide_col("why"), &c.why(&view.items))?;
         let candidates: Vec<String> = c.candidates.iter().map(|k| k.text()).collect();
         if !candidates.is_empty() {
             ws.write_string_with_format(
@@ -672,7 +672,7 @@ fn decide_sheet(
             ws.write_blank(r, decide_col(col), &input)?;
         }
         dropdowns.entry(choices).or_default().push(r);
-        if let Some(s) = view.marks.status.get(&c.key) {
+        if let Some(s) = view.marks.status.get(c.key.as_str()) {
             write_text(ws, r, decide_col("status"), s)?;
         }
         write_text(

@@ -662,14 +662,14 @@ async fn record_cases(
         &data.lines,
     )
     .await?;
-    judged.held_elsewhere = held.iter().map(|c| c.key.clone()).collect();
+    judged.held_elsewhere = held.iter().map(|c| c.key.to_string()).collect();
     // A range's days are one run: the cases none of its days holds any more are closed by its
     // last day, on what all of them judged and stored.
     let judged = match range_cases {
         Some(rc) => {
             judged
                 .held_elsewhere
-                .extend(view.cases.iter().map(|c| c.key.clone()));
+                .extend(view.cases.iter().map(|c| c.key.to_string()));
             rc.judged.extend(judged);
             rc.days_left = rc.days_left.saturating_sub(1);
             (rc.days_left == 0).then(|| std::mem::take(&mut rc.judged))

@@ -17,11 +17,15 @@ use crate::report::ReportView;
 use crate::report::markers::Marker;
 use crate::store::Tx;
 use anyhow::Result;
+use compact_str::CompactString;
 use std::collections::{HashMap, HashSet};
 
 /// How far back a decision counts as the cause of a new case: a week covers a weekend and a
 /// late re-run.
 pub const AFTER_DECISION_DAYS: i64 = 7;
+
+/// How many cases' stored states are read at once.
+const STATES_AT_ONCE: usize = 10_000;
 
 /// The markers of `view`'s cases. `run_ids` are the night's runs (the run, a range's days, or
 /// a gathered night's shards and gather); `now` is the store's clock text
@@ -31,8 +35,8 @@ pub async fn markers(
     view: &ReportView,
     run_ids: &[String],
     now_micros: i64,
-) -> Result<HashMap<String, Vec<Marker>>> {
-    let mut out: HashMap<String, Vec<Marker>> = HashMap::new();
+) -> Result<HashMap<CompactString, Vec<Marker>>> {
+    let mut out: HashMap<CompactString, Vec<Marker>> = HashMap::new();
     let listed = view.listed_cases();
     if listed.is_empty() {
         return Ok(out);
@@ -40,32 +44,37 @@ pub async fn markers(
     let ours: HashSet<&str> = run_ids.iter().map(String::as_str).collect();
     let keys: Vec<&str> = listed.iter().map(|c| c.key.as_str()).collect();
     let wanted: HashSet<&str> = keys.iter().copied().collect();
-    let states = tx.case_states(&keys).await?;
-    // New or reopened: what a recent decision may have caused.
+    // New or reopened: what a recent decision may have caused. The stored states are read a
+    // slice of the cases at a time (a night of 800,000 cases held 240 MB of them at once).
     let mut new: HashSet<&str> = HashSet::new();
     let mut escalated: Vec<(String, String)> = Vec::new();
-    for s in &states {
-        let mark = out.entry(s.key.clone()).or_default();
-        let by = s.status_by.clone().unwrap_or_default();
-        if ours.contains(s.first_seen_run_id.as_str()) {
-            mark.push(Marker::New);
-            if let Some(k) = wanted.get(s.key.as_str()) {
-                new.insert(k);
+    let mut states = Vec::new();
+    for chunk in keys.chunks(STATES_AT_ONCE) {
+        states.clear();
+        states.extend(tx.case_states(chunk).await?);
+        for s in &states {
+            let mark = out.entry(CompactString::new(&s.key)).or_default();
+            let by = s.status_by.clone().unwrap_or_default();
+            if ours.contains(s.first_seen_run_id.as_str()) {
+                mark.push(Marker::New);
+                if let Some(k) = wanted.get(s.key.as_str()) {
+                    new.insert(k);
+                }
+            } else if s.status == "OPEN"
+                && !by.is_empty()
+                && by != "recon"
+                && s.evidence_run_id
+                    .as_deref()
+                    .is_some_and(|r| ours.contains(r))
+            {
+                mark.push(Marker::Reopened { by: by.clone() });
+                if let Some(k) = wanted.get(s.key.as_str()) {
+                    new.insert(k);
+                }
             }
-        } else if s.status == "OPEN"
-            && !by.is_empty()
-            && by != "recon"
-            && s.evidence_run_id
-                .as_deref()
-                .is_some_and(|r| ours.contains(r))
-        {
-            mark.push(Marker::Reopened { by: by.clone() });
-            if let Some(k) = wanted.get(s.key.as_str()) {
-                new.insert(k);
+            if s.status == "ESCALATED" {
+                escalated.push((s.key.clone(), by));
             }
-        }
-        if s.status == "ESCALATED" {
-            escalated.push((s.key.clone(), by));
         }
     }
     // An escalation's note as the reviewer wrote it (the case's status note also says which
@@ -79,13 +88,13 @@ pub async fn markers(
             .find(|d| d.decision == "escalate" && d.state == "APPLIED")
             .map(|d| d.note)
             .unwrap_or_default();
-        out.entry(key)
+        out.entry(CompactString::new(&key))
             .or_default()
             .push(Marker::Escalated { by, note });
     }
     for d in tx.waiting_decisions().await? {
         if wanted.contains(d.case_key.as_str()) {
-            out.entry(d.case_key.clone())
+            out.entry(CompactString::new(&d.case_key))
                 .or_default()
                 .push(Marker::Waiting {
                     decision: d.decision,
@@ -129,7 +138,7 @@ pub async fn markers(
                     .max();
                 if let Some(i) = hit {
                     let d = &applied[i];
-                    let mark = out.entry(c.key.to_string()).or_default();
+                    let mark = out.entry(c.key.clone()).or_default();
                     // Reopened by what a reviewer decided on it: that is the news.
                     mark.retain(|m| !matches!(m, Marker::Reopened { .. }));
                     mark.push(Marker::AfterDecision {

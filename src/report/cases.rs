@@ -209,7 +209,7 @@ pub struct Marks {
     /// Case key → what changed about it since the last morning (new, reopened, escalated,
     /// waiting for an approval, after a decision), found in the store once the run stored its
     /// cases; empty before that (the files written beside the commit) and for a dry run.
-    pub markers: HashMap<String, Vec<super::markers::Marker>>,
+    pub markers: HashMap<compact_str::CompactString, Vec<super::markers::Marker>>,
 }
 
 impl Default for Marks {

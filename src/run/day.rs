@@ -635,7 +635,9 @@ impl Published {
 /// last morning (None for a shard: its gather finds them for the whole night), and the time it
 /// took (ms).
 type Recorded = (
-    Option<std::collections::HashMap<String, Vec<crate::report::markers::Marker>>>,
+    Option<
+        std::collections::HashMap<compact_str::CompactString, Vec<crate::report::markers::Marker>>,
+    >,
     u64,
 );
 

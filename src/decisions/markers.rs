@@ -14,10 +14,9 @@
 //!   a confirmation that now shows another amount, say. It replaces "reopened".
 
 use crate::report::ReportView;
-use crate::report::markers::Marker;
+use crate::report::markers::{CaseMarkers, Marker};
 use crate::store::Tx;
 use anyhow::Result;
-use compact_str::CompactString;
 use std::collections::{HashMap, HashSet};
 
 /// How far back a decision counts as the cause of a new case: a week covers a weekend and a
@@ -35,8 +34,8 @@ pub async fn markers(
     view: &ReportView,
     run_ids: &[String],
     now_micros: i64,
-) -> Result<HashMap<CompactString, Vec<Marker>>> {
-    let mut out: HashMap<CompactString, Vec<Marker>> = HashMap::new();
+) -> Result<CaseMarkers> {
+    let mut out = CaseMarkers::default();
     let listed = view.listed_cases();
     if listed.is_empty() {
         return Ok(out);
@@ -53,10 +52,9 @@ pub async fn markers(
         states.clear();
         states.extend(tx.case_states(chunk).await?);
         for s in &states {
-            let mark = out.entry(CompactString::new(&s.key)).or_default();
             let by = s.status_by.clone().unwrap_or_default();
             if ours.contains(s.first_seen_run_id.as_str()) {
-                mark.push(Marker::New);
+                out.new_case(&s.key);
                 if let Some(k) = wanted.get(s.key.as_str()) {
                     new.insert(k);
                 }
@@ -67,7 +65,8 @@ pub async fn markers(
                     .as_deref()
                     .is_some_and(|r| ours.contains(r))
             {
-                mark.push(Marker::Reopened { by: by.clone() });
+                out.list_mut(&s.key)
+                    .push(Marker::Reopened { by: by.clone() });
                 if let Some(k) = wanted.get(s.key.as_str()) {
                     new.insert(k);
                 }
@@ -88,18 +87,14 @@ pub async fn markers(
             .find(|d| d.decision == "escalate" && d.state == "APPLIED")
             .map(|d| d.note)
             .unwrap_or_default();
-        out.entry(CompactString::new(&key))
-            .or_default()
-            .push(Marker::Escalated { by, note });
+        out.list_mut(&key).push(Marker::Escalated { by, note });
     }
     for d in tx.waiting_decisions().await? {
         if wanted.contains(d.case_key.as_str()) {
-            out.entry(CompactString::new(&d.case_key))
-                .or_default()
-                .push(Marker::Waiting {
-                    decision: d.decision,
-                    by: d.actor,
-                });
+            out.list_mut(&d.case_key).push(Marker::Waiting {
+                decision: d.decision,
+                by: d.actor,
+            });
         }
     }
     if !new.is_empty() {
@@ -138,7 +133,7 @@ pub async fn markers(
                     .max();
                 if let Some(i) = hit {
                     let d = &applied[i];
-                    let mark = out.entry(c.key.clone()).or_default();
+                    let mark = out.list_mut(&c.key);
                     // Reopened by what a reviewer decided on it: that is the news.
                     mark.retain(|m| !matches!(m, Marker::Reopened { .. }));
                     mark.push(Marker::AfterDecision {
@@ -150,10 +145,6 @@ pub async fn markers(
             }
         }
     }
-    out.retain(|_, v| !v.is_empty());
-    for v in out.values_mut() {
-        v.sort();
-        v.dedup();
-    }
+    out.finish();
     Ok(out)
 }

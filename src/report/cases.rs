@@ -209,7 +209,7 @@ pub struct Marks {
     /// Case key → what changed about it since the last morning (new, reopened, escalated,
     /// waiting for an approval, after a decision), found in the store once the run stored its
     /// cases; empty before that (the files written beside the commit) and for a dry run.
-    pub markers: HashMap<compact_str::CompactString, Vec<super::markers::Marker>>,
+    pub markers: super::markers::CaseMarkers,
 }
 
 impl Default for Marks {
@@ -226,10 +226,7 @@ impl Default for Marks {
 impl Marks {
     /// What changed about `case` since the last morning (empty: nothing).
     pub fn markers_of(&self, case: &Case) -> &[super::markers::Marker] {
-        self.markers
-            .get(case.key.as_str())
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        self.markers.of(&case.key)
     }
 
     /// Whether `case` was settled on the evidence it has now.
@@ -242,15 +239,7 @@ impl Marks {
     pub fn extend(&mut self, other: Marks) {
         self.settled.extend(other.settled);
         self.status.extend(other.status);
-        for (key, list) in other.markers {
-            let mine = self.markers.entry(key).or_default();
-            for m in list {
-                if !mine.contains(&m) {
-                    mine.push(m);
-                }
-            }
-            mine.sort();
-        }
+        self.markers.extend(other.markers);
         // One job's days: the same reasons; the day's are the job's.
         self.dismiss_reasons = other.dismiss_reasons;
     }

@@ -84,6 +84,88 @@ impl Marker {
     }
 }
 
+/// The markers of a night's cases by case key. A case that is only new (every case on a data
+/// set's first night) is a key in a set, not a list of its own: 800,000 such lists were 0.3 GB
+/// of a gather.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CaseMarkers {
+    /// The cases whose one marker is [`Marker::New`].
+    new_only: std::collections::HashSet<compact_str::CompactString>,
+    /// Every other case's markers, in the order they were found.
+    listed: std::collections::HashMap<compact_str::CompactString, Vec<Marker>>,
+}
+
+/// The markers of a case that is only new.
+static NEW_ONLY: [Marker; 1] = [Marker::New];
+
+impl CaseMarkers {
+    /// The markers of the case `key` (empty: nothing changed).
+    pub fn of(&self, key: &str) -> &[Marker] {
+        if self.new_only.contains(key) {
+            return &NEW_ONLY;
+        }
+        self.listed.get(key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Marks the case `key` new (its first marker).
+    pub fn new_case(&mut self, key: &str) {
+        match self.listed.get_mut(key) {
+            Some(list) => list.push(Marker::New),
+            None => {
+                self.new_only.insert(key.into());
+            }
+        }
+    }
+
+    /// The markers of the case `key`, to add to (a case only new becomes a list).
+    pub fn list_mut(&mut self, key: &str) -> &mut Vec<Marker> {
+        let was_new = self.new_only.remove(key);
+        self.listed.entry(key.into()).or_insert_with(|| {
+            if was_new {
+                vec![Marker::New]
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    /// Each case's markers sorted, each once; a case without one left out, and a case whose
+    /// one marker is "new" kept as a key.
+    pub fn finish(&mut self) {
+        let mut only_new = Vec::new();
+        self.listed.retain(|key, list| {
+            list.sort();
+            list.dedup();
+            if list.as_slice() == [Marker::New] {
+                only_new.push(key.clone());
+                return false;
+            }
+            !list.is_empty()
+        });
+        self.new_only.extend(only_new);
+    }
+
+    /// Adds `other`'s markers (a range's days): each marker of a case once, sorted.
+    pub fn extend(&mut self, other: CaseMarkers) {
+        for key in other.new_only {
+            if !self.of(&key).contains(&Marker::New) {
+                let list = self.list_mut(&key);
+                list.push(Marker::New);
+                list.sort();
+            }
+        }
+        for (key, list) in other.listed {
+            let mine = self.list_mut(&key);
+            for m in list {
+                if !mine.contains(&m) {
+                    mine.push(m);
+                }
+            }
+            mine.sort();
+        }
+    }
+}
+
 /// How many cases carry each kind of marker, for the email's first screen: `2 new · 1
 /// reopened · 1 waiting for your approval` (`None` when no case carries one).
 pub fn summary<'a>(markers: impl IntoIterator<Item = &'a [Marker]>) -> Option<String> {
@@ -164,5 +246,38 @@ mod tests {
             note: " ".into(),
         };
         assert_eq!(bare.line(), "ESCALATED: escalated by ana");
+    }
+
+    /// A case only new reads as `[new]` without a list of its own; a second marker makes it a
+    /// list that keeps "new" first; merging a range's days keeps each marker once.
+    #[test]
+    fn a_case_only_new_is_a_key_and_gains_a_list_with_its_second_marker() {
+        let waiting = Marker::Waiting {
+            decision: "confirm 1".into(),
+            by: "ana".into(),
+        };
+        let mut m = CaseMarkers::default();
+        m.new_case("C-1");
+        m.new_case("C-2");
+        m.list_mut("C-2").push(waiting.clone());
+        m.list_mut("C-3").push(Marker::Reopened { by: "bo".into() });
+        m.list_mut("C-4");
+        m.finish();
+        assert_eq!(m.of("C-1"), [Marker::New]);
+        assert_eq!(m.of("C-2"), [Marker::New, waiting.clone()]);
+        assert_eq!(m.of("C-3"), [Marker::Reopened { by: "bo".into() }]);
+        assert!(m.of("C-4").is_empty() && m.of("C-9").is_empty());
+        assert_eq!((m.new_only.len(), m.listed.len()), (1, 2), "{m:?}");
+
+        let mut day2 = CaseMarkers::default();
+        day2.new_case("C-1");
+        day2.new_case("C-3");
+        day2.list_mut("C-1").push(waiting.clone());
+        m.extend(day2);
+        assert_eq!(m.of("C-1"), [Marker::New, waiting]);
+        assert_eq!(
+            m.of("C-3"),
+            [Marker::New, Marker::Reopened { by: "bo".into() }]
+        );
     }
 }

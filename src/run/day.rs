@@ -634,12 +634,7 @@ impl Published {
 /// What recording a day's cases found: the markers of what changed about each case since the
 /// last morning (None for a shard: its gather finds them for the whole night), and the time it
 /// took (ms).
-type Recorded = (
-    Option<
-        std::collections::HashMap<compact_str::CompactString, Vec<crate::report::markers::Marker>>,
-    >,
-    u64,
-);
+type Recorded = (Option<crate::report::markers::CaseMarkers>, u64);
 
 /// The run's cases, in its transaction: what decisions are checked against. `held`: the cases
 /// a shard leaves to the gather.

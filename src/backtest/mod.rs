@@ -206,14 +206,12 @@ async fn replay_all(
         // The candidate first, kept as its projection: the two plans never hold their
         // evidence at once.
         let after = Box::pin(replay(cfg, candidate, db, &night)).await?;
-        let unrecorded = unrecorded_inputs(&night.inputs, &after.summary_inputs())
-            .or_else(|| unread_inputs(&night.inputs, &after.summary_inputs()));
+        let unrecorded = inputs_differ(&night.inputs, &after.summary_inputs());
         let mut projected = compare::Projection::of(after.data.flip_rows());
         drop(after);
         let before = Box::pin(replay(cfg, live, db, &night)).await?;
-        if let Some(why) = unrecorded
-            .or_else(|| unrecorded_inputs(&night.inputs, &before.summary_inputs()))
-            .or_else(|| unread_inputs(&night.inputs, &before.summary_inputs()))
+        if let Some(why) =
+            unrecorded.or_else(|| inputs_differ(&night.inputs, &before.summary_inputs()))
         {
             skipped.push(Skipped {
                 run: night.label,
@@ -395,43 +393,31 @@ fn inputs_changed(inputs: &[serde_json::Value]) -> Option<String> {
     (!problems.is_empty()).then(|| problems.join("; "))
 }
 
-/// Why the replay read a file the run did not (a file delivered after the night, or one
-/// read under another name): the night would not be the one recorded.
-fn unrecorded_inputs(
+/// Why the replay did not read the files the run read (None: the same files, by sha256). A
+/// file the run did not read (delivered after the night, or read under another name) would
+/// make it another night; a file the run read and the replay did not would compare two blind
+/// plans and find nothing. Either skips the night.
+fn inputs_differ(
     recorded: &[serde_json::Value],
     read: &[crate::sources::InputFile],
 ) -> Option<String> {
+    let recorded_sha = |r: &serde_json::Value| r["sha256"].as_str().map(str::to_string);
+    let known: std::collections::BTreeSet<String> =
+        recorded.iter().filter_map(recorded_sha).collect();
     let unknown: Vec<&str> = read
         .iter()
-        .filter(|f| {
-            !recorded
-                .iter()
-                .any(|r| r["sha256"].as_str() == Some(f.sha256.as_str()))
-        })
+        .filter(|f| !known.contains(&f.sha256))
         .map(|f| f.path.as_str())
         .collect();
-    (!unknown.is_empty()).then(|| {
-        format!(
+    if !unknown.is_empty() {
+        return Some(format!(
             "{}: not read by the run (delivered since, or changed)",
             unknown.join(", ")
-        )
-    })
-}
-
-/// Why the replay did not read every statement file the run read (None: it read them all):
-/// a night replayed without some of its evidence would compare two blind plans and find
-/// nothing, so it is skipped instead.
-fn unread_inputs(
-    recorded: &[serde_json::Value],
-    read: &[crate::sources::InputFile],
-) -> Option<String> {
+        ));
+    }
     let missing: Vec<&str> = recorded
         .iter()
-        .filter(|r| {
-            r["sha256"]
-                .as_str()
-                .is_some_and(|sha| !read.iter().any(|f| f.sha256 == sha))
-        })
+        .filter(|r| recorded_sha(r).is_some_and(|sha| !read.iter().any(|f| f.sha256 == sha)))
         .filter_map(|r| r["path"].as_str())
         .collect();
     (!missing.is_empty()).then(|| {

@@ -148,21 +148,12 @@ impl CaseMarkers {
     /// Adds `other`'s markers (a range's days): each marker of a case once, sorted.
     pub fn extend(&mut self, other: CaseMarkers) {
         for key in other.new_only {
-            if !self.of(&key).contains(&Marker::New) {
-                let list = self.list_mut(&key);
-                list.push(Marker::New);
-                list.sort();
-            }
+            self.list_mut(&key).push(Marker::New);
         }
         for (key, list) in other.listed {
-            let mine = self.list_mut(&key);
-            for m in list {
-                if !mine.contains(&m) {
-                    mine.push(m);
-                }
-            }
-            mine.sort();
+            self.list_mut(&key).extend(list);
         }
+        self.finish();
     }
 }
 

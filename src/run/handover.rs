@@ -593,7 +593,8 @@ impl ItemRecord {
                         Arc::from(key.1.as_str()),
                         key.2.as_deref().map(Arc::from),
                     );
-                    Arc::clone(origins.entry(key).or_insert(o))
+                    origins.insert(key, Arc::clone(&o));
+                    o
                 }
             };
             lines.push(ItemLine {
@@ -635,11 +636,11 @@ impl ItemRecord {
             age_days: self.age_days,
             rule: match rules.get(self.rule.as_str()) {
                 Some(r) => Arc::clone(r),
-                None => Arc::clone(
-                    rules
-                        .entry(self.rule.clone())
-                        .or_insert_with(|| Arc::from(self.rule.as_str())),
-                ),
+                None => {
+                    let r: Arc<str> = Arc::from(self.rule.as_str());
+                    rules.insert(self.rule, Arc::clone(&r));
+                    r
+                }
             },
             detail: self.detail.into(),
         })
